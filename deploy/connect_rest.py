@@ -1,0 +1,110 @@
+"""A thin client for the Kafka Connect REST API: one method per endpoint, one error mapping.
+
+Retries what Connect documents as transient: 409 (a rebalance is in progress), 408, 429 and
+5xx, with jittered exponential backoff inside a deadline. Everything else becomes a
+``ConnectRestError`` that renders as ``METHOD PATH returned STATUS: message``.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import quote
+
+import requests
+
+from ikkai.errors import IkkaiError
+
+RETRIED_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
+
+
+class ConnectRestError(IkkaiError):
+    def __init__(self, method: str, path: str, status: int | None, message: str, url: str) -> None:
+        outcome = f"returned {status}" if status is not None else "failed"
+        super().__init__(f"{method} {path} {outcome}: {message}", fix=None if status else f"is Connect up at {url}?")
+        self.method = method
+        self.path = path
+        self.status = status
+        self.connect_message = message
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+
+def backoff_delays(
+    attempts: int, base: float = 0.25, cap: float = 5.0, rng: random.Random | None = None
+) -> list[float]:
+    """Full-jitter exponential backoff: attempt k waits uniform(0, min(cap, base * 2**k))."""
+    rng = rng or random.Random()  # noqa: S311 - jitter spreads retries; it guards nothing
+    return [rng.uniform(0, min(cap, base * 2**k)) for k in range(attempts)]
+
+
+class ConnectClient:
+    def __init__(self, url: str, *, timeout: float = 30.0, retry_deadline: float = 60.0) -> None:
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+        self.retry_deadline = retry_deadline
+        self.session = requests.Session()
+        self.calls: list[tuple[str, str]] = []  # (method, path) of every request sent, for audits and tests
+
+    # -- endpoints -----------------------------------------------------------------------------
+
+    def root(self) -> dict[str, Any]:
+        return self._call("GET", "/")  # type: ignore[no-any-return]
+
+    def connector_plugins(self) -> list[dict[str, Any]]:
+        return self._call("GET", "/connector-plugins")  # type: ignore[no-any-return]
+
+    def connectors(self) -> list[str]:
+        return self._call("GET", "/connectors")  # type: ignore[no-any-return]
+
+    def connector_config(self, name: str) -> dict[str, str]:
+        return self._call("GET", f"/connectors/{_seg(name)}/config")  # type: ignore[no-any-return]
+
+    def put_connector_config(self, name: str, config: Mapping[str, str]) -> dict[str, Any]:
+        return self._call("PUT", f"/connectors/{_seg(name)}/config", json=dict(config))  # type: ignore[no-any-return]
+
+    def connector_status(self, name: str) -> dict[str, Any]:
+        return self._call("GET", f"/connectors/{_seg(name)}/status")  # type: ignore[no-any-return]
+
+    def delete_connector(self, name: str) -> None:
+        self._call("DELETE", f"/connectors/{_seg(name)}")
+
+    # -- transport -----------------------------------------------------------------------------
+
+    def _call(self, method: str, path: str, *, json: Any = None) -> Any:
+        deadline = time.monotonic() + self.retry_deadline
+        delays = iter(backoff_delays(30))
+        while True:
+            self.calls.append((method, path))
+            try:
+                response = self.session.request(method, self.url + path, json=json, timeout=self.timeout)
+            except requests.ConnectionError as exc:
+                error = ConnectRestError(method, path, None, type(exc).__name__, self.url)
+                status = None
+            else:
+                if response.status_code < 300:
+                    return response.json() if response.content else None
+                status = response.status_code
+                error = ConnectRestError(method, path, status, _message(response), self.url)
+            delay = next(delays, None)
+            if (status not in RETRIED_STATUSES and status is not None) or delay is None:
+                raise error
+            if time.monotonic() + delay > deadline:
+                raise error
+            time.sleep(delay)
+
+
+def _seg(name: str) -> str:
+    return quote(name, safe="")
+
+
+def _message(response: requests.Response) -> str:
+    try:
+        body = response.json()
+        return str(body.get("message") or body)
+    except ValueError:
+        return response.text.strip()[:300] or response.reason

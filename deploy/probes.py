@@ -1,0 +1,44 @@
+"""Health probes that ask the real services, for any runtime (embedded, docker, external)."""
+
+from __future__ import annotations
+
+import logging
+
+import requests
+from confluent_kafka.admin import AdminClient
+
+# librdkafka reports every refused connection while a broker starts; a probe expects those.
+_quiet = logging.getLogger("ikkai.probe")
+_quiet.addHandler(logging.NullHandler())
+_quiet.propagate = False
+
+
+def broker_answers(bootstrap_servers: str, timeout: float = 2.0) -> bool:
+    """True when the cluster answers a metadata request with at least one broker."""
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers}, logger=_quiet)
+    try:
+        metadata = admin.list_topics(timeout=timeout)
+    except Exception:  # noqa: BLE001 - any failure means "not answering yet"
+        return False
+    return bool(metadata.brokers)
+
+
+def connect_plugins(connect_url: str, timeout: float = 2.0) -> list[str] | None:
+    """Connector classes a ready Connect worker has loaded, or None while it is not ready.
+
+    Ready means the REST server answers ``GET /`` and the herder serves ``GET /connectors``
+    (the REST API answers 503 until the worker has joined its group and read its config topic).
+    """
+    try:
+        root = requests.get(f"{connect_url}/", timeout=timeout)
+        if root.status_code != 200:
+            return None
+        connectors = requests.get(f"{connect_url}/connectors", timeout=timeout)
+        if connectors.status_code != 200:
+            return None
+        plugins = requests.get(f"{connect_url}/connector-plugins", timeout=timeout)
+        if plugins.status_code != 200:
+            return None
+        return [str(plugin["class"]) for plugin in plugins.json()]
+    except (requests.RequestException, ValueError, KeyError, TypeError):
+        return None

@@ -1,0 +1,143 @@
+"""Starting, finding and stopping the stack's JVMs.
+
+Every JVM ikkai starts carries two system properties on its command line,
+``-Dikkai.stack=<home>`` and ``-Dikkai.component=<name>``. They are the identity of the
+process: ``stack_processes`` finds them by reading /proc, so a lost pid file, a reused pid
+or a crashed CLI can never make ikkai stop a stranger's process or miss one of its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+STACK_PROPERTY = "-Dikkai.stack="
+COMPONENT_PROPERTY = "-Dikkai.component="
+
+
+def identity_options(home: Path, component: str) -> list[str]:
+    return [f"{STACK_PROPERTY}{home}", f"{COMPONENT_PROPERTY}{component}"]
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[-1].split()[0] in {"Z", "X"}
+
+
+def _reap(pid: int) -> None:
+    """Collect the exit status of a child of ours, so it does not linger as a zombie."""
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def stack_processes(home: Path) -> dict[str, list[int]]:
+    """Live processes of the stack rooted at ``home``, by component name."""
+    marker = f"{STACK_PROPERTY}{home}"
+    found: dict[str, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        pid = int(entry.name)
+        args = _cmdline(pid)
+        if marker not in args:
+            continue
+        _reap(pid)
+        if _is_zombie(pid):
+            continue
+        component = next((a[len(COMPONENT_PROPERTY) :] for a in args if a.startswith(COMPONENT_PROPERTY)), "?")
+        found.setdefault(component, []).append(pid)
+    return found
+
+
+def is_alive(pid: int, home: Path, component: str) -> bool:
+    _reap(pid)
+    args = _cmdline(pid)
+    return not _is_zombie(pid) and f"{STACK_PROPERTY}{home}" in args and f"{COMPONENT_PROPERTY}{component}" in args
+
+
+def start_java(
+    java: Path,
+    *,
+    home: Path,
+    component: str,
+    main_class: str,
+    classpath: str,
+    args: Sequence[str],
+    jvm_options: Sequence[str],
+    output: Path,
+    env: Mapping[str, str] | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start a detached JVM (its own session, stdin closed, output to a file).
+
+    The caller watches start-up through the returned handle: right after exec, /proc may not
+    show the new command line yet, so identity checks are only for processes found later.
+    """
+    command = [
+        str(java), *jvm_options, *identity_options(home, component),
+        "-cp", classpath, main_class, *args,
+    ]  # fmt: skip
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with output.open("ab") as out:
+        process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=home,
+            env=dict(env) if env is not None else None,
+        )
+    return process
+
+
+def run_java(
+    java: Path, *, classpath: str, main_class: str, args: Sequence[str], jvm_options: Sequence[str] = ()
+) -> subprocess.CompletedProcess[str]:
+    """Run a short-lived Java tool (the storage formatter) and capture its output."""
+    return subprocess.run(
+        [str(java), *jvm_options, "-cp", classpath, main_class, *args],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+
+def stop(pid: int, home: Path, component: str, *, grace_seconds: float) -> bool:
+    """TERM the process group, then KILL it after ``grace_seconds``. True if it needed KILL."""
+    if not is_alive(pid, home, component):
+        return False
+    signal_group(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_seconds
+    while time.monotonic() < deadline:
+        if not is_alive(pid, home, component):
+            return False
+        time.sleep(0.1)
+    signal_group(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while is_alive(pid, home, component) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return True
+
+
+def signal_group(pid: int, sig: signal.Signals) -> None:
+    try:
+        if os.getpgid(pid) == pid:
+            os.killpg(pid, sig)
+        else:
+            os.kill(pid, sig)
+    except ProcessLookupError:
+        pass

@@ -1,0 +1,89 @@
+"""Which stack ikkai talks to: the embedded one, one from Docker, or an existing cluster.
+
+All three answer the same small protocol, so the CLI, the demo and the tests never care
+which one they got. ``select_stack`` makes the choice: an external cluster named in the
+environment always wins (nothing is started), then the ``runtime`` asked for.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Protocol, TextIO
+
+from deploy.errors import StackError
+from deploy.local_stack import ComponentStatus, LocalStack, StackStatus
+from deploy.probes import broker_answers, connect_plugins
+from deploy.settings import Endpoints, external_endpoints, ikkai_home, jars_dir
+
+RUNTIMES = ("local", "docker")
+
+
+class Stack(Protocol):
+    def up(self) -> Endpoints: ...
+    def down(self, *, purge: bool = False) -> list[int]: ...
+    def status(self) -> StackStatus: ...
+    def endpoints(self) -> Endpoints | None: ...
+
+
+class ExternalStack:
+    """An existing Kafka + Kafka Connect cluster: probed, never started or stopped."""
+
+    def __init__(self, endpoints: Endpoints, progress: TextIO = sys.stderr) -> None:
+        self._endpoints = endpoints
+        self.progress = progress
+
+    def endpoints(self) -> Endpoints:
+        return self._endpoints
+
+    def status(self) -> StackStatus:
+        broker = broker_answers(self._endpoints.bootstrap_servers, timeout=5)
+        connect = connect_plugins(self._endpoints.connect_url, timeout=5) is not None
+        return StackStatus(
+            Path("-"),
+            self._endpoints,
+            [ComponentStatus("broker", [], broker, Path("-")), ComponentStatus("connect", [], connect, Path("-"))],
+        )
+
+    def up(self) -> Endpoints:
+        self.progress.write(
+            f"using the existing cluster named by the environment "
+            f"({self._endpoints.bootstrap_servers}, {self._endpoints.connect_url}); nothing started\n"
+        )
+        for component in self.status().components:
+            if not component.healthy:
+                where = self._endpoints.bootstrap_servers if component.name == "broker" else self._endpoints.connect_url
+                raise StackError(
+                    component.name,
+                    f"the external {component.name} at {where} does not answer",
+                    fix="check IKKAI_BOOTSTRAP_SERVERS / IKKAI_CONNECT_URL, or unset both to use the embedded stack",
+                )
+        return self._endpoints
+
+    def down(self, *, purge: bool = False) -> list[int]:
+        self.progress.write("external cluster: nothing to stop\n")
+        return []
+
+
+def select_stack(
+    runtime: str = "local",
+    *,
+    home: Path | None = None,
+    broker_port: int | None = None,
+    connect_port: int | None = None,
+    progress: TextIO = sys.stderr,
+) -> Stack:
+    external = external_endpoints()
+    if external is not None:
+        return ExternalStack(external, progress)
+    if runtime == "docker":
+        from deploy.docker_stack import DockerStack  # imported lazily: needs the docker SDK
+
+        return DockerStack(progress=progress)
+    return LocalStack(
+        home or ikkai_home(),
+        jars_dir(),
+        broker_port=broker_port,
+        connect_port=connect_port,
+        progress=progress,
+    )

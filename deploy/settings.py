@@ -1,0 +1,72 @@
+"""Where the stack lives and which cluster to use, read once from the environment.
+
+| variable                  | meaning                                                     | default        |
+|---------------------------|-------------------------------------------------------------|----------------|
+| IKKAI_HOME                | state of the embedded stack (data, logs, pids)              | ~/.ikkai       |
+| IKKAI_JARS_DIR            | jars resolved from deploy/pom.xml, shared by every home     | $IKKAI_HOME/jars |
+| IKKAI_BOOTSTRAP_SERVERS   | use this Kafka cluster instead of starting one              | (unset)        |
+| IKKAI_CONNECT_URL         | use this Kafka Connect REST URL instead of starting one     | (unset)        |
+
+The two cluster variables go together: naming one without the other is an error, because
+half an external stack and half an embedded one would silently talk past each other.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from ikkai.errors import ConfigError
+
+HOME_VAR = "IKKAI_HOME"
+JARS_VAR = "IKKAI_JARS_DIR"
+BOOTSTRAP_VAR = "IKKAI_BOOTSTRAP_SERVERS"
+CONNECT_VAR = "IKKAI_CONNECT_URL"
+
+
+def ikkai_home(env: Mapping[str, str] = os.environ) -> Path:
+    return Path(env.get(HOME_VAR) or Path.home() / ".ikkai").expanduser().resolve()
+
+
+def jars_dir(env: Mapping[str, str] = os.environ) -> Path:
+    configured = env.get(JARS_VAR)
+    return Path(configured).expanduser().resolve() if configured else ikkai_home(env) / "jars"
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    """How clients reach a running stack, whoever started it."""
+
+    bootstrap_servers: str
+    connect_url: str
+    runtime: str  # "local", "docker" or "external"
+
+    def as_dict(self) -> dict[str, str]:
+        return {
+            "runtime": self.runtime,
+            "bootstrap_servers": self.bootstrap_servers,
+            "connect_url": self.connect_url,
+        }
+
+
+def external_endpoints(env: Mapping[str, str] = os.environ) -> Endpoints | None:
+    """The existing cluster named by the environment, or None when the stack is ours to start."""
+    bootstrap = env.get(BOOTSTRAP_VAR, "").strip()
+    connect = env.get(CONNECT_VAR, "").strip()
+    if not bootstrap and not connect:
+        return None
+    if not bootstrap or not connect:
+        missing, given = (BOOTSTRAP_VAR, CONNECT_VAR) if not bootstrap else (CONNECT_VAR, BOOTSTRAP_VAR)
+        raise ConfigError(
+            "environment",
+            missing,
+            f"is unset while {given} is set",
+            fix=f"set both to use an existing cluster, or unset {given} to start the embedded stack",
+        )
+    if not connect.startswith(("http://", "https://")):
+        raise ConfigError(
+            "environment", CONNECT_VAR, f"{connect!r} is not an http(s) URL", fix="e.g. http://connect:8083"
+        )
+    return Endpoints(bootstrap_servers=bootstrap, connect_url=connect.rstrip("/"), runtime="external")

@@ -1,0 +1,40 @@
+"""The root of every error ikkai raises on purpose.
+
+Each failure kind is a subclass with structured fields; ``str(error)`` renders them as one
+line that says what went wrong, where, and what to do. Callers branch on the class and
+its fields, never on the message text. The CLI turns any ``IkkaiError`` into that line
+on stderr and exit code 1 (deploy/cli.py).
+"""
+
+from __future__ import annotations
+
+
+class IkkaiError(Exception):
+    """Base class. ``fix`` is the "what to do" part of the message, when there is one."""
+
+    def __init__(self, message: str, *, fix: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.fix = fix
+
+    def __str__(self) -> str:
+        return f"{self.message}: {self.fix}" if self.fix else self.message
+
+
+class PrerequisiteError(IkkaiError):
+    """A tool ikkai needs on this machine is missing or too old (java, mvn, python)."""
+
+    def __init__(self, tool: str, problem: str, fix: str) -> None:
+        super().__init__(f"{tool}: {problem}", fix=fix)
+        self.tool = tool
+        self.problem = problem
+
+
+class ConfigError(IkkaiError):
+    """A setting is missing, unknown or malformed. ``source`` says where it came from."""
+
+    def __init__(self, source: str, key: str, problem: str, fix: str | None = None) -> None:
+        super().__init__(f"{source}: {key}: {problem}", fix=fix)
+        self.source = source
+        self.key = key
+        self.problem = problem

@@ -1,0 +1,47 @@
+"""The one place a SparkSession is built: Spark's Kafka jars on the classpath, nothing fetched at run time.
+
+The connector jars come from the folder ``ikkai setup`` resolved (deploy/pom.xml), passed
+through ``spark.jars``; ``spark.jars.packages`` is never used, so a job starts the same way
+offline as online. Speculative execution is off: the transactional sink relies on one
+attempt per partition writing at a time (DESIGN.md, "Exactly-once from Spark to Kafka").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from deploy.artifacts import JarSet, resolved_jars
+from deploy.settings import jars_dir
+from ikkai.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+DEFAULTS = {
+    "spark.speculation": "false",
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+}
+
+
+def spark_jars(jars: JarSet | None = None) -> list[str]:
+    resolved = jars or resolved_jars(jars_dir())
+    if resolved is None or not resolved.spark_jars():
+        raise ConfigError(
+            "spark", "spark.jars", "Spark's Kafka connector jars are not resolved", fix="run `ikkai setup` first"
+        )
+    return [str(path) for path in resolved.spark_jars()]
+
+
+def spark_session(
+    app_name: str, *, master: str = "local[2]", jars: JarSet | None = None, conf: Mapping[str, str] | None = None
+) -> SparkSession:
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name).master(master).config("spark.jars", ",".join(spark_jars(jars)))
+    for key, value in {**DEFAULTS, **(conf or {})}.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
