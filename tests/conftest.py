@@ -1,0 +1,75 @@
+"""Fixtures shared by every test area, and the rule that CI never skips integration tests silently.
+
+The ``stack`` fixture starts the embedded stack once per session, in a temporary home, with
+the jars ``ikkai setup`` resolved; or, when IKKAI_BOOTSTRAP_SERVERS and IKKAI_CONNECT_URL are
+set, uses that cluster and starts nothing. Tests that need only pure code never touch it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from deploy.local_stack import LocalStack
+from deploy.runtime import ExternalStack
+from deploy.settings import Endpoints, external_endpoints, jars_dir
+from ikkai.errors import IkkaiError
+
+_skipped_integration: list[str] = []
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoints]:
+    external = external_endpoints()
+    if external is not None:
+        yield ExternalStack(external).up()
+        return
+    local = LocalStack(tmp_path_factory.mktemp("stack"), jars_dir(), progress=sys.stderr)
+    try:
+        endpoints = local.up()
+    except IkkaiError as exc:
+        local.down()
+        pytest.skip(f"the embedded stack cannot start here: {exc}")
+    try:
+        yield endpoints
+    finally:
+        local.down()
+
+
+@pytest.fixture(scope="session")
+def bootstrap(stack: Endpoints) -> str:
+    return stack.bootstrap_servers
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.skipped and "integration" in report.keywords:
+        _skipped_integration.append(report.nodeid)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if in_ci() and _skipped_integration and exitstatus == 0:
+        listing = "\n  ".join(_skipped_integration[:20])
+        sys.stderr.write(f"\nCI must run every integration test; these were skipped:\n  {listing}\n")
+        session.exitstatus = 1
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    """One SparkSession for the whole run (local[2], UI off, few shuffle partitions)."""
+    from spark_jobs.session import spark_session
+
+    try:
+        session = spark_session("ikkai-tests", conf={"spark.sql.shuffle.partitions": "2"})
+    except IkkaiError as exc:
+        pytest.skip(f"Spark cannot start here: {exc}")
+    try:
+        yield session
+    finally:
+        session.stop()

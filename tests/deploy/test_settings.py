@@ -1,0 +1,45 @@
+from pathlib import Path
+
+import pytest
+
+from deploy.settings import external_endpoints, ikkai_home, jars_dir
+from ikkai.errors import ConfigError
+
+
+def test_no_cluster_variables_means_the_embedded_stack() -> None:
+    assert external_endpoints({}) is None
+
+
+def test_both_cluster_variables_name_an_external_cluster() -> None:
+    endpoints = external_endpoints(
+        {"IKKAI_BOOTSTRAP_SERVERS": "k1:9092,k2:9092", "IKKAI_CONNECT_URL": "http://c:8083/"}
+    )
+    assert endpoints is not None
+    assert endpoints.runtime == "external"
+    assert endpoints.bootstrap_servers == "k1:9092,k2:9092"
+    assert endpoints.connect_url == "http://c:8083"
+
+
+@pytest.mark.parametrize(
+    ("env", "missing"),
+    [
+        ({"IKKAI_BOOTSTRAP_SERVERS": "k:9092"}, "IKKAI_CONNECT_URL"),
+        ({"IKKAI_CONNECT_URL": "http://c:8083"}, "IKKAI_BOOTSTRAP_SERVERS"),
+    ],
+)
+def test_half_an_external_cluster_is_an_error(env: dict[str, str], missing: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        external_endpoints(env)
+    assert caught.value.key == missing
+    assert "set both" in str(caught.value)
+
+
+def test_connect_url_must_be_http() -> None:
+    with pytest.raises(ConfigError, match="not an http"):
+        external_endpoints({"IKKAI_BOOTSTRAP_SERVERS": "k:9092", "IKKAI_CONNECT_URL": "c:8083"})
+
+
+def test_home_and_jars_defaults(tmp_path: Path) -> None:
+    assert ikkai_home({"IKKAI_HOME": str(tmp_path)}) == tmp_path.resolve()
+    assert jars_dir({"IKKAI_HOME": str(tmp_path)}) == tmp_path.resolve() / "jars"
+    assert jars_dir({"IKKAI_HOME": str(tmp_path), "IKKAI_JARS_DIR": "/opt/jars"}) == Path("/opt/jars")
