@@ -1,0 +1,35 @@
+# The README's two commands: `make demo` (the main job) and `make test` (the whole suite).
+# Each sets itself up on a fresh machine: virtual environment, pip install, Maven jars.
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.ikkai-installed
+
+.PHONY: demo test lint setup clean
+
+demo: setup
+	$(BIN)/ikkai smoke
+
+test: setup lint
+	$(BIN)/python -m pytest
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+setup: $(STAMP)
+	$(BIN)/ikkai setup
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || \
+	  { echo "make: ikkai needs Python 3.11 or newer as '$(PYTHON)' (install it, or run make PYTHON=/path/to/python3.11)" >&2; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet --editable '.[test]'
+	touch $(STAMP)
+
+clean:
+	-$(BIN)/ikkai stack down
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
