@@ -1,0 +1,262 @@
+"""Avro single-object encoding with the repo's ``schemas/`` folder as the schema catalog.
+
+Every value ikkai writes to an event, decision, outbox or DLQ topic is
+
+    0xC3 0x01 | 8-byte little-endian CRC-64-AVRO fingerprint of the writer schema's
+                Parsing Canonical Form | Avro binary body
+
+(the Avro spec's "single object encoding"), so any reader — Python, Spark, the JVM outbox
+sink — finds the exact writer schema by fingerprint and resolves the record to the schema
+it knows. The catalog is every ``schemas/<name>/v<N>.avsc``; a record written years ago
+still decodes as long as its schema file stays in the repo (files are never edited once
+shipped: a change is a new ``v<N+1>.avsc``, checked by ``schema_compatibility``).
+
+``RecordCodec`` is the one interface callers use; ``SingleObjectCodec`` implements it over a
+``SchemaCatalog``. A schema-registry-backed codec can implement the same two methods later.
+
+Timestamps (``timestamp-millis``) travel as plain ints of epoch milliseconds in both
+directions: the codec strips logical types before handing schemas to fastavro, so a decoded
+record never contains a ``datetime`` built from the local clock or time zone.
+
+No pyspark import here: the outbox emitter and plain Python producers use this module.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Protocol
+
+import fastavro
+from fastavro.schema import to_parsing_canonical_form
+
+from ikkai.errors import IkkaiError
+
+SCHEMAS_VAR = "IKKAI_SCHEMAS_DIR"
+MARKER = b"\xc3\x01"
+HEADER_LENGTH = len(MARKER) + 8
+_VERSION_FILE = re.compile(r"^v([1-9][0-9]*)\.avsc$")
+
+_CRC64_EMPTY = 0xC15D213AA4D7A795
+
+
+def _crc64_table() -> list[int]:
+    table = []
+    for i in range(256):
+        fp = i
+        for _ in range(8):
+            fp = (fp >> 1) ^ (_CRC64_EMPTY & -(fp & 1))
+        table.append(fp)
+    return table
+
+
+_CRC64_TABLE = _crc64_table()
+
+
+class SchemaError(IkkaiError):
+    """A schema file is missing, malformed or incompatible, or a record does not fit its schema."""
+
+    def __init__(self, schema: str, problem: str, *, fix: str | None = None) -> None:
+        super().__init__(f"schema {schema}: {problem}", fix=fix)
+        self.schema = schema
+        self.problem = problem
+
+
+class UnknownWriterSchemaError(SchemaError):
+    """A record names a writer schema (by fingerprint) that the catalog does not hold."""
+
+    def __init__(self, schema: str, fingerprint: str) -> None:
+        super().__init__(
+            schema,
+            f"no schema file under schemas/ has fingerprint {fingerprint}",
+            fix="the record was written with a schema this code does not ship; add that schema's .avsc, never edit one",
+        )
+        self.fingerprint = fingerprint
+
+
+def crc64_avro(data: bytes) -> int:
+    """The Avro spec's 64-bit Rabin fingerprint (CRC-64-AVRO)."""
+    fp = _CRC64_EMPTY
+    for byte in data:
+        fp = (fp >> 8) ^ _CRC64_TABLE[(fp ^ byte) & 0xFF]
+    return fp
+
+
+def schema_fingerprint(schema: Any) -> bytes:
+    """The 8 header bytes naming ``schema``: CRC-64-AVRO of its Parsing Canonical Form, little-endian."""
+    canonical = to_parsing_canonical_form(schema)
+    return crc64_avro(canonical.encode("utf-8")).to_bytes(8, "little")
+
+
+def _without_logical_types(schema: Any) -> Any:
+    if isinstance(schema, list):
+        return [_without_logical_types(branch) for branch in schema]
+    if not isinstance(schema, dict):
+        return schema
+    stripped = {k: _without_logical_types(v) for k, v in schema.items() if k != "logicalType"}
+    if "fields" in stripped:
+        stripped["fields"] = [{**f, "type": _without_logical_types(f["type"])} for f in schema["fields"]]
+    return stripped
+
+
+@dataclass(frozen=True)
+class SchemaVersion:
+    """One ``schemas/<name>/v<version>.avsc`` file, parsed."""
+
+    name: str
+    version: int
+    source: str  # the file it came from, for error messages
+    schema: dict[str, Any] = field(repr=False)  # the JSON as written
+    fingerprint: bytes = field(repr=False)
+    parsed: Any = field(repr=False, compare=False)  # what fastavro reads and writes with
+
+    @classmethod
+    def from_json(cls, name: str, version: int, schema: dict[str, Any], source: str) -> SchemaVersion:
+        try:
+            fingerprint = schema_fingerprint(schema)
+            parsed = fastavro.parse_schema(_without_logical_types(copy.deepcopy(schema)), named_schemas={})
+        except (fastavro.schema.SchemaParseException, fastavro.schema.UnknownType, KeyError, TypeError) as exc:
+            raise SchemaError(f"{name} v{version}", f"{source} is not a valid Avro schema: {exc}") from exc
+        return cls(name, version, source, schema, fingerprint, parsed)
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} v{self.version}"
+
+
+def load_schema_file(path: Path) -> SchemaVersion:
+    match = _VERSION_FILE.match(path.name)
+    if match is None:
+        raise SchemaError(path.parent.name, f"{path} is not named v<N>.avsc", fix="rename it to v1.avsc, v2.avsc, ...")
+    try:
+        schema = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise SchemaError(path.parent.name, f"{path} line {exc.lineno}: invalid JSON: {exc.msg}") from exc
+    return SchemaVersion.from_json(path.parent.name, int(match.group(1)), schema, str(path))
+
+
+class SchemaCatalog:
+    """Every known schema version, by (name, version) and by fingerprint."""
+
+    def __init__(self, versions: Iterable[SchemaVersion]) -> None:
+        self._by_name: dict[str, dict[int, SchemaVersion]] = {}
+        self._by_fingerprint: dict[bytes, SchemaVersion] = {}
+        for v in versions:
+            self._by_name.setdefault(v.name, {})[v.version] = v
+            other = self._by_fingerprint.get(v.fingerprint)
+            if other is not None and other.name != v.name:
+                raise SchemaError(v.label, f"{v.source} has the same canonical form as {other.source}")
+            self._by_fingerprint.setdefault(v.fingerprint, v)
+
+    @classmethod
+    def from_dir(cls, root: Path) -> SchemaCatalog:
+        if not root.is_dir():
+            raise SchemaError(
+                str(root), "the schema folder does not exist", fix=f"set {SCHEMAS_VAR} to the repo's schemas/"
+            )
+        return cls(load_schema_file(path) for path in sorted(root.glob("*/v*.avsc")))
+
+    def names(self) -> list[str]:
+        return sorted(self._by_name)
+
+    def versions(self, name: str) -> list[SchemaVersion]:
+        return [self._by_name[name][v] for v in sorted(self._named(name))]
+
+    def get(self, name: str, version: int | None = None) -> SchemaVersion:
+        versions = self._named(name)
+        wanted = max(versions) if version is None else version
+        if wanted not in versions:
+            raise SchemaError(f"{name} v{wanted}", "no such version", fix=f"known: {sorted(versions)}")
+        return versions[wanted]
+
+    def by_fingerprint(self, fingerprint: bytes) -> SchemaVersion | None:
+        return self._by_fingerprint.get(fingerprint)
+
+    def _named(self, name: str) -> dict[int, SchemaVersion]:
+        if name not in self._by_name:
+            raise SchemaError(name, "no such schema in the catalog", fix=f"known: {', '.join(self.names())}")
+        return self._by_name[name]
+
+
+class RecordCodec(Protocol):
+    """Turns records into self-describing bytes and back; the only serialization interface jobs use."""
+
+    def encode(self, name: str, record: Mapping[str, Any], *, version: int | None = None) -> bytes:
+        """``record`` written with schema ``name`` (its latest version unless ``version`` is given)."""
+        ...
+
+    def decode(self, name: str, data: bytes, *, version: int | None = None) -> dict[str, Any]:
+        """``data`` resolved from its writer schema to schema ``name`` (latest unless ``version``)."""
+        ...
+
+
+class SingleObjectCodec:
+    """``RecordCodec`` over Avro single-object encoding and a ``SchemaCatalog``. Picklable (ships to executors)."""
+
+    def __init__(self, catalog: SchemaCatalog) -> None:
+        self.catalog = catalog
+
+    def encode(self, name: str, record: Mapping[str, Any], *, version: int | None = None) -> bytes:
+        writer = self.catalog.get(name, version)
+        out = io.BytesIO()
+        out.write(MARKER)
+        out.write(writer.fingerprint)
+        try:
+            fastavro.schemaless_writer(out, writer.parsed, dict(record))
+        except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
+            raise SchemaError(writer.label, f"record does not fit the schema: {type(exc).__name__}: {exc}") from exc
+        return out.getvalue()
+
+    def writer_of(self, data: bytes) -> SchemaVersion:
+        """The catalog entry that wrote ``data``."""
+        if len(data) < HEADER_LENGTH or data[:2] != MARKER:
+            raise SchemaError(
+                "?",
+                f"not Avro single-object encoded (starts with {data[:2].hex() or 'nothing'}, expected c301)",
+                fix="read this topic with the codec its writer used; ikkai topics carry single-object Avro only",
+            )
+        fingerprint = data[2:HEADER_LENGTH]
+        writer = self.catalog.by_fingerprint(fingerprint)
+        if writer is None:
+            raise UnknownWriterSchemaError("?", fingerprint.hex())
+        return writer
+
+    def decode(self, name: str, data: bytes, *, version: int | None = None) -> dict[str, Any]:
+        writer = self.writer_of(data)
+        reader = self.catalog.get(name, version)
+        body = io.BytesIO(data[HEADER_LENGTH:])
+        try:
+            if writer.fingerprint == reader.fingerprint:
+                record = fastavro.schemaless_reader(body, writer.parsed, None)
+            else:
+                record = fastavro.schemaless_reader(body, writer.parsed, reader.parsed)
+        except (ValueError, TypeError, EOFError, IndexError, KeyError, fastavro.read.SchemaResolutionError) as exc:
+            raise SchemaError(
+                reader.label, f"cannot read a record written with {writer.label}: {type(exc).__name__}: {exc}"
+            ) from exc
+        if not isinstance(record, dict):
+            raise SchemaError(reader.label, "top-level schema is not a record")
+        return record
+
+
+def schemas_dir() -> Path:
+    """The catalog folder: $IKKAI_SCHEMAS_DIR, else the repo's ``schemas/`` next to this package."""
+    configured = os.environ.get(SCHEMAS_VAR)
+    return Path(configured).resolve() if configured else Path(__file__).resolve().parent.parent / "schemas"
+
+
+@lru_cache(maxsize=4)
+def _catalog_at(root: str) -> SchemaCatalog:
+    return SchemaCatalog.from_dir(Path(root))
+
+
+def default_codec() -> SingleObjectCodec:
+    """The codec over the repo's schema catalog (loaded once per process and folder)."""
+    return SingleObjectCodec(_catalog_at(str(schemas_dir())))

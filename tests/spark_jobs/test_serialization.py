@@ -1,0 +1,104 @@
+"""Avro single-object encoding over the repo's schema catalog (pure: no stack, no Spark)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from fastavro.schema import fingerprint as fastavro_fingerprint
+from fastavro.schema import to_parsing_canonical_form
+
+from spark_jobs.serialization import (
+    MARKER,
+    SchemaCatalog,
+    SchemaError,
+    SingleObjectCodec,
+    UnknownWriterSchemaError,
+    crc64_avro,
+    default_codec,
+    schema_fingerprint,
+)
+
+PAYMENT_V1 = {
+    "event_id": "evt-1",
+    "payment_id": "pay-1",
+    "customer_id": "cust-1",
+    "merchant_id": "m-1",
+    "amount_minor": 12_345,
+    "currency": "EUR",
+    "country": "DE",
+    "card_present": False,
+    "event_time": 1_767_225_600_000,
+}
+
+
+def test_crc64_avro_matches_the_spec_and_fastavro() -> None:
+    # The Avro spec's reference: the fingerprint of the empty string is the EMPTY constant itself.
+    assert crc64_avro(b"") == 0xC15D213AA4D7A795
+    for name in default_codec().catalog.names():
+        schema = default_codec().catalog.get(name).schema
+        canonical = to_parsing_canonical_form(schema)
+        assert schema_fingerprint(schema).hex() == fastavro_fingerprint(canonical, "CRC-64-AVRO")
+
+
+def test_every_record_starts_with_the_marker_and_its_writer_fingerprint() -> None:
+    codec = default_codec()
+    data = codec.encode("payment_event", PAYMENT_V1, version=1)
+    assert data[:2] == MARKER == b"\xc3\x01"
+    assert data[2:10] == codec.catalog.get("payment_event", 1).fingerprint
+    assert codec.writer_of(data).label == "payment_event v1"
+
+
+def test_round_trip_keeps_timestamps_as_epoch_millis() -> None:
+    codec = default_codec()
+    record = codec.decode("payment_event", codec.encode("payment_event", PAYMENT_V1, version=1), version=1)
+    assert record == PAYMENT_V1
+    assert isinstance(record["event_time"], int)
+
+
+def test_a_v1_record_is_read_by_code_that_knows_v2() -> None:
+    codec = default_codec()
+    assert codec.catalog.get("payment_event").version == 2  # v2 is a real shipped file
+    old = codec.encode("payment_event", PAYMENT_V1, version=1)
+    assert codec.decode("payment_event", old) == {**PAYMENT_V1, "channel": "unknown"}
+
+
+def test_a_v2_record_read_with_v1_drops_the_new_field() -> None:
+    codec = default_codec()
+    new = codec.encode("payment_event", {**PAYMENT_V1, "channel": "app"})
+    assert codec.decode("payment_event", new, version=1) == PAYMENT_V1
+
+
+def test_encoding_is_deterministic() -> None:
+    codec = default_codec()
+    assert codec.encode("payment_event", PAYMENT_V1) == codec.encode("payment_event", dict(PAYMENT_V1))
+
+
+def test_a_record_that_does_not_fit_is_a_schema_error() -> None:
+    with pytest.raises(SchemaError, match="payment_event v2"):
+        default_codec().encode("payment_event", {**PAYMENT_V1, "amount_minor": "lots"})
+
+
+def test_bytes_without_the_marker_are_refused() -> None:
+    with pytest.raises(SchemaError, match="expected c301"):
+        default_codec().decode("payment_event", b'{"payment_id": "pay-1"}')
+
+
+def test_an_unknown_writer_fingerprint_says_which(tmp_path: Path) -> None:
+    data = default_codec().encode("payment_event", PAYMENT_V1)
+    only_v1 = SchemaCatalog([default_codec().catalog.get("payment_event", 1)])
+    with pytest.raises(UnknownWriterSchemaError) as caught:
+        SingleObjectCodec(only_v1).decode("payment_event", data)
+    assert caught.value.fingerprint == data[2:10].hex()
+
+
+def test_catalog_holds_the_shipped_schemas() -> None:
+    assert {"payment_event", "fraud_decision", "dead_letter", "outbox_request"} <= set(default_codec().catalog.names())
+
+
+def test_a_malformed_schema_file_names_the_file(tmp_path: Path) -> None:
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "v1.avsc").write_text(json.dumps({"type": "record", "name": "X", "fields": [{"name": "a"}]}))
+    with pytest.raises(SchemaError, match=r"broken/v1\.avsc"):
+        SchemaCatalog.from_dir(tmp_path)
