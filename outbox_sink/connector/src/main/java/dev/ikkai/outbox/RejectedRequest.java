@@ -1,0 +1,28 @@
+package dev.ikkai.outbox;
+
+/**
+ * Why a record goes to the dead-letter queue instead of (or after) being sent. {@code kind} is
+ * machine-readable (the {@code ikkai.dlq.error_class} header); the message is for people.
+ */
+public final class RejectedRequest extends Exception {
+    private static final long serialVersionUID = 1L;
+
+    public static final String UNDECODABLE = "undecodable";
+    public static final String UNKNOWN_TARGET = "unknown-target";
+    public static final String BAD_PATH = "bad-path";
+    public static final String BAD_METHOD = "bad-method";
+    public static final String RESERVED_HEADER = "reserved-header";
+    public static final String REJECTED_BY_TARGET = "rejected-by-target";
+    public static final String RETRIES_EXHAUSTED = "retries-exhausted";
+
+    private final String kind;
+
+    public RejectedRequest(String kind, String message) {
+        super(message, null, false, false);
+        this.kind = kind;
+    }
+
+    public String kind() {
+        return kind;
+    }
+}

@@ -1,0 +1,144 @@
+package dev.ikkai.outbox;
+
+import java.net.URI;
+import java.net.URISyntaxException;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.regex.Pattern;
+
+import org.apache.kafka.common.config.ConfigException;
+
+/**
+ * The allow-list: target aliases to base URLs, and the rules a record's path, method and
+ * headers must follow before anything is sent. Pure: no I/O.
+ */
+public final class Targets {
+    public static final String PREFIX = "outbox.target.";
+    public static final Set<String> METHODS = Set.of("POST", "PUT", "PATCH", "DELETE");
+    /** Headers the sink sets itself (or the HTTP client owns); a record may not set them. */
+    public static final Set<String> RESERVED_HEADERS = Set.of(
+        "idempotency-key", "authorization", "content-type", "content-length", "host", "connection",
+        "expect", "upgrade", "transfer-encoding", "te", "trailer", "proxy-authorization", "cookie");
+    private static final Pattern ALIAS = Pattern.compile("[a-z0-9][a-z0-9-]{0,62}");
+    private static final Pattern HEADER_NAME = Pattern.compile("[!#$%&'*+.^_`|~0-9A-Za-z-]+");
+
+    private Targets() {
+    }
+
+    public static Map<String, Target> parse(List<String> aliases, Map<String, String> config) {
+        Map<String, Target> targets = new TreeMap<>();
+        if (aliases.isEmpty()) {
+            throw new ConfigException(OutboxSinkConfig.TARGETS, "", "name at least one target alias");
+        }
+        for (String alias : aliases) {
+            if (!ALIAS.matcher(alias).matches()) {
+                throw new ConfigException(OutboxSinkConfig.TARGETS, alias,
+                    "an alias is lower-case letters, digits and '-' (e.g. payments-api)");
+            }
+            String prefix = PREFIX + alias + ".";
+            String url = config.get(prefix + "url");
+            if (url == null || url.isBlank()) {
+                throw new ConfigException(prefix + "url", url, "every alias in " + OutboxSinkConfig.TARGETS + " needs a base URL");
+            }
+            URI base = baseUrl(prefix + "url", url.strip());
+            String method = config.getOrDefault(prefix + "method", "POST").strip().toUpperCase(Locale.ROOT);
+            if (!METHODS.contains(method)) {
+                throw new ConfigException(prefix + "method", method, "one of " + METHODS);
+            }
+            String authHeader = config.get(prefix + "auth.header");
+            String authValue = config.get(prefix + "auth.value");
+            if ((authHeader == null) != (authValue == null)) {
+                throw new ConfigException(prefix + "auth.header", authHeader, "set both auth.header and auth.value, or neither");
+            }
+            if (authHeader != null && !HEADER_NAME.matcher(authHeader).matches()) {
+                throw new ConfigException(prefix + "auth.header", authHeader, "not a valid HTTP header name");
+            }
+            targets.put(alias, new Target(alias, base, method, authHeader, authValue));
+        }
+        for (String key : config.keySet()) {
+            if (key.startsWith(PREFIX)) {
+                String alias = key.substring(PREFIX.length()).split("\\.", 2)[0];
+                if (!targets.containsKey(alias)) {
+                    throw new ConfigException(key, "(hidden)", "alias '" + alias + "' is not listed in " + OutboxSinkConfig.TARGETS);
+                }
+            }
+        }
+        return Map.copyOf(targets);
+    }
+
+    static URI baseUrl(String key, String url) {
+        URI uri;
+        try {
+            uri = new URI(url.endsWith("/") ? url.substring(0, url.length() - 1) : url);
+        } catch (URISyntaxException e) {
+            throw new ConfigException(key, url, "not a URL: " + e.getMessage());
+        }
+        String scheme = uri.getScheme() == null ? "" : uri.getScheme().toLowerCase(Locale.ROOT);
+        if (!(scheme.equals("http") || scheme.equals("https")) || uri.getHost() == null) {
+            throw new ConfigException(key, url, "an absolute http(s) URL with a host, e.g. https://payments.internal/v1");
+        }
+        if (uri.getRawQuery() != null || uri.getRawFragment() != null || uri.getRawUserInfo() != null) {
+            throw new ConfigException(key, url, "a base URL has no query, fragment or user info");
+        }
+        return uri;
+    }
+
+    /** The URL and method for one request, or why it may not be sent. */
+    public static Resolved resolve(Map<String, Target> targets, OutboxRequest request) throws RejectedRequest {
+        Target target = targets.get(request.target());
+        if (target == null) {
+            throw new RejectedRequest(RejectedRequest.UNKNOWN_TARGET,
+                "target alias '" + request.target() + "' is not in the allow-list " + targets.keySet());
+        }
+        String method = request.method() == null ? target.method() : request.method().toUpperCase(Locale.ROOT);
+        if (!METHODS.contains(method)) {
+            throw new RejectedRequest(RejectedRequest.BAD_METHOD, "method '" + request.method() + "' is not one of " + METHODS);
+        }
+        URI uri = join(target.baseUrl(), request.path());
+        for (String name : request.headers().keySet()) {
+            String lower = name.toLowerCase(Locale.ROOT);
+            if (RESERVED_HEADERS.contains(lower) || lower.equalsIgnoreCase(String.valueOf(target.authHeader()))
+                || lower.startsWith("x-ikkai-")) {
+                throw new RejectedRequest(RejectedRequest.RESERVED_HEADER, "header '" + name + "' is set by the outbox sink, not by the record");
+            }
+            if (!HEADER_NAME.matcher(name).matches()) {
+                throw new RejectedRequest(RejectedRequest.RESERVED_HEADER, "header name '" + name + "' is not a valid HTTP header name");
+            }
+        }
+        return new Resolved(target, uri, method);
+    }
+
+    /** base + path, where path must stay under base: no scheme, authority, dot segments or fragment. */
+    static URI join(URI base, String path) throws RejectedRequest {
+        if (path == null || !path.startsWith("/") || path.startsWith("//")) {
+            throw new RejectedRequest(RejectedRequest.BAD_PATH, "path '" + path + "' must start with a single '/'");
+        }
+        for (int i = 0; i < path.length(); i++) {
+            char c = path.charAt(i);
+            if (c < 0x21 || c > 0x7e || c == '\\' || c == '#') {
+                throw new RejectedRequest(RejectedRequest.BAD_PATH,
+                    "path '" + path + "' has a character that must be percent-encoded (space, control, non-ASCII, '\\' or '#')");
+            }
+        }
+        URI joined;
+        try {
+            joined = new URI(base.toString() + path);
+        } catch (URISyntaxException e) {
+            throw new RejectedRequest(RejectedRequest.BAD_PATH, "path '" + path + "' is not a valid URL path: " + e.getReason());
+        }
+        String rawPath = joined.getRawPath();
+        boolean dotSegment = List.of(rawPath.split("/", -1)).stream()
+            .anyMatch(s -> s.equals(".") || s.equals("..") || s.equalsIgnoreCase("%2e") || s.equalsIgnoreCase("%2e%2e")
+                || s.equalsIgnoreCase(".%2e") || s.equalsIgnoreCase("%2e."));
+        if (dotSegment || !joined.getRawAuthority().equals(base.getRawAuthority())) {
+            throw new RejectedRequest(RejectedRequest.BAD_PATH, "path '" + path + "' would leave the target's base URL");
+        }
+        return joined;
+    }
+
+    public record Resolved(Target target, URI uri, String method) {
+    }
+}

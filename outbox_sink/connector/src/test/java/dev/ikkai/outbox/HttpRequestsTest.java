@@ -1,0 +1,53 @@
+package dev.ikkai.outbox;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+
+import org.apache.kafka.connect.data.Schema;
+import org.apache.kafka.connect.sink.SinkRecord;
+import org.junit.jupiter.api.Test;
+
+class HttpRequestsTest {
+    private static final Map<String, Target> TARGETS = Targets.parse(List.of("payments-api"), Map.of(
+        "outbox.target.payments-api.url", "http://127.0.0.1:8080",
+        "outbox.target.payments-api.auth.header", "X-Api-Key",
+        "outbox.target.payments-api.auth.value", "k"));
+
+    @Test
+    void theSinkSetsIdempotencyKeyAuthAndTracing() throws RejectedRequest {
+        OutboxRequest request = new OutboxRequest("dec-9", "pay-9", "payments-api", "/holds", null, "application/json",
+            new byte[0], Map.of("X-Tenant", "t1"), 0L, "fraud@2");
+        SinkRecord record = new SinkRecord("outbox.requests", 2, Schema.STRING_SCHEMA, "pay-9", Schema.BYTES_SCHEMA, new byte[0], 41L);
+        record.headers().addBytes("traceparent", "00-trace-span-01".getBytes(StandardCharsets.UTF_8));
+        Map<String, String> headers = HttpRequests.headers(Targets.resolve(TARGETS, request), request, record, 2);
+        assertEquals("dec-9", headers.get("Idempotency-Key"));
+        assertEquals("application/json", headers.get("content-type"));
+        assertEquals("k", headers.get("X-Api-Key"));
+        assertEquals("t1", headers.get("X-Tenant"));
+        assertEquals("00-trace-span-01", headers.get("traceparent"));
+        assertEquals("outbox.requests/2/41", headers.get("X-Ikkai-Source"));
+        assertEquals("2", headers.get("X-Ikkai-Attempt"));
+        assertEquals("fraud@2", headers.get("X-Ikkai-Model-Version"));
+        HttpRequests.build(Targets.resolve(TARGETS, request), request, record, 2, Duration.ofSeconds(1));  // the JDK accepts them all
+    }
+
+    @Test
+    void digestIsSha256Hex() {
+        assertEquals("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", HttpRequests.sha256Hex(new byte[0]));
+        assertEquals("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
+            HttpRequests.sha256Hex("abc".getBytes(StandardCharsets.UTF_8)));
+    }
+
+    @Test
+    void excerptIsBoundedAndNeverSplitsACharacter() {
+        assertEquals("amount must…", HttpRequests.excerpt("amount must be positive".getBytes(StandardCharsets.UTF_8), 11));
+        String cut = HttpRequests.excerpt("ab€".getBytes(StandardCharsets.UTF_8), 4);
+        assertFalse(cut.contains("\uFFFD"), cut);
+        assertEquals("", HttpRequests.excerpt("x".getBytes(StandardCharsets.UTF_8), 0));
+    }
+}

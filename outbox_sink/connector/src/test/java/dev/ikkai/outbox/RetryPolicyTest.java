@@ -1,0 +1,76 @@
+package dev.ikkai.outbox;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.time.Duration;
+import java.time.Instant;
+import java.util.Optional;
+
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+class RetryPolicyTest {
+    private static final Instant NOW = Instant.parse("2026-11-22T10:00:00Z");
+    private final RetryPolicy policy = new RetryPolicy(Duration.ofMillis(500), Duration.ofSeconds(30), Duration.ofMinutes(10));
+
+    @ParameterizedTest
+    @ValueSource(ints = {200, 201, 202, 204, 299})
+    void twoHundredsAreDelivered(int status) {
+        assertEquals(RetryPolicy.Verdict.DELIVERED, RetryPolicy.classify(status));
+    }
+
+    @ParameterizedTest
+    @ValueSource(ints = {408, 429, 500, 502, 503, 504, 599})
+    void transientStatusesAreRetried(int status) {
+        assertEquals(RetryPolicy.Verdict.RETRY, RetryPolicy.classify(status));
+    }
+
+    @ParameterizedTest
+    @ValueSource(ints = {100, 301, 302, 304, 400, 401, 403, 404, 409, 410, 413, 422, 451})
+    void everythingElseIsRejected(int status) {
+        assertEquals(RetryPolicy.Verdict.REJECT, RetryPolicy.classify(status));
+    }
+
+    @Test
+    void retryAfterInSeconds() {
+        assertEquals(Optional.of(Duration.ofSeconds(3)), RetryPolicy.parseRetryAfter(" 3 ", NOW));
+        assertEquals(Optional.of(Duration.ZERO), RetryPolicy.parseRetryAfter("0", NOW));
+    }
+
+    @Test
+    void retryAfterAsHttpDate() {
+        assertEquals(Optional.of(Duration.ofSeconds(90)), RetryPolicy.parseRetryAfter("Sun, 22 Nov 2026 10:01:30 GMT", NOW));
+        assertEquals(Optional.of(Duration.ZERO), RetryPolicy.parseRetryAfter("Sun, 22 Nov 2026 09:00:00 GMT", NOW));
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"", "soon", "-5", "1.5", "99999999999999999999999", "22 Nov 2026"})
+    void malformedRetryAfterIsIgnored(String value) {
+        assertEquals(Optional.empty(), RetryPolicy.parseRetryAfter(value, NOW));
+    }
+
+    @Test
+    void backoffDoublesWithEqualJitterAndIsCapped() {
+        assertEquals(Duration.ofMillis(250), policy.backoff(1, Optional.empty(), 0.0));
+        assertEquals(Duration.ofMillis(499), policy.backoff(1, Optional.empty(), 0.999));
+        assertEquals(Duration.ofMillis(1000), policy.backoff(3, Optional.empty(), 0.0));
+        assertEquals(Duration.ofMillis(15_000), policy.backoff(20, Optional.empty(), 0.0));
+        assertEquals(Duration.ofMillis(30_000), policy.backoff(500, Optional.empty(), 1.0));
+    }
+
+    @Test
+    void retryAfterWinsWhenLongerThanTheBackoff() {
+        assertEquals(Duration.ofSeconds(4), policy.backoff(1, Optional.of(Duration.ofSeconds(4)), 0.5));
+        assertEquals(Duration.ofMillis(375), policy.backoff(1, Optional.of(Duration.ofMillis(10)), 0.5));
+    }
+
+    @Test
+    void budgetCountsFromTheFirstAttemptIncludingTheNextWait() {
+        Instant first = NOW.minus(Duration.ofMinutes(9));
+        assertTrue(policy.withinBudget(first, NOW, Duration.ofSeconds(60)));
+        assertFalse(policy.withinBudget(first, NOW, Duration.ofSeconds(61)));
+    }
+}
