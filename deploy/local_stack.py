@@ -29,6 +29,7 @@ from typing import TextIO
 
 from deploy import processes
 from deploy.artifacts import JarSet, ensure_jars
+from deploy.connect_plugins import ensure_ikkai_plugins
 from deploy.errors import PortInUseError, StackError
 from deploy.ports import free_port, port_is_free
 from deploy.prerequisites import check_java
@@ -270,7 +271,9 @@ class LocalStack:
         header = "written by ikkai (deploy/local_stack.py); edits are overwritten on the next `ikkai stack up`"
         files = {
             "server.properties": broker_properties(ports, self.data_dir),
-            "connect-distributed.properties": connect_properties(ports, [jars.plugins, *self.extra_plugin_dirs]),
+            "connect-distributed.properties": connect_properties(
+                ports, [jars.plugins, ensure_ikkai_plugins(self.jars_dir, jars), *self.extra_plugin_dirs]
+            ),
             f"log4j2-{BROKER}.properties": log4j2_properties(self.log_file(BROKER)),
             f"log4j2-{CONNECT}.properties": log4j2_properties(self.log_file(CONNECT)),
         }

@@ -1,0 +1,76 @@
+/*
+ * Keys a record by a business id read from its raw JSON value, leaving the value untouched.
+ *
+ * Kafka's own SMTs (ValueToKey, ExtractField) need a structured value, and a source such as
+ * FileStreamSource emits each line as an opaque string; parsing it into a Struct would change
+ * the bytes that land in ingest.<endpoint>, which must stay exactly as received (DESIGN.md rule 2).
+ * This transform parses a copy of the value, takes one top-level field and makes it the key.
+ *
+ *   transforms=key
+ *   transforms.key.type=dev.ikkai.connect.transforms.JsonFieldToKey
+ *   transforms.key.field=payment_id
+ *
+ * A value that is not a JSON object, or lacks the field, is a DataException: the record is
+ * dropped to the error handler (errors.tolerance) instead of landing without its business key.
+ */
+package dev.ikkai.connect.transforms;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.nio.charset.StandardCharsets;
+import java.util.Map;
+import org.apache.kafka.common.config.ConfigDef;
+import org.apache.kafka.connect.connector.ConnectRecord;
+import org.apache.kafka.connect.data.Schema;
+import org.apache.kafka.connect.errors.DataException;
+import org.apache.kafka.connect.transforms.Transformation;
+
+public class JsonFieldToKey<R extends ConnectRecord<R>> implements Transformation<R> {
+    public static final String FIELD = "field";
+    private static final ObjectMapper MAPPER = new ObjectMapper();
+    private static final ConfigDef CONFIG = new ConfigDef()
+        .define(FIELD, ConfigDef.Type.STRING, ConfigDef.NO_DEFAULT_VALUE, new ConfigDef.NonEmptyString(),
+                ConfigDef.Importance.HIGH, "Top-level field of the JSON value whose value becomes the record key.");
+
+    private String field;
+
+    @Override
+    public void configure(Map<String, ?> configs) {
+        field = (String) CONFIG.parse(configs).get(FIELD);
+    }
+
+    @Override
+    public R apply(R record) {
+        Object value = record.value();
+        String text;
+        if (value instanceof String s) {
+            text = s;
+        } else if (value instanceof byte[] bytes) {
+            text = new String(bytes, StandardCharsets.UTF_8);
+        } else {
+            throw new DataException("JsonFieldToKey needs a string or bytes value, got "
+                + (value == null ? "null" : value.getClass().getName()));
+        }
+        JsonNode id;
+        try {
+            JsonNode root = MAPPER.readTree(text);
+            id = root != null && root.isObject() ? root.get(field) : null;
+        } catch (Exception e) {
+            throw new DataException("value is not JSON: " + e.getMessage(), e);
+        }
+        if (id == null || id.isNull() || id.isContainerNode()) {
+            throw new DataException("value has no scalar field '" + field + "' to key the record by");
+        }
+        return record.newRecord(record.topic(), record.kafkaPartition(), Schema.STRING_SCHEMA, id.asText(),
+            record.valueSchema(), record.value(), record.timestamp(), record.headers());
+    }
+
+    @Override
+    public ConfigDef config() {
+        return CONFIG;
+    }
+
+    @Override
+    public void close() {
+    }
+}
