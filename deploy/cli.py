@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import click
 
 from deploy.artifacts import ensure_jars
+from deploy.local_plugins import ensure_local_plugins
 from deploy.local_stack import StackStatus
 from deploy.prerequisites import check_java, check_maven
 from deploy.runtime import RUNTIMES, Stack, select_stack
@@ -65,12 +66,15 @@ def cli() -> None:
 
 @cli.command()
 def setup() -> None:
-    """Check Java and Maven and resolve the stack's jars (a no-op when they are present)."""
+    """Check Java and Maven, resolve the stack's jars and build ikkai's own Connect plugins (no-ops when current)."""
     java = check_java()
     check_maven()
     jars = ensure_jars(jars_dir())
+    plugins = ensure_local_plugins(jars_dir())
     click.echo(f"java   {java.version} ({java.executable})")
     click.echo(f"jars   {jars.root}")
+    for plugin in plugins:
+        click.echo(f"plugin {plugin}")
 
 
 @cli.group()
@@ -174,6 +178,11 @@ def smoke(keep: bool, output: str) -> None:
     emit(data, output, text)
     if not report.passed:
         sys.exit(1)
+
+
+from deploy.control_cli import bundle as bundle_group  # noqa: E402 - registered after the core commands
+
+cli.add_command(bundle_group)
 
 
 def main() -> None:

@@ -31,6 +31,7 @@ from deploy import processes
 from deploy.artifacts import JarSet, ensure_jars
 from deploy.connect_plugins import ensure_ikkai_plugins
 from deploy.errors import PortInUseError, StackError
+from deploy.local_plugins import local_plugin_dirs_for_stack
 from deploy.ports import free_port, port_is_free
 from deploy.prerequisites import check_java
 from deploy.probes import broker_answers, connect_plugins
@@ -272,7 +273,13 @@ class LocalStack:
         files = {
             "server.properties": broker_properties(ports, self.data_dir),
             "connect-distributed.properties": connect_properties(
-                ports, [jars.plugins, ensure_ikkai_plugins(self.jars_dir, jars), *self.extra_plugin_dirs]
+                ports,
+                [
+                    jars.plugins,
+                    ensure_ikkai_plugins(self.jars_dir, jars),
+                    *local_plugin_dirs_for_stack(self.jars_dir, progress=self.progress),
+                    *self.extra_plugin_dirs,
+                ],
             ),
             f"log4j2-{BROKER}.properties": log4j2_properties(self.log_file(BROKER)),
             f"log4j2-{CONNECT}.properties": log4j2_properties(self.log_file(CONNECT)),

@@ -1,0 +1,146 @@
+"""Kafka Connect plugins built from this repository's own sources (today: the outbox sink).
+
+``ensure_local_plugins`` runs ``mvn package`` (JUnit tests included) once per content of the
+plugin's sources: the Java module under ``outbox_sink/connector/`` and the schemas it copies in
+from ``schemas/``. The result lands in ``<jars_dir>/local-plugins/<fingerprint>/<plugin>/`` (the
+plugin jar plus its runtime dependencies; the worker provides connect-api, kafka-clients and
+slf4j), and ``<jars_dir>/local-plugins/<fingerprint>`` is one ``plugin.path`` entry. A
+``.complete`` marker makes every later call return at once; changed sources give a new
+fingerprint and a fresh folder, so a worker never loads a half-built or stale plugin.
+
+Maven builds into a staging folder outside the source tree, so two processes building at the
+same time (two test sessions, say) never share a ``target/``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from deploy.prerequisites import check_java, check_maven
+from ikkai.errors import IkkaiError
+
+REPO = Path(__file__).resolve().parents[1]
+COMPLETE = ".complete"
+
+
+@dataclass(frozen=True)
+class LocalPlugin:
+    """A Maven module that builds one Connect plugin, and the other source folders it reads."""
+
+    name: str
+    module: Path
+    inputs: tuple[Path, ...]
+
+
+OUTBOX_SINK = LocalPlugin(
+    name="ikkai-outbox-sink",
+    module=REPO / "outbox_sink" / "connector",
+    inputs=(REPO / "schemas" / "outbox_request", REPO / "schemas" / "outbox_receipt"),
+)
+PLUGINS = (OUTBOX_SINK,)
+
+
+class PluginBuildError(IkkaiError):
+    """Maven could not build a plugin from this repository's sources."""
+
+    def __init__(self, plugin: str, problem: str, *, log: Path | None = None) -> None:
+        where = f" (full output: {log})" if log else ""
+        super().__init__(
+            f"building the Connect plugin {plugin} failed: {problem}{where}",
+            fix="fix the build (`mvn package` in outbox_sink/connector shows the same error), then rerun `ikkai setup`",
+        )
+        self.plugin = plugin
+        self.problem = problem
+        self.log = log
+
+
+def _source_files(plugin: LocalPlugin) -> list[Path]:
+    files = [plugin.module / "pom.xml", *sorted((plugin.module / "src").rglob("*"))]
+    for folder in plugin.inputs:
+        files += sorted(folder.rglob("*"))
+    return [f for f in files if f.is_file()]
+
+
+def fingerprint(plugin: LocalPlugin) -> str:
+    """A short digest of the plugin's source files' names (relative to the repo) and contents."""
+    digest = hashlib.sha256()
+    for path in _source_files(plugin):
+        digest.update(path.relative_to(REPO).as_posix().encode())
+        digest.update(b"\0")
+        digest.update(path.read_bytes())
+        digest.update(b"\0")
+    return digest.hexdigest()[:16]
+
+
+def plugin_path_entry(jars_dir: Path, plugin: LocalPlugin) -> Path:
+    """The plugin.path entry for the current sources; it holds one folder, ``<plugin.name>/``."""
+    return jars_dir / "local-plugins" / f"{plugin.name}-{fingerprint(plugin)}"
+
+
+def built_plugin_dirs(jars_dir: Path) -> list[Path]:
+    """plugin.path entries of every plugin already built from the current sources; never builds."""
+    entries = [plugin_path_entry(jars_dir, plugin) for plugin in PLUGINS]
+    return [entry for entry in entries if (entry / COMPLETE).exists()]
+
+
+def ensure_local_plugins(jars_dir: Path, *, progress: TextIO = sys.stderr) -> list[Path]:
+    """Build whatever plugin is missing for the current sources; the plugin.path entries of all."""
+    return [_ensure(jars_dir, plugin, progress) for plugin in PLUGINS]
+
+
+def _ensure(jars_dir: Path, plugin: LocalPlugin, progress: TextIO) -> Path:
+    target = plugin_path_entry(jars_dir, plugin)
+    if (target / COMPLETE).exists():
+        return target
+    check_java()
+    mvn = check_maven()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.parent / f".{target.name}.partial-{os.getpid()}"
+    build_dir = staging / ".build"
+    log_path = target.parent / f"maven-{target.name}.log"
+    shutil.rmtree(staging, ignore_errors=True)
+    command = [str(mvn), "-B", "-f", str(plugin.module / "pom.xml"), "package", f"-Dikkai.build.dir={build_dir}"]
+    progress.write(f"building the Connect plugin {plugin.name} with Maven (JUnit tests included)\n")
+    progress.flush()
+    with log_path.open("w") as log:
+        code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, cwd=plugin.module, check=False).returncode
+    if code != 0:
+        shutil.rmtree(staging, ignore_errors=True)
+        lines = log_path.read_text(errors="replace").splitlines()
+        errors = [line.strip() for line in lines if line.startswith("[ERROR]") and line.strip() != "[ERROR]"]
+        raise PluginBuildError(plugin.name, errors[0] if errors else f"mvn exited {code}", log=log_path)
+    folder = staging / plugin.name
+    folder.mkdir()
+    for jar in [*build_dir.glob(f"{plugin.name}-*.jar"), *(build_dir / "plugin-deps").glob("*.jar")]:
+        shutil.copy2(jar, folder / jar.name)
+    shutil.rmtree(build_dir)
+    (staging / COMPLETE).write_text(" ".join(command) + "\n")
+    try:
+        staging.rename(target)
+    except OSError:  # another process finished the same build first; its result is as good as ours
+        shutil.rmtree(staging, ignore_errors=True)
+        if not (target / COMPLETE).exists():
+            raise
+    progress.write(f"Connect plugin {plugin.name} ready in {target}\n")
+    return target
+
+
+def local_plugin_dirs_for_stack(jars_dir: Path, *, progress: TextIO = sys.stderr) -> list[Path]:
+    """What the embedded worker adds to plugin.path: the local plugins, built if needed.
+
+    A plugin that does not build is left out with a warning instead of stopping the stack:
+    the broker and the worker are everyone's foundation, and ``ikkai setup`` (run by ``make``)
+    already fails loudly on the same error.
+    """
+    try:
+        return ensure_local_plugins(jars_dir, progress=progress)
+    except IkkaiError as exc:
+        progress.write(f"warning: starting the worker without ikkai's own Connect plugins: {exc}\n")
+        return built_plugin_dirs(jars_dir)
