@@ -73,6 +73,43 @@ class ConnectClient:
     def delete_connector(self, name: str) -> None:
         self._call("DELETE", f"/connectors/{_seg(name)}")
 
+    def connectors_expanded(self) -> dict[str, dict[str, Any]]:
+        """Every connector with its status and info (config, type, tasks) in one call."""
+        return self._call("GET", "/connectors?expand=status&expand=info")  # type: ignore[no-any-return]
+
+    def connector_tasks(self, name: str) -> list[dict[str, Any]]:
+        return self._call("GET", f"/connectors/{_seg(name)}/tasks")  # type: ignore[no-any-return]
+
+    def pause_connector(self, name: str) -> None:
+        self._call("PUT", f"/connectors/{_seg(name)}/pause")
+
+    def resume_connector(self, name: str) -> None:
+        self._call("PUT", f"/connectors/{_seg(name)}/resume")
+
+    def stop_connector(self, name: str) -> None:
+        self._call("PUT", f"/connectors/{_seg(name)}/stop")
+
+    def restart_connector(self, name: str, *, include_tasks: bool = False, only_failed: bool = False) -> Any:
+        query = f"?includeTasks={str(include_tasks).lower()}&onlyFailed={str(only_failed).lower()}"
+        return self._call("POST", f"/connectors/{_seg(name)}/restart{query}")
+
+    def restart_task(self, name: str, task: int) -> None:
+        self._call("POST", f"/connectors/{_seg(name)}/tasks/{task}/restart")
+
+    def plugin_config_defs(self, connector_class: str) -> list[dict[str, Any]]:
+        """The plugin's config definitions (name, type — PASSWORD marks secrets —, default, docs)."""
+        return self._call("GET", f"/connector-plugins/{_seg(connector_class)}/config")  # type: ignore[no-any-return]
+
+    def validate_config(self, connector_class: str, config: Mapping[str, str]) -> dict[str, Any]:
+        """Connect's own validation: ``error_count`` and per-key ``configs[].value.errors``. Writes nothing."""
+        path = f"/connector-plugins/{_seg(connector_class)}/config/validate"
+        return self._call("PUT", path, json=dict(config))  # type: ignore[no-any-return]
+
+    @property
+    def writes(self) -> list[tuple[str, str]]:
+        """Requests sent that change the cluster (everything but reads and validation)."""
+        return [(m, p) for m, p in self.calls if m != "GET" and not p.endswith("/config/validate")]
+
     # -- transport -----------------------------------------------------------------------------
 
     def _call(self, method: str, path: str, *, json: Any = None) -> Any:

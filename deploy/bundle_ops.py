@@ -1,0 +1,107 @@
+"""The bundle operations both the CLI and ``ikkai serve`` offer, each returning plain JSON-able data.
+
+Resolves a bundle (a folder, or a name under connectors/bundles), renders it for an
+environment and finds that environment's Connect cluster; the work itself is in
+connectors.* (pure) and deploy.reconcile (I/O).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from connectors.lint import PluginCatalog, blocking, lint_bundle
+from connectors.render import RenderedBundle, load_bundle, render_bundle
+from connectors.secrets import redact
+from deploy.clusters import cluster_for, clusters_file, resolve_connect_url
+from deploy.connect_rest import ConnectClient
+from deploy.reconcile import Reconciler
+from ikkai.errors import ConfigError
+
+BUNDLES = Path(__file__).resolve().parents[1] / "connectors" / "bundles"
+
+
+@dataclass(frozen=True)
+class BundleRequest:
+    bundle: str  # a folder, or the name of a shipped bundle
+    env: str
+    overrides: tuple[str, ...] = ()
+    connect_url: str | None = None  # overrides the clusters file
+    clusters: Path | None = None
+    wait_timeout: float | None = None
+
+
+def bundle_folder(bundle: str) -> Path:
+    path = Path(bundle)
+    if path.is_dir():
+        return path
+    if (BUNDLES / bundle).is_dir():
+        return BUNDLES / bundle
+    known = ", ".join(sorted(p.name for p in BUNDLES.iterdir() if p.is_dir())) if BUNDLES.is_dir() else "none"
+    raise ConfigError("bundle", bundle, "is neither a folder nor a shipped bundle", fix=f"shipped bundles: {known}")
+
+
+def rendered(request: BundleRequest) -> RenderedBundle:
+    return render_bundle(load_bundle(bundle_folder(request.bundle)), request.env, request.overrides)
+
+
+def reconciler(request: BundleRequest, client: ConnectClient | None = None) -> Reconciler:
+    target = cluster_for(request.env, clusters_file(request.clusters))
+    if client is None:
+        client = ConnectClient(request.connect_url or resolve_connect_url(target))
+    timeout = request.wait_timeout if request.wait_timeout is not None else target.wait_timeout_seconds
+    return Reconciler(client, wait_timeout=timeout)
+
+
+def render_data(request: BundleRequest) -> dict[str, Any]:
+    bundle = rendered(request)
+    return {
+        "bundle": bundle.name,
+        "env": bundle.env,
+        "connectors": [
+            {"name": c.name, "template": c.spec.template, "state": c.state, "config": redact(c.config)}
+            for c in bundle.connectors
+        ],
+    }
+
+
+def lint_data(request: BundleRequest, *, offline: bool = False, client: ConnectClient | None = None) -> dict[str, Any]:
+    bundle = rendered(request)
+    catalog = PluginCatalog() if offline else reconciler(request, client).catalog(bundle)
+    findings = lint_bundle(bundle, catalog)
+    return {
+        "bundle": bundle.name,
+        "env": bundle.env,
+        "offline": offline,
+        "findings": [f.as_dict() for f in findings],
+        "errors": len(blocking(findings)),
+        "waived": len(findings) - len(blocking(findings)),
+    }
+
+
+def plan_data(request: BundleRequest, *, prune: bool = False, client: ConnectClient | None = None) -> dict[str, Any]:
+    return reconciler(request, client).plan(rendered(request), prune=prune).as_dict()
+
+
+def apply_data(request: BundleRequest, *, prune: bool = False, client: ConnectClient | None = None) -> dict[str, Any]:
+    return reconciler(request, client).apply(rendered(request), prune=prune).as_dict()
+
+
+def status_data(request: BundleRequest, client: ConnectClient | None = None) -> dict[str, Any]:
+    bundle = rendered(request)
+    return {"bundle": bundle.name, "env": bundle.env, "connectors": reconciler(request, client).status(bundle)}
+
+
+def restart_data(request: BundleRequest, *, failed_only: bool, client: ConnectClient | None = None) -> dict[str, Any]:
+    restarted = reconciler(request, client).restart(rendered(request), failed_only=failed_only)
+    return {"restarted": restarted, "failed_only": failed_only}
+
+
+def delete_data(request: BundleRequest, client: ConnectClient | None = None) -> dict[str, Any]:
+    return {"deleted": reconciler(request, client).delete(rendered(request))}
+
+
+def overrides(values: Sequence[str]) -> tuple[str, ...]:
+    return tuple(values)

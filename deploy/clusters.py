@@ -1,0 +1,102 @@
+"""Which Kafka Connect cluster an environment's bundles go to: a small YAML file, typed and strict.
+
+The default file is ``connectors/clusters.yaml``; ``--clusters`` or ``$IKKAI_CLUSTERS`` name
+another. ``connect_url: local`` means ``$IKKAI_CONNECT_URL`` when set, else the embedded stack.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ikkai.errors import ConfigError
+
+CLUSTERS_VAR = "IKKAI_CLUSTERS"
+DEFAULT_CLUSTERS = Path(__file__).resolve().parents[1] / "connectors" / "clusters.yaml"
+LOCAL = "local"
+_KEYS = {"connect_url", "wait_timeout_seconds"}
+
+
+@dataclass(frozen=True)
+class ClusterTarget:
+    env: str
+    connect_url: str  # an http(s) URL or "local"
+    wait_timeout_seconds: float = 120.0
+
+
+def clusters_file(explicit: Path | None = None, env: Mapping[str, str] = os.environ) -> Path:
+    return explicit or (Path(env[CLUSTERS_VAR]) if env.get(CLUSTERS_VAR) else DEFAULT_CLUSTERS)
+
+
+def parse_clusters(data: Any, source: str) -> dict[str, ClusterTarget]:
+    if not isinstance(data, dict):
+        raise ConfigError(
+            source, "(top level)", "must map environment names to clusters", fix="e.g. dev: {connect_url: local}"
+        )
+    targets = {}
+    for env_name, entry in data.items():
+        if not isinstance(entry, dict):
+            raise ConfigError(source, str(env_name), "must be a mapping", fix="e.g. connect_url: http://connect:8083")
+        unknown = sorted(set(entry) - _KEYS)
+        if unknown:
+            raise ConfigError(
+                source, f"{env_name}.{unknown[0]}", "unknown key", fix=f"allowed: {', '.join(sorted(_KEYS))}"
+            )
+        url = str(entry.get("connect_url") or "")
+        if url != LOCAL and not url.startswith(("http://", "https://")):
+            raise ConfigError(source, f"{env_name}.connect_url", f"{url!r} is not an http(s) URL or 'local'")
+        try:
+            timeout = float(entry.get("wait_timeout_seconds", 120))
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(source, f"{env_name}.wait_timeout_seconds", "must be a number of seconds") from exc
+        targets[str(env_name)] = ClusterTarget(
+            env=str(env_name), connect_url=url.rstrip("/"), wait_timeout_seconds=timeout
+        )
+    return targets
+
+
+def load_clusters(path: Path) -> dict[str, ClusterTarget]:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise ConfigError(
+            str(path), "(file)", f"cannot be read: {exc.strerror}", fix=f"create it or set {CLUSTERS_VAR}"
+        ) from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(str(path), "(file)", f"not valid YAML: {exc}") from exc
+    return parse_clusters(data, str(path))
+
+
+def cluster_for(env_name: str, path: Path) -> ClusterTarget:
+    targets = load_clusters(path)
+    if env_name not in targets:
+        raise ConfigError(
+            str(path), env_name, "no Connect cluster for this environment", fix=f"known: {', '.join(sorted(targets))}"
+        )
+    return targets[env_name]
+
+
+def resolve_connect_url(target: ClusterTarget) -> str:
+    """The URL to talk to; for ``local``: the external cluster of the environment, else the embedded stack."""
+    if target.connect_url != LOCAL:
+        return target.connect_url
+    from deploy.runtime import select_stack
+    from deploy.settings import external_endpoints
+
+    external = external_endpoints()
+    if external is not None:
+        return external.connect_url
+    endpoints = select_stack().endpoints()
+    if endpoints is None:
+        raise ConfigError(
+            "environment",
+            target.env,
+            "uses the embedded stack, which was never started here",
+            fix="run `ikkai stack up` or set IKKAI_CONNECT_URL",
+        )
+    return endpoints.connect_url

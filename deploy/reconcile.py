@@ -1,0 +1,346 @@
+"""The reconciler: validate → plan → apply → wait → (rollback) → prune, against one Connect cluster.
+
+The I/O shell around the pure parts (connectors.render, connectors.lint, deploy.plan). Reads
+live state in one call (``GET /connectors?expand=status&expand=info``), validates only new or
+changed connectors, writes only what drifted, so an unchanged bundle is applied with zero
+write calls. Nothing is written unless every connector of the bundle renders, lints and
+validates. After writing it waits until each connector *and every task* reached the target
+state; when one does not, the previous configs are restored and the failure reported with
+the task's trace.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from connectors.lint import Finding, PluginCatalog, PluginInfo, lint_bundle, require_clean
+from connectors.render import RenderedBundle
+from connectors.secrets import REDACTED, is_placeholder, secret_keys
+from deploy.connect_rest import ConnectClient, ConnectRestError
+from deploy.plan import (
+    CONNECT_STATE,
+    CREATE,
+    DELETE,
+    UPDATE,
+    ConnectorPlan,
+    Plan,
+    connector_plan,
+    owned_leftovers,
+    prune_plan,
+)
+from ikkai.errors import IkkaiError
+
+STABLE_POLLS = 3  # a state counts once seen this many polls in a row (status lags a config write)
+
+
+class ValidationFailed(IkkaiError):
+    """Connect rejected the config of one or more connectors; nothing was written."""
+
+    def __init__(self, bundle: str, errors: Mapping[str, tuple[tuple[str, str], ...]]) -> None:
+        lines = [f"{name}: {key}: {message}" for name, pairs in errors.items() for key, message in pairs]
+        super().__init__(
+            f"bundle {bundle}: Connect rejected {len(lines)} setting(s); nothing was written: " + "; ".join(lines),
+            fix="fix the values or templates named above",
+        )
+        self.bundle = bundle
+        self.errors = dict(errors)
+
+
+class ApplyFailed(IkkaiError):
+    """A connector or task did not reach its target state; the previous configs were restored."""
+
+    def __init__(self, connector: str, state: str, trace: str, rolled_back: list[str]) -> None:
+        first = trace.strip().splitlines()[0] if trace.strip() else "no trace"
+        super().__init__(
+            f"connector {connector} is {state} after apply: {first}; "
+            f"rolled back: {', '.join(rolled_back) or 'nothing'}",
+            fix="see `ikkai bundle status` for the full trace, fix the config and apply again",
+        )
+        self.connector = connector
+        self.state = state
+        self.trace = trace
+        self.rolled_back = rolled_back
+
+
+@dataclass(frozen=True)
+class LiveConnector:
+    config: Mapping[str, str]
+    status: Mapping[str, Any]
+
+    @property
+    def state(self) -> str | None:
+        return self.status.get("connector", {}).get("state")  # type: ignore[no-any-return]
+
+    @property
+    def tasks(self) -> list[dict[str, Any]]:
+        return list(self.status.get("tasks") or [])
+
+
+@dataclass
+class ApplyResult:
+    plan: Plan
+    written: list[str] = field(default_factory=list)  # connectors whose config or state was written
+    deleted: list[str] = field(default_factory=list)
+    states: dict[str, str] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"plan": self.plan.as_dict(), "written": self.written, "deleted": self.deleted, "states": self.states}
+
+
+def reached(target: str, status: Mapping[str, Any]) -> bool:
+    """True when the connector and all its tasks are in Connect's state for ``target``."""
+    wanted = CONNECT_STATE[target]
+    connector_state = status.get("connector", {}).get("state")
+    tasks = status.get("tasks") or []
+    if connector_state != wanted:
+        return False
+    if wanted == "STOPPED":
+        return not tasks
+    return bool(tasks) and all(t.get("state") == wanted for t in tasks)
+
+
+def failure(status: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(state, trace) of the connector or its first failed task, when something FAILED."""
+    connector = status.get("connector", {})
+    if connector.get("state") == "FAILED":
+        return "FAILED", str(connector.get("trace", ""))
+    for task in status.get("tasks") or []:
+        if task.get("state") == "FAILED":
+            return f"FAILED (task {task.get('id')})", str(task.get("trace", ""))
+    return None
+
+
+class Reconciler:
+    def __init__(
+        self,
+        client: ConnectClient,
+        *,
+        wait_timeout: float = 120.0,
+        poll_interval: float = 0.5,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.client = client
+        self.wait_timeout = wait_timeout
+        self.poll_interval = poll_interval
+        self.sleep = sleep
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def catalog(self, rendered: RenderedBundle) -> PluginCatalog:
+        """Kind and PASSWORD-typed keys of every connector class the bundle uses."""
+        kinds = {p["class"]: p.get("type", "unknown") for p in self.client.connector_plugins()}
+        plugins = {}
+        for cls in sorted({c.connector_class for c in rendered.connectors if c.connector_class}):
+            if cls not in kinds:
+                plugins[cls] = PluginInfo(kind="unknown")  # validation will say the class is missing
+                continue
+            defs = self.client.plugin_config_defs(cls)
+            passwords = frozenset(d["name"] for d in defs if d.get("type") == "PASSWORD")
+            plugins[cls] = PluginInfo(kind=str(kinds[cls]), password_keys=passwords)
+        return PluginCatalog(plugins)
+
+    def live(self) -> dict[str, LiveConnector]:
+        expanded = self.client.connectors_expanded()
+        return {
+            name: LiveConnector(config=entry.get("info", {}).get("config", {}), status=entry.get("status", {}))
+            for name, entry in expanded.items()
+        }
+
+    def lint(self, rendered: RenderedBundle, catalog: PluginCatalog | None = None) -> list[Finding]:
+        return lint_bundle(rendered, catalog if catalog is not None else self.catalog(rendered))
+
+    # -- plan ----------------------------------------------------------------------------------
+
+    def plan(self, rendered: RenderedBundle, *, prune: bool = False) -> Plan:
+        """Lint (raises on open findings), diff against live, validate what would be written."""
+        catalog = self.catalog(rendered)
+        require_clean(rendered, lint_bundle(rendered, catalog))
+        live = self.live()
+        plans: list[ConnectorPlan] = []
+        for c in rendered.connectors:
+            current = live.get(c.name)
+            passwords = catalog.info(c.connector_class).password_keys
+            p = connector_plan(
+                c.name,
+                c.config,
+                c.state,
+                current.config if current else None,
+                current.state if current else None,
+                passwords,
+            )
+            if p.action in (CREATE, UPDATE):
+                errors = self._validate(c.connector_class, c.config, passwords)
+                p = ConnectorPlan(**{**p.__dict__, "validation_errors": errors})
+            plans.append(p)
+        if prune:
+            leftovers = owned_leftovers(live, rendered.owner_prefix, {c.name for c in rendered.connectors})
+            plans += [prune_plan(n, live[n].config, live[n].state) for n in leftovers]
+        return Plan(bundle=rendered.name, env=rendered.env, connectors=tuple(sorted(plans, key=lambda p: p.name)))
+
+    def _validate(self, cls: str, config: Mapping[str, str], passwords: frozenset[str]) -> tuple[tuple[str, str], ...]:
+        if not cls:
+            return (("connector.class", "missing: the template must set connector.class"),)
+        try:
+            result = self.client.validate_config(cls, config)
+        except ConnectRestError as exc:
+            if exc.status in (400, 404, 500):
+                return (("connector.class", exc.connect_message),)
+            raise
+        hidden = [config[k] for k in secret_keys(config, passwords) if config[k] and not is_placeholder(config[k])]
+        errors = []
+        for entry in result.get("configs", []):
+            for message in entry.get("value", {}).get("errors") or []:
+                for secret in hidden:
+                    message = message.replace(secret, REDACTED)
+                errors.append((entry["value"]["name"], message))
+        return tuple(sorted(errors))
+
+    # -- apply ---------------------------------------------------------------------------------
+
+    def apply(self, rendered: RenderedBundle, *, prune: bool = False) -> ApplyResult:
+        plan = self.plan(rendered, prune=prune)
+        invalid = {c.name: c.validation_errors for c in plan.connectors if c.validation_errors}
+        if invalid:
+            raise ValidationFailed(rendered.name, invalid)
+        result = ApplyResult(plan=plan)
+        live = self.live() if plan.pending else {}
+        previous = {c.name: live.get(c.name) for c in plan.connectors}
+        touched: list[ConnectorPlan] = []
+        try:
+            for p in plan.connectors:
+                if p.action == DELETE or not p.pending:
+                    continue
+                touched.append(p)
+                if p.action in (CREATE, UPDATE):
+                    self.client.put_connector_config(p.name, rendered.connector(p.name).config)
+                self._drive_state(p)
+                result.written.append(p.name)
+            for p in touched:
+                result.states[p.name] = self._wait(p)
+        except ApplyFailed as failed:
+            rolled_back = self._rollback(touched, previous)
+            raise ApplyFailed(failed.connector, failed.state, failed.trace, rolled_back) from None
+        for p in plan.connectors:
+            if p.action == DELETE:
+                self.client.delete_connector(p.name)
+                result.deleted.append(p.name)
+            elif p.name not in result.states:
+                result.states[p.name] = p.live_state or "UNKNOWN"
+        return result
+
+    def _drive_state(self, p: ConnectorPlan) -> None:
+        if p.target_state == "paused" and p.live_state != "PAUSED":
+            self.client.pause_connector(p.name)
+        elif p.target_state == "stopped" and p.live_state != "STOPPED":
+            self.client.stop_connector(p.name)
+        elif p.target_state == "running" and p.live_state in ("PAUSED", "STOPPED"):
+            self.client.resume_connector(p.name)
+
+    def _wait(self, p: ConnectorPlan) -> str:
+        assert p.target_state is not None
+        deadline = time.monotonic() + self.wait_timeout
+        good = bad = 0
+        status: Mapping[str, Any] = {}
+        while time.monotonic() < deadline:
+            try:
+                status = self.client.connector_status(p.name)
+            except ConnectRestError as exc:
+                if not exc.not_found:
+                    raise
+                status = {}
+            good = good + 1 if reached(p.target_state, status) else 0
+            failed = failure(status)
+            bad = bad + 1 if failed else 0
+            if good >= STABLE_POLLS:
+                return CONNECT_STATE[p.target_state]
+            if failed and bad >= STABLE_POLLS:
+                raise ApplyFailed(p.name, failed[0], failed[1], [])
+            self.sleep(self.poll_interval)
+        state = status.get("connector", {}).get("state", "absent")
+        raise ApplyFailed(
+            p.name,
+            f"{state}, not {CONNECT_STATE[p.target_state]} after {self.wait_timeout:.0f}s",
+            (failure(status) or ("", ""))[1],
+            [],
+        )
+
+    def _rollback(self, touched: list[ConnectorPlan], previous: Mapping[str, LiveConnector | None]) -> list[str]:
+        restored = []
+        for p in touched:
+            before = previous.get(p.name)
+            try:
+                if before is None:
+                    self.client.delete_connector(p.name)
+                else:
+                    if p.action == UPDATE:
+                        self.client.put_connector_config(p.name, before.config)
+                    if before.state == "PAUSED":
+                        self.client.pause_connector(p.name)
+                    elif before.state == "STOPPED":
+                        self.client.stop_connector(p.name)
+                    elif p.target_state != "running":
+                        self.client.resume_connector(p.name)
+            except ConnectRestError:
+                continue  # reported by omission: the connector is not in the rolled-back list
+            restored.append(p.name)
+        return restored
+
+    # -- day-2 operations ----------------------------------------------------------------------
+
+    def status(self, rendered: RenderedBundle) -> list[dict[str, Any]]:
+        live = self.live()
+        names = sorted({c.name for c in rendered.connectors} | {n for n in live if n.startswith(rendered.owner_prefix)})
+        rows = []
+        for name in names:
+            current = live.get(name)
+            spec = next((c for c in rendered.connectors if c.name == name), None)
+            tasks = current.tasks if current else []
+            rows.append(
+                {
+                    "name": name,
+                    "in_bundle": spec is not None,
+                    "target_state": spec.state if spec else None,
+                    "state": current.state if current else "ABSENT",
+                    "worker": (current.status.get("connector", {}).get("worker_id") if current else None),
+                    "trace": _first_line((current.status.get("connector", {}).get("trace")) if current else None),
+                    "tasks": [
+                        {
+                            "id": t.get("id"),
+                            "state": t.get("state"),
+                            "worker": t.get("worker_id"),
+                            "trace": _first_line(t.get("trace")),
+                        }
+                        for t in tasks
+                    ],
+                }
+            )
+        return rows
+
+    def restart(self, rendered: RenderedBundle, *, failed_only: bool) -> list[str]:
+        live = self.live()
+        restarted = []
+        for c in rendered.connectors:
+            current = live.get(c.name)
+            if current is None:
+                continue
+            if failed_only and not failure(current.status):
+                continue
+            self.client.restart_connector(c.name, include_tasks=True, only_failed=failed_only)
+            restarted.append(c.name)
+        return restarted
+
+    def delete(self, rendered: RenderedBundle) -> list[str]:
+        live = set(self.client.connectors())
+        deleted = []
+        for c in rendered.connectors:
+            if c.name in live:
+                self.client.delete_connector(c.name)
+                deleted.append(c.name)
+        return deleted
+
+
+def _first_line(trace: str | None) -> str | None:
+    return trace.strip().splitlines()[0] if trace and trace.strip() else None

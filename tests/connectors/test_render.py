@@ -1,0 +1,128 @@
+"""Rendering: value layers, StrictUndefined errors with file and line, strict manifests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from connectors.errors import BundleError
+from connectors.render import load_bundle, render_bundle
+from tests.connectors.conftest import SHIPPED, BundleFactory
+
+TEMPLATE = """{
+  "connector.class": "org.apache.kafka.connect.file.FileStreamSourceConnector",
+  "tasks.max": {{ tasks_max | tojson }},
+  "topic": {{ topic | tojson }},
+  "file": {{ db_host | tojson }}
+}
+"""
+
+
+def manifest(**extra: object) -> dict[str, object]:
+    return {
+        "name": "b",
+        "owner_prefix": "b.",
+        "connectors": [{"name": "one", "template": "templates/one.json.j2"}],
+        **extra,
+    }
+
+
+def test_values_layer_platform_then_bundle_then_env_then_set(make_bundle: BundleFactory) -> None:
+    folder = make_bundle(
+        manifest(defaults={"topic": "ingest.bundle", "db_host": "bundle-host", "tasks_max": 2}),
+        {"templates/one.json.j2": TEMPLATE},
+        {"dev": {"db_host": "env-host"}},
+    )
+    config = render_bundle(load_bundle(folder), "dev", ["topic=ingest.cli"]).connectors[0].config
+    assert config["tasks.max"] == "2"  # bundle default beats the platform default (1)
+    assert config["file"] == "env-host"  # env beats bundle default
+    assert config["topic"] == "ingest.cli"  # --set beats everything
+    assert config["name"] == "b.one"  # owner prefix + connector name
+
+
+def test_platform_default_is_the_lowest_layer(make_bundle: BundleFactory) -> None:
+    folder = make_bundle(
+        manifest(), {"templates/one.json.j2": TEMPLATE}, {"dev": {"topic": "ingest.x", "db_host": "h"}}
+    )
+    assert render_bundle(load_bundle(folder), "dev").connectors[0].config["tasks.max"] == "1"
+
+
+def test_undefined_variable_names_file_line_and_value(make_bundle: BundleFactory) -> None:
+    folder = make_bundle(manifest(), {"templates/one.json.j2": TEMPLATE}, {"dev": {"topic": "ingest.x"}})
+    with pytest.raises(BundleError) as caught:
+        render_bundle(load_bundle(folder), "dev")
+    error = caught.value
+    assert (error.file, error.line) == ("templates/one.json.j2", 5)
+    assert str(error) == (
+        "bundle b templates/one.json.j2 line 5: undefined variable 'db_host': "
+        "define it in values/dev.yaml, the bundle defaults or --set"
+    )
+
+
+def test_undefined_nested_value_is_named(make_bundle: BundleFactory) -> None:
+    template = '{\n  "topic": {{ sources.payments.topic | tojson }}\n}\n'
+    folder = make_bundle(manifest(), {"templates/one.json.j2": template}, {"dev": {"sources": {"payments": {}}}})
+    with pytest.raises(BundleError, match=r"line 2: undefined variable 'topic'"):
+        render_bundle(load_bundle(folder), "dev")
+
+
+def test_template_syntax_error_has_its_line(make_bundle: BundleFactory) -> None:
+    folder = make_bundle(manifest(), {"templates/one.json.j2": '{\n\n  "a": {{ x \n}'}, {"dev": {}})
+    with pytest.raises(BundleError) as caught:
+        render_bundle(load_bundle(folder), "dev")
+    assert caught.value.line == 4 and "syntax error" in str(caught.value)
+
+
+def test_invalid_json_output_is_reported(make_bundle: BundleFactory) -> None:
+    folder = make_bundle(
+        manifest(), {"templates/one.json.j2": '{"topic": {{ topic }}}'}, {"dev": {"topic": "ingest.x"}}
+    )
+    with pytest.raises(BundleError, match=r"renders to invalid JSON.*tojson"):
+        render_bundle(load_bundle(folder), "dev")
+
+
+def test_missing_environment_lists_the_known_ones(make_bundle: BundleFactory) -> None:
+    folder = make_bundle(manifest(), {"templates/one.json.j2": TEMPLATE}, {"dev": {}, "prod": {}})
+    with pytest.raises(BundleError, match=r"values/staging\.yaml: not found: environments of this bundle: dev, prod"):
+        render_bundle(load_bundle(folder), "staging")
+
+
+@pytest.mark.parametrize(
+    ("patch", "problem"),
+    [
+        ({"colour": "red"}, "unknown key 'colour'"),
+        ({"owner_prefix": "Payments"}, "must be lower-case and end with"),
+        ({"connectors": []}, "must be a non-empty list"),
+        ({"connectors": [{"name": "one", "template": "t", "state": "sleeping"}]}, "'sleeping' is not one of"),
+        (
+            {"connectors": [{"name": "one", "template": "t", "waivers": [{"check": "x", "reason": "no"}]}]},
+            "a waiver needs a written reason",
+        ),
+        ({"connectors": [{"name": "one", "template": "t", "tmeplate": "t"}]}, "unknown key 'tmeplate'"),
+    ],
+)
+def test_manifest_rejects_what_it_does_not_know(
+    make_bundle: BundleFactory, patch: dict[str, object], problem: str
+) -> None:
+    folder = make_bundle({**manifest(), **patch}, {}, {"dev": {}})
+    with pytest.raises(BundleError, match=problem):
+        load_bundle(folder)
+
+
+def test_shipped_payments_bundle_renders_for_every_environment() -> None:
+    bundle = load_bundle(SHIPPED / "payments-ingest")
+    for env in ("dev", "prod"):
+        rendered = render_bundle(bundle, env)
+        assert [c.name for c in rendered.connectors] == ["payments-ingest.payments", "payments-ingest.refunds"]
+        assert rendered.connector("payments-ingest.payments").config["transforms.businessKey.field"] == "payment_id"
+
+
+def test_set_parses_scalars_and_rejects_garbage(make_bundle: BundleFactory, tmp_path: Path) -> None:
+    folder = make_bundle(
+        manifest(), {"templates/one.json.j2": TEMPLATE}, {"dev": {"topic": "ingest.x", "db_host": "h"}}
+    )
+    rendered = render_bundle(load_bundle(folder), "dev", ["tasks_max=4"])
+    assert rendered.connectors[0].config["tasks.max"] == "4"
+    with pytest.raises(BundleError, match="is not key=value"):
+        render_bundle(load_bundle(folder), "dev", ["tasks_max"])
