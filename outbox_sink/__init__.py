@@ -1,4 +1,42 @@
-"""The outbox contract, the emitter services use, and the outbox sink that runs inside Kafka Connect.
+"""The outbox: how services ask for side effects, and the sink that performs each once.
 
-Built by the outbox issue (#6); empty until then.
+Services emit ``OutboxRequest`` records to ``outbox.requests`` with ``OutboxEmitter``; the
+outbox sink (a Kafka Connect connector, Java, in ``connector/``) delivers each to an
+allow-listed HTTP target with ``Idempotency-Key: <decision_id>`` and writes a ``Receipt`` to
+``outbox.receipts``, read back with ``ReceiptReader``. ``ReferenceReceiver`` stands in for the
+payments and notification APIs in the demo and the tests.
 """
+
+from outbox_sink.connector_config import TargetAlias, create_outbox_topics, outbox_sink_config
+from outbox_sink.contract import (
+    DLQ_TOPIC,
+    RECEIPTS_TOPIC,
+    REQUESTS_TOPIC,
+    OutboxRequest,
+    Receipt,
+    derive_decision_id,
+)
+from outbox_sink.emitter import OutboxEmitter
+from outbox_sink.errors import OutboxDeliveryError, OutboxError, OutboxRequestError, ReceiptReadError
+from outbox_sink.receipts import ReceiptReader, decode_receipt
+from outbox_sink.receiver import ReferenceReceiver
+
+__all__ = [
+    "DLQ_TOPIC",
+    "RECEIPTS_TOPIC",
+    "REQUESTS_TOPIC",
+    "OutboxDeliveryError",
+    "OutboxEmitter",
+    "OutboxError",
+    "OutboxRequest",
+    "OutboxRequestError",
+    "Receipt",
+    "ReceiptReadError",
+    "ReceiptReader",
+    "ReferenceReceiver",
+    "TargetAlias",
+    "create_outbox_topics",
+    "decode_receipt",
+    "derive_decision_id",
+    "outbox_sink_config",
+]

@@ -1,0 +1,132 @@
+"""The outbox contract: what a side-effect request and its receipt are, and how decision ids are made.
+
+Requests go to ``outbox.requests`` keyed by their business key, receipts come back on
+``outbox.receipts`` keyed by ``decision_id``; both are Avro single-object encoded with the
+schemas in ``schemas/outbox_request`` and ``schemas/outbox_receipt`` (spark_jobs.serialization).
+Pure: no Kafka, no clock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from outbox_sink.errors import OutboxRequestError
+
+REQUESTS_TOPIC = "outbox.requests"
+RECEIPTS_TOPIC = "outbox.receipts"
+DLQ_TOPIC = "dlq.outbox"
+REQUEST_SCHEMA = "outbox_request"
+RECEIPT_SCHEMA = "outbox_receipt"
+
+# Headers the sink sets itself; a request that carries one is dead-lettered (outbox_sink/connector Targets.java).
+RESERVED_HEADERS = frozenset({
+    "idempotency-key", "authorization", "content-type", "content-length", "host", "connection",
+    "expect", "upgrade", "transfer-encoding", "te", "trailer", "proxy-authorization", "cookie",
+})  # fmt: skip
+METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+Outcome = Literal["DELIVERED", "DEAD_LETTERED"]
+
+
+def derive_decision_id(key: str, event_id: str, model_version: str) -> str:
+    """sha-256 hex of (business key, input event id, model version), NUL-separated: never random.
+
+    The same event scored by the same model always yields the same id, so a replay or a
+    retried batch produces the same Idempotency-Key and the receiver applies the effect once.
+    """
+    for name, part in (("key", key), ("event_id", event_id), ("model_version", model_version)):
+        if not part or "\0" in part:
+            raise OutboxRequestError("", name, f"{part!r} cannot be part of a decision id", fix="pass a non-empty id")
+    return hashlib.sha256("\0".join((key, event_id, model_version)).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class OutboxRequest:
+    """One side effect to perform: ``target`` is an alias from the sink's allow-list, never a URL."""
+
+    decision_id: str
+    key: str
+    target: str
+    path: str
+    body: bytes
+    created_at: int  # event time in epoch milliseconds, from the decision: never the wall clock
+    method: str | None = None  # None: the target alias's default method
+    content_type: str = "application/json"
+    headers: Mapping[str, str] = field(default_factory=dict)
+    model_version: str | None = None
+
+    def __post_init__(self) -> None:
+        check = self._problem()
+        if check:
+            name, problem, fix = check
+            raise OutboxRequestError(self.decision_id, name, problem, fix)
+
+    def _problem(self) -> tuple[str, str, str | None] | None:
+        if not self.decision_id:
+            return "decision_id", "is empty", "use derive_decision_id(key, event_id, model_version)"
+        if not self.key:
+            return "key", "is empty", "the business key (payment_id, order_id) is the Kafka record key"
+        if not self.target or "/" in self.target or ":" in self.target:
+            return (
+                "target",
+                f"{self.target!r} is not an alias",
+                "name an alias of the sink's allow-list, e.g. payments-api",
+            )
+        if not self.path.startswith("/") or self.path.startswith("//"):
+            return "path", f"{self.path!r} must start with a single '/'", "it is relative to the alias's base URL"
+        if self.method is not None and self.method.upper() not in METHODS:
+            return "method", f"{self.method!r} is not one of {sorted(METHODS)}", None
+        reserved = sorted(h for h in self.headers if h.lower() in RESERVED_HEADERS or h.lower().startswith("x-ikkai-"))
+        if reserved:
+            return "headers", f"{reserved} are set by the outbox sink", "drop them from the request"
+        if self.created_at < 0:
+            return "created_at", "must be epoch milliseconds of the decision's event time", None
+        return None
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "decision_id": self.decision_id,
+            "key": self.key,
+            "target": self.target,
+            "path": self.path,
+            "method": self.method,
+            "content_type": self.content_type,
+            "body": bytes(self.body),
+            "headers": dict(self.headers),
+            "created_at": self.created_at,
+            "model_version": self.model_version,
+        }
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> OutboxRequest:
+        return cls(**{k: record[k] for k in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """The final outcome of one request, as the outbox sink wrote it to ``outbox.receipts``."""
+
+    decision_id: str
+    key: str
+    target: str
+    outcome: Outcome
+    status_code: int | None
+    attempts: int
+    first_attempt_at: int
+    last_attempt_at: int
+    response_digest: str | None
+    reason: str | None
+
+    @property
+    def delivered(self) -> bool:
+        return self.outcome == "DELIVERED"
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Receipt:
+        return cls(**{k: record[k] for k in cls.__dataclass_fields__})
+
+    def to_record(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}

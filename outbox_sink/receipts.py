@@ -1,0 +1,85 @@
+"""Reading receipts back from ``outbox.receipts``: what happened to each request, event-driven.
+
+The sink writes a receipt per final outcome, at least once: after a Connect task restart a
+request may be delivered again (same Idempotency-Key) and receipted again. The reader
+therefore keeps the first receipt per ``decision_id``; a repeat carries the same decision_id,
+outcome and (when the receiver replays its stored answer) the same status and response digest.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterable
+
+from confluent_kafka import Consumer, KafkaError
+
+from outbox_sink.contract import RECEIPT_SCHEMA, RECEIPTS_TOPIC, Receipt
+from outbox_sink.errors import ReceiptReadError
+from spark_jobs.serialization import RecordCodec, default_codec
+
+
+def decode_receipt(value: bytes, codec: RecordCodec | None = None) -> Receipt:
+    return Receipt.from_record((codec or default_codec()).decode(RECEIPT_SCHEMA, value))
+
+
+class ReceiptReader:
+    """A read_committed consumer of receipts. Without ``group_id`` it reads from the start and commits nothing."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        *,
+        topic: str = RECEIPTS_TOPIC,
+        group_id: str | None = None,
+        codec: RecordCodec | None = None,
+    ) -> None:
+        self.topic = topic
+        self._codec = codec or default_codec()
+        self._consumer = Consumer({
+            "bootstrap.servers": bootstrap_servers,
+            "group.id": group_id or f"ikkai.receipts.{uuid.uuid4().hex[:12]}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": group_id is not None,
+            "isolation.level": "read_committed",
+        })  # fmt: skip
+        self._consumer.subscribe([topic])
+        self.seen: dict[str, Receipt] = {}  # first receipt per decision_id
+        self.duplicates = 0  # receipts for a decision_id already seen (redeliveries after a restart)
+
+    def poll(self, timeout_s: float = 1.0) -> list[Receipt]:
+        """Receipts that arrived within ``timeout_s``; only the first per decision_id is returned."""
+        fresh: list[Receipt] = []
+        for message in self._consumer.consume(500, timeout_s):
+            error = message.error()
+            if error is not None:
+                if error.code() != KafkaError._PARTITION_EOF:
+                    raise ReceiptReadError(self.topic, error.str())
+                continue
+            value = message.value()
+            if value is None:
+                continue
+            receipt = decode_receipt(value, self._codec)
+            if receipt.decision_id in self.seen:
+                self.duplicates += 1
+                continue
+            self.seen[receipt.decision_id] = receipt
+            fresh.append(receipt)
+        return fresh
+
+    def wait_for(self, decision_ids: Iterable[str], timeout_s: float) -> dict[str, Receipt]:
+        """Poll until every id has a receipt or ``timeout_s`` passed; returns those found."""
+        wanted = set(decision_ids)
+        deadline = time.monotonic() + timeout_s
+        while not wanted <= self.seen.keys() and time.monotonic() < deadline:
+            self.poll(0.5)
+        return {d: self.seen[d] for d in wanted if d in self.seen}
+
+    def close(self) -> None:
+        self._consumer.close()
+
+    def __enter__(self) -> ReceiptReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
