@@ -1,0 +1,204 @@
+"""The outbox sink on the real worker and broker, against the reference receiver.
+
+Every assertion is on what the receiver applied, what a read_committed consumer sees on the
+receipts and DLQ topics, and what Connect reports — never on what our code believes it did.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import defaultdict
+
+import pytest
+
+from outbox_sink import ReferenceReceiver
+from tests.kafka_helpers import create_topic, read_all, unique
+from tests.outbox_sink.conftest import SinkFactory, make_request, read_dead_letters
+
+pytestmark = pytest.mark.integration
+
+FAST_RETRIES = {"backoff_initial_ms": 200, "backoff_max_ms": 2_000, "retry_max_duration_ms": 120_000}
+WAIT = 120.0
+
+
+def test_each_request_is_applied_once_with_its_decision_id_and_receipted(
+    outbox_sink: SinkFactory, receiver: ReferenceReceiver
+) -> None:
+    sink = outbox_sink(**FAST_RETRIES)
+    requests = [make_request(i, f"pay-{i % 5}") for i in range(25)]
+    requests += [make_request(100 + i, f"order-{i}", target="notifications-api", prefix="notify") for i in range(5)]
+    sink.emit(requests)
+
+    receipts = sink.receipts().wait_for([r.decision_id for r in requests], WAIT)
+
+    assert len(receipts) == len(requests)
+    applied = {a.idempotency_key: a for a in receiver.applied()}
+    assert sorted(applied) == sorted(r.decision_id for r in requests)
+    for request in requests:
+        a = applied[request.decision_id]
+        alias_base = "/payments" if request.target == "payments-api" else "/notifications"
+        assert a.path == alias_base + request.path
+        assert a.method == ("POST" if request.target == "payments-api" else "PUT")
+        assert a.body == request.body
+        assert a.headers["idempotency-key"] == request.decision_id
+        assert a.headers["content-type"] == "application/json"
+        assert a.headers["x-ikkai-model-version"] == request.model_version
+        receipt = receipts[request.decision_id]
+        assert (receipt.outcome, receipt.status_code, receipt.key, receipt.target) == (
+            "DELIVERED", 201, request.key, request.target,
+        )  # fmt: skip
+        assert receipt.response_digest == hashlib.sha256(_stored_response(receiver, request.decision_id)).hexdigest()
+        assert receipt.attempts == 1 and receipt.first_attempt_at <= receipt.last_attempt_at
+    # Order per key: a key's requests were applied in the order they were emitted.
+    seq_by_key: dict[str, list[int]] = defaultdict(list)
+    for request in requests:
+        seq_by_key[request.key].append(applied[request.decision_id].seq)
+    assert all(seqs == sorted(seqs) for seqs in seq_by_key.values())
+    assert read_dead_letters(sink.endpoints.bootstrap_servers, sink.dlq_topic, expect=1, timeout=3) == []
+
+
+def _stored_response(receiver: ReferenceReceiver, key: str) -> bytes:
+    applied = next(a for a in receiver.applied() if a.idempotency_key == key)
+    return json.dumps({"applied": True, "idempotency_key": key, "path": applied.path}, sort_keys=True).encode()
+
+
+def test_an_api_down_for_ten_seconds_delays_delivery_but_loses_nothing(
+    outbox_sink: SinkFactory, receiver: ReferenceReceiver
+) -> None:
+    sink = outbox_sink(**FAST_RETRIES)
+    receiver.faults(unavailable_s=10)
+    requests = [make_request(i, f"pay-{i % 4}") for i in range(12)]
+    sink.emit(requests)
+
+    receipts = sink.receipts().wait_for([r.decision_id for r in requests], WAIT)
+
+    assert {d: r.outcome for d, r in receipts.items()} == {r.decision_id: "DELIVERED" for r in requests}
+    assert any(d.status == 503 for d in receiver.deliveries()), "the outage was never hit; the test proves nothing"
+    assert any(r.attempts > 1 for r in receipts.values())
+    assert sorted(a.idempotency_key for a in receiver.applied()) == sorted(r.decision_id for r in requests)
+    assert read_dead_letters(sink.endpoints.bootstrap_servers, sink.dlq_topic, expect=1, timeout=3) == []
+    assert sink.task_states() == ["RUNNING"]
+
+
+def test_retry_after_is_honoured(outbox_sink: SinkFactory, receiver: ReferenceReceiver) -> None:
+    sink = outbox_sink(**FAST_RETRIES)
+    receiver.faults(throttle_requests=1, retry_after_s=3)
+    request = make_request(0, "pay-throttled")
+    sink.emit([request])
+
+    receipt = sink.receipts().wait_for([request.decision_id], WAIT)[request.decision_id]
+
+    assert (receipt.outcome, receipt.attempts) == ("DELIVERED", 2)
+    tries = [d for d in receiver.deliveries() if d.idempotency_key == request.decision_id]
+    assert [d.status for d in tries] == [429, 201]
+    # The second attempt came no sooner than the receiver asked (the backoff alone would be < 0.2 s).
+    assert tries[1].received_at - tries[0].received_at >= 3.0
+    assert [d.attempt for d in tries] == ["1", "2"]
+
+
+def test_a_rejected_request_is_dead_lettered_with_reasons_and_the_rest_delivered(
+    outbox_sink: SinkFactory, receiver: ReferenceReceiver
+) -> None:
+    sink = outbox_sink(**FAST_RETRIES)
+    requests = [make_request(i, "pay-same-key") for i in range(5)]
+    bad = requests[2]
+    receiver.faults(reject_keys=[bad.decision_id])
+    sink.emit(requests)
+
+    receipts = sink.receipts().wait_for([r.decision_id for r in requests], WAIT)
+
+    assert receipts[bad.decision_id].outcome == "DEAD_LETTERED"
+    assert receipts[bad.decision_id].status_code == 400
+    assert receipts[bad.decision_id].attempts == 1
+    assert all(receipts[r.decision_id].outcome == "DELIVERED" for r in requests if r is not bad)
+    assert sorted(a.idempotency_key for a in receiver.applied()) == sorted(
+        r.decision_id for r in requests if r is not bad
+    )
+    [dead] = read_dead_letters(sink.endpoints.bootstrap_servers, sink.dlq_topic, expect=1)
+    assert dead.key == b"pay-same-key"
+    assert dead.value is not None and dead.value[:2] == b"\xc3\x01"  # the original bytes, replayable
+    assert dead.headers["ikkai.dlq.error_class"] == "rejected-by-target"
+    assert dead.headers["ikkai.dlq.status_code"] == "400"
+    assert "amount must be positive" in dead.headers["ikkai.dlq.response_excerpt"]
+    assert "returned 400" in dead.headers["ikkai.dlq.reason"]
+    assert dead.headers["ikkai.dlq.decision_id"] == bad.decision_id
+    assert dead.headers["__connect.errors.topic"] == sink.requests_topic
+    assert sink.task_states() == ["RUNNING"]
+
+
+class ServiceCrashed(Exception):
+    pass
+
+
+def test_an_aborted_transaction_is_never_delivered(outbox_sink: SinkFactory, receiver: ReferenceReceiver) -> None:
+    sink = outbox_sink(**FAST_RETRIES)
+    bootstrap = sink.endpoints.bootstrap_servers
+    committed_before, aborted, committed_after = (make_request(i, "pay-txn") for i in range(3))
+    own_topic = create_topic(bootstrap, unique("decisions.test"))
+    emitter = sink.emitter(transactional_id=unique("test.outbox.emitter"))
+    with emitter.transaction():
+        emitter.emit(committed_before)
+        emitter.produce(own_topic, b"pay-txn", b"decision-0")
+    with pytest.raises(ServiceCrashed), emitter.transaction():
+        emitter.emit(aborted)
+        emitter.produce(own_topic, b"pay-txn", b"decision-1")
+        emitter.flush()  # the records reach the log; only the abort marker follows
+        raise ServiceCrashed
+    with emitter.transaction():
+        emitter.emit(committed_after)
+        emitter.produce(own_topic, b"pay-txn", b"decision-2")
+    emitter.close()
+
+    # Same key, same partition: once the later request is receipted, the sink has read past the aborted one.
+    receipts = sink.receipts().wait_for([committed_before.decision_id, committed_after.decision_id], WAIT)
+
+    assert set(receipts) == {committed_before.decision_id, committed_after.decision_id}
+    assert aborted.decision_id not in {d.idempotency_key for d in receiver.deliveries()}
+    assert aborted.decision_id not in {a.idempotency_key for a in receiver.applied()}
+    assert [v for _, v in read_all(bootstrap, own_topic)] == [b"decision-0", b"decision-2"]
+    # The aborted request was in the log all along: only read_committed kept it from the sink.
+    uncommitted = read_all(bootstrap, sink.requests_topic, isolation="read_uncommitted")
+    assert len(uncommitted) == 3
+
+
+def test_an_unknown_target_alias_is_dead_lettered_without_any_request(
+    outbox_sink: SinkFactory, receiver: ReferenceReceiver
+) -> None:
+    sink = outbox_sink(**FAST_RETRIES)
+    rogue = make_request(0, "pay-rogue", target="attacker-api")
+    after = make_request(1, "pay-rogue")
+    sink.emit([rogue, after])
+
+    receipts = sink.receipts().wait_for([rogue.decision_id, after.decision_id], WAIT)
+
+    assert receipts[rogue.decision_id].outcome == "DEAD_LETTERED"
+    assert receipts[rogue.decision_id].attempts == 0
+    assert receipts[rogue.decision_id].status_code is None
+    assert "unknown-target" in (receipts[rogue.decision_id].reason or "")
+    assert receipts[after.decision_id].outcome == "DELIVERED"
+    assert rogue.decision_id not in {d.idempotency_key for d in receiver.deliveries()}
+    [dead] = read_dead_letters(sink.endpoints.bootstrap_servers, sink.dlq_topic, expect=1)
+    assert dead.headers["ikkai.dlq.error_class"] == "unknown-target"
+    assert "attacker-api" in dead.headers["ikkai.dlq.reason"]
+    assert sink.task_states() == ["RUNNING"]
+
+
+def test_a_request_failing_past_the_retry_budget_is_dead_lettered(
+    outbox_sink: SinkFactory, receiver: ReferenceReceiver
+) -> None:
+    sink = outbox_sink(backoff_initial_ms=200, backoff_max_ms=1_000, retry_max_duration_ms=3_000)
+    receiver.faults(unavailable_s=3600)
+    request = make_request(0, "pay-never")
+    sink.emit([request])
+
+    receipt = sink.receipts().wait_for([request.decision_id], WAIT)[request.decision_id]
+
+    assert receipt.outcome == "DEAD_LETTERED"
+    assert receipt.status_code == 503
+    assert receipt.attempts > 1
+    assert receipt.reason is not None and receipt.reason.startswith("retries-exhausted")
+    assert receiver.applied() == []
+    [dead] = read_dead_letters(sink.endpoints.bootstrap_servers, sink.dlq_topic, expect=1)
+    assert dead.headers["ikkai.dlq.error_class"] == "retries-exhausted"
+    assert sink.task_states() == ["RUNNING"]
