@@ -15,7 +15,7 @@ from typing import Any
 from connectors.lint import PluginCatalog, blocking, lint_bundle
 from connectors.render import RenderedBundle, load_bundle, render_bundle
 from connectors.secrets import redact
-from deploy.clusters import cluster_for, clusters_file, resolve_connect_url
+from deploy.clusters import ClusterTarget, cluster_for, clusters_file, load_clusters, resolve_connect_url
 from deploy.connect_rest import ConnectClient
 from deploy.reconcile import Reconciler
 from ikkai.errors import ConfigError
@@ -48,7 +48,13 @@ def rendered(request: BundleRequest) -> RenderedBundle:
 
 
 def reconciler(request: BundleRequest, client: ConnectClient | None = None) -> Reconciler:
-    target = cluster_for(request.env, clusters_file(request.clusters))
+    """A reconciler for the environment's cluster; an explicit URL needs no clusters-file entry."""
+    targets = load_clusters(clusters_file(request.clusters)) if request.connect_url else {}
+    target = targets.get(request.env) or (
+        ClusterTarget(request.env, request.connect_url)
+        if request.connect_url
+        else cluster_for(request.env, clusters_file(request.clusters))
+    )
     if client is None:
         client = ConnectClient(request.connect_url or resolve_connect_url(target))
     timeout = request.wait_timeout if request.wait_timeout is not None else target.wait_timeout_seconds
@@ -82,11 +88,13 @@ def lint_data(request: BundleRequest, *, offline: bool = False, client: ConnectC
 
 
 def plan_data(request: BundleRequest, *, prune: bool = False, client: ConnectClient | None = None) -> dict[str, Any]:
-    return reconciler(request, client).plan(rendered(request), prune=prune).as_dict()
+    bundle = rendered(request)
+    return reconciler(request, client).plan(bundle, prune=prune).as_dict()
 
 
 def apply_data(request: BundleRequest, *, prune: bool = False, client: ConnectClient | None = None) -> dict[str, Any]:
-    return reconciler(request, client).apply(rendered(request), prune=prune).as_dict()
+    bundle = rendered(request)
+    return reconciler(request, client).apply(bundle, prune=prune).as_dict()
 
 
 def status_data(request: BundleRequest, client: ConnectClient | None = None) -> dict[str, Any]:
@@ -95,12 +103,14 @@ def status_data(request: BundleRequest, client: ConnectClient | None = None) -> 
 
 
 def restart_data(request: BundleRequest, *, failed_only: bool, client: ConnectClient | None = None) -> dict[str, Any]:
-    restarted = reconciler(request, client).restart(rendered(request), failed_only=failed_only)
+    bundle = rendered(request)
+    restarted = reconciler(request, client).restart(bundle, failed_only=failed_only)
     return {"restarted": restarted, "failed_only": failed_only}
 
 
 def delete_data(request: BundleRequest, client: ConnectClient | None = None) -> dict[str, Any]:
-    return {"deleted": reconciler(request, client).delete(rendered(request))}
+    bundle = rendered(request)
+    return {"deleted": reconciler(request, client).delete(bundle)}
 
 
 def overrides(values: Sequence[str]) -> tuple[str, ...]:

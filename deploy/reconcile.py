@@ -53,7 +53,7 @@ class ApplyFailed(IkkaiError):
     """A connector or task did not reach its target state; the previous configs were restored."""
 
     def __init__(self, connector: str, state: str, trace: str, rolled_back: list[str]) -> None:
-        first = trace.strip().splitlines()[0] if trace.strip() else "no trace"
+        first = trace_summary(trace) or "no trace"
         super().__init__(
             f"connector {connector} is {state} after apply: {first}; "
             f"rolled back: {', '.join(rolled_back) or 'nothing'}",
@@ -99,6 +99,8 @@ def reached(target: str, status: Mapping[str, Any]) -> bool:
         return False
     if wanted == "STOPPED":
         return not tasks
+    if wanted == "PAUSED":  # a connector paused before its tasks started may have none yet
+        return all(t.get("state") == wanted for t in tasks)
     return bool(tasks) and all(t.get("state") == wanted for t in tasks)
 
 
@@ -305,13 +307,13 @@ class Reconciler:
                     "target_state": spec.state if spec else None,
                     "state": current.state if current else "ABSENT",
                     "worker": (current.status.get("connector", {}).get("worker_id") if current else None),
-                    "trace": _first_line((current.status.get("connector", {}).get("trace")) if current else None),
+                    "trace": trace_summary((current.status.get("connector", {}).get("trace")) if current else None),
                     "tasks": [
                         {
                             "id": t.get("id"),
                             "state": t.get("state"),
                             "worker": t.get("worker_id"),
-                            "trace": _first_line(t.get("trace")),
+                            "trace": trace_summary(t.get("trace")),
                         }
                         for t in tasks
                     ],
@@ -342,5 +344,10 @@ class Reconciler:
         return deleted
 
 
-def _first_line(trace: str | None) -> str | None:
-    return trace.strip().splitlines()[0] if trace and trace.strip() else None
+def trace_summary(trace: str | None) -> str | None:
+    """The first line of a Java trace and, when there is one, its root cause (the last ``Caused by:``)."""
+    if not trace or not trace.strip():
+        return None
+    lines = [line.strip() for line in trace.strip().splitlines()]
+    causes = [line for line in lines if line.startswith("Caused by:")]
+    return lines[0] + (f" ... {causes[-1]}" if causes else "")

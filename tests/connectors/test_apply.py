@@ -1,0 +1,242 @@
+"""The control plane against the real Connect worker: apply, zero-write re-apply, validation,
+lint before writes, rollback with the task trace, prune, restart of failed tasks, stable plans."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from connectors.errors import BundleError, PolicyViolation
+from deploy import bundle_ops
+from deploy.bundle_ops import BundleRequest
+from deploy.connect_rest import ConnectClient
+from deploy.reconcile import ApplyFailed, ValidationFailed, reached
+from deploy.settings import Endpoints
+from tests.deploy.cli_runner import run_ikkai
+from tests.kafka_helpers import read_all
+
+pytestmark = pytest.mark.integration
+
+
+class Drop:
+    """A payments-ingest copy with its own owner prefix, drop files and topics."""
+
+    def __init__(self, folder: Path, files: Path, stack: Endpoints) -> None:
+        self.folder = folder
+        self.hex = uuid.uuid4().hex[:8]
+        self.prefix = yaml.safe_load((folder / "bundle.yaml").read_text())["owner_prefix"]
+        self.payments = files / "payments.jsonl"
+        self.refunds = files / "refunds.jsonl"
+        self.payments.touch()
+        self.refunds.touch()
+        self.topics = {"payments": f"ingest.payments.{self.hex}", "refunds": f"ingest.refunds.{self.hex}"}
+        self.stack = stack
+
+    def sets(self, *extra: str) -> tuple[str, ...]:
+        return (
+            f"sources.payments.file={self.payments}",
+            f"sources.refunds.file={self.refunds}",
+            f"sources.payments.topic={self.topics['payments']}",
+            f"sources.refunds.topic={self.topics['refunds']}",
+            "partitions=2",
+            *extra,
+        )
+
+    def request(self, *extra: str) -> BundleRequest:
+        return BundleRequest(str(self.folder), "dev", self.sets(*extra), connect_url=self.stack.connect_url)
+
+    def names(self) -> list[str]:
+        return [f"{self.prefix}payments", f"{self.prefix}refunds"]
+
+
+@pytest.fixture
+def drop(stack: Endpoints, shipped_bundle: Callable[[str, str], Path], tmp_path: Path) -> Iterator[Drop]:
+    folder = shipped_bundle("payments-ingest", f"test-{uuid.uuid4().hex[:8]}.")
+    d = Drop(folder, tmp_path, stack)
+    yield d
+    client = ConnectClient(stack.connect_url)
+    for name in client.connectors():
+        if name.startswith(d.prefix):
+            client.delete_connector(name)
+
+
+def wait_for(check: Callable[[], Any], what: str, timeout: float = 90) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = check()
+        if result:
+            return result
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_apply_runs_both_connectors_and_raw_lines_land_keyed_by_business_id(drop: Drop, stack: Endpoints) -> None:
+    lines = ['{"payment_id": "p-1", "amount": 10}', '{ "amount": 7.50, "payment_id":"p-2" }', '{"payment_id": "p-1"}']
+    drop.payments.write_text("\n".join(lines) + "\n")
+    drop.refunds.write_text('{"refund_id": "r-9", "payment_id": "p-1"}\n')
+    client = ConnectClient(stack.connect_url)
+
+    result = bundle_ops.apply_data(drop.request(), client=client)
+
+    assert result["states"] == dict.fromkeys(drop.names(), "RUNNING")
+    for name in drop.names():  # what Connect itself says, not what apply believed
+        assert reached("running", client.connector_status(name))
+    landed = read_all(stack.bootstrap_servers, drop.topics["payments"], expect=3, timeout=60)
+    assert sorted(landed) == sorted((json.loads(v)["payment_id"].encode(), v.encode()) for v in lines)
+    assert read_all(stack.bootstrap_servers, drop.topics["refunds"], expect=1, timeout=60) == [
+        (b"r-9", b'{"refund_id": "r-9", "payment_id": "p-1"}')
+    ]
+
+
+def test_reapply_writes_nothing_and_one_changed_value_is_one_put(drop: Drop, stack: Endpoints) -> None:
+    bundle_ops.apply_data(drop.request())
+
+    again = ConnectClient(stack.connect_url)
+    result = bundle_ops.apply_data(drop.request(), client=again)
+    assert again.writes == [] and result["written"] == []
+    assert result["plan"]["summary"] == {"create": 0, "update": 0, "delete": 0, "unchanged": 2}
+
+    changed = ConnectClient(stack.connect_url)
+    other = drop.refunds.with_name("refunds-2.jsonl")
+    other.touch()
+    result = bundle_ops.apply_data(drop.request(f"sources.refunds.file={other}"), client=changed)
+    assert changed.writes == [("PUT", f"/connectors/{drop.prefix}refunds/config")]
+    assert result["plan"]["summary"]["update"] == 1
+    assert ConnectClient(stack.connect_url).connector_config(f"{drop.prefix}refunds")["file"] == str(other)
+
+
+def test_a_config_the_plugin_rejects_gives_per_key_errors_and_writes_nothing(drop: Drop, stack: Endpoints) -> None:
+    client = ConnectClient(stack.connect_url)
+    with pytest.raises(ValidationFailed) as caught:
+        bundle_ops.apply_data(drop.request("tasks_max=many"), client=client)
+    assert set(caught.value.errors) == set(drop.names())
+    assert any(key == "tasks.max" and "many" in msg for key, msg in caught.value.errors[drop.names()[0]])
+    assert client.writes == []
+    assert not [n for n in client.connectors() if n.startswith(drop.prefix)]
+
+
+def test_undefined_variable_is_a_file_line_error_from_the_cli(drop: Drop, stack: Endpoints) -> None:
+    (drop.folder / "values" / "bare.yaml").write_text("sources: {payments: {}, refunds: {}}\n")
+    result = run_ikkai("bundle", "apply", str(drop.folder), "--env", "bare", "--connect-url", stack.connect_url)
+    assert result.returncode == 1
+    assert "templates/file-source.json.j2 line 7: undefined variable 'file'" in result.stderr
+    assert "values/bare.yaml" in result.stderr
+    assert not [n for n in ConnectClient(stack.connect_url).connectors() if n.startswith(drop.prefix)]
+
+
+def test_a_literal_password_fails_lint_and_nothing_is_written(drop: Drop, stack: Endpoints) -> None:
+    template = drop.folder / "templates" / "file-source.json.j2"
+    template.write_text(
+        template.read_text().replace('"errors.tolerance"', '"sasl.password": "hunter2",\n  "errors.tolerance"')
+    )
+    client = ConnectClient(stack.connect_url)
+    with pytest.raises(PolicyViolation) as caught:
+        bundle_ops.apply_data(drop.request(), client=client)
+    assert caught.value.findings[0][0] == "secret-placeholder" and "hunter2" not in str(caught.value)
+    assert client.writes == []
+    rendered = run_ikkai("bundle", "render", str(drop.folder), *[a for s in drop.sets() for a in ("--set", s)])
+    assert (
+        rendered.returncode == 0 and "hunter2" not in rendered.stdout and "sasl.password=<redacted>" in rendered.stdout
+    )
+
+
+def test_a_failing_task_rolls_back_and_reports_its_trace(drop: Drop, stack: Endpoints) -> None:
+    drop.payments.write_text('{"id": "no business key here"}\n')
+    client = ConnectClient(stack.connect_url)
+    with pytest.raises(ApplyFailed) as caught:
+        bundle_ops.apply_data(drop.request(), client=client)
+    assert caught.value.connector == f"{drop.prefix}payments"
+    assert "payment_id" in caught.value.trace
+    assert set(caught.value.rolled_back) == set(drop.names())
+    assert not [n for n in client.connectors() if n.startswith(drop.prefix)]  # both were new: deleted again
+
+
+def test_prune_deletes_only_owned_connectors(drop: Drop, stack: Endpoints) -> None:
+    client = ConnectClient(stack.connect_url)
+    bundle_ops.apply_data(drop.request())
+    foreign = f"foreign-{drop.hex}"
+    client.put_connector_config(foreign, {**client.connector_config(f"{drop.prefix}refunds"), "name": foreign})
+    try:
+        manifest = yaml.safe_load((drop.folder / "bundle.yaml").read_text())
+        manifest["connectors"] = [c for c in manifest["connectors"] if c["name"] != "refunds"]
+        (drop.folder / "bundle.yaml").write_text(yaml.safe_dump(manifest))
+
+        plan = bundle_ops.plan_data(drop.request(), prune=True)
+        assert [(c["name"], c["action"]) for c in plan["connectors"]] == [
+            (f"{drop.prefix}payments", "unchanged"),
+            (f"{drop.prefix}refunds", "delete"),
+        ]
+        result = bundle_ops.apply_data(drop.request(), prune=True)
+        assert result["deleted"] == [f"{drop.prefix}refunds"]
+        live = client.connectors()
+        assert foreign in live and f"{drop.prefix}payments" in live and f"{drop.prefix}refunds" not in live
+    finally:
+        client.delete_connector(foreign)
+
+
+def test_target_states_are_honoured_and_stable(drop: Drop, stack: Endpoints) -> None:
+    manifest = yaml.safe_load((drop.folder / "bundle.yaml").read_text())
+    manifest["connectors"][0]["state"] = "paused"
+    manifest["connectors"][1]["state"] = "stopped"
+    (drop.folder / "bundle.yaml").write_text(yaml.safe_dump(manifest))
+    result = bundle_ops.apply_data(drop.request())
+    assert result["states"] == {drop.names()[0]: "PAUSED", drop.names()[1]: "STOPPED"}
+    client = ConnectClient(stack.connect_url)
+    assert bundle_ops.apply_data(drop.request(), client=client)["written"] == [] and client.writes == []
+
+
+def test_restart_failed_brings_a_failed_task_back(drop: Drop, stack: Endpoints) -> None:
+    bundle_ops.apply_data(drop.request())
+    name = f"{drop.prefix}payments"
+    client = ConnectClient(stack.connect_url)
+    bad = '{"payment": "p-7", "amount": 1}'
+    with drop.payments.open("a") as f:
+        f.write(bad + "\n")
+    wait_for(lambda: any(t["state"] == "FAILED" for t in client.connector_status(name)["tasks"]), "the task to fail")
+    status = bundle_ops.status_data(drop.request())
+    assert "payment_id" in status["connectors"][0]["tasks"][0]["trace"]
+
+    # The operator repairs the line in place (same length, so the task's byte offset still fits) ...
+    good = '{"payment_id":"p-7","amount":1}'
+    assert len(good) == len(bad)
+    drop.payments.write_text(good + "\n")
+    # ... and restarts only what failed.
+    result = run_ikkai(
+        "bundle",
+        "restart",
+        str(drop.folder),
+        "--failed",
+        "-o",
+        "json",
+        "--connect-url",
+        stack.connect_url,
+        *[a for s in drop.sets() for a in ("--set", s)],
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["restarted"] == [name]
+    wait_for(lambda: reached("running", client.connector_status(name)), "the task to run again")
+    assert read_all(stack.bootstrap_servers, drop.topics["payments"], expect=1, timeout=60) == [(b"p-7", good.encode())]
+
+
+def test_plan_json_is_stable_and_exit_codes_say_what_is_pending(drop: Drop, stack: Endpoints) -> None:
+    args = ["bundle", "plan", str(drop.folder), "-o", "json", "--connect-url", stack.connect_url]
+    args += [a for s in drop.sets() for a in ("--set", s)]
+    first, second = run_ikkai(*args), run_ikkai(*args)
+    assert first.returncode == second.returncode == 2, first.stderr
+    assert first.stdout == second.stdout
+    assert json.loads(first.stdout)["summary"]["create"] == 2
+    bundle_ops.apply_data(drop.request())
+    after = run_ikkai(*args)
+    assert after.returncode == 0 and json.loads(after.stdout)["pending"] is False
+
+
+def test_render_error_is_raised_before_any_request(drop: Drop) -> None:
+    with pytest.raises(BundleError):
+        bundle_ops.apply_data(BundleRequest(str(drop.folder), "nope", connect_url="http://127.0.0.1:9"))
