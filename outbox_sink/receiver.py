@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Iterable
@@ -89,7 +90,7 @@ class ReferenceReceiver:
             " method TEXT NOT NULL, path TEXT NOT NULL, body BLOB NOT NULL, headers TEXT NOT NULL,"
             " status INTEGER NOT NULL, response BLOB NOT NULL)"
         )
-        self._server = ThreadingHTTPServer((HOST, port), _handler_for(self))
+        self._server = _QuietServer((HOST, port), _handler_for(self))
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
 
@@ -222,6 +223,14 @@ class ReferenceReceiver:
         if method == "GET" and path == CONTROL + "deliveries":
             return 200, {}, json.dumps([asdict(d) for d in self.deliveries()]).encode()
         return 404, {}, _error(f"no control endpoint {method} {path}")
+
+
+class _QuietServer(ThreadingHTTPServer):
+    """A client hanging up mid-request (a killed Connect worker) is normal here, not a traceback."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 def _error(message: str) -> bytes:
