@@ -181,8 +181,10 @@ def smoke(keep: bool, output: str) -> None:
 
 
 from deploy.control_cli import bundle as bundle_group  # noqa: E402 - registered after the core commands
+from deploy.control_cli import serve as serve_command  # noqa: E402
 
 cli.add_command(bundle_group)
+cli.add_command(serve_command)
 
 
 def main() -> None:

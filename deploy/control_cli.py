@@ -164,3 +164,73 @@ def delete(
     """Delete the bundle's connectors (only those named in the bundle)."""
     data = bundle_ops.delete_data(_request(bundle, env, sets, connect_url, clusters))
     _emit(data, output, lambda d: "deleted: " + (", ".join(d["deleted"]) or "nothing"))
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=8484, show_default=True)
+@click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="File holding the bearer token [default: $IKKAI_SERVE_TOKEN].",
+)
+@click.option(
+    "--bundles-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=bundle_ops.BUNDLES,
+    show_default=True,
+    help="The only folder bundles are served from.",
+)
+@click.option("--connect-url", help="Kafka Connect REST URL for every environment (default: the clusters file).")
+@click.option("--clusters", type=click.Path(dir_okay=False, path_type=Path), help="Clusters file [env IKKAI_CLUSTERS].")
+@click.option(
+    "--reconcile",
+    "targets",
+    multiple=True,
+    metavar="BUNDLE/ENV",
+    help="Re-apply this bundle on an interval and auto-restart its failed tasks (repeatable).",
+)
+@click.option("--interval", type=float, default=30.0, show_default=True, help="Seconds between reconcile runs.")
+@click.option("--backoff-base", type=float, default=2.0, show_default=True, help="First auto-restart backoff, seconds.")
+@click.option("--backoff-cap", type=float, default=300.0, show_default=True, help="Longest auto-restart backoff.")
+def serve(
+    host: str,
+    port: int,
+    token_file: Path | None,
+    bundles_dir: Path,
+    connect_url: str | None,
+    clusters: Path | None,
+    targets: tuple[str, ...],
+    interval: float,
+    backoff_base: float,
+    backoff_cap: float,
+) -> None:
+    """Serve plan/apply/status/restart over HTTP (bearer token), /healthz and /metrics."""
+    import os
+    import threading
+
+    from deploy.auto_restart import RestartBackoff
+    from deploy.service import ControlPlane, ReconcileLoop, make_server, read_token
+
+    plane = ControlPlane(read_token(dict(os.environ), token_file), bundles_dir, connect_url, clusters)
+    pairs = []
+    for target in targets:
+        bundle_name, sep, env = target.partition("/")
+        if not sep:
+            raise click.BadParameter(f"{target!r} is not BUNDLE/ENV", param_hint="--reconcile")
+        plane.request(bundle_name, env)
+        pairs.append((bundle_name, env))
+    server = make_server(plane, host, port)
+    loop = None
+    if pairs:
+        loop = ReconcileLoop(
+            plane, pairs, interval=interval, backoff=RestartBackoff(base=backoff_base, cap=backoff_cap)
+        )
+        threading.Thread(target=loop.run, name="ikkai-reconcile", daemon=True).start()
+    click.echo(f"serving on http://{host}:{server.server_address[1]}", err=True)
+    try:
+        server.serve_forever()
+    finally:
+        if loop:
+            loop.stopping.set()
+        server.server_close()

@@ -1,0 +1,246 @@
+"""``ikkai serve``: the bundle operations over HTTP for automation, plus an optional reconcile loop.
+
+  GET  /healthz                              liveness, no token needed
+  GET  /metrics                              Prometheus text format
+  GET  /bundles/<bundle>/<env>/plan          plan (JSON); ?prune=true
+  POST /bundles/<bundle>/<env>/apply         apply (JSON); ?prune=true
+  GET  /bundles/<bundle>/<env>/status        status (JSON)
+  POST /bundles/<bundle>/<env>/restart       restart; ?failed=true restarts failed tasks only
+
+Every route but /healthz needs ``Authorization: Bearer <token>``; the token comes from
+$IKKAI_SERVE_TOKEN or a file, and the server refuses to start without one. Bundles are
+looked up by name in one folder only (no paths from the request). The loop re-applies
+its bundles every interval and restarts failed connectors with capped exponential backoff.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import re
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from deploy import bundle_ops
+from deploy.auto_restart import RestartBackoff
+from deploy.bundle_ops import BundleRequest
+from deploy.reconcile import failure
+from ikkai.errors import ConfigError, IkkaiError
+
+TOKEN_VAR = "IKKAI_SERVE_TOKEN"  # noqa: S105 - the variable's name, not a token
+_ROUTE = re.compile(r"^/bundles/([a-z0-9][a-z0-9._-]*)/([a-z0-9][a-z0-9_-]*)/(plan|apply|status|restart)$")
+_METHOD = {"plan": "GET", "status": "GET", "apply": "POST", "restart": "POST"}
+
+
+def read_token(env: dict[str, str], token_file: Path | None) -> str:
+    token = token_file.read_text().strip() if token_file else env.get(TOKEN_VAR, "").strip()
+    if len(token) < 16:
+        where = str(token_file) if token_file else f"${TOKEN_VAR}"
+        raise ConfigError(
+            where,
+            "token",
+            "missing or shorter than 16 characters",
+            fix="e.g. export IKKAI_SERVE_TOKEN=$(openssl rand -hex 24)",
+        )
+    return token
+
+
+@dataclass
+class Metrics:
+    """Counters and gauges, rendered in Prometheus' text format."""
+
+    requests: Counter[tuple[str, int]] = field(default_factory=Counter)
+    applies: Counter[tuple[str, str, str]] = field(default_factory=Counter)
+    restarts: Counter[str] = field(default_factory=Counter)
+    connector_states: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    reconcile_runs: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def render(self) -> str:
+        with self.lock:
+            lines = ["# TYPE ikkai_http_requests_total counter"]
+            lines += [
+                f'ikkai_http_requests_total{{route="{r}",code="{c}"}} {n}'
+                for (r, c), n in sorted(self.requests.items())
+            ]
+            lines.append("# TYPE ikkai_bundle_applies_total counter")
+            lines += [
+                f'ikkai_bundle_applies_total{{bundle="{b}",env="{e}",result="{r}"}} {n}'
+                for (b, e, r), n in sorted(self.applies.items())
+            ]
+            lines.append("# TYPE ikkai_connector_auto_restarts_total counter")
+            lines += [
+                f'ikkai_connector_auto_restarts_total{{connector="{c}"}} {n}' for c, n in sorted(self.restarts.items())
+            ]
+            lines.append("# TYPE ikkai_connector_state gauge")
+            lines += [
+                f'ikkai_connector_state{{bundle="{b}",env="{e}",connector="{c}",state="{s}"}} 1'
+                for (b, e, c), s in sorted(self.connector_states.items())
+            ]
+            lines.append("# TYPE ikkai_reconcile_runs_total counter")
+            lines.append(f"ikkai_reconcile_runs_total {self.reconcile_runs}")
+        return "\n".join(lines) + "\n"
+
+
+@dataclass
+class ControlPlane:
+    """What the HTTP handler and the loop share: where bundles are, how to reach Connect, metrics."""
+
+    token: str
+    bundles_dir: Path
+    connect_url: str | None = None
+    clusters: Path | None = None
+    metrics: Metrics = field(default_factory=Metrics)
+
+    def request(self, bundle: str, env: str) -> BundleRequest:
+        folder = self.bundles_dir / bundle
+        if not (folder / "bundle.yaml").is_file():
+            raise ConfigError("serve", bundle, "no such bundle", fix=f"bundles live in {self.bundles_dir}")
+        return BundleRequest(str(folder), env, connect_url=self.connect_url, clusters=self.clusters)
+
+    def run(self, bundle: str, env: str, verb: str, query: dict[str, list[str]]) -> tuple[int, dict[str, Any]]:
+        request = self.request(bundle, env)
+
+        def flag(name: str) -> bool:
+            return query.get(name, ["false"])[0].lower() == "true"
+
+        if verb == "plan":
+            return 200, bundle_ops.plan_data(request, prune=flag("prune"))
+        if verb == "status":
+            return 200, bundle_ops.status_data(request)
+        if verb == "restart":
+            return 200, bundle_ops.restart_data(request, failed_only=flag("failed"))
+        try:
+            data = bundle_ops.apply_data(request, prune=flag("prune"))
+        except IkkaiError:
+            with self.metrics.lock:
+                self.metrics.applies[(bundle, env, "error")] += 1
+            raise
+        with self.metrics.lock:
+            self.metrics.applies[(bundle, env, "ok")] += 1
+        return 200, data
+
+
+def handler_for(plane: ControlPlane) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "ikkai"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return  # access logs would go to stderr; metrics count requests instead
+
+        def do_GET(self) -> None:
+            self._handle("GET")
+
+        def do_POST(self) -> None:
+            self._handle("POST")
+
+        def _handle(self, method: str) -> None:
+            url = urlsplit(self.path)
+            route = url.path if url.path in ("/healthz", "/metrics") else "/bundles"
+            if url.path == "/healthz":
+                return self._send(route, 200, {"status": "ok"})
+            if not self._authorized():
+                return self._send(route, 401, {"error": "missing or wrong bearer token"})
+            if url.path == "/metrics":
+                return self._send(route, 200, plane.metrics.render(), content_type="text/plain; version=0.0.4")
+            match = _ROUTE.match(url.path)
+            if not match:
+                return self._send(route, 404, {"error": f"no route {url.path}"})
+            bundle, env, verb = match.groups()
+            if method != _METHOD[verb]:
+                return self._send(route, 405, {"error": f"{verb} needs {_METHOD[verb]}"})
+            try:
+                status, data = plane.run(bundle, env, verb, parse_qs(url.query))
+            except IkkaiError as exc:
+                status, data = 422, {"error": str(exc), "kind": type(exc).__name__}
+            self._send(route, status, data)
+
+        def _authorized(self) -> bool:
+            header = self.headers.get("Authorization", "")
+            scheme, _, supplied = header.partition(" ")
+            return scheme.lower() == "bearer" and hmac.compare_digest(supplied.strip().encode(), plane.token.encode())
+
+        def _send(self, route: str, status: int, body: Any, content_type: str = "application/json") -> None:
+            with plane.metrics.lock:
+                plane.metrics.requests[(route, status)] += 1
+            payload = (body if isinstance(body, str) else json.dumps(body, sort_keys=True)).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(payload)))
+            if status == 401:
+                self.send_header("WWW-Authenticate", 'Bearer realm="ikkai"')
+            self.end_headers()
+            self.wfile.write(payload)
+
+    return Handler
+
+
+class ReconcileLoop:
+    """Re-apply bundles every ``interval`` and restart failed connectors with capped backoff."""
+
+    def __init__(
+        self,
+        plane: ControlPlane,
+        targets: list[tuple[str, str]],
+        *,
+        interval: float,
+        backoff: RestartBackoff | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.plane = plane
+        self.targets = targets
+        self.interval = interval
+        self.backoff = backoff or RestartBackoff()
+        self.clock = clock
+        self.stopping = threading.Event()
+        self.errors: list[str] = []
+
+    def once(self) -> None:
+        for bundle, env in self.targets:
+            try:
+                self.plane.run(bundle, env, "apply", {})
+            except IkkaiError as exc:
+                self.errors.append(str(exc))
+            try:
+                self._restart_failed(bundle, env)
+            except IkkaiError as exc:
+                self.errors.append(str(exc))
+        with self.plane.metrics.lock:
+            self.plane.metrics.reconcile_runs += 1
+
+    def _restart_failed(self, bundle: str, env: str) -> None:
+        request = self.plane.request(bundle, env)
+        reconciler = bundle_ops.reconciler(request)
+        live = reconciler.live()
+        now = self.clock()
+        for c in bundle_ops.rendered(request).connectors:
+            current = live.get(c.name)
+            if current is None:
+                continue
+            with self.plane.metrics.lock:
+                self.plane.metrics.connector_states[(bundle, env, c.name)] = current.state or "UNKNOWN"
+            if not failure(current.status):
+                self.backoff.healthy(c.name, now)
+            elif self.backoff.due(c.name, now):
+                reconciler.client.restart_connector(c.name, include_tasks=True, only_failed=True)
+                self.backoff.restarted(c.name, now)
+                with self.plane.metrics.lock:
+                    self.plane.metrics.restarts[c.name] += 1
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            self.once()
+            self.stopping.wait(self.interval)
+
+
+def make_server(plane: ControlPlane, host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
+    server = ThreadingHTTPServer((host, port), handler_for(plane))
+    server.daemon_threads = True
+    return server

@@ -1,0 +1,144 @@
+"""``ikkai serve``: bearer token, health, metrics, the bundle routes and the reconcile loop."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+import yaml
+
+from deploy.auto_restart import RestartBackoff
+from deploy.connect_rest import ConnectClient
+from deploy.reconcile import reached
+from deploy.service import ControlPlane, ReconcileLoop, make_server, read_token
+from deploy.settings import Endpoints
+from ikkai.errors import ConfigError
+from tests.kafka_helpers import read_all
+
+TOKEN = "test-token-" + "x" * 16
+SHIPPED = Path(__file__).resolve().parents[2] / "connectors" / "bundles"
+
+
+def serve(plane: ControlPlane) -> Iterator[str]:
+    server = make_server(plane)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def offline_url(tmp_path: Path) -> Iterator[str]:
+    yield from serve(ControlPlane(TOKEN, tmp_path, connect_url="http://127.0.0.1:9"))
+
+
+def auth(token: str = TOKEN) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def test_token_is_required_and_compared_exactly(offline_url: str) -> None:
+    assert requests.get(f"{offline_url}/healthz", timeout=5).json() == {"status": "ok"}
+    for headers in ({}, auth("wrong-token-xxxxxxxxxxxx"), {"Authorization": TOKEN}, auth(TOKEN + "x")):
+        response = requests.get(f"{offline_url}/bundles/payments-ingest/dev/plan", headers=headers, timeout=5)
+        assert response.status_code == 401
+        assert response.headers["WWW-Authenticate"].startswith("Bearer")
+    assert requests.get(f"{offline_url}/metrics", timeout=5).status_code == 401
+    metrics = requests.get(f"{offline_url}/metrics", headers=auth(), timeout=5)
+    assert metrics.status_code == 200
+    assert 'ikkai_http_requests_total{route="/bundles",code="401"} 4' in metrics.text
+
+
+def test_unknown_bundle_and_wrong_method_are_refused(offline_url: str) -> None:
+    missing = requests.get(f"{offline_url}/bundles/nope/dev/plan", headers=auth(), timeout=5)
+    assert missing.status_code == 422 and "no such bundle" in missing.json()["error"]
+    assert requests.get(f"{offline_url}/bundles/nope/dev/apply", headers=auth(), timeout=5).status_code == 405
+    assert requests.get(f"{offline_url}/bundles/../etc/dev/plan", headers=auth(), timeout=5).status_code == 404
+
+
+def test_the_token_must_exist_and_be_long_enough(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="IKKAI_SERVE_TOKEN"):
+        read_token({}, None)
+    (tmp_path / "token").write_text("short\n")
+    with pytest.raises(ConfigError):
+        read_token({}, tmp_path / "token")
+    (tmp_path / "token").write_text(TOKEN + "\n")
+    assert read_token({}, tmp_path / "token") == TOKEN
+
+
+@pytest.mark.integration
+def test_plan_apply_status_over_http_and_the_loop_restarts_a_failed_task(stack: Endpoints, tmp_path: Path) -> None:
+    hex_ = uuid.uuid4().hex[:8]
+    bundles = tmp_path / "bundles"
+    shutil.copytree(SHIPPED / "payments-ingest", bundles / "payments-ingest")
+    manifest = yaml.safe_load((bundles / "payments-ingest" / "bundle.yaml").read_text())
+    manifest["owner_prefix"] = f"serve-{hex_}."
+    (bundles / "payments-ingest" / "bundle.yaml").write_text(yaml.safe_dump(manifest))
+    payments, refunds = tmp_path / "payments.jsonl", tmp_path / "refunds.jsonl"
+    payments.touch()
+    refunds.touch()
+    values = {
+        "sources": {
+            "payments": {"file": str(payments), "topic": f"ingest.payments.{hex_}"},
+            "refunds": {"file": str(refunds), "topic": f"ingest.refunds.{hex_}"},
+        }
+    }
+    (bundles / "payments-ingest" / "values" / "ci.yaml").write_text(yaml.safe_dump(values))
+    plane = ControlPlane(TOKEN, bundles, connect_url=stack.connect_url)
+    name = f"serve-{hex_}.payments"
+    client = ConnectClient(stack.connect_url)
+    try:
+        for url in serve(plane):
+            base = f"{url}/bundles/payments-ingest/ci"
+            plan = requests.get(f"{base}/plan", headers=auth(), timeout=60).json()
+            assert plan["summary"]["create"] == 2 and plan["pending"]
+            applied = requests.post(f"{base}/apply", headers=auth(), timeout=180)
+            assert applied.status_code == 200, applied.text
+            status = requests.get(f"{base}/status", headers=auth(), timeout=60).json()
+            assert {c["name"]: c["state"] for c in status["connectors"]} == {
+                name: "RUNNING",
+                f"serve-{hex_}.refunds": "RUNNING",
+            }
+
+            # A bad line fails the task; the loop restarts it once the line is repaired.
+            bad, good = '{"payment": "p-7", "amount": 1}', '{"payment_id":"p-7","amount":1}'
+            with payments.open("a") as f:
+                f.write(bad + "\n")
+            deadline = time.monotonic() + 90
+            while not any(t["state"] == "FAILED" for t in client.connector_status(name)["tasks"]):
+                assert time.monotonic() < deadline, "the task never failed"
+                time.sleep(0.5)
+            payments.write_text(good + "\n")
+            loop = ReconcileLoop(plane, [("payments-ingest", "ci")], interval=1, backoff=RestartBackoff(base=1, cap=4))
+            loop.once()
+            assert plane.metrics.restarts[name] == 1 and loop.errors == []
+            deadline = time.monotonic() + 90
+            while not reached("running", client.connector_status(name)):
+                assert time.monotonic() < deadline, "the task never came back"
+                time.sleep(0.5)
+            assert read_all(stack.bootstrap_servers, f"ingest.payments.{hex_}", expect=1, timeout=60) == [
+                (b"p-7", good.encode())
+            ]
+            metrics = requests.get(f"{url}/metrics", headers=auth(), timeout=5).text
+            assert f'ikkai_connector_auto_restarts_total{{connector="{name}"}} 1' in metrics
+            assert 'ikkai_bundle_applies_total{bundle="payments-ingest",env="ci",result="ok"} 2' in metrics
+    finally:
+        for connector in client.connectors():
+            if connector.startswith(f"serve-{hex_}."):
+                client.delete_connector(connector)
+
+
+def test_serve_refuses_to_start_without_a_token() -> None:
+    from tests.deploy.cli_runner import run_ikkai
+
+    result = run_ikkai("serve", "--port", "0", timeout=60)
+    assert result.returncode == 1
+    assert "IKKAI_SERVE_TOKEN" in result.stderr and "token" in result.stderr
