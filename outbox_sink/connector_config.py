@@ -29,17 +29,17 @@ class TargetAlias:
     url: str
     method: str = "POST"
     auth_header: str | None = None
-    auth_value: str | None = None  # a config-provider placeholder, never the secret itself
+    auth_secret: str | None = None  # a config-provider placeholder, never the secret itself
 
     def __post_init__(self) -> None:
-        if self.auth_value is not None and not self.auth_value.startswith("${"):
+        if self.auth_secret is not None and not self.auth_secret.startswith("${"):
             raise ConfigError(
-                SOURCE, f"outbox.target.{self.alias}.auth.value", "is a literal secret",
+                SOURCE, f"outbox.target.{self.alias}.auth.secret", "is a literal secret",
                 fix="reference it through a config provider, e.g. ${file:/path/secrets.properties:token}",
             )  # fmt: skip
-        if (self.auth_header is None) != (self.auth_value is None):
+        if (self.auth_header is None) != (self.auth_secret is None):
             raise ConfigError(
-                SOURCE, f"outbox.target.{self.alias}.auth.header", "set auth_header and auth_value together"
+                SOURCE, f"outbox.target.{self.alias}.auth.header", "set auth_header and auth_secret together"
             )
 
 
@@ -90,9 +90,9 @@ def outbox_sink_config(
         prefix = f"outbox.target.{t.alias}."
         config[prefix + "url"] = t.url
         config[prefix + "method"] = t.method
-        if t.auth_header is not None and t.auth_value is not None:
+        if t.auth_header is not None and t.auth_secret is not None:
             config[prefix + "auth.header"] = t.auth_header
-            config[prefix + "auth.value"] = t.auth_value
+            config[prefix + "auth.secret"] = t.auth_secret
     config.update(extra or {})
     return config
 

@@ -12,7 +12,7 @@ def test_the_config_reads_committed_and_parks_failures_in_the_dlq() -> None:
     config = outbox_sink_config(
         receipts_bootstrap_servers="127.0.0.1:9092",
         targets=[
-            TargetAlias("payments-api", "http://payments/v1", auth_header="Authorization", auth_value="${file:/s:t}"),
+            TargetAlias("payments-api", "http://payments/v1", auth_header="Authorization", auth_secret="${file:/s:t}"),  # noqa: S106
             TargetAlias("notifications-api", "http://notify", method="PUT"),
         ],
     )
@@ -21,15 +21,15 @@ def test_the_config_reads_committed_and_parks_failures_in_the_dlq() -> None:
     assert config["errors.deadletterqueue.topic.name"] == "dlq.outbox"
     assert config["value.converter"].endswith("ByteArrayConverter")
     assert config["outbox.targets"] == "payments-api,notifications-api"
-    assert config["outbox.target.payments-api.auth.value"] == "${file:/s:t}"
+    assert config["outbox.target.payments-api.auth.secret"] == "${file:/s:t}"
     assert config["outbox.target.notifications-api.method"] == "PUT"
     assert "outbox.target.notifications-api.auth.header" not in config
 
 
 def test_a_literal_secret_is_refused() -> None:
     with pytest.raises(ConfigError) as caught:
-        TargetAlias("payments-api", "http://payments", auth_header="Authorization", auth_value="Bearer s3cret")
-    assert caught.value.key == "outbox.target.payments-api.auth.value"
+        TargetAlias("payments-api", "http://payments", auth_header="Authorization", auth_secret="Bearer s3cret")  # noqa: S106 - the point
+    assert caught.value.key == "outbox.target.payments-api.auth.secret"
     assert "s3cret" not in str(caught.value)
 
 

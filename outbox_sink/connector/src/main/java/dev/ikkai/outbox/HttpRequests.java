@@ -56,7 +56,7 @@ final class HttpRequests {
         }
         Target target = resolved.target();
         if (target.authHeader() != null) {
-            headers.put(target.authHeader(), target.authValue());
+            headers.put(target.authHeader(), target.authSecret());
         }
         return headers;
     }

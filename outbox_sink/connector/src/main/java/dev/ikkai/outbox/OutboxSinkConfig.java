@@ -29,7 +29,7 @@ public final class OutboxSinkConfig extends AbstractConfig {
     public static final ConfigDef DEFINITION = new ConfigDef()
         .define(TARGETS, Type.LIST, ConfigDef.NO_DEFAULT_VALUE, Importance.HIGH,
             "Allow-listed target aliases. Each alias needs outbox.target.<alias>.url and may set "
-                + ".method (default POST), .auth.header and .auth.value (a config-provider placeholder).")
+                + ".method (default POST), .auth.header and .auth.secret (a config-provider placeholder).")
         .define(RECEIPTS_TOPIC, Type.STRING, "outbox.receipts", Importance.HIGH,
             "Topic for receipts, keyed by decision_id.")
         .define(RECEIPTS_BOOTSTRAP, Type.STRING, ConfigDef.NO_DEFAULT_VALUE, Importance.HIGH,

@@ -49,14 +49,14 @@ public final class Targets {
                 throw new ConfigException(prefix + "method", method, "one of " + METHODS);
             }
             String authHeader = config.get(prefix + "auth.header");
-            String authValue = config.get(prefix + "auth.value");
-            if ((authHeader == null) != (authValue == null)) {
-                throw new ConfigException(prefix + "auth.header", authHeader, "set both auth.header and auth.value, or neither");
+            String authSecret = config.get(prefix + "auth.secret");
+            if ((authHeader == null) != (authSecret == null)) {
+                throw new ConfigException(prefix + "auth.header", authHeader, "set both auth.header and auth.secret, or neither");
             }
             if (authHeader != null && !HEADER_NAME.matcher(authHeader).matches()) {
                 throw new ConfigException(prefix + "auth.header", authHeader, "not a valid HTTP header name");
             }
-            targets.put(alias, new Target(alias, base, method, authHeader, authValue));
+            targets.put(alias, new Target(alias, base, method, authHeader, authSecret));
         }
         for (String key : config.keySet()) {
             if (key.startsWith(PREFIX)) {

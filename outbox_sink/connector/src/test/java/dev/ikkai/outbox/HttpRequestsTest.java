@@ -16,7 +16,7 @@ class HttpRequestsTest {
     private static final Map<String, Target> TARGETS = Targets.parse(List.of("payments-api"), Map.of(
         "outbox.target.payments-api.url", "http://127.0.0.1:8080",
         "outbox.target.payments-api.auth.header", "X-Api-Key",
-        "outbox.target.payments-api.auth.value", "k"));
+        "outbox.target.payments-api.auth.secret", "k"));
 
     @Test
     void theSinkSetsIdempotencyKeyAuthAndTracing() throws RejectedRequest {

@@ -17,7 +17,7 @@ class TargetsTest {
     static final Map<String, String> CONFIG = Map.of(
         "outbox.target.payments-api.url", "http://127.0.0.1:8080/v1/",
         "outbox.target.payments-api.auth.header", "Authorization",
-        "outbox.target.payments-api.auth.value", "Bearer s3cret",
+        "outbox.target.payments-api.auth.secret", "Bearer s3cret",
         "outbox.target.notifications-api.url", "https://notify.internal",
         "outbox.target.notifications-api.method", "put");
     static final Map<String, Target> TARGETS = Targets.parse(List.of("payments-api", "notifications-api"), CONFIG);
@@ -83,7 +83,7 @@ class TargetsTest {
         assertEquals("outbox.target.a.method",
             key(() -> Targets.parse(List.of("a"), Map.of("outbox.target.a.url", "http://x", "outbox.target.a.method", "GET"))));
         assertEquals("outbox.target.a.auth.header",
-            key(() -> Targets.parse(List.of("a"), Map.of("outbox.target.a.url", "http://x", "outbox.target.a.auth.value", "t"))));
+            key(() -> Targets.parse(List.of("a"), Map.of("outbox.target.a.url", "http://x", "outbox.target.a.auth.secret", "t"))));
         assertEquals("outbox.target.b.url",
             key(() -> Targets.parse(List.of("a"), Map.of("outbox.target.a.url", "http://x", "outbox.target.b.url", "http://y"))));
         assertEquals(OutboxSinkConfig.TARGETS, key(() -> Targets.parse(List.of("Payments API"), Map.of())));
