@@ -17,7 +17,7 @@ from connectors.errors import BundleError, PolicyViolation
 from connectors.render import RenderedBundle, RenderedConnector
 from connectors.secrets import is_placeholder, named_like_secret
 
-TOPIC_NAME = re.compile(r"^(ingest|events|outbox|dlq)\.[a-z0-9][a-zA-Z0-9._$-]*$")
+TOPIC_NAME = re.compile(r"^(ingest|events|outbox|dlq)\.[a-z0-9$][a-zA-Z0-9._$-]*$")  # $1: a RegexRouter group
 KEY_SETTING_TRANSFORMS = (
     "org.apache.kafka.connect.transforms.ValueToKey",
     "org.apache.kafka.connect.transforms.ExtractField$Key",
