@@ -220,8 +220,8 @@ class Reconciler:
                     self.client.put_connector_config(p.name, rendered.connector(p.name).config)
                 self._drive_state(p)
                 result.written.append(p.name)
-            for p in touched:
-                result.states[p.name] = self._wait(p)
+            if touched:
+                result.states.update(self._wait(touched))
         except ApplyFailed as failed:
             rolled_back = self._rollback(touched, previous)
             raise ApplyFailed(failed.connector, failed.state, failed.trace, rolled_back) from None
@@ -241,30 +241,33 @@ class Reconciler:
         elif p.target_state == "running" and p.live_state in ("PAUSED", "STOPPED"):
             self.client.resume_connector(p.name)
 
-    def _wait(self, p: ConnectorPlan) -> str:
-        assert p.target_state is not None
+    def _wait(self, touched: list[ConnectorPlan]) -> dict[str, str]:
+        """Poll every touched connector at once (one expanded GET per poll) until all reached their target."""
         deadline = time.monotonic() + self.wait_timeout
-        good = bad = 0
-        status: Mapping[str, Any] = {}
-        while time.monotonic() < deadline:
-            try:
-                status = self.client.connector_status(p.name)
-            except ConnectRestError as exc:
-                if not exc.not_found:
-                    raise
-                status = {}
-            good = good + 1 if reached(p.target_state, status) else 0
-            failed = failure(status)
-            bad = bad + 1 if failed else 0
-            if good >= STABLE_POLLS:
-                return CONNECT_STATE[p.target_state]
-            if failed and bad >= STABLE_POLLS:
-                raise ApplyFailed(p.name, failed[0], failed[1], [])
+        good = dict.fromkeys((p.name for p in touched), 0)
+        bad = dict(good)
+        statuses: dict[str, Mapping[str, Any]] = {}
+        while True:
+            live = self.live()
+            for p in touched:
+                assert p.target_state is not None
+                status = statuses[p.name] = live[p.name].status if p.name in live else {}
+                good[p.name] = good[p.name] + 1 if reached(p.target_state, status) else 0
+                failed = failure(status)
+                bad[p.name] = bad[p.name] + 1 if failed else 0
+                if failed and bad[p.name] >= STABLE_POLLS:
+                    raise ApplyFailed(p.name, failed[0], failed[1], [])
+            if all(n >= STABLE_POLLS for n in good.values()):
+                return {p.name: CONNECT_STATE[p.target_state or "running"] for p in touched}
+            if time.monotonic() >= deadline:
+                break
             self.sleep(self.poll_interval)
+        late = next(p for p in touched if good[p.name] < STABLE_POLLS)
+        status = statuses.get(late.name, {})
         state = status.get("connector", {}).get("state", "absent")
         raise ApplyFailed(
-            p.name,
-            f"{state}, not {CONNECT_STATE[p.target_state]} after {self.wait_timeout:.0f}s",
+            late.name,
+            f"{state}, not {CONNECT_STATE[late.target_state or 'running']} after {self.wait_timeout:.0f}s",
             (failure(status) or ("", ""))[1],
             [],
         )
