@@ -2,5 +2,16 @@
 
 from spark_jobs.serialization import RecordCodec, SchemaCatalog, SchemaError, SingleObjectCodec, default_codec
 from spark_jobs.session import spark_session
+from spark_jobs.transactional_sink import AtLeastOnceBatchWriter, SinkConfig, TransactionalBatchWriter
 
-__all__ = ["RecordCodec", "SchemaCatalog", "SchemaError", "SingleObjectCodec", "default_codec", "spark_session"]
+__all__ = [
+    "AtLeastOnceBatchWriter",
+    "RecordCodec",
+    "SchemaCatalog",
+    "SchemaError",
+    "SingleObjectCodec",
+    "SinkConfig",
+    "TransactionalBatchWriter",
+    "default_codec",
+    "spark_session",
+]

@@ -8,6 +8,8 @@ attempt per partition writing at a time (DESIGN.md, "Exactly-once from Spark to 
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -42,6 +44,10 @@ def spark_session(
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name).master(master).config("spark.jars", ",".join(spark_jars(jars)))
+    if master.startswith("local"):
+        # Local Python workers run this interpreter (the venv with fastavro, confluent-kafka, pandas),
+        # not whatever `python3` is first on PATH; pyspark reads the variable, not spark.pyspark.python.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     for key, value in {**DEFAULTS, **(conf or {})}.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()

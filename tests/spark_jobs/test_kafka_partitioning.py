@@ -1,0 +1,33 @@
+"""Our murmur2 partitioner puts keys where Kafka's default partitioner does."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import Producer
+
+from spark_jobs.kafka_partitioning import kafka_partition, murmur2
+from tests.kafka_helpers import create_topic, unique
+
+
+def test_murmur2_known_values() -> None:
+    # From Kafka's UtilsTest.testMurmur2 (Java ints, here as unsigned).
+    cases = {b"21": -973932308, b"foobar": -790332482, b"a-little-bit-long-string": -985981536,
+             b"a-little-bit-longer-string": -1486304829, b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8": -58897971,
+             b"abc": 479470107}  # fmt: skip
+    for data, expected in cases.items():
+        assert murmur2(data) == expected & 0xFFFFFFFF
+
+
+@pytest.mark.integration
+def test_matches_librdkafkas_murmur2_partitioner(bootstrap: str) -> None:
+    topic = create_topic(bootstrap, unique("test.partitioning"), partitions=5)
+    producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random"})
+    landed: dict[bytes, int] = {}
+    for i in range(200):
+        key = f"pay-{i}".encode()
+        producer.produce(
+            topic, value=b"x", key=key, on_delivery=lambda err, msg: landed.__setitem__(msg.key(), msg.partition())
+        )
+    producer.flush(30)
+    assert len(landed) == 200
+    assert all(kafka_partition(key, 5) == partition for key, partition in landed.items())

@@ -1,0 +1,122 @@
+"""The transactional sink on the real broker and real Spark: what read_committed consumers see."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaException
+
+from ikkai.errors import ConfigError
+from spark_jobs.commit_markers import CommitMarkerError, read_markers
+from spark_jobs.kafka_errors import ErrorKind, TransactionError, classify
+from spark_jobs.kafka_partitioning import kafka_partition
+from spark_jobs.transactional_sink import SinkConfig, TransactionalBatchWriter, refuse_speculation
+from tests.kafka_helpers import create_topic, transactional_producer, unique
+from tests.spark_jobs.records import by_partition
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 3
+
+
+def sink(bootstrap: str, topic: str, query: str, commits: str) -> SinkConfig:
+    return SinkConfig(
+        app="test", query=query, bootstrap_servers=bootstrap, output_topics=(topic,), partitions=PARTITIONS,
+        order_by=("seq",), commits_topic=commits, retry_deadline_s=20,
+    )  # fmt: skip
+
+
+def batch(spark: Any, topic: str, start: int, count: int) -> Any:
+    rows = [(topic, f"pay-{i % 17}".encode(), f"value-{i}".encode(), None, i) for i in range(start, start + count)]
+    return spark.createDataFrame(rows, "topic string, key binary, value binary, timestamp long, seq long").repartition(
+        4
+    )
+
+
+@pytest.fixture
+def topics(bootstrap: str) -> tuple[str, str]:
+    return create_topic(bootstrap, unique("test.out"), PARTITIONS), unique("_ikkai.commits.test")
+
+
+def test_each_record_once_on_its_key_partition_in_order(spark: Any, bootstrap: str, topics: tuple[str, str]) -> None:
+    out, commits = topics
+    writer = TransactionalBatchWriter(sink(bootstrap, out, "q", commits))
+    writer.prepare(spark)
+    writer(batch(spark, out, 0, 60), 0)
+    writer(batch(spark, out, 60, 40), 1)
+    seen = by_partition(bootstrap, out)
+    assert sum(len(records) for records in seen.values()) == 100
+    for partition, records in seen.items():
+        assert all(kafka_partition(key, PARTITIONS) == partition for key, _ in records)
+        numbers = [int(value.decode().split("-")[1]) for _, value in records]
+        assert numbers == sorted(numbers)
+    markers = read_markers(bootstrap, "test", "q", topic=commits)
+    assert {p: m.batch_id for p, m in markers.items()} == {p: 1 for p in range(PARTITIONS)}
+
+
+def test_a_rerun_batch_is_skipped(spark: Any, bootstrap: str, topics: tuple[str, str]) -> None:
+    out, commits = topics
+    writer = TransactionalBatchWriter(sink(bootstrap, out, "q", commits))
+    writer.prepare(spark)
+    writer(batch(spark, out, 0, 50), 0)
+    first = by_partition(bootstrap, out)
+    writer(batch(spark, out, 0, 50), 0)  # a restart re-running batch 0
+    writer(batch(spark, out, 0, 50), 0)
+    assert by_partition(bootstrap, out) == first
+
+
+def test_a_zombie_is_fenced_and_its_open_transaction_aborted(
+    spark: Any, bootstrap: str, topics: tuple[str, str]
+) -> None:
+    out, commits = topics
+    config = sink(bootstrap, out, "q", commits)
+    TransactionalBatchWriter(config).prepare(spark)
+    zombie = transactional_producer(bootstrap, config.transactional_id(0))
+    zombie.begin_transaction()
+    zombie.produce(out, key=b"zombie", value=b"half-written", partition=0)
+    zombie.flush(10)
+    TransactionalBatchWriter(config)(batch(spark, out, 0, 30), 0)
+    with pytest.raises(KafkaException) as caught:
+        zombie.commit_transaction(10)
+    assert classify(caught.value.args[0]) is ErrorKind.FATAL
+    seen = by_partition(bootstrap, out)
+    assert sum(len(records) for records in seen.values()) == 30
+    assert all(key != b"zombie" for records in seen.values() for key, _ in records)
+    assert len(by_partition(bootstrap, out, "read_uncommitted")[0]) == len(seen[0]) + 1  # it was there, aborted
+
+
+def test_a_changed_partition_count_stops_the_job(spark: Any, bootstrap: str, topics: tuple[str, str]) -> None:
+    out, commits = topics
+    TransactionalBatchWriter(sink(bootstrap, out, "q", commits))(batch(spark, out, 0, 10), 0)
+    wider = create_topic(bootstrap, unique("test.out.wide"), PARTITIONS + 1)
+    with pytest.raises(CommitMarkerError, match="has 4 partitions but the job writes 3"):
+        TransactionalBatchWriter(sink(bootstrap, wider, "q", commits)).prepare(spark)
+    moved = SinkConfig(**{**sink(bootstrap, wider, "q", commits).__dict__, "partitions": PARTITIONS + 1})
+    with pytest.raises(CommitMarkerError, match="committed batch 0 with 3 partitions, now 4"):
+        TransactionalBatchWriter(moved).prepare(spark)
+
+
+def test_a_missing_output_topic_is_refused(spark: Any, bootstrap: str, topics: tuple[str, str]) -> None:
+    _, commits = topics
+    with pytest.raises(CommitMarkerError, match="does not exist"):
+        TransactionalBatchWriter(sink(bootstrap, unique("test.missing"), "q", commits)).prepare(spark)
+
+
+def test_speculation_on_is_refused() -> None:
+    class Conf:
+        def get(self, key: str, default: str) -> str:
+            return "true" if key == "spark.speculation" else default
+
+    class Session:
+        conf = Conf()
+
+    with pytest.raises(ConfigError, match=r"spark\.speculation"):
+        refuse_speculation(Session())  # type: ignore[arg-type]
+
+
+def test_transaction_errors_carry_the_transactional_id() -> None:
+    from confluent_kafka import KafkaError
+
+    err = TransactionError("test.q.2", "commit_transaction", KafkaError(KafkaError._FENCED, "x"), ErrorKind.FATAL, "f")
+    assert "transactional.id test.q.2: commit_transaction failed" in str(err)
