@@ -18,6 +18,7 @@ import jinja2
 
 from connectors.errors import BundleError
 from connectors.manifest import BundleManifest, ConnectorSpec, load_manifest
+from connectors.secrets import redact
 from connectors.values import layered_values
 
 _UNDEFINED = re.compile(r"'([^']+)' is undefined|has no attribute '([^']+)'")
@@ -33,11 +34,14 @@ class ConnectorBundle:
         return self.manifest.name
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class RenderedConnector:
     name: str  # full connector name, owner prefix included
     spec: ConnectorSpec
     config: Mapping[str, str]
+
+    def __repr__(self) -> str:  # secrets never reach a log line or a traceback through repr
+        return f"RenderedConnector(name={self.name!r}, state={self.spec.state!r}, config={redact(self.config)!r})"
 
     @property
     def connector_class(self) -> str:

@@ -216,9 +216,14 @@ class Reconciler:
                 if p.action == DELETE or not p.pending:
                     continue
                 touched.append(p)
-                if p.action in (CREATE, UPDATE):
-                    self.client.put_connector_config(p.name, rendered.connector(p.name).config)
-                self._drive_state(p)
+                config = rendered.connector(p.name).config
+                if p.action == CREATE and p.target_state != "running":
+                    # Created in its target state: a stopped CDC source must not start a snapshot first.
+                    self.client.create_connector(p.name, config, CONNECT_STATE[p.target_state or "running"])
+                else:
+                    if p.action in (CREATE, UPDATE):
+                        self.client.put_connector_config(p.name, config)
+                    self._drive_state(p)
                 result.written.append(p.name)
             if touched:
                 result.states.update(self._wait(touched))

@@ -186,8 +186,11 @@ def test_target_states_are_honoured_and_stable(drop: Drop, stack: Endpoints) -> 
     manifest["connectors"][0]["state"] = "paused"
     manifest["connectors"][1]["state"] = "stopped"
     (drop.folder / "bundle.yaml").write_text(yaml.safe_dump(manifest))
-    result = bundle_ops.apply_data(drop.request())
+    creator = ConnectClient(stack.connect_url)
+    result = bundle_ops.apply_data(drop.request(), client=creator)
     assert result["states"] == {drop.names()[0]: "PAUSED", drop.names()[1]: "STOPPED"}
+    # Created in their target state (initial_state), never first started and then paused/stopped.
+    assert creator.writes == [("POST", "/connectors"), ("POST", "/connectors")]
     client = ConnectClient(stack.connect_url)
     assert bundle_ops.apply_data(drop.request(), client=client)["written"] == [] and client.writes == []
 

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
 import pytest
 
 from connectors.errors import PolicyViolation
-from connectors.lint import CHECKS, PluginCatalog, PluginInfo, lint_connector, require_clean
-from connectors.manifest import ConnectorSpec, Waiver
+from connectors.lint import CHECKS, PluginCatalog, PluginInfo, lint_bundle, lint_connector, require_clean
+from connectors.manifest import ConnectorSpec, Waiver, parse_manifest
 from connectors.render import RenderedConnector
 
 SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 SINK = "com.example.HttpSinkConnector"
 
+MANIFEST = {"name": "b", "owner_prefix": "b.", "connectors": [{"name": "one", "template": "t.j2"}]}
 GOOD_SOURCE = {
     "connector.class": SOURCE,
     "topic": "ingest.payments",
@@ -148,3 +150,18 @@ def test_require_clean_raises_with_the_first_fix() -> None:
         require_clean(bundle, lint_connector(c))
     assert "secret-placeholder" in str(caught.value) and "hunter2" not in str(caught.value)
     assert "nothing was written" in str(caught.value)
+
+
+def test_a_waiver_for_an_unknown_check_is_an_error(tmp_path: Path) -> None:
+    from connectors.errors import BundleError
+    from connectors.render import ConnectorBundle, RenderedBundle
+
+    c = connector(GOOD_SOURCE, (Waiver("source-bussiness-key", "typo in the check id, should fail"),))
+    bundle = RenderedBundle(ConnectorBundle(tmp_path, parse_manifest(MANIFEST, "b")), "dev", (c,))
+    with pytest.raises(BundleError, match="unknown check 'source-bussiness-key'"):
+        lint_bundle(bundle)
+
+
+def test_repr_of_a_rendered_connector_hides_literal_secrets() -> None:
+    text = repr(connector({**GOOD_SOURCE, "database.password": "hunter2"}))
+    assert "hunter2" not in text and "<redacted>" in text
