@@ -211,6 +211,9 @@ class Reconciler:
         live = self.live() if plan.pending else {}
         previous = {c.name: live.get(c.name) for c in plan.connectors}
         touched: list[ConnectorPlan] = []
+        # Task configs before an update: their change shows Connect has taken the new config,
+        # so the RUNNING (or FAILED) status of the old tasks is not mistaken for the new ones'.
+        tasks_before = {p.name: self.client.connector_tasks(p.name) for p in plan.connectors if p.action == UPDATE}
         try:
             for p in plan.connectors:
                 if p.action == DELETE or not p.pending:
@@ -226,7 +229,7 @@ class Reconciler:
                     self._drive_state(p)
                 result.written.append(p.name)
             if touched:
-                result.states.update(self._wait(touched))
+                result.states.update(self._wait(touched, tasks_before))
         except ApplyFailed as failed:
             rolled_back = self._rollback(touched, previous)
             raise ApplyFailed(failed.connector, failed.state, failed.trace, rolled_back) from None
@@ -246,16 +249,28 @@ class Reconciler:
         elif p.target_state == "running" and p.live_state in ("PAUSED", "STOPPED"):
             self.client.resume_connector(p.name)
 
-    def _wait(self, touched: list[ConnectorPlan]) -> dict[str, str]:
-        """Poll every touched connector at once (one expanded GET per poll) until all reached their target."""
-        deadline = time.monotonic() + self.wait_timeout
+    def _wait(self, touched: list[ConnectorPlan], tasks_before: Mapping[str, Any]) -> dict[str, str]:
+        """Poll every touched connector at once (one expanded GET per poll) until all reached their target.
+
+        An updated connector's status counts only once its task configs changed (Connect took the
+        new config) or ``settle`` seconds passed, whichever is first.
+        """
+        started = time.monotonic()
+        deadline = started + self.wait_timeout
+        settle = min(10.0, self.wait_timeout / 2)
         good = dict.fromkeys((p.name for p in touched), 0)
         bad = dict(good)
+        stale = {name for name in tasks_before if name in good}
         statuses: dict[str, Mapping[str, Any]] = {}
         while True:
             live = self.live()
             for p in touched:
                 assert p.target_state is not None
+                if p.name in stale:
+                    now_tasks = self._tasks_or_none(p.name)
+                    if time.monotonic() - started < settle and now_tasks in (None, tasks_before[p.name]):
+                        continue
+                    stale.discard(p.name)
                 status = statuses[p.name] = live[p.name].status if p.name in live else {}
                 good[p.name] = good[p.name] + 1 if reached(p.target_state, status) else 0
                 failed = failure(status)
@@ -276,6 +291,14 @@ class Reconciler:
             (failure(status) or ("", ""))[1],
             [],
         )
+
+    def _tasks_or_none(self, name: str) -> Any:
+        try:
+            return self.client.connector_tasks(name)
+        except ConnectRestError as exc:
+            if exc.status in (404, 409):  # gone, or a rebalance is rewriting the tasks right now
+                return None
+            raise
 
     def _rollback(self, touched: list[ConnectorPlan], previous: Mapping[str, LiveConnector | None]) -> list[str]:
         restored = []

@@ -243,3 +243,20 @@ def test_plan_json_is_stable_and_exit_codes_say_what_is_pending(drop: Drop, stac
 def test_render_error_is_raised_before_any_request(drop: Drop) -> None:
     with pytest.raises(BundleError):
         bundle_ops.apply_data(BundleRequest(str(drop.folder), "nope", connect_url="http://127.0.0.1:9"))
+
+
+def test_an_update_that_fails_is_rolled_back_to_the_previous_config(drop: Drop, stack: Endpoints) -> None:
+    bundle_ops.apply_data(drop.request())
+    name = f"{drop.prefix}payments"
+    client = ConnectClient(stack.connect_url)
+    before = client.connector_config(name)
+    broken = drop.payments.with_name("unkeyed.jsonl")  # a new file is read from its start
+    broken.write_text('{"id": "no business key here"}\n')
+
+    with pytest.raises(ApplyFailed) as caught:
+        bundle_ops.apply_data(drop.request(f"sources.payments.file={broken}"))
+
+    assert caught.value.connector == name and "payment_id" in caught.value.trace
+    assert caught.value.rolled_back == [name]
+    assert client.connector_config(name) == before
+    wait_for(lambda: reached("running", client.connector_status(name)), "the restored connector to run")
