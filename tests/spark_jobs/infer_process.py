@@ -1,0 +1,71 @@
+"""Run the infer job as its own process through ``ikkai jobs run infer``, and kill it with SIGKILL."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+IKKAI = Path(sys.executable).parent / "ikkai"  # `ikkai jobs run infer` execs the job: its pid is the job's
+
+
+@dataclass(frozen=True)
+class InferTopics:
+    input: str
+    decisions: str
+    outbox: str
+    dlq: str
+
+
+class InferProcess:
+    """One job process in its own process group (driver, JVM and Python workers die together)."""
+
+    def __init__(self, bootstrap: str, topics: InferTopics, checkpoint: Path, query: str, *extra: str) -> None:
+        command = [
+            str(IKKAI), "jobs", "run", "infer", "--bootstrap", bootstrap, "--checkpoint", str(checkpoint),
+            "--query", query, "--input", topics.input, "--decisions", topics.decisions, "--outbox", topics.outbox,
+            "--dlq", topics.dlq, *extra,
+        ]  # fmt: skip
+        self.log: list[str] = []
+        self.committed = threading.Semaphore(0)
+        self.process = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )  # fmt: skip
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.log.append(line)
+            if ": batch " in line:
+                self.committed.release()
+
+    def wait_for_batches(self, count: int, timeout: float = 300) -> bool:
+        """True once ``count`` more batches were written; False if the process ended first."""
+        for _ in range(count):
+            while not self.committed.acquire(timeout=1):
+                if self.process.poll() is not None or timeout <= 0:
+                    return False
+                timeout -= 1
+        return True
+
+    def kill(self) -> None:
+        """SIGKILL to the whole job (its own process group, started above), then reap it."""
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(60)
+        self._reader.join(10)
+
+    def wait(self, timeout: float = 600) -> int:
+        code = self.process.wait(timeout)
+        self._reader.join(10)
+        return code
+
+    def tail(self, lines: int = 30) -> str:
+        return "".join(self.log[-lines:])
