@@ -260,3 +260,15 @@ def test_an_update_that_fails_is_rolled_back_to_the_previous_config(drop: Drop, 
     assert caught.value.rolled_back == [name]
     assert client.connector_config(name) == before
     wait_for(lambda: reached("running", client.connector_status(name)), "the restored connector to run")
+
+
+def test_password_typed_keys_come_from_the_plugins_config_definitions(stack: Endpoints) -> None:
+    from connectors.render import load_bundle, render_bundle
+    from deploy.reconcile import Reconciler
+    from tests.connectors.conftest import SHIPPED
+
+    rendered = render_bundle(load_bundle(SHIPPED / "postgres-cdc"), "dev")
+    catalog = Reconciler(ConnectClient(stack.connect_url)).catalog(rendered)
+    info = catalog.info("io.debezium.connector.postgresql.PostgresConnector")
+    assert info.kind == "source"
+    assert "database.password" in info.password_keys  # declared PASSWORD by Debezium itself
