@@ -1,0 +1,153 @@
+"""Deliveries per second of the outbox sink against the reference receiver, next to the receiver's own ceiling.
+
+One run, one machine: starts an embedded stack in a temporary home and the reference
+receiver in its own process, then measures
+
+* the receiver's ceiling: a plain load generator (keep-alive HTTP/1.1 clients, unique
+  Idempotency-Keys, no Kafka) with 1 and with 4 connections;
+* the outbox sink draining a pre-filled ``outbox.requests`` topic (3 partitions) with
+  tasks.max = 1 and 3: from the first to the last request the receiver saw.
+
+Usage: .venv/bin/python benchmarks/outbox_throughput.py [--requests 3000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from urllib.parse import urlparse
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from deploy.connect_rest import ConnectClient  # noqa: E402
+from deploy.local_stack import LocalStack  # noqa: E402
+from deploy.settings import jars_dir  # noqa: E402
+from outbox_sink import (  # noqa: E402
+    OutboxEmitter,
+    OutboxRequest,
+    ReceiptReader,
+    TargetAlias,
+    create_outbox_topics,
+    derive_decision_id,
+    outbox_sink_config,
+)
+
+BODY = json.dumps({"payment_id": "pay-0", "amount": 1250, "currency": "EUR"}).encode()
+
+
+def start_receiver(db: Path) -> tuple[subprocess.Popen[str], str]:
+    process = subprocess.Popen(
+        [sys.executable, "-c", "from outbox_sink.receiver import main; main()", "--db", str(db)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+    assert process.stdout is not None
+    return process, process.stdout.readline().strip()
+
+
+def ceiling(url: str, requests: int, connections: int) -> float:
+    """Requests/s the receiver answers (each applied: a fresh key) to ``connections`` keep-alive clients."""
+    parsed = urlparse(url)
+    per_client = requests // connections
+    prefix = uuid.uuid4().hex[:8]
+
+    def client(n: int) -> None:
+        conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=30)
+        for i in range(per_client):
+            conn.request("POST", f"/payments/holds/{n}-{i}", BODY, {"Idempotency-Key": f"load-{prefix}-{n}-{i}"})
+            response = conn.getresponse()
+            response.read()
+            assert response.status == 201, response.status
+        conn.close()
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(connections)]
+    started = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return per_client * connections / (time.perf_counter() - started)
+
+
+def sink_rate(bootstrap: str, connect_url: str, receiver_url: str, requests: int, tasks: int) -> tuple[float, float]:
+    """(deliveries/s from the first to the last request the receiver saw, seconds until the last receipt)."""
+    run = uuid.uuid4().hex[:8]
+    topics = {"requests": f"outbox.requests.{run}", "receipts": f"outbox.receipts.{run}", "dlq": f"dlq.outbox.{run}"}
+    create_outbox_topics(bootstrap, requests=topics["requests"], receipts=topics["receipts"], dlq=topics["dlq"])
+    batch = [
+        OutboxRequest(
+            decision_id=derive_decision_id(f"pay-{i % 100}", f"evt-{run}-{i}", "bench@1"),
+            key=f"pay-{i % 100}",
+            target="payments-api",
+            path=f"/holds/{run}-{i}",
+            body=BODY,
+            created_at=1_700_000_000_000 + i,
+        )
+        for i in range(requests)
+    ]
+    with OutboxEmitter(bootstrap, topic=topics["requests"]) as emitter:
+        for request in batch:
+            emitter.emit(request)
+    client = ConnectClient(connect_url)
+    name = f"bench-outbox-{run}"
+    config = outbox_sink_config(
+        receipts_bootstrap_servers=bootstrap,
+        targets=[TargetAlias("payments-api", receiver_url + "/payments")],
+        topic=topics["requests"],
+        receipts_topic=topics["receipts"],
+        dlq_topic=topics["dlq"],
+        tasks_max=tasks,
+    )
+    started = time.perf_counter()
+    client.put_connector_config(name, config)
+    try:
+        with ReceiptReader(bootstrap, topic=topics["receipts"]) as reader:
+            receipts = reader.wait_for([r.decision_id for r in batch], 600)
+        elapsed = time.perf_counter() - started
+    finally:
+        client.delete_connector(name)
+    if len(receipts) != requests or not all(r.delivered for r in receipts.values()):
+        raise SystemExit(f"only {sum(r.delivered for r in receipts.values())} of {requests} delivered")
+    conn = http.client.HTTPConnection(urlparse(receiver_url).hostname, urlparse(receiver_url).port, timeout=60)
+    conn.request("GET", "/_ikkai/deliveries")
+    seen = [d["received_at"] for d in json.loads(conn.getresponse().read()) if f"/holds/{run}-" in d["path"]]
+    return len(seen) / (max(seen) - min(seen)), elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=3000)
+    args = parser.parse_args()
+    rows: list[tuple[str, int, str, float]] = []
+    with tempfile.TemporaryDirectory(prefix="ikkai-bench-") as tmp:
+        stack = LocalStack(Path(tmp) / "stack", jars_dir(), progress=sys.stderr)
+        receiver, url = start_receiver(Path(tmp) / "receiver.sqlite")
+        try:
+            endpoints = stack.up()
+            for connections in (1, 4):
+                rate = ceiling(url, args.requests, connections)
+                rows.append((f"receiver ceiling, load generator, {connections} connection(s)", args.requests, "", rate))
+            for tasks in (1, 3):
+                rate, elapsed = sink_rate(endpoints.bootstrap_servers, endpoints.connect_url, url, args.requests, tasks)
+                rows.append((f"outbox sink, tasks.max={tasks} (3 partitions)", args.requests, f"{elapsed:.1f}", rate))
+        finally:
+            receiver.terminate()
+            receiver.wait(10)
+            stack.down()
+    print(f"{'WHAT':<56} {'REQUESTS':>8} {'TO LAST RECEIPT S':>17} {'PER SECOND':>10}")
+    for what, n, elapsed_s, rate in rows:
+        print(f"{what:<56} {n:>8} {elapsed_s:>17} {rate:>10.0f}")
+
+
+if __name__ == "__main__":
+    main()
