@@ -26,6 +26,8 @@ def plan_text(data: dict[str, Any]) -> str:
                 lines.append(f"      ~ {change['key']}: {change['live']} → {change['desired']}")
         for error in c["validation_errors"]:
             lines.append(f"      ! {error['key']}: {error['message']}")
+    for name in data.get("unpruned", []):
+        lines.append(f"  ? owned     {name}  not in the bundle any more (apply --prune deletes it)")
     s = data["summary"]
     verdict = (
         "invalid: Connect rejected settings above"

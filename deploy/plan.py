@@ -72,6 +72,7 @@ class Plan:
     bundle: str
     env: str
     connectors: tuple[ConnectorPlan, ...] = field(default_factory=tuple)
+    unpruned: tuple[str, ...] = ()  # owned connectors no longer in the bundle; apply --prune deletes them
 
     @property
     def pending(self) -> bool:
@@ -95,6 +96,7 @@ class Plan:
             "valid": self.valid,
             "summary": self.counts(),
             "connectors": [c.as_dict() for c in self.connectors],
+            "unpruned": list(self.unpruned),
         }
 
 

@@ -177,10 +177,11 @@ class Reconciler:
                 errors = self._validate(c.connector_class, c.config, passwords)
                 p = ConnectorPlan(**{**p.__dict__, "validation_errors": errors})
             plans.append(p)
+        leftovers = owned_leftovers(live, rendered.owner_prefix, {c.name for c in rendered.connectors})
         if prune:
-            leftovers = owned_leftovers(live, rendered.owner_prefix, {c.name for c in rendered.connectors})
             plans += [prune_plan(n, live[n].config, live[n].state) for n in leftovers]
-        return Plan(bundle=rendered.name, env=rendered.env, connectors=tuple(sorted(plans, key=lambda p: p.name)))
+        ordered = tuple(sorted(plans, key=lambda p: p.name))
+        return Plan(rendered.name, rendered.env, ordered, unpruned=() if prune else tuple(leftovers))
 
     def _validate(self, cls: str, config: Mapping[str, str], passwords: frozenset[str]) -> tuple[tuple[str, str], ...]:
         if not cls:

@@ -168,7 +168,9 @@ def test_prune_deletes_only_owned_connectors(drop: Drop, stack: Endpoints) -> No
         manifest["connectors"] = [c for c in manifest["connectors"] if c["name"] != "refunds"]
         (drop.folder / "bundle.yaml").write_text(yaml.safe_dump(manifest))
 
+        assert bundle_ops.plan_data(drop.request())["unpruned"] == [f"{drop.prefix}refunds"]  # shown, kept
         plan = bundle_ops.plan_data(drop.request(), prune=True)
+        assert plan["unpruned"] == []
         assert [(c["name"], c["action"]) for c in plan["connectors"]] == [
             (f"{drop.prefix}payments", "unchanged"),
             (f"{drop.prefix}refunds", "delete"),
