@@ -196,6 +196,21 @@ def test_target_states_are_honoured_and_stable(drop: Drop, stack: Endpoints) -> 
     client = ConnectClient(stack.connect_url)
     assert bundle_ops.apply_data(drop.request(), client=client)["written"] == [] and client.writes == []
 
+    manifest["connectors"][0]["state"] = manifest["connectors"][1]["state"] = "running"
+    (drop.folder / "bundle.yaml").write_text(yaml.safe_dump(manifest))
+    resumer = ConnectClient(stack.connect_url)
+    assert bundle_ops.apply_data(drop.request(), client=resumer)["states"] == dict.fromkeys(drop.names(), "RUNNING")
+    assert resumer.writes == [("PUT", f"/connectors/{n}/resume") for n in drop.names()]
+
+    manifest["connectors"][1]["state"] = "stopped"
+    (drop.folder / "bundle.yaml").write_text(yaml.safe_dump(manifest))
+    stopper = ConnectClient(stack.connect_url)
+    assert bundle_ops.apply_data(drop.request(), client=stopper)["states"] == {
+        drop.names()[1]: "STOPPED",
+        drop.names()[0]: "RUNNING",
+    }
+    assert stopper.writes == [("PUT", f"/connectors/{drop.names()[1]}/stop")]
+
 
 def test_restart_failed_brings_a_failed_task_back(drop: Drop, stack: Endpoints) -> None:
     bundle_ops.apply_data(drop.request())
