@@ -24,6 +24,11 @@ def plan_text(data: dict[str, Any]) -> str:
                 lines.append(f"      - {change['key']}: {change['live']}")
             else:
                 lines.append(f"      ~ {change['key']}: {change['live']} → {change['desired']}")
+        if c.get("failed_tasks"):
+            tasks = ", ".join(map(str, c["failed_tasks"]))
+            lines.append(
+                f"      ! task(s) {tasks} FAILED: a config write will not fix that; see status, then restart --failed"
+            )
         for error in c["validation_errors"]:
             lines.append(f"      ! {error['key']}: {error['message']}")
     for name in data.get("unpruned", []):

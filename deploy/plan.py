@@ -38,6 +38,7 @@ class ConnectorPlan:
     live_state: str | None  # Connect's state (RUNNING, PAUSED, STOPPED, FAILED, ...), None when absent
     changes: tuple[KeyChange, ...] = ()
     validation_errors: tuple[tuple[str, str], ...] = ()  # (key, message)
+    failed_tasks: tuple[int, ...] = ()  # live tasks in FAILED state: for `restart --failed`, not a config write
 
     @property
     def state_change(self) -> bool:
@@ -64,6 +65,7 @@ class ConnectorPlan:
             "state_change": self.state_change,
             "changes": [c.as_dict() for c in self.changes],
             "validation_errors": [{"key": k, "message": m} for k, m in self.validation_errors],
+            "failed_tasks": list(self.failed_tasks),
         }
 
 

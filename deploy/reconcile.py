@@ -176,6 +176,9 @@ class Reconciler:
             if p.action in (CREATE, UPDATE):
                 errors = self._validate(c.connector_class, c.config, passwords)
                 p = ConnectorPlan(**{**p.__dict__, "validation_errors": errors})
+            if current is not None:
+                failed = tuple(sorted(t.get("id", -1) for t in current.tasks if t.get("state") == "FAILED"))
+                p = ConnectorPlan(**{**p.__dict__, "failed_tasks": failed})
             plans.append(p)
         leftovers = owned_leftovers(live, rendered.owner_prefix, {c.name for c in rendered.connectors})
         if prune:
@@ -239,7 +242,8 @@ class Reconciler:
                 self.client.delete_connector(p.name)
                 result.deleted.append(p.name)
             elif p.name not in result.states:
-                result.states[p.name] = p.live_state or "UNKNOWN"
+                note = f" (FAILED tasks: {', '.join(map(str, p.failed_tasks))})" if p.failed_tasks else ""
+                result.states[p.name] = (p.live_state or "UNKNOWN") + note
         return result
 
     def _drive_state(self, p: ConnectorPlan) -> None:

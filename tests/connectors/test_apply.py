@@ -222,6 +222,8 @@ def test_restart_failed_brings_a_failed_task_back(drop: Drop, stack: Endpoints) 
     wait_for(lambda: any(t["state"] == "FAILED" for t in client.connector_status(name)["tasks"]), "the task to fail")
     status = bundle_ops.status_data(drop.request())
     assert "payment_id" in status["connectors"][0]["tasks"][0]["trace"]
+    plan = bundle_ops.plan_data(drop.request())  # the config is fine: plan says so, and names the failed task
+    assert plan["pending"] is False and plan["connectors"][0]["failed_tasks"] == [0]
 
     # The operator repairs the line in place (same length, so the task's byte offset still fits) ...
     good = '{"payment_id":"p-7","amount":1}'
