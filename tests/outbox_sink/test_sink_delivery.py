@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections import defaultdict
 
 import pytest
@@ -202,3 +203,24 @@ def test_a_request_failing_past_the_retry_budget_is_dead_lettered(
     [dead] = read_dead_letters(sink.endpoints.bootstrap_servers, sink.dlq_topic, expect=1)
     assert dead.headers["ikkai.dlq.error_class"] == "retries-exhausted"
     assert sink.task_states() == ["RUNNING"]
+
+
+def test_a_timed_out_request_the_api_did_apply_is_retried_with_the_same_key_and_applied_once(
+    outbox_sink: SinkFactory, receiver: ReferenceReceiver
+) -> None:
+    sink = outbox_sink(**FAST_RETRIES, http_request_timeout_ms=300)
+    receiver.faults(delay_s=1.0)  # the API applies the request, but answers after the sink gave up waiting
+    request = make_request(0, "pay-slow")
+    sink.emit([request])
+    deadline = time.monotonic() + WAIT
+    while not receiver.applied() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    receiver.reset_faults()
+
+    receipt = sink.receipts().wait_for([request.decision_id], WAIT)[request.decision_id]
+
+    assert (receipt.outcome, receipt.status_code) == ("DELIVERED", 201)
+    assert receipt.attempts >= 2
+    tries = [d for d in receiver.deliveries() if d.idempotency_key == request.decision_id]
+    assert len(tries) >= 2 and tries[-1].replayed, "the retry must be answered from the stored first application"
+    assert [a.idempotency_key for a in receiver.applied()] == [request.decision_id]

@@ -6,6 +6,7 @@ worker would break every other test running on it.
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from deploy.local_stack import CONNECT, LocalStack
+from deploy.prerequisites import check_java
 from deploy.settings import Endpoints, external_endpoints, jars_dir
 from outbox_sink import ReceiptReader, ReferenceReceiver
 from tests.outbox_sink.conftest import deploy_sink, make_request, wait_running
@@ -22,6 +24,21 @@ from tests.outbox_sink.conftest import deploy_sink, make_request, wait_running
 pytestmark = pytest.mark.integration
 
 REQUESTS = 400
+JMX_PROBE = Path(__file__).with_name("JmxProbe.java")
+
+
+def sink_metrics(local: LocalStack, connector: str) -> dict[str, float]:
+    """The sink task's plugin metrics (KIP-877), read from the worker's MBeans via the JDK attach API."""
+    [pid] = next(c.pids for c in local.status().components if c.name == CONNECT)
+    result = subprocess.run(
+        [str(check_java().executable), str(JMX_PROBE), str(pid), f"kafka.connect:type=plugins,connector={connector},*"],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    metrics: dict[str, float] = {}
+    for line in result.stdout.splitlines():
+        _, attribute, value = line.split("\t")
+        metrics[attribute] = metrics.get(attribute, 0.0) + float(value)  # summed over the connector's tasks
+    return metrics
 
 
 @pytest.fixture
@@ -74,6 +91,11 @@ def test_a_worker_killed_mid_flight_loses_nothing_and_applies_each_once(
     for delivery in receiver.deliveries():
         keys_by_path[delivery.path].add(delivery.idempotency_key)
     assert all(len(keys) == 1 for keys in keys_by_path.values())
+    # The restarted task's metrics, read over JMX from the real worker process.
+    metrics = sink_metrics(local, sink.name)
+    assert metrics["delivered-total"] >= REQUESTS - applied_at_kill
+    assert metrics["dead-lettered-total"] == 0
+    assert metrics["request-latency-avg-ms"] > 0
     replayed = sum(d.replayed for d in receiver.deliveries())
     sys.stderr.write(
         f"\nworker crash: {applied_at_kill} of {REQUESTS} applied at the kill; {replayed} redelivered request(s) "
