@@ -1,0 +1,53 @@
+"""The clusters file: one Connect URL per environment, strict about what it accepts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from deploy.clusters import (
+    DEFAULT_CLUSTERS,
+    ClusterTarget,
+    cluster_for,
+    load_clusters,
+    parse_clusters,
+    resolve_connect_url,
+)
+from ikkai.errors import ConfigError
+
+
+def test_the_shipped_file_names_dev_and_prod() -> None:
+    targets = load_clusters(DEFAULT_CLUSTERS)
+    assert targets["dev"].connect_url == "local"
+    assert targets["prod"].connect_url.startswith("https://") and targets["prod"].wait_timeout_seconds == 300
+
+
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [
+        ({"dev": {"connect_url": "local", "timeout": 3}}, "dev.timeout: unknown key"),
+        ({"dev": {"connect_url": "connect:8083"}}, "is not an http(s) URL"),
+        ({"dev": {"connect_url": "local", "wait_timeout_seconds": "soon"}}, "must be a number"),
+        (["dev"], "must map environment names"),
+    ],
+)
+def test_bad_entries_are_rejected(data: object, problem: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_clusters(data, "clusters.yaml")
+    assert problem in str(caught.value)
+
+
+def test_an_unknown_environment_lists_the_known_ones(tmp_path: Path) -> None:
+    path = tmp_path / "clusters.yaml"
+    path.write_text("staging: {connect_url: 'http://connect-staging:8083/'}\n")
+    assert cluster_for("staging", path) == ClusterTarget("staging", "http://connect-staging:8083", 120.0)
+    with pytest.raises(ConfigError, match="known: staging"):
+        cluster_for("prod", path)
+
+
+def test_local_prefers_the_external_cluster_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("IKKAI_CONNECT_URL", "http://elsewhere:8083")
+    monkeypatch.setenv("IKKAI_BOOTSTRAP_SERVERS", "elsewhere:9092")
+    assert resolve_connect_url(ClusterTarget("dev", "local")) == "http://elsewhere:8083"
+    assert resolve_connect_url(ClusterTarget("prod", "https://p:8083")) == "https://p:8083"
