@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 import uuid
@@ -122,7 +121,7 @@ def main() -> None:
         )
     for label in ("apply", "no-op"):
         values = [float(r[1]) for r in rows if r[0].startswith(label)]
-        print(f"median {label}: {statistics.median(values):.2f} s", file=sys.stderr)
+        print(f"median {label}: {statistics.median(values):.2f} s")
 
 
 if __name__ == "__main__":
