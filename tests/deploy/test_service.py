@@ -142,3 +142,75 @@ def test_serve_refuses_to_start_without_a_token() -> None:
     result = run_ikkai("serve", "--port", "0", timeout=60)
     assert result.returncode == 1
     assert "IKKAI_SERVE_TOKEN" in result.stderr and "token" in result.stderr
+
+
+@pytest.mark.integration
+def test_the_serve_command_reconciles_its_bundles_on_an_interval(stack: Endpoints, tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from deploy.ports import free_port
+
+    hex_ = uuid.uuid4().hex[:8]
+    bundles = tmp_path / "bundles"
+    shutil.copytree(SHIPPED / "payments-ingest", bundles / "payments-ingest")
+    manifest = yaml.safe_load((bundles / "payments-ingest" / "bundle.yaml").read_text())
+    manifest["owner_prefix"] = f"loop-{hex_}."
+    (bundles / "payments-ingest" / "bundle.yaml").write_text(yaml.safe_dump(manifest))
+    sources = {}
+    for endpoint in ("payments", "refunds"):
+        (tmp_path / f"{endpoint}.jsonl").touch()
+        sources[endpoint] = {"file": str(tmp_path / f"{endpoint}.jsonl"), "topic": f"ingest.{endpoint}.{hex_}"}
+    (bundles / "payments-ingest" / "values" / "ci.yaml").write_text(yaml.safe_dump({"sources": sources}))
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN)
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IKKAI_")}
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ikkai",
+            "serve",
+            "--port",
+            str(port),
+            "--token-file",
+            str(token_file),
+            "--bundles-dir",
+            str(bundles),
+            "--connect-url",
+            stack.connect_url,
+            "--reconcile",
+            "payments-ingest/ci",
+            "--interval",
+            "1",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    client = ConnectClient(stack.connect_url)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert server.poll() is None, server.stderr.read().decode() if server.stderr else "serve exited"
+            try:
+                metrics = requests.get(f"http://127.0.0.1:{port}/metrics", headers=auth(), timeout=5).text
+            except requests.ConnectionError:
+                metrics = ""
+            states = [line for line in metrics.splitlines() if line.startswith("ikkai_connector_state{")]
+            if len(states) == 2 and all('state="RUNNING"' in line for line in states):
+                break
+            assert time.monotonic() < deadline, f"the loop never brought the bundle up: {metrics}"
+            time.sleep(0.5)
+        assert sorted(n for n in client.connectors() if n.startswith(f"loop-{hex_}.")) == [
+            f"loop-{hex_}.payments",
+            f"loop-{hex_}.refunds",
+        ]
+    finally:
+        server.terminate()
+        server.wait(30)
+        for connector in client.connectors():
+            if connector.startswith(f"loop-{hex_}."):
+                client.delete_connector(connector)
