@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import click
 
 from deploy.artifacts import ensure_jars
+from deploy.connect_plugins import ensure_ikkai_plugins
 from deploy.local_plugins import ensure_local_plugins
 from deploy.local_stack import StackStatus
 from deploy.prerequisites import check_java, check_maven
@@ -75,6 +76,7 @@ def setup() -> None:
     click.echo(f"jars   {jars.root}")
     for plugin in plugins:
         click.echo(f"plugin {plugin}")
+    click.echo(f"plugin {ensure_ikkai_plugins(jars_dir(), jars)}  (JsonFieldToKey; external workers need it too)")
 
 
 @cli.group()
