@@ -56,6 +56,7 @@ def outbox_sink_config(
     backoff_initial_ms: int = 500,
     backoff_max_ms: int = 30_000,
     http_request_timeout_ms: int = 30_000,
+    max_in_flight_requests: int = 8,
     extra: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """The connector config: read_committed, raw bytes in, DLQ with context headers, the allow-list."""
@@ -84,6 +85,7 @@ def outbox_sink_config(
         "outbox.retry.backoff.initial.ms": str(backoff_initial_ms),
         "outbox.retry.backoff.max.ms": str(backoff_max_ms),
         "outbox.http.request.timeout.ms": str(http_request_timeout_ms),
+        "outbox.max.in.flight.requests": str(max_in_flight_requests),
         "outbox.targets": ",".join(t.alias for t in targets),
     }
     for t in targets:

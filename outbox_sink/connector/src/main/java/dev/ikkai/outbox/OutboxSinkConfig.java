@@ -25,6 +25,7 @@ public final class OutboxSinkConfig extends AbstractConfig {
     public static final String RETRY_MAX_DURATION = "outbox.retry.max.duration.ms";
     public static final String PUT_MAX_DURATION = "outbox.put.max.duration.ms";
     public static final String EXCERPT_BYTES = "outbox.dlq.response.excerpt.bytes";
+    public static final String MAX_IN_FLIGHT = "outbox.max.in.flight.requests";
 
     public static final ConfigDef DEFINITION = new ConfigDef()
         .define(TARGETS, Type.LIST, ConfigDef.NO_DEFAULT_VALUE, Importance.HIGH,
@@ -46,6 +47,8 @@ public final class OutboxSinkConfig extends AbstractConfig {
             "A record still failing transiently this long after its first attempt is dead-lettered.")
         .define(PUT_MAX_DURATION, Type.LONG, 60_000L, ConfigDef.Range.atLeast(1), Importance.LOW,
             "How long one put() may send before handing control back to the worker (keeps the consumer polling).")
+        .define(MAX_IN_FLIGHT, Type.INT, 8, ConfigDef.Range.between(1, 256), Importance.MEDIUM,
+            "HTTP requests one task has in flight at once, each for a different key (a key's requests never overlap).")
         .define(EXCERPT_BYTES, Type.INT, 512, ConfigDef.Range.atLeast(0), Importance.LOW,
             "How much of a rejecting response body goes into the dead-letter headers.");
 

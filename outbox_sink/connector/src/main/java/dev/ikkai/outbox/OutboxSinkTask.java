@@ -1,18 +1,22 @@
 package dev.ikkai.outbox;
 
-import java.io.IOException;
 import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.time.Clock;
 import java.time.Duration;
 import java.time.Instant;
+import java.util.ArrayList;
 import java.util.Collection;
 import java.util.HashMap;
 import java.util.HashSet;
+import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.atomic.AtomicReference;
 
@@ -33,10 +37,12 @@ import org.slf4j.LoggerFactory;
 /**
  * Sends each outbox request once it is its key's turn, and never blocks the worker for long.
  *
- * <p>Records are processed in batch order. A request that fails transiently (408, 429, 5xx,
- * connection error or timeout) is remembered with its next attempt time, and every later
- * record with the same key in the batch waits behind it; other keys go on. When the pass ends
- * with requests still waiting, the task asks Connect to redeliver the batch after the earliest
+ * <p>Records are processed in batch order, in waves: each wave sends the oldest unfinished request
+ * of every key (up to {@code outbox.max.in.flight.requests} at once), so a key's requests are
+ * sent one after the other while different keys overlap. A request that fails transiently (408,
+ * 429, 5xx, connection error or timeout) is remembered with its next attempt time, and every
+ * later record with the same key waits behind it; other keys go on. When nothing is due any
+ * more but requests are still waiting, the task asks Connect to redeliver the batch after the earliest
  * wait ({@code context.timeout} + {@link RetriableException}): the consumer is paused meanwhile,
  * no offsets move, and requests already final are skipped on redelivery.
  *
@@ -111,36 +117,52 @@ public final class OutboxSinkTask extends SinkTask {
     public void put(Collection<SinkRecord> records) {
         failIfReceiptsBroken();
         Instant sliceEnd = clock.instant().plus(config.duration(OutboxSinkConfig.PUT_MAX_DURATION));
-        Set<String> blockedKeys = new HashSet<>();
-        Instant wakeAt = null;
+        int maxInFlight = config.getInt(OutboxSinkConfig.MAX_IN_FLIGHT);
+        boolean progress = true;
+        while (progress) {
+            // One wave: the oldest unfinished request of each key, if it is due, sent together (at most maxInFlight).
+            progress = false;
+            List<Sent> wave = new ArrayList<>();
+            Set<String> keys = new HashSet<>();
+            Instant now = clock.instant();
+            for (SinkRecord record : records) {
+                Coordinates where = Coordinates.of(record);
+                if (finished.contains(where) || !keys.add(orderKey(record))) {
+                    continue;  // final already, or an earlier request of its key is not
+                }
+                Attempts previous = attempts.get(where);
+                if ((previous != null && previous.nextAttemptAt.isAfter(now)) || now.isAfter(sliceEnd) || wave.size() >= maxInFlight) {
+                    continue;
+                }
+                Sent sent = send(record, where);
+                progress = true;
+                if (sent == null) {
+                    finished.add(where);
+                } else {
+                    wave.add(sent);
+                }
+            }
+            for (Sent sent : wave) {
+                if (complete(sent)) {
+                    finished.add(sent.where());
+                }
+            }
+        }
         int waiting = 0;
+        Instant wakeAt = null;
         for (SinkRecord record : records) {
             Coordinates where = Coordinates.of(record);
-            if (finished.contains(where)) {
-                continue;
-            }
-            String orderKey = record.topic() + "/" + record.kafkaPartition() + "/" + record.key();
-            Attempts previous = attempts.get(where);
-            Instant now = clock.instant();
-            boolean notYet = previous != null && previous.nextAttemptAt.isAfter(now);
-            if (blockedKeys.contains(orderKey) || notYet || now.isAfter(sliceEnd)) {
-                blockedKeys.add(orderKey);
+            if (!finished.contains(where)) {
                 waiting++;
-                Instant due = previous != null && notYet ? previous.nextAttemptAt : now;
-                wakeAt = wakeAt == null || due.isBefore(wakeAt) ? due : wakeAt;
-                continue;
-            }
-            Optional<Instant> retryAt = process(record, where);
-            if (retryAt.isEmpty()) {
-                finished.add(where);
-            } else {
-                blockedKeys.add(orderKey);
-                waiting++;
-                wakeAt = wakeAt == null || retryAt.get().isBefore(wakeAt) ? retryAt.get() : wakeAt;
+                Attempts state = attempts.get(where);
+                if (state != null && (wakeAt == null || state.nextAttemptAt.isBefore(wakeAt))) {
+                    wakeAt = state.nextAttemptAt;
+                }
             }
         }
         if (waiting > 0) {
-            long wait = Math.max(1, Duration.between(clock.instant(), wakeAt).toMillis());
+            Instant now = clock.instant();
+            long wait = now.isAfter(sliceEnd) || wakeAt == null ? 1 : Math.max(1, Duration.between(now, wakeAt).toMillis());
             context.timeout(wait);
             throw new RetriableException(waiting + " outbox request(s) waiting for their turn or a retry; next in " + wait + " ms");
         }
@@ -148,14 +170,18 @@ public final class OutboxSinkTask extends SinkTask {
         finished.clear();
     }
 
-    /** One attempt at one record: empty when its outcome is final, else when to try again. */
-    private Optional<Instant> process(SinkRecord record, Coordinates where) {
+    private static String orderKey(SinkRecord record) {
+        return record.topic() + "/" + record.kafkaPartition() + "/" + record.key();
+    }
+
+    /** Starts one attempt; null when the record is final without sending (undecodable, not allowed). */
+    private Sent send(SinkRecord record, Coordinates where) {
         OutboxRequest request;
         try {
             request = codec.decodeRequest(record.value() instanceof byte[] bytes ? bytes : null);
         } catch (RejectedRequest e) {
             deadLetter(record, null, e, null, null);
-            return Optional.empty();
+            return null;
         }
         Attempts state = attempts.computeIfAbsent(where, w -> new Attempts(clock.instant()));
         Targets.Resolved resolved;
@@ -164,20 +190,27 @@ public final class OutboxSinkTask extends SinkTask {
         } catch (RejectedRequest e) {
             state.lastAttemptAt = clock.instant();
             deadLetter(record, request, e, state, null);
-            return Optional.empty();
+            return null;
         }
         state.attempts++;
-        Instant sent = clock.instant();
+        Instant sentAt = clock.instant();
         if (state.attempts > 1) {
-            state.lastAttemptAt = sent;
+            state.lastAttemptAt = sentAt;
         }
+        HttpRequest httpRequest = HttpRequests.build(resolved, request, record, state.attempts,
+            config.duration(OutboxSinkConfig.HTTP_REQUEST_TIMEOUT));
+        return new Sent(record, where, request, resolved, state, sentAt, http.sendAsync(httpRequest, HttpResponse.BodyHandlers.ofByteArray()));
+    }
+
+    /** Waits for one attempt (bounded by the request timeout); true when the outcome is final. */
+    private boolean complete(Sent sent) {
+        Attempts state = sent.state();
+        OutboxRequest request = sent.request();
         Optional<Duration> retryAfter = Optional.empty();
         String problem;
         try {
-            HttpResponse<byte[]> response = http.send(
-                HttpRequests.build(resolved, request, record, state.attempts, config.duration(OutboxSinkConfig.HTTP_REQUEST_TIMEOUT)),
-                HttpResponse.BodyHandlers.ofByteArray());
-            metrics.latency(Duration.between(sent, clock.instant()).toMillis());
+            HttpResponse<byte[]> response = sent.response().get();
+            metrics.latency(Duration.between(sent.sentAt(), clock.instant()).toMillis());
             int status = response.statusCode();
             state.lastStatus = status;
             state.lastDigest = HttpRequests.sha256Hex(response.body());
@@ -185,24 +218,25 @@ public final class OutboxSinkTask extends SinkTask {
                 case DELIVERED -> {
                     metrics.delivered();
                     writeReceipt(request, Receipt.Outcome.DELIVERED, state, null);
-                    return Optional.empty();
+                    return true;
                 }
                 case REJECT -> {
                     RejectedRequest why = new RejectedRequest(RejectedRequest.REJECTED_BY_TARGET,
-                        resolved.method() + " " + resolved.target().alias() + request.path() + " returned " + status);
-                    deadLetter(record, request, why, state, HttpRequests.excerpt(response.body(), config.getInt(OutboxSinkConfig.EXCERPT_BYTES)));
-                    return Optional.empty();
+                        sent.resolved().method() + " " + sent.resolved().target().alias() + request.path() + " returned " + status);
+                    deadLetter(sent.record(), request, why, state,
+                        HttpRequests.excerpt(response.body(), config.getInt(OutboxSinkConfig.EXCERPT_BYTES)));
+                    return true;
                 }
                 default -> {
                     retryAfter = RetryPolicy.parseRetryAfter(response.headers().firstValue("Retry-After").orElse(null), clock.instant());
                     problem = "returned " + status;
                 }
             }
-        } catch (IOException e) {  // connection refused or reset, timeout (HttpTimeoutException)
-            metrics.latency(Duration.between(sent, clock.instant()).toMillis());
+        } catch (ExecutionException e) {  // connection refused or reset, timeout (HttpTimeoutException)
+            metrics.latency(Duration.between(sent.sentAt(), clock.instant()).toMillis());
             state.lastStatus = null;
             state.lastDigest = null;
-            problem = "failed: " + e;
+            problem = "failed: " + e.getCause();
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             throw new RetriableException("interrupted while sending " + request.decisionId(), e);
@@ -212,14 +246,14 @@ public final class OutboxSinkTask extends SinkTask {
         if (!policy.withinBudget(state.firstAttemptAt, now, wait)) {
             RejectedRequest why = new RejectedRequest(RejectedRequest.RETRIES_EXHAUSTED, "gave up after " + state.attempts
                 + " attempts over " + Duration.between(state.firstAttemptAt, now).toSeconds() + " s; the last one " + problem);
-            deadLetter(record, request, why, state, null);
-            return Optional.empty();
+            deadLetter(sent.record(), request, why, state, null);
+            return true;
         }
         metrics.retried();
         state.nextAttemptAt = now.plus(wait);
         log.debug("outbox request {} to {} {}; attempt {} in {} ms", request.decisionId(), request.target(), problem,
             state.attempts + 1, wait.toMillis());
-        return Optional.of(state.nextAttemptAt);
+        return false;
     }
 
     private void deadLetter(SinkRecord record, OutboxRequest request, RejectedRequest why, Attempts state, String excerpt) {
@@ -292,6 +326,11 @@ public final class OutboxSinkTask extends SinkTask {
         if (receipts != null) {
             receipts.close(Duration.ofSeconds(30));
         }
+    }
+
+    /** One attempt in flight. */
+    record Sent(SinkRecord record, Coordinates where, OutboxRequest request, Targets.Resolved resolved, Attempts state,
+                Instant sentAt, CompletableFuture<HttpResponse<byte[]>> response) {
     }
 
     record Coordinates(TopicPartition partition, long offset) {
