@@ -4,7 +4,7 @@ One run, one machine: starts an embedded stack in a temporary home and the refer
 receiver in its own process, then measures
 
 * the receiver's ceiling: a plain load generator (keep-alive HTTP/1.1 clients, unique
-  Idempotency-Keys, no Kafka) with 1 and with 4 connections;
+  Idempotency-Keys, no Kafka) with 1 and with 8 connections (the sink keeps up to 8 in flight per task);
 * the outbox sink draining a pre-filled ``outbox.requests`` topic (3 partitions) with
   tasks.max = 1 and 3: from the first to the last request the receiver saw.
 
@@ -134,7 +134,7 @@ def main() -> None:
         receiver, url = start_receiver(Path(tmp) / "receiver.sqlite")
         try:
             endpoints = stack.up()
-            for connections in (1, 4):
+            for connections in (1, 8):
                 rate = ceiling(url, args.requests, connections)
                 rows.append((f"receiver ceiling, load generator, {connections} connection(s)", args.requests, "", rate))
             for tasks in (1, 3):

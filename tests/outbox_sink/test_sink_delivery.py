@@ -12,6 +12,7 @@ import time
 from collections import defaultdict
 
 import pytest
+from confluent_kafka import Producer
 
 from outbox_sink import ReferenceReceiver
 from tests.kafka_helpers import create_topic, read_all, unique
@@ -224,3 +225,22 @@ def test_a_timed_out_request_the_api_did_apply_is_retried_with_the_same_key_and_
     tries = [d for d in receiver.deliveries() if d.idempotency_key == request.decision_id]
     assert len(tries) >= 2 and tries[-1].replayed, "the retry must be answered from the stored first application"
     assert [a.idempotency_key for a in receiver.applied()] == [request.decision_id]
+
+
+def test_a_value_that_is_not_an_outbox_request_is_dead_lettered_and_the_key_goes_on(
+    outbox_sink: SinkFactory, receiver: ReferenceReceiver
+) -> None:
+    sink = outbox_sink(**FAST_RETRIES)
+    producer = Producer({"bootstrap.servers": sink.endpoints.bootstrap_servers, "enable.idempotence": True})
+    producer.produce(sink.requests_topic, key=b"pay-junk", value=b'{"not": "avro"}')
+    producer.flush(30)
+    after = make_request(0, "pay-junk")
+    sink.emit([after])
+
+    receipts = sink.receipts().wait_for([after.decision_id], WAIT)
+
+    assert receipts[after.decision_id].outcome == "DELIVERED"
+    [dead] = read_dead_letters(sink.endpoints.bootstrap_servers, sink.dlq_topic, expect=1)
+    assert (dead.key, dead.value) == (b"pay-junk", b'{"not": "avro"}')
+    assert dead.headers["ikkai.dlq.error_class"] == "undecodable"
+    assert sink.task_states() == ["RUNNING"]
