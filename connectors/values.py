@@ -27,7 +27,8 @@ def merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any
 
 
 def parse_set(assignments: Iterable[str], bundle: str) -> dict[str, Any]:
-    """``a.b=3`` → ``{"a": {"b": 3}}``; the value is read as a YAML scalar (3 is a number, true a boolean)."""
+    """``a.b=3`` → ``{"a": {"b": 3}}``; the value is read as YAML (3 is a number, true a boolean,
+    ``[{name: payments, key: payment_id}]`` a list); mappings and what YAML cannot read stay strings."""
     result: dict[str, Any] = {}
     for assignment in assignments:
         key, sep, raw = assignment.partition("=")
@@ -37,7 +38,7 @@ def parse_set(assignments: Iterable[str], bundle: str) -> dict[str, Any]:
             value = yaml.safe_load(raw) if raw.strip() else ""
         except yaml.YAMLError:
             value = raw
-        if isinstance(value, (dict, list)):
+        if isinstance(value, dict):  # "a: b" or "{x}" is text someone typed, not a mapping
             value = raw
         node = result
         *parents, leaf = key.strip().split(".")

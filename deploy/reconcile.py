@@ -137,7 +137,7 @@ class Reconciler:
         plugins = {}
         for cls in sorted({c.connector_class for c in rendered.connectors if c.connector_class}):
             if cls not in kinds:
-                plugins[cls] = PluginInfo(kind="unknown")  # validation will say the class is missing
+                plugins[cls] = PluginCatalog().info(cls)  # judged by its name; validation reports it missing
                 continue
             defs = self.client.plugin_config_defs(cls)
             passwords = frozenset(d["name"] for d in defs if d.get("type") == "PASSWORD")

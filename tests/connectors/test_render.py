@@ -126,3 +126,16 @@ def test_set_parses_scalars_and_rejects_garbage(make_bundle: BundleFactory, tmp_
     assert rendered.connectors[0].config["tasks.max"] == "4"
     with pytest.raises(BundleError, match="is not key=value"):
         render_bundle(load_bundle(folder), "dev", ["tasks_max"])
+
+
+def test_set_accepts_yaml_lists_for_list_values() -> None:
+    from connectors.values import parse_set
+
+    assert parse_set(["tables=[{name: payments, key: payment_id}]", "db.port=5433", "x=a: b", "y={z}"], "b") == {
+        "tables": [{"name": "payments", "key": "payment_id"}],
+        "db": {"port": 5433},
+        "x": "a: b",
+        "y": "{z}",
+    }
+    rendered = render_bundle(load_bundle(SHIPPED / "postgres-cdc"), "dev", ["tables=[{name: orders, key: order_id}]"])
+    assert rendered.connectors[0].config["transforms.key_orders.field"] == "order_id"
