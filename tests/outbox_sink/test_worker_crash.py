@@ -64,7 +64,7 @@ def test_a_worker_killed_mid_flight_loses_nothing_and_applies_each_once(
         # A killed consumer's group membership must lapse before the restarted task gets its partitions.
         extra={"consumer.override.session.timeout.ms": "10000", "consumer.override.heartbeat.interval.ms": "2000"},
     )
-    receiver.faults(delay_s=0.02)  # slow enough that the kill lands mid-flight
+    receiver.faults(delay_s=0.1)  # slow enough (8 in flight: ~80 a second) that the kill lands mid-flight
     requests = [make_request(i, f"pay-{i % 20}") for i in range(REQUESTS)]
     sink.emit(requests)
 

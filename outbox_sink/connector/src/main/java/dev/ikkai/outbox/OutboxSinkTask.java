@@ -19,6 +19,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.Function;
 
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
@@ -62,6 +63,7 @@ public final class OutboxSinkTask extends SinkTask {
     static final String USER_AGENT = "ikkai-outbox-sink/" + OutboxSinkConnector.VERSION;
 
     private final Clock clock;
+    private final Function<Map<String, Object>, Producer<byte[], byte[]>> producers;
     private OutboxSinkConfig config;
     private Map<String, Target> targets;
     private RetryPolicy policy;
@@ -78,11 +80,13 @@ public final class OutboxSinkTask extends SinkTask {
     private final Set<Coordinates> finished = new HashSet<>();
 
     public OutboxSinkTask() {
-        this(Clock.systemUTC());
+        this(Clock.systemUTC(), KafkaProducer::new);
     }
 
-    OutboxSinkTask(Clock clock) {
+    /** For tests: another clock, and a producer for receipts that is not a real one. */
+    OutboxSinkTask(Clock clock, Function<Map<String, Object>, Producer<byte[], byte[]>> producers) {
         this.clock = clock;
+        this.producers = producers;
     }
 
     @Override
@@ -108,7 +112,7 @@ public final class OutboxSinkTask extends SinkTask {
             .version(HttpClient.Version.HTTP_1_1)
             .build();
         receiptsTopic = config.getString(OutboxSinkConfig.RECEIPTS_TOPIC);
-        receipts = new KafkaProducer<>(config.receiptProducerConfig());
+        receipts = producers.apply(config.receiptProducerConfig());
         metrics = new OutboxMetrics(context.pluginMetrics());
         log.info("outbox sink task started; targets {}", targets.values());
     }
