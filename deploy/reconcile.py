@@ -20,6 +20,7 @@ from connectors.lint import Finding, PluginCatalog, PluginInfo, lint_bundle, req
 from connectors.render import RenderedBundle
 from connectors.secrets import REDACTED, is_placeholder, secret_keys
 from deploy.connect_rest import ConnectClient, ConnectRestError
+from deploy.health import failure, reached, trace_summary
 from deploy.plan import (
     CONNECT_STATE,
     CREATE,
@@ -88,31 +89,6 @@ class ApplyResult:
 
     def as_dict(self) -> dict[str, Any]:
         return {"plan": self.plan.as_dict(), "written": self.written, "deleted": self.deleted, "states": self.states}
-
-
-def reached(target: str, status: Mapping[str, Any]) -> bool:
-    """True when the connector and all its tasks are in Connect's state for ``target``."""
-    wanted = CONNECT_STATE[target]
-    connector_state = status.get("connector", {}).get("state")
-    tasks = status.get("tasks") or []
-    if connector_state != wanted:
-        return False
-    if wanted == "STOPPED":
-        return not tasks
-    if wanted == "PAUSED":  # a connector paused before its tasks started may have none yet
-        return all(t.get("state") == wanted for t in tasks)
-    return bool(tasks) and all(t.get("state") == wanted for t in tasks)
-
-
-def failure(status: Mapping[str, Any]) -> tuple[str, str] | None:
-    """(state, trace) of the connector or its first failed task, when something FAILED."""
-    connector = status.get("connector", {})
-    if connector.get("state") == "FAILED":
-        return "FAILED", str(connector.get("trace", ""))
-    for task in status.get("tasks") or []:
-        if task.get("state") == "FAILED":
-            return f"FAILED (task {task.get('id')})", str(task.get("trace", ""))
-    return None
 
 
 class Reconciler:
@@ -331,6 +307,20 @@ class Reconciler:
     def status(self, rendered: RenderedBundle) -> list[dict[str, Any]]:
         live = self.live()
         names = sorted({c.name for c in rendered.connectors} | {n for n in live if n.startswith(rendered.owner_prefix)})
+        # A trace may quote a config value (a JDBC URL, say): literal secrets are cut out of it.
+        hidden = [
+            v
+            for c in rendered.connectors
+            for k in secret_keys(c.config)
+            if (v := c.config[k]) and not is_placeholder(v)
+        ]
+
+        def trace(text: str | None) -> str | None:
+            summary = trace_summary(text)
+            for secret in hidden:
+                summary = summary.replace(secret, REDACTED) if summary else summary
+            return summary
+
         rows = []
         for name in names:
             current = live.get(name)
@@ -343,13 +333,13 @@ class Reconciler:
                     "target_state": spec.state if spec else None,
                     "state": current.state if current else "ABSENT",
                     "worker": (current.status.get("connector", {}).get("worker_id") if current else None),
-                    "trace": trace_summary((current.status.get("connector", {}).get("trace")) if current else None),
+                    "trace": trace((current.status.get("connector", {}).get("trace")) if current else None),
                     "tasks": [
                         {
                             "id": t.get("id"),
                             "state": t.get("state"),
                             "worker": t.get("worker_id"),
-                            "trace": trace_summary(t.get("trace")),
+                            "trace": trace(t.get("trace")),
                         }
                         for t in tasks
                     ],
@@ -378,12 +368,3 @@ class Reconciler:
                 self.client.delete_connector(c.name)
                 deleted.append(c.name)
         return deleted
-
-
-def trace_summary(trace: str | None) -> str | None:
-    """The first line of a Java trace and, when there is one, its root cause (the last ``Caused by:``)."""
-    if not trace or not trace.strip():
-        return None
-    lines = [line.strip() for line in trace.strip().splitlines()]
-    causes = [line for line in lines if line.startswith("Caused by:")]
-    return lines[0] + (f" ... {causes[-1]}" if causes else "")

@@ -31,7 +31,7 @@ from urllib.parse import parse_qs, urlsplit
 from deploy import bundle_ops
 from deploy.auto_restart import RestartBackoff
 from deploy.bundle_ops import BundleRequest
-from deploy.reconcile import failure
+from deploy.health import failure
 from ikkai.errors import ConfigError, IkkaiError
 
 TOKEN_VAR = "IKKAI_SERVE_TOKEN"  # noqa: S105 - the variable's name, not a token

@@ -17,7 +17,8 @@ from connectors.errors import BundleError, PolicyViolation
 from deploy import bundle_ops
 from deploy.bundle_ops import BundleRequest
 from deploy.connect_rest import ConnectClient
-from deploy.reconcile import ApplyFailed, ValidationFailed, reached
+from deploy.health import reached
+from deploy.reconcile import ApplyFailed, ValidationFailed
 from deploy.settings import Endpoints
 from tests.deploy.cli_runner import run_ikkai
 from tests.kafka_helpers import read_all

@@ -15,7 +15,7 @@ import yaml
 
 from deploy.auto_restart import RestartBackoff
 from deploy.connect_rest import ConnectClient
-from deploy.reconcile import reached
+from deploy.health import reached
 from deploy.service import ControlPlane, ReconcileLoop, make_server, read_token
 from deploy.settings import Endpoints
 from ikkai.errors import ConfigError
