@@ -108,12 +108,15 @@ def create_outbox_topics(
     partitions: int = 3,
     replication_factor: int = 1,
 ) -> None:
-    """Create the outbox's topics if missing. Receipts are compacted: one (latest) per decision_id is enough."""
+    """Create the outbox's topics if missing.
+
+    Receipts are not compacted although keyed by decision_id: one decision may have a receipt per target.
+    """
     admin = AdminClient({"bootstrap.servers": bootstrap_servers})
     existing = set(admin.list_topics(timeout=30).topics)
     wanted = [
         NewTopic(requests, partitions, replication_factor),
-        NewTopic(receipts, partitions, replication_factor, config={"cleanup.policy": "compact"}),
+        NewTopic(receipts, partitions, replication_factor),
         NewTopic(dlq, 1, replication_factor),
     ]
     missing = [t for t in wanted if t.topic not in existing]

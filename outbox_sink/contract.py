@@ -32,20 +32,28 @@ Outcome = Literal["DELIVERED", "DEAD_LETTERED"]
 
 
 def derive_decision_id(key: str, event_id: str, model_version: str) -> str:
-    """sha-256 hex of (business key, input event id, model version), NUL-separated: never random.
+    """sha-256 hex of (business key, input event id, model version), joined by U+001F: never random.
+
+    The same derivation as the infer job's (spark_jobs.fraud_decisions.decision_id), so a service
+    and the job agree on the id of the same decision.
 
     The same event scored by the same model always yields the same id, so a replay or a
     retried batch produces the same Idempotency-Key and the receiver applies the effect once.
     """
     for name, part in (("key", key), ("event_id", event_id), ("model_version", model_version)):
-        if not part or "\0" in part:
+        if not part or "\x1f" in part:
             raise OutboxRequestError("", name, f"{part!r} cannot be part of a decision id", fix="pass a non-empty id")
-    return hashlib.sha256("\0".join((key, event_id, model_version)).encode()).hexdigest()
+    return hashlib.sha256("\x1f".join((key, event_id, model_version)).encode()).hexdigest()
 
 
 @dataclass(frozen=True)
 class OutboxRequest:
-    """One side effect to perform: ``target`` is an alias from the sink's allow-list, never a URL."""
+    """One side effect to perform: ``target`` is an alias from the sink's allow-list, never a URL.
+
+    The Idempotency-Key is the ``decision_id``, so a decision asks for at most one side effect per
+    target: two requests of one decision to the same API would be applied once (the second is a
+    repeat). Requests of one decision to different targets are separate effects (and receipts).
+    """
 
     decision_id: str
     key: str

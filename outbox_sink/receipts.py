@@ -2,8 +2,10 @@
 
 The sink writes a receipt per final outcome, at least once: after a Connect task restart a
 request may be delivered again (same Idempotency-Key) and receipted again. The reader
-therefore keeps the first receipt per ``decision_id``; a repeat carries the same decision_id,
-outcome and (when the receiver replays its stored answer) the same status and response digest.
+therefore keeps the first receipt per (``decision_id``, ``target``) — one decision may ask one
+side effect of each of several targets — and counts the repeats; a repeat carries the same
+decision_id, outcome and (when the receiver replays its stored answer) the same status and
+response digest.
 """
 
 from __future__ import annotations
@@ -44,8 +46,8 @@ class ReceiptReader:
             "isolation.level": "read_committed",
         })  # fmt: skip
         self._consumer.subscribe([topic])
-        self.seen: dict[str, Receipt] = {}  # first receipt per decision_id
-        self.duplicates = 0  # receipts for a decision_id already seen (redeliveries after a restart)
+        self.seen: dict[tuple[str, str], Receipt] = {}  # first receipt per (decision_id, target)
+        self.duplicates = 0  # receipts already seen (redeliveries after a restart)
 
     def poll(self, timeout_s: float = 1.0) -> list[Receipt]:
         """Receipts that arrived within ``timeout_s``; only the first per decision_id is returned."""
@@ -60,20 +62,35 @@ class ReceiptReader:
             if value is None:
                 continue
             receipt = decode_receipt(value, self._codec)
-            if receipt.decision_id in self.seen:
+            if (receipt.decision_id, receipt.target) in self.seen:
                 self.duplicates += 1
                 continue
-            self.seen[receipt.decision_id] = receipt
+            self.seen[receipt.decision_id, receipt.target] = receipt
             fresh.append(receipt)
         return fresh
 
     def wait_for(self, decision_ids: Iterable[str], timeout_s: float) -> dict[str, Receipt]:
-        """Poll until every id has a receipt or ``timeout_s`` passed; returns those found."""
+        """Poll until every id has a receipt or ``timeout_s`` passed; the first receipt of each id found."""
         wanted = set(decision_ids)
         deadline = time.monotonic() + timeout_s
-        while not wanted <= self.seen.keys() and time.monotonic() < deadline:
+        while not wanted <= self._decisions() and time.monotonic() < deadline:
             self.poll(0.5)
-        return {d: self.seen[d] for d in wanted if d in self.seen}
+        found: dict[str, Receipt] = {}
+        for (decision_id, _), receipt in self.seen.items():
+            if decision_id in wanted:
+                found.setdefault(decision_id, receipt)
+        return found
+
+    def wait_for_targets(self, wanted: Iterable[tuple[str, str]], timeout_s: float) -> dict[tuple[str, str], Receipt]:
+        """Like ``wait_for`` for decisions with several side effects: by (decision_id, target)."""
+        pairs = set(wanted)
+        deadline = time.monotonic() + timeout_s
+        while not pairs <= self.seen.keys() and time.monotonic() < deadline:
+            self.poll(0.5)
+        return {p: self.seen[p] for p in pairs if p in self.seen}
+
+    def _decisions(self) -> set[str]:
+        return {decision_id for decision_id, _ in self.seen}
 
     def close(self) -> None:
         self._consumer.close()

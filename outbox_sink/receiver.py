@@ -3,8 +3,9 @@
 It does what a well-behaved idempotent API does: the first request with a given
 ``Idempotency-Key`` is applied (persisted in SQLite, so a restart remembers it) and answered
 ``201``; every later request with that key is answered with the *stored* response and
-applies nothing. It accepts any path under its base URL, so one receiver can stand for
-several target aliases (``/payments/...``, ``/notifications/...``).
+applies nothing. One receiver stands for several APIs, one per first path segment
+(``/payments/...``, ``/notifications/...``), each with its own key space, as separate services
+have: one decision may hold a payment and send a notification under the same key.
 
 It can be told to misbehave, from Python (``receiver.faults(...)``) or over HTTP
 (``POST /_ikkai/faults`` with the same names as JSON):
@@ -44,6 +45,7 @@ class Applied:
     """One side effect the receiver performed (exactly one per Idempotency-Key)."""
 
     seq: int
+    api: str  # the first path segment: which API applied it
     idempotency_key: str
     method: str
     path: str
@@ -86,9 +88,9 @@ class ReferenceReceiver:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS applied ("
-            " seq INTEGER PRIMARY KEY AUTOINCREMENT, idempotency_key TEXT NOT NULL UNIQUE,"
+            " seq INTEGER PRIMARY KEY AUTOINCREMENT, api TEXT NOT NULL, idempotency_key TEXT NOT NULL,"
             " method TEXT NOT NULL, path TEXT NOT NULL, body BLOB NOT NULL, headers TEXT NOT NULL,"
-            " status INTEGER NOT NULL, response BLOB NOT NULL)"
+            " status INTEGER NOT NULL, response BLOB NOT NULL, UNIQUE (api, idempotency_key))"
         )
         self._server = _QuietServer((HOST, port), _handler_for(self))
         self._server.daemon_threads = True
@@ -155,9 +157,9 @@ class ReferenceReceiver:
     def applied(self) -> list[Applied]:
         with self._lock:
             rows = self._db.execute(
-                "SELECT seq, idempotency_key, method, path, body, headers FROM applied ORDER BY seq"
+                "SELECT seq, api, idempotency_key, method, path, body, headers FROM applied ORDER BY seq"
             ).fetchall()
-        return [Applied(r[0], r[1], r[2], r[3], bytes(r[4]), json.loads(r[5])) for r in rows]
+        return [Applied(r[0], r[1], r[2], r[3], r[4], bytes(r[5]), json.loads(r[6])) for r in rows]
 
     def deliveries(self) -> list[Delivery]:
         with self._lock:
@@ -195,15 +197,18 @@ class ReferenceReceiver:
                 return 429, {"Retry-After": str(f.retry_after_s)}, _error("slow down"), False
             if key in f.reject_keys:
                 return f.reject_status, {}, _error(f"request {key} is invalid: amount must be positive"), False
-            row = self._db.execute("SELECT status, response FROM applied WHERE idempotency_key = ?", (key,)).fetchone()
+            api = path.lstrip("/").split("/", 1)[0].split("?", 1)[0]
+            row = self._db.execute(
+                "SELECT status, response FROM applied WHERE api = ? AND idempotency_key = ?", (api, key)
+            ).fetchone()
             if row is not None:
                 return int(row[0]), {}, bytes(row[1]), True
             response = json.dumps({"applied": True, "idempotency_key": key, "path": path}, sort_keys=True).encode()
             kept = {k: v for k, v in headers.items() if k not in {"host", "content-length", "connection"}}
             self._db.execute(
-                "INSERT INTO applied (idempotency_key, method, path, body, headers, status, response)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (key, method, path, body, json.dumps(kept, sort_keys=True), 201, response),
+                "INSERT INTO applied (api, idempotency_key, method, path, body, headers, status, response)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (api, key, method, path, body, json.dumps(kept, sort_keys=True), 201, response),
             )
             return 201, {}, response, False
 

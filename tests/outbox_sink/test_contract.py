@@ -34,7 +34,7 @@ def test_parts_cannot_be_empty_or_ambiguous() -> None:
     with pytest.raises(OutboxRequestError):
         derive_decision_id("", "evt-1", "fraud@1")
     with pytest.raises(OutboxRequestError):
-        derive_decision_id("pay\0evt", "1", "fraud@1")
+        derive_decision_id("pay\x1fevt", "1", "fraud@1")
 
 
 def test_a_request_round_trips_through_single_object_encoding() -> None:
@@ -70,3 +70,9 @@ def test_receipts_decode_from_what_the_sink_writes() -> None:
     encoded = default_codec().encode("outbox_receipt", receipt.to_record())
     assert decode_receipt(encoded) == receipt
     assert decode_receipt(encoded).delivered
+
+
+def test_decision_ids_match_the_infer_jobs() -> None:
+    from spark_jobs.fraud_decisions import decision_id
+
+    assert derive_decision_id("pay-1", "evt-1", "fraud@1") == decision_id("pay-1", "evt-1", "fraud@1")

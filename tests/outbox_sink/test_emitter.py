@@ -10,7 +10,7 @@ NOWHERE = "127.0.0.1:9"  # nothing listens: these checks fail before anything is
 
 
 def test_an_idempotent_emitter_refuses_own_output_and_transactions() -> None:
-    emitter = OutboxEmitter(NOWHERE)
+    emitter = OutboxEmitter(NOWHERE, producer_config={"log_level": 0})  # quiet: nothing listens there
     assert not emitter.transactional
     with pytest.raises(OutboxDeliveryError) as caught:
         emitter.produce("decisions.fraud", b"pay-1", b"x")

@@ -71,3 +71,12 @@ def test_faults_can_be_set_over_http(receiver: ReferenceReceiver) -> None:
     assert [
         a["idempotency_key"] for a in json.loads(requests.get(receiver.url + "/_ikkai/applied", timeout=10).text)
     ] == ["d-8"]
+
+
+def test_each_api_has_its_own_key_space(receiver: ReferenceReceiver) -> None:
+    # One decision may hold a payment and send a notification, both under its decision_id.
+    assert post(receiver, "d-1", "/payments/holds/1").status_code == 201
+    assert post(receiver, "d-1", "/notifications/n/1").status_code == 201
+    assert post(receiver, "d-1", "/notifications/n/1").status_code == 201
+    assert [(a.api, a.idempotency_key) for a in receiver.applied()] == [("payments", "d-1"), ("notifications", "d-1")]
+    assert [d.replayed for d in receiver.deliveries()] == [False, False, True]

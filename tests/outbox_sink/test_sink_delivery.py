@@ -10,6 +10,7 @@ import hashlib
 import json
 import time
 from collections import defaultdict
+from dataclasses import replace
 
 import pytest
 from confluent_kafka import Producer
@@ -244,3 +245,23 @@ def test_a_value_that_is_not_an_outbox_request_is_dead_lettered_and_the_key_goes
     assert (dead.key, dead.value) == (b"pay-junk", b'{"not": "avro"}')
     assert dead.headers["ikkai.dlq.error_class"] == "undecodable"
     assert sink.task_states() == ["RUNNING"]
+
+
+def test_one_decision_with_two_side_effects_gets_both_applied_and_two_receipts(
+    outbox_sink: SinkFactory, receiver: ReferenceReceiver
+) -> None:
+    sink = outbox_sink(**FAST_RETRIES)
+    hold = make_request(0, "pay-held")
+    notify = replace(hold, target="notifications-api", path="/notify/pay-held")  # same decision, same key
+    sink.emit([hold, notify])
+
+    receipts = sink.receipts().wait_for_targets(
+        [(hold.decision_id, "payments-api"), (hold.decision_id, "notifications-api")], WAIT
+    )
+
+    assert {target: r.outcome for (_, target), r in receipts.items()} == {
+        "payments-api": "DELIVERED", "notifications-api": "DELIVERED",
+    }  # fmt: skip
+    assert sorted((a.api, a.idempotency_key) for a in receiver.applied()) == [
+        ("notifications", hold.decision_id), ("payments", hold.decision_id),
+    ]  # fmt: skip
