@@ -43,3 +43,16 @@ def test_only_complete_builds_of_the_current_sources_are_used(tmp_path: Path) ->
     assert built_plugin_dirs(tmp_path) == []
     (entry / COMPLETE).write_text("")
     assert built_plugin_dirs(tmp_path) == [entry]
+
+
+@pytest.mark.integration  # runs Maven and the JUnit tests (no stack)
+def test_the_outbox_plugin_builds_into_a_folder_with_only_what_the_worker_lacks(tmp_path: Path) -> None:
+    """A real Maven build (JUnit tests included) into an empty jars folder, as on a clean clone."""
+    [entry] = lp.ensure_local_plugins(tmp_path)
+    jars = sorted(p.name for p in (entry / lp.OUTBOX_SINK.name).glob("*.jar"))
+    assert "ikkai-outbox-sink-0.1.0.jar" in jars
+    assert any(name.startswith("avro-") for name in jars)
+    provided = ("connect-api", "kafka-clients", "slf4j", "log4j")
+    assert not [name for name in jars if name.startswith(provided)], "the worker provides these; two copies conflict"
+    assert lp.built_plugin_dirs(tmp_path) == [entry]
+    assert lp.ensure_local_plugins(tmp_path) == [entry]  # built once per source fingerprint
