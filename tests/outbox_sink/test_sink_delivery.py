@@ -265,3 +265,19 @@ def test_one_decision_with_two_side_effects_gets_both_applied_and_two_receipts(
     assert sorted((a.api, a.idempotency_key) for a in receiver.applied()) == [
         ("notifications", hold.decision_id), ("payments", hold.decision_id),
     ]  # fmt: skip
+
+
+def test_tracing_headers_reach_the_api(outbox_sink: SinkFactory, receiver: ReferenceReceiver) -> None:
+    sink = outbox_sink(**FAST_RETRIES)
+    traced = make_request(0, "pay-traced")
+    traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    with sink.emitter() as emitter:
+        emitter.emit(traced, headers={"traceparent": traceparent})
+
+    sink.receipts().wait_for([traced.decision_id], WAIT)
+
+    [applied] = receiver.applied()
+    assert applied.headers["traceparent"] == traceparent  # from the Kafka record's headers
+    assert applied.headers["x-ikkai-decision-id"] == traced.decision_id
+    assert applied.headers["x-ikkai-source"].startswith(sink.requests_topic + "/")
+    assert applied.headers["x-ikkai-attempt"] == "1"
