@@ -7,6 +7,8 @@ allow-listed HTTP target with ``Idempotency-Key: <decision_id>`` and writes a ``
 payments and notification APIs in the demo and the tests.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from outbox_sink.connector_config import TargetAlias, create_outbox_topics, outbox_sink_config
 from outbox_sink.contract import (
     DLQ_TOPIC,
@@ -19,7 +21,9 @@ from outbox_sink.contract import (
 from outbox_sink.emitter import OutboxEmitter
 from outbox_sink.errors import OutboxDeliveryError, OutboxError, OutboxRequestError, ReceiptReadError
 from outbox_sink.receipts import ReceiptReader, decode_receipt
-from outbox_sink.receiver import ReferenceReceiver
+
+if TYPE_CHECKING:
+    from outbox_sink.receiver import ReferenceReceiver
 
 __all__ = [
     "DLQ_TOPIC",
@@ -40,3 +44,12 @@ __all__ = [
     "derive_decision_id",
     "outbox_sink_config",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # Imported on first use, so `python -m outbox_sink.receiver` does not find its module already imported.
+    if name == "ReferenceReceiver":
+        from outbox_sink.receiver import ReferenceReceiver
+
+        return ReferenceReceiver
+    raise AttributeError(f"module 'outbox_sink' has no attribute {name!r}")
