@@ -83,9 +83,20 @@ def _has_leader(client: Any, topic: str) -> bool:
 
 
 def read_markers(
-    bootstrap: str, app: str, query: str, *, topic: str = COMMITS_TOPIC, deadline_s: float = 120.0
+    bootstrap: str,
+    app: str,
+    query: str,
+    *,
+    topic: str = COMMITS_TOPIC,
+    deadline_s: float = 120.0,
+    wait_for_open_transactions: bool = True,
 ) -> dict[int, CommitMarker]:
-    """The newest committed marker of every partition of (app, query), as read_committed sees it."""
+    """The newest committed marker of every partition of (app, query), as read_committed sees it.
+
+    A writer deciding whether to skip must wait for open transactions (the default). The
+    driver's layout check must not: a killed job's open transaction is only fenced when the
+    restarted job's tasks run, so waiting for it there would stall the restart.
+    """
     codec = default_codec()
     consumer = Consumer({
         "bootstrap.servers": bootstrap,
@@ -115,7 +126,7 @@ def read_markers(
             if error.code() != KafkaError._PARTITION_EOF:
                 raise CommitMarkerError(topic, f"reading failed: {error.str()}", fix="check that the topic exists")
             _, high = consumer.get_watermark_offsets(TopicPartition(topic, COMMITS_PARTITION), timeout=10, cached=False)
-            if message.offset() >= high:  # no open transaction left on the topic
+            if not wait_for_open_transactions or message.offset() >= high:  # no open transaction left
                 return markers
         raise CommitMarkerError(
             topic,

@@ -7,8 +7,9 @@ customer; ``review`` → put the payment on the payments-api review queue; ``app
 A value that does not decode becomes a DeadLetter on the DLQ topic instead of stopping the job.
 
 Everything is a function of the input bytes, the model artifact and the feature snapshots:
-``decision_id`` = sha-256 of (payment_id, event_id, model_version), timestamps are event
-times, JSON bodies are canonical. The same input always gives the same output bytes.
+``decision_id`` = sha-256 of (payment_id, event_id, model_version), timestamps inside the
+records are event times, JSON bodies are canonical. The same input always gives the same keys
+and values (the Kafka record timestamp is the write time, see ``WRITE_TIME``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,11 @@ OUTPUT_SCHEMA = (
     "topic string, key binary, value binary, timestamp long, input_partition int, input_offset long, seq int"
 )
 ORDER_BY = ("input_partition", "input_offset", "seq")
+# Kafka record timestamps stay the write time (CreateTime), not the event time: retention is
+# judged by record timestamps, so replaying last month's events with event-time timestamps
+# would have the broker delete the output right after writing it. Keys and values are the
+# deterministic content; the event time travels inside the value.
+WRITE_TIME = None
 
 
 @dataclass(frozen=True)
@@ -116,12 +122,10 @@ def decide(
             }
             key = payment["payment_id"].encode()
             where = (int(source.partition), int(source.offset))
-            out.append(
-                (topics.decisions, key, codec.encode("fraud_decision", decision), payment["event_time"], *where, 0)
-            )
+            out.append((topics.decisions, key, codec.encode("fraud_decision", decision), WRITE_TIME, *where, 0))
             for seq, request in enumerate(outbox_requests(decision, payment["customer_id"]), start=1):
                 encoded = codec.encode("outbox_request", request)
-                out.append((topics.outbox, key, encoded, payment["event_time"], *where, seq))
+                out.append((topics.outbox, key, encoded, WRITE_TIME, *where, seq))
     columns = ["topic", "key", "value", "timestamp", "input_partition", "input_offset", "seq"]
     frame_out = pd.DataFrame(out, columns=columns)
     return frame_out.astype(

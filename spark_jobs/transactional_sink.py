@@ -26,7 +26,10 @@ How it stays exactly-once (DESIGN.md, "Exactly-once from Spark to Kafka"):
 marker read of other partitions) stall behind a writer that died mid-transaction and never comes
 back; a restarted writer fences it at once. It must exceed the time one partition of one batch
 takes to write and commit, or the broker aborts healthy transactions: keep batches small enough
-(``maxOffsetsPerTrigger``) to write in well under a minute.
+(``maxOffsetsPerTrigger``) to write in well under a minute. A task's marker read waits until no
+transaction is open on ``_ikkai.commits``; after a crash, the dead job's open transactions are
+fenced by the restarted job's tasks of the same partitions, so run at least as many task slots as
+partitions, or the first batch after a crash may wait up to ``transaction.timeout.ms``.
 """
 
 from __future__ import annotations
@@ -168,7 +171,10 @@ def check_layout(config: SinkConfig) -> None:
                 f"has {count} partitions but the job writes {config.partitions}",
                 fix="give every output topic the job's partition count; a changed layout needs a new query name",
             )
-    for marker in read_markers(config.bootstrap_servers, config.app, config.query, topic=config.commits_topic).values():
+    markers = read_markers(
+        config.bootstrap_servers, config.app, config.query, topic=config.commits_topic, wait_for_open_transactions=False
+    )
+    for marker in markers.values():
         if marker.partitions != config.partitions:
             raise CommitMarkerError(
                 config.commits_topic,

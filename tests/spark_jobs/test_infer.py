@@ -7,6 +7,8 @@ decisions and outbox records byte for byte, as read_committed consumers see them
 
 from __future__ import annotations
 
+import random
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -77,3 +79,87 @@ def test_one_decision_per_event_consistent_with_the_outbox(
     expected = {"hold": 2, "review": 1, "approve": 0}
     assert all(per_decision.get(i, 0) == expected[d["action"]] for i, d in by_id.items())
     assert {d["action"] for d in decisions} == {"hold", "review", "approve"}  # the test data exercises all three
+
+
+def test_replay_into_fresh_topics_is_byte_identical(
+    bootstrap: str, payments: tuple[str, list[dict[str, object]]], reference: tuple[Partitioned, Partitioned],
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    topics = outputs(bootstrap, payments[0])
+    run_to_end(bootstrap, topics, tmp_path, unique("replay"))  # one big batch: other batch boundaries, same bytes
+    assert by_partition(bootstrap, topics.decisions) == reference[0]
+    assert by_partition(bootstrap, topics.outbox) == reference[1]
+
+
+def test_kill_9_at_random_moments_then_restart(
+    bootstrap: str, payments: tuple[str, list[dict[str, object]]], reference: tuple[Partitioned, Partitioned],
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    seed = random.randrange(1 << 30)  # noqa: S311 - chaos timing, not cryptography
+    rng = random.Random(seed)  # noqa: S311
+    topics, query, kills = outputs(bootstrap, payments[0]), unique("chaos"), 0
+    for _ in range(7):
+        job = InferProcess(bootstrap, topics, tmp_path, query, "--max-offsets-per-trigger", str(BATCH // 2))
+        if not job.wait_for_batches(rng.choice((0, 1, 1, 2))):
+            assert job.wait() == 0, job.tail()
+            break
+        time.sleep(rng.uniform(0.0, 2.0))  # the random moment: mid-batch, mid-transaction, or between batches
+        job.kill()
+        kills += 1
+    run_to_end(bootstrap, topics, tmp_path, query, "--max-offsets-per-trigger", str(BATCH // 2))
+    assert kills == 7, f"the job finished after {kills} kills (seed {seed}); feed it more events"
+    assert by_partition(bootstrap, topics.decisions) == reference[0], f"seed {seed}"
+    assert by_partition(bootstrap, topics.outbox) == reference[1], f"seed {seed}"
+
+
+def crash_between_kafka_commit_and_checkpoint(bootstrap: str, topics: InferTopics, checkpoint: Path, mode: str) -> int:
+    """SIGKILL the job right after batches 1, 4 and 7 reached Kafka, before Spark checkpointed them."""
+    query, crashes = unique(mode), 0
+    points = (1, 4, 7) if mode == "exactly-once" else (1,)
+    for batch in points:
+        job = InferProcess(bootstrap, topics, checkpoint, query, "--mode", mode, "--max-offsets-per-trigger",
+                           str(BATCH), "--crash-after-batch", str(batch))  # fmt: skip
+        job.wait()
+        assert f"SIGKILL after batch {batch}" in "".join(job.log), job.tail()
+        crashes += 1
+    run_to_end(bootstrap, topics, checkpoint, query, "--mode", mode, "--max-offsets-per-trigger", str(BATCH))
+    return crashes
+
+
+def test_crash_after_the_kafka_commit_changes_nothing(
+    bootstrap: str, payments: tuple[str, list[dict[str, object]]], reference: tuple[Partitioned, Partitioned],
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    topics = outputs(bootstrap, payments[0])
+    assert crash_between_kafka_commit_and_checkpoint(bootstrap, topics, tmp_path, "exactly-once") == 3
+    assert by_partition(bootstrap, topics.decisions) == reference[0]
+    assert by_partition(bootstrap, topics.outbox) == reference[1]
+
+
+def test_the_same_crash_duplicates_decisions_at_least_once(
+    bootstrap: str, payments: tuple[str, list[dict[str, object]]], tmp_path: Path
+) -> None:
+    """The baseline fails the check the exactly-once sink passes: proof the check can fail."""
+    topics = outputs(bootstrap, payments[0])
+    crash_between_kafka_commit_and_checkpoint(bootstrap, topics, tmp_path, "at-least-once")
+    codec = default_codec()
+    events = Counter(
+        codec.decode("fraud_decision", v)["event_id"] for _, v in flat(by_partition(bootstrap, topics.decisions))
+    )
+    assert set(events) == {str(p["event_id"]) for p in payments[1]}
+    assert sum(n - 1 for n in events.values()) >= BATCH // 2  # batch 1 was written twice
+
+
+def test_two_instances_at_once_write_each_decision_once(
+    bootstrap: str, payments: tuple[str, list[dict[str, object]]], reference: tuple[Partitioned, Partitioned],
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    topics, query = outputs(bootstrap, payments[0]), unique("twins")
+    twins = [
+        InferProcess(bootstrap, topics, tmp_path, query, "--max-offsets-per-trigger", str(BATCH)) for _ in range(2)
+    ]
+    codes = [job.wait() for job in twins]
+    if 0 not in codes:  # both lost a fencing or checkpoint race: a restart finishes the work
+        run_to_end(bootstrap, topics, tmp_path, query, "--max-offsets-per-trigger", str(BATCH))
+    assert by_partition(bootstrap, topics.decisions) == reference[0]
+    assert by_partition(bootstrap, topics.outbox) == reference[1]
