@@ -63,7 +63,8 @@ def ensure_commits_topic(bootstrap: str, topic: str = COMMITS_TOPIC) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     if topic in admin.list_topics(timeout=30).topics:
         return
-    config = {"cleanup.policy": "compact", "min.compaction.lag.ms": "60000"}
+    # segment.ms: the active segment is never compacted; roll it every 10 minutes so old markers go.
+    config = {"cleanup.policy": "compact", "min.compaction.lag.ms": "60000", "segment.ms": "600000"}
     try:
         admin.create_topics([NewTopic(topic, 1, -1, config=config)])[topic].result(timeout=30)
     except KafkaException as exc:
@@ -80,6 +81,12 @@ def _has_leader(client: Any, topic: str) -> bool:
     metadata = client.list_topics(topic, timeout=10).topics.get(topic)
     return bool(metadata is not None and metadata.error is None and metadata.partitions.get(COMMITS_PARTITION)
                 and metadata.partitions[COMMITS_PARTITION].leader >= 0)  # fmt: skip
+
+
+# Per process: how far _ikkai.commits was read, and the newest marker value of every key up to
+# there. Reading resumes from that position, so a long-running job does not re-read the whole
+# topic per batch and partition. Safe under compaction: it only drops values a newer one replaced.
+_seen: dict[tuple[str, str], tuple[int, dict[bytes, bytes]]] = {}
 
 
 def read_markers(
@@ -102,32 +109,33 @@ def read_markers(
         "bootstrap.servers": bootstrap,
         "group.id": f"_ikkai.commits.reader.{uuid.uuid4().hex}",
         "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",  # a cached position compacted away: read from the start again
         "isolation.level": "read_committed",
         "enable.partition.eof": True,
     })  # fmt: skip
     prefix = f"{app}.{query}.".encode()
-    markers: dict[int, CommitMarker] = {}
+    position, latest = _seen.get((bootstrap, topic), (-2, {}))  # -2: OFFSET_BEGINNING
+    latest = dict(latest)
     give_up_at = time.monotonic() + deadline_s
     try:
         if not _has_leader(consumer, topic):
             raise CommitMarkerError(topic, "the commits topic does not exist", fix="run the sink's prepare() first")
-        consumer.assign([TopicPartition(topic, COMMITS_PARTITION, -2)])  # -2: OFFSET_BEGINNING
+        consumer.assign([TopicPartition(topic, COMMITS_PARTITION, position)])
         while time.monotonic() < give_up_at:
             message: Any = consumer.poll(0.5)
             if message is None:
                 continue
             error = message.error()
             if error is None:
-                key = message.key() or b""
-                if key.startswith(prefix):
-                    marker = CommitMarker.decode(message.value(), codec)
-                    markers[marker.partition] = marker
+                latest[message.key() or b""] = message.value()
                 continue
             if error.code() != KafkaError._PARTITION_EOF:
                 raise CommitMarkerError(topic, f"reading failed: {error.str()}", fix="check that the topic exists")
+            _seen[(bootstrap, topic)] = (message.offset(), latest)
             _, high = consumer.get_watermark_offsets(TopicPartition(topic, COMMITS_PARTITION), timeout=10, cached=False)
             if not wait_for_open_transactions or message.offset() >= high:  # no open transaction left
-                return markers
+                markers = [CommitMarker.decode(v, codec) for k, v in latest.items() if k.startswith(prefix)]
+                return {marker.partition: marker for marker in markers}
         raise CommitMarkerError(
             topic,
             f"a transaction stayed open for more than {deadline_s:.0f}s",
