@@ -7,18 +7,17 @@ Exit codes: 0 ok, 1 error, 3 ``stack status`` found the stack not running.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
 import traceback
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
 from deploy.artifacts import ensure_jars
+from deploy.cli_output import emit, output_option
 from deploy.connect_plugins import ensure_ikkai_plugins
 from deploy.local_plugins import ensure_local_plugins
 from deploy.local_stack import StackStatus
@@ -28,19 +27,7 @@ from deploy.settings import Endpoints, jars_dir
 from deploy.smoke import run_smoke
 from ikkai.errors import IkkaiError
 
-F = TypeVar("F", bound=Callable[..., Any])
 EXIT_NOT_RUNNING = 3
-
-
-def output_option(function: F) -> F:
-    return click.option(
-        "-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
-        help="Result format on stdout.",
-    )(function)  # fmt: skip
-
-
-def emit(data: dict[str, Any], output: str, text: Callable[[dict[str, Any]], str]) -> None:
-    click.echo(json.dumps(data, indent=2, sort_keys=True) if output == "json" else text(data))
 
 
 def endpoints_text(data: dict[str, Any]) -> str:

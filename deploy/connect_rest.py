@@ -132,10 +132,9 @@ class ConnectClient:
                     return response.json() if response.content else None
                 status = response.status_code
                 error = ConnectRestError(method, path, status, _message(response), self.url)
+            retriable = status is None or status in RETRIED_STATUSES  # None: no answer (worker restarting)
             delay = next(delays, None)
-            if (status not in RETRIED_STATUSES and status is not None) or delay is None:
-                raise error
-            if time.monotonic() + delay > deadline:
+            if not retriable or delay is None or time.monotonic() + delay > deadline:
                 raise error
             time.sleep(delay)
 

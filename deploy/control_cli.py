@@ -7,7 +7,6 @@ one mapping to stderr and exit code 1. ``plan`` exits 2 when changes are pending
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +16,7 @@ import click
 
 from deploy import bundle_ops, bundle_output
 from deploy.bundle_ops import BundleRequest
+from deploy.cli_output import emit, output_option
 
 F = TypeVar("F", bound=Callable[..., Any])
 EXIT_CHANGES_PENDING = 2
@@ -27,7 +27,7 @@ def bundle_options(function: F) -> F:
         click.argument("bundle"),
         click.option("--env", "-e", default="dev", show_default=True, help="Environment: values/<env>.yaml."),
         click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a value (repeatable)."),
-        click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True),
+        output_option,
         click.option(
             "--connect-url", help="Kafka Connect REST URL (default: the environment's, from the clusters file)."
         ),
@@ -53,10 +53,6 @@ def _request(
     )
 
 
-def _emit(data: dict[str, Any], output: str, text: Callable[[dict[str, Any]], str]) -> None:
-    click.echo(json.dumps(data, indent=2, sort_keys=True) if output == "json" else text(data))
-
-
 @click.group()
 def bundle() -> None:
     """Connector bundles: render, lint, plan and apply them to an environment's Connect cluster."""
@@ -68,7 +64,7 @@ def render(
     bundle: str, env: str, sets: tuple[str, ...], output: str, connect_url: str | None, clusters: Path | None
 ) -> None:
     """Print each connector's rendered config (secret values redacted)."""
-    _emit(bundle_ops.render_data(_request(bundle, env, sets, connect_url, clusters)), output, bundle_output.render_text)
+    emit(bundle_ops.render_data(_request(bundle, env, sets, connect_url, clusters)), output, bundle_output.render_text)
 
 
 @bundle.command()
@@ -85,7 +81,7 @@ def lint(
 ) -> None:
     """Check the rendered configs against the platform's policy. Exit 1 on an unwaived finding."""
     data = bundle_ops.lint_data(_request(bundle, env, sets, connect_url, clusters), offline=offline)
-    _emit(data, output, bundle_output.lint_text)
+    emit(data, output, bundle_output.lint_text)
     if data["errors"]:
         sys.exit(1)
 
@@ -104,7 +100,7 @@ def plan(
 ) -> None:
     """Render, lint, validate and diff against the live cluster. Exit 2 when changes are pending."""
     data = bundle_ops.plan_data(_request(bundle, env, sets, connect_url, clusters), prune=prune)
-    _emit(data, output, bundle_output.plan_text)
+    emit(data, output, bundle_output.plan_text)
     if not data["valid"]:
         sys.exit(1)
     if data["pending"]:
@@ -127,7 +123,7 @@ def apply(
 ) -> None:
     """Write what drifted, drive target states, wait for RUNNING; roll back on failure."""
     data = bundle_ops.apply_data(_request(bundle, env, sets, connect_url, clusters, timeout), prune=prune)
-    _emit(data, output, bundle_output.apply_text)
+    emit(data, output, bundle_output.apply_text)
 
 
 @bundle.command()
@@ -136,7 +132,7 @@ def status(
     bundle: str, env: str, sets: tuple[str, ...], output: str, connect_url: str | None, clusters: Path | None
 ) -> None:
     """Connectors and tasks of the bundle: state, worker, first line of any trace."""
-    _emit(bundle_ops.status_data(_request(bundle, env, sets, connect_url, clusters)), output, bundle_output.status_text)
+    emit(bundle_ops.status_data(_request(bundle, env, sets, connect_url, clusters)), output, bundle_output.status_text)
 
 
 @bundle.command()
@@ -153,7 +149,7 @@ def restart(
 ) -> None:
     """Restart the bundle's connectors with their tasks."""
     data = bundle_ops.restart_data(_request(bundle, env, sets, connect_url, clusters), failed_only=failed)
-    _emit(data, output, lambda d: "restarted: " + (", ".join(d["restarted"]) or "nothing"))
+    emit(data, output, lambda d: "restarted: " + (", ".join(d["restarted"]) or "nothing"))
 
 
 @bundle.command()
@@ -163,7 +159,7 @@ def delete(
 ) -> None:
     """Delete the bundle's connectors (only those named in the bundle)."""
     data = bundle_ops.delete_data(_request(bundle, env, sets, connect_url, clusters))
-    _emit(data, output, lambda d: "deleted: " + (", ".join(d["deleted"]) or "nothing"))
+    emit(data, output, lambda d: "deleted: " + (", ".join(d["deleted"]) or "nothing"))
 
 
 @click.command()

@@ -9,36 +9,13 @@ import pytest
 
 from deploy.connect_rest import ConnectClient, ConnectRestError
 from deploy.settings import Endpoints
+from tests.connect_helpers import wait_running
 from tests.kafka_helpers import create_topic, read_all, unique
 
 pytestmark = pytest.mark.integration
 
 FILE_SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 FILE_SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
-
-
-def wait_running(client: ConnectClient, name: str, timeout: float = 60) -> dict[str, object]:
-    deadline = time.monotonic() + timeout
-    status: dict[str, object] = {}
-    while time.monotonic() < deadline:
-        try:
-            status = client.connector_status(name)
-        except ConnectRestError as exc:
-            if not exc.not_found:
-                raise
-        else:
-            tasks = status.get("tasks") or []
-            if (
-                status["connector"]["state"] == "RUNNING"
-                and tasks
-                and all(  # type: ignore[index]
-                    t["state"] == "RUNNING"
-                    for t in tasks  # type: ignore[union-attr]
-                )
-            ):
-                return status
-        time.sleep(0.5)
-    raise AssertionError(f"{name} not RUNNING after {timeout}s: {status}")
 
 
 def test_connect_lists_the_filestream_connectors(stack: Endpoints) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaError
 
-from deploy.connect_rest import ConnectClient, ConnectRestError
+from deploy.connect_rest import ConnectClient
 from deploy.settings import Endpoints
 from outbox_sink import (
     OutboxEmitter,
@@ -24,31 +24,10 @@ from outbox_sink import (
     outbox_sink_config,
 )
 from outbox_sink.connector_config import CONNECTOR_CLASS
+from tests.connect_helpers import wait_running
 from tests.kafka_helpers import unique
 
 MODEL = "fraud@test"
-
-
-def wait_running(client: ConnectClient, name: str, timeout: float = 90) -> dict[str, object]:
-    """Connector and every task RUNNING; a FAILED task fails the test at once with its trace."""
-    deadline = time.monotonic() + timeout
-    status: dict[str, object] = {}
-    while time.monotonic() < deadline:
-        try:
-            status = client.connector_status(name)
-        except ConnectRestError as exc:
-            if not exc.not_found:
-                raise
-        else:
-            tasks: list[dict[str, str]] = status.get("tasks") or []  # type: ignore[assignment]
-            failed = [t for t in tasks if t["state"] == "FAILED"]
-            if failed:
-                raise AssertionError(f"{name} task failed: {failed[0].get('trace', '')[:2000]}")
-            connector: dict[str, str] = status["connector"]  # type: ignore[assignment]
-            if connector["state"] == "RUNNING" and tasks and all(t["state"] == "RUNNING" for t in tasks):
-                return status
-        time.sleep(0.5)
-    raise AssertionError(f"{name} not RUNNING after {timeout}s: {status}")
 
 
 def make_request(i: int, key: str, *, target: str = "payments-api", prefix: str = "holds") -> OutboxRequest:

@@ -19,7 +19,8 @@ from deploy.local_stack import CONNECT, LocalStack
 from deploy.prerequisites import check_java
 from deploy.settings import Endpoints, external_endpoints, jars_dir
 from outbox_sink import ReceiptReader, ReferenceReceiver
-from tests.outbox_sink.conftest import deploy_sink, make_request, wait_running
+from tests.connect_helpers import wait_running
+from tests.outbox_sink.conftest import deploy_sink, make_request
 
 pytestmark = pytest.mark.integration
 
