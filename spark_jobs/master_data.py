@@ -1,0 +1,178 @@
+"""Merchant and customer master data: versioned profiles on compacted Kafka topics.
+
+``masterdata.merchants`` and ``masterdata.customers`` hold *versions*, not current values: each
+record is one profile version (Avro ``merchant_profile`` / ``customer_profile``) with the business
+time ``valid_from`` from which it applies. The Kafka key is ``<id>@<valid_from>@<digest>`` (digest =
+the first 12 hex digits of the sha-256 of the value bytes), so
+
+- compaction keeps every distinct version (different keys), and republishing an identical
+  version is a no-op (same key, same value);
+- a correction of a version (same id and valid_from, new content) is a new record with a new
+  key; it does not overwrite the old one, so an event enriched before the correction was
+  published is enriched the same way on replay (the enrich job's as-of join is bitemporal:
+  ``valid_from <= event_time`` and the version's publish time <= the event's ingest time).
+
+The topics are created compacted with ``message.timestamp.type=LogAppendTime``: a version's
+Kafka timestamp is the broker's append time, the *publish time* the bitemporal join compares
+with the ingest record's timestamp, and it cannot be set by a publisher's clock.
+
+``publish_profiles`` writes with a transactional producer (DESIGN rule 3: idempotent, acks=all,
+stable ``transactional.id``), all versions of one call in one transaction, so the enrich job
+(read_committed) sees a publish completely or not at all. ``generate_profiles`` derives versions
+consistent with a ``payments_simulation`` world.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ikkai.errors import ConfigError
+from spark_jobs.payments_simulation import DAY_MS, START_MS, PaymentsWorld
+from spark_jobs.serialization import RecordCodec, default_codec
+
+MERCHANTS_TOPIC = "masterdata.merchants"
+CUSTOMERS_TOPIC = "masterdata.customers"
+MERCHANT_SCHEMA = "merchant_profile"
+CUSTOMER_SCHEMA = "customer_profile"
+RISK_TIERS = ("low", "medium", "high")
+SEGMENTS = ("retail", "premium", "business")
+TOPIC_CONFIG = {"cleanup.policy": "compact", "message.timestamp.type": "LogAppendTime"}
+DEFAULT_TRANSACTIONAL_ID = "ikkai.masterdata.publisher"
+
+
+@dataclass(frozen=True)
+class MerchantProfile:
+    merchant_id: str
+    valid_from: int  # epoch millis, business time
+    name: str
+    country: str
+    risk_tier: str
+
+
+@dataclass(frozen=True)
+class CustomerProfile:
+    customer_id: str
+    valid_from: int
+    segment: str
+    home_country: str
+
+
+Profile = MerchantProfile | CustomerProfile
+
+
+def profile_key(entity_id: str, valid_from: int, value: bytes) -> bytes:
+    """``<id>@<valid_from>@<digest of the value>``: one key per distinct version (see the module docstring)."""
+    return f"{entity_id}@{valid_from}@{hashlib.sha256(value).hexdigest()[:12]}".encode()
+
+
+def encode_profile(profile: Profile, codec: RecordCodec | None = None) -> tuple[bytes, bytes]:
+    """(key, value) of one version, the value single-object Avro."""
+    codec = codec or default_codec()
+    if isinstance(profile, MerchantProfile):
+        value = codec.encode(MERCHANT_SCHEMA, asdict(profile))
+        return profile_key(profile.merchant_id, profile.valid_from, value), value
+    value = codec.encode(CUSTOMER_SCHEMA, asdict(profile))
+    return profile_key(profile.customer_id, profile.valid_from, value), value
+
+
+def ensure_master_topics(
+    bootstrap: str, *, merchants_topic: str = MERCHANTS_TOPIC, customers_topic: str = CUSTOMERS_TOPIC
+) -> None:
+    """Create missing master-data topics: one partition, compacted, LogAppendTime."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    existing = admin.list_topics(timeout=30).topics
+    wanted = [NewTopic(t, 1, -1, config=dict(TOPIC_CONFIG)) for t in (merchants_topic, customers_topic)
+              if t not in existing]  # fmt: skip
+    for name, future in admin.create_topics(wanted).items() if wanted else []:
+        try:
+            future.result(timeout=30)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise ConfigError("kafka", name, f"cannot create the master-data topic: {exc}") from exc
+
+
+def publish_profiles(
+    bootstrap: str,
+    merchants: Iterable[MerchantProfile] = (),
+    customers: Iterable[CustomerProfile] = (),
+    *,
+    merchants_topic: str = MERCHANTS_TOPIC,
+    customers_topic: str = CUSTOMERS_TOPIC,
+    transactional_id: str = DEFAULT_TRANSACTIONAL_ID,
+    create_topics: bool = True,
+) -> int:
+    """Publish profile versions in one Kafka transaction; returns how many records were written."""
+    from confluent_kafka import Producer
+
+    if create_topics:
+        ensure_master_topics(bootstrap, merchants_topic=merchants_topic, customers_topic=customers_topic)
+    codec = default_codec()
+    records = [(merchants_topic, *encode_profile(p, codec)) for p in merchants]
+    records += [(customers_topic, *encode_profile(p, codec)) for p in customers]
+    producer = Producer({
+        "bootstrap.servers": bootstrap, "transactional.id": transactional_id, "enable.idempotence": True,
+        "acks": "all", "max.in.flight.requests.per.connection": 5, "linger.ms": 5,
+    })  # fmt: skip
+    producer.init_transactions(60)
+    producer.begin_transaction()
+    try:
+        for topic, key, value in records:
+            while True:
+                try:
+                    producer.produce(topic, key=key, value=value)
+                    break
+                except BufferError:
+                    producer.poll(0.1)
+        producer.commit_transaction(60)
+    except Exception:
+        producer.abort_transaction(60)
+        raise
+    return len(records)
+
+
+def decode_profile(schema: str, value: bytes, codec: RecordCodec | None = None) -> dict[str, Any]:
+    return (codec or default_codec()).decode(schema, value)
+
+
+def generate_profiles(
+    world: PaymentsWorld, seed: int, *, merchants: int = 50, changes: float = 0.3
+) -> tuple[list[MerchantProfile], list[CustomerProfile]]:
+    """Profile versions for the world's merchants (``m-000``…) and customers, seeded.
+
+    Every entity has a first version valid from 30 days before the world starts; a share
+    (``changes``) gets a second version valid from a day inside the world's four weeks (a new
+    risk tier, a segment change), so as-of joins pick different versions for different events.
+    """
+    rng = random.Random(seed)  # noqa: S311 - test data
+    base = START_MS - 30 * DAY_MS
+    countries = ("DE", "FR", "JP", "US", "GB")
+    merchant_rows: list[MerchantProfile] = []
+    for m in range(merchants):
+        mid = f"m-{m:03d}"
+        first = MerchantProfile(mid, base, f"Merchant {m:03d}", rng.choice(countries), rng.choice(RISK_TIERS))
+        merchant_rows.append(first)
+        if rng.random() < changes:
+            tier = rng.choice([t for t in RISK_TIERS if t != first.risk_tier])
+            merchant_rows.append(MerchantProfile(mid, START_MS + rng.randrange(0, 28) * DAY_MS, first.name,
+                                                 first.country, tier))  # fmt: skip
+    homes = world.snapshots.drop_duplicates("customer_id").set_index("customer_id")["home_country"]
+    customer_rows: list[CustomerProfile] = []
+    for cid, home in sorted(homes.items()):
+        first_c = CustomerProfile(str(cid), base, rng.choice(SEGMENTS), str(home))
+        customer_rows.append(first_c)
+        if rng.random() < changes:
+            segment = rng.choice([s for s in SEGMENTS if s != first_c.segment])
+            customer_rows.append(CustomerProfile(str(cid), START_MS + rng.randrange(0, 28) * DAY_MS, segment,
+                                                 str(home)))  # fmt: skip
+    return merchant_rows, customer_rows
+
+
+def profiles_as_records(profiles: Sequence[Profile]) -> list[Mapping[str, Any]]:
+    return [asdict(p) for p in profiles]
