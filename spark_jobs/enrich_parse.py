@@ -1,0 +1,204 @@
+"""Parse and validate one raw ingest record (pure: bytes in, a ``ParsedPayment`` or a ``Rejection`` out).
+
+``parse_record`` checks a record of ``ingest.payments`` against the raw format of
+``raw_payments`` and returns either the fields the enrich pipeline goes on with, or a
+``Rejection`` naming one ``error_class`` of ``enrich_reasons`` and a reason a person can act on.
+The checks run in a fixed order and the first failure wins, so a record always gets the same
+class: bytes (empty, UTF-8, JSON, object) → fields (present, typed) → key (present, equal to
+payment_id, on its key's partition) → amount (plain decimal, > 0, known currency, decimals,
+size) → time (ISO-8601, not in the future) → domains (status, channel, country, MCC, card, ids).
+
+Everything depends on the record alone (its key, value, partition and Kafka timestamp), never on
+the clock: "the future" is more than ``MAX_CLOCK_SKEW_MS`` after the ingest record's own
+timestamp, so a replay a year later judges a record exactly as the first run did.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from spark_jobs import enrich_reasons as r
+from spark_jobs.kafka_partitioning import kafka_partition
+from spark_jobs.raw_payments import CHANNELS, RAW_FIELDS, STATUSES
+
+MAX_CLOCK_SKEW_MS = 3_600_000  # an event may claim to be at most an hour newer than its ingest record
+MAX_MINOR_UNITS = 100_000_000  # 1,000,000.00 EUR, 100,000,000 JPY: above this a payment is absurd
+STRING_FIELDS = tuple(f for f in RAW_FIELDS if f != "card_present")
+_AMOUNT = re.compile(r"^(-?)([0-9]+)(?:\.([0-9]+))?$")
+_EVENT_TIME = re.compile(r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,3}))?(?:Z|\+00:00)$")
+_COUNTRY = re.compile(r"^[A-Z]{2}$")
+_MCC = re.compile(r"^[0-9]{4}$")
+_PAN = re.compile(r"^[0-9]{12,19}$")
+_SHOWN = 60  # characters of an offending value quoted in a reason
+
+
+@dataclass(frozen=True)
+class Rejection:
+    error_class: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ParsedPayment:
+    """A valid raw payment: the raw fields (amount as its decimal text) and event_time in epoch millis."""
+
+    event_id: str
+    payment_id: str
+    customer_id: str
+    merchant_id: str
+    amount: str
+    currency: str
+    country: str
+    card_present: bool
+    channel: str
+    card_number: str
+    merchant_category_code: str
+    status: str
+    event_time: int
+
+
+def _show(value: object) -> str:
+    text = json.dumps(value, ensure_ascii=False) if not isinstance(value, bytes) else repr(value)
+    return text if len(text) <= _SHOWN else text[: _SHOWN - 1] + "…"
+
+
+def parse_event_time(text: str) -> int | None:
+    """``2026-01-05T10:00:00.123Z`` → epoch millis; None if not that shape or not a real instant."""
+    match = _EVENT_TIME.match(text)
+    if match is None:
+        return None
+    year, month, day, hour, minute, second, fraction = match.groups()
+    try:
+        moment = datetime(int(year), int(month), int(day), int(hour), int(minute), int(second), tzinfo=UTC)
+    except ValueError:
+        return None
+    millis = int((fraction or "0").ljust(3, "0"))
+    return int(moment.timestamp()) * 1000 + millis
+
+
+def _decode(value: bytes | None) -> Any:
+    if value is None or len(value) == 0:
+        return Rejection(r.EMPTY_VALUE, "the record has no value")
+    try:
+        text = value.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return Rejection(r.INVALID_UTF8, f"the value is not valid UTF-8: byte {value[exc.start]:#04x} at {exc.start}")
+    try:
+        document = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        return Rejection(r.NOT_JSON, f"the value is not JSON: {exc}")
+    if not isinstance(document, dict):
+        return Rejection(r.NOT_AN_OBJECT, f"the value is JSON but a {type(document).__name__}, not an object")
+    return document
+
+
+def _check_fields(doc: Mapping[str, Any]) -> Rejection | None:
+    missing = [f for f in RAW_FIELDS if doc.get(f) is None]
+    if missing:
+        return Rejection(r.MISSING_FIELD, f"missing or null field(s): {', '.join(missing)}")
+    wrong = [f"{f} is {_show(doc[f])}, not a string" for f in STRING_FIELDS if not isinstance(doc[f], str)]
+    if not isinstance(doc["card_present"], bool):
+        wrong.append(f"card_present is {_show(doc['card_present'])}, not true/false")
+    if wrong:
+        return Rejection(r.WRONG_TYPE, "; ".join(wrong))
+    return None
+
+
+def _check_key(doc: Mapping[str, Any], key: bytes | None, partition: int, partitions: int) -> Rejection | None:
+    payment_id = doc["payment_id"]
+    if key is None:
+        return Rejection(r.MISSING_KEY, f"the record has no Kafka key (payment_id {_show(payment_id)})")
+    if not payment_id.strip():
+        return Rejection(r.MISSING_KEY, "payment_id is empty: the payment has no business key")
+    if key != payment_id.encode():
+        return Rejection(r.KEY_MISMATCH, f"Kafka key {_show(key)} differs from payment_id {_show(payment_id)}")
+    home = kafka_partition(key, partitions)
+    if home != partition:
+        return Rejection(
+            r.WRONG_PARTITION,
+            f"key {_show(payment_id)} belongs on partition {home} of {partitions}, it came on {partition}: "
+            "the producer did not use Kafka's default partitioner",
+        )
+    return None
+
+
+def _check_amount(doc: Mapping[str, Any], exponents: Mapping[str, int]) -> Rejection | None:
+    amount, currency = doc["amount"], doc["currency"]
+    match = _AMOUNT.match(amount)
+    if match is None:
+        return Rejection(r.BAD_AMOUNT, f'amount {_show(amount)} is not a plain decimal such as "12.34"')
+    sign, whole, fraction = match.groups()
+    significant = (fraction or "").rstrip("0")
+    if sign == "-" or (int(whole) == 0 and not significant):
+        return Rejection(r.NON_POSITIVE_AMOUNT, f"amount {_show(amount)} is not positive")
+    exponent = exponents.get(currency)
+    if exponent is None:
+        return Rejection(r.UNKNOWN_CURRENCY, f"currency {_show(currency)} is not a known ISO 4217 code")
+    if len(significant) > exponent:
+        return Rejection(
+            r.TOO_MANY_DECIMALS, f"amount {_show(amount)} has more than the {exponent} decimals {currency} has"
+        )
+    minor = int(whole) * 10**exponent + int(significant.ljust(exponent, "0") or "0")
+    if minor > MAX_MINOR_UNITS:
+        return Rejection(
+            r.ABSURD_AMOUNT, f"amount {amount} {currency} is above the limit of {MAX_MINOR_UNITS} minor units"
+        )
+    return None
+
+
+def _check_domains(doc: Mapping[str, Any]) -> Rejection | None:
+    problems = []
+    if doc["status"] not in STATUSES:
+        problems.append(f"status {_show(doc['status'])} is not one of {', '.join(STATUSES)}")
+    if doc["channel"] not in CHANNELS:
+        problems.append(f"channel {_show(doc['channel'])} is not one of {', '.join(CHANNELS)}")
+    if not _COUNTRY.match(doc["country"]):
+        problems.append(f"country {_show(doc['country'])} is not an ISO 3166-1 alpha-2 code")
+    if not _MCC.match(doc["merchant_category_code"]):
+        problems.append(f"merchant_category_code {_show(doc['merchant_category_code'])} is not four digits")
+    if not _PAN.match(doc["card_number"]):
+        problems.append("card_number is not 12 to 19 digits")  # never quote a card number
+    problems += [f"{f} is empty" for f in ("event_id", "customer_id", "merchant_id") if not doc[f].strip()]
+    return Rejection(r.INVALID_FIELD, "; ".join(problems)) if problems else None
+
+
+def parse_record(
+    key: bytes | None,
+    value: bytes | None,
+    partition: int,
+    partitions: int,
+    ingest_timestamp: int,
+    exponents: Mapping[str, int],
+) -> ParsedPayment | Rejection:
+    """Validate one ingest record (see the module docstring for the order of the checks)."""
+    document = _decode(value)
+    if isinstance(document, Rejection):
+        return document
+    rejection = (
+        _check_fields(document)
+        or _check_key(document, key, partition, partitions)
+        or _check_amount(document, exponents)
+    )
+    if rejection is not None:
+        return rejection
+    event_time = parse_event_time(document["event_time"])
+    if event_time is None:
+        return Rejection(
+            r.BAD_TIMESTAMP,
+            f'event_time {_show(document["event_time"])} is not ISO-8601 UTC like "2026-01-05T10:00:00.123Z"',
+        )
+    if event_time > ingest_timestamp + MAX_CLOCK_SKEW_MS:
+        return Rejection(
+            r.FUTURE_TIMESTAMP,
+            f"event_time {document['event_time']} is more than {MAX_CLOCK_SKEW_MS // 60_000} min after the record "
+            f"was ingested ({ingest_timestamp} ms)",
+        )
+    rejection = _check_domains(document)
+    if rejection is not None:
+        return rejection
+    return ParsedPayment(**{f: document[f] for f in RAW_FIELDS if f != "event_time"}, event_time=event_time)

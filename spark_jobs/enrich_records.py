@@ -1,0 +1,179 @@
+"""The enrich job's per-record steps over pandas chunks (pure: pandas in, pandas out, no Spark session).
+
+- ``classify``: one input partition's new records, in offset order → one row each, either a
+  valid event (``outcome = "event"``, the parsed fields) or a rejection (the error_class, the
+  reason and the raw key/value). It runs ``enrich_parse`` and then the partition's
+  ``EventTimeGate`` (``enrich_dedupe``), whose state the job keeps in Spark's state store.
+- ``encode_events``: enriched, transformed rows → ``payment_event`` records for the sink, keyed
+  by payment_id.
+- ``encode_dead_letters``: rejected rows → ``dead_letter`` records for ``dlq.enrich``.
+
+Every input record yields exactly one output record (in = out + DLQ) with the sink's ordering
+columns (input partition, input offset, seq 0), so each output partition is written in input
+offset order.
+
+DLQ keys: a dead letter is keyed by the ingest record's key when that key belongs to the ingest
+record's partition (the usual case: payment_id, rule 1), else by ``<topic>/<partition>/<offset>``
+plus the smallest ``~n`` suffix that Kafka's default partitioner maps to the same partition.
+Either way dead letters of input partition p land on partition p of ``dlq.enrich``, so that
+partition holds input partition p's rejects in offset order whatever the batch boundaries.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ikkai.errors import ConfigError
+from spark_jobs import enrich_reasons as r
+from spark_jobs.enrich_dedupe import EventTimeGate
+from spark_jobs.enrich_parse import Rejection, parse_record
+from spark_jobs.kafka_partitioning import kafka_partition
+from spark_jobs.serialization import RecordCodec
+
+EVENT = "event"
+STAGE = "enrich"
+PARSED_COLUMNS = (
+    ("event_id", "string"), ("payment_id", "string"), ("customer_id", "string"), ("merchant_id", "string"),
+    ("amount", "string"), ("currency", "string"), ("country", "string"), ("card_present", "boolean"),
+    ("channel", "string"), ("card_number", "string"), ("merchant_category_code", "string"), ("status", "string"),
+    ("event_time", "long"),
+)  # fmt: skip
+CLASSIFIED_COLUMNS = (
+    ("input_partition", "int"), ("input_offset", "long"), ("ingested_at", "long"), ("key", "binary"),
+    ("value", "binary"), ("outcome", "string"), ("reason", "string"), *PARSED_COLUMNS,
+)  # fmt: skip
+CLASSIFIED_SCHEMA = ", ".join(f"{name} {kind}" for name, kind in CLASSIFIED_COLUMNS)
+SINK_SCHEMA = "topic string, key binary, value binary, timestamp long, input_partition int, input_offset long, seq int"
+ORDER_BY = ("input_partition", "input_offset", "seq")
+GATE_STATE_SCHEMA = "gate string"
+_MASKED = re.compile(r"^\*+[0-9]{0,4}$")
+_SINK_TYPES = {"timestamp": "Int64", "input_partition": np.int32, "input_offset": np.int64, "seq": np.int32}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What decides the output besides the input: part of the job's identity (change it → new query)."""
+
+    input_topic: str
+    events_topic: str
+    dlq_topic: str
+    partitions: int
+    lateness_ms: int
+    exponents: Mapping[str, int]
+
+
+def classify(rows: pd.DataFrame, gate: EventTimeGate, settings: Settings) -> pd.DataFrame:
+    """Rows (``partition, offset, ingested_at, key, value``) of one input partition → ``CLASSIFIED_COLUMNS``."""
+    out: list[tuple[Any, ...]] = []
+    empty = (None,) * len(PARSED_COLUMNS)
+    for row in rows.sort_values("offset", kind="stable").itertuples(index=False):
+        key = None if row.key is None else bytes(row.key)
+        value = None if row.value is None else bytes(row.value)
+        partition, offset, ingested = int(row.partition), int(row.offset), int(row.ingested_at)
+        parsed = parse_record(key, value, partition, settings.partitions, ingested, settings.exponents)
+        if isinstance(parsed, Rejection):
+            out.append((partition, offset, ingested, key, value, parsed.error_class, parsed.reason, *empty))
+            continue
+        verdict = gate.decide(parsed.event_id, parsed.payment_id, parsed.event_time)
+        fields = tuple(asdict(parsed)[name] for name, _ in PARSED_COLUMNS)
+        if verdict is None:
+            out.append((partition, offset, ingested, None, None, EVENT, "", *fields))
+        else:
+            out.append((partition, offset, ingested, key, value, verdict[0], verdict[1], *fields))
+    gate.evict()
+    frame = pd.DataFrame(out, columns=[name for name, _ in CLASSIFIED_COLUMNS])
+    return frame.astype({"input_partition": np.int32, "input_offset": np.int64, "ingested_at": np.int64})
+
+
+def classify_with_state(settings: Settings) -> Any:
+    """The ``applyInPandasWithState`` function: ``classify`` with the partition's gate in the state store."""
+
+    def run(key: tuple[Any, ...], chunks: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
+        gate = EventTimeGate.from_json(state.get[0] if state.exists else None, settings.lateness_ms)
+        rows = pd.concat(list(chunks), ignore_index=True)
+        result = classify(rows, gate, settings)
+        state.update((gate.to_json(),))
+        yield result
+
+    return run
+
+
+def dlq_key(key: bytes | None, topic: str, partition: int, offset: int, partitions: int) -> bytes:
+    """The dead letter's key: one that Kafka's default partitioner maps to ``partition`` (module docstring)."""
+    if key and kafka_partition(key, partitions) == partition:
+        return key
+    base = f"{topic}/{partition}/{offset}"
+    candidate, n = base.encode(), 0
+    while kafka_partition(candidate, partitions) != partition:
+        n += 1
+        candidate = f"{base}~{n}".encode()
+    return candidate
+
+
+def _nullable_long(value: Any) -> int | None:
+    return None if value is None or pd.isna(value) else int(value)
+
+
+def event_record(row: Any) -> dict[str, Any]:
+    """One enriched, transformed row → a ``payment_event`` record (latest schema)."""
+    if row.amount_minor is None or pd.isna(row.amount_minor):
+        raise ConfigError("enrich", "amount_minor", f"is null for the valid amount {row.amount} {row.currency}",
+                          fix="the spec must run amount_to_minor_units with output amount_minor")  # fmt: skip
+    if not _MASKED.match(row.card_number or ""):
+        raise ConfigError("enrich", "card_number", "reached the event unmasked",
+                          fix="the transforms spec must run mask_card_number(column: card_number)")  # fmt: skip
+    return {
+        "event_id": row.event_id, "payment_id": row.payment_id, "customer_id": row.customer_id,
+        "merchant_id": row.merchant_id, "amount_minor": int(row.amount_minor), "currency": row.currency,
+        "country": row.country, "card_present": bool(row.card_present), "event_time": int(row.event_time),
+        "channel": row.channel, "status": row.status, "merchant_category_code": row.merchant_category_code,
+        "merchant_category": row.merchant_category, "card_masked": row.card_number,
+        "merchant_risk_tier": row.merchant_risk_tier or "unknown", "merchant_country": row.merchant_country or "",
+        "merchant_profile_as_of": _nullable_long(row.merchant_profile_as_of),
+        "customer_segment": row.customer_segment or "unknown",
+        "customer_home_country": row.customer_home_country or "",
+        "customer_profile_as_of": _nullable_long(row.customer_profile_as_of), "ingested_at": int(row.ingested_at),
+    }  # fmt: skip
+
+
+def encode_events(chunks: Iterator[pd.DataFrame], codec: RecordCodec, settings: Settings) -> Iterator[pd.DataFrame]:
+    """``mapInPandas``: events → sink rows on ``settings.events_topic``, keyed by payment_id."""
+    for chunk in chunks:
+        out = [
+            (settings.events_topic, row.payment_id.encode(), codec.encode("payment_event", event_record(row)), None,
+             int(row.input_partition), int(row.input_offset), 0)
+            for row in chunk.itertuples(index=False)
+        ]  # fmt: skip
+        yield pd.DataFrame(out, columns=[c.split()[0] for c in SINK_SCHEMA.split(", ")]).astype(_SINK_TYPES)
+
+
+def dead_letter_record(row: Any, settings: Settings) -> dict[str, Any]:
+    key = None if row.key is None else bytes(row.key)
+    value = None if row.value is None else bytes(row.value)
+    return {
+        "stage": STAGE, "source_topic": settings.input_topic, "source_partition": int(row.input_partition),
+        "source_offset": int(row.input_offset), "key": key, "value": value, "reason": row.reason,
+        "error_class": row.outcome, "source_timestamp": int(row.ingested_at),
+        "headers": {r.STAGE_HEADER: STAGE, r.ERROR_CLASS_HEADER: row.outcome, r.REASON_HEADER: row.reason},
+    }  # fmt: skip
+
+
+def encode_dead_letters(
+    chunks: Iterator[pd.DataFrame], codec: RecordCodec, settings: Settings
+) -> Iterator[pd.DataFrame]:
+    """``mapInPandas``: rejected rows → sink rows on ``settings.dlq_topic``."""
+    for chunk in chunks:
+        out = []
+        for row in chunk.itertuples(index=False):
+            partition, offset = int(row.input_partition), int(row.input_offset)
+            key = dlq_key(None if row.key is None else bytes(row.key), settings.input_topic, partition, offset,
+                          settings.partitions)  # fmt: skip
+            value = codec.encode("dead_letter", dead_letter_record(row, settings))
+            out.append((settings.dlq_topic, key, value, None, partition, offset, 0))
+        yield pd.DataFrame(out, columns=[c.split()[0] for c in SINK_SCHEMA.split(", ")]).astype(_SINK_TYPES)

@@ -1,0 +1,120 @@
+"""Parsing and validating raw ingest records: one test per bad-input class (pure: no stack, no Spark)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from spark_jobs import enrich_reasons as r
+from spark_jobs.enrich_parse import ParsedPayment, Rejection, parse_event_time, parse_record
+from spark_jobs.kafka_partitioning import kafka_partition
+from transforms import CURRENCY_EXPONENTS
+
+PARTITIONS = 3
+INGESTED = 1_767_312_000_000  # 2026-01-02T00:00:00Z
+VALID = {
+    "event_id": "evt-1", "payment_id": "pay-1", "customer_id": "cust-00001", "merchant_id": "m-001",
+    "amount": "12.34", "currency": "EUR", "country": "DE", "card_present": True, "channel": "pos",
+    "card_number": "4111111111111111", "merchant_category_code": "5411", "status": "authorized",
+    "event_time": "2026-01-01T23:59:59.123Z",
+}  # fmt: skip
+KEY = b"pay-1"
+HOME = kafka_partition(KEY, PARTITIONS)
+
+
+def parse(value: bytes | None, key: bytes | None = KEY, partition: int = HOME) -> ParsedPayment | Rejection:
+    return parse_record(key, value, partition, PARTITIONS, INGESTED, CURRENCY_EXPONENTS)
+
+
+def line(**changes: Any) -> bytes:
+    return json.dumps({**VALID, **changes}).encode()
+
+
+def test_a_valid_record_parses_to_its_fields() -> None:
+    parsed = parse(line())
+    assert parsed == ParsedPayment(**{**VALID, "event_time": 1_767_311_999_123})  # type: ignore[arg-type]
+
+
+def test_amounts_with_trailing_zeros_and_currencies_without_decimals_are_valid() -> None:
+    assert isinstance(parse(line(amount="12.340")), ParsedPayment)
+    assert isinstance(parse(line(amount="1500", currency="JPY")), ParsedPayment)
+    assert isinstance(parse(line(amount="1.005", currency="KWD")), ParsedPayment)
+
+
+BAD = [
+    (r.EMPTY_VALUE, b"", KEY, HOME),
+    (r.EMPTY_VALUE, None, KEY, HOME),
+    (r.INVALID_UTF8, line(merchant_id="m-X").replace(b"m-X", b"m-\xff"), KEY, HOME),
+    (r.NOT_JSON, b'{"payment_id": "pay-1", "amount": 12', KEY, HOME),
+    (r.NOT_JSON, b"pay-1,12.34,EUR", KEY, HOME),
+    (r.NOT_AN_OBJECT, b'["pay-1", "12.34"]', KEY, HOME),
+    (r.NOT_AN_OBJECT, b'"pay-1"', KEY, HOME),
+    (r.MISSING_FIELD, json.dumps({k: v for k, v in VALID.items() if k != "currency"}).encode(), KEY, HOME),
+    (r.MISSING_FIELD, line(status=None), KEY, HOME),
+    (r.WRONG_TYPE, line(amount=12.34), KEY, HOME),
+    (r.WRONG_TYPE, line(card_present="yes"), KEY, HOME),
+    (r.WRONG_TYPE, line(card_present=1), KEY, HOME),
+    (r.MISSING_KEY, line(), None, HOME),
+    (r.MISSING_KEY, line(payment_id=" "), b" ", kafka_partition(b" ", PARTITIONS)),
+    (r.KEY_MISMATCH, line(), b"pay-2", kafka_partition(b"pay-2", PARTITIONS)),
+    (r.WRONG_PARTITION, line(), KEY, (HOME + 1) % PARTITIONS),
+    (r.BAD_AMOUNT, line(amount="12,34"), KEY, HOME),
+    (r.BAD_AMOUNT, line(amount="1e3"), KEY, HOME),
+    (r.BAD_AMOUNT, line(amount="NaN"), KEY, HOME),
+    (r.BAD_AMOUNT, line(amount="+5"), KEY, HOME),
+    (r.NON_POSITIVE_AMOUNT, line(amount="-5.00"), KEY, HOME),
+    (r.NON_POSITIVE_AMOUNT, line(amount="0.00"), KEY, HOME),
+    (r.UNKNOWN_CURRENCY, line(currency="XYZ"), KEY, HOME),
+    (r.UNKNOWN_CURRENCY, line(currency="eur"), KEY, HOME),
+    (r.TOO_MANY_DECIMALS, line(amount="12.345"), KEY, HOME),
+    (r.TOO_MANY_DECIMALS, line(amount="10.5", currency="JPY"), KEY, HOME),
+    (r.ABSURD_AMOUNT, line(amount="1000000.01"), KEY, HOME),
+    (r.BAD_TIMESTAMP, line(event_time="yesterday"), KEY, HOME),
+    (r.BAD_TIMESTAMP, line(event_time="2026-02-30T10:00:00.000Z"), KEY, HOME),
+    (r.BAD_TIMESTAMP, line(event_time="2026-01-05T10:00:00.000+02:00"), KEY, HOME),
+    (r.BAD_TIMESTAMP, line(event_time="1767311999123"), KEY, HOME),
+    (r.FUTURE_TIMESTAMP, line(event_time="2026-01-02T01:00:00.001Z"), KEY, HOME),
+    (r.INVALID_FIELD, line(status="exploded"), KEY, HOME),
+    (r.INVALID_FIELD, line(channel="fax"), KEY, HOME),
+    (r.INVALID_FIELD, line(country="Germany"), KEY, HOME),
+    (r.INVALID_FIELD, line(merchant_category_code="54111"), KEY, HOME),
+    (r.INVALID_FIELD, line(card_number="4111-1111"), KEY, HOME),
+    (r.INVALID_FIELD, line(event_id=""), KEY, HOME),
+]
+
+
+@pytest.mark.parametrize(
+    ("error_class", "value", "key", "partition"), BAD, ids=[f"{b[0]}-{i}" for i, b in enumerate(BAD)]
+)
+def test_each_bad_input_is_rejected_with_its_class_and_a_reason(
+    error_class: str, value: bytes | None, key: bytes | None, partition: int
+) -> None:
+    rejection = parse(value, key, partition)
+    assert isinstance(rejection, Rejection)
+    assert rejection.error_class == error_class, rejection.reason
+    assert rejection.reason
+
+
+def test_every_bad_input_class_is_covered() -> None:
+    assert {b[0] for b in BAD} == set(r.BAD_INPUT_CLASSES)
+    assert len(r.BAD_INPUT_CLASSES) >= 12
+
+
+def test_a_reason_never_quotes_the_card_number() -> None:
+    rejection = parse(line(card_number="41111111111111112222"))
+    assert isinstance(rejection, Rejection) and "4111" not in rejection.reason
+
+
+def test_the_future_is_judged_against_the_ingest_timestamp_not_the_clock() -> None:
+    late_ingest = parse_record(KEY, line(event_time="2099-01-01T00:00:00.000Z"), HOME, PARTITIONS,
+                               4_070_908_800_000, CURRENCY_EXPONENTS)  # fmt: skip
+    assert isinstance(late_ingest, ParsedPayment)
+
+
+def test_event_times() -> None:
+    assert parse_event_time("2026-01-05T10:00:00.123Z") == 1_767_607_200_123
+    assert parse_event_time("2026-01-05T10:00:00Z") == 1_767_607_200_000
+    assert parse_event_time("2026-01-05T10:00:00.5+00:00") == 1_767_607_200_500
+    assert parse_event_time("2026-01-05 10:00:00Z") is None

@@ -1,0 +1,124 @@
+"""The enrich job's per-record steps without Spark: the mixed stream decided as the generator expects,
+whatever the batch boundaries; dead-letter keys; the last guards before an event is written."""
+
+from __future__ import annotations
+
+import random
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from ikkai.errors import ConfigError
+from spark_jobs import enrich_reasons as r
+from spark_jobs.enrich_dedupe import EventTimeGate
+from spark_jobs.enrich_records import EVENT, Settings, classify, dlq_key, event_record
+from spark_jobs.kafka_partitioning import kafka_partition
+from spark_jobs.raw_payments import MixedStream, mixed_stream
+from transforms import CURRENCY_EXPONENTS
+
+INGESTED = 1_790_000_000_000  # the ingest records' Kafka timestamp (2026-09), after every event time
+
+
+def settings(stream: MixedStream) -> Settings:
+    return Settings("ingest.payments", "events.payments", "dlq.enrich", stream.partitions, stream.lateness_ms,
+                    CURRENCY_EXPONENTS)  # fmt: skip
+
+
+def run_in_batches(stream: MixedStream, rng: random.Random | None) -> dict[tuple[int, int], str]:
+    """Every line through ``classify`` per partition, cut into random batches, the gate's state through JSON."""
+    outcomes: dict[tuple[int, int], str] = {}
+    for partition in range(stream.partitions):
+        lines = [line for line in stream.lines if line.partition == partition]
+        rows = pd.DataFrame({
+            "partition": partition, "offset": range(len(lines)), "ingested_at": INGESTED,
+            "key": [line.key for line in lines], "value": [line.value for line in lines],
+        })  # fmt: skip
+        state = None
+        start = 0
+        while start < len(rows):
+            end = len(rows) if rng is None else start + rng.randint(1, 40)
+            gate = EventTimeGate.from_json(state, stream.lateness_ms)
+            chunk = rows.iloc[start:end].sample(frac=1, random_state=start)  # arrival order inside a batch is lost
+            result = classify(chunk, gate, settings(stream))
+            state = gate.to_json()
+            outcomes.update({(partition, int(o)): c for o, c in zip(result.input_offset, result.outcome, strict=True)})
+            start = end
+    return outcomes
+
+
+def expected(stream: MixedStream) -> dict[tuple[int, int], str]:
+    offsets = dict.fromkeys(range(stream.partitions), 0)
+    out = {}
+    for line in stream.lines:
+        out[(line.partition, offsets[line.partition])] = line.expected
+        offsets[line.partition] += 1
+    return out
+
+
+@pytest.mark.parametrize("seed", [7, 11])
+def test_the_mixed_stream_is_decided_as_expected_whatever_the_batch_boundaries(seed: int) -> None:
+    stream = mixed_stream(seed, partitions=2)
+    truth = expected(stream)
+    assert run_in_batches(stream, None) == truth
+    for cut in range(3):
+        assert run_in_batches(stream, random.Random(cut)) == truth  # noqa: S311
+
+
+def test_late_duplicate_and_stale() -> None:
+    gate = EventTimeGate(10_000)
+    assert gate.decide("e1", "p1", 100_000) is None
+    assert gate.decide("e2", "p2", 95_000) is None  # out of order, within the watermark
+    assert gate.decide("e1", "p1", 100_000)[0] == r.DUPLICATE  # type: ignore[index]
+    assert gate.decide("e3", "p1", 99_000)[0] == r.STALE  # type: ignore[index]
+    assert gate.decide("e4", "p1", 100_000)[0] == r.STALE  # type: ignore[index]  # a tie: the first arrival wins
+    assert gate.decide("e5", "p1", 101_000) is None  # a newer status
+    assert gate.decide("e6", "p3", 90_999)[0] == r.LATE  # type: ignore[index]  # watermark 101000 - 10000
+    assert gate.decide("e7", "p3", 91_000) is None
+
+
+def test_eviction_keeps_the_state_bounded_and_changes_no_decision() -> None:
+    gate = EventTimeGate(10_000)
+    for i in range(1000):
+        gate.decide(f"e{i}", f"p{i}", i * 1000)
+    gate.evict()
+    assert len(gate.accepted) <= 11 and len(gate.latest) <= 11
+    assert gate.decide("e0", "p0", 0)[0] == r.LATE  # type: ignore[index]
+    assert gate.decide("e999", "p999", 999_000)[0] == r.DUPLICATE  # type: ignore[index]
+
+
+@pytest.mark.parametrize("partitions", [1, 2, 5])
+def test_dead_letters_land_on_their_source_partition(partitions: int) -> None:
+    for offset in range(50):
+        for partition in range(partitions):
+            key = dlq_key(None, "ingest.payments", partition, offset, partitions)
+            assert kafka_partition(key, partitions) == partition
+    home = kafka_partition(b"pay-1", partitions)
+    assert dlq_key(b"pay-1", "t", home, 0, partitions) == b"pay-1"  # the business key when it fits
+
+
+def _row(**changes: object) -> SimpleNamespace:
+    base = {
+        "event_id": "e", "payment_id": "p", "customer_id": "c", "merchant_id": "m", "amount": "1.00",
+        "amount_minor": 100, "currency": "EUR", "country": "DE", "card_present": True, "event_time": 5,
+        "channel": "pos", "status": "authorized", "merchant_category_code": "5411", "merchant_category": "Grocery",
+        "card_number": "************1111", "merchant_risk_tier": None, "merchant_country": None,
+        "merchant_profile_as_of": None, "customer_segment": "premium", "customer_home_country": "DE",
+        "customer_profile_as_of": 3, "ingested_at": 9,
+    }  # fmt: skip
+    return SimpleNamespace(**{**base, **changes})
+
+
+def test_an_event_without_a_profile_gets_the_documented_defaults() -> None:
+    record = event_record(_row())
+    assert record["merchant_risk_tier"] == "unknown" and record["merchant_profile_as_of"] is None
+    assert record["customer_segment"] == "premium" and record["customer_profile_as_of"] == 3
+
+
+def test_an_unmasked_card_number_never_reaches_an_event() -> None:
+    with pytest.raises(ConfigError, match="mask_card_number"):
+        event_record(_row(card_number="4111111111111111"))
+
+
+def test_every_outcome_is_an_event_or_a_known_class() -> None:
+    assert set(run_in_batches(mixed_stream(3), None).values()) <= {EVENT, *r.ERROR_CLASSES}
