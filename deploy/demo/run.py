@@ -1,0 +1,481 @@
+"""``ikkai demo``: the whole platform end to end on its own embedded stack, then a replay. The I/O shell.
+
+Steps (each narrated on stderr; stdout gets only the report):
+
+1. set up (as ``ikkai setup``), start a fresh embedded stack in ``$IKKAI_HOME/demo``;
+2. create the topics, publish master data, start the enrich and infer jobs (continuous) and
+   the reference receiver as their own processes, apply the ``payments-ingest`` and
+   ``outbox-sink`` bundles through the control plane (plan shown, then applied);
+3. append a seeded mixed day of raw payments (``spark_jobs.raw_payments``) to the file the
+   ingestion connector reads, and follow four stages until everything is delivered, with
+   SIGKILL of the infer job and a crash-restart of the Connect worker midway (``chaos``);
+4. read every topic with read_committed consumers and the receiver's database into ``Facts``;
+5. replay: both jobs again from the beginning of ``ingest.payments`` into fresh ``*.replay``
+   topics with fresh checkpoints, and compare digests;
+6. stop what it started (unless ``keep``).
+
+Why its own stack: the demo kills the infer job and the Connect worker on purpose and needs
+empty topics for a reproducible report, so it never touches ``ikkai stack up``'s stack or a
+cluster named by IKKAI_BOOTSTRAP_SERVERS / IKKAI_CONNECT_URL.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from deploy import bundle_ops
+from deploy.bundle_ops import BundleRequest
+from deploy.bundle_output import plan_text
+from deploy.connect_rest import ConnectClient, ConnectRestError
+from deploy.demo import chaos as chaos_
+from deploy.demo.children import Child, ChildProcessError, child_env, python_module, wait_for_http
+from deploy.demo.collect import decoded, read_live, read_topics, receiver_applied, receiver_deliveries
+from deploy.demo.facts import (
+    DECISIONS,
+    DLQ_ENRICH,
+    DLQ_INFER,
+    DLQ_OUTBOX,
+    EVENTS,
+    INGEST,
+    OUTBOX,
+    RECEIPTS,
+    REPLAYED,
+    ChaosEvent,
+    Expectation,
+    Facts,
+    replay_topic,
+)
+from deploy.demo.progress import ProgressDisplay, StageProgress
+from deploy.demo.raw_input import demo_input
+from deploy.demo.report import build_report
+from deploy.demo.topics import RecordCounter, create_topics
+from deploy.local_stack import CONNECT, LocalStack
+from deploy.ports import free_port
+from deploy.settings import Endpoints, external_endpoints, ikkai_home, jars_dir
+from ikkai.errors import IkkaiError
+
+POLL_S = 1.0
+STABLE_POLLS = 3  # drained = all stages complete for this many polls in a row
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    size: int = 2000  # payments; the raw stream adds duplicates, updates, late and bad lines
+    seed: int = 7
+    chaos: bool = True
+    keep: bool = False
+    partitions: int = 2
+    write_seconds: float = 20.0  # spread the raw lines over this long
+    idle_timeout_s: float = 300.0  # give up when no stage moved for this long
+    job_timeout_s: float = 900.0  # a replay job must finish within this
+    home: Path | None = None  # default: $IKKAI_HOME/demo
+
+
+class DemoStalled(IkkaiError):
+    """The pipeline stopped moving before everything was delivered."""
+
+
+class _SayStream:
+    """A text stream for LocalStack's progress lines that routes each line through the display."""
+
+    def __init__(self, say: Callable[[str], None]) -> None:
+        self._say = say
+        self._buffer = ""
+
+    def write(self, text: str) -> int:
+        self._buffer += text
+        while "\n" in self._buffer:
+            line, self._buffer = self._buffer.split("\n", 1)
+            if line.strip():
+                self._say(line)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+
+@dataclass
+class _Pipeline:
+    lines: list[bytes]
+    expectation: Expectation
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def stages(self) -> dict[str, StageProgress]:
+        c = self.counts
+        return {
+            "ingested": StageProgress("ingested", c.get(INGEST, 0), len(self.lines)),
+            "enriched": StageProgress("enriched", c.get(EVENTS, 0) + c.get(DLQ_ENRICH, 0), len(self.lines)),
+            "decided": StageProgress("decided", c.get(DECISIONS, 0), self.expectation.events),
+            "delivered": StageProgress("delivered", c.get(RECEIPTS, 0), c.get(OUTBOX, 0) if c.get(DECISIONS) else None),
+        }
+
+    def drained(self) -> bool:
+        c = self.counts
+        n = len(self.lines)
+        return (
+            c.get(INGEST, 0) >= n
+            and c.get(EVENTS, 0) + c.get(DLQ_ENRICH, 0) >= n
+            and c.get(DECISIONS, 0) + c.get(DLQ_INFER, 0) >= c.get(EVENTS, 0) > 0
+            and c.get(RECEIPTS, 0) >= c.get(OUTBOX, 0)
+        )
+
+
+class Demo:
+    def __init__(self, options: DemoOptions, stream: TextIO = sys.stderr) -> None:
+        self.options = options
+        self.display = ProgressDisplay(stream)
+        self._lock = threading.Lock()
+        self.home = (options.home or ikkai_home()) / "demo"
+        self.run_dir = self.home / "run"
+        self.stack = LocalStack(self.home, jars_dir(), progress=_SayStream(self.say))  # type: ignore[arg-type]
+        self.children: dict[str, Child] = {}
+        self.chaos_events: list[ChaosEvent] = []
+        self.seconds: dict[str, float] = {}
+        self.endpoints: Endpoints | None = None
+        self.receiver_url = ""
+        self.held_back: dict[str, int] = {}
+
+    def say(self, message: str) -> None:
+        with self._lock:
+            self.display.say(message)
+
+    # -- the steps -----------------------------------------------------------------------------
+
+    def run(self) -> dict[str, Any]:
+        started = time.monotonic()
+        try:
+            return self._run(started)
+        finally:
+            self._stop()
+
+    def _run(self, started: float) -> dict[str, Any]:
+        from spark_jobs.payments_simulation import DAY_MS
+        from spark_jobs.raw_payments import mixed_stream
+
+        o = self.options
+        self._setup()
+        self.seconds["setup"] = time.monotonic() - started
+        self._stack_up()
+        self.seconds["stack"] = time.monotonic() - started - self.seconds["setup"]
+        stream = mixed_stream(o.seed, payments=o.size, partitions=o.partitions, step_ms=max(2_000, DAY_MS // o.size))
+        given = demo_input(stream.lines)
+        lines, expectation = given.lines, given.expectation
+        self.held_back = given.held_back
+        dead = sum((expectation.dead_letters or {}).values())
+        self.say(
+            f"raw stream: seed {o.seed}, {o.size} payments as {len(lines)} lines for the file connector "
+            f"({expectation.events} valid events, {dead} to be dead-lettered); held back "
+            + (", ".join(f"{k} {v}" for k, v in given.held_back.items()) or "none")
+            + " (lines a file or the connector's JsonFieldToKey cannot carry)"
+        )
+        self._topics_and_master_data(stream)
+        self._start_jobs()
+        self._start_receiver()
+        self._apply_bundles()
+        pipeline_started = time.monotonic()
+        self._follow(lines, expectation)
+        self.seconds["pipeline"] = time.monotonic() - pipeline_started
+        assert self.endpoints is not None
+        self.say("reading every topic with read_committed consumers")
+        topics = read_live(self.endpoints.bootstrap_servers)
+        applied = receiver_applied(self.run_dir / "receiver.sqlite")
+        deliveries = receiver_deliveries(self.receiver_url)
+        replay_started = time.monotonic()
+        replay = self._replay()
+        self.seconds["replay"] = time.monotonic() - replay_started
+        self.seconds["total"] = time.monotonic() - started
+        facts = Facts(
+            seed=o.seed, size=o.size, raw_lines=lines, expectation=expectation, topics=topics, **decoded(topics),
+            held_back=self.held_back, applied=applied, deliveries=deliveries, replay=replay, chaos=self.chaos_events,
+            chaos_planned=chaos_.ACTIONS if o.chaos else (), seconds=self.seconds,
+        )  # fmt: skip
+        return build_report(facts)
+
+    def _setup(self) -> None:
+        from deploy.artifacts import ensure_jars
+        from deploy.connect_plugins import ensure_ikkai_plugins
+        from deploy.local_plugins import ensure_local_plugins
+        from deploy.prerequisites import check_java, check_maven
+
+        java = check_java()
+        check_maven()
+        progress = _SayStream(self.say)
+        jars = ensure_jars(jars_dir(), progress=progress)  # type: ignore[arg-type]
+        ensure_local_plugins(jars_dir(), progress=progress)  # type: ignore[arg-type]
+        ensure_ikkai_plugins(jars_dir(), jars, progress=progress)  # type: ignore[arg-type]
+        self.say(f"setup: java {java.version}, jars and Connect plugins in {jars_dir()}")
+
+    def _stack_up(self) -> None:
+        if external_endpoints() is not None:
+            self.say(
+                "note: the demo ignores IKKAI_BOOTSTRAP_SERVERS / IKKAI_CONNECT_URL; it kills and restarts what "
+                "it runs, so it always uses its own embedded stack"
+            )
+        self.say(f"starting a fresh embedded stack in {self.home}")
+        self.stack.down(purge=True)
+        if self.run_dir.exists():
+            shutil.rmtree(self.run_dir)
+        (self.run_dir / "drop").mkdir(parents=True)
+        self.endpoints = self.stack.up()
+        self.say(f"stack: Kafka {self.endpoints.bootstrap_servers}, Connect {self.endpoints.connect_url}")
+
+    def _topics_and_master_data(self, stream: Any) -> None:
+        from outbox_sink.connector_config import create_outbox_topics
+        from spark_jobs.raw_payments import write_master_data
+
+        assert self.endpoints is not None
+        bootstrap = self.endpoints.bootstrap_servers
+        p = self.options.partitions
+        create_topics(bootstrap, [INGEST, EVENTS, DLQ_ENRICH, DECISIONS, DLQ_INFER], p)
+        create_topics(bootstrap, [replay_topic(t) for t in REPLAYED], p)
+        create_outbox_topics(bootstrap, partitions=p)
+        count = write_master_data(bootstrap, stream.world, self.options.seed)
+        self.say(f"topics created ({p} partitions each); {count} master-data profile versions published")
+
+    def _job(self, name: str, module: str, checkpoint: str, *args: str, continuous: bool) -> Child:
+        assert self.endpoints is not None
+        command = python_module(
+            module, "--bootstrap", self.endpoints.bootstrap_servers, "--checkpoint",
+            str(self.run_dir / "checkpoints" / checkpoint), "--partitions", str(self.options.partitions), *args,
+        )  # fmt: skip
+        if continuous:
+            command += ["--continuous", "--max-offsets-per-trigger", str(max(200, self.options.size // 8))]
+        return Child(name, command, self.run_dir / "logs" / f"{checkpoint}.log", child_env(self.home))
+
+    def _enrich(self, continuous: bool = True, replay: bool = False) -> Child:
+        suffix = ".replay" if replay else ""
+        query = "enrich-replay" if replay else "enrich"
+        return self._job(
+            query, "spark_jobs.enrich", query, "--query", query, "--input", INGEST,
+            "--output", EVENTS + suffix, "--dlq", DLQ_ENRICH + suffix, continuous=continuous,
+        )  # fmt: skip
+
+    def _infer(self, continuous: bool = True, replay: bool = False) -> Child:
+        suffix = ".replay" if replay else ""
+        query = "infer-replay" if replay else "infer"
+        return self._job(
+            query, "spark_jobs.infer", query, "--query", query, "--input", EVENTS + suffix,
+            "--decisions", DECISIONS + suffix, "--outbox", OUTBOX + suffix, "--dlq", DLQ_INFER + suffix,
+            continuous=continuous,
+        )  # fmt: skip
+
+    def _start_jobs(self) -> None:
+        self.children["enrich"] = self._enrich()
+        self.children["infer"] = self._infer()
+        self.say(
+            f"started enrich (pid {self.children['enrich'].pid}) and infer (pid {self.children['infer'].pid}), "
+            f"logs in {self.run_dir / 'logs'}"
+        )
+
+    def _start_receiver(self) -> None:
+        port = free_port()
+        receiver = Child(
+            "receiver",
+            python_module("outbox_sink.receiver", "--db", str(self.run_dir / "receiver.sqlite"), "--port", str(port)),
+            self.run_dir / "logs" / "receiver.log",
+            child_env(self.home),
+        )
+        self.children["receiver"] = receiver
+        self.receiver_url = f"http://127.0.0.1:{port}"
+        wait_for_http(receiver, f"{self.receiver_url}/_ikkai/applied")
+        self.say(f"reference receiver on {self.receiver_url} (pid {receiver.pid})")
+
+    def _bundle_requests(self) -> list[BundleRequest]:
+        assert self.endpoints is not None
+        drop = self.run_dir / "drop"
+        url = self.endpoints.connect_url
+        ingest = BundleRequest("payments-ingest", "dev", connect_url=url, overrides=(
+            f"sources.payments.file={drop / 'payments.jsonl'}", f"sources.refunds.file={drop / 'refunds.jsonl'}",
+            f"partitions={self.options.partitions}",
+        ))  # fmt: skip
+        outbox = BundleRequest("outbox-sink", "dev", connect_url=url, overrides=(
+            f"kafka.bootstrap_servers={self.endpoints.bootstrap_servers}",
+            f"targets.payments-api.url={self.receiver_url}", f"targets.notifications-api.url={self.receiver_url}",
+        ))  # fmt: skip
+        return [ingest, outbox]
+
+    def _apply_bundles(self) -> None:
+        for name in ("payments.jsonl", "refunds.jsonl"):
+            (self.run_dir / "drop" / name).touch()
+        for request in self._bundle_requests():
+            self.say(plan_text(bundle_ops.plan_data(request)))
+            applied = bundle_ops.apply_data(request)
+            states = ", ".join(f"{n} {s}" for n, s in sorted(applied["states"].items()))
+            self.say(f"apply: {len(applied['written'])} connector(s) written; {states}")
+
+    # -- following the pipeline ----------------------------------------------------------------
+
+    def _write_lines(self, lines: list[bytes], stop: threading.Event) -> None:
+        path = self.run_dir / "drop" / "payments.jsonl"
+        chunks = max(1, min(40, len(lines) // 25))
+        per_chunk = -(-len(lines) // chunks)
+        pause = self.options.write_seconds / chunks
+        with path.open("ab") as out:
+            for start in range(0, len(lines), per_chunk):
+                out.write(b"".join(line + b"\n" for line in lines[start : start + per_chunk]))
+                out.flush()
+                if stop.wait(pause):
+                    return
+
+    def _follow(self, lines: list[bytes], expectation: Expectation) -> None:
+        assert self.endpoints is not None
+        pipeline = _Pipeline(lines, expectation)
+        counter = RecordCounter(
+            self.endpoints.bootstrap_servers,
+            [INGEST, EVENTS, DLQ_ENRICH, DECISIONS, OUTBOX, DLQ_INFER, RECEIPTS, DLQ_OUTBOX],
+        )
+        stop = threading.Event()
+        writer = threading.Thread(target=self._write_lines, args=(lines, stop), name="demo-writer", daemon=True)
+        plan = chaos_.ChaosPlan()
+        done: set[str] = set()
+        action: threading.Thread | None = None
+        self.say(f"writing {len(lines)} raw lines to {self.run_dir / 'drop' / 'payments.jsonl'}")
+        self.first_line_at = time.monotonic()
+        writer.start()
+        stable = 0
+        last_change = time.monotonic()
+        last_counts: dict[str, int] = {}
+        last_health = 0.0
+        try:
+            while True:
+                pipeline.counts = counter.poll(POLL_S)
+                stages = pipeline.stages()
+                with self._lock:
+                    self.display.update(list(stages.values()))
+                if pipeline.counts != last_counts:
+                    last_counts, last_change = dict(pipeline.counts), time.monotonic()
+                busy = action is not None and action.is_alive()
+                for name in ("enrich", "infer", "receiver"):
+                    if not (busy and name == "infer"):
+                        self.children[name].check_alive()
+                if not busy and time.monotonic() - last_health > 5:
+                    self._check_connectors()
+                    last_health = time.monotonic()
+                if self.options.chaos and not busy:
+                    for due in plan.due(stages, done):
+                        done.add(due)
+                        action = threading.Thread(target=self._chaos, args=(due, stages), daemon=True)
+                        action.start()
+                        busy = True
+                stable = stable + 1 if pipeline.drained() and not busy and not writer.is_alive() else 0
+                if stable >= STABLE_POLLS and (not self.options.chaos or done == set(chaos_.ACTIONS)):
+                    break
+                if not busy and time.monotonic() - last_change > self.options.idle_timeout_s:
+                    self.say(f"no stage moved for {self.options.idle_timeout_s:.0f}s; reporting what there is")
+                    break
+        finally:
+            stop.set()
+            writer.join(30)
+            counter.close()
+            with self._lock:
+                self.display.finish()
+
+    def _check_connectors(self) -> None:
+        assert self.endpoints is not None
+        try:
+            live = ConnectClient(self.endpoints.connect_url).connectors_expanded()
+        except (ConnectRestError, OSError):
+            return  # a restarting worker; the next check sees it
+        for name, data in live.items():
+            for task in data.get("status", {}).get("tasks", []):
+                if task.get("state") == "FAILED":
+                    first = (task.get("trace") or "").strip().splitlines()[:1]
+                    raise IkkaiError(
+                        f"connector {name} task {task.get('id')} FAILED: {first[0] if first else 'no trace'}",
+                        fix=f"see `ikkai bundle status <bundle> --connect-url {self.endpoints.connect_url}` "
+                        f"and {self.stack.log_file(CONNECT)}",
+                    )
+
+    def _chaos(self, action: str, stages: dict[str, StageProgress]) -> None:
+        at = time.monotonic() - self.first_line_at
+        where = chaos_.describe(stages)
+        began = time.monotonic()
+        recovered: float | None = None
+        try:
+            if action == chaos_.KILL_INFER:
+                old = self.children["infer"]
+                self.say(f"chaos: kill -9 infer (pid {old.pid}) at {where}")
+                old.kill()
+                self.children["infer"] = self._infer()
+                self.say(f"chaos: infer restarted (pid {self.children['infer'].pid}) on its checkpoint")
+                recovered = time.monotonic() - began
+            elif action == chaos_.RESTART_WORKER:
+                self.say(f"chaos: kill -9 the Connect worker at {where}, then start it again")
+                self.stack.kill(CONNECT)
+                self.stack.start(CONNECT)
+                self._wait_connectors_running()
+                recovered = time.monotonic() - began
+                self.say(f"chaos: Connect worker back, connectors RUNNING after {recovered:.0f}s")
+        except IkkaiError as exc:
+            self.say(f"chaos: {action} did not recover: {exc}")
+        self.chaos_events.append(ChaosEvent(action, at, where, recovered))
+
+    def _wait_connectors_running(self, timeout_s: float = 180.0) -> None:
+        assert self.endpoints is not None
+        client = ConnectClient(self.endpoints.connect_url)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                live = client.connectors_expanded()
+            except (ConnectRestError, OSError):
+                live = {}
+            states = [
+                s.get("state")
+                for data in live.values()
+                for s in [data.get("status", {}).get("connector", {}), *data.get("status", {}).get("tasks", [])]
+            ]
+            if live and states and all(state == "RUNNING" for state in states):
+                return
+            time.sleep(1)
+        raise IkkaiError(f"connectors not RUNNING {timeout_s:.0f}s after the worker restart")
+
+    # -- replay ----------------------------------------------------------------------------------
+
+    def _replay(self) -> dict[str, list[Any]] | None:
+        assert self.endpoints is not None
+        for name in ("enrich", "infer"):
+            if not self.options.keep:
+                self.children[name].stop()
+        self.say("replay: enrich and infer again from the start of ingest.payments into fresh *.replay topics")
+        try:
+            for name, make in (("enrich-replay", self._enrich), ("infer-replay", self._infer)):
+                started = time.monotonic()
+                job = self.children[name] = make(False, True)
+                code = job.wait(self.options.job_timeout_s)
+                if code != 0:
+                    raise ChildProcessError(name, f"exited with code {code}", job.log)
+                self.say(f"replay: {name} done in {time.monotonic() - started:.0f}s")
+        except ChildProcessError as exc:
+            self.say(f"replay failed: {exc}")
+            return None
+        return read_topics(self.endpoints.bootstrap_servers, [replay_topic(t) for t in REPLAYED])
+
+    # -- stopping ------------------------------------------------------------------------------
+
+    def _stop(self) -> None:
+        if self.options.keep:
+            alive = {n: c.pid for n, c in self.children.items() if c.alive()}
+            self.say(
+                f"--keep: left running: the stack (`ikkai stack --home {self.home} status`, `... down` stops it) "
+                "and " + ", ".join(f"{n} pid {pid}" for n, pid in alive.items()) + f"; receiver {self.receiver_url}"
+            )
+            return
+        for child in self.children.values():
+            child.stop()
+        self.stack.down()
+        self.say("stopped everything the demo started")
+
+
+def run_demo(options: DemoOptions, stream: TextIO = sys.stderr) -> dict[str, Any]:
+    """Run the demo; the report (``build_report``), whose ``passed`` says whether every invariant held."""
+    return Demo(options, stream).run()
