@@ -171,12 +171,14 @@ def smoke(keep: bool, output: str) -> None:
 
 from deploy.control_cli import bundle as bundle_group  # noqa: E402 - registered after the core commands
 from deploy.control_cli import serve as serve_command  # noqa: E402
+from deploy.demo import demo as demo_command  # noqa: E402
 from spark_jobs.cli import jobs  # noqa: E402
 from transforms.cli import transforms as transforms_group  # noqa: E402
 
 cli.add_command(bundle_group)
 cli.add_command(serve_command)
 cli.add_command(jobs)
+cli.add_command(demo_command)
 cli.add_command(transforms_group)
 
 
