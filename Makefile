@@ -6,9 +6,15 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.ikkai-installed
 
-.PHONY: demo test lint setup clean
+.PHONY: demo smoke test lint setup clean
 
+# The whole platform end to end on its own fresh stack, with chaos and a replay; the report on stdout.
+# Options pass through: make demo DEMO_ARGS="--size 500 --no-chaos -o json"
 demo: setup
+	$(BIN)/ikkai demo $(DEMO_ARGS)
+
+# A quick check that the embedded stack works (transactions, a Connect file source).
+smoke: setup
 	$(BIN)/ikkai smoke
 
 test: setup lint
@@ -32,4 +38,5 @@ $(STAMP): pyproject.toml
 
 clean:
 	-$(BIN)/ikkai stack down
+	-$(BIN)/ikkai stack --home "$${IKKAI_HOME:-$$HOME/.ikkai}/demo" down
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
