@@ -17,7 +17,7 @@ DEFAULTS = DemoOptions()
 @click.command()
 @click.option(
     "--size",
-    type=click.IntRange(min=50),
+    type=click.IntRange(min=100),
     default=DEFAULTS.size,
     show_default=True,
     help="Payments in the generated day (the raw stream adds duplicates, updates, late and bad lines).",

@@ -68,6 +68,7 @@ def build_report(f: Facts) -> dict[str, Any]:
         "decisions_by_action": dict(sorted(Counter(d.action for d in f.decisions).items())),
         "duplicate_decisions": duplicate_decisions(f),
         "side_effects": {
+            "decisions_with_side_effects": len({r.decision_id for r in f.requests}),
             "requested": len(f.requests),
             "applied": len(f.applied),
             "max_applied_per_request": max(Counter(f.applied).values(), default=0),
@@ -132,12 +133,15 @@ def report_text(r: dict[str, Any]) -> str:
             note = notes.get(topic, "")
             lines.append(f"{stage if i == 0 else '':<10} {topic:<24} {count:>8}  {note}".rstrip())
     s = r["side_effects"]
+    once = next(i["ok"] for i in r["invariants"] if i["name"].startswith("side effects applied"))
     lines += [
         "",
         f"duplicate decisions: {r['duplicate_decisions']}",
-        f"side effects: {s['requested']} requested, {s['applied']} applied, at most "
-        f"{s['max_applied_per_request']} per request; {s['http_requests']} HTTP requests, "
-        f"{s['answered_from_stored_response']} of them repeats answered from the stored response",
+        f"side effects applied per decision and target: {'exactly 1' if once else 'NOT exactly 1'} "
+        f"({s['applied']} applied for {s['requested']} requested by {s['decisions_with_side_effects']} decisions; "
+        f"receiver DB)",
+        f"  the sink sent {s['http_requests']} HTTP requests; {s['answered_from_stored_response']} were repeats "
+        "answered from the stored response, applying nothing",
         "",
         f"{'LATENCY':<20} {'p50':>8} {'p95':>8} {'p99':>8} {'max':>8}",
     ]

@@ -167,7 +167,14 @@ class Demo:
         self.seconds["setup"] = time.monotonic() - started
         self._stack_up()
         self.seconds["stack"] = time.monotonic() - started - self.seconds["setup"]
-        stream = mixed_stream(o.seed, payments=o.size, partitions=o.partitions, step_ms=max(2_000, DAY_MS // o.size))
+        try:
+            stream = mixed_stream(
+                o.seed, payments=o.size, partitions=o.partitions, step_ms=max(2_000, DAY_MS // o.size)
+            )
+        except ValueError as exc:  # too few payments to hold every kind of bad line
+            raise IkkaiError(
+                f"--size {o.size} --seed {o.seed}: {exc}", fix="pass a larger --size (200 or more)"
+            ) from exc
         given = demo_input(stream.lines)
         lines, expectation = given.lines, given.expectation
         self.held_back = given.held_back

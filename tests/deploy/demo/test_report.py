@@ -77,8 +77,8 @@ def test_a_clean_run_passes_and_counts_add_up() -> None:
     assert report["dead_letters_by_reason"] == {"not_json": 1}
     assert report["decisions_by_action"] == {"approve": 1, "hold": 1}
     assert report["side_effects"] == {
-        "requested": 2, "applied": 2, "max_applied_per_request": 1, "http_requests": 3,
-        "answered_from_stored_response": 1,
+        "decisions_with_side_effects": 1, "requested": 2, "applied": 2, "max_applied_per_request": 1,
+        "http_requests": 3, "answered_from_stored_response": 1,
     }  # fmt: skip
     assert report["receipts"] == {"records": 3, "delivered": 2, "dead_lettered": 0, "repeats": 1}
     assert report["latency_ms"]["ingest_to_decision"] == {"count": 2, "p50": 500.0, "p95": 599.0, "p99": 599.0,
