@@ -1,0 +1,67 @@
+"""``ikkai transforms list|check``: the check fails on a deliberately non-deterministic transform, passes on ours."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+from deploy.cli import cli
+from tests.deploy.cli_runner import run_ikkai
+from transforms import TransformSpecError, registered
+
+SHIPPED = ["amount_to_minor_units", "mask_card_number", "merchant_category", "normalize_country"]
+
+
+def test_list_shows_every_transform_with_its_parameters() -> None:
+    result = CliRunner().invoke(cli, ["transforms", "list", "-o", "json"])
+    assert result.exit_code == 0, result.output
+    listed = {t["name"]: t for t in json.loads(result.output)["transforms"]}
+    assert set(SHIPPED) <= set(listed)
+    assert [p["name"] for p in listed["merchant_category"]["params"]] == ["code_column", "output"]
+    assert listed["mask_card_number"]["module"] == "transforms.payments"
+    text = CliRunner().invoke(cli, ["transforms", "list"]).output
+    assert text.splitlines()[0].split() == ["TRANSFORM", "PARAMS", "SUMMARY"]
+    assert "amount_to_minor_units  amount, currency, output" in text
+
+
+def test_check_fails_on_a_nondeterministic_transform_and_passes_the_shipped_ones() -> None:
+    """As a user runs it: a new process, the fixture module loaded with --module."""
+    keep = {k: os.environ[k] for k in ("IKKAI_HOME", "IKKAI_JARS_DIR") if k in os.environ}
+    result = run_ikkai("transforms", "check", "--module", "tests.transforms.nondeterministic", "-o", "json", env=keep)
+    assert result.returncode == 1, result.stderr
+    report = json.loads(result.stdout)
+    verdicts = {r["transform"]: r for r in report["results"]}
+    assert report["passed"] is False
+    assert not verdicts["stamp_processing_time"]["ok"]
+    assert any("CurrentTimestamp" in problem for problem in verdicts["stamp_processing_time"]["problems"])
+    assert [name for name, r in verdicts.items() if r["ok"]] == SHIPPED
+    assert "stamp_processing_time" not in registered()  # the fixture never leaks into this process
+
+
+def test_check_with_a_spec_checks_the_transforms_it_names(spark: Any, tmp_path: Path) -> None:
+    spec = tmp_path / "pipeline.yaml"
+    spec.write_text("transforms:\n  - {name: mask_card_number, params: {column: card_number}}\n")
+    result = CliRunner().invoke(cli, ["transforms", "check", "--spec", str(spec)])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[1].split()[:3] == ["mask_card_number", "ok", "1"]
+    assert lines[-1] == "transforms check: passed"
+    assert spark.range(1).count() == 1  # the shared test session is still usable afterwards
+
+
+def test_check_with_a_bad_spec_fails_before_spark_starts(tmp_path: Path) -> None:
+    spec = tmp_path / "pipeline.yaml"
+    spec.write_text("transforms:\n  - {name: mask_pan}\n")
+    result = CliRunner().invoke(cli, ["transforms", "check", "--spec", str(spec)])
+    assert isinstance(result.exception, TransformSpecError)
+    assert "unknown transform 'mask_pan'" in str(result.exception)
+
+
+def test_an_unimportable_module_is_a_one_line_error() -> None:
+    result = run_ikkai("transforms", "list", "--module", "tests.transforms.no_such_module")
+    assert result.returncode == 1
+    assert result.stderr.startswith("ikkai: error: transforms: cannot import module 'tests.transforms.no_such_module'")
