@@ -32,6 +32,7 @@ from ikkai.errors import ConfigError
 from spark_jobs.fraud_decisions import ORDER_BY, OUTPUT_SCHEMA, Topics, decide_batches
 from spark_jobs.fraud_model import FEATURES_PATH, MODEL_PATH, FraudModel, load_snapshots
 from spark_jobs.serialization import default_codec
+from spark_jobs.shipping import shipped_path
 from spark_jobs.transactional_sink import AtLeastOnceBatchWriter, PartitionResult, SinkConfig, TransactionalBatchWriter
 
 if TYPE_CHECKING:
@@ -96,8 +97,8 @@ def start_query(spark: SparkSession, options: InferOptions) -> StreamingQuery:
     if input_partitions != partitions:
         raise ConfigError("infer", options.input_topic, f"has {input_partitions} partitions, the job {partitions}",
                           fix="input and output topics must share one partition layout")  # fmt: skip
-    model = FraudModel.load(options.model_path)
-    snapshots = load_snapshots(options.features_path)
+    model = FraudModel.load(shipped_path(options.model_path))  # after the session: files shipped to it are in place
+    snapshots = load_snapshots(shipped_path(options.features_path))
     codec = default_codec()
     sys.stderr.write(f"{options.query}: model {model.version}, {partitions} partitions, mode {options.mode}\n")
 
@@ -172,6 +173,8 @@ def default_bootstrap() -> str:
 @click.option("--continuous", is_flag=True, help="Keep running (1 s trigger) instead of stopping when caught up.")
 @click.option("--max-offsets-per-trigger", type=int, help="Bound each micro-batch (keeps transactions short).")
 @click.option("--master", default="local[2]", show_default=True)
+@click.option("--model", help="Model artifact (model.json) [default: models/fraud/model.json of this checkout].")
+@click.option("--features", help="Feature snapshots (CSV) [default: the model's customer_features.csv].")
 @click.option("--crash-after-batch", type=int, hidden=True)
 def main(**kw: Any) -> None:
     """Run the infer job until the input is drained (or forever with --continuous)."""
@@ -188,6 +191,8 @@ def main(**kw: Any) -> None:
         input_topic=kw["input_topic"], topics=topics, partitions=kw["partitions"], mode=kw["mode"], query=kw["query"],
         available_now=not kw["continuous"], max_offsets_per_trigger=kw["max_offsets_per_trigger"], master=kw["master"],
         crash_after_batch=kw["crash_after_batch"],
+        model_path=Path(kw["model"]) if kw["model"] else MODEL_PATH,
+        features_path=Path(kw["features"]) if kw["features"] else FEATURES_PATH,
     ))  # fmt: skip
 
 

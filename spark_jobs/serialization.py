@@ -247,9 +247,19 @@ class SingleObjectCodec:
 
 
 def schemas_dir() -> Path:
-    """The catalog folder: $IKKAI_SCHEMAS_DIR, else the repo's ``schemas/`` next to this package."""
+    """The catalog folder: $IKKAI_SCHEMAS_DIR, else the repo's ``schemas/`` next to this package.
+
+    Under spark-submit (``ikkai jobs submit``) the package is imported from a zip, and the catalog
+    is the shipped ``ikkai-data/schemas``: in the working directory or under Spark's file root,
+    depending on the cluster manager. A relative $IKKAI_SCHEMAS_DIR is looked up the same way.
+    """
+    from spark_jobs.shipping import SHIPPED_SCHEMAS, shipped_path
+
     configured = os.environ.get(SCHEMAS_VAR)
-    return Path(configured).resolve() if configured else Path(__file__).resolve().parent.parent / "schemas"
+    if configured:
+        return shipped_path(configured).resolve()
+    beside = Path(__file__).resolve().parent.parent / "schemas"
+    return beside if beside.is_dir() else shipped_path(SHIPPED_SCHEMAS).resolve()
 
 
 @lru_cache(maxsize=4)

@@ -38,11 +38,23 @@ def spark_jars(jars: JarSet | None = None) -> list[str]:
     return [str(path) for path in resolved.spark_jars()]
 
 
+def launched_by_spark_submit() -> bool:
+    """True in a driver that spark-submit started: its JVM is already up and told Python where (the gateway)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
 def spark_session(
     app_name: str, *, master: str = "local[2]", jars: JarSet | None = None, conf: Mapping[str, str] | None = None
 ) -> SparkSession:
     from pyspark.sql import SparkSession
 
+    if launched_by_spark_submit():
+        # spark-submit already decided master, jars, Python and files (`ikkai jobs submit`); on a
+        # cluster driver the local jar folder does not even exist. Only ikkai's own defaults apply.
+        builder = SparkSession.builder.appName(app_name)
+        for key, value in {**DEFAULTS, **(conf or {})}.items():
+            builder = builder.config(key, value)
+        return builder.getOrCreate()
     builder = SparkSession.builder.appName(app_name).master(master).config("spark.jars", ",".join(spark_jars(jars)))
     if master.startswith("local"):
         # Local Python workers run this interpreter (the venv with fastavro, confluent-kafka, pandas),
