@@ -1,0 +1,263 @@
+"""The enrich job: ingest.payments (raw JSON lines) → events.payments (Avro) + dlq.enrich, in one transaction.
+
+    python -m spark_jobs.enrich --checkpoint DIR [--bootstrap HOST:PORT] [--lateness 10000] ...
+
+The stages of one micro-batch (docs/enrich.md is the user's guide):
+
+1. The Kafka source reads ``ingest.payments`` with ``kafka.isolation.level=read_committed``.
+2. Per input partition, in offset order (``applyInPandasWithState`` keyed by the partition):
+   parse and validate each record (``enrich_parse``), then the event-time rules (``enrich_dedupe``:
+   late beyond the watermark, duplicate event_id, stale status update). The gate's state lives in
+   Spark's state store, so a restart resumes it at the checkpointed batch. Decisions do not depend
+   on batch boundaries, so a crash-restart or a replay into fresh topics decides the same.
+3. Valid events are joined with merchant and customer profile versions as of their event time
+   and ingest time (``enrich_asof``; a master-data outage holds the batch, never rejects it).
+4. The transforms of the spec file (``--transforms``, default ``enrich_transforms.yaml``) run:
+   amount to minor units, card masking, merchant category.
+5. Events (``payment_event``, latest schema, key payment_id) and dead letters (``dead_letter``, with
+   the raw bytes, source topic/partition/offset, error_class and reason) are written by the
+   ``TransactionalBatchWriter``: per output partition, events, dead letters and the commit marker
+   are one Kafka transaction. Every input record yields exactly one of the two (in = out + DLQ).
+
+The layout is pinned as in the infer job: ingest, events and DLQ topics have ``--partitions``
+partitions; an event and a dead letter of input partition p go to partition p, sorted by input
+offset, so a replay is byte-identical. ``--lateness`` and the partition count decide outputs:
+changing either needs a new ``--query`` with a fresh checkpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from ikkai.errors import ConfigError
+from spark_jobs.enrich_asof import MasterData, MasterDataTopics
+from spark_jobs.enrich_records import (
+    CLASSIFIED_SCHEMA,
+    EVENT,
+    GATE_STATE_SCHEMA,
+    ORDER_BY,
+    SINK_SCHEMA,
+    Settings,
+    classify_with_state,
+    encode_dead_letters,
+    encode_events,
+)
+from spark_jobs.infer import ensure_topics, topic_partitions
+from spark_jobs.master_data import ensure_master_topics
+from spark_jobs.raw_payments import DEFAULT_LATENESS_MS
+from spark_jobs.serialization import default_codec
+from spark_jobs.transactional_sink import AtLeastOnceBatchWriter, PartitionResult, SinkConfig, TransactionalBatchWriter
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+
+    from transforms import TransformPipeline
+
+MODES = ("exactly-once", "at-least-once")
+TRANSFORMS_SPEC = Path(__file__).resolve().with_name("enrich_transforms.yaml")
+
+
+@dataclass(frozen=True)
+class EnrichOptions:
+    bootstrap_servers: str
+    checkpoint: Path
+    input_topic: str = "ingest.payments"
+    events_topic: str = "events.payments"
+    dlq_topic: str = "dlq.enrich"
+    master_data: MasterDataTopics = field(default_factory=MasterDataTopics)
+    partitions: int | None = None
+    lateness_ms: int = DEFAULT_LATENESS_MS
+    transforms: Path = TRANSFORMS_SPEC
+    mode: str = "exactly-once"
+    app: str = "ikkai"
+    query: str = "enrich"
+    available_now: bool = True
+    max_offsets_per_trigger: int | None = None
+    master_data_timeout_s: float = 600.0
+    master: str = "local[2]"
+    crash_after_batch: int | None = None  # fault injection for tests: SIGKILL itself after this batch's write
+
+
+class EnrichBatch:
+    """The ``foreachBatch`` function: master-data join, transforms, encoding, then the sink's write."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        master_data: MasterData,
+        pipeline: TransformPipeline,
+        writer: TransactionalBatchWriter | AtLeastOnceBatchWriter,
+    ) -> None:
+        self.settings = settings
+        self.master_data = master_data
+        self.pipeline = pipeline
+        self.writer = writer
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        from pyspark.sql import functions as F
+
+        settings, codec = self.settings, default_codec()
+        batch = batch.persist()  # the state store is updated once; events and dead letters read the same rows
+        try:
+            events = batch.where(F.col("outcome") == EVENT).drop("key", "value", "outcome", "reason")
+            enriched = self.pipeline.apply(self.master_data.join(events))
+            rows = enriched.mapInPandas(lambda c: encode_events(c, codec, settings), SINK_SCHEMA).unionByName(
+                batch.where(F.col("outcome") != EVENT).mapInPandas(
+                    lambda c: encode_dead_letters(c, codec, settings), SINK_SCHEMA
+                )
+            )
+            self.writer(rows, batch_id)
+        finally:
+            batch.unpersist()
+
+
+def _crash_hook(options: EnrichOptions) -> Any:
+    def after_batch(batch_id: int, _: list[PartitionResult]) -> None:
+        if options.crash_after_batch is not None and batch_id >= options.crash_after_batch:
+            sys.stderr.write(f"{options.query}: fault injection: SIGKILL after batch {batch_id}\n")
+            sys.stderr.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return after_batch
+
+
+def start_query(spark: SparkSession, options: EnrichOptions) -> StreamingQuery:
+    from pyspark.sql import functions as F
+
+    from transforms import CURRENCY_EXPONENTS, load_spec
+
+    pipeline = load_spec(options.transforms)  # an unknown transform or a bad parameter stops the job here
+    partitions = options.partitions or topic_partitions(options.bootstrap_servers, options.events_topic)
+    if partitions is None:
+        raise ConfigError("enrich", "--partitions", f"the events topic {options.events_topic} does not exist",
+                          fix="create the topics (--create-topics) or pass --partitions")  # fmt: skip
+    input_partitions = topic_partitions(options.bootstrap_servers, options.input_topic)
+    if input_partitions != partitions:
+        raise ConfigError("enrich", options.input_topic, f"has {input_partitions} partitions, the job {partitions}",
+                          fix="ingest, events and DLQ topics must share one partition layout")  # fmt: skip
+    settings = Settings(options.input_topic, options.events_topic, options.dlq_topic, partitions,
+                        options.lateness_ms, dict(CURRENCY_EXPONENTS))  # fmt: skip
+    sys.stderr.write(
+        f"{options.query}: {partitions} partitions, lateness {options.lateness_ms} ms, transforms "
+        f"{', '.join(pipeline.names)}, mode {options.mode}\n"
+    )
+    source = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", options.bootstrap_servers)
+        .option("subscribe", options.input_topic)
+        .option("kafka.isolation.level", "read_committed")
+        .option("startingOffsets", "earliest")
+        .option("failOnDataLoss", "true")
+    )
+    if options.max_offsets_per_trigger:
+        source = source.option("maxOffsetsPerTrigger", str(options.max_offsets_per_trigger))
+    classified = (
+        source.load()
+        .select("key", "value", "partition", "offset", F.unix_millis("timestamp").alias("ingested_at"))
+        .groupBy("partition")
+        .applyInPandasWithState(
+            classify_with_state(settings), CLASSIFIED_SCHEMA, GATE_STATE_SCHEMA, "update", "NoTimeout"
+        )
+    )
+    writer: TransactionalBatchWriter | AtLeastOnceBatchWriter
+    if options.mode == "exactly-once":
+        config = SinkConfig(
+            app=options.app, query=options.query, bootstrap_servers=options.bootstrap_servers,
+            output_topics=(options.events_topic, options.dlq_topic), partitions=partitions, order_by=ORDER_BY,
+        )  # fmt: skip
+        writer = TransactionalBatchWriter(config, after_batch=_crash_hook(options))
+    else:
+        writer = AtLeastOnceBatchWriter(
+            options.bootstrap_servers, after_batch=_crash_hook(options), query=options.query
+        )
+    writer.prepare(spark)
+    master_data = MasterData(options.bootstrap_servers, options.master_data, options.master_data_timeout_s)
+    batch = EnrichBatch(settings, master_data, pipeline, writer)
+    stream = classified.writeStream.queryName(options.query).option("checkpointLocation", str(options.checkpoint))
+    trigger = {"availableNow": True} if options.available_now else {"processingTime": "1 second"}
+    return stream.outputMode("update").foreachBatch(batch).trigger(**trigger).start()
+
+
+def run_enrich(options: EnrichOptions) -> None:
+    from spark_jobs.session import spark_session
+
+    spark = spark_session(f"{options.app}-{options.query}", master=options.master)
+    try:
+        start_query(spark, options).awaitTermination()
+    finally:
+        spark.stop()
+
+
+def default_bootstrap() -> str:
+    from deploy.runtime import select_stack
+
+    endpoints = select_stack().endpoints()
+    if endpoints is None:
+        raise ConfigError(
+            "enrich", "--bootstrap", "no cluster configured", fix="run `ikkai stack up` or pass --bootstrap"
+        )
+    return endpoints.bootstrap_servers
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--bootstrap", help="Kafka bootstrap servers [default: IKKAI_BOOTSTRAP_SERVERS, else the local stack].")
+@click.option(
+    "--checkpoint",
+    type=click.Path(path_type=Path),
+    help="Spark checkpoint folder [default: $IKKAI_HOME/checkpoints/<query>].",
+)
+@click.option("--input", "input_topic", default="ingest.payments", show_default=True)
+@click.option("--output", "events_topic", default="events.payments", show_default=True)
+@click.option("--dlq", default="dlq.enrich", show_default=True)
+@click.option("--merchants", default=MasterDataTopics.merchants, show_default=True, help="Merchant profile versions.")
+@click.option("--customers", default=MasterDataTopics.customers, show_default=True, help="Customer profile versions.")
+@click.option("--lateness", type=int, default=DEFAULT_LATENESS_MS, show_default=True,
+              help="Allowed event-time lateness in ms; older events go to the DLQ as 'late'.")  # fmt: skip
+@click.option("--transforms", "transforms_spec", type=click.Path(path_type=Path, dir_okay=False),
+              default=TRANSFORMS_SPEC, show_default=True, help="Transform spec file (YAML).")  # fmt: skip
+@click.option("--partitions", type=int, help="Pinned partition count of every topic [default: the events topic's].")
+@click.option("--create-topics", is_flag=True, help="Create missing topics with --partitions partitions first.")
+@click.option("--mode", type=click.Choice(MODES), default="exactly-once", show_default=True)
+@click.option("--query", default="enrich", show_default=True, help="Query name; part of every transactional.id.")
+@click.option("--continuous", is_flag=True, help="Keep running (1 s trigger) instead of stopping when caught up.")
+@click.option("--max-offsets-per-trigger", type=int, help="Bound each micro-batch (keeps transactions short).")
+@click.option("--master-data-timeout", type=float, default=600.0, show_default=True,
+              help="Seconds a batch waits for unreadable master data; then the job stops.")  # fmt: skip
+@click.option("--master", default="local[2]", show_default=True)
+@click.option("--crash-after-batch", type=int, hidden=True)
+def main(**kw: Any) -> None:
+    """Run the enrich job until the input is drained (or forever with --continuous)."""
+    from deploy.settings import ikkai_home
+
+    bootstrap = kw["bootstrap"] or os.environ.get("IKKAI_BOOTSTRAP_SERVERS") or default_bootstrap()
+    if kw["create_topics"]:
+        if not kw["partitions"]:
+            raise click.UsageError("--create-topics needs --partitions")
+        ensure_topics(bootstrap, [kw["input_topic"], kw["events_topic"], kw["dlq"]], kw["partitions"])
+        ensure_master_topics(bootstrap, merchants_topic=kw["merchants"], customers_topic=kw["customers"])
+    run_enrich(EnrichOptions(
+        bootstrap_servers=bootstrap, checkpoint=kw["checkpoint"] or ikkai_home() / "checkpoints" / kw["query"],
+        input_topic=kw["input_topic"], events_topic=kw["events_topic"], dlq_topic=kw["dlq"],
+        master_data=MasterDataTopics(kw["merchants"], kw["customers"]), partitions=kw["partitions"],
+        lateness_ms=kw["lateness"], transforms=kw["transforms_spec"], mode=kw["mode"], query=kw["query"],
+        available_now=not kw["continuous"], max_offsets_per_trigger=kw["max_offsets_per_trigger"],
+        master_data_timeout_s=kw["master_data_timeout"], master=kw["master"], crash_after_batch=kw["crash_after_batch"],
+    ))  # fmt: skip
+
+
+if __name__ == "__main__":
+    from ikkai.errors import IkkaiError
+
+    try:
+        main(standalone_mode=True)
+    except IkkaiError as exc:
+        sys.stderr.write(f"ikkai: error: {exc}\n")
+        sys.exit(1)

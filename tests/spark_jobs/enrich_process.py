@@ -1,0 +1,42 @@
+"""Run the enrich job as its own process (``python -m spark_jobs.enrich``) and kill it with SIGKILL.
+
+The process handling (own process group, stderr reader, batch counting, kill, tail) is the infer
+job's ``InferProcess``; only the command differs.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.spark_jobs.infer_process import InferProcess
+
+
+@dataclass(frozen=True)
+class EnrichTopics:
+    input: str
+    events: str
+    dlq: str
+    merchants: str
+    customers: str
+
+
+class EnrichProcess(InferProcess):
+    def __init__(self, bootstrap: str, topics: EnrichTopics, checkpoint: Path, query: str, *extra: str) -> None:
+        command = [
+            sys.executable, "-m", "spark_jobs.enrich", "--bootstrap", bootstrap, "--checkpoint", str(checkpoint),
+            "--query", query, "--input", topics.input, "--output", topics.events, "--dlq", topics.dlq,
+            "--merchants", topics.merchants, "--customers", topics.customers, *extra,
+        ]  # fmt: skip
+        self.log: list[str] = []
+        self.committed = threading.Semaphore(0)
+        self.process = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )  # fmt: skip
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()

@@ -1,0 +1,168 @@
+"""The enrich job as its own process on the real stack: the mixed stream, master data as of the event, replay.
+
+One input (the seeded mixed stream of ``raw_payments``) and one master-data publish are shared by
+the module; the crash-free run is the reference. What counts is what read_committed consumers see.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from spark_jobs import enrich_reasons as r
+from spark_jobs.master_data import CustomerProfile, MerchantProfile, generate_profiles, publish_profiles
+from spark_jobs.raw_payments import EVENT, MixedStream, mixed_stream, produce_lines
+from spark_jobs.serialization import default_codec
+from tests.kafka_helpers import create_topic, unique
+from tests.spark_jobs.enrich_process import EnrichProcess, EnrichTopics
+from tests.spark_jobs.records import Partitioned, by_partition, flat
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 2
+BATCH = 60  # maxOffsetsPerTrigger: several micro-batches per run
+SEED = 7
+
+
+def outputs(bootstrap: str, base: EnrichTopics) -> EnrichTopics:
+    name = unique("t")
+    topics = replace(base, events=f"events.{name}", dlq=f"dlq.{name}")
+    create_topic(bootstrap, topics.events, PARTITIONS)
+    create_topic(bootstrap, topics.dlq, PARTITIONS)
+    return topics
+
+
+def run_to_end(bootstrap: str, topics: EnrichTopics, checkpoint: Path, query: str, *extra: str) -> EnrichProcess:
+    job = EnrichProcess(bootstrap, topics, checkpoint, query, *extra)
+    code = job.wait()
+    assert code == 0, job.tail()
+    return job
+
+
+@pytest.fixture(scope="module")
+def ingest(bootstrap: str) -> tuple[EnrichTopics, MixedStream]:
+    """Master data first, then the raw stream: every profile version was published before the events landed."""
+    stream = mixed_stream(SEED, payments=300, partitions=PARTITIONS)
+    name = unique("enrich")
+    topics = EnrichTopics(f"ingest.{name}", "", "", f"masterdata.merchants.{name}", f"masterdata.customers.{name}")
+    merchants, customers = generate_profiles(stream.world, SEED)
+    publish_profiles(bootstrap, merchants, customers, merchants_topic=topics.merchants,
+                     customers_topic=topics.customers, transactional_id=unique("test.masterdata"))  # fmt: skip
+    create_topic(bootstrap, topics.input, PARTITIONS)
+    produce_lines(bootstrap, topics.input, stream.lines)
+    return topics, stream
+
+
+@pytest.fixture(scope="module")
+def reference(
+    bootstrap: str, ingest: tuple[EnrichTopics, MixedStream], tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Partitioned, Partitioned]:
+    topics = outputs(bootstrap, ingest[0])
+    run_to_end(bootstrap, topics, tmp_path_factory.mktemp("ref"), unique("ref"), "--max-offsets-per-trigger",
+               str(BATCH))  # fmt: skip
+    return by_partition(bootstrap, topics.events), by_partition(bootstrap, topics.dlq)
+
+
+def _positions(stream: MixedStream) -> dict[tuple[int, int], int]:
+    """(partition, offset) → index of the line in the stream (produce_lines keeps per-partition order)."""
+    offsets = dict.fromkeys(range(stream.partitions), 0)
+    where = {}
+    for i, line in enumerate(stream.lines):
+        where[(line.partition, offsets[line.partition])] = i
+        offsets[line.partition] += 1
+    return where
+
+
+def test_every_valid_event_once_every_other_record_in_the_dlq_with_its_reason(
+    ingest: tuple[EnrichTopics, MixedStream], reference: tuple[Partitioned, Partitioned]
+) -> None:
+    topics, stream = ingest
+    codec = default_codec()
+    events = [codec.decode("payment_event", value) for _, value in flat(reference[0])]
+    letters = [codec.decode("dead_letter", value) for _, value in flat(reference[1])]
+    assert Counter(e["event_id"] for e in events) == Counter(stream.expected_event_ids())
+    where = _positions(stream)
+    seen = Counter((d["source_partition"], d["source_offset"]) for d in letters)
+    assert max(seen.values()) == 1
+    for d in letters:
+        line = stream.lines[where[(d["source_partition"], d["source_offset"])]]
+        assert d["error_class"] == line.expected, d["reason"]
+        assert (d["key"], d["value"], d["source_topic"], d["stage"]) == (line.key, line.value, topics.input, "enrich")
+        assert d["headers"][r.ERROR_CLASS_HEADER] == d["error_class"] and d["headers"][r.REASON_HEADER] == d["reason"]
+        assert d["reason"]
+    assert len(events) + len(letters) == len(stream.lines)  # in = out + DLQ: nothing lost, nothing twice
+    assert Counter(d["error_class"] for d in letters) == Counter(
+        line.expected for line in stream.lines if line.expected != EVENT
+    )
+    assert {d["error_class"] for d in letters} == set(r.ERROR_CLASSES)
+
+
+def test_events_are_normalized_keyed_by_payment_id_and_carry_no_card_number(
+    ingest: tuple[EnrichTopics, MixedStream], reference: tuple[Partitioned, Partitioned]
+) -> None:
+    stream = ingest[1]
+    codec = default_codec()
+    raw = {line.event_id: line for line in stream.lines if line.expected == EVENT}
+    for partition, records in reference[0].items():
+        for key, value in records:
+            event = codec.decode("payment_event", value)
+            line = raw[event["event_id"]]
+            assert key == event["payment_id"].encode() and line.partition == partition
+            assert codec.writer_of(value).version == codec.catalog.get("payment_event").version
+            assert event["card_masked"].startswith("************") and line.value.count(b"card_number") == 1
+            assert event["card_masked"][-4:].encode() in line.value
+            assert event["merchant_category"] != "unknown" and event["status"] in ("authorized", "captured")
+    payments = stream.world.payments.set_index("event_id")
+    for _, value in flat(reference[0]):
+        event = codec.decode("payment_event", value)
+        if event["event_id"] in payments.index:
+            assert event["amount_minor"] == payments.loc[event["event_id"], "amount_minor"]
+
+
+def _as_of(profiles: list[MerchantProfile] | list[CustomerProfile], entity: str, event_time: int) -> object:
+    versions = [p for p in profiles if getattr(p, entity.split("@")[0]) == entity.split("@")[1]]
+    eligible = [p for p in versions if p.valid_from <= event_time]
+    return max(eligible, key=lambda p: p.valid_from) if eligible else None
+
+
+def test_master_data_is_joined_as_of_the_event_time(
+    ingest: tuple[EnrichTopics, MixedStream], reference: tuple[Partitioned, Partitioned]
+) -> None:
+    stream = ingest[1]
+    merchants, customers = generate_profiles(stream.world, SEED)
+    codec = default_codec()
+    picked_second = 0
+    for _, value in flat(reference[0]):
+        event = codec.decode("payment_event", value)
+        merchant = _as_of(merchants, f"merchant_id@{event['merchant_id']}", event["event_time"])
+        customer = _as_of(customers, f"customer_id@{event['customer_id']}", event["event_time"])
+        assert isinstance(merchant, MerchantProfile) and isinstance(customer, CustomerProfile)
+        assert (event["merchant_risk_tier"], event["merchant_profile_as_of"]) == (merchant.risk_tier,
+                                                                                  merchant.valid_from)  # fmt: skip
+        assert (event["customer_segment"], event["customer_profile_as_of"]) == (customer.segment, customer.valid_from)
+        picked_second += merchant.valid_from != min(p.valid_from for p in merchants)
+    assert picked_second > 0  # some events fall after a merchant's second version began
+
+
+def test_a_version_published_after_the_events_changes_nothing_and_a_replay_is_byte_identical(
+    bootstrap: str, ingest: tuple[EnrichTopics, MixedStream], reference: tuple[Partitioned, Partitioned],
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    topics, stream = ingest
+    merchants, customers = generate_profiles(stream.world, SEED)
+    before_everything = min(p.valid_from for p in merchants)
+    # Versions that would win for every event (valid from after the first ones, before all events)...
+    late_merchants = [MerchantProfile(p.merchant_id, before_everything + 1, p.name, p.country, "late")
+                      for p in merchants if p.valid_from == before_everything]  # fmt: skip
+    late_customers = [CustomerProfile(p.customer_id, before_everything + 1, "late", p.home_country)
+                      for p in customers if p.valid_from == before_everything]  # fmt: skip
+    publish_profiles(bootstrap, late_merchants, late_customers, merchants_topic=topics.merchants,
+                     customers_topic=topics.customers, transactional_id=unique("test.masterdata"))  # fmt: skip
+    # ...but they were published after the events were ingested: a replay (one big batch) ignores them.
+    replay = outputs(bootstrap, topics)
+    run_to_end(bootstrap, replay, tmp_path, unique("replay"))
+    assert by_partition(bootstrap, replay.events) == reference[0]
+    assert by_partition(bootstrap, replay.dlq) == reference[1]
