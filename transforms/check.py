@@ -115,10 +115,11 @@ def _check_example(spark: SparkSession, transform: Transform, example: Example) 
     problems += [f"uses {found}" for found in plan_nondeterminism(first)]
     got, again = _canonical(first), _canonical(second)
     if got != again:
-        problems.append(f"output differs between 1 partition and {SHUFFLED_PARTITIONS}: {_difference(got, again)}")
+        difference = _difference(got, again, "1 partition gave", f"{SHUFFLED_PARTITIONS} gave")
+        problems.append(f"output differs between 1 partition and {SHUFFLED_PARTITIONS}: {difference}")
     expected = sorted(repr(sorted(dict(row).items())) for row in example.expected)
     if got != expected:
-        problems.append(f"output is not the expected rows: {_difference(expected, got)}")
+        problems.append(f"output is not the expected rows: {_difference(expected, got, 'expected', 'got')}")
     return problems
 
 
@@ -204,15 +205,15 @@ def _canonical(df: DataFrame) -> list[str]:
     return sorted(repr(sorted(row.asDict(recursive=True).items())) for row in df.collect())
 
 
-def _difference(left: Sequence[str], right: Sequence[str]) -> str:
-    missing = [row for row in left if row not in right]
-    extra = [row for row in right if row not in left]
+def _difference(left: Sequence[str], right: Sequence[str], left_label: str, right_label: str) -> str:
+    """The first row only one side has, from each side (rows are canonical strings)."""
+    only_left = [row for row in left if row not in right]
+    only_right = [row for row in right if row not in left]
     parts = []
-    if missing:
-        parts.append(f"expected {missing[0]}" + (f" (+{len(missing) - 1} more)" if len(missing) > 1 else ""))
-    if extra:
-        parts.append(f"got {extra[0]}" + (f" (+{len(extra) - 1} more)" if len(extra) > 1 else ""))
-    return "; ".join(parts) or f"{len(left)} rows vs {len(right)} rows"
+    for label, rows in ((left_label, only_left), (right_label, only_right)):
+        if rows:
+            parts.append(f"{label} {rows[0]}" + (f" (+{len(rows) - 1} more)" if len(rows) > 1 else ""))
+    return "; ".join(parts) or f"{left_label} {len(left)} rows, {right_label} {len(right)}"
 
 
 def _first_line(exc: BaseException) -> str:

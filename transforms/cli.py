@@ -4,12 +4,14 @@
     ikkai transforms check [--spec FILE] [--module MOD ...] [-o json]   # exit 1 if any transform fails
 
 ``--module`` (repeatable; or IKKAI_TRANSFORM_MODULES, space-separated) imports more Python modules
-first, so transforms registered outside ``transforms/`` are listed and checked too.
+first (from installed packages or the current directory), so transforms registered outside
+``transforms/`` are listed and checked too.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,9 @@ module_option = click.option(
 
 
 def load_modules(modules: tuple[str, ...]) -> None:
+    """Import each module; like ``python -m``, the current directory is searched too (after installed packages)."""
+    if modules and "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
     for module in modules:
         try:
             importlib.import_module(module)
@@ -126,7 +131,9 @@ def _run_checks(chosen: dict[str, Transform]) -> list[CheckResult]:
     from spark_jobs.session import spark_session
 
     owned = SparkSession.getActiveSession() is None
-    spark = spark_session("ikkai-transforms-check", conf={"spark.sql.shuffle.partitions": "3"})
+    spark = spark_session(
+        "ikkai-transforms-check", conf={"spark.sql.shuffle.partitions": "3", "spark.ui.showConsoleProgress": "false"}
+    )
     try:
         return check_transforms(spark, chosen)
     finally:

@@ -27,9 +27,10 @@ class TransformSpecError(ConfigError):
         line: int | None = None,
     ) -> None:
         where = f"{source} line {line}" if line is not None else source
-        key = "transforms" if index is None else f"transforms[{index}]"
-        if transform:
-            key += f" {transform}"
+        if index is not None:
+            key = f"transforms[{index}] {transform}" if transform else f"transforms[{index}]"
+        else:
+            key = transform or "transforms"
         super().__init__(where, key, problem, fix)
         self.spec = source
         self.index = index

@@ -144,8 +144,8 @@ class Transform:
         return [(p.name, str(bound[p.name])) for p in self.params if p.is_input_column]
 
     def __call__(self, df: DataFrame, **params: object) -> DataFrame:
-        bound = self.bind(params, source=f"{self.name}(...) call")
-        require_columns(df, self, bound, source=f"{self.name}(...) call")
+        bound = self.bind(params, source="call")
+        require_columns(df, self, bound, source="call")
         return self.function(df, **bound)
 
 
