@@ -9,6 +9,10 @@ client would put them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import numpy as np
+
 _M = 0x5BD1E995
 _MASK = 0xFFFFFFFF
 
@@ -41,3 +45,48 @@ def murmur2(data: bytes) -> int:
 def kafka_partition(key: bytes, partitions: int) -> int:
     """``toPositive(murmur2(key)) % partitions``, as Kafka's default partitioner computes it."""
     return (murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+def kafka_partitions(keys: Sequence[bytes], partitions: int) -> np.ndarray:
+    """``kafka_partition`` of every key at once (numpy over keys of equal length), as int32.
+
+    The sink routes every output row by its key; per row in Python that is ~5 µs a key, here it
+    is a few vectorized passes per distinct key length.
+    """
+    result = np.empty(len(keys), dtype=np.int32)
+    by_length: dict[int, list[int]] = {}
+    for index, key in enumerate(keys):
+        by_length.setdefault(len(key), []).append(index)
+    for length, indexes in by_length.items():
+        joined = b"".join(keys[i] for i in indexes)
+        data = np.frombuffer(joined, dtype=np.uint8).reshape(len(indexes), length)
+        result[indexes] = (_murmur2_equal_length(data) & 0x7FFFFFFF) % partitions
+    return result
+
+
+def _murmur2_equal_length(data: np.ndarray) -> np.ndarray:
+    """``murmur2`` of each row of a (keys, length) uint8 array; uint32 arithmetic wraps like Java's int."""
+    rows, length = data.shape
+    m = np.uint32(_M)
+    with np.errstate(over="ignore"):
+        h = np.full(rows, (0x9747B28C ^ length) & _MASK, dtype=np.uint32)
+        whole = length - length % 4
+        if whole:
+            words = np.ascontiguousarray(data[:, :whole]).view("<u4")
+            for i in range(words.shape[1]):
+                k = words[:, i] * m
+                k ^= k >> np.uint32(24)
+                k *= m
+                h = (h * m) ^ k
+        rest = length % 4
+        if rest == 3:
+            h ^= data[:, whole + 2].astype(np.uint32) << np.uint32(16)
+        if rest >= 2:
+            h ^= data[:, whole + 1].astype(np.uint32) << np.uint32(8)
+        if rest >= 1:
+            h ^= data[:, whole].astype(np.uint32)
+            h *= m
+        h ^= h >> np.uint32(13)
+        h *= m
+        h ^= h >> np.uint32(15)
+    return h

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from confluent_kafka import Producer
 
-from spark_jobs.kafka_partitioning import kafka_partition, murmur2
+from spark_jobs.kafka_partitioning import kafka_partition, kafka_partitions, murmur2
 from tests.kafka_helpers import create_topic, unique
 
 
@@ -16,6 +18,14 @@ def test_murmur2_known_values() -> None:
              b"abc": 479470107}  # fmt: skip
     for data, expected in cases.items():
         assert murmur2(data) == expected & 0xFFFFFFFF
+
+
+def test_vectorized_partitions_equal_the_scalar_ones() -> None:
+    rng = random.Random(7)  # noqa: S311 - test keys, not cryptography
+    keys = [f"pay-{i}".encode() for i in range(500)] + [rng.randbytes(rng.randrange(0, 40)) for _ in range(500)]
+    for partitions in (1, 2, 3, 5, 12):
+        assert kafka_partitions(keys, partitions).tolist() == [kafka_partition(k, partitions) for k in keys]
+    assert kafka_partitions([], 3).tolist() == []
 
 
 @pytest.mark.integration
