@@ -3,15 +3,13 @@
     ikkai transforms list [-o json]
     ikkai transforms check [--spec FILE] [--module MOD ...] [-o json]   # exit 1 if any transform fails
 
-``--module`` (repeatable; or IKKAI_TRANSFORM_MODULES, space-separated) imports more Python modules
-first (from installed packages or the current directory), so transforms registered outside
-``transforms/`` are listed and checked too.
+``--module`` (repeatable) imports more Python modules first (from installed packages or the current
+directory), so transforms registered outside ``transforms/`` are listed and checked too. Modules in
+IKKAI_TRANSFORM_MODULES (space-separated) are always loaded, here and in the jobs (``registered()``).
 """
 
 from __future__ import annotations
 
-import importlib
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,29 +17,14 @@ from typing import Any
 import click
 
 from deploy.cli_output import emit, output_option
-from ikkai.errors import IkkaiError
 from transforms.check import CheckResult, check_transforms
-from transforms.registry import Transform, registered
+from transforms.registry import Transform, load_modules, registered
 from transforms.spec import load_spec
 
 module_option = click.option(
-    "--module", "modules", multiple=True, metavar="MODULE", envvar="IKKAI_TRANSFORM_MODULES",
-    help="Import this Python module first, registering its transforms (repeatable). [env IKKAI_TRANSFORM_MODULES]",
+    "--module", "modules", multiple=True, metavar="MODULE",
+    help="Import this Python module first, registering its transforms (repeatable); see also IKKAI_TRANSFORM_MODULES.",
 )  # fmt: skip
-
-
-def load_modules(modules: tuple[str, ...]) -> None:
-    """Import each module; like ``python -m``, the current directory is searched too (after installed packages)."""
-    if modules and "" not in sys.path and os.getcwd() not in sys.path:
-        sys.path.append(os.getcwd())
-    for module in modules:
-        try:
-            importlib.import_module(module)
-        except ImportError as exc:
-            raise IkkaiError(
-                f"transforms: cannot import module {module!r}: {exc}",
-                fix="give a dotted module name importable from here (e.g. tests.transforms.nondeterministic)",
-            ) from exc
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -82,7 +65,7 @@ def _list_text(data: dict[str, Any]) -> str:
 @output_option
 def list_transforms(modules: tuple[str, ...], output: str) -> None:
     """Every registered transform: name, parameters, what it does."""
-    load_modules(modules)
+    load_modules(modules, source="--module")
     emit({"transforms": [_describe(t) for t in registered().values()]}, output, _list_text)
 
 
@@ -110,7 +93,7 @@ def check(spec: Path | None, modules: tuple[str, ...], output: str) -> None:
 
     Exit 1 when any transform fails, with one line per reason.
     """
-    load_modules(modules)
+    load_modules(modules, source="--module")
     chosen = registered()
     data: dict[str, Any] = {}
     if spec is not None:

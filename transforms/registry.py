@@ -11,12 +11,16 @@ loudly at start-up, not in the middle of a stream.
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import os
+import sys
 import typing
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NewType
 
+from ikkai.errors import ConfigError
 from transforms.errors import TransformDefinitionError, TransformSpecError
 
 if TYPE_CHECKING:
@@ -37,6 +41,10 @@ PARAM_TYPES: dict[object, str] = {
 }
 
 _NO_DEFAULT = inspect.Parameter.empty
+SHIPPED_MODULES = ("transforms.payments",)
+"""Modules under transforms/ whose transforms are always registered; add a new one here."""
+MODULES_ENV = "IKKAI_TRANSFORM_MODULES"
+"""Space-separated modules with more transforms (outside transforms/), loaded by ``registered()``."""
 
 
 @dataclass(frozen=True)
@@ -248,10 +256,37 @@ def register(
 
 
 def registered() -> dict[str, Transform]:
-    """Every registered transform by name, sorted; the shipped ones are always among them."""
-    import transforms.payments  # noqa: F401 - importing registers the shipped transforms
+    """Every registered transform by name, sorted: the shipped ones and those of ``$IKKAI_TRANSFORM_MODULES``.
 
+    The job and ``ikkai transforms check`` both read the transforms here, so they see the same ones.
+    """
+    load_modules(SHIPPED_MODULES, source="transforms")
+    load_modules(os.environ.get(MODULES_ENV, "").split(), source=MODULES_ENV)
     return REGISTRY.all()
+
+
+def load_modules(modules: Iterable[str], *, source: str) -> None:
+    """Import modules so their ``@register`` calls run; like ``python -m``, the current directory is searched too."""
+    for module in modules:
+        try:
+            _import(module)
+        except ImportError as exc:
+            raise ConfigError(
+                source,
+                module,
+                f"cannot import the transforms module: {exc}",
+                "give a dotted module name importable from here, e.g. tests.transforms.nondeterministic",
+            ) from exc
+
+
+def _import(module: str) -> None:
+    try:
+        importlib.import_module(module)
+    except ModuleNotFoundError:
+        if "" in sys.path or os.getcwd() in sys.path:
+            raise
+        sys.path.append(os.getcwd())  # last, so it never shadows an installed package
+        importlib.import_module(module)
 
 
 def _failer(name: str) -> Callable[[str, str], TransformDefinitionError]:

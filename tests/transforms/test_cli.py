@@ -71,4 +71,19 @@ def test_check_with_a_bad_spec_fails_before_spark_starts(tmp_path: Path) -> None
 def test_an_unimportable_module_is_a_one_line_error() -> None:
     result = run_ikkai("transforms", "list", "--module", "tests.transforms.no_such_module")
     assert result.returncode == 1
-    assert result.stderr.startswith("ikkai: error: transforms: cannot import module 'tests.transforms.no_such_module'")
+    assert result.stderr.startswith(
+        "ikkai: error: --module: tests.transforms.no_such_module: cannot import the transforms module"
+    )
+
+
+def test_modules_named_in_the_environment_are_registered_for_every_reader() -> None:
+    env = {"IKKAI_TRANSFORM_MODULES": "tests.transforms.nondeterministic"}
+    listed = run_ikkai("transforms", "list", "-o", "json", env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert "stamp_processing_time" in {t["name"] for t in json.loads(listed.stdout)["transforms"]}
+    spec = {"transforms": [{"name": "stamp_processing_time", "params": {"output": "t"}}]}
+    loaded = subprocess.run(  # what a job sees: registered() through parse_spec/load_spec
+        [sys.executable, "-c", f"import transforms; print(transforms.parse_spec({spec!r}, 'job').names)"],
+        capture_output=True, text=True, timeout=120, cwd=ROOT, env={**os.environ, **env}, check=False,
+    )  # fmt: skip
+    assert loaded.stdout.strip() == "['stamp_processing_time']", loaded.stderr
