@@ -58,6 +58,7 @@ from deploy.demo.report import build_report
 from deploy.demo.topics import RecordCounter, create_topics
 from deploy.local_stack import CONNECT, LocalStack
 from deploy.ports import free_port
+from deploy.probes import broker_answers
 from deploy.settings import Endpoints, external_endpoints, ikkai_home, jars_dir
 from ikkai.errors import IkkaiError
 
@@ -67,7 +68,7 @@ STABLE_POLLS = 3  # drained = all stages complete for this many polls in a row
 
 @dataclass(frozen=True)
 class DemoOptions:
-    size: int = 2000  # payments; the raw stream adds duplicates, updates, late and bad lines
+    size: int = 1000  # payments; the raw stream adds duplicates, updates, late and bad lines
     seed: int = 7
     chaos: bool = True
     keep: bool = False
@@ -144,6 +145,8 @@ class Demo:
         self.endpoints: Endpoints | None = None
         self.receiver_url = ""
         self.held_back: dict[str, int] = {}
+        self._stack_thread: threading.Thread | None = None
+        self._stack_error: BaseException | None = None
 
     def say(self, message: str) -> None:
         with self._lock:
@@ -166,7 +169,6 @@ class Demo:
         self._setup()
         self.seconds["setup"] = time.monotonic() - started
         self._stack_up()
-        self.seconds["stack"] = time.monotonic() - started - self.seconds["setup"]
         try:
             stream = mixed_stream(
                 o.seed, payments=o.size, partitions=o.partitions, step_ms=max(2_000, DAY_MS // o.size)
@@ -188,6 +190,8 @@ class Demo:
         self._topics_and_master_data(stream)
         self._start_jobs()
         self._start_receiver()
+        self._stack_ready()
+        self.seconds["stack"] = time.monotonic() - started - self.seconds["setup"]
         self._apply_bundles()
         pipeline_started = time.monotonic()
         self._follow(lines, expectation)
@@ -223,6 +227,7 @@ class Demo:
         self.say(f"setup: java {java.version}, jars and Connect plugins in {jars_dir()}")
 
     def _stack_up(self) -> None:
+        """Start the stack in the background; return once the broker answers (Connect may still be starting)."""
         if external_endpoints() is not None:
             self.say(
                 "note: the demo ignores IKKAI_BOOTSTRAP_SERVERS / IKKAI_CONNECT_URL; it kills and restarts what "
@@ -233,7 +238,29 @@ class Demo:
         if self.run_dir.exists():
             shutil.rmtree(self.run_dir)
         (self.run_dir / "drop").mkdir(parents=True)
-        self.endpoints = self.stack.up()
+        self._stack_thread = threading.Thread(target=self._stack_up_in_background, name="demo-stack", daemon=True)
+        self._stack_thread.start()
+        while self._stack_thread.is_alive():
+            endpoints = self.stack.endpoints()
+            if endpoints is not None and broker_answers(endpoints.bootstrap_servers):
+                self.endpoints = endpoints
+                return
+            time.sleep(0.5)
+        self._stack_ready()
+
+    def _stack_up_in_background(self) -> None:
+        try:
+            self.endpoints = self.stack.up()
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread by _stack_ready
+            self._stack_error = exc
+
+    def _stack_ready(self) -> None:
+        """Wait for the whole stack (the Connect worker too); its start-up error, if any, is raised here."""
+        assert self._stack_thread is not None
+        self._stack_thread.join()
+        if self._stack_error is not None:
+            raise self._stack_error
+        assert self.endpoints is not None
         self.say(f"stack: Kafka {self.endpoints.bootstrap_servers}, Connect {self.endpoints.connect_url}")
 
     def _topics_and_master_data(self, stream: Any) -> None:
@@ -256,7 +283,7 @@ class Demo:
             str(self.run_dir / "checkpoints" / checkpoint), "--partitions", str(self.options.partitions), *args,
         )  # fmt: skip
         if continuous:
-            command += ["--continuous", "--max-offsets-per-trigger", str(max(200, self.options.size // 8))]
+            command += ["--continuous", "--max-offsets-per-trigger", str(max(100, self.options.size // 5))]
         return Child(name, command, self.run_dir / "logs" / f"{checkpoint}.log", child_env(self.home))
 
     def _enrich(self, continuous: bool = True, replay: bool = False) -> Child:
@@ -270,8 +297,11 @@ class Demo:
     def _infer(self, continuous: bool = True, replay: bool = False) -> Child:
         suffix = ".replay" if replay else ""
         query = "infer-replay" if replay else "infer"
+        # A replay reads the same input again: a decision names its input topic, so reading
+        # events.payments.replay would change every decision's bytes. That enrich's replay
+        # reproduces events.payments byte for byte is checked separately.
         return self._job(
-            query, "spark_jobs.infer", query, "--query", query, "--input", EVENTS + suffix,
+            query, "spark_jobs.infer", query, "--query", query, "--input", EVENTS,
             "--decisions", DECISIONS + suffix, "--outbox", OUTBOX + suffix, "--dlq", DLQ_INFER + suffix,
             continuous=continuous,
         )  # fmt: skip
@@ -314,8 +344,13 @@ class Demo:
     def _apply_bundles(self) -> None:
         for name in ("payments.jsonl", "refunds.jsonl"):
             (self.run_dir / "drop" / name).touch()
+        (self.run_dir / "plans").mkdir(exist_ok=True)
         for request in self._bundle_requests():
-            self.say(plan_text(bundle_ops.plan_data(request)))
+            plan = plan_text(bundle_ops.plan_data(request))
+            full = self.run_dir / "plans" / f"{request.bundle}.txt"
+            full.write_text(plan + "\n")
+            compact = [line for line in plan.splitlines() if not line.startswith("      ")]
+            self.say("\n".join(compact) + f"\n  (every setting and change: {full})")
             applied = bundle_ops.apply_data(request)
             states = ", ".join(f"{n} {s}" for n, s in sorted(applied["states"].items()))
             self.say(f"apply: {len(applied['written'])} connector(s) written; {states}")
@@ -453,15 +488,19 @@ class Demo:
         for name in ("enrich", "infer"):
             if not self.options.keep:
                 self.children[name].stop()
-        self.say("replay: enrich and infer again from the start of ingest.payments into fresh *.replay topics")
+        self.say(
+            "replay: enrich from the start of ingest.payments and infer from the start of events.payments, "
+            "both at once, into fresh *.replay topics with fresh checkpoints"
+        )
+        started = time.monotonic()
+        jobs = {"enrich-replay": self._enrich(False, True), "infer-replay": self._infer(False, True)}
+        self.children.update(jobs)
         try:
-            for name, make in (("enrich-replay", self._enrich), ("infer-replay", self._infer)):
-                started = time.monotonic()
-                job = self.children[name] = make(False, True)
-                code = job.wait(self.options.job_timeout_s)
+            for name, job in jobs.items():
+                code = job.wait(max(1.0, self.options.job_timeout_s - (time.monotonic() - started)))
                 if code != 0:
                     raise ChildProcessError(name, f"exited with code {code}", job.log)
-                self.say(f"replay: {name} done in {time.monotonic() - started:.0f}s")
+                self.say(f"replay: {name} done after {time.monotonic() - started:.0f}s")
         except ChildProcessError as exc:
             self.say(f"replay failed: {exc}")
             return None
@@ -479,6 +518,8 @@ class Demo:
             return
         for child in self.children.values():
             child.stop()
+        if self._stack_thread is not None:
+            self._stack_thread.join(300)  # never stop a stack that is still being started
         self.stack.down()
         self.say("stopped everything the demo started")
 
