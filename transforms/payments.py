@@ -8,8 +8,9 @@ joins, so a transform never reshuffles the stream.
 from __future__ import annotations
 
 import csv
+import io
 import re
-from pathlib import Path
+from importlib import resources
 from types import MappingProxyType
 
 from pyspark.sql import Column, DataFrame
@@ -18,19 +19,20 @@ from pyspark.sql import functions as F
 from transforms.currencies import CURRENCY_EXPONENTS
 from transforms.registry import Example, InputColumn, OutputColumn, register
 
-MERCHANT_CATEGORIES_PATH = Path(__file__).with_name("merchant_categories.csv")
+MERCHANT_CATEGORIES_FILE = "merchant_categories.csv"
 UNKNOWN_CATEGORY = "unknown"
 MIN_PAN_DIGITS = 12  # ISO/IEC 7812: a primary account number has 12 to 19 digits
 _AMOUNT = r"^(-?)([0-9]+)(?:\.([0-9]+))?$"
 
 
 def _merchant_categories() -> MappingProxyType[str, str]:
-    with MERCHANT_CATEGORIES_PATH.open(newline="", encoding="utf-8") as handle:
-        rows = list(csv.DictReader(handle))
+    # importlib.resources, not open(): the package may run from the application zip of `ikkai jobs submit`
+    text = resources.files("transforms").joinpath(MERCHANT_CATEGORIES_FILE).read_text(encoding="utf-8")
+    rows = list(csv.DictReader(io.StringIO(text, newline="")))
     table = {row["mcc"]: row["description"] for row in rows}
     bad = [code for code in table if not re.fullmatch(r"[0-9]{4}", code)]
     if bad or len(table) != len(rows):
-        raise ValueError(f"{MERCHANT_CATEGORIES_PATH}: codes must be 4 digits and unique; check {bad or 'duplicates'}")
+        raise ValueError(f"transforms/{MERCHANT_CATEGORIES_FILE}: codes must be 4 digits and unique: {bad or rows}")
     return MappingProxyType(table)
 
 

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
 from typing import Any
 
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
+from tests.deploy.cli_runner import ROOT
 from transforms import CURRENCY_EXPONENTS, TransformSpecError, registered
 from transforms.payments import (
     MERCHANT_CATEGORIES,
@@ -102,3 +107,19 @@ def test_a_registered_transform_called_directly_checks_its_columns(spark: Any) -
         TransformSpecError, match="input column 'card_number' \\(parameter column\\) is not in the DataFrame"
     ):
         registered()["mask_card_number"](df, column="card_number")
+
+
+def test_the_merchant_table_loads_when_the_package_runs_from_a_zip(tmp_path: Path) -> None:
+    """`ikkai jobs submit` ships the packages as a zip; the CSV must be read from inside it."""
+    archive = tmp_path / "app.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        for package in ("transforms", "ikkai"):
+            for path in sorted((ROOT / package).rglob("*")):
+                if path.is_file() and "__pycache__" not in path.parts:
+                    zipped.write(path, path.relative_to(ROOT).as_posix())
+    code = "import transforms.payments as p; print(p.__file__, p.MERCHANT_CATEGORIES['0742'])"
+    result = subprocess.run(
+        [sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(archive)!r}); {code}"],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path, check=False,
+    )  # fmt: skip
+    assert result.stdout.split() == [f"{archive}/transforms/payments.py", "Veterinary", "Services"], result.stderr
