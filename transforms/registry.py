@@ -18,7 +18,7 @@ import sys
 import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NewType
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from ikkai.errors import ConfigError
 from transforms.errors import TransformDefinitionError, TransformSpecError
@@ -26,9 +26,9 @@ from transforms.errors import TransformDefinitionError, TransformSpecError
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-InputColumn = NewType("InputColumn", str)
+InputColumn = Annotated[str, "input column"]
 """A parameter that names a column the transform reads; it must exist in the DataFrame."""
-OutputColumn = NewType("OutputColumn", str)
+OutputColumn = Annotated[str, "output column"]
 """A parameter that names a column the transform writes (added, or replaced if it exists)."""
 
 PARAM_TYPES: dict[object, str] = {
@@ -41,6 +41,7 @@ PARAM_TYPES: dict[object, str] = {
 }
 
 _NO_DEFAULT = inspect.Parameter.empty
+TransformFunction = TypeVar("TransformFunction", bound=Callable[..., Any])
 SHIPPED_MODULES = ("transforms.payments",)
 """Modules under transforms/ whose transforms are always registered; add a new one here."""
 MODULES_ENV = "IKKAI_TRANSFORM_MODULES"
@@ -65,10 +66,10 @@ class Param:
 
     @property
     def is_input_column(self) -> bool:
-        return self.type is InputColumn
+        return self.type == InputColumn
 
     def accepts(self, value: object) -> bool:
-        if self.type in (InputColumn, OutputColumn, str):
+        if self.type in (InputColumn, OutputColumn, str):  # Annotated types compare by value
             return isinstance(value, str) and (self.type is str or value.strip() != "")
         if self.type is bool:
             return isinstance(value, bool)
@@ -242,13 +243,13 @@ def define(function: Callable[..., DataFrame], *, examples: Sequence[Example], n
 
 def register(
     *, examples: Sequence[Example], name: str | None = None
-) -> Callable[[Callable[..., DataFrame]], Callable[..., DataFrame]]:
+) -> Callable[[TransformFunction], TransformFunction]:
     """Register the decorated function as a transform (named after the function unless ``name`` is given).
 
     The function is returned unchanged, so it stays a plain function for its unit test.
     """
 
-    def decorate(function: Callable[..., DataFrame]) -> Callable[..., DataFrame]:
+    def decorate(function: TransformFunction) -> TransformFunction:
         REGISTRY.add(define(function, examples=examples, name=name))
         return function
 
@@ -299,7 +300,7 @@ def _failer(name: str) -> Callable[[str, str], TransformDefinitionError]:
 def _params(function: Callable[..., Any], fail: Callable[[str, str], TransformDefinitionError]) -> tuple[Param, ...]:
     shape = "write it as def f(df: DataFrame, *, param: type, ...) -> DataFrame"
     try:
-        hints = typing.get_type_hints(function)
+        hints = typing.get_type_hints(function, include_extras=True)
     except NameError as exc:
         raise fail(f"an annotation cannot be resolved ({exc})", "import the annotated types at module level") from exc
     parameters = list(inspect.signature(function).parameters.values())
