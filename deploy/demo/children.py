@@ -11,7 +11,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -98,10 +97,6 @@ def child_env(home: Path) -> dict[str, str]:
     env["IKKAI_HOME"] = str(home)
     env["PYTHONUNBUFFERED"] = "1"
     return env
-
-
-def python_module(module: str, *args: str) -> list[str]:
-    return [sys.executable, "-m", module, *args]
 
 
 def wait_for_http(child: Child, url: str, timeout_s: float = 60.0) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TextIO
 
@@ -89,3 +90,25 @@ class ProgressDisplay:
         if self.tty and self._drawn:
             self.stream.write(f"\x1b[{self._drawn}F\x1b[J")  # cursor up N lines, clear to the end
             self._drawn = 0
+
+
+class LineWriter:
+    """A text stream (for LocalStack's and setup's progress) that hands each complete line to ``say``."""
+
+    def __init__(self, say: Callable[[str], None]) -> None:
+        self._say = say
+        self._buffer = ""
+
+    def write(self, text: str) -> int:
+        self._buffer += text
+        while "\n" in self._buffer:
+            line, self._buffer = self._buffer.split("\n", 1)
+            if line.strip():
+                self._say(line)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False

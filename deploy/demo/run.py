@@ -25,17 +25,15 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 from deploy import bundle_ops
-from deploy.bundle_ops import BundleRequest
 from deploy.bundle_output import plan_text
 from deploy.connect_rest import ConnectClient, ConnectRestError
 from deploy.demo import chaos as chaos_
-from deploy.demo.children import Child, ChildProcessError, child_env, python_module, wait_for_http
+from deploy.demo.children import Child, ChildProcessError, child_env, wait_for_http
 from deploy.demo.collect import decoded, read_live, read_topics, receiver_applied, receiver_deliveries
 from deploy.demo.facts import (
     DECISIONS,
@@ -52,9 +50,11 @@ from deploy.demo.facts import (
     Facts,
     replay_topic,
 )
-from deploy.demo.progress import ProgressDisplay, StageProgress
+from deploy.demo.lineup import Lineup
+from deploy.demo.progress import LineWriter, ProgressDisplay, StageProgress
 from deploy.demo.raw_input import demo_input
 from deploy.demo.report import build_report
+from deploy.demo.stages import PipelineCounts
 from deploy.demo.topics import RecordCounter, create_topics
 from deploy.local_stack import CONNECT, LocalStack
 from deploy.ports import free_port
@@ -83,54 +83,6 @@ class DemoStalled(IkkaiError):
     """The pipeline stopped moving before everything was delivered."""
 
 
-class _SayStream:
-    """A text stream for LocalStack's progress lines that routes each line through the display."""
-
-    def __init__(self, say: Callable[[str], None]) -> None:
-        self._say = say
-        self._buffer = ""
-
-    def write(self, text: str) -> int:
-        self._buffer += text
-        while "\n" in self._buffer:
-            line, self._buffer = self._buffer.split("\n", 1)
-            if line.strip():
-                self._say(line)
-        return len(text)
-
-    def flush(self) -> None:
-        pass
-
-    def isatty(self) -> bool:
-        return False
-
-
-@dataclass
-class _Pipeline:
-    lines: list[bytes]
-    expectation: Expectation
-    counts: dict[str, int] = field(default_factory=dict)
-
-    def stages(self) -> dict[str, StageProgress]:
-        c = self.counts
-        return {
-            "ingested": StageProgress("ingested", c.get(INGEST, 0), len(self.lines)),
-            "enriched": StageProgress("enriched", c.get(EVENTS, 0) + c.get(DLQ_ENRICH, 0), len(self.lines)),
-            "decided": StageProgress("decided", c.get(DECISIONS, 0), self.expectation.events),
-            "delivered": StageProgress("delivered", c.get(RECEIPTS, 0), c.get(OUTBOX, 0) if c.get(DECISIONS) else None),
-        }
-
-    def drained(self) -> bool:
-        c = self.counts
-        n = len(self.lines)
-        return (
-            c.get(INGEST, 0) >= n
-            and c.get(EVENTS, 0) + c.get(DLQ_ENRICH, 0) >= n
-            and c.get(DECISIONS, 0) + c.get(DLQ_INFER, 0) >= c.get(EVENTS, 0) > 0
-            and c.get(RECEIPTS, 0) >= c.get(OUTBOX, 0)
-        )
-
-
 class Demo:
     def __init__(self, options: DemoOptions, stream: TextIO = sys.stderr) -> None:
         self.options = options
@@ -138,7 +90,7 @@ class Demo:
         self._lock = threading.Lock()
         self.home = (options.home or ikkai_home()) / "demo"
         self.run_dir = self.home / "run"
-        self.stack = LocalStack(self.home, jars_dir(), progress=_SayStream(self.say))  # type: ignore[arg-type]
+        self.stack = LocalStack(self.home, jars_dir(), progress=LineWriter(self.say))  # type: ignore[arg-type]
         self.children: dict[str, Child] = {}
         self.chaos_events: list[ChaosEvent] = []
         self.seconds: dict[str, float] = {}
@@ -220,7 +172,7 @@ class Demo:
 
         java = check_java()
         check_maven()
-        progress = _SayStream(self.say)
+        progress = LineWriter(self.say)
         jars = ensure_jars(jars_dir(), progress=progress)  # type: ignore[arg-type]
         ensure_local_plugins(jars_dir(), progress=progress)  # type: ignore[arg-type]
         ensure_ikkai_plugins(jars_dir(), jars, progress=progress)  # type: ignore[arg-type]
@@ -276,76 +228,34 @@ class Demo:
         count = write_master_data(bootstrap, stream.world, self.options.seed)
         self.say(f"topics created ({p} partitions each); {count} master-data profile versions published")
 
-    def _job(self, name: str, module: str, checkpoint: str, *args: str, continuous: bool) -> Child:
+    def _lineup(self) -> Lineup:
         assert self.endpoints is not None
-        command = python_module(
-            module, "--bootstrap", self.endpoints.bootstrap_servers, "--checkpoint",
-            str(self.run_dir / "checkpoints" / checkpoint), "--partitions", str(self.options.partitions), *args,
-        )  # fmt: skip
-        if continuous:
-            command += ["--continuous", "--max-offsets-per-trigger", str(max(100, self.options.size // 5))]
-        return Child(name, command, self.run_dir / "logs" / f"{checkpoint}.log", child_env(self.home))
-
-    def _enrich(self, continuous: bool = True, replay: bool = False) -> Child:
-        suffix = ".replay" if replay else ""
-        query = "enrich-replay" if replay else "enrich"
-        return self._job(
-            query, "spark_jobs.enrich", query, "--query", query, "--input", INGEST,
-            "--output", EVENTS + suffix, "--dlq", DLQ_ENRICH + suffix, continuous=continuous,
+        return Lineup(
+            self.run_dir, self.endpoints.bootstrap_servers, self.endpoints.connect_url, self.options.partitions,
+            batch=max(100, self.options.size // 5),
         )  # fmt: skip
 
-    def _infer(self, continuous: bool = True, replay: bool = False) -> Child:
-        suffix = ".replay" if replay else ""
-        query = "infer-replay" if replay else "infer"
-        # A replay reads the same input again: a decision names its input topic, so reading
-        # events.payments.replay would change every decision's bytes. That enrich's replay
-        # reproduces events.payments byte for byte is checked separately.
-        return self._job(
-            query, "spark_jobs.infer", query, "--query", query, "--input", EVENTS,
-            "--decisions", DECISIONS + suffix, "--outbox", OUTBOX + suffix, "--dlq", DLQ_INFER + suffix,
-            continuous=continuous,
-        )  # fmt: skip
+    def _start(self, job: tuple[str, list[str]]) -> Child:
+        name, command = job
+        child = self.children[name] = Child(name, command, self._lineup().log(name), child_env(self.home))
+        return child
 
     def _start_jobs(self) -> None:
-        self.children["enrich"] = self._enrich()
-        self.children["infer"] = self._infer()
-        self.say(
-            f"started enrich (pid {self.children['enrich'].pid}) and infer (pid {self.children['infer'].pid}), "
-            f"logs in {self.run_dir / 'logs'}"
-        )
+        enrich, infer = self._start(self._lineup().enrich()), self._start(self._lineup().infer())
+        self.say(f"started enrich (pid {enrich.pid}) and infer (pid {infer.pid}), logs in {self.run_dir / 'logs'}")
 
     def _start_receiver(self) -> None:
         port = free_port()
-        receiver = Child(
-            "receiver",
-            python_module("outbox_sink.receiver", "--db", str(self.run_dir / "receiver.sqlite"), "--port", str(port)),
-            self.run_dir / "logs" / "receiver.log",
-            child_env(self.home),
-        )
-        self.children["receiver"] = receiver
+        receiver = self._start(("receiver", self._lineup().receiver(port)))
         self.receiver_url = f"http://127.0.0.1:{port}"
         wait_for_http(receiver, f"{self.receiver_url}/_ikkai/applied")
         self.say(f"reference receiver on {self.receiver_url} (pid {receiver.pid})")
-
-    def _bundle_requests(self) -> list[BundleRequest]:
-        assert self.endpoints is not None
-        drop = self.run_dir / "drop"
-        url = self.endpoints.connect_url
-        ingest = BundleRequest("payments-ingest", "dev", connect_url=url, overrides=(
-            f"sources.payments.file={drop / 'payments.jsonl'}", f"sources.refunds.file={drop / 'refunds.jsonl'}",
-            f"partitions={self.options.partitions}",
-        ))  # fmt: skip
-        outbox = BundleRequest("outbox-sink", "dev", connect_url=url, overrides=(
-            f"kafka.bootstrap_servers={self.endpoints.bootstrap_servers}",
-            f"targets.payments-api.url={self.receiver_url}", f"targets.notifications-api.url={self.receiver_url}",
-        ))  # fmt: skip
-        return [ingest, outbox]
 
     def _apply_bundles(self) -> None:
         for name in ("payments.jsonl", "refunds.jsonl"):
             (self.run_dir / "drop" / name).touch()
         (self.run_dir / "plans").mkdir(exist_ok=True)
-        for request in self._bundle_requests():
+        for request in self._lineup().bundles(self.receiver_url):
             plan = plan_text(bundle_ops.plan_data(request))
             full = self.run_dir / "plans" / f"{request.bundle}.txt"
             full.write_text(plan + "\n")
@@ -371,7 +281,7 @@ class Demo:
 
     def _follow(self, lines: list[bytes], expectation: Expectation) -> None:
         assert self.endpoints is not None
-        pipeline = _Pipeline(lines, expectation)
+        pipeline = PipelineCounts(expectation, {})
         counter = RecordCounter(
             self.endpoints.bootstrap_servers,
             [INGEST, EVENTS, DLQ_ENRICH, DECISIONS, OUTBOX, DLQ_INFER, RECEIPTS, DLQ_OUTBOX],
@@ -390,7 +300,7 @@ class Demo:
         last_health = 0.0
         try:
             while True:
-                pipeline.counts = counter.poll(POLL_S)
+                pipeline = PipelineCounts(expectation, counter.poll(POLL_S))
                 stages = pipeline.stages()
                 with self._lock:
                     self.display.update(list(stages.values()))
@@ -448,8 +358,8 @@ class Demo:
                 old = self.children["infer"]
                 self.say(f"chaos: kill -9 infer (pid {old.pid}) at {where}")
                 old.kill()
-                self.children["infer"] = self._infer()
-                self.say(f"chaos: infer restarted (pid {self.children['infer'].pid}) on its checkpoint")
+                new = self._start(self._lineup().infer())
+                self.say(f"chaos: infer restarted (pid {new.pid}) on its checkpoint")
                 recovered = time.monotonic() - began
             elif action == chaos_.RESTART_WORKER:
                 self.say(f"chaos: kill -9 the Connect worker at {where}, then start it again")
@@ -493,8 +403,9 @@ class Demo:
             "both at once, into fresh *.replay topics with fresh checkpoints"
         )
         started = time.monotonic()
-        jobs = {"enrich-replay": self._enrich(False, True), "infer-replay": self._infer(False, True)}
-        self.children.update(jobs)
+        lineup = self._lineup()
+        jobs = {name: self._start((name, command)) for name, command in (lineup.enrich(replay=True),
+                                                                         lineup.infer(replay=True))}  # fmt: skip
         try:
             for name, job in jobs.items():
                 code = job.wait(max(1.0, self.options.job_timeout_s - (time.monotonic() - started)))
