@@ -1,6 +1,6 @@
 """Measure the control plane: apply a bundle of N connectors to all-RUNNING, then the no-op re-apply.
 
-    .venv/bin/python benchmarks/control_plane.py [--connectors 20] [--rounds 3]
+    .venv/bin/python benchmarks/control_plane.py [--connectors 20,100] [--rounds 3]
 
 Uses the cluster named by IKKAI_CONNECT_URL / IKKAI_BOOTSTRAP_SERVERS, else starts the embedded
 stack in a temporary home (and stops it afterwards). The bundle is generated: N FileStreamSource
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 import time
 import uuid
@@ -19,11 +20,13 @@ from pathlib import Path
 
 import yaml
 
-from deploy import bundle_ops
-from deploy.bundle_ops import BundleRequest
-from deploy.connect_rest import ConnectClient
-from deploy.local_stack import LocalStack
-from deploy.settings import external_endpoints, jars_dir
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from benchmarks.harness import bench_stack, print_table  # noqa: E402
+from deploy import bundle_ops  # noqa: E402
+from deploy.bundle_ops import BundleRequest  # noqa: E402
+from deploy.connect_rest import ConnectClient  # noqa: E402
 
 TEMPLATE = """{
   "connector.class": "org.apache.kafka.connect.file.FileStreamSourceConnector",
@@ -48,7 +51,7 @@ def write_bundle(root: Path, connectors: int, run: str) -> Path:
     (folder / "values").mkdir()
     drop = root / "drop"
     drop.mkdir()
-    names = [f"c{i:02d}" for i in range(connectors)]
+    names = [f"c{i:03d}" for i in range(connectors)]
     for name in names:
         (drop / f"{name}.jsonl").touch()
     manifest = {
@@ -62,8 +65,8 @@ def write_bundle(root: Path, connectors: int, run: str) -> Path:
     return folder
 
 
-def measure(connect_url: str, connectors: int, rounds: int) -> list[tuple[str, str, str, str]]:
-    rows = []
+def measure(connect_url: str, connectors: int, rounds: int) -> list[list[object]]:
+    rows: list[list[object]] = []
     for round_ in range(rounds):
         run = uuid.uuid4().hex[:6]
         with tempfile.TemporaryDirectory() as tmp:
@@ -73,21 +76,12 @@ def measure(connect_url: str, connectors: int, rounds: int) -> list[tuple[str, s
             result = bundle_ops.apply_data(request, client=client)
             apply_s = time.perf_counter() - started
             assert set(result["states"].values()) == {"RUNNING"} and len(result["states"]) == connectors
-            rows.append(
-                (
-                    f"apply {connectors} (round {round_ + 1})",
-                    f"{apply_s:.2f}",
-                    str(len(client.calls)),
-                    str(len(client.writes)),
-                )
-            )
+            rows.append([f"apply {connectors} connectors", round_ + 1, apply_s, len(client.calls), len(client.writes)])
             noop = ConnectClient(connect_url)
             started = time.perf_counter()
             bundle_ops.apply_data(request, client=noop)
             noop_s = time.perf_counter() - started
-            rows.append(
-                (f"no-op re-apply (round {round_ + 1})", f"{noop_s:.2f}", str(len(noop.calls)), str(len(noop.writes)))
-            )
+            rows.append([f"no-op re-apply of {connectors}", round_ + 1, noop_s, len(noop.calls), len(noop.writes)])
             for name in client.connectors():
                 if name.startswith(f"bench-{run}."):
                     client.delete_connector(name)
@@ -96,32 +90,20 @@ def measure(connect_url: str, connectors: int, rounds: int) -> list[tuple[str, s
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--connectors", type=int, default=20)
+    parser.add_argument("--connectors", default="20,100", help="bundle sizes, comma-separated")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    external = external_endpoints()
-    stack = None
-    if external is None:
-        stack = LocalStack(Path(tempfile.mkdtemp(prefix="ikkai-bench-")), jars_dir())
-        connect_url = stack.up().connect_url
-    else:
-        connect_url = external.connect_url
-    try:
-        rows = measure(connect_url, args.connectors, args.rounds)
-    finally:
-        if stack is not None:
-            stack.down(purge=True)
-    header = ("measurement", "seconds", "HTTP calls", "writes")
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
-    for row in [header, *rows]:
-        print(
-            "  ".join(
-                cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths, strict=True))
-            )
-        )
-    for label in ("apply", "no-op"):
-        values = [float(r[1]) for r in rows if r[0].startswith(label)]
-        print(f"median {label}: {statistics.median(values):.2f} s")
+    rows: list[list[object]] = []
+    with bench_stack("control-plane") as (_, connect_url, _):
+        for connectors in (int(n) for n in args.connectors.split(",")):
+            rows += measure(connect_url, connectors, args.rounds)
+    headers = ["MEASUREMENT", "ROUND", "SECONDS", "HTTP CALLS", "WRITES"]
+    print_table("control plane (one embedded Connect worker)", headers, rows)
+    medians = [
+        [label, statistics.median(float(str(r[2])) for r in rows if r[0] == label)]
+        for label in dict.fromkeys(str(r[0]) for r in rows)
+    ]
+    print_table("medians", ["MEASUREMENT", "SECONDS"], medians)
 
 
 if __name__ == "__main__":

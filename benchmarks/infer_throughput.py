@@ -1,76 +1,262 @@
-"""Records/s of the infer job on this machine: exactly-once sink vs Spark's own (at-least-once) sink.
+"""The infer job in exactly-once mode against Spark's own (at-least-once) sink, A B A B in one run.
 
-One side-by-side run: starts an embedded stack in a temporary home (or uses the cluster named
-by IKKAI_BOOTSTRAP_SERVERS / IKKAI_CONNECT_URL), fills one ``events.payments`` topic, then runs
-the infer job to the end of the input in each mode into fresh output topics. The clock starts
-at the job's "model ..." line (Spark is up, the query is about to start) and stops when the
-process exits, so JVM start-up is excluded and query start and shutdown are included.
+Starts an embedded stack in a temporary home (or uses the cluster named by IKKAI_BOOTSTRAP_SERVERS /
+IKKAI_CONNECT_URL) and measures, for each round and mode, into fresh output topics:
 
-Usage: .venv/bin/python benchmarks/infer_throughput.py [--events 20000] [--batch 5000] [--partitions 2]
+* **maximum load**: the job drains a pre-filled ``events.payments`` topic (``--events``, batches of
+  ``--batch`` = maxOffsetsPerTrigger). Records/s from the job's "model ..." line (Spark is up,
+  the query is about to start) to the process's exit: JVM start-up excluded, query start and
+  shutdown included, the same for both modes.
+* **fixed offered load**: the job runs continuously (1 s trigger) while this script produces
+  ``--rate`` payments/s for ``--seconds``. Latency of each payment = from the moment it was
+  produced to the moment a read_committed consumer received its decision (wall clock, one
+  process); p50 and p99 over all payments of the round, after a warm-up.
+
+Peak memory is the resident set of the job's whole process tree (driver, JVM, Python workers),
+sampled every 0.25 s. The EOS/ALOS ratio is per round (same load on the machine, minutes apart);
+quote the median.
+
+Usage: .venv/bin/python benchmarks/infer_throughput.py [--events 60000] [--batch 20000] [--rounds 3]
+       [--rate 500] [--seconds 30] [--partitions 2] [--only max|fixed] [--compare-code DIR]
+
+``--compare-code DIR`` adds a third variant: exactly-once with the code of another checkout
+(e.g. ``git worktree add /tmp/before <commit>``), to measure a sink change side by side.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
+import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from deploy.local_stack import LocalStack  # noqa: E402
-from deploy.settings import external_endpoints, jars_dir  # noqa: E402
+from benchmarks.harness import (  # noqa: E402
+    JobProcess,
+    alternating,
+    bench_stack,
+    median,
+    percentile,
+    print_table,
+    python_module,
+)
+from spark_jobs.kafka_partitioning import kafka_partition  # noqa: E402
 from spark_jobs.payments_simulation import payment_records, simulate  # noqa: E402
+from spark_jobs.serialization import default_codec  # noqa: E402
 from tests.kafka_helpers import create_topic, unique  # noqa: E402
-from tests.spark_jobs.infer_process import InferProcess, InferTopics  # noqa: E402
+from tests.spark_jobs.infer_process import InferTopics  # noqa: E402
 from tests.spark_jobs.records import by_partition, produce_payments  # noqa: E402
 
+EOS, ALOS = "exactly-once", "at-least-once"
+MB = 1024 * 1024
 
-def run(bootstrap: str, input_topic: str, mode: str, batch: int, partitions: int, home: Path) -> tuple[float, int]:
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    mode: str
+    code: Path | None = None  # another checkout's code, or this one
+
+
+@dataclass(frozen=True)
+class Result:
+    round: int
+    variant: str
+    events: int
+    seconds: float
+    peak_rss: int
+    p50_ms: float | None = None
+    p99_ms: float | None = None
+    batches: int = 0
+
+    @property
+    def rate(self) -> float:
+        return self.events / self.seconds
+
+
+def fresh_outputs(bootstrap: str, input_topic: str, partitions: int) -> InferTopics:
     name = unique("bench")
     topics = InferTopics(input_topic, f"decisions.{name}", f"outbox.{name}", f"dlq.{name}")
     for topic in (topics.decisions, topics.outbox, topics.dlq):
         create_topic(bootstrap, topic, partitions)
-    job = InferProcess(bootstrap, topics, home / name, name, "--mode", mode, "--max-offsets-per-trigger", str(batch))
-    while not any(" model " in line for line in job.log) and job.process.poll() is None:
-        time.sleep(0.05)
-    started = time.monotonic()
+    return topics
+
+
+def start_infer(bootstrap: str, topics: InferTopics, checkpoint: Path, variant: Variant, *extra: str) -> JobProcess:
+    args = [
+        "--bootstrap", bootstrap, "--checkpoint", str(checkpoint), "--query", checkpoint.name, "--input", topics.input,
+        "--decisions", topics.decisions, "--outbox", topics.outbox, "--dlq", topics.dlq, "--mode", variant.mode, *extra,
+    ]  # fmt: skip
+    command, cwd, env = python_module("spark_jobs.infer", *args, code=variant.code)
+    return JobProcess(command, cwd=cwd, env=env)
+
+
+def max_load(
+    bootstrap: str, input_topic: str, variant: Variant, scratch: Path, *, events: int, batch: int, partitions: int
+) -> Result:
+    """Drain ``input_topic`` (``events`` payments) into fresh outputs; records/s and the job's batches."""
+    topics = fresh_outputs(bootstrap, input_topic, partitions)
+    job = start_infer(
+        bootstrap, topics, scratch / unique("max").replace(".", "-"), variant, "--max-offsets-per-trigger", str(batch)
+    )
+    job.wait_started()
     code = job.wait()
-    seconds = time.monotonic() - started
+    assert job.started is not None
+    seconds = time.monotonic() - job.started
     if code != 0:
-        raise SystemExit(f"{mode} run failed:\n{job.tail()}")
+        raise SystemExit(f"{variant.name} failed:\n{job.tail()}")
     decisions = sum(len(records) for records in by_partition(bootstrap, topics.decisions).values())
-    return seconds, decisions
+    if decisions < events:
+        raise SystemExit(f"{variant.name}: {decisions} decisions for {events} events")
+    return Result(0, variant.name, events, seconds, job.memory.peak, batches=len(job.batches))
+
+
+class DecisionWatch:
+    """A read_committed consumer of the decisions topic noting when each payment's decision arrived."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        from confluent_kafka import Consumer
+
+        self.arrived: dict[bytes, float] = {}
+        self._stop = threading.Event()
+        self._consumer = Consumer({
+            "bootstrap.servers": bootstrap, "group.id": unique("bench.latency"), "auto.offset.reset": "earliest",
+            "enable.auto.commit": False, "isolation.level": "read_committed", "fetch.wait.max.ms": 10,
+        })  # fmt: skip
+        self._consumer.subscribe([topic])
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            message = self._consumer.poll(0.1)
+            if message is not None and message.error() is None and message.key() is not None:
+                self.arrived.setdefault(message.key() or b"", time.time())
+
+    def wait_for(self, keys: list[bytes], timeout: float) -> bool:
+        give_up_at = time.monotonic() + timeout
+        while time.monotonic() < give_up_at:
+            if all(key in self.arrived for key in keys):
+                return True
+            time.sleep(0.05)
+        return False
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self._consumer.close()
+
+
+def fixed_load(bootstrap: str, variant: Variant, args: argparse.Namespace, scratch: Path, seed: int) -> Result:
+    from confluent_kafka import Producer
+
+    topic = create_topic(bootstrap, unique("events.payments.fixed"), args.partitions)
+    topics = fresh_outputs(bootstrap, topic, args.partitions)
+    warmup, count = 50, int(args.rate * args.seconds)
+    payments = payment_records(simulate(seed, payments=warmup + count).payments)
+    codec = default_codec()
+    encoded = [
+        (str(p["payment_id"]).encode(), codec.encode("payment_event", p, version=1)) for p in payments
+    ]  # before the clock starts
+    watch = DecisionWatch(bootstrap, topics.decisions)
+    job = start_infer(bootstrap, topics, scratch / unique("fixed").replace(".", "-"), variant, "--continuous")
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 1})
+    sent: dict[bytes, float] = {}
+    try:
+        job.wait_started()
+        for key, value in encoded[:warmup]:  # the first batches start Python workers and producers
+            producer.produce(topic, value=value, key=key, partition=kafka_partition(key, args.partitions))
+        producer.flush(30)
+        if not watch.wait_for([key for key, _ in encoded[:warmup]], timeout=300):
+            raise SystemExit(f"{variant.name}: the warm-up payments got no decisions:\n{job.tail()}")
+        started = time.monotonic()
+        for i, (key, value) in enumerate(encoded[warmup:]):
+            pause = started + i / args.rate - time.monotonic()
+            if pause > 0:
+                time.sleep(pause)
+            sent[key] = time.time()
+            producer.produce(topic, value=value, key=key, partition=kafka_partition(key, args.partitions))
+            producer.poll(0)
+        producer.flush(30)
+        if not watch.wait_for(list(sent), timeout=120):
+            missing = sum(1 for key in sent if key not in watch.arrived)
+            raise SystemExit(f"{variant.name}: {missing} payments without a decision:\n{job.tail()}")
+    finally:
+        job.stop()
+        watch.close()
+    latencies = [(watch.arrived[key] - at) * 1000 for key, at in sent.items()]
+    first, last = min(sent.values()), max(watch.arrived[key] for key in sent)
+    return Result(
+        0, variant.name, count, last - first, job.memory.peak, percentile(latencies, 50), percentile(latencies, 99)
+    )
+
+
+def report(title: str, results: list[Result], variants: list[Variant], latency: bool) -> None:
+    headers = ["ROUND", "MODE", "EVENTS", "SECONDS", "RECORDS/S", "PEAK RSS MB"]
+    headers += ["P50 MS", "P99 MS"] if latency else []
+    rows: list[list[object]] = []
+    for r in results:
+        row: list[object] = [r.round, r.variant, r.events, r.seconds, r.rate, r.peak_rss / MB]
+        rows.append(row + ([r.p50_ms, r.p99_ms] if latency else []))
+    print_table(title, headers, rows)
+    by = {(r.round, r.variant): r for r in results}
+    rounds = sorted({r.round for r in results})
+    ratio_rows: list[list[object]] = []
+    for variant in (v for v in variants if v.name != ALOS):
+        ratios = [by[(n, variant.name)].rate / by[(n, ALOS)].rate for n in rounds]
+        row = [f"{variant.name} / {ALOS}", *ratios, median(ratios)]
+        if latency:
+            overheads = [
+                (by[(n, variant.name)].p99_ms or 0) - (by[(n, ALOS)].p99_ms or 0) for n in rounds
+            ]  # p99 overhead, ms
+            ratio_rows.append(row)
+            ratio_rows.append([f"{variant.name} p99 - {ALOS} p99 (ms)", *overheads, median(overheads)])
+        else:
+            ratio_rows.append(row)
+    print_table(f"{title}: ratios per round", ["", *(f"ROUND {n}" for n in rounds), "MEDIAN"], ratio_rows)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--events", type=int, default=20_000)
-    parser.add_argument("--batch", type=int, default=5_000, help="maxOffsetsPerTrigger")
+    parser.add_argument("--events", type=int, default=60_000, help="maximum load: pre-filled payments")
+    parser.add_argument("--batch", type=int, default=20_000, help="maximum load: maxOffsetsPerTrigger")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rate", type=float, default=500, help="fixed load: payments/s offered")
+    parser.add_argument("--seconds", type=float, default=30, help="fixed load: how long")
     parser.add_argument("--partitions", type=int, default=2)
+    parser.add_argument("--only", choices=("max", "fixed"))
+    parser.add_argument("--compare-code", type=Path, help="another checkout: its exactly-once as a third variant")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="ikkai-bench-") as tmp:
-        home = Path(tmp)
-        external = external_endpoints()
-        stack = None if external else LocalStack(home / "stack", jars_dir(), progress=sys.stderr)
-        bootstrap = external.bootstrap_servers if external else stack.up().bootstrap_servers  # type: ignore[union-attr]
-        try:
+    variants = [Variant(EOS, EOS), Variant(ALOS, ALOS)]
+    if args.compare_code:
+        variants.insert(1, Variant(f"{EOS}@{args.compare_code.name}", EOS, args.compare_code.resolve()))
+    names = {v.name: v for v in variants}
+    with bench_stack("pipeline") as (bootstrap, _, scratch):
+        if args.only != "fixed":
             topic = create_topic(bootstrap, unique("events.payments"), args.partitions)
             produce_payments(
                 bootstrap, topic, payment_records(simulate(3, payments=args.events).payments), args.partitions
             )
-            print(f"{'MODE':<14} {'EVENTS':>7} {'DECISIONS':>9} {'SECONDS':>8} {'RECORDS/S':>10}")
-            for mode in ("exactly-once", "at-least-once"):
-                seconds, decisions = run(bootstrap, topic, mode, args.batch, args.partitions, home)
-                print(
-                    f"{mode:<14} {args.events:>7} {decisions:>9} {seconds:>8.1f} {args.events / seconds:>10.0f}",
-                    flush=True,
-                )
-        finally:
-            if stack is not None:
-                stack.down()
+            results = []
+            for n, name in alternating(list(names), args.rounds):
+                result = max_load(
+                    bootstrap, topic, names[name], scratch, events=args.events, batch=args.batch,
+                    partitions=args.partitions,
+                )  # fmt: skip
+                results.append(Result(n, name, result.events, result.seconds, result.peak_rss))
+                print(f"max load, round {n}, {name}: {result.rate:.0f} records/s", file=sys.stderr, flush=True)
+            report(f"infer, maximum load ({args.events} events, batches of {args.batch})", results, variants, False)
+        if args.only != "max":
+            results = []
+            for n, name in alternating(list(names), args.rounds):
+                r = fixed_load(bootstrap, names[name], args, scratch, seed=100 + n)
+                results.append(Result(n, name, r.events, r.seconds, r.peak_rss, r.p50_ms, r.p99_ms))
+                print(f"fixed load, round {n}, {name}: p99 {r.p99_ms:.0f} ms", file=sys.stderr, flush=True)
+            report(f"infer, fixed load ({args.rate:.0f} payments/s for {args.seconds:.0f} s)", results, variants, True)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ import http.client
 import json
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -28,9 +27,8 @@ from urllib.parse import urlparse
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchmarks.harness import bench_stack, print_table  # noqa: E402
 from deploy.connect_rest import ConnectClient  # noqa: E402
-from deploy.local_stack import LocalStack  # noqa: E402
-from deploy.settings import jars_dir  # noqa: E402
 from outbox_sink import (  # noqa: E402
     OutboxEmitter,
     OutboxRequest,
@@ -62,7 +60,7 @@ def ceiling(url: str, requests: int, connections: int) -> float:
     prefix = uuid.uuid4().hex[:8]
 
     def client(n: int) -> None:
-        conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=30)
+        conn = http.client.HTTPConnection(parsed.hostname or "127.0.0.1", parsed.port, timeout=30)
         for i in range(per_client):
             conn.request("POST", f"/payments/holds/{n}-{i}", BODY, {"Idempotency-Key": f"load-{prefix}-{n}-{i}"})
             response = conn.getresponse()
@@ -118,7 +116,8 @@ def sink_rate(bootstrap: str, connect_url: str, receiver_url: str, requests: int
         client.delete_connector(name)
     if len(receipts) != requests or not all(r.delivered for r in receipts.values()):
         raise SystemExit(f"only {sum(r.delivered for r in receipts.values())} of {requests} delivered")
-    conn = http.client.HTTPConnection(urlparse(receiver_url).hostname, urlparse(receiver_url).port, timeout=60)
+    parsed = urlparse(receiver_url)
+    conn = http.client.HTTPConnection(parsed.hostname or "127.0.0.1", parsed.port, timeout=60)
     conn.request("GET", "/_ikkai/deliveries")
     seen = [d["received_at"] for d in json.loads(conn.getresponse().read()) if f"/holds/{run}-" in d["path"]]
     return len(seen) / (max(seen) - min(seen)), elapsed
@@ -128,25 +127,28 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=3000)
     args = parser.parse_args()
-    rows: list[tuple[str, int, str, float]] = []
-    with tempfile.TemporaryDirectory(prefix="ikkai-bench-") as tmp:
-        stack = LocalStack(Path(tmp) / "stack", jars_dir(), progress=sys.stderr)
-        receiver, url = start_receiver(Path(tmp) / "receiver.sqlite")
+    rows: list[list[object]] = []
+    with bench_stack("outbox") as (bootstrap, connect_url, scratch):
+        receiver, url = start_receiver(scratch / "receiver.sqlite")
         try:
-            endpoints = stack.up()
+            ceilings = {}
             for connections in (1, 8):
-                rate = ceiling(url, args.requests, connections)
-                rows.append((f"receiver ceiling, load generator, {connections} connection(s)", args.requests, "", rate))
+                ceilings[connections] = ceiling(url, args.requests, connections)
+                what = f"receiver ceiling, load generator, {connections} connection(s)"
+                rows.append([what, args.requests, None, ceilings[connections], ceilings[connections] / ceilings[8]
+                             if connections == 8 else None])  # fmt: skip
             for tasks in (1, 3):
-                rate, elapsed = sink_rate(endpoints.bootstrap_servers, endpoints.connect_url, url, args.requests, tasks)
-                rows.append((f"outbox sink, tasks.max={tasks} (3 partitions)", args.requests, f"{elapsed:.1f}", rate))
+                rate, elapsed = sink_rate(bootstrap, connect_url, url, args.requests, tasks)
+                what = f"outbox sink, tasks.max={tasks} (3 partitions)"
+                rows.append([what, args.requests, elapsed, rate, rate / ceilings[8]])
         finally:
             receiver.terminate()
             receiver.wait(10)
-            stack.down()
-    print(f"{'WHAT':<56} {'REQUESTS':>8} {'TO LAST RECEIPT S':>17} {'PER SECOND':>10}")
-    for what, n, elapsed_s, rate in rows:
-        print(f"{what:<56} {n:>8} {elapsed_s:>17} {rate:>10.0f}")
+    print_table(
+        "outbox sink vs the reference receiver's ceiling",
+        ["WHAT", "REQUESTS", "TO LAST RECEIPT S", "PER SECOND", "OF 8-CONNECTION CEILING"],
+        rows,
+    )
 
 
 if __name__ == "__main__":

@@ -1,0 +1,1 @@
+"""Benchmark scripts: `python benchmarks/<name>.py` prints a table (see BENCHMARKS.md)."""

@@ -1,0 +1,228 @@
+"""What every benchmark script shares: the stack, job processes, memory sampling, A/B rounds, tables.
+
+Benchmarks print tables and assert nothing about time. On a shared machine the absolute numbers
+move with the load, so the scripts alternate the variants they compare (A B A B ...) in one run
+and report ratios per round; ``median`` of those is the number to quote.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+
+# ---------------------------------------------------------------- tables and statistics (pure)
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A plain text table: text columns left-aligned, numbers right-aligned, floats with 2 decimals or fewer."""
+    cells = [[_cell(value) for value in row] for row in rows]
+    widths = [max([len(h), *(len(row[i]) for row in cells)]) for i, h in enumerate(headers)]
+    numeric = [all(_is_number(row[i]) for row in rows) and bool(rows) for i in range(len(headers))]
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric, strict=True))
+
+    return "\n".join([line(headers).rstrip(), *(line(row).rstrip() for row in cells)])
+
+
+def print_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+    print(f"\n## {title}\n", flush=True)
+    print(format_table(headers, rows), flush=True)
+
+
+def _is_number(value: object) -> bool:
+    return (isinstance(value, int | float) and not isinstance(value, bool)) or value is None
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        if abs(value) >= 100:
+            return f"{value:,.0f}"
+        return f"{value:.2f}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return str(value)
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The q-th percentile (0..100) by nearest rank; None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), int(-(-q * len(ordered) // 100))))
+    return ordered[rank - 1]
+
+
+def median(values: Sequence[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def alternating(variants: Sequence[str], rounds: int) -> list[tuple[int, str]]:
+    """(round, variant) in A B A B order: every round runs each variant once, the order kept."""
+    return [(r, v) for r in range(1, rounds + 1) for v in variants]
+
+
+# ---------------------------------------------------------------- memory of a process tree
+
+
+def group_rss_bytes(pgid: int) -> int:
+    """Resident memory of every process in process group ``pgid`` (a job started in its own session)."""
+    total = 0
+    page = os.sysconf("SC_PAGE_SIZE")
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            fields = stat[stat.rindex(")") + 2 :].split()
+            if int(fields[2]) == pgid:  # field 5 of /proc/<pid>/stat: pgrp
+                total += int(fields[21]) * page  # field 24: rss in pages
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
+class PeakRss:
+    """Samples a process group's resident memory every ``interval`` seconds; ``peak`` in bytes."""
+
+    def __init__(self, pgid: int, interval: float = 0.25) -> None:
+        self.pgid = pgid
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(interval,), daemon=True)
+        self._thread.start()
+
+    def _run(self, interval: float) -> None:
+        while not self._stop.wait(interval):
+            self.peak = max(self.peak, group_rss_bytes(self.pgid))
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join(5)
+        return self.peak
+
+
+# ---------------------------------------------------------------- the stack and job processes
+
+
+@contextmanager
+def bench_stack(prefix: str) -> Iterator[tuple[str, str, Path]]:
+    """(bootstrap, connect_url, scratch folder): the cluster named by IKKAI_BOOTSTRAP_SERVERS /
+    IKKAI_CONNECT_URL, else an embedded stack in a temporary home, stopped afterwards."""
+    from deploy.local_stack import LocalStack
+    from deploy.settings import external_endpoints, jars_dir
+
+    with tempfile.TemporaryDirectory(prefix=f"ikkai-{prefix}-") as tmp:
+        home = Path(tmp)
+        external = external_endpoints()
+        if external is not None:
+            yield external.bootstrap_servers, external.connect_url, home
+            return
+        stack = LocalStack(home / "stack", jars_dir(), progress=sys.stderr)
+        try:
+            endpoints = stack.up()
+            yield endpoints.bootstrap_servers, endpoints.connect_url, home
+        finally:
+            stack.down()
+
+
+@dataclass
+class JobProcess:
+    """A job in its own process group; its stderr lines are kept, ``marks`` timestamps lines that match."""
+
+    command: list[str]
+    cwd: Path = REPO
+    env: dict[str, str] = field(default_factory=dict)
+    log: list[str] = field(default_factory=list)
+    batches: list[float] = field(default_factory=list)  # monotonic time of each "batch N ..." line
+    started: float | None = None  # monotonic time of the job's "model ..." line: Spark is up
+
+    def __post_init__(self) -> None:
+        self.process = subprocess.Popen(
+            self.command, cwd=self.cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
+        )  # fmt: skip
+        self.memory = PeakRss(self.process.pid)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.log.append(line)
+            if self.started is None and ": model " in line:
+                self.started = time.monotonic()
+            if ": batch " in line:
+                self.batches.append(time.monotonic())
+
+    def wait_started(self, timeout: float = 300) -> None:
+        give_up_at = time.monotonic() + timeout
+        while self.started is None:
+            if self.process.poll() is not None or time.monotonic() > give_up_at:
+                raise SystemExit(f"the job did not start:\n{self.tail()}")
+            time.sleep(0.05)
+
+    def wait(self, timeout: float = 1800) -> int:
+        code = self.process.wait(timeout)
+        self._reader.join(10)
+        self.memory.stop()
+        return code
+
+    def stop(self) -> None:
+        """SIGTERM to the whole group, SIGKILL after 20 s."""
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+        self.wait(60)
+
+    def tail(self, lines: int = 30) -> str:
+        return "".join(self.log[-lines:])
+
+
+def python_module(module: str, *args: str, code: Path | None = None) -> tuple[list[str], Path, dict[str, str]]:
+    """(command, cwd, env) running ``python -m module`` from this checkout, or from the checkout ``code``."""
+    if code is None:
+        return [sys.executable, "-m", module, *args], REPO, {}
+    return [sys.executable, "-m", module, *args], code, {"PYTHONPATH": str(code)}
+
+
+# ---------------------------------------------------------------- the JVM tools of the stack's jars
+
+
+def kafka_classpath() -> str:
+    from deploy.artifacts import resolved_jars
+    from deploy.settings import jars_dir
+
+    jars = resolved_jars(jars_dir())
+    if jars is None:
+        raise SystemExit("the Kafka jars are not resolved: run `make setup` (ikkai setup) first")
+    return jars.kafka_classpath()
+
+
+def java() -> str:
+    from deploy.prerequisites import java_executable
+
+    found = java_executable()
+    if found is None:
+        raise SystemExit("no java found: install a JDK 17+")
+    return str(found)
