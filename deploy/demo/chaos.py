@@ -1,10 +1,12 @@
-"""When the demo breaks things: SIGKILL the infer job, restart the Connect worker. Pure.
+"""When the demo breaks things: SIGKILL the infer job, SIGKILL and restart the Connect worker. Pure.
 
-Each action fires once, when the stage it hurts is demonstrably mid-flight: the infer job is
-killed after it has decided some but not all events, the worker restarted after the first
-receipts came back (so the outbox sink has requests in flight) and while decisions are still
-being made. If a run is too fast or too small to catch a stage mid-flight, the action fires at
-the end of that stage anyway, so a requested chaos action is never silently skipped.
+Each action fires once, when the stage it hurts is mid-flight: the infer job is killed after it
+decided some but not all events, the worker after the first receipts came back (the outbox sink
+has requests in flight) and while decisions are still being made. The raw lines are written
+so that this holds: half at once, the next part once decisions flow, the last part only after
+the worker restart (so the restarted worker's source task must resume the file where the
+killed one committed). A stage that finished between two looks still gets its action, so a
+requested chaos action is never silently skipped.
 """
 
 from __future__ import annotations
@@ -30,9 +32,23 @@ class ChaosPlan:
         delivered = stages["delivered"]
         if KILL_INFER not in done:
             return [KILL_INFER] if decided.done > 0 and (decided.fraction >= self.kill_infer_at) else []
-        if RESTART_WORKER not in done and delivered.done > 0 and decided.fraction >= self.restart_worker_at:
+        in_flight = delivered.done > 0 or not delivered.total  # receipts flow, or nothing was asked yet
+        if RESTART_WORKER not in done and in_flight and decided.fraction >= self.restart_worker_at:
             return [RESTART_WORKER]
         return []
+
+
+DECISIONS_FLOWING = "decisions flowing"
+FIRST_PART, SECOND_PART = 0.5, 0.8  # shares of the raw lines written before each gate
+
+
+def gate_before(written: float, chaos: bool) -> str | None:
+    """What the writer waits for before writing more, having written this share of the lines."""
+    if written >= SECOND_PART and chaos:
+        return RESTART_WORKER
+    if written >= FIRST_PART:
+        return DECISIONS_FLOWING
+    return None
 
 
 def describe(stages: Mapping[str, StageProgress]) -> str:

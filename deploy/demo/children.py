@@ -40,6 +40,7 @@ class Child:
         self.log = log
         log.parent.mkdir(parents=True, exist_ok=True)
         self._log_file = log.open("ab")
+        self._log_start = self._log_file.tell()  # where this run's output begins (the log is shared by restarts)
         self._log_file.write(f"\n=== {time.strftime('%H:%M:%S')} {' '.join(self.command)}\n".encode())
         self._log_file.flush()
         self.process = subprocess.Popen(
@@ -85,6 +86,15 @@ class Child:
             raise ChildProcessError(self.name, f"still running after {timeout_s:.0f}s; killed", self.log) from exc
         finally:
             self._log_file.close()
+
+    def wait_for_output(self, needle: str, timeout_s: float) -> bool:
+        """Until this process writes ``needle`` to its log; False when it exits or ``timeout_s`` passes first."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and self.alive():
+            if needle.encode() in self.log.read_bytes()[self._log_start :]:
+                return True
+            time.sleep(0.5)
+        return False
 
     def _signal(self, sig: signal.Signals) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):

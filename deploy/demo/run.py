@@ -97,6 +97,7 @@ class Demo:
         self.endpoints: Endpoints | None = None
         self.receiver_url = ""
         self.held_back: dict[str, int] = {}
+        self.gates: dict[str, threading.Event] = {}
         self._stack_thread: threading.Thread | None = None
         self._stack_error: BaseException | None = None
 
@@ -267,13 +268,17 @@ class Demo:
 
     # -- following the pipeline ----------------------------------------------------------------
 
-    def _write_lines(self, lines: list[bytes], stop: threading.Event) -> None:
-        path = self.run_dir / "drop" / "payments.jsonl"
+    def _write_lines(self, lines: list[bytes], stop: threading.Event, gates: dict[str, threading.Event]) -> None:
+        """Append the lines in chunks, pausing at the gates ``chaos.gate_before`` names."""
         chunks = max(1, min(40, len(lines) // 25))
         per_chunk = -(-len(lines) // chunks)
         pause = self.options.write_seconds / chunks
-        with path.open("ab") as out:
+        with self._lineup().drop_file.open("ab") as out:
             for start in range(0, len(lines), per_chunk):
+                gate = chaos_.gate_before(start / len(lines), self.options.chaos)
+                while gate is not None and not gates[gate].wait(0.5):
+                    if stop.is_set():
+                        return
                 out.write(b"".join(line + b"\n" for line in lines[start : start + per_chunk]))
                 out.flush()
                 if stop.wait(pause):
@@ -287,11 +292,17 @@ class Demo:
             [INGEST, EVENTS, DLQ_ENRICH, DECISIONS, OUTBOX, DLQ_INFER, RECEIPTS, DLQ_OUTBOX],
         )
         stop = threading.Event()
-        writer = threading.Thread(target=self._write_lines, args=(lines, stop), name="demo-writer", daemon=True)
+        self.gates = {chaos_.DECISIONS_FLOWING: threading.Event(), chaos_.RESTART_WORKER: threading.Event()}
+        writer = threading.Thread(
+            target=self._write_lines, args=(lines, stop, self.gates), name="demo-writer", daemon=True
+        )
         plan = chaos_.ChaosPlan()
         done: set[str] = set()
         action: threading.Thread | None = None
-        self.say(f"writing {len(lines)} raw lines to {self.run_dir / 'drop' / 'payments.jsonl'}")
+        self.say(
+            f"writing {len(lines)} raw lines to {self._lineup().drop_file}: half now, more once decisions flow"
+            + (", the last fifth after the Connect worker restart" if self.options.chaos else "")
+        )
         self.first_line_at = time.monotonic()
         writer.start()
         stable = 0
@@ -301,6 +312,8 @@ class Demo:
         try:
             while True:
                 pipeline = PipelineCounts(expectation, counter.poll(POLL_S))
+                if pipeline.counts.get(DECISIONS):
+                    self.gates[chaos_.DECISIONS_FLOWING].set()
                 stages = pipeline.stages()
                 with self._lock:
                     self.display.update(list(stages.values()))
@@ -360,7 +373,10 @@ class Demo:
                 old.kill()
                 new = self._start(self._lineup().infer())
                 self.say(f"chaos: infer restarted (pid {new.pid}) on its checkpoint")
+                if not new.wait_for_output("infer: batch", self.options.idle_timeout_s):
+                    raise ChildProcessError("infer", "committed no batch after its restart", new.log)
                 recovered = time.monotonic() - began
+                self.say(f"chaos: infer committed a batch again {recovered:.0f}s after the kill")
             elif action == chaos_.RESTART_WORKER:
                 self.say(f"chaos: kill -9 the Connect worker at {where}, then start it again")
                 self.stack.kill(CONNECT)
@@ -370,6 +386,9 @@ class Demo:
                 self.say(f"chaos: Connect worker back, connectors RUNNING after {recovered:.0f}s")
         except IkkaiError as exc:
             self.say(f"chaos: {action} did not recover: {exc}")
+        finally:
+            if action in self.gates:
+                self.gates[action].set()
         self.chaos_events.append(ChaosEvent(action, at, where, recovered))
 
     def _wait_connectors_running(self, timeout_s: float = 180.0) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from deploy.demo.chaos import KILL_INFER, RESTART_WORKER, ChaosPlan, describe
+from deploy.demo.chaos import DECISIONS_FLOWING, KILL_INFER, RESTART_WORKER, ChaosPlan, describe, gate_before
 from deploy.demo.progress import ProgressDisplay, StageProgress, render_bars, render_line
 
 
@@ -75,3 +75,14 @@ def test_chaos_still_fires_when_a_stage_finished_between_two_looks() -> None:
 
 def test_describe_says_where_the_pipeline_was() -> None:
     assert describe(stages(5, 1, requests=None)).endswith("decided 5/100, delivered 1/?")
+
+
+def test_the_worker_restart_does_not_wait_for_receipts_when_nothing_was_asked() -> None:
+    assert ChaosPlan().due(stages(60, 0, requests=0), {KILL_INFER}) == [RESTART_WORKER]
+
+
+def test_the_writer_waits_for_decisions_then_for_the_worker_restart() -> None:
+    assert [gate_before(w, chaos=True) for w in (0.0, 0.49, 0.5, 0.79, 0.8, 0.99)] == [
+        None, None, DECISIONS_FLOWING, DECISIONS_FLOWING, RESTART_WORKER, RESTART_WORKER,
+    ]  # fmt: skip
+    assert gate_before(0.9, chaos=False) == DECISIONS_FLOWING
