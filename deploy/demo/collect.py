@@ -34,6 +34,12 @@ def api_of(path: str) -> str:
     return path.lstrip("/").split("/", 1)[0].split("?", 1)[0]
 
 
+def receipt_identity(value: bytes) -> tuple[str, str]:
+    """Which request a receipt answers: (decision_id, target)."""
+    receipt = decode_receipt(value)
+    return receipt.decision_id, receipt.target
+
+
 def read_topics(bootstrap: str, topics: Iterable[str]) -> dict[str, list[TopicRecord]]:
     return {topic: read_topic(bootstrap, topic) for topic in topics}
 

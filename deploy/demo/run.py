@@ -34,7 +34,7 @@ from deploy.bundle_output import plan_text
 from deploy.connect_rest import ConnectClient, ConnectRestError
 from deploy.demo import chaos as chaos_
 from deploy.demo.children import Child, ChildProcessError, child_env, wait_for_http
-from deploy.demo.collect import decoded, read_live, read_topics, receiver_applied, receiver_deliveries
+from deploy.demo.collect import decoded, read_live, read_topics, receipt_identity, receiver_applied, receiver_deliveries
 from deploy.demo.facts import (
     DECISIONS,
     DLQ_ENRICH,
@@ -290,6 +290,7 @@ class Demo:
         counter = RecordCounter(
             self.endpoints.bootstrap_servers,
             [INGEST, EVENTS, DLQ_ENRICH, DECISIONS, OUTBOX, DLQ_INFER, RECEIPTS, DLQ_OUTBOX],
+            distinct={RECEIPTS: receipt_identity},  # a receipt repeated after the worker restart is not progress
         )
         stop = threading.Event()
         self.gates = {chaos_.DECISIONS_FLOWING: threading.Event(), chaos_.RESTART_WORKER: threading.Event()}

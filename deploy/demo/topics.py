@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -85,10 +85,21 @@ def read_topic(bootstrap: str, topic: str, timeout_s: float = 120.0) -> list[Top
 
 
 class RecordCounter:
-    """Counts committed records per topic as they arrive (one consumer, every partition from the start)."""
+    """Counts committed records per topic as they arrive (one consumer, every partition from the start).
 
-    def __init__(self, bootstrap: str, topics: Iterable[str]) -> None:
+    For a topic in ``distinct`` it counts distinct identities instead (the function maps a record's
+    value to its identity), e.g. receipts per (decision, target), where a repeat is not progress.
+    """
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topics: Iterable[str],
+        distinct: Mapping[str, Callable[[bytes], Hashable]] | None = None,
+    ) -> None:
         self._consumer = _consumer(bootstrap)
+        self._distinct = dict(distinct or {})
+        self._seen: dict[str, set[Hashable]] = {topic: set() for topic in self._distinct}
         self.counts: dict[str, int] = {}
         assignment: list[TopicPartition] = []
         for topic in topics:
@@ -102,8 +113,14 @@ class RecordCounter:
         while True:
             messages = self._consumer.consume(5000, max(0.0, deadline - time.monotonic()))
             for message in messages:
-                topic = message.topic()
-                if message.error() is None and topic is not None:
+                topic, value = message.topic(), message.value()
+                if message.error() is not None or topic is None:
+                    continue
+                if topic in self._distinct:
+                    if value is not None:
+                        self._seen[topic].add(self._distinct[topic](value))
+                    self.counts[topic] = len(self._seen[topic])
+                else:
                     self.counts[topic] += 1
             if len(messages) < 5000 or time.monotonic() >= deadline:
                 return dict(self.counts)
