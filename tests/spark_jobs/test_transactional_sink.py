@@ -66,6 +66,16 @@ def test_a_rerun_batch_is_skipped(spark: Any, bootstrap: str, topics: tuple[str,
     assert by_partition(bootstrap, out) == first
 
 
+def test_an_empty_batch_writes_nothing_and_the_next_one_goes_on(
+    spark: Any, bootstrap: str, topics: tuple[str, str]
+) -> None:
+    out, commits = topics
+    writer = TransactionalBatchWriter(sink(bootstrap, out, "q", commits))
+    writer(batch(spark, out, 0, 0), 0)  # Spark optimizes the empty batch's shuffle away: no write task runs
+    writer(batch(spark, out, 0, 20), 1)
+    assert sum(len(records) for records in by_partition(bootstrap, out).values()) == 20
+
+
 def test_a_zombie_is_fenced_and_its_open_transaction_aborted(
     spark: Any, bootstrap: str, topics: tuple[str, str]
 ) -> None:
@@ -84,6 +94,21 @@ def test_a_zombie_is_fenced_and_its_open_transaction_aborted(
     assert sum(len(records) for records in seen.values()) == 30
     assert all(key != b"zombie" for records in seen.values() for key, _ in records)
     assert len(by_partition(bootstrap, out, "read_uncommitted")[0]) == len(seen[0]) + 1  # it was there, aborted
+
+
+def test_a_producer_fenced_between_batches_starts_anew(spark: Any, bootstrap: str, topics: tuple[str, str]) -> None:
+    out, commits = topics
+    config = sink(bootstrap, out, "q", commits)
+    writer = TransactionalBatchWriter(config)
+    writer(batch(spark, out, 0, 40), 0)  # the workers now keep a producer per partition
+    for partition in range(PARTITIONS):  # another instance takes every transactional.id over, writes nothing
+        transactional_producer(bootstrap, config.transactional_id(partition)).close()
+    writer(batch(spark, out, 40, 40), 1)
+    writer(batch(spark, out, 40, 40), 1)  # and a re-run is still skipped
+    seen = by_partition(bootstrap, out)
+    assert sorted(int(v.decode().split("-")[1]) for records in seen.values() for _, v in records) == list(range(80))
+    markers = read_markers(bootstrap, "test", "q", topic=commits)
+    assert {p: m.batch_id for p, m in markers.items()} == {p: 1 for p in range(PARTITIONS)}
 
 
 def test_a_changed_partition_count_stops_the_job(spark: Any, bootstrap: str, topics: tuple[str, str]) -> None:
