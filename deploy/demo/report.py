@@ -109,16 +109,29 @@ def _by(counts: dict[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
+def wrap_note(note: str, width: int = 72) -> list[str]:
+    """A comma-separated note in lines of at most ``width`` characters, broken after commas."""
+    lines = [""]
+    for part in note.split(", "):
+        candidate = f"{lines[-1]}, {part}" if lines[-1] else part
+        if len(candidate) > width and lines[-1]:
+            lines[-1] += ","
+            lines.append(part)
+        else:
+            lines[-1] = candidate
+    return lines
+
+
 def report_text(r: dict[str, Any]) -> str:
-    chaos = "; ".join(
-        f"{e['action']} at {e['at_seconds']:.0f}s ({e['progress']}), back in "
+    chaos = [
+        f"chaos: {e['action']} at {e['at_seconds']:.0f}s ({e['progress']}), back in "
         + (f"{e['recovered_seconds']:.0f}s" if e["recovered_seconds"] is not None else "never")
         for e in r["chaos"]
-    )
+    ]
     lines = [
-        f"ikkai demo: seed {r['seed']}, {r['size']} payments as {r['raw_lines']} raw lines"
-        + (f" (held back, the connector cannot carry them: {_by(r['held_back'])})" if r["held_back"] else ""),
-        f"chaos: {chaos or 'none (--no-chaos)'}",
+        f"ikkai demo: seed {r['seed']}, {r['size']} payments as {r['raw_lines']} raw lines",
+        *([f"held back, the connector cannot carry them: {_by(r['held_back'])}"] if r["held_back"] else []),
+        *(chaos or ["chaos: none (--no-chaos)"]),
         "",
         f"{'STAGE':<10} {'TOPIC (read_committed)':<24} {'RECORDS':>8}",
     ]
@@ -130,8 +143,9 @@ def report_text(r: dict[str, Any]) -> str:
     }
     for stage, topics in r["stages"].items():
         for i, (topic, count) in enumerate(topics.items()):
-            note = notes.get(topic, "")
-            lines.append(f"{stage if i == 0 else '':<10} {topic:<24} {count:>8}  {note}".rstrip())
+            first, *rest = wrap_note(notes.get(topic, ""))
+            lines.append(f"{stage if i == 0 else '':<10} {topic:<24} {count:>8}  {first}".rstrip())
+            lines += [f"{'':<44}  {more}" for more in rest]
     s = r["side_effects"]
     once = next(i["ok"] for i in r["invariants"] if i["name"].startswith("side effects applied"))
     lines += [

@@ -151,3 +151,11 @@ def test_chaos_that_did_not_happen_or_recover_fails(recovered: str | None) -> No
 def test_without_chaos_nothing_is_expected_of_it() -> None:
     f = dataclasses.replace(clean_facts(), chaos=[], chaos_planned=())
     assert build_report(f)["passed"]
+
+
+def test_long_notes_wrap_after_commas() -> None:
+    from deploy.demo.report import wrap_note
+
+    assert wrap_note("") == [""]
+    assert wrap_note("a 1, b 2, c 3", width=9) == ["a 1, b 2,", "c 3"]
+    assert wrap_note("averyveryverylongreason 12", width=5) == ["averyveryverylongreason 12"]
