@@ -21,6 +21,7 @@ cluster named by IKKAI_BOOTSTRAP_SERVERS / IKKAI_CONNECT_URL.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import threading
@@ -33,7 +34,7 @@ from deploy import bundle_ops
 from deploy.bundle_output import plan_text
 from deploy.connect_rest import ConnectClient, ConnectRestError
 from deploy.demo import chaos as chaos_
-from deploy.demo.children import Child, ChildProcessError, child_env, wait_for_http
+from deploy.demo.children import CLUSTER_VARS, Child, ChildProcessError, child_env, wait_for_http
 from deploy.demo.collect import decoded, read_live, read_topics, receipt_identity, receiver_applied, receiver_deliveries
 from deploy.demo.facts import (
     DECISIONS,
@@ -59,7 +60,7 @@ from deploy.demo.topics import RecordCounter, create_topics
 from deploy.local_stack import CONNECT, LocalStack
 from deploy.ports import free_port
 from deploy.probes import broker_answers
-from deploy.settings import Endpoints, external_endpoints, ikkai_home, jars_dir
+from deploy.settings import Endpoints, ikkai_home, jars_dir
 from ikkai.errors import IkkaiError
 
 POLL_S = 1.0
@@ -121,7 +122,6 @@ class Demo:
         o = self.options
         self._setup()
         self.seconds["setup"] = time.monotonic() - started
-        self._stack_up()
         try:
             stream = mixed_stream(
                 o.seed, payments=o.size, partitions=o.partitions, step_ms=max(2_000, DAY_MS // o.size)
@@ -140,6 +140,7 @@ class Demo:
             + (", ".join(f"{k} {v}" for k, v in given.held_back.items()) or "none")
             + " (lines a file or the connector's JsonFieldToKey cannot carry)"
         )
+        self._stack_up()
         self._topics_and_master_data(stream)
         self._start_jobs()
         self._start_receiver()
@@ -181,7 +182,7 @@ class Demo:
 
     def _stack_up(self) -> None:
         """Start the stack in the background; return once the broker answers (Connect may still be starting)."""
-        if external_endpoints() is not None:
+        if any(os.environ.get(name) for name in CLUSTER_VARS):
             self.say(
                 "note: the demo ignores IKKAI_BOOTSTRAP_SERVERS / IKKAI_CONNECT_URL; it kills and restarts what "
                 "it runs, so it always uses its own embedded stack"
@@ -449,10 +450,10 @@ class Demo:
             return
         for child in self.children.values():
             child.stop()
-        if self._stack_thread is not None:
+        if self._stack_thread is not None:  # else nothing was started (e.g. a --size too small)
             self._stack_thread.join(300)  # never stop a stack that is still being started
-        self.stack.down()
-        self.say("stopped everything the demo started")
+            self.stack.down()
+            self.say("stopped everything the demo started")
 
 
 def run_demo(options: DemoOptions, stream: TextIO = sys.stderr) -> dict[str, Any]:
