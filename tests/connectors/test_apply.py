@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
+from confluent_kafka import Consumer
 
 from connectors.errors import BundleError, PolicyViolation
 from deploy import bundle_ops
@@ -21,7 +22,7 @@ from deploy.health import reached
 from deploy.reconcile import ApplyFailed, ValidationFailed
 from deploy.settings import Endpoints
 from tests.deploy.cli_runner import run_ikkai
-from tests.kafka_helpers import read_all
+from tests.kafka_helpers import read_all, unique
 
 pytestmark = pytest.mark.integration
 
@@ -94,6 +95,37 @@ def test_apply_runs_both_connectors_and_raw_lines_land_keyed_by_business_id(drop
     assert read_all(stack.bootstrap_servers, drop.topics["refunds"], expect=1, timeout=60) == [
         (b"r-9", b'{"refund_id": "r-9", "payment_id": "p-1"}')
     ]
+
+
+def test_a_line_without_a_business_id_still_lands_unkeyed_with_the_reason_and_ingestion_goes_on(
+    drop: Drop, stack: Endpoints
+) -> None:
+    """Raw topics keep everything (rule 7): enrich, not the boundary, sends these to its DLQ."""
+    lines = ['{"payment_id": "p-1"}', "not json at all", '{"amount": 3}', '["p-2"]', '{"payment_id": "p-2"}']
+    drop.payments.write_text("\n".join(lines) + "\n")
+    client = ConnectClient(stack.connect_url)
+
+    bundle_ops.apply_data(drop.request(), client=client)
+
+    consumer = Consumer({"bootstrap.servers": stack.bootstrap_servers, "group.id": unique("test.raw"),
+                         "auto.offset.reset": "earliest", "isolation.level": "read_committed"})  # fmt: skip
+    consumer.subscribe([drop.topics["payments"]])
+    landed: dict[bytes, tuple[bytes | None, dict[str, bytes]]] = {}
+    deadline = time.monotonic() + 60
+    try:
+        while len(landed) < len(lines) and time.monotonic() < deadline:
+            message = consumer.poll(1.0)
+            if message is not None and not message.error():
+                landed[message.value()] = (message.key(), dict(message.headers() or []))
+    finally:
+        consumer.close()
+    assert set(landed) == {line.encode() for line in lines}  # every line, byte for byte
+    assert landed[b'{"payment_id": "p-2"}'][0] == b"p-2"  # lines after the bad ones still land keyed
+    for bad in ("not json at all", '{"amount": 3}', '["p-2"]'):
+        key, headers = landed[bad.encode()]
+        assert key is None
+        assert b"payment_id" in headers["ikkai.key.error"] or b"not JSON" in headers["ikkai.key.error"]
+    assert reached("running", client.connector_status(f"{drop.prefix}payments"))
 
 
 def test_reapply_writes_nothing_and_one_changed_value_is_one_put(drop: Drop, stack: Endpoints) -> None:

@@ -10,8 +10,12 @@
  *   transforms.key.type=dev.ikkai.connect.transforms.JsonFieldToKey
  *   transforms.key.field=payment_id
  *
- * A value that is not a JSON object, or lacks the field, is a DataException: the record is
- * dropped to the error handler (errors.tolerance) instead of landing without its business key.
+ * A value that is not a JSON object, or lacks a scalar field, still lands, byte for byte, with a
+ * null key and the reason in the header "ikkai.key.error" (on.unkeyable=null-key, the default):
+ * the raw topic keeps everything it was given, and the enrich job sends such records to its DLQ
+ * with their offsets (DESIGN.md rule 7: validation happens downstream, nothing is lost at the
+ * boundary). A source connector has no dead-letter queue, so the alternative, on.unkeyable=fail,
+ * stops the task at the first such record (with errors.tolerance=all Connect would drop it silently).
  */
 package dev.ikkai.connect.transforms;
 
@@ -27,21 +31,45 @@ import org.apache.kafka.connect.transforms.Transformation;
 
 public class JsonFieldToKey<R extends ConnectRecord<R>> implements Transformation<R> {
     public static final String FIELD = "field";
+    public static final String ON_UNKEYABLE = "on.unkeyable";
+    public static final String ERROR_HEADER = "ikkai.key.error";
     private static final ObjectMapper MAPPER = new ObjectMapper();
     private static final ConfigDef CONFIG = new ConfigDef()
         .define(FIELD, ConfigDef.Type.STRING, ConfigDef.NO_DEFAULT_VALUE, new ConfigDef.NonEmptyString(),
-                ConfigDef.Importance.HIGH, "Top-level field of the JSON value whose value becomes the record key.");
+                ConfigDef.Importance.HIGH, "Top-level field of the JSON value whose value becomes the record key.")
+        .define(ON_UNKEYABLE, ConfigDef.Type.STRING, "null-key", ConfigDef.ValidString.in("null-key", "fail"),
+                ConfigDef.Importance.MEDIUM, "A value with no such field: land it with a null key and the reason in"
+                + " the header " + ERROR_HEADER + " (null-key), or fail the task (fail).");
 
     private String field;
+    private boolean failUnkeyable;
 
     @Override
     public void configure(Map<String, ?> configs) {
-        field = (String) CONFIG.parse(configs).get(FIELD);
+        Map<String, Object> parsed = CONFIG.parse(configs);
+        field = (String) parsed.get(FIELD);
+        failUnkeyable = "fail".equals(parsed.get(ON_UNKEYABLE));
     }
 
     @Override
     public R apply(R record) {
-        Object value = record.value();
+        String id;
+        try {
+            id = businessId(record.value());
+        } catch (DataException e) {
+            if (failUnkeyable) {
+                throw e;
+            }
+            R unkeyed = record.newRecord(record.topic(), record.kafkaPartition(), Schema.OPTIONAL_STRING_SCHEMA, null,
+                record.valueSchema(), record.value(), record.timestamp(), record.headers().duplicate());
+            unkeyed.headers().addString(ERROR_HEADER, e.getMessage());
+            return unkeyed;
+        }
+        return record.newRecord(record.topic(), record.kafkaPartition(), Schema.STRING_SCHEMA, id,
+            record.valueSchema(), record.value(), record.timestamp(), record.headers());
+    }
+
+    private String businessId(Object value) {
         String text;
         if (value instanceof String s) {
             text = s;
@@ -61,8 +89,7 @@ public class JsonFieldToKey<R extends ConnectRecord<R>> implements Transformatio
         if (id == null || id.isNull() || id.isContainerNode()) {
             throw new DataException("value has no scalar field '" + field + "' to key the record by");
         }
-        return record.newRecord(record.topic(), record.kafkaPartition(), Schema.STRING_SCHEMA, id.asText(),
-            record.valueSchema(), record.value(), record.timestamp(), record.headers());
+        return id.asText();
     }
 
     @Override
