@@ -10,10 +10,11 @@ The stages of one micro-batch (docs/enrich.md is the user's guide):
    late beyond the watermark, duplicate event_id, stale status update). The gate's state lives in
    Spark's state store, so a restart resumes it at the checkpointed batch. Decisions do not depend
    on batch boundaries, so a crash-restart or a replay into fresh topics decides the same.
-3. Valid events are joined with merchant and customer profile versions as of their event time
-   and ingest time (``enrich_asof``; a master-data outage holds the batch, never rejects it).
-4. The transforms of the spec file (``--transforms``, default ``enrich_transforms.yaml``) run:
-   amount to minor units, card masking, merchant category.
+3. The transforms of the spec file (``--transforms``, default ``enrich_transforms.yaml``) run on
+   the valid events: amount to minor units, card masking, merchant category.
+4. Each event is joined with its merchant's and customer's profile versions as of its event time
+   and ingest time (``enrich_asof``; the versions are read once per batch on the driver and
+   broadcast, and a master-data outage holds the batch, never rejects it).
 5. Events (``payment_event``, latest schema, key payment_id) and dead letters (``dead_letter``, with
    the raw bytes, source topic/partition/offset, error_class and reason) are written by the
    ``TransactionalBatchWriter``: per output partition, events, dead letters and the commit marker
@@ -37,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ikkai.errors import ConfigError
-from spark_jobs.enrich_asof import MasterData, MasterDataTopics
+from spark_jobs.enrich_asof import MasterData, MasterDataTopics, join_as_of
 from spark_jobs.enrich_records import (
     CLASSIFIED_SCHEMA,
     EVENT,
@@ -87,7 +88,7 @@ class EnrichOptions:
 
 
 class EnrichBatch:
-    """The ``foreachBatch`` function: master-data join, transforms, encoding, then the sink's write."""
+    """The ``foreachBatch`` function: transforms, master-data join, encoding, then the sink's write."""
 
     def __init__(
         self,
@@ -105,11 +106,16 @@ class EnrichBatch:
         from pyspark.sql import functions as F
 
         settings, codec = self.settings, default_codec()
+        snapshot = batch.sparkSession.sparkContext.broadcast(self.master_data.snapshot(batch.sparkSession))
         batch = batch.persist()  # the state store is updated once; events and dead letters read the same rows
         try:
-            events = batch.where(F.col("outcome") == EVENT).drop("key", "value", "outcome", "reason")
-            enriched = self.pipeline.apply(self.master_data.join(events))
-            rows = enriched.mapInPandas(lambda c: encode_events(c, codec, settings), SINK_SCHEMA).unionByName(
+            events = self.pipeline.apply(
+                batch.where(F.col("outcome") == EVENT).drop("key", "value", "outcome", "reason")
+            )
+            rows = events.mapInPandas(
+                lambda c: encode_events((join_as_of(chunk, snapshot.value) for chunk in c), codec, settings),
+                SINK_SCHEMA,
+            ).unionByName(
                 batch.where(F.col("outcome") != EVENT).mapInPandas(
                     lambda c: encode_dead_letters(c, codec, settings), SINK_SCHEMA
                 )
@@ -117,6 +123,7 @@ class EnrichBatch:
             self.writer(rows, batch_id)
         finally:
             batch.unpersist()
+            snapshot.unpersist()
 
 
 def _crash_hook(options: EnrichOptions) -> Any:

@@ -25,8 +25,11 @@ not, the batch waits, polling, up to ``--master-data-timeout``; then the job sto
 and nothing of the batch is written. Run it again later: it resumes from its checkpoint.
 
 The profiles are read inside each micro-batch as a Spark batch read of the compacted topics
-(``kafka.isolation.level=read_committed``, earliest to latest) and reused while the topics'
-end offsets stay the same.
+(``kafka.isolation.level=read_committed``, earliest to the end offsets just checked), collected
+on the driver, reused while those end offsets stay the same, and broadcast to the tasks, where
+``join_as_of`` (pure pandas) picks each event's versions: no shuffle, no join in the plan. This
+assumes master data fits in memory (millions of versions do; beyond that, a broadcast-hash join
+in Spark with the same rule is the way).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -44,7 +47,7 @@ from spark_jobs.master_data import CUSTOMER_SCHEMA, CUSTOMERS_TOPIC, MERCHANT_SC
 from spark_jobs.serialization import RecordCodec, default_codec
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
 EndOffsets = tuple[tuple[str, int, int], ...]
 
@@ -132,20 +135,56 @@ def _decode_profiles(chunks: Iterator[pd.DataFrame], codec: RecordCodec, schema:
         )
 
 
+Snapshot = dict[str, pd.DataFrame]  # side ("merchants", "customers") -> its versions, read up to known end offsets
+
+
+def _or_none(column: pd.Series) -> Any:
+    values = column.astype(object)
+    return values.where(values.notna(), None).to_numpy()
+
+
+def join_as_of(events: pd.DataFrame, snapshot: Snapshot) -> pd.DataFrame:
+    """``events`` (same rows, same order) plus, per side, the columns of the version in force (pure).
+
+    A version qualifies when its id matches, ``valid_from <= event_time`` and ``published_at <=
+    ingested_at``; the newest valid_from wins, then the latest publish, then the highest
+    (partition, offset). No qualifying version: the side's columns are null (the encoder turns
+    them into the documented defaults).
+    """
+    out = events.reset_index(drop=True)
+    for side, _, id_column, fields, as_of in _SIDES:
+        versions = snapshot[side]
+        targets = [*fields.values(), as_of]
+        if out.empty or versions.empty:
+            out = out.assign(**{t: None for t in targets})
+            continue
+        left = pd.DataFrame({"_row": range(len(out)), "p_id": out[id_column], "_t": out["event_time"].astype("int64"),
+                             "_ingested": out["ingested_at"].astype("int64")})  # fmt: skip
+        pairs = left.merge(versions, on="p_id", how="inner")
+        pairs = pairs[(pairs["p_valid_from"] <= pairs["_t"]) & (pairs["p_published_at"] <= pairs["_ingested"])]
+        pairs = pairs.sort_values(["_row", "p_valid_from", "p_published_at", "p_partition", "p_offset"], kind="stable")
+        chosen = pairs.drop_duplicates("_row", keep="last").set_index("_row")
+        picked = chosen.reindex(range(len(out)))
+        columns = {target: _or_none(picked[f"p_{source}"]) for source, target in fields.items()}
+        columns[as_of] = picked["p_valid_from"].astype("Int64").to_numpy()
+        out = out.assign(**columns)
+    return out
+
+
 @dataclass
 class MasterData:
-    """Reads the profile topics per batch (cached while their end offsets stay) and joins them as of the event."""
+    """Reads the profile topics per batch (cached while their end offsets stay the same) into a ``Snapshot``."""
 
     bootstrap_servers: str
     topics: MasterDataTopics = field(default_factory=MasterDataTopics)
     timeout_s: float = 600.0
-    _cache: dict[str, tuple[EndOffsets, DataFrame]] = field(default_factory=dict, repr=False)
+    _cache: dict[str, tuple[EndOffsets, pd.DataFrame]] = field(default_factory=dict, repr=False)
 
-    def profiles(self, spark: SparkSession, topic_attr: str, schema: str, id_column: str,
-                 fields: tuple[str, ...]) -> DataFrame:  # fmt: skip
+    def versions(self, spark: SparkSession, side: str, schema: str, id_column: str,
+                 fields: tuple[str, ...]) -> pd.DataFrame:  # fmt: skip
         from pyspark.sql import functions as F
 
-        topic = getattr(self.topics, topic_attr)
+        topic = getattr(self.topics, side)
         offsets = wait_for_master_data(self.bootstrap_servers, topic, self.timeout_s)
         cached = self._cache.get(topic)
         if cached is not None and cached[0] == offsets:
@@ -164,35 +203,12 @@ class MasterData:
             .load()
         )
         decoded = raw.select("value", "partition", "offset", F.unix_millis("timestamp").alias("published_at"))
-        frame = F.broadcast(
-            decoded.mapInPandas(lambda c: _decode_profiles(c, codec, schema, id_column, fields), schema_ddl)
-        ).persist()
-        if cached is not None:
-            cached[1].unpersist()
-        self._cache[topic] = (offsets, frame)
-        return frame
+        frame = decoded.mapInPandas(lambda c: _decode_profiles(c, codec, schema, id_column, fields), schema_ddl)
+        versions = frame.toPandas()
+        self._cache[topic] = (offsets, versions)
+        return versions
 
-    def join(self, events: DataFrame) -> DataFrame:
-        """``events`` (with merchant_id, customer_id, event_time, ingested_at) plus the as-of profile columns."""
-        from pyspark.sql import Window
-        from pyspark.sql import functions as F
-
-        spark = events.sparkSession
-        for topic_attr, schema, id_column, fields, as_of in _SIDES:
-            profiles = self.profiles(spark, topic_attr, schema, id_column, tuple(fields))
-            matches = (
-                (F.col(id_column) == F.col("p_id"))
-                & (F.col("p_valid_from") <= F.col("event_time"))
-                & (F.col("p_published_at") <= F.col("ingested_at"))
-            )
-            newest = Window.partitionBy("input_partition", "input_offset").orderBy(
-                F.col("p_valid_from").desc_nulls_last(), F.col("p_published_at").desc_nulls_last(),
-                F.col("p_partition").desc_nulls_last(), F.col("p_offset").desc_nulls_last(),
-            )  # fmt: skip
-            joined = events.join(profiles, matches, "left").withColumn("_rank", F.row_number().over(newest))
-            events = joined.where(F.col("_rank") == 1).select(
-                *events.columns,
-                *(F.col(f"p_{source}").alias(target) for source, target in fields.items()),
-                F.col("p_valid_from").alias(as_of),
-            )
-        return events
+    def snapshot(self, spark: SparkSession) -> Snapshot:
+        """Every side's versions, after waiting out an outage (see the module docstring)."""
+        return {side: self.versions(spark, side, schema, id_column, tuple(fields))
+                for side, schema, id_column, fields, _ in _SIDES}  # fmt: skip

@@ -120,6 +120,10 @@ def _nullable_long(value: Any) -> int | None:
     return None if value is None or pd.isna(value) else int(value)
 
 
+def _text(value: Any, default: str) -> str:
+    return default if value is None or (not isinstance(value, str) and pd.isna(value)) else str(value)
+
+
 def event_record(row: Any) -> dict[str, Any]:
     """One enriched, transformed row → a ``payment_event`` record (latest schema)."""
     if row.amount_minor is None or pd.isna(row.amount_minor):
@@ -134,10 +138,11 @@ def event_record(row: Any) -> dict[str, Any]:
         "country": row.country, "card_present": bool(row.card_present), "event_time": int(row.event_time),
         "channel": row.channel, "status": row.status, "merchant_category_code": row.merchant_category_code,
         "merchant_category": row.merchant_category, "card_masked": row.card_number,
-        "merchant_risk_tier": row.merchant_risk_tier or "unknown", "merchant_country": row.merchant_country or "",
+        "merchant_risk_tier": _text(row.merchant_risk_tier, "unknown"),
+        "merchant_country": _text(row.merchant_country, ""),
         "merchant_profile_as_of": _nullable_long(row.merchant_profile_as_of),
-        "customer_segment": row.customer_segment or "unknown",
-        "customer_home_country": row.customer_home_country or "",
+        "customer_segment": _text(row.customer_segment, "unknown"),
+        "customer_home_country": _text(row.customer_home_country, ""),
         "customer_profile_as_of": _nullable_long(row.customer_profile_as_of), "ingested_at": int(row.ingested_at),
     }  # fmt: skip
 

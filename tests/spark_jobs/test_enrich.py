@@ -6,6 +6,8 @@ the module; the crash-free run is the reference. What counts is what read_commit
 
 from __future__ import annotations
 
+import random
+import time
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -23,7 +25,7 @@ from tests.spark_jobs.records import Partitioned, by_partition, flat
 pytestmark = pytest.mark.integration
 
 PARTITIONS = 2
-BATCH = 60  # maxOffsetsPerTrigger: several micro-batches per run
+BATCH = 100  # maxOffsetsPerTrigger: four micro-batches per run
 SEED = 7
 
 
@@ -166,3 +168,27 @@ def test_a_version_published_after_the_events_changes_nothing_and_a_replay_is_by
     run_to_end(bootstrap, replay, tmp_path, unique("replay"))
     assert by_partition(bootstrap, replay.events) == reference[0]
     assert by_partition(bootstrap, replay.dlq) == reference[1]
+
+
+def test_kill_9_at_random_moments_then_restart(
+    bootstrap: str, ingest: tuple[EnrichTopics, MixedStream], reference: tuple[Partitioned, Partitioned],
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    """Two SIGKILLs at random moments, one right after a Kafka commit (before Spark's checkpoint), then a restart."""
+    seed = random.randrange(1 << 30)  # noqa: S311 - chaos timing, not cryptography
+    rng = random.Random(seed)  # noqa: S311
+    topics, query, kills = outputs(bootstrap, ingest[0]), unique("chaos"), 0
+    small = ("--max-offsets-per-trigger", str(BATCH // 2))
+    for _ in range(2):
+        job = EnrichProcess(bootstrap, topics, tmp_path, query, *small)
+        assert job.wait_for_batches(rng.choice((0, 1, 2))), job.tail()
+        time.sleep(rng.uniform(0.0, 2.0))  # the random moment: mid-batch, mid-transaction, or between batches
+        job.kill()
+        kills += 1
+    job = EnrichProcess(bootstrap, topics, tmp_path, query, *small, "--crash-after-batch", "0")
+    job.wait()
+    assert "fault injection: SIGKILL after batch" in "".join(job.log), job.tail()
+    run_to_end(bootstrap, topics, tmp_path, query, *small)
+    assert kills == 2
+    assert by_partition(bootstrap, topics.events) == reference[0], f"seed {seed}"
+    assert by_partition(bootstrap, topics.dlq) == reference[1], f"seed {seed}"

@@ -11,6 +11,7 @@ import pytest
 
 from ikkai.errors import ConfigError
 from spark_jobs import enrich_reasons as r
+from spark_jobs.enrich_asof import join_as_of
 from spark_jobs.enrich_dedupe import EventTimeGate
 from spark_jobs.enrich_records import EVENT, Settings, classify, dlq_key, event_record
 from spark_jobs.kafka_partitioning import kafka_partition
@@ -122,3 +123,28 @@ def test_an_unmasked_card_number_never_reaches_an_event() -> None:
 
 def test_every_outcome_is_an_event_or_a_known_class() -> None:
     assert set(run_in_batches(mixed_stream(3), None).values()) <= {EVENT, *r.ERROR_CLASSES}
+
+
+def _versions(*rows: tuple[str, int, int, int, str]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [(i, v, pub, 0, off, tier, "DE") for off, (i, v, pub, _, tier) in enumerate(rows)],
+        columns=["p_id", "p_valid_from", "p_published_at", "p_partition", "p_offset", "p_risk_tier", "p_country"],
+    )
+
+
+def test_the_as_of_join_is_bitemporal() -> None:
+    merchants = _versions(
+        ("m1", 0, 10, 0, "low"),
+        ("m1", 50, 20, 0, "medium"),  # in force from 50, published at 20
+        ("m1", 40, 500, 0, "late"),  # valid from 40 but published after the events were ingested
+        ("m1", 50, 30, 0, "corrected"),  # a correction of the version from 50, published later
+        ("m1", 200, 20, 0, "future"),  # not yet in force for the events below
+    )
+    customers = pd.DataFrame(columns=["p_id", "p_valid_from", "p_published_at", "p_partition", "p_offset",
+                                      "p_segment", "p_home_country"])  # fmt: skip
+    events = pd.DataFrame({"merchant_id": ["m1", "m1", "m2", "m1"], "customer_id": "c1",
+                           "event_time": [45, 60, 60, 60], "ingested_at": [100, 100, 100, 25]})  # fmt: skip
+    joined = join_as_of(events, {"merchants": merchants, "customers": customers})
+    assert list(joined["merchant_risk_tier"]) == ["low", "corrected", None, "medium"]
+    assert [None if pd.isna(v) else v for v in joined["merchant_profile_as_of"]] == [0, 50, None, 50]
+    assert joined["customer_segment"].isna().all()
