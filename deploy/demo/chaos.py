@@ -1,8 +1,8 @@
 """When the demo breaks things: SIGKILL the infer job, SIGKILL and restart the Connect worker. Pure.
 
 Each action fires once, when the stage it hurts is mid-flight: the infer job is killed after it
-decided some but not all events, the worker after the first receipts came back (the outbox sink
-has requests in flight) and while decisions are still being made. The raw lines are written
+decided some but not all events, the worker right after it once the first receipts came back (the
+outbox sink has requests in flight); both recover at the same time. The raw lines are written
 so that this holds: half at once, the next part once decisions flow, the last part only after
 the worker restart (so the restarted worker's source task must resume the file where the
 killed one committed). A stage that finished between two looks still gets its action, so a
@@ -24,18 +24,19 @@ ACTIONS = (KILL_INFER, RESTART_WORKER)
 @dataclass(frozen=True)
 class ChaosPlan:
     kill_infer_at: float = 0.3  # fraction of the expected decisions written
-    restart_worker_at: float = 0.55  # fraction of the expected decisions written, with receipts flowing
 
-    def due(self, stages: Mapping[str, StageProgress], done: set[str]) -> list[str]:
-        """The actions to take now, in order (at most one: the next waits for this one's recovery)."""
+    def due(self, stages: Mapping[str, StageProgress], started: set[str]) -> list[str]:
+        """The actions to start now. The worker follows the infer job at once, once receipts flow:
+        both are down together and recover in parallel, each mid-stream."""
         decided = stages["decided"]
         delivered = stages["delivered"]
-        if KILL_INFER not in done:
-            return [KILL_INFER] if decided.done > 0 and (decided.fraction >= self.kill_infer_at) else []
+        due = []
+        if KILL_INFER not in started and decided.done > 0 and decided.fraction >= self.kill_infer_at:
+            due.append(KILL_INFER)
         in_flight = delivered.done > 0 or not delivered.total  # receipts flow, or nothing was asked yet
-        if RESTART_WORKER not in done and in_flight and decided.fraction >= self.restart_worker_at:
-            return [RESTART_WORKER]
-        return []
+        if RESTART_WORKER not in started and (KILL_INFER in started or due) and in_flight:
+            due.append(RESTART_WORKER)
+        return due
 
 
 DECISIONS_FLOWING = "decisions flowing"

@@ -161,7 +161,8 @@ class Demo:
         self.seconds["total"] = time.monotonic() - started
         facts = Facts(
             seed=o.seed, size=o.size, raw_lines=lines, expectation=expectation, topics=topics, **decoded(topics),
-            held_back=self.held_back, applied=applied, deliveries=deliveries, replay=replay, chaos=self.chaos_events,
+            held_back=self.held_back, applied=applied, deliveries=deliveries, replay=replay,
+            chaos=sorted(self.chaos_events, key=lambda e: e.at_seconds),
             chaos_planned=chaos_.ACTIONS if o.chaos else (), seconds=self.seconds,
         )  # fmt: skip
         return build_report(facts)
@@ -299,8 +300,7 @@ class Demo:
             target=self._write_lines, args=(lines, stop, self.gates), name="demo-writer", daemon=True
         )
         plan = chaos_.ChaosPlan()
-        done: set[str] = set()
-        action: threading.Thread | None = None
+        actions: dict[str, threading.Thread] = {}  # chaos action → the thread carrying it out
         self.say(
             f"writing {len(lines)} raw lines to {self._lineup().drop_file}: half now, more once decisions flow"
             + (", the last fifth after the Connect worker restart" if self.options.chaos else "")
@@ -321,21 +321,21 @@ class Demo:
                     self.display.update(list(stages.values()))
                 if pipeline.counts != last_counts:
                     last_counts, last_change = dict(pipeline.counts), time.monotonic()
-                busy = action is not None and action.is_alive()
+                if self.options.chaos:
+                    for due in plan.due(stages, set(actions)):
+                        at = time.monotonic() - self.first_line_at
+                        actions[due] = threading.Thread(target=self._chaos, args=(due, at, stages), daemon=True)
+                        actions[due].start()
+                running = {name for name, thread in actions.items() if thread.is_alive()}
+                busy = bool(running)
                 for name in ("enrich", "infer", "receiver"):
-                    if not (busy and name == "infer"):
+                    if not (name == "infer" and chaos_.KILL_INFER in running):
                         self.children[name].check_alive()
-                if not busy and time.monotonic() - last_health > 5:
+                if chaos_.RESTART_WORKER not in running and time.monotonic() - last_health > 5:
                     self._check_connectors()
                     last_health = time.monotonic()
-                if self.options.chaos and not busy:
-                    for due in plan.due(stages, done):
-                        done.add(due)
-                        action = threading.Thread(target=self._chaos, args=(due, stages), daemon=True)
-                        action.start()
-                        busy = True
                 stable = stable + 1 if pipeline.drained() and not busy and not writer.is_alive() else 0
-                if stable >= STABLE_POLLS and (not self.options.chaos or done == set(chaos_.ACTIONS)):
+                if stable >= STABLE_POLLS and (not self.options.chaos or set(actions) == set(chaos_.ACTIONS)):
                     break
                 if not busy and time.monotonic() - last_change > self.options.idle_timeout_s:
                     self.say(f"no stage moved for {self.options.idle_timeout_s:.0f}s; reporting what there is")
@@ -363,8 +363,7 @@ class Demo:
                         f"and {self.stack.log_file(CONNECT)}",
                     )
 
-    def _chaos(self, action: str, stages: dict[str, StageProgress]) -> None:
-        at = time.monotonic() - self.first_line_at
+    def _chaos(self, action: str, at: float, stages: dict[str, StageProgress]) -> None:
         where = chaos_.describe(stages)
         began = time.monotonic()
         recovered: float | None = None

@@ -54,23 +54,19 @@ def test_bars_are_redrawn_in_place_on_a_terminal() -> None:
     assert out.getvalue().count("\x1b[4F") == 1  # the second draw moved up over the first four bars
 
 
-def test_chaos_waits_until_infer_is_mid_flight_then_the_worker_once_receipts_flow() -> None:
-    plan = ChaosPlan(kill_infer_at=0.3, restart_worker_at=0.55)
-    done: set[str] = set()
-    assert plan.due(stages(0, 0), done) == []
-    assert plan.due(stages(29, 0), done) == []
-    assert plan.due(stages(30, 0), done) == [KILL_INFER]
-    done.add(KILL_INFER)
-    assert plan.due(stages(60, 0), done) == []  # no receipts yet: the sink has nothing in flight
-    assert plan.due(stages(54, 3), done) == []
-    assert plan.due(stages(55, 3), done) == [RESTART_WORKER]
-    done.add(RESTART_WORKER)
-    assert plan.due(stages(100, 20), done) == []
+def test_chaos_waits_until_infer_is_mid_flight_then_the_worker_follows_once_receipts_flow() -> None:
+    plan = ChaosPlan(kill_infer_at=0.3)
+    assert plan.due(stages(0, 0), set()) == []
+    assert plan.due(stages(29, 0), set()) == []
+    assert plan.due(stages(30, 3), set()) == [KILL_INFER, RESTART_WORKER]  # both down together
+    assert plan.due(stages(30, 0), set()) == [KILL_INFER]  # requests asked, no receipt yet: the sink is idle
+    assert plan.due(stages(30, 0), {KILL_INFER}) == []
+    assert plan.due(stages(30, 1), {KILL_INFER}) == [RESTART_WORKER]
+    assert plan.due(stages(100, 20), {KILL_INFER, RESTART_WORKER}) == []
 
 
 def test_chaos_still_fires_when_a_stage_finished_between_two_looks() -> None:
-    assert ChaosPlan().due(stages(100, 20), set()) == [KILL_INFER]
-    assert ChaosPlan().due(stages(100, 20), {KILL_INFER}) == [RESTART_WORKER]
+    assert ChaosPlan().due(stages(100, 20), set()) == [KILL_INFER, RESTART_WORKER]
 
 
 def test_describe_says_where_the_pipeline_was() -> None:
@@ -79,6 +75,7 @@ def test_describe_says_where_the_pipeline_was() -> None:
 
 def test_the_worker_restart_does_not_wait_for_receipts_when_nothing_was_asked() -> None:
     assert ChaosPlan().due(stages(60, 0, requests=0), {KILL_INFER}) == [RESTART_WORKER]
+    assert ChaosPlan().due(stages(60, 0, requests=None), {KILL_INFER}) == [RESTART_WORKER]
 
 
 def test_the_writer_waits_for_decisions_then_for_the_worker_restart() -> None:
