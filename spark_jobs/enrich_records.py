@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -81,7 +81,7 @@ def classify(rows: pd.DataFrame, gate: EventTimeGate, settings: Settings) -> pd.
             out.append((partition, offset, ingested, key, value, parsed.error_class, parsed.reason, *empty))
             continue
         verdict = gate.decide(parsed.event_id, parsed.payment_id, parsed.event_time)
-        fields = tuple(asdict(parsed)[name] for name, _ in PARSED_COLUMNS)
+        fields = tuple(getattr(parsed, name) for name, _ in PARSED_COLUMNS)
         if verdict is None:
             out.append((partition, offset, ingested, None, None, EVENT, "", *fields))
         else:
