@@ -243,7 +243,9 @@ def default_bootstrap() -> str:
 def main(**kw: Any) -> None:
     """Run the enrich job until the input is drained (or forever with --continuous)."""
     from deploy.settings import ikkai_home
+    from transforms import load_spec
 
+    load_spec(kw["transforms_spec"])  # a bad spec fails here, before Spark or Kafka are touched
     bootstrap = kw["bootstrap"] or os.environ.get("IKKAI_BOOTSTRAP_SERVERS") or default_bootstrap()
     if kw["create_topics"]:
         if not kw["partitions"]:

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 from spark_jobs import enrich_reasons as r
+from spark_jobs.enrich import main
 from spark_jobs.enrich_parse import ParsedPayment, Rejection, parse_event_time, parse_record
 from spark_jobs.kafka_partitioning import kafka_partition
-from transforms import CURRENCY_EXPONENTS
+from transforms import CURRENCY_EXPONENTS, TransformSpecError
 
 PARTITIONS = 3
 INGESTED = 1_767_312_000_000  # 2026-01-02T00:00:00Z
@@ -118,3 +121,13 @@ def test_event_times() -> None:
     assert parse_event_time("2026-01-05T10:00:00Z") == 1_767_607_200_000
     assert parse_event_time("2026-01-05T10:00:00.5+00:00") == 1_767_607_200_500
     assert parse_event_time("2026-01-05 10:00:00Z") is None
+
+
+def test_a_bad_transform_spec_stops_the_job_before_spark_starts(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "transforms:\n  - name: amount_to_minor_units\n    params: {amount: amount}\n  - name: no_such_one\n"
+    )
+    result = CliRunner().invoke(main, ["--transforms", str(spec), "--bootstrap", "127.0.0.1:1"])
+    assert isinstance(result.exception, TransformSpecError)
+    assert str(spec) in str(result.exception)
