@@ -10,7 +10,8 @@ and among those the newest ``valid_from``, then the latest ``published_at``, the
 offset (a correction of a version wins over it, but only for events ingested after the
 correction). ``published_at`` is the profile record's Kafka timestamp, which the master-data
 topics set to the broker's append time (``LogAppendTime``, see ``master_data``); ``ingested_at``
-is the ingest record's Kafka timestamp. Both are stored in Kafka, so a replay a year later, after
+is the ingest record's Kafka timestamp (its producer's clock unless the ingest topic, too, uses
+``LogAppendTime``: set that where producer clocks may drift). Both are stored in Kafka, so a replay a year later, after
 any number of newer versions were published, joins exactly what the first run joined: a version
 published after the event was ingested is invisible to that event, whatever its valid_from.
 
