@@ -90,3 +90,35 @@ def _murmur2_equal_length(data: np.ndarray) -> np.ndarray:
         h *= m
         h ^= h >> np.uint32(15)
     return h
+
+
+def spark_hash_int(value: int, seed: int = 42) -> int:
+    """Spark's ``hash(<int column>)`` (``Murmur3_x86_32.hashInt`` with seed 42), a signed 32-bit int."""
+
+    def rotl(x: int, r: int) -> int:
+        return ((x << r) | (x >> (32 - r))) & _MASK
+
+    k1 = rotl((value & _MASK) * 0xCC9E2D51 & _MASK, 15) * 0x1B873593 & _MASK
+    h1 = (rotl(seed ^ k1, 13) * 5 + 0xE6546B64) & _MASK
+    h1 ^= 4  # the length in bytes
+    h1 ^= h1 >> 16
+    h1 = (h1 * 0x85EBCA6B) & _MASK
+    h1 ^= h1 >> 13
+    h1 = (h1 * 0xC2B2AE35) & _MASK
+    h1 ^= h1 >> 16
+    return h1 - (1 << 32) if h1 >= 1 << 31 else h1
+
+
+def spark_partition_routes(partitions: int) -> tuple[int, ...]:
+    """``routes[p]``: the smallest int that Spark's ``repartition(partitions, <int column>)`` puts in partition p.
+
+    Spark's hash partitioning sends a row to ``pmod(hash(col), partitions)``. A column holding
+    ``routes[kafka_partition(key)]`` therefore lands every row in the Spark partition numbered
+    like its Kafka partition. (The sink checks on every row that it did.)
+    """
+    routes: dict[int, int] = {}
+    value = 0
+    while len(routes) < partitions:
+        routes.setdefault(spark_hash_int(value) % partitions, value)  # Python's % is pmod for a positive divisor
+        value += 1
+    return tuple(routes[p] for p in range(partitions))

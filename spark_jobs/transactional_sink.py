@@ -69,7 +69,7 @@ from spark_jobs.commit_markers import (
     read_markers,
 )
 from spark_jobs.kafka_errors import ErrorKind, TransactionError, call_with_retries, classify
-from spark_jobs.kafka_partitioning import kafka_partitions
+from spark_jobs.kafka_partitioning import kafka_partitions, spark_partition_routes
 from spark_jobs.serialization import default_codec
 
 if TYPE_CHECKING:
@@ -140,7 +140,7 @@ class TransactionalBatchWriter:
         ensure_commits_topic(self.config.bootstrap_servers, self.config.commits_topic)
         self._admin = AdminClient({"bootstrap.servers": self.config.bootstrap_servers})
         check_layout(self.config, self._admin)
-        self._routes = spark_partition_routes(spark, self.config.partitions)
+        self._routes = spark_partition_routes(self.config.partitions)
         self._prepared = True
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
@@ -236,26 +236,6 @@ def _last_committed(config: SinkConfig, partition: int) -> int:
     markers = read_markers(config.bootstrap_servers, config.app, config.query, topic=config.commits_topic)
     check_markers(config, markers)
     return markers[partition].batch_id if partition in markers else -1
-
-
-def spark_partition_routes(spark: SparkSession, partitions: int) -> tuple[int, ...]:
-    """``routes[p]``: an int that ``repartition(partitions, col)`` sends to Spark partition ``p``.
-
-    Spark's hash partitioning puts a row in ``pmod(hash(col), partitions)``; asking Spark itself
-    which small ints land where keeps this exact for whatever hash Spark uses. The writer checks
-    on every row that it really got partition ``p``'s rows, so a change in Spark fails loudly.
-    """
-    from pyspark.sql import functions as F
-
-    routes: dict[int, int] = {}
-    start = 0
-    while len(routes) < partitions:
-        candidates = spark.range(start, start + 64 * partitions).select(F.col("id").cast("int").alias("v"))
-        landed = candidates.select("v", F.pmod(F.hash("v"), F.lit(partitions)).alias("p")).collect()
-        for row in landed:
-            routes.setdefault(int(row.p), int(row.v))
-        start += 64 * partitions
-    return tuple(routes[p] for p in range(partitions))
 
 
 def _with_route(schema: StructType) -> StructType:

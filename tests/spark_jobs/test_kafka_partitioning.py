@@ -7,7 +7,13 @@ import random
 import pytest
 from confluent_kafka import Producer
 
-from spark_jobs.kafka_partitioning import kafka_partition, kafka_partitions, murmur2
+from spark_jobs.kafka_partitioning import (
+    kafka_partition,
+    kafka_partitions,
+    murmur2,
+    spark_hash_int,
+    spark_partition_routes,
+)
 from tests.kafka_helpers import create_topic, unique
 
 
@@ -26,6 +32,14 @@ def test_vectorized_partitions_equal_the_scalar_ones() -> None:
     for partitions in (1, 2, 3, 5, 12):
         assert kafka_partitions(keys, partitions).tolist() == [kafka_partition(k, partitions) for k in keys]
     assert kafka_partitions([], 3).tolist() == []
+
+
+def test_spark_hash_of_ints_and_the_routes_it_gives() -> None:
+    # SELECT hash(CAST(id AS INT)) FROM range(5), Spark 4.3
+    assert [spark_hash_int(i) for i in range(5)] == [933211791, -559580957, 1765031574, -1823081949, -397064898]
+    for partitions in (1, 2, 3, 4, 7, 64):
+        routes = spark_partition_routes(partitions)
+        assert [spark_hash_int(v) % partitions for v in routes] == list(range(partitions))
 
 
 @pytest.mark.integration
