@@ -101,10 +101,14 @@ class Child:
             os.killpg(self.process.pid, sig)
 
 
-def child_env(home: Path) -> dict[str, str]:
-    """The demo's environment for children: its own home, never an external cluster named by the caller."""
+def child_env(home: Path, jars: Path) -> dict[str, str]:
+    """The demo's environment for children: its own home, the caller's jars, never an external cluster.
+
+    The jars are named explicitly: they live under the caller's home (``$IKKAI_HOME/jars``), not the demo's.
+    """
     env = {k: v for k, v in os.environ.items() if k not in CLUSTER_VARS}
     env["IKKAI_HOME"] = str(home)
+    env["IKKAI_JARS_DIR"] = str(jars)
     env["PYTHONUNBUFFERED"] = "1"
     return env
 

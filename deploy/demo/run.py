@@ -240,7 +240,7 @@ class Demo:
 
     def _start(self, job: tuple[str, list[str]]) -> Child:
         name, command = job
-        child = self.children[name] = Child(name, command, self._lineup().log(name), child_env(self.home))
+        child = self.children[name] = Child(name, command, self._lineup().log(name), child_env(self.home, jars_dir()))
         return child
 
     def _start_jobs(self) -> None:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from deploy.demo.children import child_env
 from deploy.demo.facts import DECISIONS, DLQ_ENRICH, DLQ_INFER, EVENTS, INGEST, OUTBOX, RECEIPTS, Expectation
 from deploy.demo.lineup import Lineup
 from deploy.demo.stages import PipelineCounts
@@ -59,3 +62,11 @@ def test_stages_report_done_of_total() -> None:
     stages = PipelineCounts(EXPECT, {**DONE, DECISIONS: 4}).stages()
     assert [(s.done, s.total) for s in stages.values()] == [(10, 10), (10, 10), (4, 8), (3, 3)]
     assert PipelineCounts(EXPECT, {INGEST: 5}).stages()["delivered"].total is None  # unknown before decisions
+
+
+def test_children_get_the_demo_home_the_callers_jars_and_no_external_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("IKKAI_BOOTSTRAP_SERVERS", "elsewhere:9092")
+    monkeypatch.setenv("IKKAI_CONNECT_URL", "http://elsewhere:8083")
+    env = child_env(Path("/h/demo"), Path("/h/jars"))
+    assert (env["IKKAI_HOME"], env["IKKAI_JARS_DIR"]) == ("/h/demo", "/h/jars")
+    assert "IKKAI_BOOTSTRAP_SERVERS" not in env and "IKKAI_CONNECT_URL" not in env
