@@ -22,7 +22,7 @@ import click
 from spark_jobs.serialization import SCHEMAS_VAR
 from spark_jobs.shipping import DATA_ALIAS, SHIPPED_SCHEMAS, build_app_zip, build_data_archive
 
-JOBS = {"infer": "spark_jobs.infer"}
+JOBS = {"enrich": "spark_jobs.enrich", "infer": "spark_jobs.infer"}
 REPO = Path(__file__).resolve().parent.parent
 SHIPPED_ARGS = {  # job options that name files: point them at the copies in the data archive
     "infer": (f"--model={DATA_ALIAS}/models/fraud/model.json",
@@ -32,7 +32,7 @@ SHIPPED_ARGS = {  # job options that name files: point them at the copies in the
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def jobs() -> None:
-    """Run or submit the PySpark jobs (infer)."""
+    """Run or submit the PySpark jobs (enrich, infer)."""
 
 
 @jobs.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})

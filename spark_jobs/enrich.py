@@ -54,6 +54,7 @@ from spark_jobs.infer import ensure_topics, topic_partitions
 from spark_jobs.master_data import ensure_master_topics
 from spark_jobs.raw_payments import DEFAULT_LATENESS_MS
 from spark_jobs.serialization import default_codec
+from spark_jobs.shipping import package_file
 from spark_jobs.transactional_sink import AtLeastOnceBatchWriter, PartitionResult, SinkConfig, TransactionalBatchWriter
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ if TYPE_CHECKING:
     from transforms import TransformPipeline
 
 MODES = ("exactly-once", "at-least-once")
-TRANSFORMS_SPEC = Path(__file__).resolve().with_name("enrich_transforms.yaml")
+TRANSFORMS_SPEC = package_file("spark_jobs", "enrich_transforms.yaml")  # also inside the submit zip
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,10 @@ from __future__ import annotations
 import hashlib
 import io
 import sys
+import tempfile
 import zipfile
 from collections.abc import Iterable
+from importlib.resources import files
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -95,3 +97,21 @@ def _spark_files_root() -> str | None:
     if SparkFiles._is_running_on_worker or SparkContext._active_spark_context is not None:
         return SparkFiles.getRootDirectory()
     return None
+
+
+def package_file(package: str, name: str) -> Path:
+    """A data file that ships inside a package, as a real path even when the package is imported from a zip.
+
+    From a checkout or an installed wheel that is the file itself; from the application zip of
+    ``ikkai jobs submit`` it is a copy in the temp folder, named by its content hash.
+    """
+    resource = files(package) / name
+    if isinstance(resource, Path):
+        return resource
+    content = resource.read_bytes()
+    target = Path(tempfile.gettempdir()) / f"ikkai-{hashlib.sha256(content).hexdigest()[:12]}-{name}"
+    if not target.exists():
+        partial = target.with_suffix(".partial")
+        partial.write_bytes(content)
+        partial.replace(target)
+    return target

@@ -90,13 +90,16 @@ def test_the_app_zip_is_importable_on_its_own_and_the_data_archive_holds_the_cat
     # An executor: the packages come from the zip, the schemas from the unpacked archive (relative path).
     probe = (
         "import spark_jobs, spark_jobs.serialization as s; "
-        "print(spark_jobs.__file__); print(sorted(s.default_codec().catalog.names())[:1])"
+        "print(spark_jobs.__file__); print(sorted(s.default_codec().catalog.names())[:1]); "
+        "from spark_jobs.enrich import TRANSFORMS_SPEC; from transforms import load_spec; "
+        "print(load_spec(TRANSFORMS_SPEC).names)"  # enrich's spec and the MCC table, read out of the zip
     )
     env = {**os.environ, "PYTHONPATH": str(app), "IKKAI_SCHEMAS_DIR": "ikkai-data/schemas"}
     out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[0].startswith(str(app))
     assert out.stdout.splitlines()[1] != "[]"
+    assert "merchant_category" in out.stdout.splitlines()[2]
 
 
 @pytest.mark.integration
@@ -126,4 +129,4 @@ def test_submit_execute_runs_infer_through_spark_submit(bootstrap: str, tmp_path
 def test_run_knows_only_real_jobs() -> None:
     result = CliRunner().invoke(cli, ["jobs", "run", "train-everything"])
     assert result.exit_code != 0
-    assert "infer" in result.output
+    assert "'enrich', 'infer'" in result.output
