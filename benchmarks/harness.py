@@ -152,7 +152,8 @@ class JobProcess:
     env: dict[str, str] = field(default_factory=dict)
     log: list[str] = field(default_factory=list)
     batches: list[float] = field(default_factory=list)  # monotonic time of each "batch N ..." line
-    started: float | None = None  # monotonic time of the job's "model ..." line: Spark is up
+    started: float | None = None  # monotonic time of the job's first line with ``start_marker``: Spark is up
+    start_marker: str = ": model "  # the infer job's; the enrich job's is ", mode "
 
     def __post_init__(self) -> None:
         self.process = subprocess.Popen(
@@ -167,7 +168,7 @@ class JobProcess:
         assert self.process.stderr is not None
         for line in self.process.stderr:
             self.log.append(line)
-            if self.started is None and ": model " in line:
+            if self.started is None and self.start_marker in line:
                 self.started = time.monotonic()
             if ": batch " in line:
                 self.batches.append(time.monotonic())

@@ -122,6 +122,8 @@ class DecisionWatch:
         from confluent_kafka import Consumer
 
         self.arrived: dict[bytes, float] = {}
+        self.count = 0  # every record, duplicates included
+        self.last: float | None = None  # wall clock of the newest record
         self._stop = threading.Event()
         self._consumer = Consumer({
             "bootstrap.servers": bootstrap, "group.id": unique("bench.latency"), "auto.offset.reset": "earliest",
@@ -134,8 +136,10 @@ class DecisionWatch:
     def _run(self) -> None:
         while not self._stop.is_set():
             message = self._consumer.poll(0.1)
-            if message is not None and message.error() is None and message.key() is not None:
-                self.arrived.setdefault(message.key() or b"", time.time())
+            if message is not None and message.error() is None:
+                self.count += 1
+                self.last = time.time()
+                self.arrived.setdefault(message.key() or b"", self.last)
 
     def wait_for(self, keys: list[bytes], timeout: float) -> bool:
         give_up_at = time.monotonic() + timeout
