@@ -1,18 +1,15 @@
 """Which generated raw lines the demo writes to the ingestion connector's file, and what must become of them. Pure.
 
 The lines come from ``spark_jobs.raw_payments.mixed_stream`` (the one truth shared with the enrich
-tests). Two kinds are held back, and the report says how many of each class:
-
-- lines a file cannot carry as generated (``via_connector=False``: no key, a foreign key, a
-  forced partition, invalid UTF-8, an empty line);
-- lines the ingestion connector's ``JsonFieldToKey`` cannot key: not JSON, or JSON without a
-  scalar ``payment_id``. It throws on them and the bundle runs with ``errors.tolerance=none``,
-  so one such line would fail the connector's task. ``connector_can_key`` mirrors its rule.
+tests). Lines a file cannot carry as generated are held back (``via_connector=False``: no key, a
+foreign key, a forced partition, invalid UTF-8 that FileStreamSource would rewrite as U+FFFD, an
+empty line), and the report says how many of each class. Everything else goes in, malformed lines
+included: ``JsonFieldToKey`` lands a line it cannot key (not JSON, no scalar ``payment_id``) with a
+null key and the reason in a header, and enrich dead-letters it.
 """
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -32,16 +29,6 @@ class RawLineLike(Protocol):
     def via_connector(self) -> bool: ...
 
 
-def connector_can_key(value: bytes, field: str = "payment_id") -> bool:
-    """Whether JsonFieldToKey finds a scalar ``field`` at the top of this line's first JSON value."""
-    text = value.decode("utf-8", errors="replace").lstrip()
-    try:
-        root, _ = json.JSONDecoder().raw_decode(text)
-    except ValueError:
-        return False
-    return isinstance(root, dict) and root.get(field) is not None and not isinstance(root[field], dict | list)
-
-
 @dataclass(frozen=True)
 class DemoInput:
     lines: list[bytes]  # in stream order, each without its newline
@@ -53,7 +40,7 @@ def demo_input(stream: Iterable[RawLineLike]) -> DemoInput:
     kept = []
     held: Counter[str] = Counter()
     for line in stream:
-        if line.via_connector and connector_can_key(line.value):
+        if line.via_connector:
             kept.append(line)
         else:
             held[line.expected] += 1
