@@ -28,8 +28,6 @@ changing either needs a new ``--query`` with a fresh checkpoint.
 
 from __future__ import annotations
 
-import os
-import signal
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +35,6 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ikkai.errors import ConfigError
 from spark_jobs.enrich_asof import MasterData, MasterDataTopics, join_as_of
 from spark_jobs.enrich_records import (
     CLASSIFIED_SCHEMA,
@@ -50,12 +47,22 @@ from spark_jobs.enrich_records import (
     encode_dead_letters,
     encode_events,
 )
-from spark_jobs.infer import ensure_topics, topic_partitions
+from spark_jobs.job_shell import (
+    MODES,
+    batch_writer,
+    bootstrap_servers,
+    crash_hook,
+    ensure_topics,
+    kafka_source,
+    main_entry,
+    pinned_partitions,
+    run_until_done,
+)
 from spark_jobs.master_data import ensure_master_topics
 from spark_jobs.raw_payments import DEFAULT_LATENESS_MS
 from spark_jobs.serialization import default_codec
 from spark_jobs.shipping import package_file
-from spark_jobs.transactional_sink import AtLeastOnceBatchWriter, PartitionResult, SinkConfig, TransactionalBatchWriter
+from spark_jobs.transactional_sink import AtLeastOnceBatchWriter, SinkConfig, TransactionalBatchWriter
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -63,7 +70,6 @@ if TYPE_CHECKING:
 
     from transforms import TransformPipeline
 
-MODES = ("exactly-once", "at-least-once")
 TRANSFORMS_SPEC = package_file("spark_jobs", "enrich_transforms.yaml")  # also inside the submit zip
 
 
@@ -127,65 +133,34 @@ class EnrichBatch:
             snapshot.unpersist()
 
 
-def _crash_hook(options: EnrichOptions) -> Any:
-    def after_batch(batch_id: int, _: list[PartitionResult]) -> None:
-        if options.crash_after_batch is not None and batch_id >= options.crash_after_batch:
-            sys.stderr.write(f"{options.query}: fault injection: SIGKILL after batch {batch_id}\n")
-            sys.stderr.flush()
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    return after_batch
-
-
 def start_query(spark: SparkSession, options: EnrichOptions) -> StreamingQuery:
     from pyspark.sql import functions as F
 
     from transforms import CURRENCY_EXPONENTS, load_spec
 
     pipeline = load_spec(options.transforms)  # an unknown transform or a bad parameter stops the job here
-    partitions = options.partitions or topic_partitions(options.bootstrap_servers, options.events_topic)
-    if partitions is None:
-        raise ConfigError("enrich", "--partitions", f"the events topic {options.events_topic} does not exist",
-                          fix="create the topics (--create-topics) or pass --partitions")  # fmt: skip
-    input_partitions = topic_partitions(options.bootstrap_servers, options.input_topic)
-    if input_partitions != partitions:
-        raise ConfigError("enrich", options.input_topic, f"has {input_partitions} partitions, the job {partitions}",
-                          fix="ingest, events and DLQ topics must share one partition layout")  # fmt: skip
+    partitions = pinned_partitions(
+        "enrich", options.bootstrap_servers, options.partitions, options.events_topic, options.input_topic
+    )
     settings = Settings(options.input_topic, options.events_topic, options.dlq_topic, partitions,
                         options.lateness_ms, dict(CURRENCY_EXPONENTS))  # fmt: skip
     sys.stderr.write(
         f"{options.query}: {partitions} partitions, lateness {options.lateness_ms} ms, transforms "
         f"{', '.join(pipeline.names)}, mode {options.mode}\n"
     )
-    source = (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", options.bootstrap_servers)
-        .option("subscribe", options.input_topic)
-        .option("kafka.isolation.level", "read_committed")
-        .option("startingOffsets", "earliest")
-        .option("failOnDataLoss", "true")
-    )
-    if options.max_offsets_per_trigger:
-        source = source.option("maxOffsetsPerTrigger", str(options.max_offsets_per_trigger))
+    source = kafka_source(spark, options.bootstrap_servers, options.input_topic, options.max_offsets_per_trigger)
     classified = (
-        source.load()
-        .select("key", "value", "partition", "offset", F.unix_millis("timestamp").alias("ingested_at"))
+        source.select("key", "value", "partition", "offset", F.unix_millis("timestamp").alias("ingested_at"))
         .groupBy("partition")
         .applyInPandasWithState(
             classify_with_state(settings), CLASSIFIED_SCHEMA, GATE_STATE_SCHEMA, "update", "NoTimeout"
         )
     )
-    writer: TransactionalBatchWriter | AtLeastOnceBatchWriter
-    if options.mode == "exactly-once":
-        config = SinkConfig(
-            app=options.app, query=options.query, bootstrap_servers=options.bootstrap_servers,
-            output_topics=(options.events_topic, options.dlq_topic), partitions=partitions, order_by=ORDER_BY,
-        )  # fmt: skip
-        writer = TransactionalBatchWriter(config, after_batch=_crash_hook(options))
-    else:
-        writer = AtLeastOnceBatchWriter(
-            options.bootstrap_servers, after_batch=_crash_hook(options), query=options.query
-        )
+    config = SinkConfig(
+        app=options.app, query=options.query, bootstrap_servers=options.bootstrap_servers,
+        output_topics=(options.events_topic, options.dlq_topic), partitions=partitions, order_by=ORDER_BY,
+    )  # fmt: skip
+    writer = batch_writer(options.mode, config, crash_hook(options.query, options.crash_after_batch))
     writer.prepare(spark)
     master_data = MasterData(options.bootstrap_servers, options.master_data, options.master_data_timeout_s)
     batch = EnrichBatch(settings, master_data, pipeline, writer)
@@ -195,24 +170,7 @@ def start_query(spark: SparkSession, options: EnrichOptions) -> StreamingQuery:
 
 
 def run_enrich(options: EnrichOptions) -> None:
-    from spark_jobs.session import spark_session
-
-    spark = spark_session(f"{options.app}-{options.query}", master=options.master)
-    try:
-        start_query(spark, options).awaitTermination()
-    finally:
-        spark.stop()
-
-
-def default_bootstrap() -> str:
-    from deploy.runtime import select_stack
-
-    endpoints = select_stack().endpoints()
-    if endpoints is None:
-        raise ConfigError(
-            "enrich", "--bootstrap", "no cluster configured", fix="run `ikkai stack up` or pass --bootstrap"
-        )
-    return endpoints.bootstrap_servers
+    run_until_done(f"{options.app}-{options.query}", options.master, lambda spark: start_query(spark, options))
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -247,7 +205,7 @@ def main(**kw: Any) -> None:
     from transforms import load_spec
 
     load_spec(kw["transforms_spec"])  # a bad spec fails here, before Spark or Kafka are touched
-    bootstrap = kw["bootstrap"] or os.environ.get("IKKAI_BOOTSTRAP_SERVERS") or default_bootstrap()
+    bootstrap = bootstrap_servers("enrich", kw["bootstrap"])
     if kw["create_topics"]:
         if not kw["partitions"]:
             raise click.UsageError("--create-topics needs --partitions")
@@ -264,10 +222,4 @@ def main(**kw: Any) -> None:
 
 
 if __name__ == "__main__":
-    from ikkai.errors import IkkaiError
-
-    try:
-        main(standalone_mode=True)
-    except IkkaiError as exc:
-        sys.stderr.write(f"ikkai: error: {exc}\n")
-        sys.exit(1)
+    main_entry(main)

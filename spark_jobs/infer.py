@@ -17,29 +17,33 @@ input-offset order, whatever the batch boundaries: a replay is byte-identical.
 
 from __future__ import annotations
 
-import os
-import signal
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
 
-from ikkai.errors import ConfigError
 from spark_jobs.fraud_decisions import ORDER_BY, OUTPUT_SCHEMA, Topics, decide_batches
 from spark_jobs.fraud_model import FEATURES_PATH, MODEL_PATH, FraudModel, load_snapshots
+from spark_jobs.job_shell import (
+    MODES,
+    batch_writer,
+    bootstrap_servers,
+    crash_hook,
+    ensure_topics,
+    kafka_source,
+    main_entry,
+    pinned_partitions,
+    run_until_done,
+)
 from spark_jobs.serialization import default_codec
 from spark_jobs.shipping import shipped_path
-from spark_jobs.transactional_sink import AtLeastOnceBatchWriter, PartitionResult, SinkConfig, TransactionalBatchWriter
+from spark_jobs.transactional_sink import SinkConfig
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
-
-MODES = ("exactly-once", "at-least-once")
 
 
 @dataclass(frozen=True)
@@ -60,74 +64,25 @@ class InferOptions:
     crash_after_batch: int | None = None  # fault injection for tests: SIGKILL itself after this batch's write
 
 
-def topic_partitions(bootstrap: str, topic: str) -> int | None:
-    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30).topics.get(topic)
-    return None if metadata is None or metadata.error is not None else len(metadata.partitions)
-
-
-def ensure_topics(bootstrap: str, names: list[str], partitions: int) -> None:
-    """Create the missing ones with ``partitions`` partitions (topics are never auto-created)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    missing = [n for n in names if topic_partitions(bootstrap, n) is None]
-    for name, future in admin.create_topics([NewTopic(n, partitions, -1) for n in missing]).items() if missing else []:
-        try:
-            future.result(timeout=30)
-        except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise ConfigError("kafka", name, f"cannot create the topic: {exc}") from exc
-
-
-def _crash_hook(options: InferOptions) -> Any:
-    def after_batch(batch_id: int, _: list[PartitionResult]) -> None:
-        if options.crash_after_batch is not None and batch_id >= options.crash_after_batch:
-            sys.stderr.write(f"{options.query}: fault injection: SIGKILL after batch {batch_id}\n")
-            sys.stderr.flush()
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    return after_batch
-
-
 def start_query(spark: SparkSession, options: InferOptions) -> StreamingQuery:
     topics = options.topics
-    partitions = options.partitions or topic_partitions(options.bootstrap_servers, topics.decisions)
-    if partitions is None:
-        raise ConfigError("infer", "--partitions", f"the decisions topic {topics.decisions} does not exist",
-                          fix="create the topics (--create-topics) or pass --partitions")  # fmt: skip
-    input_partitions = topic_partitions(options.bootstrap_servers, options.input_topic)
-    if input_partitions != partitions:
-        raise ConfigError("infer", options.input_topic, f"has {input_partitions} partitions, the job {partitions}",
-                          fix="input and output topics must share one partition layout")  # fmt: skip
+    partitions = pinned_partitions(
+        "infer", options.bootstrap_servers, options.partitions, topics.decisions, options.input_topic
+    )
     model = FraudModel.load(shipped_path(options.model_path))  # after the session: files shipped to it are in place
     snapshots = load_snapshots(shipped_path(options.features_path))
     codec = default_codec()
     sys.stderr.write(f"{options.query}: model {model.version}, {partitions} partitions, mode {options.mode}\n")
 
-    source = (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", options.bootstrap_servers)
-        .option("subscribe", options.input_topic)
-        .option("kafka.isolation.level", "read_committed")
-        .option("startingOffsets", "earliest")
-        .option("failOnDataLoss", "true")
+    source = kafka_source(spark, options.bootstrap_servers, options.input_topic, options.max_offsets_per_trigger)
+    scored = source.select("key", "value", "topic", "partition", "offset").mapInPandas(
+        lambda chunks: decide_batches(chunks, model, snapshots, codec, topics), OUTPUT_SCHEMA
     )
-    if options.max_offsets_per_trigger:
-        source = source.option("maxOffsetsPerTrigger", str(options.max_offsets_per_trigger))
-    scored = (
-        source.load()
-        .select("key", "value", "topic", "partition", "offset")
-        .mapInPandas(lambda chunks: decide_batches(chunks, model, snapshots, codec, topics), OUTPUT_SCHEMA)
-    )
-    writer: TransactionalBatchWriter | AtLeastOnceBatchWriter
-    if options.mode == "exactly-once":
-        config = SinkConfig(
-            app=options.app, query=options.query, bootstrap_servers=options.bootstrap_servers,
-            output_topics=(topics.decisions, topics.outbox, topics.dlq), partitions=partitions, order_by=ORDER_BY,
-        )  # fmt: skip
-        writer = TransactionalBatchWriter(config, after_batch=_crash_hook(options))
-    else:
-        writer = AtLeastOnceBatchWriter(
-            options.bootstrap_servers, after_batch=_crash_hook(options), query=options.query
-        )
+    config = SinkConfig(
+        app=options.app, query=options.query, bootstrap_servers=options.bootstrap_servers,
+        output_topics=(topics.decisions, topics.outbox, topics.dlq), partitions=partitions, order_by=ORDER_BY,
+    )  # fmt: skip
+    writer = batch_writer(options.mode, config, crash_hook(options.query, options.crash_after_batch))
     writer.prepare(spark)
     stream = scored.writeStream.queryName(options.query).option("checkpointLocation", str(options.checkpoint))
     trigger = {"availableNow": True} if options.available_now else {"processingTime": "1 second"}
@@ -135,24 +90,7 @@ def start_query(spark: SparkSession, options: InferOptions) -> StreamingQuery:
 
 
 def run_infer(options: InferOptions) -> None:
-    from spark_jobs.session import spark_session
-
-    spark = spark_session(f"{options.app}-{options.query}", master=options.master)
-    try:
-        start_query(spark, options).awaitTermination()
-    finally:
-        spark.stop()
-
-
-def default_bootstrap() -> str:
-    from deploy.runtime import select_stack
-
-    endpoints = select_stack().endpoints()
-    if endpoints is None:
-        raise ConfigError(
-            "infer", "--bootstrap", "no cluster configured", fix="run `ikkai stack up` or pass --bootstrap"
-        )
-    return endpoints.bootstrap_servers
+    run_until_done(f"{options.app}-{options.query}", options.master, lambda spark: start_query(spark, options))
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -180,7 +118,7 @@ def main(**kw: Any) -> None:
     """Run the infer job until the input is drained (or forever with --continuous)."""
     from deploy.settings import ikkai_home
 
-    bootstrap = kw["bootstrap"] or os.environ.get("IKKAI_BOOTSTRAP_SERVERS") or default_bootstrap()
+    bootstrap = bootstrap_servers("infer", kw["bootstrap"])
     topics = Topics(kw["decisions"], kw["outbox"], kw["dlq"])
     if kw["create_topics"]:
         if not kw["partitions"]:
@@ -197,10 +135,4 @@ def main(**kw: Any) -> None:
 
 
 if __name__ == "__main__":
-    from ikkai.errors import IkkaiError
-
-    try:
-        main(standalone_mode=True)
-    except IkkaiError as exc:
-        sys.stderr.write(f"ikkai: error: {exc}\n")
-        sys.exit(1)
+    main_entry(main)

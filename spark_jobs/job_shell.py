@@ -1,0 +1,125 @@
+"""What every streaming job's entry point shares: topics, the bootstrap servers, the writer, the run loop.
+
+The enrich and infer jobs differ in what a micro-batch computes; how they find Kafka, create
+and pin their topics, pick the exactly-once or at-least-once writer, inject a crash for the
+tests, and run until drained is the same, and lives here once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from ikkai.errors import ConfigError, IkkaiError
+from spark_jobs.transactional_sink import AtLeastOnceBatchWriter, PartitionResult, SinkConfig, TransactionalBatchWriter
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+
+MODES = ("exactly-once", "at-least-once")
+AfterBatch = Callable[[int, list[PartitionResult]], None]
+
+
+def topic_partitions(bootstrap: str, topic: str) -> int | None:
+    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30).topics.get(topic)
+    return None if metadata is None or metadata.error is not None else len(metadata.partitions)
+
+
+def ensure_topics(bootstrap: str, names: list[str], partitions: int) -> None:
+    """Create the missing ones with ``partitions`` partitions (topics are never auto-created)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    missing = [n for n in names if topic_partitions(bootstrap, n) is None]
+    for name, future in admin.create_topics([NewTopic(n, partitions, -1) for n in missing]).items() if missing else []:
+        try:
+            future.result(timeout=30)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise ConfigError("kafka", name, f"cannot create the topic: {exc}") from exc
+
+
+def bootstrap_servers(job: str, given: str | None) -> str:
+    """--bootstrap, else $IKKAI_BOOTSTRAP_SERVERS, else the running local stack."""
+    if given or os.environ.get("IKKAI_BOOTSTRAP_SERVERS"):
+        return given or os.environ["IKKAI_BOOTSTRAP_SERVERS"]
+    from deploy.runtime import select_stack
+
+    endpoints = select_stack().endpoints()
+    if endpoints is None:
+        raise ConfigError(job, "--bootstrap", "no cluster configured", fix="run `ikkai stack up` or pass --bootstrap")
+    return endpoints.bootstrap_servers
+
+
+def crash_hook(query: str, crash_after_batch: int | None) -> AfterBatch:
+    """Fault injection for the tests: SIGKILL this process right after batch ``crash_after_batch`` is written."""
+
+    def after_batch(batch_id: int, _: list[PartitionResult]) -> None:
+        if crash_after_batch is not None and batch_id >= crash_after_batch:
+            sys.stderr.write(f"{query}: fault injection: SIGKILL after batch {batch_id}\n")
+            sys.stderr.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return after_batch
+
+
+def batch_writer(
+    mode: str, config: SinkConfig, after_batch: AfterBatch
+) -> TransactionalBatchWriter | AtLeastOnceBatchWriter:
+    """The exactly-once writer; or Spark's own at-least-once sink, the benchmarks' baseline."""
+    if mode == "exactly-once":
+        return TransactionalBatchWriter(config, after_batch=after_batch)
+    return AtLeastOnceBatchWriter(config.bootstrap_servers, after_batch=after_batch, query=config.query)
+
+
+def pinned_partitions(job: str, bootstrap: str, given: int | None, layout_topic: str, input_topic: str) -> int:
+    """The partition count every topic of the job shares; the input must already have it."""
+    partitions = given or topic_partitions(bootstrap, layout_topic)
+    if partitions is None:
+        raise ConfigError(job, "--partitions", f"the topic {layout_topic} does not exist",
+                          fix="create the topics (--create-topics) or pass --partitions")  # fmt: skip
+    input_partitions = topic_partitions(bootstrap, input_topic)
+    if input_partitions != partitions:
+        raise ConfigError(job, input_topic, f"has {input_partitions} partitions, the job {partitions}",
+                          fix="input and output topics must share one partition layout")  # fmt: skip
+    return partitions
+
+
+def kafka_source(spark: SparkSession, bootstrap: str, topic: str, max_offsets_per_trigger: int | None) -> DataFrame:
+    """The job's input from the start, committed records only (rule 3), failing loudly if records were lost."""
+    source = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("kafka.isolation.level", "read_committed")
+        .option("startingOffsets", "earliest")
+        .option("failOnDataLoss", "true")
+    )
+    if max_offsets_per_trigger:
+        source = source.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
+    return source.load()
+
+
+def run_until_done(app: str, master: str, start: Callable[[SparkSession], StreamingQuery]) -> None:
+    """One session, one query, until it drains (or forever when continuous); the session is always stopped."""
+    from spark_jobs.session import spark_session
+
+    spark = spark_session(app, master=master)
+    try:
+        start(spark).awaitTermination()
+    finally:
+        spark.stop()
+
+
+def main_entry(command: Callable[..., Any], argv: Sequence[str] | None = None) -> None:
+    """``python -m spark_jobs.<job>``: an IkkaiError is one line on stderr and exit 1, never a traceback."""
+    try:
+        command(args=argv, standalone_mode=True)
+    except IkkaiError as exc:
+        sys.stderr.write(f"ikkai: error: {exc}\n")
+        sys.exit(1)
