@@ -49,7 +49,10 @@ CLASSIFIED_COLUMNS = (
     ("value", "binary"), ("outcome", "string"), ("reason", "string"), *PARSED_COLUMNS,
 )  # fmt: skip
 CLASSIFIED_SCHEMA = ", ".join(f"{name} {kind}" for name, kind in CLASSIFIED_COLUMNS)
-SINK_SCHEMA = "topic string, key binary, value binary, timestamp long, input_partition int, input_offset long, seq int"
+SINK_SCHEMA = (
+    "topic string, key binary, value binary, timestamp long, input_partition int, input_offset long, seq int, "
+    "headers map<string,string>"  # a dead letter's stage, error class and reason as Kafka headers; null on events
+)
 ORDER_BY = ("input_partition", "input_offset", "seq")
 GATE_STATE_SCHEMA = "gate string"
 _MASKED = re.compile(r"^\*+[0-9]{0,4}$")
@@ -152,7 +155,7 @@ def encode_events(chunks: Iterator[pd.DataFrame], codec: RecordCodec, settings: 
     for chunk in chunks:
         out = [
             (settings.events_topic, row.payment_id.encode(), codec.encode("payment_event", event_record(row)), None,
-             int(row.input_partition), int(row.input_offset), 0)
+             int(row.input_partition), int(row.input_offset), 0, None)
             for row in chunk.itertuples(index=False)
         ]  # fmt: skip
         yield pd.DataFrame(out, columns=[c.split()[0] for c in SINK_SCHEMA.split(", ")]).astype(_SINK_TYPES)
@@ -179,6 +182,7 @@ def encode_dead_letters(
             partition, offset = int(row.input_partition), int(row.input_offset)
             key = dlq_key(None if row.key is None else bytes(row.key), settings.input_topic, partition, offset,
                           settings.partitions)  # fmt: skip
-            value = codec.encode("dead_letter", dead_letter_record(row, settings))
-            out.append((settings.dlq_topic, key, value, None, partition, offset, 0))
+            record = dead_letter_record(row, settings)
+            value = codec.encode("dead_letter", record)
+            out.append((settings.dlq_topic, key, value, None, partition, offset, 0, record["headers"]))
         yield pd.DataFrame(out, columns=[c.split()[0] for c in SINK_SCHEMA.split(", ")]).astype(_SINK_TYPES)

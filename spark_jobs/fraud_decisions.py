@@ -27,7 +27,8 @@ from spark_jobs.fraud_model import FEATURES, FraudModel, as_of_snapshots, featur
 from spark_jobs.serialization import RecordCodec, SchemaError
 
 OUTPUT_SCHEMA = (
-    "topic string, key binary, value binary, timestamp long, input_partition int, input_offset long, seq int"
+    "topic string, key binary, value binary, timestamp long, input_partition int, input_offset long, seq int, "
+    "headers map<string,string>"  # a dead letter's stage, error class and reason as Kafka headers; null otherwise
 )
 ORDER_BY = ("input_partition", "input_offset", "seq")
 # Kafka record timestamps stay the write time (CreateTime), not the event time: retention is
@@ -79,10 +80,13 @@ def _dead_letter(row: Any, error: SchemaError, codec: RecordCodec, topics: Topic
         "stage": "infer", "source_topic": row.topic, "source_partition": int(row.partition),
         "source_offset": int(row.offset), "key": None if row.key is None else bytes(row.key),
         "value": None if row.value is None else bytes(row.value), "reason": str(error),
-        "error_class": type(error).__name__, "source_timestamp": 0, "headers": {},
+        "error_class": type(error).__name__, "source_timestamp": 0,
+        "headers": {"ikkai.dlq.stage": "infer", "ikkai.dlq.error_class": type(error).__name__,
+                    "ikkai.dlq.reason": str(error)},
     }  # fmt: skip
     key = bytes(row.key) if row.key is not None else f"{row.topic}-{row.partition}-{row.offset}".encode()
-    return (topics.dlq, key, codec.encode("dead_letter", record), None, int(row.partition), int(row.offset), 0)
+    return (topics.dlq, key, codec.encode("dead_letter", record), None, int(row.partition), int(row.offset), 0,
+            record["headers"])  # fmt: skip
 
 
 def decide(
@@ -122,11 +126,11 @@ def decide(
             }
             key = payment["payment_id"].encode()
             where = (int(source.partition), int(source.offset))
-            out.append((topics.decisions, key, codec.encode("fraud_decision", decision), WRITE_TIME, *where, 0))
+            out.append((topics.decisions, key, codec.encode("fraud_decision", decision), WRITE_TIME, *where, 0, None))
             for seq, request in enumerate(outbox_requests(decision, payment["customer_id"]), start=1):
                 encoded = codec.encode("outbox_request", request)
-                out.append((topics.outbox, key, encoded, WRITE_TIME, *where, seq))
-    columns = ["topic", "key", "value", "timestamp", "input_partition", "input_offset", "seq"]
+                out.append((topics.outbox, key, encoded, WRITE_TIME, *where, seq, None))
+    columns = ["topic", "key", "value", "timestamp", "input_partition", "input_offset", "seq", "headers"]
     frame_out = pd.DataFrame(out, columns=columns)
     return frame_out.astype(
         {"timestamp": "Int64", "input_partition": np.int32, "input_offset": np.int64, "seq": np.int32}

@@ -2,8 +2,9 @@
 
 Use ``TransactionalBatchWriter`` as a ``foreachBatch`` function. The batch DataFrame holds the
 output records as columns ``topic`` (string), ``key`` (binary, never null), ``value`` (binary),
-``timestamp`` (epoch millis or null) and the ``order_by`` columns, which must order a batch's
-rows totally (e.g. input partition, input offset, output topic).
+``timestamp`` (epoch millis or null), optionally ``headers`` (map<string,string> or null: Kafka
+record headers, e.g. a dead letter's reason) and the ``order_by`` columns, which must order a
+batch's rows totally (e.g. input partition, input offset, output topic).
 
 How it stays exactly-once (DESIGN.md, "Exactly-once from Spark to Kafka"):
 - The Kafka source decides what batch N contains (its offset log); a re-run reads the same.
@@ -78,6 +79,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 OUTPUT_COLUMNS = ("topic", "key", "value", "timestamp")
+HEADERS_COLUMN = "headers"  # optional: map<string,string>, written as Kafka record headers (UTF-8 values)
 ROUTE_COLUMN = "_ikkai_route"
 DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
 
@@ -151,7 +153,8 @@ class TransactionalBatchWriter:
             check_topics(self.config, self._admin)
         assert self._routes is not None
         config, routes = self.config, self._routes
-        rows = batch.select(*OUTPUT_COLUMNS, *config.order_by)
+        headers = [HEADERS_COLUMN] if HEADERS_COLUMN in batch.columns else []
+        rows = batch.select(*OUTPUT_COLUMNS, *headers, *config.order_by)
         routed = rows.mapInArrow(functools.partial(route_batches, routes=routes), _with_route(rows.schema))
         ordered = routed.repartition(config.partitions, ROUTE_COLUMN).sortWithinPartitions(*config.order_by)
         write = functools.partial(write_batches, config=config, batch_id=batch_id, routes=routes)
@@ -273,13 +276,14 @@ def write_batches(
     ):
         raise CommitMarkerError(config.commits_topic, "Spark changed the partition layout", fix="report this bug")
     records = [
-        (topic, key, value, timestamp)
+        record
         for chunk in chunks
-        for topic, key, value, timestamp in zip(
+        for record in zip(
             chunk.column("topic").to_pylist(),
             chunk.column("key").to_pylist(),
             chunk.column("value").to_pylist(),
             chunk.column("timestamp").to_pylist(),
+            chunk.column(HEADERS_COLUMN).to_pylist() if HEADERS_COLUMN in chunk.schema.names else [None] * len(chunk),
             strict=True,
         )
     ]
@@ -410,19 +414,32 @@ def _discard(config: SinkConfig, transactional_id: str) -> None:
             writer.producer.close()  # aborts what is left open
 
 
-def _produce(producer: Producer, topic: str, key: bytes, value: bytes | None, partition: int, ts: int | None) -> None:
+def _produce(
+    producer: Producer,
+    topic: str,
+    key: bytes,
+    value: bytes | None,
+    partition: int,
+    ts: int | None,
+    headers: Headers | None = None,
+) -> None:
+    extra: dict[str, Any] = {} if ts is None else {"timestamp": ts}
+    if headers:  # pairs from Arrow's map, or a dict; in the order given, so a replay writes the same bytes
+        pairs = headers.items() if isinstance(headers, Mapping) else headers
+        extra["headers"] = [(name, text.encode()) for name, text in pairs]
     while True:
         try:
-            if ts is None:
-                producer.produce(topic, value=value, key=key, partition=partition)
-            else:
-                producer.produce(topic, value=value, key=key, partition=partition, timestamp=ts)
+            producer.produce(topic, value=value, key=key, partition=partition, **extra)
             return
         except BufferError:  # local queue full: let deliveries drain, then try again
             producer.poll(0.1)
 
 
-Record = tuple[str, bytes, "bytes | None", "int | None"]
+Headers = Mapping[str, str] | Sequence[tuple[str, str]]
+# topic, key, value, timestamp[, headers]
+Record = (
+    tuple[str, bytes, "bytes | None", "int | None"] | tuple[str, bytes, "bytes | None", "int | None", "Headers | None"]
+)
 
 
 def write_partition(config: SinkConfig, batch_id: int, partition: int, records: Sequence[Record]) -> PartitionResult:
@@ -464,8 +481,8 @@ def _write(
     call_with_retries(txn_id, "begin_transaction", producer.begin_transaction, deadline_s=deadline)
     try:
         try:
-            for topic, key, value, timestamp in records:
-                _produce(producer, topic, key, value, partition, timestamp)
+            for topic, key, value, timestamp, *headers in records:
+                _produce(producer, topic, key, value, partition, timestamp, headers[0] if headers else None)
             marker = CommitMarker(config.app, config.query, partition, batch_id, config.partitions, len(records))
             _produce(
                 producer, config.commits_topic, marker.key, marker.encode(default_codec()), COMMITS_PARTITION, None
@@ -511,9 +528,13 @@ class AtLeastOnceBatchWriter:
         """Nothing to check: the baseline makes no exactly-once promise."""
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        batch.select("topic", "key", "value").write.format("kafka").option(
-            "kafka.bootstrap.servers", self.bootstrap_servers
-        ).save()
+        from pyspark.sql import functions as F
+
+        columns = [F.col("topic"), F.col("key"), F.col("value")]
+        if HEADERS_COLUMN in batch.columns:  # Spark's sink wants array<struct<key string, value binary>>
+            entry = lambda e: F.struct(e["key"].alias("key"), e["value"].cast("binary").alias("value"))  # noqa: E731
+            columns.append(F.transform(F.map_entries(HEADERS_COLUMN), entry).alias(HEADERS_COLUMN))
+        batch.select(*columns).write.format("kafka").option("kafka.bootstrap.servers", self.bootstrap_servers).save()
         self.progress.write(f"{self.query}: batch {batch_id} written (at-least-once)\n")
         self.progress.flush()
         if self.after_batch is not None:

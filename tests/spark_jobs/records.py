@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from confluent_kafka import Consumer, Producer
 
 from spark_jobs.kafka_partitioning import kafka_partition
@@ -31,6 +33,23 @@ def by_partition(bootstrap: str, topic: str, isolation: str = "read_committed") 
                 continue
             done.discard(message.partition())
             seen[message.partition()].append((message.key(), message.value()))
+    finally:
+        consumer.close()
+    return seen
+
+
+def headers_by_value(bootstrap: str, topic: str, expect: int, timeout: float = 60) -> dict[bytes, dict[str, bytes]]:
+    """The Kafka headers of each committed record of ``topic``, by its value."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("test.headers"),
+                         "auto.offset.reset": "earliest", "isolation.level": "read_committed"})  # fmt: skip
+    consumer.subscribe([topic])
+    seen: dict[bytes, dict[str, bytes]] = {}
+    deadline = time.monotonic() + timeout
+    try:
+        while len(seen) < expect and time.monotonic() < deadline:
+            message = consumer.poll(1.0)
+            if message is not None and not message.error():
+                seen[message.value()] = dict(message.headers() or [])
     finally:
         consumer.close()
     return seen

@@ -20,7 +20,7 @@ from spark_jobs.raw_payments import EVENT, MixedStream, mixed_stream, produce_li
 from spark_jobs.serialization import default_codec
 from tests.kafka_helpers import create_topic, unique
 from tests.spark_jobs.enrich_process import EnrichProcess, EnrichTopics
-from tests.spark_jobs.records import Partitioned, by_partition, flat
+from tests.spark_jobs.records import Partitioned, by_partition, flat, headers_by_value
 
 pytestmark = pytest.mark.integration
 
@@ -59,13 +59,31 @@ def ingest(bootstrap: str) -> tuple[EnrichTopics, MixedStream]:
 
 
 @pytest.fixture(scope="module")
-def reference(
+def reference_topics(
     bootstrap: str, ingest: tuple[EnrichTopics, MixedStream], tmp_path_factory: pytest.TempPathFactory
-) -> tuple[Partitioned, Partitioned]:
+) -> EnrichTopics:
     topics = outputs(bootstrap, ingest[0])
     run_to_end(bootstrap, topics, tmp_path_factory.mktemp("ref"), unique("ref"), "--max-offsets-per-trigger",
                str(BATCH))  # fmt: skip
-    return by_partition(bootstrap, topics.events), by_partition(bootstrap, topics.dlq)
+    return topics
+
+
+@pytest.fixture(scope="module")
+def reference(bootstrap: str, reference_topics: EnrichTopics) -> tuple[Partitioned, Partitioned]:
+    return by_partition(bootstrap, reference_topics.events), by_partition(bootstrap, reference_topics.dlq)
+
+
+def test_a_dead_letter_says_why_in_its_kafka_headers(
+    bootstrap: str, reference_topics: EnrichTopics, reference: tuple[Partitioned, Partitioned]
+) -> None:
+    """A consumer of dlq.enrich sees stage, error class and reason without decoding the envelope."""
+    codec = default_codec()
+    letters = {value: codec.decode("dead_letter", value) for _, value in flat(reference[1])}
+    headers = headers_by_value(bootstrap, reference_topics.dlq, expect=len(letters))
+    assert set(headers) == set(letters)
+    for value, letter in letters.items():
+        assert headers[value] == {r.STAGE_HEADER: b"enrich", r.ERROR_CLASS_HEADER: letter["error_class"].encode(),
+                                  r.REASON_HEADER: letter["reason"].encode()}  # fmt: skip
 
 
 def _positions(stream: MixedStream) -> dict[tuple[int, int], int]:

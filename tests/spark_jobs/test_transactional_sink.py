@@ -11,9 +11,14 @@ from ikkai.errors import ConfigError
 from spark_jobs.commit_markers import CommitMarkerError, read_markers
 from spark_jobs.kafka_errors import ErrorKind, TransactionError, classify
 from spark_jobs.kafka_partitioning import kafka_partition
-from spark_jobs.transactional_sink import SinkConfig, TransactionalBatchWriter, refuse_speculation
+from spark_jobs.transactional_sink import (
+    AtLeastOnceBatchWriter,
+    SinkConfig,
+    TransactionalBatchWriter,
+    refuse_speculation,
+)
 from tests.kafka_helpers import create_topic, transactional_producer, unique
-from tests.spark_jobs.records import by_partition
+from tests.spark_jobs.records import by_partition, headers_by_value
 
 pytestmark = pytest.mark.integration
 
@@ -53,6 +58,25 @@ def test_each_record_once_on_its_key_partition_in_order(spark: Any, bootstrap: s
         assert numbers == sorted(numbers)
     markers = read_markers(bootstrap, "test", "q", topic=commits)
     assert {p: m.batch_id for p, m in markers.items()} == {p: 1 for p in range(PARTITIONS)}
+
+
+@pytest.mark.parametrize("mode", ["exactly-once", "at-least-once"])
+def test_a_headers_column_becomes_kafka_record_headers(
+    spark: Any, bootstrap: str, topics: tuple[str, str], mode: str
+) -> None:
+    """How a dead letter carries its reason where any consumer sees it without decoding the value."""
+    out, commits = topics
+    rows = [(out, b"pay-1", b"bad", None, 0, {"ikkai.dlq.reason": "not JSON", "ikkai.dlq.stage": "enrich"}),
+            (out, b"pay-2", b"good", None, 1, None)]  # fmt: skip
+    frame = spark.createDataFrame(
+        rows, "topic string, key binary, value binary, timestamp long, seq long, headers map<string,string>"
+    )
+    config = sink(bootstrap, out, "q", commits)
+    writer = TransactionalBatchWriter(config) if mode == "exactly-once" else AtLeastOnceBatchWriter(bootstrap)
+    writer.prepare(spark)
+    writer(frame, 0)
+    seen = headers_by_value(bootstrap, out, expect=2)
+    assert seen == {b"bad": {"ikkai.dlq.reason": b"not JSON", "ikkai.dlq.stage": b"enrich"}, b"good": {}}
 
 
 def test_a_rerun_batch_is_skipped(spark: Any, bootstrap: str, topics: tuple[str, str]) -> None:
