@@ -25,6 +25,7 @@ from tests.deploy.cli_runner import run_ikkai
 from tests.kafka_helpers import read_all, unique
 
 pytestmark = pytest.mark.integration
+STRICT = "on_unkeyable=fail"  # a line without payment_id fails the task (the default lands it unkeyed)
 
 
 class Drop:
@@ -184,7 +185,7 @@ def test_a_failing_task_rolls_back_and_reports_its_trace(drop: Drop, stack: Endp
     drop.payments.write_text('{"id": "no business key here"}\n')
     client = ConnectClient(stack.connect_url)
     with pytest.raises(ApplyFailed) as caught:
-        bundle_ops.apply_data(drop.request(), client=client)
+        bundle_ops.apply_data(drop.request(STRICT), client=client)
     assert caught.value.connector == f"{drop.prefix}payments"
     assert "payment_id" in caught.value.trace
     assert set(caught.value.rolled_back) == set(drop.names())
@@ -246,16 +247,16 @@ def test_target_states_are_honoured_and_stable(drop: Drop, stack: Endpoints) -> 
 
 
 def test_restart_failed_brings_a_failed_task_back(drop: Drop, stack: Endpoints) -> None:
-    bundle_ops.apply_data(drop.request())
+    bundle_ops.apply_data(drop.request(STRICT))
     name = f"{drop.prefix}payments"
     client = ConnectClient(stack.connect_url)
     bad = '{"payment": "p-7", "amount": 1}'
     with drop.payments.open("a") as f:
         f.write(bad + "\n")
     wait_for(lambda: any(t["state"] == "FAILED" for t in client.connector_status(name)["tasks"]), "the task to fail")
-    status = bundle_ops.status_data(drop.request())
+    status = bundle_ops.status_data(drop.request(STRICT))
     assert "payment_id" in status["connectors"][0]["tasks"][0]["trace"]
-    plan = bundle_ops.plan_data(drop.request())  # the config is fine: plan says so, and names the failed task
+    plan = bundle_ops.plan_data(drop.request(STRICT))  # the config is fine: plan says so, and names the failed task
     assert plan["pending"] is False and plan["connectors"][0]["failed_tasks"] == [0]
 
     # The operator repairs the line in place (same length, so the task's byte offset still fits) ...
@@ -272,7 +273,7 @@ def test_restart_failed_brings_a_failed_task_back(drop: Drop, stack: Endpoints) 
         "json",
         "--connect-url",
         stack.connect_url,
-        *[a for s in drop.sets() for a in ("--set", s)],
+        *[a for s in drop.sets(STRICT) for a in ("--set", s)],
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["restarted"] == [name]
@@ -298,7 +299,7 @@ def test_render_error_is_raised_before_any_request(drop: Drop) -> None:
 
 
 def test_an_update_that_fails_is_rolled_back_to_the_previous_config(drop: Drop, stack: Endpoints) -> None:
-    bundle_ops.apply_data(drop.request())
+    bundle_ops.apply_data(drop.request(STRICT))
     name = f"{drop.prefix}payments"
     client = ConnectClient(stack.connect_url)
     before = client.connector_config(name)
@@ -306,7 +307,7 @@ def test_an_update_that_fails_is_rolled_back_to_the_previous_config(drop: Drop, 
     broken.write_text('{"id": "no business key here"}\n')
 
     with pytest.raises(ApplyFailed) as caught:
-        bundle_ops.apply_data(drop.request(f"sources.payments.file={broken}"))
+        bundle_ops.apply_data(drop.request(STRICT, f"sources.payments.file={broken}"))
 
     assert caught.value.connector == name and "payment_id" in caught.value.trace
     assert caught.value.rolled_back == [name]

@@ -86,10 +86,11 @@ def test_plan_apply_status_over_http_and_the_loop_restarts_a_failed_task(stack: 
     payments.touch()
     refunds.touch()
     values = {
+        "on_unkeyable": "fail",  # so that a bad line below fails the task
         "sources": {
             "payments": {"file": str(payments), "topic": f"ingest.payments.{hex_}"},
             "refunds": {"file": str(refunds), "topic": f"ingest.refunds.{hex_}"},
-        }
+        },
     }
     (bundles / "payments-ingest" / "values" / "ci.yaml").write_text(yaml.safe_dump(values))
     plane = ControlPlane(TOKEN, bundles, connect_url=stack.connect_url)
