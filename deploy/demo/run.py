@@ -138,7 +138,7 @@ class Demo:
             f"raw stream: seed {o.seed}, {o.size} payments as {len(lines)} lines for the file connector "
             f"({expectation.events} valid events, {dead} to be dead-lettered); held back "
             + (", ".join(f"{k} {v}" for k, v in given.held_back.items()) or "none")
-            + " (lines a file or the connector's JsonFieldToKey cannot carry)"
+            + " (lines a file cannot carry as generated)"
         )
         self._stack_up()
         self._topics_and_master_data(stream)
