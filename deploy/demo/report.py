@@ -130,7 +130,7 @@ def report_text(r: dict[str, Any]) -> str:
     ]
     lines = [
         f"ikkai demo: seed {r['seed']}, {r['size']} payments as {r['raw_lines']} raw lines",
-        *([f"held back, the connector cannot carry them: {_by(r['held_back'])}"] if r["held_back"] else []),
+        *([f"held back, a file cannot carry them as generated: {_by(r['held_back'])}"] if r["held_back"] else []),
         *(chaos or ["chaos: none (--no-chaos)"]),
         "",
         f"{'STAGE':<10} {'TOPIC (read_committed)':<24} {'RECORDS':>8}",
