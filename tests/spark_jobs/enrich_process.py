@@ -6,10 +6,7 @@ job's ``InferProcess``; only the command differs.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,11 +29,4 @@ class EnrichProcess(InferProcess):
             "--query", query, "--input", topics.input, "--output", topics.events, "--dlq", topics.dlq,
             "--merchants", topics.merchants, "--customers", topics.customers, *extra,
         ]  # fmt: skip
-        self.log: list[str] = []
-        self.committed = threading.Semaphore(0)
-        self.process = subprocess.Popen(
-            command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )  # fmt: skip
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
+        self._start(command)

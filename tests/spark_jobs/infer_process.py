@@ -30,6 +30,10 @@ class InferProcess:
             "--query", query, "--input", topics.input, "--decisions", topics.decisions, "--outbox", topics.outbox,
             "--dlq", topics.dlq, *extra,
         ]  # fmt: skip
+        self._start(command)
+
+    def _start(self, command: list[str]) -> None:
+        """Start ``command`` in its own process group and read its stderr in the background."""
         self.log: list[str] = []
         self.committed = threading.Semaphore(0)
         self.process = subprocess.Popen(
