@@ -10,9 +10,12 @@ the commit marker form one transaction. ``--mode at-least-once`` swaps in Spark'
 sink: the benchmark baseline, which duplicates output after a crash.
 
 The layout is pinned: the input topic, decisions, outbox and DLQ topics all have ``--partitions``
-partitions (default: the decisions topic's). Input and output share the key (payment_id) and
-Kafka's default partitioner, so output partition p holds the decisions of input partition p in
-input-offset order, whatever the batch boundaries: a replay is byte-identical.
+partitions (default: the decisions topic's). Output partition p holds the decisions of input
+partition p in input-offset order, whatever the batch boundaries: a replay is byte-identical.
+The sink writes them in place (``partition_column``), in the stage that scored them, with no
+shuffle: the Kafka source gives one Spark task per input partition. Input and output share the
+key (payment_id), so when the input was written by Kafka's default partitioner (enrich's sink
+is), every output record is also in its key's default partition.
 """
 
 from __future__ import annotations
@@ -81,6 +84,7 @@ def start_query(spark: SparkSession, options: InferOptions) -> StreamingQuery:
     config = SinkConfig(
         app=options.app, query=options.query, bootstrap_servers=options.bootstrap_servers,
         output_topics=(topics.decisions, topics.outbox, topics.dlq), partitions=partitions, order_by=ORDER_BY,
+        partition_column="input_partition",  # one Spark task per input partition, no shuffle: written in place
     )  # fmt: skip
     writer = batch_writer(options.mode, config, crash_hook(options.query, options.crash_after_batch))
     writer.prepare(spark)

@@ -1,7 +1,8 @@
 """Which Kafka partition a key belongs to: Kafka's default partitioner (murmur2), in Python.
 
-The transactional sink writes Spark partition p to Kafka partition p of every output topic,
-so each Kafka partition has exactly one writer per batch and a deterministic order. Rows are
+The transactional sink's routed write sends Spark partition p to Kafka partition p of every
+output topic, so each Kafka partition has exactly one writer per batch and a deterministic
+order; its in-place write uses this to count records outside their key's partition. Rows are
 routed to Spark partition ``kafka_partition(key, n)``, the same partition the Java client (and
 librdkafka's ``murmur2_random`` partitioner) would pick, so keys land where any other Kafka
 client would put them.
