@@ -115,6 +115,9 @@ def read_markers(
         # The default 500 ms long poll made every read cost ~1 s (the fetch that reaches the end,
         # then the watermark query queued behind the next fetch), per batch and partition.
         "fetch.wait.max.ms": 10,
+        # With sparse connections (the default) a new client connects to the partition leader only
+        # on demand, after its bootstrap connection is gone: 50-500 ms of timers per read.
+        "enable.sparse.connections": False,
     })  # fmt: skip
     prefix = f"{app}.{query}.".encode()
     position, latest = _seen.get((bootstrap, topic), (-2, {}))  # -2: OFFSET_BEGINNING

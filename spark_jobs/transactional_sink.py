@@ -130,8 +130,11 @@ class TransactionalBatchWriter:
         written = sum(r.records for r in collected)
         skipped = [r.partition for r in collected if r.skipped]
         outside = sum(r.outside_key_partition for r in collected)
+        fresh = sum(r.new_producer for r in collected)
+        slowest = max((r.seconds for r in collected), default=0.0)
         self.progress.write(
-            f"{config.query}: batch {batch_id} committed {written} records"
+            f"{config.query}: batch {batch_id} committed {written} records, slowest partition {slowest:.2f} s"
+            + (f" ({fresh} new producer{'s' * (fresh != 1)})" if fresh else "")
             + (f" (partitions {skipped} already committed)" if skipped else "")
             + (f" ({outside} in their input's partition, not their key's)" if outside else "")
             + "\n"
@@ -298,14 +301,18 @@ def write_in_place(batches: Iterator[pa.RecordBatch], config: SinkConfig, batch_
     yield _result_batch(dataclasses.replace(result, outside_key_partition=outside))
 
 
-RESULT_SCHEMA = "partition int, batch_id long, records long, skipped boolean, outside_key_partition long"
+RESULT_SCHEMA = (
+    "partition int, batch_id long, records long, skipped boolean, outside_key_partition long, new_producer boolean, "
+    "seconds double"
+)
 
 
 def _result_batch(result: PartitionResult) -> Any:
     import pyarrow as pa  # type: ignore[import-untyped]
 
     schema = pa.schema([("partition", pa.int32()), ("batch_id", pa.int64()), ("records", pa.int64()),
-                        ("skipped", pa.bool_()), ("outside_key_partition", pa.int64())])  # fmt: skip
+                        ("skipped", pa.bool_()), ("outside_key_partition", pa.int64()), ("new_producer", pa.bool_()),
+                        ("seconds", pa.float64())])  # fmt: skip
     return pa.RecordBatch.from_pylist([dataclasses.asdict(result)], schema=schema)
 
 
