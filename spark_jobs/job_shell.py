@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import KafkaError, KafkaException
@@ -32,11 +32,13 @@ def topic_partitions(bootstrap: str, topic: str) -> int | None:
     return None if metadata is None or metadata.error is not None else len(metadata.partitions)
 
 
-def ensure_topics(bootstrap: str, names: list[str], partitions: int) -> None:
+def ensure_topics(bootstrap: str, names: Iterable[str], partitions: int) -> None:
     """Create the missing ones with ``partitions`` partitions (topics are never auto-created)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    missing = [n for n in names if topic_partitions(bootstrap, n) is None]
-    for name, future in admin.create_topics([NewTopic(n, partitions, -1) for n in missing]).items() if missing else []:
+    existing = admin.list_topics(timeout=30).topics  # one metadata request, not a client per topic
+    missing = [n for n in names if n not in existing or existing[n].error is not None]
+    wanted = [NewTopic(n, partitions, -1) for n in missing]
+    for name, future in admin.create_topics(wanted).items() if wanted else []:
         try:
             future.result(timeout=30)
         except KafkaException as exc:

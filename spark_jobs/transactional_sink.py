@@ -147,11 +147,7 @@ class TransactionalBatchWriter:
         config = self.config
         routed = rows.mapInArrow(functools.partial(route_batches, routes=routes), _with_route(rows.schema))
         ordered = routed.repartition(config.partitions, ROUTE_COLUMN).sortWithinPartitions(*config.order_by)
-        write = functools.partial(write_batches, config=config, batch_id=batch_id, routes=routes)
-        collected = sorted(
-            (PartitionResult(**row.asDict()) for row in ordered.mapInArrow(write, RESULT_SCHEMA).collect()),
-            key=lambda r: r.partition,
-        )
+        collected = _collect(ordered, functools.partial(write_batches, config=config, batch_id=batch_id, routes=routes))
         if not collected:  # adaptive execution saw an empty shuffle and ran no write task: nothing to write
             collected = [PartitionResult(p, batch_id, 0, skipped=False) for p in range(config.partitions)]
         if [r.partition for r in collected] != list(range(config.partitions)):
@@ -160,11 +156,7 @@ class TransactionalBatchWriter:
 
     def _write_in_place(self, rows: DataFrame, batch_id: int) -> list[PartitionResult]:
         config = self.config
-        write = functools.partial(write_in_place, config=config, batch_id=batch_id)
-        collected = sorted(
-            (PartitionResult(**row.asDict()) for row in rows.mapInArrow(write, RESULT_SCHEMA).collect()),
-            key=lambda r: r.partition,
-        )
+        collected = _collect(rows, functools.partial(write_in_place, config=config, batch_id=batch_id))
         partitions = [r.partition for r in collected]
         if len(set(partitions)) != len(partitions):
             twice = sorted({p for p in partitions if partitions.count(p) > 1})
@@ -301,18 +293,27 @@ def write_in_place(batches: Iterator[pa.RecordBatch], config: SinkConfig, batch_
     yield _result_batch(dataclasses.replace(result, outside_key_partition=outside))
 
 
-RESULT_SCHEMA = (
-    "partition int, batch_id long, records long, skipped boolean, outside_key_partition long, new_producer boolean, "
-    "seconds double"
-)
+# PartitionResult's fields as the write tasks return them, with Spark's type of each: the one
+# place both the Spark schema and the Arrow schema of a task's result come from.
+_RESULT_TYPES = {"partition": "int", "batch_id": "long", "records": "long", "skipped": "boolean",
+                 "outside_key_partition": "long", "new_producer": "boolean", "seconds": "double"}  # fmt: skip
+assert tuple(_RESULT_TYPES) == tuple(f.name for f in dataclasses.fields(PartitionResult)), "PartitionResult changed"
+RESULT_SCHEMA = ", ".join(f"{name} {kind}" for name, kind in _RESULT_TYPES.items())
+
+
+def _collect(
+    rows: DataFrame, write: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+) -> list[PartitionResult]:
+    """Run the write tasks (``mapInArrow``) and gather what each partition did, by partition."""
+    results = (PartitionResult(**row.asDict()) for row in rows.mapInArrow(write, RESULT_SCHEMA).collect())
+    return sorted(results, key=lambda r: r.partition)
 
 
 def _result_batch(result: PartitionResult) -> Any:
     import pyarrow as pa  # type: ignore[import-untyped]
 
-    schema = pa.schema([("partition", pa.int32()), ("batch_id", pa.int64()), ("records", pa.int64()),
-                        ("skipped", pa.bool_()), ("outside_key_partition", pa.int64()), ("new_producer", pa.bool_()),
-                        ("seconds", pa.float64())])  # fmt: skip
+    arrow = {"int": pa.int32(), "long": pa.int64(), "boolean": pa.bool_(), "double": pa.float64()}
+    schema = pa.schema([(name, arrow[kind]) for name, kind in _RESULT_TYPES.items()])
     return pa.RecordBatch.from_pylist([dataclasses.asdict(result)], schema=schema)
 
 

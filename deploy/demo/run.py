@@ -56,7 +56,7 @@ from deploy.demo.progress import LineWriter, ProgressDisplay, StageProgress
 from deploy.demo.raw_input import demo_input
 from deploy.demo.report import build_report
 from deploy.demo.stages import PipelineCounts
-from deploy.demo.topics import RecordCounter, create_topics
+from deploy.demo.topics import RecordCounter
 from deploy.local_stack import CONNECT, LocalStack
 from deploy.ports import free_port
 from deploy.probes import broker_answers
@@ -220,13 +220,14 @@ class Demo:
 
     def _topics_and_master_data(self, stream: Any) -> None:
         from outbox_sink.connector_config import create_outbox_topics
+        from spark_jobs.job_shell import ensure_topics
         from spark_jobs.raw_payments import write_master_data
 
         assert self.endpoints is not None
         bootstrap = self.endpoints.bootstrap_servers
         p = self.options.partitions
-        create_topics(bootstrap, [INGEST, EVENTS, DLQ_ENRICH, DECISIONS, DLQ_INFER], p)
-        create_topics(bootstrap, [replay_topic(t) for t in REPLAYED], p)
+        ensure_topics(bootstrap, [INGEST, EVENTS, DLQ_ENRICH, DECISIONS, DLQ_INFER], p)
+        ensure_topics(bootstrap, [replay_topic(t) for t in REPLAYED], p)
         create_outbox_topics(bootstrap, partitions=p)
         count = write_master_data(bootstrap, stream.world, self.options.seed)
         self.say(f"topics created ({p} partitions each); {count} master-data profile versions published")

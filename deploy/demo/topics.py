@@ -1,4 +1,4 @@
-"""The demo's Kafka edge: create its topics, count records as they arrive, read topics in full.
+"""The demo's Kafka edge: count records as they arrive, read topics in full.
 
 Every consumer here reads with ``isolation.level=read_committed``: the demo reports what a
 downstream reader can see, never what an aborted transaction left behind.
@@ -10,8 +10,7 @@ import time
 import uuid
 from collections.abc import Callable, Hashable, Iterable, Mapping
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from deploy.demo.measures import TopicRecord
 from ikkai.errors import IkkaiError
@@ -23,19 +22,6 @@ class DemoKafkaError(IkkaiError):
     def __init__(self, topic: str, problem: str) -> None:
         super().__init__(f"topic {topic}: {problem}", fix="see the broker log under the demo's home (logs/broker.log)")
         self.topic = topic
-
-
-def create_topics(bootstrap: str, names: Iterable[str], partitions: int, config: dict[str, str] | None = None) -> None:
-    """Create the topics that are missing, with ``partitions`` partitions each (replication factor 1)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    existing = set(admin.list_topics(timeout=30).topics)
-    wanted = [NewTopic(n, partitions, 1, config=config or {}) for n in names if n not in existing]
-    for name, future in admin.create_topics(wanted).items() if wanted else []:
-        try:
-            future.result(timeout=30)
-        except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise DemoKafkaError(name, f"cannot create it: {exc}") from exc
 
 
 def _consumer(bootstrap: str) -> Consumer:
