@@ -4,15 +4,25 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 from sklearn.metrics import roc_auc_score
 
 from spark_jobs.fraud_decisions import Topics, decide
-from spark_jobs.fraud_model import MODEL_PATH, FraudModel, ModelError, as_of_snapshots, feature_frame, load_snapshots
+from spark_jobs.fraud_model import (
+    FEATURES,
+    MODEL_PATH,
+    FraudModel,
+    ModelError,
+    as_of_snapshots,
+    canonical_json,
+    feature_frame,
+    load_snapshots,
+)
 from spark_jobs.payments_simulation import DAY_MS, START_MS, payment_records, simulate
 from spark_jobs.serialization import default_codec
-from spark_jobs.train_fraud_model import train
+from spark_jobs.train_fraud_model import fit_artifact, train
 
 
 def test_features_are_read_as_of_the_event_time_never_latest() -> None:
@@ -31,6 +41,18 @@ def test_the_shipped_model_is_the_one_training_produces() -> None:
     artifact, _, auc = train(seed=json.loads(MODEL_PATH.read_bytes())["training"]["seed"])
     assert artifact == MODEL_PATH.read_bytes()  # same seed, same bytes, same model_version
     assert auc > 0.7
+
+
+@pytest.mark.parametrize("shuffle", [1, 2, 3, 4, 5])
+def test_the_artifact_does_not_depend_on_the_order_sums_run_in(shuffle: int) -> None:
+    """Another machine's BLAS sums in another order; shuffling the training rows does the same here."""
+    world = simulate(7, customers=400, payments=20_000)
+    features = feature_frame(as_of_snapshots(world.payments, world.snapshots))[list(FEATURES)]
+    labels = world.payments["is_fraud"].to_numpy()
+    cut = int(len(features) * 0.8)  # the training rows; the held-out rest keeps its place
+    order = np.concatenate([np.random.default_rng(shuffle).permutation(cut), np.arange(cut, len(features))])
+    shuffled = fit_artifact(features.iloc[order].reset_index(drop=True), labels[order], seed=7)
+    assert canonical_json(shuffled) == canonical_json(fit_artifact(features, labels, seed=7))
 
 
 def test_the_model_beats_chance_on_fresh_data() -> None:
