@@ -53,9 +53,10 @@ class EventTimeGate:
                                f"watermark {watermark} (max event_time {self.max_event_time} - lateness "
                                f"{self.lateness_ms} ms)")  # fmt: skip
         elif event_id in self.accepted and (watermark is None or self.accepted[event_id] >= watermark):
-            verdict = (r.DUPLICATE, f"event_id {event_id} was already accepted (event_time {self.accepted[event_id]})")
+            verdict = (r.DUPLICATE, f"event_id {r.quote(event_id)} was already accepted (event_time "
+                                    f"{self.accepted[event_id]})")  # fmt: skip
         elif payment_id in self.latest and self.latest[payment_id] >= event_time:
-            verdict = (r.STALE, f"payment {payment_id} already has an event at {self.latest[payment_id]}, "
+            verdict = (r.STALE, f"payment {r.quote(payment_id)} already has an event at {self.latest[payment_id]}, "
                                 f"not older than this one's {event_time}")  # fmt: skip
         else:
             self.accepted[event_id] = event_time

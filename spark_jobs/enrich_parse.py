@@ -4,9 +4,20 @@
 ``raw_payments`` and returns either the fields the enrich pipeline goes on with, or a
 ``Rejection`` naming one ``error_class`` of ``enrich_reasons`` and a reason a person can act on.
 The checks run in a fixed order and the first failure wins, so a record always gets the same
-class: bytes (empty, UTF-8, JSON, object) → fields (present, typed) → key (present, equal to
-payment_id, on its key's partition) → amount (plain decimal, > 0, known currency, decimals,
-size) → time (ISO-8601, not in the future) → domains (status, channel, country, MCC, card, ids).
+class: bytes (empty, UTF-8, JSON, nesting, Unicode text, object) → fields (present, typed) → key
+(present, equal to payment_id, on its key's partition) → amount (plain decimal, > 0, known
+currency, decimals, size) → time (ISO-8601, not in the future) → domains (status, channel,
+country, MCC, card, ids).
+
+No input may stop the job: whatever the bytes, the result is a ``ParsedPayment`` or a
+``Rejection``, never an exception, and a ``ParsedPayment`` holds only what the later steps
+(event-time gate, transforms, as-of join, Avro and Arrow encoding) handle. Hence: a pattern must
+match the whole value (``fullmatch``: ``$`` would also match before a trailing newline) and
+digits are ASCII (``[0-9]``, never ``\\d``, which matches every script's digits); JSON that names a
+lone surrogate (``"\\ud800"``, valid JSON, but no UTF-8 text can hold it) is ``invalid_utf8``
+wherever it sits; nesting is bounded, so no check depends on the depth of Python's stack; and
+amounts are compared as digit strings, never converted whole (Python's ``int`` refuses more than
+4300 digits).
 
 Everything depends on the record alone (its key, value, partition and Kafka timestamp), never on
 the clock: "the future" is more than ``MAX_CLOCK_SKEW_MS`` after the ingest record's own
@@ -17,7 +28,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -28,13 +39,17 @@ from spark_jobs.raw_payments import CHANNELS, RAW_FIELDS, STATUSES
 
 MAX_CLOCK_SKEW_MS = 3_600_000  # an event may claim to be at most an hour newer than its ingest record
 MAX_MINOR_UNITS = 100_000_000  # 1,000,000.00 EUR, 100,000,000 JPY: above this a payment is absurd
+MAX_NESTING = 100  # levels of arrays/objects; the raw format is one flat object
 STRING_FIELDS = tuple(f for f in RAW_FIELDS if f != "card_present")
-_AMOUNT = re.compile(r"^(-?)([0-9]+)(?:\.([0-9]+))?$")
-_EVENT_TIME = re.compile(r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,3}))?(?:Z|\+00:00)$")
-_COUNTRY = re.compile(r"^[A-Z]{2}$")
-_MCC = re.compile(r"^[0-9]{4}$")
-_PAN = re.compile(r"^[0-9]{12,19}$")
-_SHOWN = 60  # characters of an offending value quoted in a reason
+# Each is used with fullmatch, and digits are [0-9]: see the module docstring.
+_AMOUNT = re.compile(r"(-?)([0-9]+)(?:\.([0-9]+))?")
+_EVENT_TIME = re.compile(
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]{1,3}))?(?:Z|\+00:00)"
+)
+_COUNTRY = re.compile(r"[A-Z]{2}")
+_MCC = re.compile(r"[0-9]{4}")
+_PAN = re.compile(r"[0-9]{12,19}")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -62,14 +77,9 @@ class ParsedPayment:
     event_time: int
 
 
-def _show(value: object) -> str:
-    text = json.dumps(value, ensure_ascii=False) if not isinstance(value, bytes) else repr(value)
-    return text if len(text) <= _SHOWN else text[: _SHOWN - 1] + "…"
-
-
 def parse_event_time(text: str) -> int | None:
     """``2026-01-05T10:00:00.123Z`` → epoch millis; None if not that shape or not a real instant."""
-    match = _EVENT_TIME.match(text)
+    match = _EVENT_TIME.fullmatch(text)
     if match is None:
         return None
     year, month, day, hour, minute, second, fraction = match.groups()
@@ -81,6 +91,36 @@ def parse_event_time(text: str) -> int | None:
     return int(moment.timestamp()) * 1000 + millis
 
 
+def _walk(document: Any) -> Iterator[tuple[int, str, Any]]:
+    """(depth, top-level field or "", node) for every value and key of ``document``; iterative, not recursive."""
+    pending: list[tuple[int, str, Any]] = [(0, "", document)]
+    while pending:
+        depth, field, node = pending.pop()
+        yield depth, field, node
+        if isinstance(node, dict):
+            for key, item in node.items():
+                yield depth + 1, field or key, key
+                pending.append((depth + 1, field or key, item))
+        elif isinstance(node, list):
+            pending.extend((depth + 1, field, item) for item in node)
+
+
+def _check_text(document: Any) -> Rejection | None:
+    """Nesting within ``MAX_NESTING`` and every string (keys too) Unicode text that UTF-8 can hold."""
+    too_deep = Rejection(r.NOT_JSON, f"the value is not JSON this job reads: nested deeper than {MAX_NESTING} levels")
+    for depth, field, node in _walk(document):
+        if depth > MAX_NESTING:
+            return too_deep
+        if isinstance(node, str) and _SURROGATE.search(node):
+            where = f" (in field {r.quote(field)})" if field else ""
+            return Rejection(
+                r.INVALID_UTF8,
+                f"the value is JSON but not Unicode text: it escapes a lone surrogate{where}, which no UTF-8 "
+                "can hold; the sender must write text, not raw UTF-16 halves",
+            )
+    return None
+
+
 def _decode(value: bytes | None) -> Any:
     if value is None or len(value) == 0:
         return Rejection(r.EMPTY_VALUE, "the record has no value")
@@ -90,8 +130,13 @@ def _decode(value: bytes | None) -> Any:
         return Rejection(r.INVALID_UTF8, f"the value is not valid UTF-8: byte {value[exc.start]:#04x} at {exc.start}")
     try:
         document = json.loads(text)
-    except (ValueError, RecursionError) as exc:
+    except RecursionError:  # deeper than the stack allows, so deeper than MAX_NESTING: the same reason
+        return Rejection(r.NOT_JSON, f"the value is not JSON this job reads: nested deeper than {MAX_NESTING} levels")
+    except ValueError as exc:
         return Rejection(r.NOT_JSON, f"the value is not JSON: {exc}")
+    rejection = _check_text(document)
+    if rejection is not None:
+        return rejection
     if not isinstance(document, dict):
         return Rejection(r.NOT_AN_OBJECT, f"the value is JSON but a {type(document).__name__}, not an object")
     return document
@@ -101,9 +146,9 @@ def _check_fields(doc: Mapping[str, Any]) -> Rejection | None:
     missing = [f for f in RAW_FIELDS if doc.get(f) is None]
     if missing:
         return Rejection(r.MISSING_FIELD, f"missing or null field(s): {', '.join(missing)}")
-    wrong = [f"{f} is {_show(doc[f])}, not a string" for f in STRING_FIELDS if not isinstance(doc[f], str)]
+    wrong = [f"{f} is {r.quote(doc[f])}, not a string" for f in STRING_FIELDS if not isinstance(doc[f], str)]
     if not isinstance(doc["card_present"], bool):
-        wrong.append(f"card_present is {_show(doc['card_present'])}, not true/false")
+        wrong.append(f"card_present is {r.quote(doc['card_present'])}, not true/false")
     if wrong:
         return Rejection(r.WRONG_TYPE, "; ".join(wrong))
     return None
@@ -112,16 +157,16 @@ def _check_fields(doc: Mapping[str, Any]) -> Rejection | None:
 def _check_key(doc: Mapping[str, Any], key: bytes | None, partition: int, partitions: int) -> Rejection | None:
     payment_id = doc["payment_id"]
     if key is None:
-        return Rejection(r.MISSING_KEY, f"the record has no Kafka key (payment_id {_show(payment_id)})")
+        return Rejection(r.MISSING_KEY, f"the record has no Kafka key (payment_id {r.quote(payment_id)})")
     if not payment_id.strip():
         return Rejection(r.MISSING_KEY, "payment_id is empty: the payment has no business key")
     if key != payment_id.encode():
-        return Rejection(r.KEY_MISMATCH, f"Kafka key {_show(key)} differs from payment_id {_show(payment_id)}")
+        return Rejection(r.KEY_MISMATCH, f"Kafka key {r.quote(key)} differs from payment_id {r.quote(payment_id)}")
     home = kafka_partition(key, partitions)
     if home != partition:
         return Rejection(
             r.WRONG_PARTITION,
-            f"key {_show(payment_id)} belongs on partition {home} of {partitions}, it came on {partition}: "
+            f"key {r.quote(payment_id)} belongs on partition {home} of {partitions}, it came on {partition}: "
             "the producer did not use Kafka's default partitioner",
         )
     return None
@@ -129,24 +174,24 @@ def _check_key(doc: Mapping[str, Any], key: bytes | None, partition: int, partit
 
 def _check_amount(doc: Mapping[str, Any], exponents: Mapping[str, int]) -> Rejection | None:
     amount, currency = doc["amount"], doc["currency"]
-    match = _AMOUNT.match(amount)
+    match = _AMOUNT.fullmatch(amount)
     if match is None:
-        return Rejection(r.BAD_AMOUNT, f'amount {_show(amount)} is not a plain decimal such as "12.34"')
+        return Rejection(r.BAD_AMOUNT, f'amount {r.quote(amount)} is not a plain decimal such as "12.34"')
     sign, whole, fraction = match.groups()
-    significant = (fraction or "").rstrip("0")
-    if sign == "-" or (int(whole) == 0 and not significant):
-        return Rejection(r.NON_POSITIVE_AMOUNT, f"amount {_show(amount)} is not positive")
+    whole, significant = whole.lstrip("0"), (fraction or "").rstrip("0")  # digit strings: never int() the whole
+    if sign == "-" or not (whole or significant):
+        return Rejection(r.NON_POSITIVE_AMOUNT, f"amount {r.quote(amount)} is not positive")
     exponent = exponents.get(currency)
     if exponent is None:
-        return Rejection(r.UNKNOWN_CURRENCY, f"currency {_show(currency)} is not a known ISO 4217 code")
+        return Rejection(r.UNKNOWN_CURRENCY, f"currency {r.quote(currency)} is not a known ISO 4217 code")
     if len(significant) > exponent:
         return Rejection(
-            r.TOO_MANY_DECIMALS, f"amount {_show(amount)} has more than the {exponent} decimals {currency} has"
+            r.TOO_MANY_DECIMALS, f"amount {r.quote(amount)} has more than the {exponent} decimals {currency} has"
         )
-    minor = int(whole) * 10**exponent + int(significant.ljust(exponent, "0") or "0")
-    if minor > MAX_MINOR_UNITS:
+    minor = whole + significant.ljust(exponent, "0")  # the amount in minor units, as digits
+    if len(minor) > len(str(MAX_MINOR_UNITS)) or int(minor) > MAX_MINOR_UNITS:
         return Rejection(
-            r.ABSURD_AMOUNT, f"amount {amount} {currency} is above the limit of {MAX_MINOR_UNITS} minor units"
+            r.ABSURD_AMOUNT, f"amount {r.quote(amount)} {currency} is above the limit of {MAX_MINOR_UNITS} minor units"
         )
     return None
 
@@ -154,14 +199,14 @@ def _check_amount(doc: Mapping[str, Any], exponents: Mapping[str, int]) -> Rejec
 def _check_domains(doc: Mapping[str, Any]) -> Rejection | None:
     problems = []
     if doc["status"] not in STATUSES:
-        problems.append(f"status {_show(doc['status'])} is not one of {', '.join(STATUSES)}")
+        problems.append(f"status {r.quote(doc['status'])} is not one of {', '.join(STATUSES)}")
     if doc["channel"] not in CHANNELS:
-        problems.append(f"channel {_show(doc['channel'])} is not one of {', '.join(CHANNELS)}")
-    if not _COUNTRY.match(doc["country"]):
-        problems.append(f"country {_show(doc['country'])} is not an ISO 3166-1 alpha-2 code")
-    if not _MCC.match(doc["merchant_category_code"]):
-        problems.append(f"merchant_category_code {_show(doc['merchant_category_code'])} is not four digits")
-    if not _PAN.match(doc["card_number"]):
+        problems.append(f"channel {r.quote(doc['channel'])} is not one of {', '.join(CHANNELS)}")
+    if not _COUNTRY.fullmatch(doc["country"]):
+        problems.append(f"country {r.quote(doc['country'])} is not an ISO 3166-1 alpha-2 code")
+    if not _MCC.fullmatch(doc["merchant_category_code"]):
+        problems.append(f"merchant_category_code {r.quote(doc['merchant_category_code'])} is not four digits")
+    if not _PAN.fullmatch(doc["card_number"]):
         problems.append("card_number is not 12 to 19 digits")  # never quote a card number
     problems += [f"{f} is empty" for f in ("event_id", "customer_id", "merchant_id") if not doc[f].strip()]
     return Rejection(r.INVALID_FIELD, "; ".join(problems)) if problems else None
@@ -190,7 +235,7 @@ def parse_record(
     if event_time is None:
         return Rejection(
             r.BAD_TIMESTAMP,
-            f'event_time {_show(document["event_time"])} is not ISO-8601 UTC like "2026-01-05T10:00:00.123Z"',
+            f'event_time {r.quote(document["event_time"])} is not ISO-8601 UTC like "2026-01-05T10:00:00.123Z"',
         )
     if event_time > ingest_timestamp + MAX_CLOCK_SKEW_MS:
         return Rejection(

@@ -3,6 +3,7 @@
 A DeadLetter's ``error_class`` is one of the names below (never a Python exception name, never
 free text), and its ``reason`` is a sentence for a person that names the field and the value.
 Consumers branch on ``error_class``; the names are a public contract and are never renamed.
+A reason quotes values with ``quote``: short, and always text that UTF-8 can hold, whatever the input.
 
 Bad input (decided by ``enrich_parse``, record by record, from the record alone):
 
@@ -10,8 +11,9 @@ Bad input (decided by ``enrich_parse``, record by record, from the record alone)
 error_class          the ingest record ...
 ==================== ===================================================================
 empty_value          has no value (null or zero bytes)
-invalid_utf8         is not valid UTF-8
-not_json             is not JSON
+invalid_utf8         is not valid UTF-8, or is JSON whose strings are not Unicode text (a lone
+                     surrogate escape such as "\\ud800", in a value or a key, at any depth)
+not_json             is not JSON, or is nested deeper than ``enrich_parse.MAX_NESTING`` levels
 not_an_object        is JSON but not an object (an array, a string, a number)
 missing_field        lacks a required field (or has it as null)
 wrong_type           has a field of the wrong JSON type (amount as a number, card_present as "yes")
@@ -39,6 +41,7 @@ stale                its payment already has an accepted event with the same or 
 
 from __future__ import annotations
 
+import json
 from typing import Final
 
 EMPTY_VALUE: Final = "empty_value"
@@ -75,3 +78,16 @@ ERROR_CLASSES: Final = BAD_INPUT_CLASSES + EVENT_TIME_CLASSES
 REASON_HEADER: Final = "ikkai.dlq.reason"
 ERROR_CLASS_HEADER: Final = "ikkai.dlq.error_class"
 STAGE_HEADER: Final = "ikkai.dlq.stage"
+
+QUOTED_CHARS: Final = 60  # characters of an offending value quoted in a reason
+
+
+def quote(value: object) -> str:
+    """``value`` as a reason quotes it: as JSON (bytes as a Python literal), cut to ``QUOTED_CHARS``.
+
+    Always valid UTF-8: a lone surrogate (which a JSON escape can name, but no UTF-8 text can hold)
+    is written as its escape ``\\ud800``, so a dead letter and its Kafka headers can always be written.
+    """
+    text = repr(value) if isinstance(value, bytes) else json.dumps(value, ensure_ascii=False)
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text if len(text) <= QUOTED_CHARS else text[: QUOTED_CHARS - 1] + "…"

@@ -6,17 +6,20 @@ the module; the crash-free run is the reference. What counts is what read_commit
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from spark_jobs import enrich_reasons as r
+from spark_jobs.kafka_partitioning import kafka_partition
 from spark_jobs.master_data import CustomerProfile, MerchantProfile, generate_profiles, publish_profiles
-from spark_jobs.raw_payments import EVENT, MixedStream, mixed_stream, produce_lines
+from spark_jobs.raw_payments import EVENT, MixedStream, RawLine, mixed_stream, produce_lines
 from spark_jobs.serialization import default_codec
 from tests.kafka_helpers import create_topic, unique
 from tests.spark_jobs.enrich_process import EnrichProcess, EnrichTopics
@@ -210,3 +213,75 @@ def test_kill_9_at_random_moments_then_restart(
     assert kills == 2
     assert by_partition(bootstrap, topics.events) == reference[0], f"seed {seed}"
     assert by_partition(bootstrap, topics.dlq) == reference[1], f"seed {seed}"
+
+
+def _hostile_lines(template: dict[str, Any]) -> list[RawLine]:
+    """Lines that once stopped the job or slipped past validation, each with the class it must get."""
+    pan, when = template["card_number"], template["event_time"]
+    fullwidth = "".join(chr(0xFF10 + int(c)) if c.isdigit() else c for c in when)
+    arabic = "".join(chr(0x0660 + int(c)) if c.isdigit() else c for c in when)
+    cases: list[tuple[dict[str, Any] | bytes, str]] = [
+        ({"customer_id": "\ud800"}, r.INVALID_UTF8),  # a JSON escape of a lone surrogate: valid JSON, not Unicode
+        ({"status": "\udc00"}, r.INVALID_UTF8),  # once quoted into the reason
+        ({"payment_id": "\ud83d"}, r.INVALID_UTF8),
+        ({"note": [{"\udfff": "x"}]}, r.INVALID_UTF8),  # nested, in a key of an ignored field
+        ({"country": "DE\n"}, r.INVALID_FIELD),
+        ({"merchant_category_code": "5411\n"}, r.INVALID_FIELD),
+        ({"card_number": pan + "\n"}, r.INVALID_FIELD),
+        ({"amount": "12.34\n"}, r.BAD_AMOUNT),
+        ({"event_time": when + "\n"}, r.BAD_TIMESTAMP),
+        ({"event_time": fullwidth}, r.BAD_TIMESTAMP),
+        ({"event_time": arabic}, r.BAD_TIMESTAMP),
+        ({"amount": "1" * 5000}, r.ABSURD_AMOUNT),  # past Python's int conversion limit
+        ({"amount": "0" * 5000}, r.NON_POSITIVE_AMOUNT),
+        (b"1" * 5000, r.NOT_JSON),  # a JSON number past that limit
+        (b"[" * 990 + b"]" * 990, r.NOT_JSON),  # nesting near the recursion limit
+        (b"[" * 100_000, r.NOT_JSON),
+    ]
+    lines = []
+    for i, (change, expected) in enumerate(cases):
+        document = {**template, "payment_id": f"pay-hostile-{i}"}
+        if isinstance(change, bytes):
+            value = json.dumps({**document, "amount": "@"}).encode().replace(b'"@"', change)
+        else:
+            document.update(change)
+            value = json.dumps(document).encode()  # ASCII: surrogates stay JSON escapes, the bytes are UTF-8
+        key = document["payment_id"].encode("utf-8", "surrogatepass")
+        lines.append(RawLine(key, value, kafka_partition(key, PARTITIONS), expected, None, via_connector=False))
+    return lines
+
+
+def test_hostile_lines_are_dead_lettered_and_the_job_goes_on(
+    bootstrap: str, ingest: tuple[EnrichTopics, MixedStream], tmp_path: Path
+) -> None:
+    """No raw line, whatever its bytes, stops the job: each hostile one lands in the DLQ with its reason."""
+    topics, stream = ingest
+    valid = stream.lines[:150]
+    template = json.loads(next(line.value for line in valid if line.expected == EVENT))
+    lines = list(valid)
+    rng = random.Random(SEED)  # noqa: S311
+    hostile = _hostile_lines(template)
+    for line in hostile:
+        lines.insert(rng.randrange(1, len(lines)), line)
+    mixed = MixedStream(tuple(lines), stream.world, PARTITIONS, stream.lateness_ms, SEED)
+    hostile_topics = replace(outputs(bootstrap, topics), input=unique("ingest.hostile"))
+    create_topic(bootstrap, hostile_topics.input, PARTITIONS)
+    produce_lines(bootstrap, hostile_topics.input, lines)
+    run_to_end(bootstrap, hostile_topics, tmp_path, unique("hostile"), "--max-offsets-per-trigger", "60")
+    codec = default_codec()
+    events = [codec.decode("payment_event", value) for _, value in flat(by_partition(bootstrap, hostile_topics.events))]
+    letters = {
+        value: codec.decode("dead_letter", value) for _, value in flat(by_partition(bootstrap, hostile_topics.dlq))
+    }
+    assert len(events) + len(letters) == len(lines)  # in = out + DLQ
+    assert Counter(e["event_id"] for e in events) == Counter(mixed.expected_event_ids())
+    where = _positions(mixed)
+    headers = headers_by_value(bootstrap, hostile_topics.dlq, expect=len(letters))
+    for value, letter in letters.items():
+        line = lines[where[(letter["source_partition"], letter["source_offset"])]]
+        assert letter["error_class"] == line.expected, letter["reason"]
+        assert (letter["key"], letter["value"]) == (line.key, line.value)
+        assert headers[value] == {r.STAGE_HEADER: b"enrich", r.ERROR_CLASS_HEADER: line.expected.encode(),
+                                  r.REASON_HEADER: letter["reason"].encode()}  # fmt: skip
+    classes = {letter["value"]: letter["error_class"] for letter in letters.values()}
+    assert {h.value: classes.get(h.value) for h in hostile} == {h.value: h.expected for h in hostile}

@@ -85,6 +85,28 @@ BAD = [
     (r.INVALID_FIELD, line(merchant_category_code="54111"), KEY, HOME),
     (r.INVALID_FIELD, line(card_number="4111-1111"), KEY, HOME),
     (r.INVALID_FIELD, line(event_id=""), KEY, HOME),
+    # Valid JSON whose strings are not Unicode text (a lone surrogate escape): no UTF-8 can hold them.
+    (r.INVALID_UTF8, line(customer_id="\ud800"), KEY, HOME),
+    (r.INVALID_UTF8, line(payment_id="\udc00"), "\udc00".encode("utf-8", "surrogatepass"), HOME),
+    (r.INVALID_UTF8, line(status="\ud800"), KEY, HOME),
+    (r.INVALID_UTF8, json.dumps({**VALID, "extra": [{"\udfff": "fine"}]}).encode(), KEY, HOME),
+    (r.INVALID_UTF8, json.dumps({**VALID, "note": ["ok", {"deep": "x\ud83d"}]}).encode(), KEY, HOME),
+    # Python's ``$`` also matches before a trailing newline, ``\d`` any script's digits.
+    (r.BAD_AMOUNT, line(amount="12.34\n"), KEY, HOME),
+    (r.BAD_AMOUNT, line(amount="１２.34"), KEY, HOME),
+    (r.BAD_TIMESTAMP, line(event_time="2026-01-01T23:59:59.123Z\n"), KEY, HOME),
+    (r.BAD_TIMESTAMP, line(event_time="２０２６-01-01T23:59:59.123Z"), KEY, HOME),
+    (r.BAD_TIMESTAMP, line(event_time="٢٠٢٦-٠١-٠١T23:59:59.123Z"), KEY, HOME),
+    (r.INVALID_FIELD, line(country="DE\n"), KEY, HOME),
+    (r.INVALID_FIELD, line(merchant_category_code="5411\n"), KEY, HOME),
+    (r.INVALID_FIELD, line(card_number="4111111111111111\n"), KEY, HOME),
+    # Numbers past Python's 4300-digit int conversion limit, and nesting past any sane depth.
+    (r.ABSURD_AMOUNT, line(amount="1" * 5000), KEY, HOME),
+    (r.ABSURD_AMOUNT, line(amount="9" * 5000 + ".00"), KEY, HOME),
+    (r.NON_POSITIVE_AMOUNT, line(amount="0" * 5000), KEY, HOME),
+    (r.NOT_JSON, line().replace(b'"12.34"', b"1" * 5000), KEY, HOME),
+    (r.NOT_JSON, b"[" * 100_000 + b"]" * 100_000, KEY, HOME),
+    (r.NOT_JSON, line().replace(b'"12.34"', b"[" * 200 + b"]" * 200), KEY, HOME),
 ]
 
 
@@ -110,6 +132,24 @@ def test_a_reason_never_quotes_the_card_number() -> None:
     assert isinstance(rejection, Rejection) and "4111" not in rejection.reason
 
 
+def test_a_reason_is_always_utf8_and_bounded() -> None:
+    for value in (line(status="\ud800" * 100), line(status=["x\udc00"] * 3), line(amount="9" * 5000 + "\ud800")):
+        rejection = parse(value)
+        assert isinstance(rejection, Rejection)
+        assert len(rejection.reason.encode("utf-8")) < 500, rejection.error_class
+
+
+@pytest.mark.parametrize("depth", range(900, 1000, 7))
+def test_a_deep_document_is_rejected_the_same_way_whatever_the_stack(depth: int) -> None:
+    """Near Python's recursion limit json.loads may pass and quoting may fail: the class must not hang on that."""
+
+    def nested(frames: int) -> ParsedPayment | Rejection:
+        return nested(frames - 1) if frames else parse(line().replace(b'"12.34"', b"[" * depth + b"]" * depth))
+
+    results = {nested(frames) for frames in (0, 5, 10, 20, 40)}
+    assert len(results) == 1 and isinstance(results.pop(), Rejection)
+
+
 def test_the_future_is_judged_against_the_ingest_timestamp_not_the_clock() -> None:
     late_ingest = parse_record(KEY, line(event_time="2099-01-01T00:00:00.000Z"), HOME, PARTITIONS,
                                4_070_908_800_000, CURRENCY_EXPONENTS)  # fmt: skip
@@ -121,6 +161,8 @@ def test_event_times() -> None:
     assert parse_event_time("2026-01-05T10:00:00Z") == 1_767_607_200_000
     assert parse_event_time("2026-01-05T10:00:00.5+00:00") == 1_767_607_200_500
     assert parse_event_time("2026-01-05 10:00:00Z") is None
+    assert parse_event_time("2026-01-05T10:00:00Z\n") is None
+    assert parse_event_time("2026-01-05T10:00:00.１２３Z") is None
 
 
 def test_a_bad_transform_spec_stops_the_job_before_spark_starts(tmp_path: Path) -> None:
