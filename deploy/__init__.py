@@ -2,7 +2,7 @@
 
 from deploy.artifacts import JarSet, ensure_jars, resolved_jars
 from deploy.connect_rest import ConnectClient, ConnectRestError
-from deploy.errors import ArtifactError, PortInUseError, StackError
+from deploy.errors import ArtifactError, NoFreePortError, PortInUseError, StackError
 from deploy.local_stack import LocalStack, StackStatus
 from deploy.runtime import ExternalStack, Stack, select_stack
 from deploy.settings import Endpoints, external_endpoints, ikkai_home, jars_dir
@@ -15,6 +15,7 @@ __all__ = [
     "ExternalStack",
     "JarSet",
     "LocalStack",
+    "NoFreePortError",
     "PortInUseError",
     "Stack",
     "StackError",

@@ -17,6 +17,20 @@ class PortInUseError(IkkaiError):
         self.role = role
 
 
+class NoFreePortError(IkkaiError):
+    """No loopback port outside the kernel's ephemeral range was free to listen on."""
+
+    def __init__(self, host: str, ephemeral: str, *, tried: int) -> None:
+        super().__init__(
+            f"no free port on {host} outside the kernel's ephemeral range {ephemeral} ({tried} tried)",
+            fix="narrow the range (sysctl net.ipv4.ip_local_port_range) or pin ports with --broker-port "
+            "and --connect-port",
+        )
+        self.host = host
+        self.ephemeral = ephemeral
+        self.tried = tried
+
+
 class StackError(IkkaiError):
     """A stack component failed to start, stop or answer. ``log`` is where to look."""
 

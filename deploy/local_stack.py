@@ -32,7 +32,7 @@ from deploy.artifacts import JarSet, ensure_jars
 from deploy.connect_plugins import ensure_ikkai_plugins
 from deploy.errors import PortInUseError, StackError
 from deploy.local_plugins import local_plugin_dirs_for_stack
-from deploy.ports import free_port, port_is_free
+from deploy.ports import choose_ports, ephemeral_range, port_is_free, reserved_ports
 from deploy.prerequisites import check_java
 from deploy.probes import broker_answers, connect_plugins
 from deploy.settings import Endpoints
@@ -195,11 +195,8 @@ class LocalStack:
         pids = processes.stack_processes(self.home).get(component, [])
         for pid in pids:
             processes.signal_group(pid, sig)
-        deadline = time.monotonic() + 30
-        while sig == signal.SIGKILL and processes.stack_processes(self.home).get(component):
-            if time.monotonic() > deadline:
-                raise StackError(component, f"still alive 30 s after {sig.name}")
-            time.sleep(0.05)
+        if sig == signal.SIGKILL and not processes.wait_exited(pids, 30):  # every thread: its ports are free
+            raise StackError(component, f"still alive 30 s after {sig.name}")
         return pids
 
     def start(self, component: str) -> None:
@@ -209,6 +206,7 @@ class LocalStack:
             raise StackError(component, "the stack was never started here", fix="run `ikkai stack up` first")
         if processes.stack_processes(self.home).get(component):
             return
+        self._check_ports_free(component, ports)  # before the JVM: a taken port can never be bound
         java = check_java()
         jars = ensure_jars(self.jars_dir, progress=self.progress)
         self._write_configs(ports, jars)
@@ -234,27 +232,35 @@ class LocalStack:
             return None
 
     def _choose_ports(self) -> Ports:
-        """Requested ports must be free; otherwise reuse last run's ports if free, else pick new ones."""
-        previous = self._saved_ports()
-        taken: set[int] = set()
-        chosen: dict[str, int] = {}
-        for role in (BROKER, "controller", CONNECT):
-            requested = self.requested.get(role)
-            if requested is not None:
-                if not port_is_free(requested):
-                    flag = "--broker-port" if role == BROKER else "--connect-port"
-                    raise PortInUseError(
-                        HOST, requested, role,
-                        fix=f"free it (ss -ltnp 'sport = :{requested}' shows who holds it) "
-                            f"or pass another {flag}, or omit {flag} to pick a free port",
-                    )  # fmt: skip
-                port = requested
-            else:
-                old = getattr(previous, role) if previous else None
-                port = old if old and old not in taken and port_is_free(old) else free_port(avoid=taken)
-            taken.add(port)
-            chosen[role] = port
-        return Ports(**chosen)
+        """Requested ports must be free; otherwise reuse last run's ports if free and outside the kernel's
+        ephemeral range, else pick new ones outside it (deploy/ports.py says why)."""
+        previous, ephemeral = self._saved_ports(), ephemeral_range()
+        chosen = choose_ports(self.requested, previous, ephemeral=ephemeral, reserved=reserved_ports())
+        for role, port in chosen.as_dict().items():
+            old = previous.as_dict()[role] if previous else None
+            if old in ephemeral and old != port:
+                self._say(
+                    f"{role} port {old} is inside the kernel's ephemeral range {ephemeral}, where an outbound "
+                    f"connection may take it while the stack is down; moving it to {port}"
+                )
+            elif self.requested.get(role) in ephemeral:
+                self._say(
+                    f"note: {role} port {port} is inside the kernel's ephemeral range {ephemeral}: an outbound "
+                    f"connection may take it while the {role} is down (omit --{role}-port to pick one outside it)"
+                )
+        return chosen
+
+    def _check_ports_free(self, component: str, ports: Ports) -> None:
+        roles = (BROKER, "controller") if component == BROKER else (CONNECT,)
+        for role in roles:
+            port = ports.as_dict()[role]
+            if not port_is_free(port):
+                raise PortInUseError(
+                    HOST, port, role,
+                    fix=f"another process holds it (ss -ltnp 'sport = :{port}' shows which): stop it, or move "
+                        f"the stack to free ports with `ikkai stack --home {self.home} down` and "
+                        f"`ikkai stack --home {self.home} up`",
+                )  # fmt: skip
 
     def _write_state(self, ports: Ports) -> None:
         self.home.mkdir(parents=True, exist_ok=True)
@@ -388,5 +394,12 @@ class LocalStack:
 
 
 def _new_cluster_id() -> str:
-    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (as StorageTool makes)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (as StorageTool makes).
+
+    Never one that starts with '-' (1 in 64 do): kafka-storage would read it as an option and fail
+    with "expected one argument", as Kafka's own Uuid.randomUuid avoids too.
+    """
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id

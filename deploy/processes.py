@@ -32,12 +32,37 @@ def _cmdline(pid: int) -> list[str]:
     return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
 
 
-def _is_zombie(pid: int) -> bool:
+def _is_zombie(pid: int, thread: int | None = None) -> bool:
+    path = f"/proc/{pid}/task/{thread}/stat" if thread else f"/proc/{pid}/stat"
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        stat = Path(path).read_text()
     except OSError:
         return True
     return stat.rsplit(")", 1)[-1].split()[0] in {"Z", "X"}
+
+
+def has_exited(pid: int) -> bool:
+    """True once every thread of ``pid`` has exited, so its files are closed and its ports free.
+
+    The main thread of a killed JVM turns zombie, and its command line reads empty, while its
+    other threads are still exiting and holding its sockets; only after those is it gone.
+    """
+    _reap(pid)
+    try:
+        threads = [int(entry.name) for entry in Path(f"/proc/{pid}/task").iterdir()]
+    except OSError:
+        return True
+    return all(_is_zombie(pid, thread) for thread in threads)
+
+
+def wait_exited(pids: Sequence[int], timeout: float) -> bool:
+    """Wait until ``has_exited`` holds for every pid. False if one is still there after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not all(has_exited(pid) for pid in pids):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def _reap(pid: int) -> None:
@@ -117,19 +142,19 @@ def run_java(
 
 
 def stop(pid: int, home: Path, component: str, *, grace_seconds: float) -> bool:
-    """TERM the process group, then KILL it after ``grace_seconds``. True if it needed KILL."""
+    """TERM the process group, then KILL it after ``grace_seconds``; return once it has exited
+    (``has_exited``, within 10 s of the KILL). True if it needed KILL."""
     if not is_alive(pid, home, component):
         return False
     signal_group(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace_seconds
     while time.monotonic() < deadline:
         if not is_alive(pid, home, component):
+            wait_exited([pid], 10)
             return False
         time.sleep(0.1)
     signal_group(pid, signal.SIGKILL)
-    deadline = time.monotonic() + 10
-    while is_alive(pid, home, component) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_exited([pid], 10)
     return True
 
 

@@ -1,8 +1,8 @@
 """``ikkai demo``: the platform end to end on its own embedded stack, with chaos, a report and a replay.
 
 Pure parts: ``measures`` (digests, percentiles), ``invariants``, ``report``, ``progress``
-rendering, ``chaos`` timing. I/O: ``topics`` (Kafka), ``children`` (processes), ``collect``,
-and ``run``, the orchestration.
+rendering, ``chaos`` timing, ``follow`` (when to stop following the pipeline). I/O: ``topics``
+(Kafka), ``children`` (processes), ``collect``, and ``run``, the orchestration.
 """
 
 from deploy.demo.command import demo

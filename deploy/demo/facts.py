@@ -66,6 +66,7 @@ class ChaosEvent:
     at_seconds: float  # since the first raw line was written
     progress: str  # what the pipeline had done when it happened
     recovered_seconds: float | None  # until the component answered again (None: it did not)
+    failure: str | None = None  # why it did not recover, when it did not
 
 
 @dataclass(frozen=True)

@@ -149,7 +149,8 @@ def nothing_dead_lettered_downstream(f: Facts) -> Invariant:
 
 def chaos_done(f: Facts) -> Invariant:
     done = [e.action for e in f.chaos if e.recovered_seconds is not None]
-    missing = [a for a in f.chaos_planned if a not in done]
+    failures = {e.action: e.failure for e in f.chaos if e.recovered_seconds is None and e.failure}
+    missing = [a + (f" ({failures[a]})" if a in failures else "") for a in f.chaos_planned if a not in done]
     return Invariant(
         "chaos happened and the pipeline recovered",
         not missing,

@@ -126,6 +126,7 @@ def report_text(r: dict[str, Any]) -> str:
     chaos = [
         f"chaos: {e['action']} at {e['at_seconds']:.0f}s ({e['progress']}), back in "
         + (f"{e['recovered_seconds']:.0f}s" if e["recovered_seconds"] is not None else "never")
+        + (f": {e['failure']}" if e.get("failure") else "")
         for e in r["chaos"]
     ]
     lines = [

@@ -51,6 +51,7 @@ from deploy.demo.facts import (
     Facts,
     replay_topic,
 )
+from deploy.demo.follow import Look, stop_following
 from deploy.demo.lineup import Lineup
 from deploy.demo.progress import LineWriter, ProgressDisplay, StageProgress
 from deploy.demo.raw_input import demo_input
@@ -64,7 +65,6 @@ from deploy.settings import Endpoints, ikkai_home, jars_dir
 from ikkai.errors import IkkaiError
 
 POLL_S = 1.0
-STABLE_POLLS = 3  # drained = all stages complete for this many polls in a row
 
 
 @dataclass(frozen=True)
@@ -336,10 +336,16 @@ class Demo:
                     self._check_connectors()
                     last_health = time.monotonic()
                 stable = stable + 1 if pipeline.drained() and not busy and not writer.is_alive() else 0
-                if stable >= STABLE_POLLS and (not self.options.chaos or set(actions) == set(chaos_.ACTIONS)):
-                    break
-                if not busy and time.monotonic() - last_change > self.options.idle_timeout_s:
-                    self.say(f"no stage moved for {self.options.idle_timeout_s:.0f}s; reporting what there is")
+                with self._lock:
+                    look = Look(stable, time.monotonic() - last_change, running, tuple(self.chaos_events))
+                verdict = stop_following(
+                    look,
+                    planned=chaos_.ACTIONS if self.options.chaos else (),
+                    idle_timeout_s=self.options.idle_timeout_s,
+                )
+                if verdict is not None:
+                    if not verdict.drained:
+                        self.say(verdict.reason)
                     break
         finally:
             stop.set()
@@ -368,6 +374,7 @@ class Demo:
         where = chaos_.describe(stages)
         began = time.monotonic()
         recovered: float | None = None
+        failure: str | None = None
         try:
             if action == chaos_.KILL_INFER:
                 old = self.children["infer"]
@@ -386,12 +393,14 @@ class Demo:
                 self._wait_connectors_running()
                 recovered = time.monotonic() - began
                 self.say(f"chaos: Connect worker back, connectors RUNNING after {recovered:.0f}s")
-        except IkkaiError as exc:
-            self.say(f"chaos: {action} did not recover: {exc}")
+        except Exception as exc:  # noqa: BLE001 - whatever stopped the recovery, the report names it
+            failure = str(exc) if isinstance(exc, IkkaiError) else f"{type(exc).__name__}: {exc}"
+            self.say(f"chaos: {action} did not recover: {failure}")
         finally:
+            with self._lock:  # _follow stops at once on an action that did not recover
+                self.chaos_events.append(ChaosEvent(action, at, where, recovered, failure))
             if action in self.gates:
                 self.gates[action].set()
-        self.chaos_events.append(ChaosEvent(action, at, where, recovered))
 
     def _wait_connectors_running(self, timeout_s: float = 180.0) -> None:
         assert self.endpoints is not None
