@@ -41,14 +41,14 @@ $(STAMP): pyproject.toml $(LOCK)
 # Renew the lock: the newest versions pyproject.toml allows, resolved in a scratch environment.
 # A deliberate step: run it, run `make test`, commit constraints.txt with the test result.
 lock:
-	rm -rf .lock-venv
+	rm -rf .lock-venv build
 	$(PYTHON) -m venv .lock-venv
 	.lock-venv/bin/pip install --quiet --upgrade pip
 	.lock-venv/bin/pip install --quiet '.[test]'
 	{ echo "# Exact versions for 'make setup' (pip --constraint). Renew with 'make lock', never by hand."; \
 	  echo "# Resolved with $$(.lock-venv/bin/python --version) on $$(uname -sm)."; \
 	  .lock-venv/bin/pip freeze --all --exclude ikkai | grep -v -E '^(setuptools|wheel)=='; } > $(LOCK)
-	rm -rf .lock-venv
+	rm -rf .lock-venv build
 
 clean:
 	-$(BIN)/ikkai stack down
