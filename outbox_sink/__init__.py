@@ -2,9 +2,10 @@
 
 Services emit ``OutboxRequest`` records to ``outbox.requests`` with ``OutboxEmitter``; the
 outbox sink (a Kafka Connect connector, Java, in ``connector/``) delivers each to an
-allow-listed HTTP target with ``Idempotency-Key: <decision_id>`` and writes a ``Receipt`` to
-``outbox.receipts``, read back with ``ReceiptReader``. ``ReferenceReceiver`` stands in for the
-payments and notification APIs in the demo and the tests.
+allow-listed HTTP target with one ``Idempotency-Key`` per side effect (``derive_idempotency_key``
+of decision_id and effect) and writes a ``Receipt`` to ``outbox.receipts``, read back with
+``ReceiptReader`` (DELIVERED wins when two receipts of one effect disagree: ``prevailing``).
+``ReferenceReceiver`` stands in for the payments and notification APIs in the demo and the tests.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -17,6 +18,8 @@ from outbox_sink.contract import (
     OutboxRequest,
     Receipt,
     derive_decision_id,
+    derive_idempotency_key,
+    prevailing,
 )
 from outbox_sink.emitter import OutboxEmitter
 from outbox_sink.errors import OutboxDeliveryError, OutboxError, OutboxRequestError, ReceiptReadError
@@ -42,7 +45,9 @@ __all__ = [
     "create_outbox_topics",
     "decode_receipt",
     "derive_decision_id",
+    "derive_idempotency_key",
     "outbox_sink_config",
+    "prevailing",
 ]
 
 

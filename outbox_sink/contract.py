@@ -1,4 +1,4 @@
-"""The outbox contract: what a side-effect request and its receipt are, and how decision ids are made.
+"""The outbox contract: what a side-effect request and its receipt are, and how decision ids and keys are made.
 
 Requests go to ``outbox.requests`` keyed by their business key, receipts come back on
 ``outbox.receipts`` keyed by ``decision_id``; both are Avro single-object encoded with the
@@ -46,13 +46,34 @@ def derive_decision_id(key: str, event_id: str, model_version: str) -> str:
     return hashlib.sha256("\x1f".join((key, event_id, model_version)).encode()).hexdigest()
 
 
+def default_effect(target: str, path: str) -> str:
+    """The effect of a request that names none: ``target + path`` (an alias has no '/', a path starts with one)."""
+    return target + path
+
+
+def derive_idempotency_key(decision_id: str, effect: str) -> str:
+    """sha-256 hex of (decision_id, effect) joined by U+001F: the Idempotency-Key of one side effect.
+
+    One key per side effect: real APIs and API gateways keep ONE key space for every path, so
+    the hold and the notification of one decision must not share a key (the second would get
+    the first's stored response and never be applied). The outbox sink computes the same
+    (OutboxRequest.idempotencyKey in outbox_sink/connector); every attempt and replay of the
+    effect carries the same key.
+    """
+    for name, part in (("decision_id", decision_id), ("effect", effect)):
+        if not part or "\x1f" in part:
+            raise OutboxRequestError(decision_id, name, f"{part!r} cannot be part of an idempotency key")
+    return hashlib.sha256("\x1f".join((decision_id, effect)).encode()).hexdigest()
+
+
 @dataclass(frozen=True)
 class OutboxRequest:
     """One side effect to perform: ``target`` is an alias from the sink's allow-list, never a URL.
 
-    The Idempotency-Key is the ``decision_id``, so a decision asks for at most one side effect per
-    target: two requests of one decision to the same API would be applied once (the second is a
-    repeat). Requests of one decision to different targets are separate effects (and receipts).
+    ``effect`` names which side effect of the decision this is (``hold-payment``,
+    ``notify-customer``); None means ``target + path``. The Idempotency-Key is derived from
+    (``decision_id``, effect), so each side effect of a decision has its own key, and two
+    requests with the same decision and effect are one effect (the second is a repeat).
     """
 
     decision_id: str
@@ -65,6 +86,15 @@ class OutboxRequest:
     content_type: str = "application/json"
     headers: Mapping[str, str] = field(default_factory=dict)
     model_version: str | None = None
+    effect: str | None = None  # None: target + path
+
+    @property
+    def effect_name(self) -> str:
+        return self.effect or default_effect(self.target, self.path)
+
+    @property
+    def idempotency_key(self) -> str:
+        return derive_idempotency_key(self.decision_id, self.effect_name)
 
     def __post_init__(self) -> None:
         check = self._problem()
@@ -92,6 +122,8 @@ class OutboxRequest:
             return "headers", f"{reserved} are set by the outbox sink", "drop them from the request"
         if self.created_at < 0:
             return "created_at", "must be epoch milliseconds of the decision's event time", None
+        if self.effect is not None and (not self.effect or "\x1f" in self.effect or len(self.effect) > 200):
+            return "effect", f"{self.effect!r} is not an effect name", "a short stable name such as hold-payment"
         return None
 
     def to_record(self) -> dict[str, Any]:
@@ -106,16 +138,22 @@ class OutboxRequest:
             "headers": dict(self.headers),
             "created_at": self.created_at,
             "model_version": self.model_version,
+            "effect": self.effect,
         }
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> OutboxRequest:
-        return cls(**{k: record[k] for k in cls.__dataclass_fields__})
+        return cls(**{k: record[k] for k in cls.__dataclass_fields__ if k in record})
 
 
 @dataclass(frozen=True)
 class Receipt:
-    """The final outcome of one request, as the outbox sink wrote it to ``outbox.receipts``."""
+    """The final outcome of one side effect, as the outbox sink wrote it to ``outbox.receipts``.
+
+    A reader identifies the effect by ``(decision_id, effect_id)``. Receipts are written at least
+    once, so one effect may have several; when they disagree, DELIVERED wins (``prevailing``):
+    the effect happened, whatever an earlier attempt concluded.
+    """
 
     decision_id: str
     key: str
@@ -127,14 +165,34 @@ class Receipt:
     last_attempt_at: int
     response_digest: str | None
     reason: str | None
+    effect: str | None = None  # None in receipts written before outbox_receipt v2
+    idempotency_key: str | None = None
 
     @property
     def delivered(self) -> bool:
         return self.outcome == "DELIVERED"
 
+    @property
+    def effect_id(self) -> str:
+        """Which effect of its decision this receipt is for: its effect, or (older receipts) its target."""
+        return self.effect or self.target
+
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Receipt:
-        return cls(**{k: record[k] for k in cls.__dataclass_fields__})
+        return cls(**{k: record[k] for k in cls.__dataclass_fields__ if k in record})
 
     def to_record(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def prevailing(current: Receipt, later: Receipt) -> Receipt:
+    """Which of two receipts of one effect a reader should believe: DELIVERED wins, else the first.
+
+    A DEAD_LETTERED receipt (retry budget exhausted, say) followed by a DELIVERED one (the DLQ
+    record replayed, or a redelivery answered with the stored response) means the effect
+    happened; a DEAD_LETTERED after a DELIVERED cannot undo it. Between equal outcomes the first
+    is kept (a repeat carries the same facts).
+    """
+    if later.delivered and not current.delivered:
+        return later
+    return current

@@ -3,17 +3,22 @@
 It does what a well-behaved idempotent API does: the first request with a given
 ``Idempotency-Key`` is applied (persisted in SQLite, so a restart remembers it) and answered
 ``201``; every later request with that key is answered with the *stored* response and
-applies nothing. One receiver stands for several APIs, one per first path segment
-(``/payments/...``, ``/notifications/...``), each with its own key space, as separate services
-have: one decision may hold a payment and send a notification under the same key.
+applies nothing. While the first request with a key is still being processed, a concurrent
+request with the same key is answered ``409 Conflict`` (the IETF Idempotency-Key draft's "a
+request with this key is in progress"). One receiver stands for several APIs, one per first path
+segment (``/payments/...``, ``/notifications/...``), behind ONE key space, as an API gateway
+keeps it: a key used on one path and repeated on another gets the first path's stored response,
+so two side effects that shared a key would show up here as one applied and one replayed.
 
 It can be told to misbehave, from Python (``receiver.faults(...)``) or over HTTP
 (``POST /_ikkai/faults`` with the same names as JSON):
 
 * ``unavailable_s``: answer ``503`` to everything for that many seconds from now;
 * ``throttle_requests`` + ``retry_after_s``: answer the next N requests ``429`` with ``Retry-After``;
+  ``retry_after`` (a string) sends that header value as is instead (an HTTP-date, garbage, 19 digits);
 * ``reject_keys`` (+ ``reject_status``, default 400): answer those Idempotency-Keys with a 4xx;
-* ``delay_s``: wait that long before answering (slow responses).
+* ``delay_s``: take that long to apply a new key before answering (slow responses; the key is
+  "in progress" meanwhile, so a concurrent repeat gets ``409``).
 
 ``GET /_ikkai/applied`` and ``GET /_ikkai/deliveries`` show what happened. Loopback only: it
 is a test fixture and a demo prop, not a server to expose.
@@ -71,6 +76,7 @@ class Faults:
     unavailable_until: float = 0.0  # time.monotonic()
     throttle_requests: int = 0
     retry_after_s: int = 1
+    retry_after: str | None = None  # the Retry-After header as is; None: retry_after_s
     reject_keys: frozenset[str] = field(default_factory=frozenset)
     reject_status: int = 400
     delay_s: float = 0.0
@@ -83,6 +89,7 @@ class ReferenceReceiver:
         self._lock = threading.Lock()
         self._faults = Faults()
         self._deliveries: list[Delivery] = []
+        self._in_progress: set[str] = set()  # keys whose first request is being applied right now
         self._db = sqlite3.connect(db_path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
@@ -90,7 +97,7 @@ class ReferenceReceiver:
             "CREATE TABLE IF NOT EXISTS applied ("
             " seq INTEGER PRIMARY KEY AUTOINCREMENT, api TEXT NOT NULL, idempotency_key TEXT NOT NULL,"
             " method TEXT NOT NULL, path TEXT NOT NULL, body BLOB NOT NULL, headers TEXT NOT NULL,"
-            " status INTEGER NOT NULL, response BLOB NOT NULL, UNIQUE (api, idempotency_key))"
+            " status INTEGER NOT NULL, response BLOB NOT NULL, UNIQUE (idempotency_key))"
         )
         self._server = _QuietServer((HOST, port), _handler_for(self))
         self._server.daemon_threads = True
@@ -128,6 +135,7 @@ class ReferenceReceiver:
         unavailable_s: float | None = None,
         throttle_requests: int | None = None,
         retry_after_s: int | None = None,
+        retry_after: str | None = None,
         reject_keys: Iterable[str] | None = None,
         reject_status: int | None = None,
         delay_s: float | None = None,
@@ -141,6 +149,8 @@ class ReferenceReceiver:
                 f.throttle_requests = throttle_requests
             if retry_after_s is not None:
                 f.retry_after_s = retry_after_s
+            if retry_after is not None:
+                f.retry_after = retry_after
             if reject_keys is not None:
                 f.reject_keys = frozenset(reject_keys)
             if reject_status is not None:
@@ -170,20 +180,19 @@ class ReferenceReceiver:
     def handle(self, method: str, path: str, headers: dict[str, str], body: bytes) -> tuple[int, dict[str, str], bytes]:
         """Answer one API request: (status, headers, body). Called on the server's threads."""
         key = headers.get("idempotency-key")
-        with self._lock:
-            delay = self._faults.delay_s
-        if delay > 0:
-            time.sleep(delay)  # a slow API, on purpose
-        status, extra, response, replayed = self._decide(method, path, headers, body, key)
+        answer = self._decide(headers, key)
+        if answer is None:  # a new key, now in progress: apply it (slowly, if told to)
+            assert key is not None
+            answer = self._apply(method, path, headers, body, key)
+        status, extra, response, replayed = answer
         with self._lock:
             self._deliveries.append(
                 Delivery(key, method, path, status, time.time(), headers.get("x-ikkai-attempt"), replayed)
             )
         return status, extra, response
 
-    def _decide(
-        self, method: str, path: str, headers: dict[str, str], body: bytes, key: str | None
-    ) -> tuple[int, dict[str, str], bytes, bool]:
+    def _decide(self, headers: dict[str, str], key: str | None) -> tuple[int, dict[str, str], bytes, bool] | None:
+        """The answer that needs no new application, or None after marking ``key`` in progress."""
         with self._lock:
             f = self._faults
             if self.auth is not None and headers.get(self.auth[0].lower()) != self.auth[1]:
@@ -194,23 +203,40 @@ class ReferenceReceiver:
                 return 503, {}, _error("temporarily unavailable"), False
             if f.throttle_requests > 0:
                 f.throttle_requests -= 1
-                return 429, {"Retry-After": str(f.retry_after_s)}, _error("slow down"), False
+                retry_after = f.retry_after if f.retry_after is not None else str(f.retry_after_s)
+                return 429, {"Retry-After": retry_after}, _error("slow down"), False
             if key in f.reject_keys:
                 return f.reject_status, {}, _error(f"request {key} is invalid: amount must be positive"), False
-            api = path.lstrip("/").split("/", 1)[0].split("?", 1)[0]
-            row = self._db.execute(
-                "SELECT status, response FROM applied WHERE api = ? AND idempotency_key = ?", (api, key)
-            ).fetchone()
+            # One key space for every path, as an API gateway keeps it.
+            row = self._db.execute("SELECT status, response FROM applied WHERE idempotency_key = ?", (key,)).fetchone()
             if row is not None:
                 return int(row[0]), {}, bytes(row[1]), True
+            if key in self._in_progress:
+                return 409, {}, _error(f"a request with Idempotency-Key {key} is still being processed"), False
+            self._in_progress.add(key)
+            return None
+
+    def _apply(
+        self, method: str, path: str, headers: dict[str, str], body: bytes, key: str
+    ) -> tuple[int, dict[str, str], bytes, bool]:
+        try:
+            with self._lock:
+                delay = self._faults.delay_s
+            if delay > 0:
+                time.sleep(delay)  # a slow API, on purpose: the key stays in progress meanwhile
+            api = path.lstrip("/").split("/", 1)[0].split("?", 1)[0]
             response = json.dumps({"applied": True, "idempotency_key": key, "path": path}, sort_keys=True).encode()
             kept = {k: v for k, v in headers.items() if k not in {"host", "content-length", "connection"}}
-            self._db.execute(
-                "INSERT INTO applied (api, idempotency_key, method, path, body, headers, status, response)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (api, key, method, path, body, json.dumps(kept, sort_keys=True), 201, response),
-            )
+            with self._lock:
+                self._db.execute(
+                    "INSERT INTO applied (api, idempotency_key, method, path, body, headers, status, response)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (api, key, method, path, body, json.dumps(kept, sort_keys=True), 201, response),
+                )
             return 201, {}, response, False
+        finally:
+            with self._lock:
+                self._in_progress.discard(key)
 
     def control(self, method: str, path: str, body: bytes) -> tuple[int, dict[str, str], bytes]:
         if method == "POST" and path == CONTROL + "faults":

@@ -25,6 +25,7 @@ from deploy.demo.facts import (
 )
 from deploy.demo.measures import TopicRecord
 from deploy.demo.topics import read_topic
+from outbox_sink.contract import OutboxRequest
 from outbox_sink.receipts import decode_receipt
 from spark_jobs.serialization import default_codec
 
@@ -35,9 +36,9 @@ def api_of(path: str) -> str:
 
 
 def receipt_identity(value: bytes) -> tuple[str, str]:
-    """Which request a receipt answers: (decision_id, target)."""
+    """Which side effect a receipt answers: (decision_id, effect)."""
     receipt = decode_receipt(value)
-    return receipt.decision_id, receipt.target
+    return receipt.decision_id, receipt.effect_id
 
 
 def read_topics(bootstrap: str, topics: Iterable[str]) -> dict[str, list[TopicRecord]]:
@@ -61,12 +62,14 @@ def decoded(topics: Mapping[str, list[TopicRecord]]) -> dict[str, Any]:
         decisions.append(Decision(d["decision_id"], d["payment_id"], d["event_id"], d["action"], record.timestamp))
     requests = []
     for _, value in _values(topics[OUTBOX]):
-        o = codec.decode("outbox_request", value)
-        requests.append(SideEffectRequest(o["decision_id"], o["target"], api_of(o["path"])))
+        o = OutboxRequest.from_record(codec.decode("outbox_request", value))
+        requests.append(SideEffectRequest(o.decision_id, o.target, api_of(o.path), o.effect_name, o.idempotency_key))
     receipts = []
     for record, value in _values(topics[RECEIPTS]):
         receipt = decode_receipt(value, codec)
-        receipts.append(ReceiptSeen(receipt.decision_id, receipt.target, receipt.outcome, record.timestamp))
+        receipts.append(
+            ReceiptSeen(receipt.decision_id, receipt.target, receipt.outcome, record.timestamp, receipt.effect_id)
+        )
     return {
         "event_ids": [codec.decode("payment_event", v)["event_id"] for _, v in _values(topics[EVENTS])],
         "dead_letter_reasons": [codec.decode("dead_letter", v)["error_class"] for _, v in _values(topics[DLQ_ENRICH])],

@@ -49,7 +49,9 @@ class Decision:
 class SideEffectRequest:
     decision_id: str
     target: str  # the sink's alias, e.g. payments-api
-    api: str  # the first path segment: the receiver's key space, e.g. payments
+    api: str  # the first path segment, e.g. payments
+    effect: str  # which side effect of the decision (hold-payment, notify-customer, ...)
+    idempotency_key: str  # one per side effect: what the receiver applies once
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,7 @@ class ReceiptSeen:
     target: str
     outcome: str  # DELIVERED or DEAD_LETTERED
     timestamp: int
+    effect: str  # the side effect it answers (its target, for receipts older than outbox_receipt v2)
 
 
 @dataclass(frozen=True)

@@ -152,7 +152,7 @@ def report_text(r: dict[str, Any]) -> str:
     lines += [
         "",
         f"duplicate decisions: {r['duplicate_decisions']}",
-        f"side effects applied per decision and target: {'exactly 1' if once else 'NOT exactly 1'} "
+        f"side effects applied per side effect: {'exactly 1' if once else 'NOT exactly 1'} "
         f"({s['applied']} applied for {s['requested']} requested by {s['decisions_with_side_effects']} decisions; "
         f"receiver DB)",
         f"  the sink sent {s['http_requests']} HTTP requests; {s['answered_from_stored_response']} were repeats "

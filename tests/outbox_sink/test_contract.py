@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from outbox_sink import OutboxRequest, OutboxRequestError, Receipt, decode_receipt, derive_decision_id
+from outbox_sink import (
+    OutboxRequest,
+    OutboxRequestError,
+    Receipt,
+    decode_receipt,
+    derive_decision_id,
+    derive_idempotency_key,
+    prevailing,
+)
 from spark_jobs.serialization import default_codec
 
 
@@ -76,3 +84,51 @@ def test_decision_ids_match_the_infer_jobs() -> None:
     from spark_jobs.fraud_decisions import decision_id
 
     assert derive_decision_id("pay-1", "evt-1", "fraud@1") == decision_id("pay-1", "evt-1", "fraud@1")
+
+
+def test_each_side_effect_has_its_own_idempotency_key() -> None:
+    # The same vector as the sink's HttpRequestsTest: Python and Java derive the same key.
+    assert derive_idempotency_key("dec-9", "hold-payment") == (
+        "c1a02b85c4b683f44d325b9a398ca5eacabe76e2205009d08ef22d15d51ce4b3"
+    )
+    hold = request(effect="hold-payment")
+    notify = request(target="notifications-api", path="/notify", effect="notify-customer")
+    assert hold.idempotency_key != notify.idempotency_key
+    assert hold.idempotency_key == derive_idempotency_key(hold.decision_id, "hold-payment")
+    # No effect name: target + path, so two targets of one decision still get two keys.
+    unnamed = request()
+    assert unnamed.effect_name == "payments-api/holds/pay-1"
+    assert unnamed.idempotency_key == derive_idempotency_key(unnamed.decision_id, "payments-api/holds/pay-1")
+    with pytest.raises(OutboxRequestError) as caught:
+        request(effect="")
+    assert caught.value.field == "effect"
+
+
+def test_a_v1_request_decodes_without_an_effect() -> None:
+    codec = default_codec()
+    v1 = codec.encode("outbox_request", {k: v for k, v in request().to_record().items() if k != "effect"}, version=1)
+    decoded = OutboxRequest.from_record(codec.decode("outbox_request", v1))
+    assert decoded == request() and decoded.effect is None
+
+
+def test_the_fraud_decisions_side_effects_never_share_a_key() -> None:
+    from spark_jobs.fraud_decisions import outbox_requests
+
+    decision = {
+        "decision_id": derive_decision_id("pay-1", "evt-1", "fraud@1"), "payment_id": "pay-1", "action": "hold",
+        "event_time": 1_700_000_000_000, "model_version": "fraud@1", "score": 0.9,
+    }  # fmt: skip
+    held = [OutboxRequest.from_record(r) for r in outbox_requests(decision, "cust-1")]
+    assert [r.effect for r in held] == ["hold-payment", "notify-customer"]
+    assert len({r.idempotency_key for r in held}) == 2
+    [review] = [OutboxRequest.from_record(r) for r in outbox_requests({**decision, "action": "review"}, "cust-1")]
+    assert review.effect == "review-payment"
+
+
+def test_delivered_prevails_over_dead_lettered_whatever_the_order() -> None:
+    dead = Receipt("d-1", "pay-1", "payments-api", "DEAD_LETTERED", 503, 9, 1, 2, None, "retries-exhausted: x")
+    delivered = Receipt("d-1", "pay-1", "payments-api", "DELIVERED", 201, 1, 3, 3, "ab" * 32, None)
+    repeat = Receipt("d-1", "pay-1", "payments-api", "DELIVERED", 201, 2, 5, 6, "ab" * 32, None)
+    assert prevailing(dead, delivered) is delivered
+    assert prevailing(delivered, dead) is delivered
+    assert prevailing(delivered, repeat) is delivered  # a repeat changes nothing: the first is kept

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -73,10 +75,30 @@ def test_faults_can_be_set_over_http(receiver: ReferenceReceiver) -> None:
     ] == ["d-8"]
 
 
-def test_each_api_has_its_own_key_space(receiver: ReferenceReceiver) -> None:
-    # One decision may hold a payment and send a notification, both under its decision_id.
-    assert post(receiver, "d-1", "/payments/holds/1").status_code == 201
-    assert post(receiver, "d-1", "/notifications/n/1").status_code == 201
-    assert post(receiver, "d-1", "/notifications/n/1").status_code == 201
-    assert [(a.api, a.idempotency_key) for a in receiver.applied()] == [("payments", "d-1"), ("notifications", "d-1")]
-    assert [d.replayed for d in receiver.deliveries()] == [False, False, True]
+def test_one_key_space_across_paths_as_a_gateway_keeps_it(receiver: ReferenceReceiver) -> None:
+    # A key reused on another path is a repeat: the second path gets the first's stored answer.
+    first = post(receiver, "d-1", "/payments/holds/1")
+    other = post(receiver, "d-1", "/notifications/n/1")
+    assert first.status_code == other.status_code == 201 and other.content == first.content
+    assert [(a.api, a.idempotency_key) for a in receiver.applied()] == [("payments", "d-1")]
+    assert [d.replayed for d in receiver.deliveries()] == [False, True]
+
+
+def test_a_repeat_while_the_first_is_in_progress_gets_409(receiver: ReferenceReceiver) -> None:
+    receiver.faults(delay_s=1.5)
+    with ThreadPoolExecutor(1) as pool:
+        slow = pool.submit(post, receiver, "d-1")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and "d-1" not in receiver._in_progress:
+            time.sleep(0.01)
+        concurrent = post(receiver, "d-1")
+        assert slow.result().status_code == 201
+    assert concurrent.status_code == 409 and "still being processed" in concurrent.text
+    assert post(receiver, "d-1").status_code == 201  # done now: the stored answer, at once
+    assert [d.status for d in receiver.deliveries()] == [409, 201, 201]
+    assert len(receiver.applied()) == 1
+
+
+def test_retry_after_can_be_any_string(receiver: ReferenceReceiver) -> None:
+    receiver.faults(throttle_requests=1, retry_after="9000000000000000000")
+    assert post(receiver, "d-1").headers["Retry-After"] == "9000000000000000000"

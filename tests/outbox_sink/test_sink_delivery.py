@@ -25,7 +25,7 @@ FAST_RETRIES = {"backoff_initial_ms": 200, "backoff_max_ms": 2_000, "retry_max_d
 WAIT = 120.0
 
 
-def test_each_request_is_applied_once_with_its_decision_id_and_receipted(
+def test_each_request_is_applied_once_with_its_own_key_and_receipted(
     outbox_sink: SinkFactory, receiver: ReferenceReceiver
 ) -> None:
     sink = outbox_sink(**FAST_RETRIES)
@@ -37,26 +37,31 @@ def test_each_request_is_applied_once_with_its_decision_id_and_receipted(
 
     assert len(receipts) == len(requests)
     applied = {a.idempotency_key: a for a in receiver.applied()}
-    assert sorted(applied) == sorted(r.decision_id for r in requests)
+    assert sorted(applied) == sorted(r.idempotency_key for r in requests)
     for request in requests:
-        a = applied[request.decision_id]
+        a = applied[request.idempotency_key]
         alias_base = "/payments" if request.target == "payments-api" else "/notifications"
         assert a.path == alias_base + request.path
         assert a.method == ("POST" if request.target == "payments-api" else "PUT")
         assert a.body == request.body
-        assert a.headers["idempotency-key"] == request.decision_id
+        assert a.headers["idempotency-key"] == request.idempotency_key
+        assert a.headers["x-ikkai-decision-id"] == request.decision_id
+        assert a.headers["x-ikkai-effect"] == request.effect_name
         assert a.headers["content-type"] == "application/json"
         assert a.headers["x-ikkai-model-version"] == request.model_version
         receipt = receipts[request.decision_id]
         assert (receipt.outcome, receipt.status_code, receipt.key, receipt.target) == (
             "DELIVERED", 201, request.key, request.target,
         )  # fmt: skip
-        assert receipt.response_digest == hashlib.sha256(_stored_response(receiver, request.decision_id)).hexdigest()
+        assert (receipt.effect, receipt.idempotency_key) == (request.effect_name, request.idempotency_key)
+        assert (
+            receipt.response_digest == hashlib.sha256(_stored_response(receiver, request.idempotency_key)).hexdigest()
+        )
         assert receipt.attempts == 1 and receipt.first_attempt_at <= receipt.last_attempt_at
     # Order per key: a key's requests were applied in the order they were emitted.
     seq_by_key: dict[str, list[int]] = defaultdict(list)
     for request in requests:
-        seq_by_key[request.key].append(applied[request.decision_id].seq)
+        seq_by_key[request.key].append(applied[request.idempotency_key].seq)
     assert all(seqs == sorted(seqs) for seqs in seq_by_key.values())
     assert read_dead_letters(sink.endpoints.bootstrap_servers, sink.dlq_topic, expect=1, timeout=3) == []
 
@@ -79,7 +84,7 @@ def test_an_api_down_for_ten_seconds_delays_delivery_but_loses_nothing(
     assert {d: r.outcome for d, r in receipts.items()} == {r.decision_id: "DELIVERED" for r in requests}
     assert any(d.status == 503 for d in receiver.deliveries()), "the outage was never hit; the test proves nothing"
     assert any(r.attempts > 1 for r in receipts.values())
-    assert sorted(a.idempotency_key for a in receiver.applied()) == sorted(r.decision_id for r in requests)
+    assert sorted(a.idempotency_key for a in receiver.applied()) == sorted(r.idempotency_key for r in requests)
     assert read_dead_letters(sink.endpoints.bootstrap_servers, sink.dlq_topic, expect=1, timeout=3) == []
     assert sink.task_states() == ["RUNNING"]
 
@@ -93,7 +98,7 @@ def test_retry_after_is_honoured(outbox_sink: SinkFactory, receiver: ReferenceRe
     receipt = sink.receipts().wait_for([request.decision_id], WAIT)[request.decision_id]
 
     assert (receipt.outcome, receipt.attempts) == ("DELIVERED", 2)
-    tries = [d for d in receiver.deliveries() if d.idempotency_key == request.decision_id]
+    tries = [d for d in receiver.deliveries() if d.idempotency_key == request.idempotency_key]
     assert [d.status for d in tries] == [429, 201]
     # The second attempt came no sooner than the receiver asked (the backoff alone would be < 0.2 s).
     assert tries[1].received_at - tries[0].received_at >= 3.0
@@ -106,7 +111,7 @@ def test_a_rejected_request_is_dead_lettered_with_reasons_and_the_rest_delivered
     sink = outbox_sink(**FAST_RETRIES)
     requests = [make_request(i, "pay-same-key") for i in range(5)]
     bad = requests[2]
-    receiver.faults(reject_keys=[bad.decision_id])
+    receiver.faults(reject_keys=[bad.idempotency_key])
     sink.emit(requests)
 
     receipts = sink.receipts().wait_for([r.decision_id for r in requests], WAIT)
@@ -116,7 +121,7 @@ def test_a_rejected_request_is_dead_lettered_with_reasons_and_the_rest_delivered
     assert receipts[bad.decision_id].attempts == 1
     assert all(receipts[r.decision_id].outcome == "DELIVERED" for r in requests if r is not bad)
     assert sorted(a.idempotency_key for a in receiver.applied()) == sorted(
-        r.decision_id for r in requests if r is not bad
+        r.idempotency_key for r in requests if r is not bad
     )
     [dead] = read_dead_letters(sink.endpoints.bootstrap_servers, sink.dlq_topic, expect=1)
     assert dead.key == b"pay-same-key"
@@ -157,8 +162,8 @@ def test_an_aborted_transaction_is_never_delivered(outbox_sink: SinkFactory, rec
     receipts = sink.receipts().wait_for([committed_before.decision_id, committed_after.decision_id], WAIT)
 
     assert set(receipts) == {committed_before.decision_id, committed_after.decision_id}
-    assert aborted.decision_id not in {d.idempotency_key for d in receiver.deliveries()}
-    assert aborted.decision_id not in {a.idempotency_key for a in receiver.applied()}
+    assert aborted.idempotency_key not in {d.idempotency_key for d in receiver.deliveries()}
+    assert aborted.idempotency_key not in {a.idempotency_key for a in receiver.applied()}
     assert [v for _, v in read_all(bootstrap, own_topic)] == [b"decision-0", b"decision-2"]
     # The aborted request was in the log all along: only read_committed kept it from the sink.
     uncommitted = read_all(bootstrap, sink.requests_topic, isolation="read_uncommitted")
@@ -180,7 +185,7 @@ def test_an_unknown_target_alias_is_dead_lettered_without_any_request(
     assert receipts[rogue.decision_id].status_code is None
     assert "unknown-target" in (receipts[rogue.decision_id].reason or "")
     assert receipts[after.decision_id].outcome == "DELIVERED"
-    assert rogue.decision_id not in {d.idempotency_key for d in receiver.deliveries()}
+    assert rogue.idempotency_key not in {d.idempotency_key for d in receiver.deliveries()}
     [dead] = read_dead_letters(sink.endpoints.bootstrap_servers, sink.dlq_topic, expect=1)
     assert dead.headers["ikkai.dlq.error_class"] == "unknown-target"
     assert "attacker-api" in dead.headers["ikkai.dlq.reason"]
@@ -223,9 +228,9 @@ def test_a_timed_out_request_the_api_did_apply_is_retried_with_the_same_key_and_
 
     assert (receipt.outcome, receipt.status_code) == ("DELIVERED", 201)
     assert receipt.attempts >= 2
-    tries = [d for d in receiver.deliveries() if d.idempotency_key == request.decision_id]
+    tries = [d for d in receiver.deliveries() if d.idempotency_key == request.idempotency_key]
     assert len(tries) >= 2 and tries[-1].replayed, "the retry must be answered from the stored first application"
-    assert [a.idempotency_key for a in receiver.applied()] == [request.decision_id]
+    assert [a.idempotency_key for a in receiver.applied()] == [request.idempotency_key]
 
 
 def test_a_value_that_is_not_an_outbox_request_is_dead_lettered_and_the_key_goes_on(
@@ -250,6 +255,8 @@ def test_a_value_that_is_not_an_outbox_request_is_dead_lettered_and_the_key_goes
 def test_one_decision_with_two_side_effects_gets_both_applied_and_two_receipts(
     outbox_sink: SinkFactory, receiver: ReferenceReceiver
 ) -> None:
+    # The receiver keeps ONE key space across paths, as a gateway does: two effects of one
+    # decision that shared an Idempotency-Key would show up as one applied and one replayed.
     sink = outbox_sink(**FAST_RETRIES)
     hold = make_request(0, "pay-held")
     notify = replace(hold, target="notifications-api", path="/notify/pay-held")  # same decision, same key
@@ -262,9 +269,10 @@ def test_one_decision_with_two_side_effects_gets_both_applied_and_two_receipts(
     assert {target: r.outcome for (_, target), r in receipts.items()} == {
         "payments-api": "DELIVERED", "notifications-api": "DELIVERED",
     }  # fmt: skip
-    assert sorted((a.api, a.idempotency_key) for a in receiver.applied()) == [
-        ("notifications", hold.decision_id), ("payments", hold.decision_id),
-    ]  # fmt: skip
+    assert not any(d.replayed for d in receiver.deliveries()), "one effect was answered with the other's response"
+    applied = receiver.applied()
+    assert sorted(a.path for a in applied) == ["/notifications/notify/pay-held", "/payments" + hold.path]
+    assert len({a.idempotency_key for a in applied}) == 2
 
 
 def test_tracing_headers_reach_the_api(outbox_sink: SinkFactory, receiver: ReferenceReceiver) -> None:

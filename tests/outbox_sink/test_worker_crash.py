@@ -86,7 +86,7 @@ def test_a_worker_killed_mid_flight_loses_nothing_and_applies_each_once(
     assert len(receipts) == REQUESTS, f"{REQUESTS - len(receipts)} requests have no receipt"
     assert {r.outcome for r in receipts.values()} == {"DELIVERED"}
     applied = receiver.applied()
-    assert sorted(a.idempotency_key for a in applied) == sorted(r.decision_id for r in requests)
+    assert sorted(a.idempotency_key for a in applied) == sorted(r.idempotency_key for r in requests)
     # Every request, however often it was sent, carried one and the same Idempotency-Key.
     keys_by_path: dict[str, set[str | None]] = defaultdict(set)
     for delivery in receiver.deliveries():

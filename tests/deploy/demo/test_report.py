@@ -39,8 +39,8 @@ def clean_facts() -> Facts:
     """Three lines: two events (p1 held: two side effects; p2 approved) and one dead letter."""
     lines = [b'{"payment_id":"p1"}', b'{"payment_id":"p2"}', b"not json"]
     decisions = [Decision("d1", "p1", "e1", "hold", 1500), Decision("d2", "p2", "e2", "approve", 1600)]
-    requests = [SideEffectRequest("d1", "payments-api", "payments"), SideEffectRequest("d1", "notifications-api",
-                                                                                       "notifications")]  # fmt: skip
+    requests = [SideEffectRequest("d1", "payments-api", "payments", "hold-payment", "k1"),
+                SideEffectRequest("d1", "notifications-api", "notifications", "notify-customer", "k2")]  # fmt: skip
     topics = {
         INGEST: records([(b"p1", lines[0]), (b"p2", lines[1]), (b"", lines[2])], ts=1000),
         EVENTS: records([(b"p1", b"E1"), (b"p2", b"E2")]),
@@ -54,11 +54,11 @@ def clean_facts() -> Facts:
     return Facts(
         seed=7, size=2, raw_lines=lines, expectation=Expectation(3, 2, {"not_json": 1}), topics=topics,
         event_ids=["e1", "e2"], dead_letter_reasons=["not_json"], decisions=decisions, requests=requests,
-        receipts=[ReceiptSeen("d1", "payments-api", "DELIVERED", 1900),
-                  ReceiptSeen("d1", "notifications-api", "DELIVERED", 2000),
-                  ReceiptSeen("d1", "payments-api", "DELIVERED", 2500)],  # a repeat after a worker restart
-        applied=[("payments", "d1"), ("notifications", "d1")],
-        deliveries=[("payments", "d1", False), ("notifications", "d1", False), ("payments", "d1", True)],
+        receipts=[ReceiptSeen("d1", "payments-api", "DELIVERED", 1900, "hold-payment"),
+                  ReceiptSeen("d1", "notifications-api", "DELIVERED", 2000, "notify-customer"),
+                  ReceiptSeen("d1", "payments-api", "DELIVERED", 2500, "hold-payment")],  # a repeat after a restart
+        applied=[("payments", "k1"), ("notifications", "k2")],
+        deliveries=[("payments", "k1", False), ("notifications", "k2", False), ("payments", "k1", True)],
         replay={replay_topic(t): list(topics[t]) for t in REPLAYED},
         chaos=[ChaosEvent(KILL_INFER, 10.0, "decided 1/2", 1.0), ChaosEvent(RESTART_WORKER, 20.0, "decided 2/2", 30.0)],
         chaos_planned=ACTIONS, seconds={"total": 100.0},

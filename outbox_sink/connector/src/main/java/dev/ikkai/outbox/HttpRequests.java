@@ -46,10 +46,11 @@ final class HttpRequests {
             }
             headers.put("X-Ikkai-Source", record.topic() + "/" + record.kafkaPartition() + "/" + record.kafkaOffset());
         }
-        headers.put("Idempotency-Key", request.decisionId());
+        headers.put("Idempotency-Key", request.idempotencyKey());
         headers.put("Content-Type", request.contentType());
         headers.put("User-Agent", OutboxSinkTask.USER_AGENT);
         headers.put("X-Ikkai-Decision-Id", request.decisionId());
+        headers.put("X-Ikkai-Effect", request.effectName());
         headers.put("X-Ikkai-Attempt", String.valueOf(attempt));
         if (request.modelVersion() != null) {
             headers.put("X-Ikkai-Model-Version", request.modelVersion());

@@ -88,7 +88,8 @@ public final class OutboxCodec {
         return new OutboxRequest(
             text(r.get("decision_id")), text(r.get("key")), text(r.get("target")), text(r.get("path")),
             text(r.get("method")), text(r.get("content_type")), body, Collections.unmodifiableMap(headers),
-            (Long) r.get("created_at"), text(r.get("model_version")));
+            (Long) r.get("created_at"), text(r.get("model_version")),
+            r.getSchema().getField("effect") == null ? null : text(r.get("effect")));
     }
 
     public byte[] encodeReceipt(Receipt receipt) {
@@ -103,6 +104,10 @@ public final class OutboxCodec {
         r.put("last_attempt_at", receipt.lastAttemptAt());
         r.put("response_digest", receipt.responseDigest());
         r.put("reason", receipt.reason());
+        if (receiptSchema.getField("effect") != null) {
+            r.put("effect", receipt.effect());
+            r.put("idempotency_key", receipt.idempotencyKey());
+        }
         try {
             ByteBuffer encoded = receipts.encode(r);
             byte[] bytes = new byte[encoded.remaining()];

@@ -41,7 +41,7 @@ import org.slf4j.LoggerFactory;
  * <p>Records are processed in batch order, in waves: each wave sends the oldest unfinished request
  * of every key (up to {@code outbox.max.in.flight.requests} at once), so a key's requests are
  * sent one after the other while different keys overlap. A request that fails transiently (408,
- * 429, 5xx, connection error or timeout) is remembered with its next attempt time, and every
+ * 409 - its key still being processed -, 429, 5xx, connection error or timeout) is remembered with its next attempt time, and every
  * later record with the same key waits behind it; other keys go on. When nothing is due any
  * more but requests are still waiting, the task asks Connect to redeliver the batch after the earliest
  * wait ({@code context.timeout} + {@link RetriableException}): the consumer is paused meanwhile,
@@ -49,14 +49,17 @@ import org.slf4j.LoggerFactory;
  *
  * <p>Final outcomes: 2xx is delivered; any other status, an unknown alias, a bad path or an
  * undecodable value goes to the dead-letter queue through the errant record reporter; a request
- * still failing transiently after {@code outbox.retry.max.duration.ms} too. Each final outcome
+ * still failing transiently after {@code outbox.retry.max.duration.ms} too, or told by Retry-After
+ * to wait longer than that (capped first: no answer can overflow the clock). Each final outcome
  * of a decodable request produces a receipt on outbox.receipts, keyed by decision_id.
  *
  * <p>Delivery is at least once: after a task restart, requests whose offsets were not yet
- * committed are sent again with the same Idempotency-Key, so the receiver applies them once,
+ * committed are sent again with the same Idempotency-Key (one per side effect:
+ * {@link OutboxRequest#idempotencyKey()}), so the receiver applies them once,
  * and their receipts are written again (same decision_id, outcome, status and response digest
  * when the receiver answers a repeated key with its stored response; attempts and times are
- * those of the new delivery). Receipt readers keep the first receipt per decision_id.
+ * those of the new delivery). Receipt readers keep one receipt per (decision_id, effect), DELIVERED
+ * winning over DEAD_LETTERED (docs/outbox.md).
  */
 public final class OutboxSinkTask extends SinkTask {
     private static final Logger log = LoggerFactory.getLogger(OutboxSinkTask.class);
@@ -232,8 +235,10 @@ public final class OutboxSinkTask extends SinkTask {
                     return true;
                 }
                 default -> {
-                    retryAfter = RetryPolicy.parseRetryAfter(response.headers().firstValue("Retry-After").orElse(null), clock.instant());
-                    problem = "returned " + status;
+                    String header = response.headers().firstValue("Retry-After").orElse(null);
+                    retryAfter = RetryPolicy.parseRetryAfter(header, clock.instant());
+                    problem = "returned " + status + (header == null ? ""
+                        : " with Retry-After: " + (header.length() > 40 ? header.substring(0, 40) + "…" : header));
                 }
             }
         } catch (ExecutionException e) {  // connection refused or reset, timeout (HttpTimeoutException)
@@ -273,6 +278,7 @@ public final class OutboxSinkTask extends SinkTask {
         if (request != null) {
             copy.headers().addString("ikkai.dlq.decision_id", request.decisionId());
             copy.headers().addString("ikkai.dlq.target", request.target());
+            copy.headers().addString("ikkai.dlq.effect", request.effectName());
         }
         if (state != null && state.lastStatus != null) {
             copy.headers().addString("ikkai.dlq.status_code", String.valueOf(state.lastStatus));
@@ -294,7 +300,7 @@ public final class OutboxSinkTask extends SinkTask {
     private void writeReceipt(OutboxRequest request, Receipt.Outcome outcome, Attempts state, String reason) {
         Receipt receipt = new Receipt(request.decisionId(), request.key(), request.target(), outcome, state.lastStatus,
             state.attempts, state.firstAttemptAt.toEpochMilli(), state.lastAttemptAt.toEpochMilli(),
-            state.lastDigest, reason);
+            state.lastDigest, reason, request.effectName(), request.idempotencyKey());
         receipts.send(new ProducerRecord<>(receiptsTopic, OutboxCodec.utf8(request.decisionId()), codec.encodeReceipt(receipt)),
             (metadata, error) -> {
                 if (error != null) {

@@ -1,5 +1,6 @@
 package dev.ikkai.outbox;
 
+import java.time.DateTimeException;
 import java.time.Duration;
 import java.time.Instant;
 import java.time.ZonedDateTime;
@@ -14,6 +15,13 @@ import java.util.Optional;
 public final class RetryPolicy {
     public enum Verdict { DELIVERED, RETRY, REJECT }
 
+    /**
+     * The longest Retry-After taken at its word: anything longer (a server may send 19 digits) is
+     * read as this, which is far beyond any retry budget, so the request is dead-lettered at once
+     * instead of the wait overflowing {@code Instant} arithmetic.
+     */
+    static final Duration MAX_RETRY_AFTER = Duration.ofDays(366);
+
     private final Duration initial;
     private final Duration max;
     private final Duration maxRetryDuration;
@@ -25,41 +33,57 @@ public final class RetryPolicy {
     }
 
     /**
-     * 2xx: delivered. 408, 429 and 5xx: worth another try (the receiver may recover). Anything
-     * else (1xx, 3xx because redirects are never followed, other 4xx): the request itself is
-     * wrong, so sending it again cannot help.
+     * 2xx: delivered. 408, 409, 429 and 5xx: worth another try (the receiver may recover; 409 is
+     * the IETF Idempotency-Key draft's "a request with this key is still being processed", e.g.
+     * an earlier attempt that timed out on our side but is being applied). Anything else (1xx,
+     * 3xx because redirects are never followed, other 4xx): the request itself is wrong, so
+     * sending it again cannot help.
      */
     public static Verdict classify(int status) {
         if (status >= 200 && status < 300) {
             return Verdict.DELIVERED;
         }
-        if (status == 408 || status == 429 || (status >= 500 && status < 600)) {
+        if (status == 408 || status == 409 || status == 429 || (status >= 500 && status < 600)) {
             return Verdict.RETRY;
         }
         return Verdict.REJECT;
     }
 
-    /** Retry-After as delta-seconds or an HTTP-date (RFC 9110 10.2.3); empty when absent or malformed. */
+    /**
+     * Retry-After as delta-seconds or an HTTP-date (RFC 9110 10.2.3), at most {@link #MAX_RETRY_AFTER};
+     * empty when absent or malformed (then only the backoff applies).
+     */
     public static Optional<Duration> parseRetryAfter(String value, Instant now) {
         if (value == null || value.isBlank()) {
             return Optional.empty();
         }
         String v = value.strip();
-        if (v.chars().allMatch(Character::isDigit)) {
-            try {
-                return Optional.of(Duration.ofSeconds(Long.parseLong(v)));
-            } catch (NumberFormatException e) {  // more digits than a long holds
-                return Optional.empty();
+        if (v.chars().allMatch(c -> c >= '0' && c <= '9')) {
+            // Any number of digits: more than the cap's worth is the cap (no long overflow either).
+            String significant = v.replaceFirst("^0+(?=.)", "");
+            if (significant.length() > 12) {
+                return Optional.of(MAX_RETRY_AFTER);
             }
+            return Optional.of(capped(Duration.ofSeconds(Long.parseLong(significant))));
         }
         try {
             Instant at = ZonedDateTime.parse(v, DateTimeFormatter.RFC_1123_DATE_TIME).toInstant();
-            Duration wait = Duration.between(now, at);
-            return Optional.of(wait.isNegative() ? Duration.ZERO : wait);
+            if (at.isBefore(now)) {
+                return Optional.of(Duration.ZERO);
+            }
+            return Optional.of(capped(Duration.between(now, at)));
         } catch (DateTimeParseException e) {
             return Optional.empty();
+        } catch (DateTimeException | ArithmeticException e) {  // a date too far out to compute with
+            return Optional.of(MAX_RETRY_AFTER);
         }
     }
+
+    private static Duration capped(Duration wait) {
+        return wait.compareTo(MAX_RETRY_AFTER) > 0 ? MAX_RETRY_AFTER : wait;
+    }
+
+
 
     /**
      * Wait before attempt {@code attempts + 1}: exponential (initial * 2^(attempts-1), capped at max)
@@ -78,8 +102,10 @@ public final class RetryPolicy {
         return retryAfter.filter(ra -> ra.compareTo(wait) > 0).orElse(wait);
     }
 
-    /** May we wait {@code wait} and try again, given when the first attempt was? */
+    /** May we wait {@code wait} and try again, given when the first attempt was? (No overflow for any wait.) */
     public boolean withinBudget(Instant firstAttempt, Instant now, Duration wait) {
-        return Duration.between(firstAttempt, now.plus(wait)).compareTo(maxRetryDuration) <= 0;
+        Duration left = maxRetryDuration.minus(Duration.between(firstAttempt, now));
+        return !left.isNegative() && wait.compareTo(left) <= 0;
     }
+
 }

@@ -25,7 +25,10 @@ class HttpRequestsTest {
         SinkRecord record = new SinkRecord("outbox.requests", 2, Schema.STRING_SCHEMA, "pay-9", Schema.BYTES_SCHEMA, new byte[0], 41L);
         record.headers().addBytes("traceparent", "00-trace-span-01".getBytes(StandardCharsets.UTF_8));
         Map<String, String> headers = HttpRequests.headers(Targets.resolve(TARGETS, request), request, record, 2);
-        assertEquals("dec-9", headers.get("Idempotency-Key"));
+        // sha-256 of "dec-9" U+001F "payments-api/holds": no effect name, so target + path (contract.py agrees).
+        assertEquals("e04087f98d6ce415062f93f9b299ed937cf261f45698dad34ee27e3358f605c9", headers.get("Idempotency-Key"));
+        assertEquals("dec-9", headers.get("X-Ikkai-Decision-Id"));
+        assertEquals("payments-api/holds", headers.get("X-Ikkai-Effect"));
         assertEquals("application/json", headers.get("content-type"));
         assertEquals("k", headers.get("X-Api-Key"));
         assertEquals("t1", headers.get("X-Tenant"));
@@ -34,6 +37,18 @@ class HttpRequestsTest {
         assertEquals("2", headers.get("X-Ikkai-Attempt"));
         assertEquals("fraud@2", headers.get("X-Ikkai-Model-Version"));
         HttpRequests.build(Targets.resolve(TARGETS, request), request, record, 2, Duration.ofSeconds(1));  // the JDK accepts them all
+    }
+
+    @Test
+    void eachSideEffectOfADecisionHasItsOwnKey() {
+        OutboxRequest hold = new OutboxRequest("dec-9", "pay-9", "payments-api", "/holds", null, "application/json",
+            new byte[0], Map.of(), 0L, null, "hold-payment");
+        OutboxRequest notify = new OutboxRequest("dec-9", "pay-9", "notifications-api", "/n", null, "application/json",
+            new byte[0], Map.of(), 0L, null, "notify-customer");
+        // The same vector as tests/outbox_sink/test_contract.py: both sides derive the same key.
+        assertEquals("c1a02b85c4b683f44d325b9a398ca5eacabe76e2205009d08ef22d15d51ce4b3", hold.idempotencyKey());
+        assertFalse(hold.idempotencyKey().equals(notify.idempotencyKey()));
+        assertEquals("notify-customer", notify.effectName());
     }
 
     @Test

@@ -53,7 +53,7 @@ class OutboxSinkTaskTest {
     void start() throws IOException {
         server = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
         server.createContext("/", exchange -> {
-            String key = exchange.getRequestHeaders().getFirst("Idempotency-Key");
+            String key = exchange.getRequestHeaders().getFirst("X-Ikkai-Decision-Id");  // the test names requests by decision
             received.add(key);
             int left = failuresLeft.getOrDefault(key, 0);
             int status = key.startsWith("bad") ? 400 : left > 0 ? 503 : 201;

@@ -23,13 +23,13 @@ class RetryPolicyTest {
     }
 
     @ParameterizedTest
-    @ValueSource(ints = {408, 429, 500, 502, 503, 504, 599})
+    @ValueSource(ints = {408, 409, 429, 500, 502, 503, 504, 599})
     void transientStatusesAreRetried(int status) {
         assertEquals(RetryPolicy.Verdict.RETRY, RetryPolicy.classify(status));
     }
 
     @ParameterizedTest
-    @ValueSource(ints = {100, 301, 302, 304, 400, 401, 403, 404, 409, 410, 413, 422, 451})
+    @ValueSource(ints = {100, 301, 302, 304, 400, 401, 403, 404, 410, 413, 422, 451})
     void everythingElseIsRejected(int status) {
         assertEquals(RetryPolicy.Verdict.REJECT, RetryPolicy.classify(status));
     }
@@ -47,7 +47,18 @@ class RetryPolicyTest {
     }
 
     @ParameterizedTest
-    @ValueSource(strings = {"", "soon", "-5", "1.5", "99999999999999999999999", "22 Nov 2026"})
+    @ValueSource(strings = {"99999999999999999", "9000000000000000000", "99999999999999999999999", "31536000000",
+        "Fri, 31 Dec 9999 23:59:59 GMT"})
+    void anAbsurdRetryAfterIsCappedAndTheBudgetSaysNoWithoutOverflow(String value) {
+        Optional<Duration> parsed = RetryPolicy.parseRetryAfter(value, NOW);
+        assertEquals(Optional.of(RetryPolicy.MAX_RETRY_AFTER), parsed);
+        Duration wait = policy.backoff(1, parsed, 0.5);
+        assertFalse(policy.withinBudget(NOW, NOW, wait));
+        assertFalse(policy.withinBudget(NOW, NOW, Duration.ofSeconds(Long.MAX_VALUE)));  // no DateTimeException
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"", "soon", "-5", "1.5", "22 Nov 2026", "\u0663"})
     void malformedRetryAfterIsIgnored(String value) {
         assertEquals(Optional.empty(), RetryPolicy.parseRetryAfter(value, NOW));
     }
