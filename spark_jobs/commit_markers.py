@@ -1,28 +1,46 @@
-"""The ``(app, query, partition) -> last committed batch`` markers on the compacted ``_ikkai.commits`` topic.
+"""Commit markers: what each output partition of a query has committed, on the query's own topic.
 
-A marker is written inside the same Kafka transaction as the output it vouches for, so a
-read_committed reader sees both or neither. Reading waits until no transaction is open on
-the topic (the read_committed end offset reaches the high watermark): otherwise an older,
-still-open transaction of another partition would hide a newer committed marker behind it.
-The wait is bounded by ``transaction.timeout.ms`` of the writers (an abandoned transaction
-is aborted by the broker after that long, or fenced sooner when its writer restarts).
+Storage. Every (app, query) has its own compacted topic ``_ikkai.commits.<app>.<query>`` with one
+partition per output partition. The marker of output partition p lives on partition p and only
+the producer with ``transactional.id`` ``<app>.<query>.<p>`` ever writes there, in the same
+transaction as the output it vouches for. So after that producer's ``init_transactions()`` (which
+fences an older instance and completes or aborts its open transaction before it returns) no
+transaction can be open on partition p: its last stable offset (LSO, where a read_committed
+reader and librdkafka's EOF stop) equals its high watermark, and reading partition p to EOF sees
+every committed marker of p. No other writer, dead or alive, can hide one or stall the read.
+
+Why not one shared partition: under ``isolation.level=read_committed`` a reader's EOF and
+``get_watermark_offsets`` stop at the LSO, so a marker committed *behind another writer's still
+open transaction* is invisible. With a shared partition, partition 1's writer appending its marker
+at offset X and committing slowly, partition 0's marker at Y > X committed, then a crash: partition
+0's new writer reads up to X, misses its own marker, and writes its batch again.
+
+The reader checks the promise: after reaching EOF it compares its position with the high watermark
+(a read_uncommitted offset query); a gap means some other writer holds the partition open, which
+breaks ownership, and the read waits for it (bounded) instead of deciding on a partial view.
+
+Identity is by the decoded fields (app, query, partition), never by a key prefix; app and query
+names are validated so that ``<app>.<query>.<p>`` and the topic name are unambiguous.
 """
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
-from ikkai.errors import IkkaiError
+from ikkai.errors import ConfigError, IkkaiError
 from spark_jobs.serialization import RecordCodec, default_codec
 
-COMMITS_TOPIC = "_ikkai.commits"
-COMMITS_PARTITION = 0  # one partition: a marker's place never depends on a partitioner
+COMMITS_TOPIC_PREFIX = "_ikkai.commits."
+_APP = re.compile(r"[A-Za-z0-9_-]{1,64}")  # no dots: <app>.<query>.<p> then splits one way only
+_QUERY = re.compile(r"[A-Za-z0-9._-]{1,150}")  # the characters Kafka allows in a topic name
 
 
 class CommitMarkerError(IkkaiError):
@@ -33,6 +51,25 @@ class CommitMarkerError(IkkaiError):
         self.topic = topic
 
 
+def check_names(app: str, query: str) -> None:
+    """Refuse names that would make two queries share transactional ids or marker storage."""
+    if not _APP.fullmatch(app):
+        raise ConfigError(
+            "sink", "app", f"{app!r} is not 1-64 letters, digits, '_' or '-'",
+            fix="choose an app name without dots: <app>.<query>.<partition> must split one way only",
+        )  # fmt: skip
+    if not _QUERY.fullmatch(query) or query.startswith(".") or query.endswith("."):
+        raise ConfigError(
+            "sink", "query", f"{query!r} is not 1-150 letters, digits, '.', '_' or '-' (no leading or trailing dot)",
+            fix="choose a query name Kafka accepts in a topic name (--query)",
+        )  # fmt: skip
+
+
+def commits_topic_for(app: str, query: str) -> str:
+    check_names(app, query)
+    return f"{COMMITS_TOPIC_PREFIX}{app}.{query}"
+
+
 @dataclass(frozen=True)
 class CommitMarker:
     app: str
@@ -41,73 +78,87 @@ class CommitMarker:
     batch_id: int
     partitions: int
     records: int
+    source_topic: str = ""
+    # input partition -> the next input offset whose output (for this output partition) is not committed
+    source_offsets: Mapping[int, int] = field(default_factory=dict)
 
     @property
     def key(self) -> bytes:
         return marker_key(self.app, self.query, self.partition)
 
     def encode(self, codec: RecordCodec) -> bytes:
-        return codec.encode("commit_marker", self.__dict__)
+        record = {**self.__dict__}
+        record["source_offsets"] = [{"partition": p, "next_offset": o} for p, o in sorted(self.source_offsets.items())]
+        return codec.encode("commit_marker", record)
 
     @classmethod
     def decode(cls, data: bytes, codec: RecordCodec) -> CommitMarker:
-        return cls(**codec.decode("commit_marker", data))
+        record = codec.decode("commit_marker", data)
+        record["source_offsets"] = {int(s["partition"]): int(s["next_offset"]) for s in record["source_offsets"]}
+        return cls(**record)
 
 
 def marker_key(app: str, query: str, partition: int) -> bytes:
     """Also the producer's ``transactional.id``: one writer identity per (app, query, partition)."""
+    check_names(app, query)
     return f"{app}.{query}.{partition}".encode()
 
 
-def ensure_commits_topic(bootstrap: str, topic: str = COMMITS_TOPIC) -> None:
+def ensure_commits_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    """Create the query's commits topic (compacted, ``partitions`` partitions) unless it exists with that many."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    if topic in admin.list_topics(timeout=30).topics:
-        return
-    # segment.ms: the active segment is never compacted; roll it every 10 minutes so old markers go.
-    config = {"cleanup.policy": "compact", "min.compaction.lag.ms": "60000", "segment.ms": "600000"}
-    try:
-        admin.create_topics([NewTopic(topic, 1, -1, config=config)])[topic].result(timeout=30)
-    except KafkaException as exc:
-        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-            raise CommitMarkerError(topic, f"cannot create it: {exc}", fix="create it compacted, 1 partition") from exc
+    existing = admin.list_topics(timeout=30).topics.get(topic)
+    if existing is None:
+        # segment.ms: the active segment is never compacted; roll it every 10 minutes so old markers go.
+        config = {"cleanup.policy": "compact", "min.compaction.lag.ms": "60000", "segment.ms": "600000"}
+        try:
+            admin.create_topics([NewTopic(topic, partitions, -1, config=config)])[topic].result(timeout=30)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise CommitMarkerError(
+                    topic, f"cannot create it: {exc}", fix=f"create it compacted with {partitions} partitions"
+                ) from exc
+    elif len(existing.partitions) != partitions:
+        raise CommitMarkerError(
+            topic,
+            f"has {len(existing.partitions)} partitions but the job writes {partitions}",
+            fix="keep the partition count, or start a new query name with a fresh checkpoint",
+        )
     give_up_at = time.monotonic() + 30
-    while not _has_leader(admin, topic):  # a new topic needs a moment before clients can use it
+    while not _has_leaders(admin, topic, partitions):  # a new topic needs a moment before clients can use it
         if time.monotonic() > give_up_at:
             raise CommitMarkerError(topic, "created, but no leader after 30s", fix="check the broker's health")
         time.sleep(0.1)
 
 
-def _has_leader(client: Any, topic: str) -> bool:
+def _has_leaders(client: Any, topic: str, partitions: int) -> bool:
     metadata = client.list_topics(topic, timeout=10).topics.get(topic)
-    return bool(metadata is not None and metadata.error is None and metadata.partitions.get(COMMITS_PARTITION)
-                and metadata.partitions[COMMITS_PARTITION].leader >= 0)  # fmt: skip
+    if metadata is None or metadata.error is not None:
+        return False
+    return all(p in metadata.partitions and metadata.partitions[p].leader >= 0 for p in range(partitions))
 
 
-# Per process: how far _ikkai.commits was read, and the newest marker value of every key up to
-# there. Reading resumes from that position, so a long-running job does not re-read the whole
-# topic per batch and partition. Safe under compaction: it only drops values a newer one replaced.
-_seen: dict[tuple[str, str], tuple[int, dict[bytes, bytes]]] = {}
+# Per process: how far each commits partition was read, and the newest marker there. Reading
+# resumes from that position, so a long-running job does not re-read the partition per batch.
+# Safe under compaction: it only drops values a newer one replaced.
+_seen: dict[tuple[str, str, int], tuple[int, CommitMarker | None]] = {}
+_admins: dict[str, AdminClient] = {}
 
 
-def read_markers(
-    bootstrap: str,
-    app: str,
-    query: str,
-    *,
-    topic: str = COMMITS_TOPIC,
-    deadline_s: float = 120.0,
-    wait_for_open_transactions: bool = True,
-) -> dict[int, CommitMarker]:
-    """The newest committed marker of every partition of (app, query), as read_committed sees it.
+def _high_watermark(bootstrap: str, topic: str, partition: int) -> int:
+    """The partition's high watermark, open transactions included (a read_uncommitted offset query)."""
+    admin = _admins.get(bootstrap)
+    if admin is None:
+        admin = _admins[bootstrap] = AdminClient({"bootstrap.servers": bootstrap})
+    request = {TopicPartition(topic, partition): OffsetSpec.latest()}  # type: ignore[no-untyped-call]
+    future = admin.list_offsets(request, isolation_level=IsolationLevel.READ_UNCOMMITTED, request_timeout=10)
+    return int(next(iter(future.values())).result(timeout=15).offset)
 
-    A writer deciding whether to skip must wait for open transactions (the default). The
-    driver's layout check must not: a killed job's open transaction is only fenced when the
-    restarted job's tasks run, so waiting for it there would stall the restart.
-    """
-    codec = default_codec()
-    consumer = Consumer({
+
+def _consumer(bootstrap: str) -> Consumer:
+    return Consumer({
         "bootstrap.servers": bootstrap,
-        "group.id": f"_ikkai.commits.reader.{uuid.uuid4().hex}",
+        "group.id": f"_ikkai.commits.reader.{uuid.uuid4().hex}",  # never joined: partitions are assigned
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",  # a cached position compacted away: read from the start again
         "isolation.level": "read_committed",
@@ -119,33 +170,103 @@ def read_markers(
         # on demand, after its bootstrap connection is gone: 50-500 ms of timers per read.
         "enable.sparse.connections": False,
     })  # fmt: skip
-    prefix = f"{app}.{query}.".encode()
-    position, latest = _seen.get((bootstrap, topic), (-2, {}))  # -2: OFFSET_BEGINNING
-    latest = dict(latest)
+
+
+def read_marker(
+    bootstrap: str, app: str, query: str, partition: int, *, topic: str, deadline_s: float = 120.0
+) -> CommitMarker | None:
+    """The newest committed marker of (app, query, partition): call it after ``init_transactions``.
+
+    Reads partition ``partition`` of ``topic`` to EOF (its LSO) and then checks that the LSO is
+    the high watermark: if another writer holds the partition open, it waits until the broker
+    aborts or completes that transaction (``transaction.timeout.ms``) or ``deadline_s`` passes.
+    """
+    codec = default_codec()
+    position, latest = _seen.get((bootstrap, topic, partition), (-2, None))  # -2: OFFSET_BEGINNING
+    consumer = _consumer(bootstrap)
     give_up_at = time.monotonic() + deadline_s
     try:
-        if not _has_leader(consumer, topic):
+        if not _has_leaders(consumer, topic, partition + 1):
             raise CommitMarkerError(topic, "the commits topic does not exist", fix="run the sink's prepare() first")
-        consumer.assign([TopicPartition(topic, COMMITS_PARTITION, position)])
+        assigned = TopicPartition(topic, partition, position)
+        consumer.assign([assigned])
+        at_end = False  # reached the LSO once: from then on, every quiet poll re-checks the high watermark
         while time.monotonic() < give_up_at:
+            message: Any = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                marker = CommitMarker.decode(message.value(), codec)
+                if (marker.app, marker.query, marker.partition) != (app, query, partition):
+                    raise _foreign(topic, partition, marker, app, query)
+                latest = marker
+                continue
+            if message is not None and message.error().code() != KafkaError._PARTITION_EOF:
+                raise CommitMarkerError(
+                    topic, f"reading failed: {message.error().str()}", fix="check that the topic exists"
+                )
+            if message is None and not at_end:
+                continue
+            at_end = True
+            here = message.offset() if message is not None else consumer.position([assigned])[0].offset
+            if here >= 0:
+                _seen[(bootstrap, topic, partition)] = (here, latest)
+            if here >= _high_watermark(bootstrap, topic, partition):
+                return latest
+            time.sleep(0.2)  # someone else's transaction is open here: wait for the broker to end it
+        raise CommitMarkerError(
+            topic,
+            f"partition {partition}: a transaction stayed open for more than {deadline_s:.0f}s, but only "
+            f"transactional.id {marker_key(app, query, partition).decode()} may write there",
+            fix="another program writes into this query's commits topic; stop it (the broker aborts its "
+            "transaction after its transaction.timeout.ms)",
+        )
+    finally:
+        consumer.close()
+
+
+def read_markers(bootstrap: str, app: str, query: str, *, topic: str) -> dict[int, CommitMarker]:
+    """Every partition's newest committed marker as read_committed sees it now, without waiting.
+
+    For the driver's layout check before the query starts: a killed job's open transactions are
+    fenced only when the restarted job's writers run, so this does not wait for them; what it
+    finds is what they will find at least.
+    """
+    codec = default_codec()
+    consumer = _consumer(bootstrap)
+    try:
+        metadata = consumer.list_topics(topic, timeout=10).topics.get(topic)
+        if metadata is None or metadata.error is not None:
+            return {}
+        pending = set(metadata.partitions)  # until each reports EOF (an empty one too)
+        consumer.assign([TopicPartition(topic, p, -2) for p in pending])
+        markers: dict[int, CommitMarker] = {}
+        give_up_at = time.monotonic() + 60
+        while pending and time.monotonic() < give_up_at:
             message: Any = consumer.poll(0.5)
             if message is None:
                 continue
             error = message.error()
-            if error is None:
-                latest[message.key() or b""] = message.value()
+            if error is not None:
+                if error.code() != KafkaError._PARTITION_EOF:
+                    raise CommitMarkerError(topic, f"reading failed: {error.str()}", fix="check the broker")
+                pending.discard(message.partition())
                 continue
-            if error.code() != KafkaError._PARTITION_EOF:
-                raise CommitMarkerError(topic, f"reading failed: {error.str()}", fix="check that the topic exists")
-            _seen[(bootstrap, topic)] = (message.offset(), latest)
-            _, high = consumer.get_watermark_offsets(TopicPartition(topic, COMMITS_PARTITION), timeout=10, cached=False)
-            if not wait_for_open_transactions or message.offset() >= high:  # no open transaction left
-                markers = [CommitMarker.decode(v, codec) for k, v in latest.items() if k.startswith(prefix)]
-                return {marker.partition: marker for marker in markers}
-        raise CommitMarkerError(
-            topic,
-            f"a transaction stayed open for more than {deadline_s:.0f}s",
-            fix="another writer is stuck; it is aborted after its transaction.timeout.ms",
-        )
+            marker = CommitMarker.decode(message.value(), codec)
+            if (marker.app, marker.query, marker.partition) != (app, query, message.partition()):
+                raise _foreign(topic, message.partition(), marker, app, query)
+            markers[marker.partition] = marker
+        if pending:
+            raise CommitMarkerError(
+                topic, f"partitions {sorted(pending)} could not be read in 60s", fix="check the broker"
+            )
+        return markers
     finally:
         consumer.close()
+
+
+def _foreign(topic: str, partition: int, marker: CommitMarker, app: str, query: str) -> CommitMarkerError:
+    return CommitMarkerError(
+        topic,
+        f"partition {partition} holds a marker of app {marker.app!r}, query {marker.query!r}, partition "
+        f"{marker.partition}; this topic belongs to app {app!r}, query {query!r}",
+        fix="give every query its own commits topic (the default, _ikkai.commits.<app>.<query>)",
+    )

@@ -52,13 +52,16 @@ from spark_jobs.job_shell import (
     batch_writer,
     bootstrap_servers,
     crash_hook,
+    default_max_offsets_per_trigger,
     ensure_topics,
     kafka_source,
     main_entry,
     pinned_partitions,
+    retry_deadline_s,
     run_until_done,
 )
 from spark_jobs.master_data import ensure_master_topics
+from spark_jobs.partition_transactions import DEFAULT_TRANSACTION_TIMEOUT_MS
 from spark_jobs.raw_payments import DEFAULT_LATENESS_MS
 from spark_jobs.serialization import default_codec
 from spark_jobs.shipping import package_file
@@ -88,7 +91,8 @@ class EnrichOptions:
     app: str = "ikkai"
     query: str = "enrich"
     available_now: bool = True
-    max_offsets_per_trigger: int | None = None
+    max_offsets_per_trigger: int | None = None  # None: default_max_offsets_per_trigger(transaction_timeout_ms)
+    transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
     master_data_timeout_s: float = 600.0
     master: str = "local[2]"
     crash_after_batch: int | None = None  # fault injection for tests: SIGKILL itself after this batch's write
@@ -148,7 +152,8 @@ def start_query(spark: SparkSession, options: EnrichOptions) -> StreamingQuery:
         f"{options.query}: {partitions} partitions, lateness {options.lateness_ms} ms, transforms "
         f"{', '.join(pipeline.names)}, mode {options.mode}\n"
     )
-    source = kafka_source(spark, options.bootstrap_servers, options.input_topic, options.max_offsets_per_trigger)
+    bound = options.max_offsets_per_trigger or default_max_offsets_per_trigger(options.transaction_timeout_ms)
+    source = kafka_source(spark, options.bootstrap_servers, options.input_topic, bound)
     classified = (
         source.select("key", "value", "partition", "offset", F.unix_millis("timestamp").alias("ingested_at"))
         .groupBy("partition")
@@ -159,6 +164,8 @@ def start_query(spark: SparkSession, options: EnrichOptions) -> StreamingQuery:
     config = SinkConfig(
         app=options.app, query=options.query, bootstrap_servers=options.bootstrap_servers,
         output_topics=(options.events_topic, options.dlq_topic), partitions=partitions, order_by=ORDER_BY,
+        source_topic=options.input_topic, transaction_timeout_ms=options.transaction_timeout_ms,
+        retry_deadline_s=retry_deadline_s(options.transaction_timeout_ms),
     )  # fmt: skip
     writer = batch_writer(options.mode, config, crash_hook(options.query, options.crash_after_batch))
     writer.prepare(spark)
@@ -194,7 +201,12 @@ def run_enrich(options: EnrichOptions) -> None:
 @click.option("--mode", type=click.Choice(MODES), default="exactly-once", show_default=True)
 @click.option("--query", default="enrich", show_default=True, help="Query name; part of every transactional.id.")
 @click.option("--continuous", is_flag=True, help="Keep running (1 s trigger) instead of stopping when caught up.")
-@click.option("--max-offsets-per-trigger", type=int, help="Bound each micro-batch (keeps transactions short).")
+@click.option("--max-offsets-per-trigger", type=click.IntRange(min=1),
+              help="Input records per micro-batch at most [default: derived from --transaction-timeout-ms, "
+              f"{default_max_offsets_per_trigger():,} for the default].")  # fmt: skip
+@click.option("--transaction-timeout-ms", type=click.IntRange(min=1000), default=DEFAULT_TRANSACTION_TIMEOUT_MS,
+              show_default=True, help="The sink's transaction.timeout.ms (at most the brokers' "
+              "transaction.max.timeout.ms).")  # fmt: skip
 @click.option("--master-data-timeout", type=float, default=600.0, show_default=True,
               help="Seconds a batch waits for unreadable master data; then the job stops.")  # fmt: skip
 @click.option("--master", default="local[2]", show_default=True)
@@ -217,6 +229,7 @@ def main(**kw: Any) -> None:
         master_data=MasterDataTopics(kw["merchants"], kw["customers"]), partitions=kw["partitions"],
         lateness_ms=kw["lateness"], transforms=kw["transforms_spec"], mode=kw["mode"], query=kw["query"],
         available_now=not kw["continuous"], max_offsets_per_trigger=kw["max_offsets_per_trigger"],
+        transaction_timeout_ms=kw["transaction_timeout_ms"],
         master_data_timeout_s=kw["master_data_timeout"], master=kw["master"], crash_after_batch=kw["crash_after_batch"],
     ))  # fmt: skip
 

@@ -34,12 +34,15 @@ from spark_jobs.job_shell import (
     batch_writer,
     bootstrap_servers,
     crash_hook,
+    default_max_offsets_per_trigger,
     ensure_topics,
     kafka_source,
     main_entry,
     pinned_partitions,
+    retry_deadline_s,
     run_until_done,
 )
+from spark_jobs.partition_transactions import DEFAULT_TRANSACTION_TIMEOUT_MS
 from spark_jobs.serialization import default_codec
 from spark_jobs.shipping import shipped_path
 from spark_jobs.transactional_sink import SinkConfig
@@ -60,7 +63,8 @@ class InferOptions:
     app: str = "ikkai"
     query: str = "infer"
     available_now: bool = True
-    max_offsets_per_trigger: int | None = None
+    max_offsets_per_trigger: int | None = None  # None: default_max_offsets_per_trigger(transaction_timeout_ms)
+    transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
     model_path: Path = MODEL_PATH
     features_path: Path = FEATURES_PATH
     master: str = "local[2]"
@@ -77,13 +81,16 @@ def start_query(spark: SparkSession, options: InferOptions) -> StreamingQuery:
     codec = default_codec()
     sys.stderr.write(f"{options.query}: model {model.version}, {partitions} partitions, mode {options.mode}\n")
 
-    source = kafka_source(spark, options.bootstrap_servers, options.input_topic, options.max_offsets_per_trigger)
+    bound = options.max_offsets_per_trigger or default_max_offsets_per_trigger(options.transaction_timeout_ms)
+    source = kafka_source(spark, options.bootstrap_servers, options.input_topic, bound)
     scored = source.select("key", "value", "topic", "partition", "offset").mapInPandas(
         lambda chunks: decide_batches(chunks, model, snapshots, codec, topics), OUTPUT_SCHEMA
     )
     config = SinkConfig(
         app=options.app, query=options.query, bootstrap_servers=options.bootstrap_servers,
         output_topics=(topics.decisions, topics.outbox, topics.dlq), partitions=partitions, order_by=ORDER_BY,
+        source_topic=options.input_topic, transaction_timeout_ms=options.transaction_timeout_ms,
+        retry_deadline_s=retry_deadline_s(options.transaction_timeout_ms),
         partition_column="input_partition",  # one Spark task per input partition, no shuffle: written in place
     )  # fmt: skip
     writer = batch_writer(options.mode, config, crash_hook(options.query, options.crash_after_batch))
@@ -113,7 +120,12 @@ def run_infer(options: InferOptions) -> None:
 @click.option("--mode", type=click.Choice(MODES), default="exactly-once", show_default=True)
 @click.option("--query", default="infer", show_default=True, help="Query name; part of every transactional.id.")
 @click.option("--continuous", is_flag=True, help="Keep running (1 s trigger) instead of stopping when caught up.")
-@click.option("--max-offsets-per-trigger", type=int, help="Bound each micro-batch (keeps transactions short).")
+@click.option("--max-offsets-per-trigger", type=click.IntRange(min=1),
+              help="Input records per micro-batch at most [default: derived from --transaction-timeout-ms, "
+              f"{default_max_offsets_per_trigger():,} for the default].")  # fmt: skip
+@click.option("--transaction-timeout-ms", type=click.IntRange(min=1000), default=DEFAULT_TRANSACTION_TIMEOUT_MS,
+              show_default=True, help="The sink's transaction.timeout.ms (at most the brokers' "
+              "transaction.max.timeout.ms).")  # fmt: skip
 @click.option("--master", default="local[2]", show_default=True)
 @click.option("--model", help="Model artifact (model.json) [default: models/fraud/model.json of this checkout].")
 @click.option("--features", help="Feature snapshots (CSV) [default: the model's customer_features.csv].")
@@ -131,7 +143,8 @@ def main(**kw: Any) -> None:
     run_infer(InferOptions(
         bootstrap_servers=bootstrap, checkpoint=kw["checkpoint"] or ikkai_home() / "checkpoints" / kw["query"],
         input_topic=kw["input_topic"], topics=topics, partitions=kw["partitions"], mode=kw["mode"], query=kw["query"],
-        available_now=not kw["continuous"], max_offsets_per_trigger=kw["max_offsets_per_trigger"], master=kw["master"],
+        available_now=not kw["continuous"], max_offsets_per_trigger=kw["max_offsets_per_trigger"],
+        transaction_timeout_ms=kw["transaction_timeout_ms"], master=kw["master"],
         crash_after_batch=kw["crash_after_batch"],
         model_path=Path(kw["model"]) if kw["model"] else MODEL_PATH,
         features_path=Path(kw["features"]) if kw["features"] else FEATURES_PATH,

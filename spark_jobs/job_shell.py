@@ -17,6 +17,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from ikkai.errors import ConfigError, IkkaiError
+from spark_jobs.partition_transactions import DEFAULT_TRANSACTION_TIMEOUT_MS
 from spark_jobs.transactional_sink import AtLeastOnceBatchWriter, PartitionResult, SinkConfig, TransactionalBatchWriter
 
 if TYPE_CHECKING:
@@ -25,6 +26,28 @@ if TYPE_CHECKING:
 
 MODES = ("exactly-once", "at-least-once")
 AfterBatch = Callable[[int, list[PartitionResult]], None]
+
+# How big a micro-batch may be when the user sets no bound, derived from the transaction timeout.
+# One output partition's transaction must end well inside transaction.timeout.ms, or the broker
+# aborts it and the same-sized retry is aborted again, forever (a backlog after an outage would
+# never drain). The worst case: Spark's maxOffsetsPerTrigger is split by lag, so the whole batch
+# may come from one input partition and land in one transaction, with up to OUTPUTS_PER_INPUT
+# records per input record (a decision and its outbox requests). Budget: a quarter of the timeout,
+# at WRITE_FLOOR_PER_S records/s, 20-40x below what the sink's producer sustains here (BENCHMARKS.md:
+# 142-226k records/s from Python), for a loaded machine or a slow cluster.
+WRITE_FLOOR_PER_S = 5_000
+OUTPUTS_PER_INPUT = 3
+
+
+def default_max_offsets_per_trigger(transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS) -> int:
+    """The default bound of a micro-batch in input records: 25,000 for the default 60 s timeout."""
+    budget_s = transaction_timeout_ms / 1000 / 4
+    return max(100, int(budget_s * WRITE_FLOOR_PER_S / OUTPUTS_PER_INPUT))
+
+
+def retry_deadline_s(transaction_timeout_ms: int) -> float:
+    """How long one transaction step is retried: 30 s, or less when the timeout is short."""
+    return min(30.0, transaction_timeout_ms / 2000)
 
 
 def topic_partitions(bootstrap: str, topic: str) -> int | None:

@@ -5,15 +5,21 @@ record of Kafka partition p for batch N, in their final order:
 
 - Partition p of batch N is one transaction of a producer with the stable ``transactional.id``
   ``<app>.<query>.<p>``. A fresh producer's ``init_transactions()`` fences any older instance and
-  aborts its open transaction; then the last committed batch of (query, p) is read from
-  ``_ikkai.commits`` (read_committed). If it is >= N the partition is skipped. Otherwise the
-  records and the new marker ``(query, p) -> N`` are written and committed together.
+  ends its open transaction; then (query, p)'s marker is read from partition p of the query's
+  commits topic (``commit_markers``: nobody else writes there, so nothing can hide it).
+- The marker records *source offsets*: per input partition, the next input offset whose output
+  for p is not committed yet. Every record names the input record it came from; records below
+  the marker's offsets are already committed and are left out, the rest and the new marker (the
+  offsets merged with this transaction's) are written and committed together. A partition with
+  nothing left is skipped. Batch numbers decide nothing, so a lost, reset or restored Spark
+  checkpoint, or other batch boundaries (``maxOffsetsPerTrigger`` changed), can neither
+  duplicate nor drop output: a re-run writes exactly what is missing.
 - The Python worker keeps that producer for the next batches (Spark reuses workers) and knows
-  the last committed batch from its own commits, so a steady batch costs one transaction. A kept
-  producer that another worker or instance fenced in between fails its transaction, which
-  writes nothing; the write then starts anew with a fresh producer, which re-reads the marker.
-- Every marker must have been written with the job's partition count; anything else stops the
-  job, because a different layout would re-write committed records under new marker keys.
+  the marker from its own commits, so a steady batch costs one transaction. A kept producer that
+  another worker or instance fenced in between fails its transaction, which writes nothing; the
+  write then starts anew with a fresh producer, which re-reads the marker.
+- Every marker must have been written with the job's partition count and input topic; anything
+  else stops the job, because a different layout would re-write committed records.
 """
 
 from __future__ import annotations
@@ -36,12 +42,12 @@ from confluent_kafka import KafkaException, Producer
 
 from ikkai.errors import ConfigError
 from spark_jobs.commit_markers import (
-    COMMITS_PARTITION,
-    COMMITS_TOPIC,
     CommitMarker,
     CommitMarkerError,
+    check_names,
+    commits_topic_for,
     marker_key,
-    read_markers,
+    read_marker,
 )
 from spark_jobs.kafka_errors import ErrorKind, TransactionError, call_with_retries, classify
 from spark_jobs.serialization import default_codec
@@ -57,7 +63,9 @@ class SinkConfig:
     output_topics: tuple[str, ...]
     partitions: int
     order_by: tuple[str, ...]
-    commits_topic: str = COMMITS_TOPIC
+    source_topic: str  # the input topic: every record names its input record by partition and offset
+    source_columns: tuple[str, str] = ("input_partition", "input_offset")
+    commits_topic: str = ""  # default: the query's own, _ikkai.commits.<app>.<query>
     transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
     retry_deadline_s: float = 30.0
     producer_config: Mapping[str, str] = field(default_factory=dict)
@@ -66,6 +74,9 @@ class SinkConfig:
     partition_column: str | None = None
 
     def __post_init__(self) -> None:
+        check_names(self.app, self.query)
+        if not self.commits_topic:
+            object.__setattr__(self, "commits_topic", commits_topic_for(self.app, self.query))
         if self.partitions < 1:
             raise ConfigError("sink", "partitions", f"must be >= 1, got {self.partitions}")
         if self.retry_deadline_s * 1000 >= self.transaction_timeout_ms:
@@ -84,16 +95,17 @@ class PartitionResult:
     partition: int
     batch_id: int
     records: int
-    skipped: bool  # the marker said this batch was already committed
+    skipped: bool  # the marker said every record of this partition was already committed
     outside_key_partition: int = 0  # written in place to their input's partition, not their key's default one
+    already_committed: int = 0  # records left out: the marker's source offsets say they are committed
     new_producer: bool = False  # this worker had no usable producer: init_transactions and a marker read first
     seconds: float = 0.0  # in the task, from asking for the producer to the commit
 
 
 def check_markers(config: SinkConfig, markers: Mapping[int, CommitMarker]) -> None:
-    """Fail unless every marker of the query was written with ``partitions`` partitions.
+    """Fail unless every marker of the query was written with this layout and this input topic.
 
-    Checked before the query starts and by every writer that reads the markers (a new producer),
+    Checked before the query starts and by every writer that reads its marker (a new producer),
     so a concurrent instance with another layout is caught where the markers are read anyway.
     """
     for marker in markers.values():
@@ -104,13 +116,22 @@ def check_markers(config: SinkConfig, markers: Mapping[int, CommitMarker]) -> No
                 f"now {config.partitions}",
                 fix="keep the partition count, or start a new query name with a fresh checkpoint",
             )
+        if marker.source_topic != config.source_topic:
+            raise CommitMarkerError(
+                config.commits_topic,
+                f"query {config.query} committed the output of input topic {marker.source_topic!r}, "
+                f"now it reads {config.source_topic!r}: its offsets mean nothing there",
+                fix="a new input topic needs a new query name (--query) with a fresh checkpoint",
+            )
 
 
-def _last_committed(config: SinkConfig, partition: int) -> int:
-    """The newest batch committed for (query, partition), waiting for open transactions; -1 for none."""
-    markers = read_markers(config.bootstrap_servers, config.app, config.query, topic=config.commits_topic)
-    check_markers(config, markers)
-    return markers[partition].batch_id if partition in markers else -1
+def _committed_offsets(config: SinkConfig, partition: int) -> dict[int, int]:
+    """(query, partition)'s committed source offsets; call it after ``init_transactions``."""
+    marker = read_marker(config.bootstrap_servers, config.app, config.query, partition, topic=config.commits_topic)
+    if marker is None:
+        return {}
+    check_markers(config, {partition: marker})
+    return dict(marker.source_offsets)
 
 
 def _producer(config: SinkConfig, transactional_id: str) -> Producer:
@@ -134,17 +155,17 @@ def _producer(config: SinkConfig, transactional_id: str) -> Producer:
 class _Writer:
     """A producer whose transactions are initialised, kept by a Python worker between batches.
 
-    ``committed`` is what this producer knows for sure: the newest batch of its (query, partition)
-    committed on each commits topic, read after ``init_transactions`` or committed by itself. It
+    ``committed`` is what this producer knows for sure: its (query, partition)'s committed source
+    offsets on each commits topic, read after ``init_transactions`` or committed by itself. It
     stays true while the producer is not fenced, and a fenced producer cannot commit anything, so
     a stale belief can only make a write fail (then a fresh producer re-reads the marker), never
-    skip a batch that was not committed.
+    skip records that were not committed.
     """
 
     producer: Producer
     settings: tuple[Any, ...]
     token: str  # written to the owner file after init_transactions: see _owner_file
-    committed: dict[str, int] = field(default_factory=dict)
+    committed: dict[str, dict[int, int]] = field(default_factory=dict)
 
 
 # Per Python worker process (Spark reuses workers across tasks and batches): one initialised
@@ -215,7 +236,7 @@ def _fresh_writer(config: SinkConfig, transactional_id: str, partition: int) -> 
     while len(_writers) > MAX_CACHED_PRODUCERS:
         bootstrap, oldest = next(iter(_writers))
         _discard(dataclasses.replace(config, bootstrap_servers=bootstrap), oldest)
-    writer.committed[config.commits_topic] = _last_committed(config, partition)
+    writer.committed[config.commits_topic] = _committed_offsets(config, partition)
     return writer
 
 
@@ -249,10 +270,8 @@ def _produce(
 
 
 Headers = Mapping[str, str] | Sequence[tuple[str, str]]
-# topic, key, value, timestamp[, headers]
-Record = (
-    tuple[str, bytes, "bytes | None", "int | None"] | tuple[str, bytes, "bytes | None", "int | None", "Headers | None"]
-)
+# topic, key, value, timestamp, headers, then the input record it came from: source partition, source offset
+Record = tuple[str, bytes, "bytes | None", "int | None", "Headers | None", int, int]
 
 
 def write_partition(config: SinkConfig, batch_id: int, partition: int, records: Sequence[Record]) -> PartitionResult:
@@ -262,6 +281,8 @@ def write_partition(config: SinkConfig, batch_id: int, partition: int, records: 
     turns out fenced (another worker or instance initialised the same id since its last commit),
     the write is done again from the start with a fresh producer, which re-reads the marker.
     """
+    if not records:  # nothing to vouch for: no producer, no transaction
+        return PartitionResult(partition, batch_id, 0, skipped=False)
     started = time.monotonic()
     txn_id = config.transactional_id(partition)
     writer = _cached_writer(config, txn_id)
@@ -285,24 +306,35 @@ def write_partition(config: SinkConfig, batch_id: int, partition: int, records: 
         raise
 
 
+def uncommitted(records: Sequence[Record], committed: Mapping[int, int]) -> tuple[list[Record], dict[int, int]]:
+    """The records at or beyond the committed source offsets, and the offsets once they are committed too."""
+    pending = [r for r in records if r[6] >= committed.get(r[5], 0)]
+    covered = dict(committed)
+    for record in pending:
+        covered[record[5]] = max(covered.get(record[5], 0), record[6] + 1)
+    return pending, covered
+
+
 def _write(
     config: SinkConfig, writer: _Writer, batch_id: int, partition: int, records: Sequence[Record]
 ) -> PartitionResult:
-    last = writer.committed.get(config.commits_topic)
-    if last is None:  # this producer has not read this commits topic yet (another query's writer)
-        last = writer.committed[config.commits_topic] = _last_committed(config, partition)
-    if last >= batch_id:
-        return PartitionResult(partition, batch_id, 0, skipped=True)
+    committed = writer.committed.get(config.commits_topic)
+    if committed is None:  # this producer has not read this commits topic yet (another query's writer)
+        committed = writer.committed[config.commits_topic] = _committed_offsets(config, partition)
+    pending, covered = uncommitted(records, committed)
+    if not pending:
+        return PartitionResult(partition, batch_id, 0, skipped=True, already_committed=len(records))
     producer, txn_id, deadline = writer.producer, config.transactional_id(partition), config.retry_deadline_s
     call_with_retries(txn_id, "begin_transaction", producer.begin_transaction, deadline_s=deadline)
     try:
         try:
-            for topic, key, value, timestamp, *headers in records:
-                _produce(producer, topic, key, value, partition, timestamp, headers[0] if headers else None)
-            marker = CommitMarker(config.app, config.query, partition, batch_id, config.partitions, len(records))
-            _produce(
-                producer, config.commits_topic, marker.key, marker.encode(default_codec()), COMMITS_PARTITION, None
-            )
+            for topic, key, value, timestamp, headers, _, _ in pending:
+                _produce(producer, topic, key, value, partition, timestamp, headers)
+            marker = CommitMarker(
+                config.app, config.query, partition, batch_id, config.partitions, len(pending),
+                config.source_topic, covered,
+            )  # fmt: skip
+            _produce(producer, config.commits_topic, marker.key, marker.encode(default_codec()), partition, None)
         except KafkaException as exc:  # produce() itself refused: fatal (fenced) or the transaction must abort
             error = exc.args[0]
             kind = classify(error)
@@ -317,5 +349,6 @@ def _write(
                 txn_id, "abort_transaction", lambda: producer.abort_transaction(deadline), deadline_s=deadline
             )
         raise
-    writer.committed[config.commits_topic] = batch_id
-    return PartitionResult(partition, batch_id, len(records), skipped=False)
+    writer.committed[config.commits_topic] = covered
+    left_out = len(records) - len(pending)
+    return PartitionResult(partition, batch_id, len(pending), skipped=False, already_committed=left_out)

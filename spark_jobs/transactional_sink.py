@@ -9,10 +9,12 @@ batch's rows totally (e.g. input partition, input offset, output topic).
 How it stays exactly-once (DESIGN.md, "Exactly-once from Spark to Kafka"):
 - The Kafka source decides what batch N contains (its offset log); a re-run reads the same.
 - Each Kafka partition p of the output has exactly one writer per batch, a Spark task that holds
-  all of p's records, sorted by ``order_by``, and writes them as one transaction with the marker
-  ``(query, p) -> N`` (``partition_transactions.write_partition``: stable ``transactional.id``
-  per p, fencing, skip when already committed). A re-run or a replay produces the same bytes in
-  the same order, whatever the batch boundaries were. The task is found one of two ways:
+  all of p's records, sorted by ``order_by``, and writes them as one transaction with p's marker
+  (``partition_transactions.write_partition``: stable ``transactional.id`` per p, fencing; the
+  marker holds the source offsets p's output covers, and records below them are left out as
+  already committed). Every row names its input record (``source_columns``: input partition and
+  offset of ``source_topic``). A re-run or a replay produces the same bytes in the same order,
+  whatever the batch boundaries were. The task is found one of two ways:
   - **Routed** (the default): a row goes to Kafka's default partition of its key. ``mapInArrow``
     adds each row's route (murmur2 of the key, vectorized), Spark's ``repartition`` +
     ``sortWithinPartitions`` move and order the rows, and a second ``mapInArrow`` writes. Every
@@ -38,10 +40,10 @@ How it stays exactly-once (DESIGN.md, "Exactly-once from Spark to Kafka"):
 marker read of other partitions) stall behind a writer that died mid-transaction and never comes
 back; a restarted writer fences it at once. It must exceed the time one partition of one batch
 takes to write and commit, or the broker aborts healthy transactions: keep batches small enough
-(``maxOffsetsPerTrigger``) to write in well under a minute. A task's marker read waits until no
-transaction is open on ``_ikkai.commits``; after a crash, the dead job's open transactions are
-fenced by the restarted job's tasks of the same partitions, so run at least as many task slots as
-partitions, or the first batch after a crash may wait up to ``transaction.timeout.ms``.
+(``maxOffsetsPerTrigger``, bounded by default in ``job_shell``) to write in well under a minute.
+A writer reads only its own partition of the query's commits topic, right after its
+``init_transactions`` ended any transaction its predecessor left open there, so it never waits
+for another partition's writer or another query's zombie (``commit_markers``).
 """
 
 from __future__ import annotations
@@ -105,7 +107,7 @@ class TransactionalBatchWriter:
     def prepare(self, spark: SparkSession) -> None:
         """Checks before the query starts: speculation off, commits topic present, layout unchanged."""
         refuse_speculation(spark)
-        ensure_commits_topic(self.config.bootstrap_servers, self.config.commits_topic)
+        ensure_commits_topic(self.config.bootstrap_servers, self.config.commits_topic, self.config.partitions)
         self._admin = AdminClient({"bootstrap.servers": self.config.bootstrap_servers})
         check_layout(self.config, self._admin)
         self._routes = spark_partition_routes(self.config.partitions)
@@ -121,14 +123,15 @@ class TransactionalBatchWriter:
         config = self.config
         headers = [HEADERS_COLUMN] if HEADERS_COLUMN in batch.columns else []
         column = config.partition_column
-        extra = [column] if column is not None and column not in config.order_by else []
-        rows = batch.select(*OUTPUT_COLUMNS, *headers, *config.order_by, *extra)
+        extra = [c for c in (*config.source_columns, column) if c is not None and c not in config.order_by]
+        rows = batch.select(*OUTPUT_COLUMNS, *headers, *config.order_by, *dict.fromkeys(extra))
         if config.partition_column:
             collected = self._write_in_place(rows, batch_id)
         else:
             collected = self._write_routed(rows, batch_id, self._routes)
         written = sum(r.records for r in collected)
         skipped = [r.partition for r in collected if r.skipped]
+        left_out = sum(r.already_committed for r in collected)
         outside = sum(r.outside_key_partition for r in collected)
         fresh = sum(r.new_producer for r in collected)
         slowest = max((r.seconds for r in collected), default=0.0)
@@ -136,6 +139,7 @@ class TransactionalBatchWriter:
             f"{config.query}: batch {batch_id} committed {written} records, slowest partition {slowest:.2f} s"
             + (f" ({fresh} new producer{'s' * (fresh != 1)})" if fresh else "")
             + (f" (partitions {skipped} already committed)" if skipped else "")
+            + (f" ({left_out} records left out: committed before)" if left_out and not skipped else "")
             + (f" ({outside} in their input's partition, not their key's)" if outside else "")
             + "\n"
         )
@@ -182,20 +186,14 @@ def refuse_speculation(spark: SparkSession) -> None:
 def check_layout(config: SinkConfig, admin: AdminClient | None = None) -> None:
     """Fail unless every output topic has ``partitions`` partitions and every marker agrees."""
     check_topics(config, admin)
-    check_markers(
-        config,
-        read_markers(
-            config.bootstrap_servers, config.app, config.query, topic=config.commits_topic,
-            wait_for_open_transactions=False,
-        ),
-    )  # fmt: skip
+    check_markers(config, read_markers(config.bootstrap_servers, config.app, config.query, topic=config.commits_topic))
 
 
 def check_topics(config: SinkConfig, admin: AdminClient | None = None) -> None:
-    """Fail unless every output topic exists with ``partitions`` partitions."""
+    """Fail unless every output topic and the commits topic exist with ``partitions`` partitions."""
     client = admin or AdminClient({"bootstrap.servers": config.bootstrap_servers})
     topics = client.list_topics(timeout=30).topics
-    for topic in config.output_topics:
+    for topic in (*config.output_topics, config.commits_topic):
         if topic not in topics:
             raise CommitMarkerError(
                 topic, "the output topic does not exist", fix="create it (topics are never auto-created)"
@@ -232,19 +230,26 @@ def route_batches(batches: Iterator[pa.RecordBatch], routes: tuple[int, ...]) ->
         yield chunk.append_column(ROUTE_COLUMN, table.take(pa.array(partitions)))
 
 
-def _records(chunks: list[pa.RecordBatch] | list[pa.Table]) -> list[Record]:
-    return [
-        record
-        for chunk in chunks
-        for record in zip(
+def _records(chunks: list[pa.RecordBatch] | list[pa.Table], config: SinkConfig) -> list[Record]:
+    source_partition, source_offset = config.source_columns
+    records: list[Record] = []
+    for chunk in chunks:
+        if chunk.column(source_partition).null_count or chunk.column(source_offset).null_count:
+            raise ConfigError(
+                "sink", f"{source_partition}/{source_offset}", "a row does not name its input record",
+                fix="every output row carries the partition and offset of the input record it came from",
+            )  # fmt: skip
+        records += zip(
             chunk.column("topic").to_pylist(),
             chunk.column("key").to_pylist(),
             chunk.column("value").to_pylist(),
             chunk.column("timestamp").to_pylist(),
             chunk.column(HEADERS_COLUMN).to_pylist() if HEADERS_COLUMN in chunk.schema.names else [None] * len(chunk),
+            chunk.column(source_partition).to_pylist(),
+            chunk.column(source_offset).to_pylist(),
             strict=True,
         )
-    ]
+    return records
 
 
 def write_batches(
@@ -261,7 +266,7 @@ def write_batches(
         not pc.all(pc.equal(chunk.column(ROUTE_COLUMN), routes[partition])).as_py() for chunk in chunks if len(chunk)
     ):
         raise CommitMarkerError(config.commits_topic, "Spark changed the partition layout", fix="report this bug")
-    yield _result_batch(write_partition(config, batch_id, partition, _records(chunks)))
+    yield _result_batch(write_partition(config, batch_id, partition, _records(chunks, config)))
 
 
 def write_in_place(batches: Iterator[pa.RecordBatch], config: SinkConfig, batch_id: int) -> Iterator[pa.RecordBatch]:
@@ -289,14 +294,15 @@ def write_in_place(batches: Iterator[pa.RecordBatch], config: SinkConfig, batch_
     partition = int(named[0])
     table = table.sort_by([(name, "ascending") for name in config.order_by])
     outside = int((kafka_partitions(_keys(table), config.partitions) != partition).sum())
-    result = write_partition(config, batch_id, partition, _records([table]))
+    result = write_partition(config, batch_id, partition, _records([table], config))
     yield _result_batch(dataclasses.replace(result, outside_key_partition=outside))
 
 
 # PartitionResult's fields as the write tasks return them, with Spark's type of each: the one
 # place both the Spark schema and the Arrow schema of a task's result come from.
 _RESULT_TYPES = {"partition": "int", "batch_id": "long", "records": "long", "skipped": "boolean",
-                 "outside_key_partition": "long", "new_producer": "boolean", "seconds": "double"}  # fmt: skip
+                 "outside_key_partition": "long", "already_committed": "long", "new_producer": "boolean",
+                 "seconds": "double"}  # fmt: skip
 assert tuple(_RESULT_TYPES) == tuple(f.name for f in dataclasses.fields(PartitionResult)), "PartitionResult changed"
 RESULT_SCHEMA = ", ".join(f"{name} {kind}" for name, kind in _RESULT_TYPES.items())
 

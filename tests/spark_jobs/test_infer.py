@@ -8,6 +8,7 @@ decisions and outbox records byte for byte, as read_committed consumers see them
 from __future__ import annotations
 
 import random
+import shutil
 import time
 from collections import Counter
 from pathlib import Path
@@ -163,3 +164,73 @@ def test_two_instances_at_once_write_each_decision_once(
         run_to_end(bootstrap, topics, tmp_path, query, "--max-offsets-per-trigger", str(BATCH))
     assert by_partition(bootstrap, topics.decisions) == reference[0]
     assert by_partition(bootstrap, topics.outbox) == reference[1]
+
+
+def crash_after(bootstrap: str, topics: InferTopics, checkpoint: Path, query: str, batch: int, size: int) -> None:
+    """Run with batches of ``size`` events until the job SIGKILLs itself right after batch ``batch`` reached Kafka."""
+    job = InferProcess(bootstrap, topics, checkpoint, query, "--max-offsets-per-trigger", str(size),
+                       "--crash-after-batch", str(batch))  # fmt: skip
+    job.wait()
+    assert f"SIGKILL after batch {batch}" in "".join(job.log), job.tail()
+
+
+def test_a_lost_checkpoint_loses_nothing_and_duplicates_nothing(
+    bootstrap: str, payments: tuple[str, list[dict[str, object]]], reference: tuple[Partitioned, Partitioned],
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    """Spark starts again at batch 0 from the earliest offset, with other batch boundaries: the markers' source
+    offsets, not batch numbers, say what is committed (batch numbers said "committed" and dropped events)."""
+    topics, query = outputs(bootstrap, payments[0]), unique("lost")
+    crash_after(bootstrap, topics, tmp_path / "checkpoint", query, batch=2, size=BATCH)  # 3 batches of 40 committed
+    shutil.rmtree(tmp_path / "checkpoint")
+    job = run_to_end(bootstrap, topics, tmp_path / "checkpoint", query, "--max-offsets-per-trigger", str(BATCH * 3))
+    assert "records left out: committed before" in "".join(job.log) or "already committed" in "".join(job.log)
+    assert by_partition(bootstrap, topics.decisions) == reference[0]
+    assert by_partition(bootstrap, topics.outbox) == reference[1]
+
+
+def test_an_older_checkpoint_restored_with_other_batch_sizes_changes_nothing(
+    bootstrap: str, payments: tuple[str, list[dict[str, object]]], reference: tuple[Partitioned, Partitioned],
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    topics, query, checkpoint = outputs(bootstrap, payments[0]), unique("restored"), tmp_path / "checkpoint"
+    crash_after(bootstrap, topics, checkpoint, query, batch=1, size=BATCH)
+    shutil.copytree(checkpoint, tmp_path / "older")
+    crash_after(bootstrap, topics, checkpoint, query, batch=5, size=BATCH)
+    shutil.rmtree(checkpoint)
+    shutil.copytree(tmp_path / "older", checkpoint)  # back to the copy, four committed batches behind Kafka
+    run_to_end(bootstrap, topics, checkpoint, query, "--max-offsets-per-trigger", str(BATCH // 3))
+    assert by_partition(bootstrap, topics.decisions) == reference[0]
+    assert by_partition(bootstrap, topics.outbox) == reference[1]
+
+
+def test_a_restart_with_another_max_offsets_per_trigger_changes_nothing(
+    bootstrap: str, payments: tuple[str, list[dict[str, object]]], reference: tuple[Partitioned, Partitioned],
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    topics, query = outputs(bootstrap, payments[0]), unique("resized")
+    crash_after(bootstrap, topics, tmp_path, query, batch=3, size=BATCH)
+    run_to_end(bootstrap, topics, tmp_path, query, "--max-offsets-per-trigger", str(BATCH // 4))
+    assert by_partition(bootstrap, topics.decisions) == reference[0]
+    assert by_partition(bootstrap, topics.outbox) == reference[1]
+
+
+def test_a_backlog_drains_in_bounded_batches_by_default_exactly_once(bootstrap: str, tmp_path: Path) -> None:
+    """No --max-offsets-per-trigger: the bound derived from the transaction timeout splits a backlog of several
+    bounds into several transactions (one unbounded transaction could outlive transaction.timeout.ms forever)."""
+    from spark_jobs.job_shell import default_max_offsets_per_trigger
+
+    timeout_ms = 2000
+    bound = default_max_offsets_per_trigger(timeout_ms)
+    backlog = payment_records(simulate(11, payments=bound * 3 + 50).payments)
+    topic = create_topic(bootstrap, unique("events.backlog"), PARTITIONS)
+    produce_payments(bootstrap, topic, backlog, PARTITIONS)
+    topics = outputs(bootstrap, topic)
+    job = run_to_end(bootstrap, topics, tmp_path, unique("backlog"), "--transaction-timeout-ms", str(timeout_ms))
+    batches = [line for line in job.log if ": batch " in line and " committed " in line]
+    assert len(batches) >= 4, job.tail()
+    codec = default_codec()
+    decided = Counter(
+        codec.decode("fraud_decision", v)["event_id"] for _, v in flat(by_partition(bootstrap, topics.decisions))
+    )
+    assert decided == Counter(str(p["event_id"]) for p in backlog)

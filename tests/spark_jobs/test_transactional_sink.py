@@ -29,15 +29,17 @@ PARTITIONS = 3
 def sink(bootstrap: str, topic: str, query: str, commits: str) -> SinkConfig:
     return SinkConfig(
         app="test", query=query, bootstrap_servers=bootstrap, output_topics=(topic,), partitions=PARTITIONS,
-        order_by=("seq",), commits_topic=commits, retry_deadline_s=20,
+        order_by=("seq",), source_topic="test.in", commits_topic=commits, retry_deadline_s=20,
     )  # fmt: skip
 
 
 def batch(spark: Any, topic: str, start: int, count: int) -> Any:
-    rows = [(topic, f"pay-{i % 17}".encode(), f"value-{i}".encode(), None, i) for i in range(start, start + count)]
-    return spark.createDataFrame(rows, "topic string, key binary, value binary, timestamp long, seq long").repartition(
-        4
-    )
+    """Records of input offsets start.. of input partition 0, routed by key to the output partitions."""
+    rows = [
+        (topic, f"pay-{i % 17}".encode(), f"value-{i}".encode(), None, i, 0, i) for i in range(start, start + count)
+    ]
+    schema = "topic string, key binary, value binary, timestamp long, seq long, input_partition int, input_offset long"
+    return spark.createDataFrame(rows, schema).repartition(4)
 
 
 @pytest.fixture
@@ -67,10 +69,12 @@ def test_a_headers_column_becomes_kafka_record_headers(
 ) -> None:
     """How a dead letter carries its reason where any consumer sees it without decoding the value."""
     out, commits = topics
-    rows = [(out, b"pay-1", b"bad", None, 0, {"ikkai.dlq.reason": "not JSON", "ikkai.dlq.stage": "enrich"}),
-            (out, b"pay-2", b"good", None, 1, None)]  # fmt: skip
+    rows = [(out, b"pay-1", b"bad", None, 0, {"ikkai.dlq.reason": "not JSON", "ikkai.dlq.stage": "enrich"}, 0, 0),
+            (out, b"pay-2", b"good", None, 1, None, 0, 1)]  # fmt: skip
     frame = spark.createDataFrame(
-        rows, "topic string, key binary, value binary, timestamp long, seq long, headers map<string,string>"
+        rows,
+        "topic string, key binary, value binary, timestamp long, seq long, headers map<string,string>, "
+        "input_partition int, input_offset long",
     )
     config = sink(bootstrap, out, "q", commits)
     writer = TransactionalBatchWriter(config) if mode == "exactly-once" else AtLeastOnceBatchWriter(bootstrap)
@@ -143,7 +147,7 @@ def test_a_changed_partition_count_stops_the_job(spark: Any, bootstrap: str, top
     with pytest.raises(CommitMarkerError, match="has 4 partitions but the job writes 3"):
         TransactionalBatchWriter(sink(bootstrap, wider, "q", commits)).prepare(spark)
     moved = SinkConfig(**{**sink(bootstrap, wider, "q", commits).__dict__, "partitions": PARTITIONS + 1})
-    with pytest.raises(CommitMarkerError, match="committed batch 0 with 3 partitions, now 4"):
+    with pytest.raises(CommitMarkerError, match="has 3 partitions but the job writes 4"):
         TransactionalBatchWriter(moved).prepare(spark)
 
 
@@ -156,8 +160,8 @@ def test_a_missing_output_topic_is_refused(spark: Any, bootstrap: str, topics: t
 def in_place(bootstrap: str, topic: str, query: str, commits: str) -> SinkConfig:
     return SinkConfig(
         app="test", query=query, bootstrap_servers=bootstrap, output_topics=(topic,), partitions=PARTITIONS,
-        order_by=("input_partition", "input_offset"), commits_topic=commits, retry_deadline_s=20,
-        partition_column="input_partition",
+        order_by=("input_partition", "input_offset"), source_topic="test.in", commits_topic=commits,
+        retry_deadline_s=20, partition_column="input_partition",
     )  # fmt: skip
 
 
