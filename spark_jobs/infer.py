@@ -31,6 +31,7 @@ from spark_jobs.fraud_decisions import ORDER_BY, OUTPUT_SCHEMA, Topics, decide_b
 from spark_jobs.fraud_model import FEATURES_PATH, MODEL_PATH, FraudModel, load_snapshots
 from spark_jobs.job_shell import (
     MODES,
+    batch_bound_options,
     batch_writer,
     bootstrap_servers,
     crash_hook,
@@ -120,12 +121,7 @@ def run_infer(options: InferOptions) -> None:
 @click.option("--mode", type=click.Choice(MODES), default="exactly-once", show_default=True)
 @click.option("--query", default="infer", show_default=True, help="Query name; part of every transactional.id.")
 @click.option("--continuous", is_flag=True, help="Keep running (1 s trigger) instead of stopping when caught up.")
-@click.option("--max-offsets-per-trigger", type=click.IntRange(min=1),
-              help="Input records per micro-batch at most [default: derived from --transaction-timeout-ms, "
-              f"{default_max_offsets_per_trigger():,} for the default].")  # fmt: skip
-@click.option("--transaction-timeout-ms", type=click.IntRange(min=1000), default=DEFAULT_TRANSACTION_TIMEOUT_MS,
-              show_default=True, help="The sink's transaction.timeout.ms (at most the brokers' "
-              "transaction.max.timeout.ms).")  # fmt: skip
+@batch_bound_options
 @click.option("--master", default="local[2]", show_default=True)
 @click.option("--model", help="Model artifact (model.json) [default: models/fraud/model.json of this checkout].")
 @click.option("--features", help="Feature snapshots (CSV) [default: the model's customer_features.csv].")

@@ -45,6 +45,21 @@ def default_max_offsets_per_trigger(transaction_timeout_ms: int = DEFAULT_TRANSA
     return max(100, int(budget_s * WRITE_FLOOR_PER_S / OUTPUTS_PER_INPUT))
 
 
+def batch_bound_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The jobs' ``--max-offsets-per-trigger`` and ``--transaction-timeout-ms`` options (click)."""
+    import click
+
+    command = click.option(
+        "--transaction-timeout-ms", type=click.IntRange(min=1000), default=DEFAULT_TRANSACTION_TIMEOUT_MS,
+        show_default=True, help="The sink's transaction.timeout.ms (at most the brokers' transaction.max.timeout.ms).",
+    )(command)  # fmt: skip
+    return click.option(
+        "--max-offsets-per-trigger", type=click.IntRange(min=1),
+        help="Input records per micro-batch at most [default: derived from --transaction-timeout-ms, "
+        f"{default_max_offsets_per_trigger():,} for the default].",
+    )(command)  # fmt: skip
+
+
 def retry_deadline_s(transaction_timeout_ms: int) -> float:
     """How long one transaction step is retried: 30 s, or less when the timeout is short."""
     return min(30.0, transaction_timeout_ms / 2000)

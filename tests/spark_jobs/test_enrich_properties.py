@@ -37,18 +37,11 @@ from spark_jobs.enrich_records import (
 from spark_jobs.kafka_partitioning import kafka_partition
 from spark_jobs.raw_payments import CHANNELS, DEFAULT_LATENESS_MS, RAW_FIELDS, STATUSES
 from spark_jobs.serialization import default_codec
+from tests.spark_jobs.test_enrich_parse import INGESTED, PARTITIONS, VALID
 from transforms import CURRENCY_EXPONENTS, load_spec
 
-PARTITIONS = 3
-INGESTED = 1_767_312_000_000  # 2026-01-02T00:00:00Z, the ingest records' Kafka timestamp
 SETTINGS = Settings("ingest.payments", "events.payments", "dlq.enrich", PARTITIONS, DEFAULT_LATENESS_MS,
                     CURRENCY_EXPONENTS)  # fmt: skip
-VALID = {
-    "event_id": "evt-1", "payment_id": "pay-1", "customer_id": "cust-00001", "merchant_id": "m-001",
-    "amount": "12.34", "currency": "EUR", "country": "DE", "card_present": True, "channel": "pos",
-    "card_number": "4111111111111111", "merchant_category_code": "5411", "status": "authorized",
-    "event_time": "2026-01-01T23:59:59.123Z",
-}  # fmt: skip
 INGEST_SCHEMA = "partition int, offset long, ingested_at long, key binary, value binary"
 _ARROW = {"string": pa.string(), "int": pa.int32(), "long": pa.int64(), "binary": pa.binary(), "boolean": pa.bool_()}
 CLASSIFIED_ARROW = pa.schema([(name, _ARROW[kind]) for name, kind in CLASSIFIED_COLUMNS])
