@@ -145,14 +145,35 @@ _seen: dict[tuple[str, str, int], tuple[int, CommitMarker | None]] = {}
 _admins: dict[str, AdminClient] = {}
 
 
-def _high_watermark(bootstrap: str, topic: str, partition: int) -> int:
-    """The partition's high watermark, open transactions included (a read_uncommitted offset query)."""
+# A leader moved (a broker restarted, a partition failed over): the client's metadata is stale for a
+# moment and refreshes itself. Asked again after a pause, the same question gets an answer.
+_LEADER_MOVED = frozenset({
+    KafkaError.FENCED_LEADER_EPOCH, KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.UNKNOWN_LEADER_EPOCH,
+    KafkaError.LEADER_NOT_AVAILABLE, KafkaError.REQUEST_TIMED_OUT, KafkaError._TIMED_OUT, KafkaError._TRANSPORT,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+})  # fmt: skip
+
+
+def _high_watermark(bootstrap: str, topic: str, partition: int) -> int | None:
+    """The partition's high watermark, open transactions included (a read_uncommitted offset query).
+
+    None when a leader just moved (retriable: ask again); any other error stops the read.
+    """
     admin = _admins.get(bootstrap)
     if admin is None:
         admin = _admins[bootstrap] = AdminClient({"bootstrap.servers": bootstrap})
     request = {TopicPartition(topic, partition): OffsetSpec.latest()}  # type: ignore[no-untyped-call]
-    future = admin.list_offsets(request, isolation_level=IsolationLevel.READ_UNCOMMITTED, request_timeout=10)
-    return int(next(iter(future.values())).result(timeout=15).offset)
+    try:
+        future = admin.list_offsets(request, isolation_level=IsolationLevel.READ_UNCOMMITTED, request_timeout=10)
+        return int(next(iter(future.values())).result(timeout=15).offset)
+    except KafkaException as exc:
+        error = exc.args[0]
+        if error.retriable() or error.code() in _LEADER_MOVED:
+            return None
+        raise CommitMarkerError(
+            topic, f"partition {partition}: its high watermark cannot be read ({error.name()}: {error.str()})",
+            fix="check the broker's health and this client's ACLs (Describe and Read on the commits topic)",
+        ) from exc  # fmt: skip
 
 
 def _consumer(bootstrap: str) -> Consumer:
@@ -209,9 +230,10 @@ def read_marker(
             here = message.offset() if message is not None else consumer.position([assigned])[0].offset
             if here >= 0:
                 _seen[(bootstrap, topic, partition)] = (here, latest)
-            if here >= _high_watermark(bootstrap, topic, partition):
+            high = _high_watermark(bootstrap, topic, partition)
+            if high is not None and here >= high:
                 return latest
-            time.sleep(0.2)  # someone else's transaction is open here: wait for the broker to end it
+            time.sleep(0.2)  # a leader moved, or someone else's transaction is open here: ask again
         raise CommitMarkerError(
             topic,
             f"partition {partition}: a transaction stayed open for more than {deadline_s:.0f}s, but only "

@@ -155,3 +155,40 @@ def test_a_marker_round_trips_and_a_v1_marker_reads_with_no_offsets() -> None:
     old = codec.encode("commit_marker", {"app": "app", "query": "q", "partition": 1, "batch_id": 4,
                                          "partitions": 2, "records": 10}, version=1)  # fmt: skip
     assert CommitMarker.decode(old, codec).source_offsets == {}
+
+
+class _Offsets:
+    """An admin client whose offset query fails with ``codes`` in turn, then answers ``high``."""
+
+    def __init__(self, codes: list[int], high: int) -> None:
+        self.codes, self.high = codes, high
+
+    def list_offsets(self, request: dict[object, object], **_: object) -> dict[object, object]:
+        from concurrent.futures import Future
+
+        from confluent_kafka import KafkaError, KafkaException
+
+        future: Future[object] = Future()
+        if self.codes:
+            future.set_exception(KafkaException(KafkaError(self.codes.pop(0))))
+        else:
+            future.set_result(type("Answer", (), {"offset": self.high})())
+        return dict.fromkeys(request, future)
+
+
+def test_a_leader_that_moved_is_asked_again_and_other_errors_stop_the_read() -> None:
+    """After a broker restart the offset query fails with FENCED_LEADER_EPOCH: the job died of it."""
+    from confluent_kafka import KafkaError
+
+    commit_markers._admins["fake:1"] = _Offsets(
+        [KafkaError.FENCED_LEADER_EPOCH, KafkaError.NOT_LEADER_FOR_PARTITION], 7
+    )  # type: ignore[assignment]
+    commit_markers._admins["fake:2"] = _Offsets([KafkaError.TOPIC_AUTHORIZATION_FAILED], 7)  # type: ignore[assignment]
+    try:
+        answers = [commit_markers._high_watermark("fake:1", "t", 0) for _ in range(3)]
+        assert answers == [None, None, 7]
+        with pytest.raises(CommitMarkerError, match="TOPIC_AUTHORIZATION_FAILED"):
+            commit_markers._high_watermark("fake:2", "t", 0)
+    finally:
+        commit_markers._admins.pop("fake:1", None)
+        commit_markers._admins.pop("fake:2", None)
