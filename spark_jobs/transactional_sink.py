@@ -36,9 +36,9 @@ How it stays exactly-once (DESIGN.md, "Exactly-once from Spark to Kafka"):
 - Speculative execution would run two attempts of one partition at once, fencing each other
   at best: the writer refuses to run with it on.
 
-``transaction.timeout.ms`` defaults to 60 s. It bounds how long read_committed readers (and the
-marker read of other partitions) stall behind a writer that died mid-transaction and never comes
-back; a restarted writer fences it at once. It must exceed the time one partition of one batch
+``transaction.timeout.ms`` defaults to 60 s. It bounds how long downstream read_committed readers
+stall behind a writer that died mid-transaction and never comes back; a restarted writer fences
+it at once. It must exceed the time one partition of one batch
 takes to write and commit, or the broker aborts healthy transactions: keep batches small enough
 (``maxOffsetsPerTrigger``, bounded by default in ``job_shell``) to write in well under a minute.
 A writer reads only its own partition of the query's commits topic, right after its
@@ -139,7 +139,7 @@ class TransactionalBatchWriter:
             f"{config.query}: batch {batch_id} committed {written} records, slowest partition {slowest:.2f} s"
             + (f" ({fresh} new producer{'s' * (fresh != 1)})" if fresh else "")
             + (f" (partitions {skipped} already committed)" if skipped else "")
-            + (f" ({left_out} records left out: committed before)" if left_out and not skipped else "")
+            + (f" ({left_out} records left out: committed before)" if left_out else "")
             + (f" ({outside} in their input's partition, not their key's)" if outside else "")
             + "\n"
         )
