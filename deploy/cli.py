@@ -82,8 +82,12 @@ def stack(ctx: click.Context, home: Path | None, runtime: str) -> None:
     ctx.obj = {"home": home, "runtime": runtime}
 
 
-def _stack(ctx: click.Context, broker_port: int | None = None, connect_port: int | None = None) -> Stack:
-    return select_stack(ctx.obj["runtime"], home=ctx.obj["home"], broker_port=broker_port, connect_port=connect_port)
+def _stack(
+    ctx: click.Context, broker_port: int | None = None, connect_port: int | None = None, brokers: int | None = None
+) -> Stack:
+    return select_stack(
+        ctx.obj["runtime"], home=ctx.obj["home"], broker_port=broker_port, connect_port=connect_port, brokers=brokers
+    )
 
 
 def _endpoint_data(endpoints: Endpoints, stack_: Stack) -> dict[str, Any]:
@@ -97,12 +101,17 @@ def _endpoint_data(endpoints: Endpoints, stack_: Stack) -> dict[str, Any]:
 @stack.command()
 @click.option("--broker-port", type=int, help="Kafka listener port (default: last run's, else a free one).")
 @click.option("--connect-port", type=int, help="Connect REST port (default: last run's, else a free one).")
+@click.option(
+    "--brokers", type=click.IntRange(min=1),
+    help="KRaft nodes (broker+controller each); 3 gives replication factor 3 and min.insync.replicas 2. "
+         "[default: the home's count, 1 for a new home]",
+)  # fmt: skip
 @output_option
 @click.pass_context
-def up(ctx: click.Context, broker_port: int | None, connect_port: int | None, output: str) -> None:
+def up(ctx: click.Context, broker_port: int | None, connect_port: int | None, brokers: int | None, output: str) -> None:
     """Start the stack and wait until it answers; prints the endpoints."""
     started = time.monotonic()
-    stack_ = _stack(ctx, broker_port=broker_port, connect_port=connect_port)
+    stack_ = _stack(ctx, broker_port=broker_port, connect_port=connect_port, brokers=brokers)
     endpoints = stack_.up()
     click.echo(f"stack up in {time.monotonic() - started:.1f}s", err=True)
     emit(_endpoint_data(endpoints, stack_), output, endpoints_text)

@@ -1,11 +1,14 @@
-"""The embedded stack: one KRaft broker and one Kafka Connect distributed worker on loopback.
+"""The embedded stack: KRaft broker(s) and one Kafka Connect distributed worker on loopback.
 
-Everything lives under one home folder::
+One broker by default; ``brokers=3`` starts three combined broker+controller nodes (replication
+factor 3, min.insync.replicas 2) for replication and broker-failure tests. Everything lives under
+one home folder::
 
-    <home>/stack.json          ports and cluster id (kept across down/up, so endpoints stay stable)
-    <home>/config/             rendered server.properties, connect-distributed.properties, log4j2
-    <home>/kafka/data/         the broker's log.dirs (KRaft metadata included)
-    <home>/logs/               broker.log, connect.log (log4j2) and *.out (JVM stdout/stderr)
+    <home>/stack.json          broker count, ports and cluster id (kept across down/up: stable endpoints)
+    <home>/config/             rendered server.properties (server-<i>.properties per node of N > 1),
+                               connect-distributed.properties, log4j2 per component
+    <home>/kafka/data/         the broker's log.dirs (KRaft metadata included); kafka/data-<i>/ per node of N > 1
+    <home>/logs/               broker.log (broker-<i>.log), connect.log (log4j2) and *.out (JVM stdout/stderr)
 
 The processes are found by their command line (deploy/processes.py), not by trusting a pid
 file, so ``up`` after a crash notices the half-dead stack, stops what is left and starts
@@ -16,13 +19,15 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -31,15 +36,20 @@ from deploy import processes
 from deploy.artifacts import JarSet, ensure_jars
 from deploy.connect_plugins import ensure_ikkai_plugins
 from deploy.errors import PortInUseError, StackError
+from deploy.leaders import partition_leaders, transaction_coordinator, under_replicated
 from deploy.local_plugins import local_plugin_dirs_for_stack
 from deploy.ports import choose_ports, ephemeral_range, port_is_free, reserved_ports
 from deploy.prerequisites import check_java
 from deploy.probes import broker_answers, connect_plugins
 from deploy.settings import Endpoints
+from deploy.stack_config import BROKER as BROKER  # re-exported: callers name components by these
+from deploy.stack_config import CONNECT as CONNECT
 from deploy.stack_config import (
+    CONTROLLER,
     HOST,
     Ports,
     bootstrap_servers,
+    broker_components,
     broker_properties,
     connect_properties,
     connect_url,
@@ -47,9 +57,8 @@ from deploy.stack_config import (
     render_properties,
 )
 
-BROKER = "broker"
-CONNECT = "connect"
-COMPONENTS = (BROKER, CONNECT)
+COMPONENTS = (BROKER, CONNECT)  # a one-broker stack's; ``LocalStack.components`` has the others'
+_NODE = re.compile(rf"{BROKER}-([1-9][0-9]*)")
 
 BROKER_MAIN = "kafka.Kafka"
 STORAGE_TOOL = "kafka.tools.StorageTool"
@@ -104,13 +113,18 @@ class LocalStack:
         *,
         broker_port: int | None = None,
         connect_port: int | None = None,
+        brokers: int | None = None,
         heap: str = "1g",
         extra_plugin_dirs: tuple[Path, ...] = (),
         progress: TextIO = sys.stderr,
     ) -> None:
+        """``brokers``: how many KRaft nodes ``up`` starts; None keeps the home's count (1 for a new home)."""
+        if brokers is not None:
+            broker_components(brokers)  # at least one
         self.home = home.resolve()
         self.jars_dir = jars_dir
         self.requested = {BROKER: broker_port, CONNECT: connect_port}
+        self.requested_brokers = brokers
         self.heap = heap
         self.extra_plugin_dirs = extra_plugin_dirs
         self.progress = progress
@@ -136,6 +150,69 @@ class LocalStack:
     def log_file(self, component: str) -> Path:
         return self.logs_dir / f"{component}.log"
 
+    def node_data_dir(self, component: str) -> Path:
+        """A broker's log.dirs: ``kafka/data`` on a one-broker stack, ``kafka/data-<i>`` for node i of more."""
+        return self.data_dir if component == BROKER else self.home / "kafka" / f"data-{_node_id(component)}"
+
+    def _server_properties(self, component: str) -> Path:
+        name = "server.properties" if component == BROKER else f"server-{_node_id(component)}.properties"
+        return self.config_dir / name
+
+    # -- the cluster's shape -------------------------------------------------------------------
+
+    @property
+    def broker_count(self) -> int:
+        """The brokers this home holds (from stack.json), else those asked for, else 1."""
+        return self._saved_broker_count() or self.requested_brokers or 1
+
+    @property
+    def brokers(self) -> tuple[str, ...]:
+        """The brokers' component names: ``("broker",)``, or ``("broker-1", ..., "broker-N")``."""
+        return broker_components(self.broker_count)
+
+    @property
+    def components(self) -> tuple[str, ...]:
+        return (*self.brokers, CONNECT)
+
+    def broker_of(self, node_id: int) -> str:
+        """The component name of the broker with ``node.id`` ``node_id``."""
+        if not 1 <= node_id <= self.broker_count:
+            raise StackError(f"node {node_id}", f"no such broker in {self.home} (node ids 1..{self.broker_count})")
+        return self.brokers[node_id - 1]
+
+    def leader_of(self, topic: str, partition: int) -> str:
+        """The broker leading ``topic``/``partition`` now (chaos tests kill it)."""
+        leader = partition_leaders(self._bootstrap(), topic).get(partition, -1)
+        if leader < 0:
+            raise StackError(f"{topic}/{partition}", "has no leader now", fix="wait until a broker leads it")
+        return self.broker_of(leader)
+
+    def coordinator_of(self, transactional_id: str) -> str:
+        """The broker coordinating ``transactional_id``'s transactions now (the leader of its
+        ``__transaction_state`` partition, which exists once a transactional producer has started)."""
+        coordinator = transaction_coordinator(self._bootstrap(), transactional_id)
+        if coordinator < 0:
+            raise StackError(transactional_id, "has no transaction coordinator now", fix="wait until a broker leads it")
+        return self.broker_of(coordinator)
+
+    def wait_in_sync(self, timeout: float = 120) -> None:
+        """Wait until every partition has a leader and all its replicas in sync (after a broker restart)."""
+        deadline = time.monotonic() + timeout
+        lagging = under_replicated(self._bootstrap())
+        while lagging:
+            if time.monotonic() > deadline:
+                shown = ", ".join(lagging[:5]) + (f" and {len(lagging) - 5} more" if len(lagging) > 5 else "")
+                raise StackError("cluster", f"{shown} still under-replicated after {timeout:.0f}s",
+                                 fix="check that every broker runs (`ikkai stack status`) and their logs")  # fmt: skip
+            time.sleep(0.5)
+            lagging = under_replicated(self._bootstrap())
+
+    def _bootstrap(self) -> str:
+        endpoints = self.endpoints()
+        if endpoints is None:
+            raise StackError("stack", f"never started in {self.home}", fix="run `ikkai stack up` first")
+        return endpoints.bootstrap_servers
+
     # -- public API ----------------------------------------------------------------------------
 
     def endpoints(self) -> Endpoints | None:
@@ -146,16 +223,25 @@ class LocalStack:
 
     def status(self) -> StackStatus:
         live = processes.stack_processes(self.home)
-        endpoints = self.endpoints()
+        ports = self._saved_ports()
         components = []
-        for name in COMPONENTS:
+        for name in self.components:
             pids = sorted(live.get(name, []))
-            healthy = bool(pids) and endpoints is not None and self._answers(name, endpoints)
+            healthy = bool(pids) and ports is not None and self._answers(name, ports)
             components.append(ComponentStatus(name, pids, healthy, self.log_file(name)))
-        return StackStatus(self.home, endpoints, components)
+        return StackStatus(self.home, self.endpoints(), components)
 
     def up(self) -> Endpoints:
         """Bring the stack to running; a no-op (bar a health check) when it already is."""
+        saved = self._saved_broker_count()
+        if saved is not None and self.requested_brokers not in (None, saved):
+            raise StackError(
+                "stack",
+                f"{self.home} holds a stack of {saved} broker(s), not {self.requested_brokers}: "
+                "a KRaft cluster's storage cannot change its node count",
+                fix=f"keep {saved} (omit --brokers), or delete it first with "
+                f"`ikkai stack --home {self.home} down --purge`",
+            )
         current = self.status()
         if current.running and current.endpoints:
             self._say("stack already up")
@@ -172,9 +258,11 @@ class LocalStack:
         jars = ensure_jars(self.jars_dir, progress=self.progress)
         self._write_state(ports)
         self._write_configs(ports, jars)
-        self._format_storage(java.executable, jars)
-        self._start(BROKER, java.executable, jars, ports)
-        self._start(CONNECT, java.executable, jars, ports)
+        for broker in self.brokers:
+            self._format_storage(broker, java.executable, jars)
+        # All nodes at once: a node of three is ready only once a quorum of controllers has formed.
+        self._start(self.brokers, java.executable, jars, ports)
+        self._start([CONNECT], java.executable, jars, ports)
         endpoints = self.endpoints()
         assert endpoints is not None
         return endpoints
@@ -191,7 +279,10 @@ class LocalStack:
         return stopped
 
     def kill(self, component: str, sig: signal.Signals = signal.SIGKILL) -> list[int]:
-        """Send ``sig`` to one component (chaos tests, the demo's worker restart)."""
+        """Send ``sig`` to one component (chaos tests, the demo's worker restart): ``connect``, ``broker``
+        on a one-broker stack, ``broker-<i>`` on a stack of more (``leader_of`` and ``coordinator_of``
+        name the one that matters)."""
+        self._check_component(component)
         pids = processes.stack_processes(self.home).get(component, [])
         for pid in pids:
             processes.signal_group(pid, sig)
@@ -204,13 +295,14 @@ class LocalStack:
         ports = self._saved_ports()
         if ports is None:
             raise StackError(component, "the stack was never started here", fix="run `ikkai stack up` first")
+        self._check_component(component)
         if processes.stack_processes(self.home).get(component):
             return
         self._check_ports_free(component, ports)  # before the JVM: a taken port can never be bound
         java = check_java()
         jars = ensure_jars(self.jars_dir, progress=self.progress)
-        self._write_configs(ports, jars)
-        self._start(component, java.executable, jars, ports)
+        self._write_configs(ports, jars, connect=component == CONNECT)
+        self._start([component], java.executable, jars, ports)
 
     # -- steps ---------------------------------------------------------------------------------
 
@@ -218,40 +310,65 @@ class LocalStack:
         self.progress.write(f"{message}\n")
         self.progress.flush()
 
-    def _answers(self, component: str, endpoints: Endpoints) -> bool:
+    def _check_component(self, component: str) -> None:
+        if component not in self.components:
+            raise StackError(component, f"no such component in {self.home}",
+                             fix=f"name one of {', '.join(self.components)}")  # fmt: skip
+
+    def _answers(self, component: str, ports: Ports) -> bool:
         if component == BROKER:
-            return broker_answers(endpoints.bootstrap_servers)
-        plugins = connect_plugins(endpoints.connect_url)
+            return broker_answers(bootstrap_servers(ports))
+        if component != CONNECT:  # one node of several: it answers at its own address and is registered
+            node_id = _node_id(component)
+            return broker_answers(f"{HOST}:{ports.nodes[node_id - 1].broker}", node_id=node_id)
+        plugins = connect_plugins(connect_url(ports))
         return plugins is not None and FILE_SOURCE in plugins
+
+    def _saved_state(self) -> dict[str, object]:
+        try:
+            state = json.loads(self.state_file.read_text())
+        except (OSError, ValueError):
+            return {}
+        return state if isinstance(state, dict) else {}
 
     def _saved_ports(self) -> Ports | None:
         try:
-            state = json.loads(self.state_file.read_text())
-            return Ports(**state["ports"])
-        except (OSError, ValueError, KeyError, TypeError):
+            return Ports.from_dict(self._saved_state()["ports"])  # type: ignore[arg-type]
+        except (KeyError, TypeError, ValueError, AttributeError):
             return None
+
+    def _saved_broker_count(self) -> int | None:
+        """From stack.json: ``brokers``, else (a state file of an older ikkai) the nodes of its ports."""
+        count = self._saved_state().get("brokers")
+        if isinstance(count, int) and count >= 1:
+            return count
+        ports = self._saved_ports()
+        return len(ports.nodes) if ports else None
 
     def _choose_ports(self) -> Ports:
         """Requested ports must be free; otherwise reuse last run's ports if free and outside the kernel's
         ephemeral range, else pick new ones outside it (deploy/ports.py says why)."""
         previous, ephemeral = self._saved_ports(), ephemeral_range()
-        chosen = choose_ports(self.requested, previous, ephemeral=ephemeral, reserved=reserved_ports())
+        chosen = choose_ports(
+            self.requested, previous, ephemeral=ephemeral, reserved=reserved_ports(), brokers=self.broker_count
+        )
         for role, port in chosen.as_dict().items():
-            old = previous.as_dict()[role] if previous else None
+            old = previous.as_dict().get(role) if previous else None
             if old in ephemeral and old != port:
                 self._say(
                     f"{role} port {old} is inside the kernel's ephemeral range {ephemeral}, where an outbound "
                     f"connection may take it while the stack is down; moving it to {port}"
                 )
-            elif self.requested.get(role) in ephemeral:
+            elif port in ephemeral:  # only a pinned port can be
+                flag = f"--{role.split('-')[0]}-port"
                 self._say(
                     f"note: {role} port {port} is inside the kernel's ephemeral range {ephemeral}: an outbound "
-                    f"connection may take it while the {role} is down (omit --{role}-port to pick one outside it)"
+                    f"connection may take it while the {role} is down (omit {flag} to pick one outside it)"
                 )
         return chosen
 
     def _check_ports_free(self, component: str, ports: Ports) -> None:
-        roles = (BROKER, "controller") if component == BROKER else (CONNECT,)
+        roles = (CONNECT,) if component == CONNECT else (component, component.replace(BROKER, CONTROLLER, 1))
         for role in roles:
             port = ports.as_dict()[role]
             if not port_is_free(port):
@@ -269,15 +386,30 @@ class LocalStack:
         except (OSError, ValueError):
             state = {}
         state["ports"] = ports.as_dict()
+        state["brokers"] = len(ports.nodes)
         state.setdefault("cluster_id", _new_cluster_id())
         self.state_file.write_text(json.dumps(state, indent=2) + "\n")
 
-    def _write_configs(self, ports: Ports, jars: JarSet) -> None:
+    def _write_configs(self, ports: Ports, jars: JarSet, *, connect: bool = True) -> None:
+        """Every component's files; the brokers' only without ``connect`` (a broker restart builds no plugin)."""
         self.config_dir.mkdir(parents=True, exist_ok=True)
         self.logs_dir.mkdir(parents=True, exist_ok=True)
         header = "written by ikkai (deploy/local_stack.py); edits are overwritten on the next `ikkai stack up`"
+        brokers = broker_components(len(ports.nodes))
         files = {
-            "server.properties": broker_properties(ports, self.data_dir),
+            **{
+                self._server_properties(broker).name: broker_properties(ports, self.node_data_dir(broker), node_id)
+                for node_id, broker in enumerate(brokers, start=1)
+            },
+            **{f"log4j2-{broker}.properties": log4j2_properties(self.log_file(broker)) for broker in brokers},
+        }
+        if connect:
+            files |= self._connect_configs(ports, jars)
+        for name, properties in files.items():
+            (self.config_dir / name).write_text(render_properties(properties, header))
+
+    def _connect_configs(self, ports: Ports, jars: JarSet) -> dict[str, dict[str, str]]:
+        return {
             "connect-distributed.properties": connect_properties(
                 ports,
                 [
@@ -287,17 +419,15 @@ class LocalStack:
                     *self.extra_plugin_dirs,
                 ],
             ),
-            f"log4j2-{BROKER}.properties": log4j2_properties(self.log_file(BROKER)),
             f"log4j2-{CONNECT}.properties": log4j2_properties(self.log_file(CONNECT)),
         }
-        for name, properties in files.items():
-            (self.config_dir / name).write_text(render_properties(properties, header))
 
-    def _format_storage(self, java: Path, jars: JarSet) -> None:
-        if (self.data_dir / "meta.properties").exists():
+    def _format_storage(self, broker: str, java: Path, jars: JarSet) -> None:
+        data_dir = self.node_data_dir(broker)
+        if (data_dir / "meta.properties").exists():
             return
         cluster_id = json.loads(self.state_file.read_text())["cluster_id"]
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        data_dir.mkdir(parents=True, exist_ok=True)
         result = processes.run_java(
             java,
             classpath=jars.kafka_classpath(),
@@ -307,18 +437,18 @@ class LocalStack:
                 "--cluster-id",
                 cluster_id,
                 "--config",
-                str(self.config_dir / "server.properties"),
+                str(self._server_properties(broker)),
                 "--ignore-formatted",
             ],
-            jvm_options=[f"-Dlog4j2.configurationFile={self.config_dir / f'log4j2-{BROKER}.properties'}"],
+            jvm_options=[f"-Dlog4j2.configurationFile={self.config_dir / f'log4j2-{broker}.properties'}"],
         )
         if result.returncode != 0:
             raise StackError(
-                "storage format",
+                "storage format" if broker == BROKER else f"{broker} storage format",
                 (result.stderr or result.stdout).strip().splitlines()[-1]
                 if (result.stderr or result.stdout).strip()
                 else f"exit {result.returncode}",
-                fix=f"run `ikkai stack down --purge` to start from empty storage in {self.data_dir}",
+                fix=f"run `ikkai stack down --purge` to start from empty storage in {data_dir}",
             )
 
     def _jvm_options(self, component: str) -> list[str]:
@@ -330,30 +460,37 @@ class LocalStack:
             f"-Dkafka.logs.dir={self.logs_dir}",
         ]  # fmt: skip
 
-    def _start(self, component: str, java: Path, jars: JarSet, ports: Ports) -> None:
-        config = "server.properties" if component == BROKER else "connect-distributed.properties"
-        main_class = BROKER_MAIN if component == BROKER else CONNECT_MAIN
-        address = bootstrap_servers(ports) if component == BROKER else connect_url(ports)
-        self._say(f"starting {component} on {address}")
+    def _start(self, components: Iterable[str], java: Path, jars: JarSet, ports: Ports) -> None:
+        """Start ``components`` together, then wait until each answers."""
         started = time.monotonic()
-        process = processes.start_java(
-            java,
-            home=self.home,
-            component=component,
-            main_class=main_class,
-            classpath=jars.kafka_classpath(),
-            args=[str(self.config_dir / config)],
-            jvm_options=self._jvm_options(component),
-            output=self.logs_dir / f"{component}.out",
-        )
-        endpoints = Endpoints(bootstrap_servers(ports), connect_url(ports), runtime="local")
-        self._wait_ready(component, process, lambda: self._answers(component, endpoints), started)
-        self._say(f"{component} ready in {time.monotonic() - started:.1f}s (pid {process.pid})")
+        launched = []
+        for component in components:
+            if component == CONNECT:
+                config, main_class, address = self.config_dir / "connect-distributed.properties", CONNECT_MAIN, \
+                    connect_url(ports)  # fmt: skip
+            else:
+                port = ports.nodes[_node_id(component) - 1].broker
+                config, main_class, address = self._server_properties(component), BROKER_MAIN, f"{HOST}:{port}"
+            self._say(f"starting {component} on {address}")
+            process = processes.start_java(
+                java,
+                home=self.home,
+                component=component,
+                main_class=main_class,
+                classpath=jars.kafka_classpath(),
+                args=[str(config)],
+                jvm_options=self._jvm_options(component),
+                output=self.logs_dir / f"{component}.out",
+            )
+            launched.append((component, process))
+        for component, process in launched:
+            self._wait_ready(component, process, lambda c=component: self._answers(c, ports), started)  # type: ignore[misc]
+            self._say(f"{component} ready in {time.monotonic() - started:.1f}s (pid {process.pid})")
 
     def _wait_ready(
         self, component: str, process: subprocess.Popen[bytes], ready: Callable[[], bool], started: float
     ) -> None:
-        deadline = started + READY_TIMEOUT[component]
+        deadline = started + READY_TIMEOUT[_kind(component)]
         while time.monotonic() < deadline:
             if process.poll() is not None:
                 raise self._startup_failure(component, f"exited with code {process.returncode} during start-up")
@@ -361,7 +498,7 @@ class LocalStack:
                 return
             time.sleep(0.25)
         processes.stop(process.pid, self.home, component, grace_seconds=5)
-        raise self._startup_failure(component, f"not ready after {READY_TIMEOUT[component]:.0f}s")
+        raise self._startup_failure(component, f"not ready after {READY_TIMEOUT[_kind(component)]:.0f}s")
 
     def _startup_failure(self, component: str, problem: str) -> Exception:
         log = self.log_file(component)
@@ -371,7 +508,7 @@ class LocalStack:
                 text += path.read_text(errors="replace")
         if "Address already in use" in text:
             ports = self._saved_ports()
-            port = (ports.broker if component == BROKER else ports.connect) if ports else 0
+            port = ports.as_dict().get(component, 0) if ports else 0
             return PortInUseError(
                 HOST, port, component,
                 fix="another process took it during start-up; run `ikkai stack up` again to pick free ports",
@@ -381,16 +518,35 @@ class LocalStack:
         return StackError(component, problem + detail, log=log)
 
     def _stop_all(self) -> list[int]:
-        stopped: list[int] = []
-        for component in (CONNECT, BROKER):  # Connect first: it needs the broker to leave cleanly
-            for pid in processes.stack_processes(self.home).get(component, []):
-                processes.stop(pid, self.home, component, grace_seconds=STOP_GRACE[component])
-                stopped.append(pid)
-        for component, pids in processes.stack_processes(self.home).items():  # anything unexpected
-            for pid in pids:
-                processes.stop(pid, self.home, component, grace_seconds=5)
-                stopped.append(pid)
-        return stopped
+        # Connect first: it needs the brokers to leave cleanly. Brokers all at once: a node stopped after
+        # the others could not reach a controller quorum for its clean shutdown, and would wait it out.
+        stopped = self._stop([CONNECT]) + self._stop(self.brokers)
+        return stopped + self._stop(processes.stack_processes(self.home), grace_seconds=5)  # anything unexpected
+
+    def _stop(self, components: Iterable[str], grace_seconds: float | None = None) -> list[int]:
+        live = processes.stack_processes(self.home)
+        targets = [(component, pid) for component in components for pid in live.get(component, [])]
+        if targets:
+            with ThreadPoolExecutor(max_workers=len(targets)) as pool:
+                for component, pid in targets:
+                    grace = STOP_GRACE.get(_kind(component), 5) if grace_seconds is None else grace_seconds
+                    pool.submit(processes.stop, pid, self.home, component, grace_seconds=grace)
+        return [pid for _, pid in targets]
+
+
+def _node_id(broker: str) -> int:
+    """``broker`` is node 1 of a one-broker stack; ``broker-<i>`` is node i."""
+    if broker == BROKER:
+        return 1
+    match = _NODE.fullmatch(broker)
+    if match is None:
+        raise StackError(broker, "is not a broker's name", fix=f"name `{BROKER}` or `{BROKER}-<node id>`")
+    return int(match.group(1))
+
+
+def _kind(component: str) -> str:
+    """``broker`` for every broker, else the component's own name."""
+    return BROKER if component == BROKER or _NODE.fullmatch(component) else component
 
 
 def _new_cluster_id() -> str:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from deploy.errors import NoFreePortError, PortInUseError
-from deploy.stack_config import HOST, Ports
+from deploy.stack_config import BROKER, CONNECT, CONTROLLER, HOST, Ports, port_roles
 
 EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 RESERVED_PORTS_FILE = Path("/proc/sys/net/ipv4/ip_local_reserved_ports")
@@ -131,23 +131,28 @@ def choose_ports(
     *,
     ephemeral: PortRange,
     reserved: Collection[int] = frozenset(),
+    brokers: int = 1,
 ) -> Ports:
-    """The stack's ports: each requested one (it must be free), else the previous one if it is free
-    and outside the ephemeral range (endpoints stay stable), else a new one from ``free_port``."""
+    """The ports of a stack of ``brokers`` nodes: each requested one (it must be free), else the previous
+    one if it is free and outside the ephemeral range (endpoints stay stable), else a new one from
+    ``free_port``. ``requested`` pins node 1's ``broker`` and ``controller`` ports and ``connect``."""
+    roles = port_roles(brokers)
+    pinned = {roles[0]: requested.get(BROKER), roles[1]: requested.get(CONTROLLER), CONNECT: requested.get(CONNECT)}
+    saved = previous.as_dict() if previous else {}
     taken: set[int] = set()
     chosen: dict[str, int] = {}
-    for role in ("broker", "controller", "connect"):
-        port = requested.get(role)
+    for role in roles:
+        port = pinned.get(role)
         if port is not None:
             if not port_is_free(port):
-                flag = f"--{role}-port"
+                flag = f"--{role.split('-')[0]}-port"
                 raise PortInUseError(
                     HOST, port, role,
                     fix=f"free it (ss -ltnp 'sport = :{port}' shows who holds it) "
                         f"or pass another {flag}, or omit {flag} to pick a free port",
                 )  # fmt: skip
         else:
-            old: int | None = getattr(previous, role) if previous else None
+            old = saved.get(role)
             if (
                 old is not None
                 and old not in taken
@@ -160,4 +165,4 @@ def choose_ports(
                 port = free_port(avoid=taken, ephemeral=ephemeral, reserved=reserved)
         taken.add(port)
         chosen[role] = port
-    return Ports(**chosen)
+    return Ports.from_dict(chosen)

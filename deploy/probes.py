@@ -13,14 +13,15 @@ _quiet.addHandler(logging.NullHandler())
 _quiet.propagate = False
 
 
-def broker_answers(bootstrap_servers: str, timeout: float = 2.0) -> bool:
-    """True when the cluster answers a metadata request with at least one broker."""
+def broker_answers(bootstrap_servers: str, timeout: float = 2.0, *, node_id: int | None = None) -> bool:
+    """True when the cluster answers a metadata request with at least one broker; with ``node_id``,
+    when that broker is among them (registered and unfenced: ask it at its own address)."""
     admin = AdminClient({"bootstrap.servers": bootstrap_servers}, logger=_quiet)
     try:
         metadata = admin.list_topics(timeout=timeout)
     except Exception:  # noqa: BLE001 - any failure means "not answering yet"
         return False
-    return bool(metadata.brokers)
+    return node_id in metadata.brokers if node_id is not None else bool(metadata.brokers)
 
 
 def connect_plugins(connect_url: str, timeout: float = 2.0) -> list[str] | None:

@@ -71,11 +71,17 @@ def select_stack(
     home: Path | None = None,
     broker_port: int | None = None,
     connect_port: int | None = None,
+    brokers: int | None = None,
     progress: TextIO = sys.stderr,
 ) -> Stack:
+    """``brokers``: the embedded stack's broker count (None: the home's, 1 for a new one); only it has a choice."""
     external = external_endpoints()
     if external is not None:
         return ExternalStack(external, progress)
+    if brokers not in (None, 1) and runtime != "local":
+        raise StackError(
+            "stack", f"--brokers {brokers} is for the embedded stack only", fix="use --runtime local, or omit --brokers"
+        )
     if runtime == "docker":
         from deploy.docker_stack import DockerStack  # imported lazily: needs the docker SDK
 
@@ -85,5 +91,6 @@ def select_stack(
         jars_dir(),
         broker_port=broker_port,
         connect_port=connect_port,
+        brokers=brokers,
         progress=progress,
     )

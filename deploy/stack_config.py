@@ -2,8 +2,12 @@
 
 Nothing here touches the disk or a socket: every function maps ports and paths to the
 text of a properties file, so the settings that make exactly-once work on a one-node
-cluster (replication factor 1 for the transaction state log, min.insync.replicas 1) are
-unit-tested without starting a JVM.
+cluster (replication factor 1 for the transaction state log, min.insync.replicas 1) and on
+three nodes (replication factor 3, min.insync.replicas 2) are unit-tested without starting a JVM.
+
+A stack has one or more KRaft nodes, each a combined broker+controller. One node is named
+``broker`` (its ports ``broker`` and ``controller``); N > 1 nodes are ``broker-1`` .. ``broker-N``
+(ports ``broker-<i>`` and ``controller-<i>``), node ids 1..N, all of them controller voters.
 """
 
 from __future__ import annotations
@@ -26,44 +30,110 @@ CONFIG_PROVIDERS = {
 }
 
 
+BROKER = "broker"
+CONTROLLER = "controller"
+CONNECT = "connect"
+MAX_REPLICATION = 3
+
+
+@dataclass(frozen=True)
+class NodePorts:
+    """One KRaft node's client listener and controller listener."""
+
+    broker: int
+    controller: int
+
+
 @dataclass(frozen=True)
 class Ports:
+    """Where the stack listens: node 1's ports, Connect's, and those of nodes 2..N (``more_nodes``)."""
+
     broker: int
     controller: int
     connect: int
+    more_nodes: tuple[NodePorts, ...] = ()
+
+    @property
+    def nodes(self) -> tuple[NodePorts, ...]:
+        return (NodePorts(self.broker, self.controller), *self.more_nodes)
 
     def as_dict(self) -> dict[str, int]:
-        return {"broker": self.broker, "controller": self.controller, "connect": self.connect}
+        """By role (``port_roles``): ``broker``, ``controller``, ``connect`` on one node, else per node."""
+        return dict(zip(port_roles(len(self.nodes)), (*_flat(self.nodes), self.connect), strict=True))
+
+    @classmethod
+    def from_dict(cls, roles: Mapping[str, int]) -> Ports:
+        """The inverse of ``as_dict``; KeyError or TypeError when a role is missing or not a port."""
+        count = 1 if BROKER in roles else sum(1 for role in roles if role.startswith(f"{BROKER}-"))
+        ports = [int(roles[role]) for role in port_roles(count)]
+        nodes = [NodePorts(ports[i], ports[i + 1]) for i in range(0, 2 * count, 2)]
+        return cls(nodes[0].broker, nodes[0].controller, ports[-1], tuple(nodes[1:]))
+
+
+def _flat(nodes: tuple[NodePorts, ...]) -> list[int]:
+    return [port for node in nodes for port in (node.broker, node.controller)]
+
+
+def broker_components(count: int) -> tuple[str, ...]:
+    """The process names of the stack's KRaft nodes: ``broker`` alone, else ``broker-1`` .. ``broker-N``."""
+    if count < 1:
+        raise ValueError(f"a stack needs at least one broker, not {count}")
+    return (BROKER,) if count == 1 else tuple(f"{BROKER}-{node_id}" for node_id in range(1, count + 1))
+
+
+def port_roles(count: int) -> tuple[str, ...]:
+    """The stack's port names, in the order ports are chosen: each node's broker and controller, then Connect."""
+    nodes = broker_components(count)
+    controllers = [name.replace(BROKER, CONTROLLER, 1) for name in nodes]
+    return (*(role for pair in zip(nodes, controllers, strict=True) for role in pair), CONNECT)
+
+
+def replication(count: int) -> tuple[int, int]:
+    """(replication factor, min.insync.replicas) for a cluster of ``count`` brokers.
+
+    One broker: 1 and 1. Three or more: 3 and 2, so a write acknowledged by acks=all survives the
+    loss of any one broker, and producing goes on while one broker is down.
+    """
+    factor = min(count, MAX_REPLICATION)
+    return factor, max(1, factor - 1)
 
 
 def bootstrap_servers(ports: Ports) -> str:
-    return f"{HOST}:{ports.broker}"
+    return ",".join(f"{HOST}:{node.broker}" for node in ports.nodes)
 
 
 def connect_url(ports: Ports) -> str:
     return f"http://{HOST}:{ports.connect}"
 
 
-def broker_properties(ports: Ports, data_dir: Path) -> dict[str, str]:
-    """A single combined broker+controller in KRaft mode, loopback only."""
+def broker_properties(ports: Ports, data_dir: Path, node_id: int = 1) -> dict[str, str]:
+    """Node ``node_id`` (1-based) of the stack: a combined broker+controller in KRaft mode, loopback only.
+
+    Every node is a controller voter, so three nodes keep a quorum (two) when any one of them dies.
+    """
+    node = ports.nodes[node_id - 1]
+    factor, min_isr = (str(value) for value in replication(len(ports.nodes)))
+    voters = ",".join(f"{i}@{HOST}:{n.controller}" for i, n in enumerate(ports.nodes, start=1))
     return {
         "process.roles": "broker,controller",
-        "node.id": "1",
-        "controller.quorum.voters": f"1@{HOST}:{ports.controller}",
+        "node.id": str(node_id),
+        "controller.quorum.voters": voters,
         "controller.listener.names": "CONTROLLER",
-        "listeners": f"PLAINTEXT://{HOST}:{ports.broker},CONTROLLER://{HOST}:{ports.controller}",
-        "advertised.listeners": f"PLAINTEXT://{HOST}:{ports.broker}",
+        "listeners": f"PLAINTEXT://{HOST}:{node.broker},CONTROLLER://{HOST}:{node.controller}",
+        "advertised.listeners": f"PLAINTEXT://{HOST}:{node.broker}",
         "inter.broker.listener.name": "PLAINTEXT",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
         "log.dirs": str(data_dir),
-        # One node: every internal topic, the transaction state log included, has one replica.
-        "offsets.topic.replication.factor": "1",
-        "transaction.state.log.replication.factor": "1",
-        "transaction.state.log.min.isr": "1",
-        "share.coordinator.state.topic.replication.factor": "1",
-        "share.coordinator.state.topic.min.isr": "1",
-        "default.replication.factor": "1",
-        "min.insync.replicas": "1",
+        # Every internal topic, the transaction state log included, and every topic created with the
+        # broker default (replication factor -1, as ikkai's jobs do): one replica on one node, three
+        # replicas with min.insync.replicas 2 on three or more.
+        "offsets.topic.replication.factor": factor,
+        "transaction.state.log.replication.factor": factor,
+        "transaction.state.log.min.isr": min_isr,
+        "share.coordinator.state.topic.replication.factor": factor,
+        "share.coordinator.state.topic.min.isr": min_isr,
+        "default.replication.factor": factor,
+        "min.insync.replicas": min_isr,
         # Topics are created on purpose (names carry meaning: ingest.*, events.*, outbox.*, dlq.*).
         "auto.create.topics.enable": "false",
         "num.partitions": "1",
@@ -74,15 +144,17 @@ def broker_properties(ports: Ports, data_dir: Path) -> dict[str, str]:
 
 def connect_properties(ports: Ports, plugin_path: list[Path]) -> dict[str, str]:
     """A Kafka Connect distributed worker with exactly-once source support and secret providers."""
+    factor = str(replication(len(ports.nodes))[0])
     properties = {
-        "bootstrap.servers": f"{HOST}:{ports.broker}",
+        "bootstrap.servers": bootstrap_servers(ports),
         "group.id": CONNECT_GROUP,
         "config.storage.topic": CONNECT_CONFIG_TOPIC,
         "offset.storage.topic": CONNECT_OFFSET_TOPIC,
         "status.storage.topic": CONNECT_STATUS_TOPIC,
-        "config.storage.replication.factor": "1",
-        "offset.storage.replication.factor": "1",
-        "status.storage.replication.factor": "1",
+        # Connect's own topics follow the broker count (their min.insync.replicas is the broker default).
+        "config.storage.replication.factor": factor,
+        "offset.storage.replication.factor": factor,
+        "status.storage.replication.factor": factor,
         "offset.storage.partitions": "5",
         "status.storage.partitions": "1",
         "listeners": f"http://{HOST}:{ports.connect}",

@@ -15,7 +15,8 @@ def unique(prefix: str) -> str:
 
 def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> str:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])[name].result(timeout=30)
+    # Replication factor -1: the broker default (1 on a one-broker stack, 3 on three brokers).
+    admin.create_topics([NewTopic(name, partitions, -1, config=config or {})])[name].result(timeout=30)
     return name
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from deploy.errors import NoFreePortError, PortInUseError
+from deploy.errors import NoFreePortError, PortInUseError, StackError
 from deploy.local_stack import BROKER, CONNECT, LocalStack
 from deploy.ports import (
     DEFAULT_EPHEMERAL,
@@ -182,3 +182,29 @@ def test_a_new_cluster_id_never_starts_with_a_dash() -> None:
     ids = [_new_cluster_id() for _ in range(2000)]
     assert not [i for i in ids if i.startswith("-")]
     assert all(len(i) == 22 for i in ids)
+
+
+def test_three_brokers_get_seven_distinct_ports_outside_the_range_and_keep_saved_ones() -> None:
+    ephemeral = PortRange(30000, 60000)
+    ports = choose_ports({}, None, ephemeral=ephemeral, brokers=3)
+    chosen = ports.as_dict()
+    assert len(ports.nodes) == 3 and len(set(chosen.values())) == 7
+    assert not [p for p in chosen.values() if p in ephemeral]
+    assert choose_ports({}, ports, ephemeral=ephemeral, brokers=3) == ports, "endpoints stay stable"
+    pinned = free_port(ephemeral=ephemeral, reserved=())
+    assert choose_ports({"broker": pinned}, None, ephemeral=ephemeral, brokers=3).nodes[0].broker == pinned
+
+
+def test_up_with_another_broker_count_than_the_homes_refuses_and_says_how_to_start_over(home: Path) -> None:
+    home.mkdir()
+    ports = {"broker": free_port(), "controller": free_port(), "connect": free_port()}
+    (home / "stack.json").write_text(json.dumps({"ports": ports, "cluster_id": "x"}))  # an older ikkai's: no count
+    stack = LocalStack(home, jars_dir(), brokers=3)
+    assert stack.broker_count == 1 and stack.components == ("broker", "connect")
+    with pytest.raises(StackError) as raised:
+        stack.up()
+    assert "holds a stack of 1 broker(s), not 3" in str(raised.value)
+    assert f"ikkai stack --home {home.resolve()} down --purge" in str(raised.value)
+    assert not (home / "logs").exists(), "nothing may be started"
+    with pytest.raises(StackError, match="name one of broker, connect"):
+        stack.kill("broker-2")
