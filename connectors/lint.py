@@ -1,4 +1,4 @@
-"""Policy lint: DESIGN.md's rules as checks over rendered connector configs. Pure.
+"""Policy lint: the rules of docs/architecture.md as checks over rendered connector configs. Pure.
 
 Each check has an id, says how to fix what it found, and can be waived per connector in
 ``bundle.yaml`` only with a written reason; a waived finding is still reported, as waived.

@@ -2,7 +2,7 @@
 
 This package holds only what every component shares: the version and the root error.
 The components live in their own top-level packages (deploy, connectors, spark_jobs,
-transforms, outbox_sink); see DESIGN.md.
+transforms, outbox_sink); see docs/architecture.md.
 """
 
 from ikkai.errors import ConfigError, IkkaiError, PrerequisiteError

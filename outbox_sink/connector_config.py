@@ -70,7 +70,7 @@ def outbox_sink_config(
         "key.converter": "org.apache.kafka.connect.storage.StringConverter",
         "value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
         "header.converter": "org.apache.kafka.connect.storage.SimpleHeaderConverter",
-        # Aborted outbox writes are never delivered (DESIGN.md rule 3).
+        # Aborted outbox writes are never delivered (docs/architecture.md, rule 3).
         "consumer.override.isolation.level": "read_committed",
         "consumer.override.auto.offset.reset": "earliest",
         "errors.tolerance": "all",

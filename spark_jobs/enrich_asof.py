@@ -19,11 +19,11 @@ No version → documented defaults, not a rejection: ``merchant_risk_tier``/``cu
 "unknown", countries empty, ``*_profile_as_of`` null. Holding such an event would not help: a
 version published later can never apply to it (that is the point of the system-time cut-off).
 
-A master-data *outage* delays, it never rejects (DESIGN rule 7): before each batch the job
-checks that both topics exist and have no open transaction (read_committed end offset = high
-watermark; a publish in flight may hold versions appended before our events were ingested). If
-not, the batch waits, polling, up to ``--master-data-timeout``; then the job stops with an error
-and nothing of the batch is written. Run it again later: it resumes from its checkpoint.
+A master-data *outage* delays, it never rejects (docs/architecture.md, rule 7): before each batch
+the job checks that both topics exist and have no open transaction (read_committed end offset =
+high watermark; a publish in flight may hold versions appended before our events were ingested).
+If not, the batch waits, polling, up to ``--master-data-timeout``; then the job stops with an
+error and nothing of the batch is written. Run it again later: it resumes from its checkpoint.
 
 The profiles are read inside each micro-batch as a Spark batch read of the compacted topics
 (``kafka.isolation.level=read_committed``, earliest to the end offsets just checked), collected

@@ -16,9 +16,9 @@ The topics are created compacted with ``message.timestamp.type=LogAppendTime``: 
 Kafka timestamp is the broker's append time, the *publish time* the bitemporal join compares
 with the ingest record's timestamp, and it cannot be set by a publisher's clock.
 
-``publish_profiles`` writes with a transactional producer (DESIGN rule 3: idempotent, acks=all,
-stable ``transactional.id``), all versions of one call in one transaction, so the enrich job
-(read_committed) sees a publish completely or not at all. ``generate_profiles`` derives versions
+``publish_profiles`` writes with a transactional producer (docs/architecture.md, rule 3:
+idempotent, acks=all, stable ``transactional.id``), all versions of one call in one transaction,
+so the enrich job (read_committed) sees a publish completely or not at all. ``generate_profiles`` derives versions
 consistent with a ``payments_simulation`` world.
 """
 

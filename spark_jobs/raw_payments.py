@@ -323,7 +323,10 @@ def write_jsonl(path: Path, lines: Iterable[RawLine]) -> int:
 
 
 def produce_lines(bootstrap: str, topic: str, lines: Iterable[RawLine]) -> int:
-    """Every line to ``topic`` on its own partition, in stream order (an idempotent producer, DESIGN rule 3)."""
+    """Every line to ``topic`` on its own partition, in stream order.
+
+    An idempotent producer writes them (docs/architecture.md, rule 3).
+    """
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",

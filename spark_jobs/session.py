@@ -3,7 +3,7 @@
 The connector jars come from the folder ``ikkai setup`` resolved (deploy/pom.xml), passed
 through ``spark.jars``; ``spark.jars.packages`` is never used, so a job starts the same way
 offline as online. Speculative execution is off: the transactional sink relies on one
-attempt per partition writing at a time (DESIGN.md, "Exactly-once from Spark to Kafka").
+attempt per partition writing at a time (docs/exactly-once.md).
 """
 
 from __future__ import annotations

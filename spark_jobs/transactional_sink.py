@@ -6,7 +6,7 @@ output records as columns ``topic`` (string), ``key`` (binary, never null), ``va
 record headers, e.g. a dead letter's reason) and the ``order_by`` columns, which must order a
 batch's rows totally (e.g. input partition, input offset, output topic).
 
-How it stays exactly-once (DESIGN.md, "Exactly-once from Spark to Kafka"):
+How it stays exactly-once (the protocol in docs/exactly-once.md):
 - The Kafka source decides what batch N contains (its offset log); a re-run reads the same.
 - Each Kafka partition p of the output has exactly one writer per batch, a Spark task that holds
   all of p's records, sorted by ``order_by``, and writes them as one transaction with p's marker

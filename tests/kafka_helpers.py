@@ -65,7 +65,7 @@ def read_all(
 
 
 def transactional_producer(bootstrap: str, transactional_id: str) -> Producer:
-    """A producer with the settings DESIGN.md rule 3 asks for, its transactions initialised."""
+    """A producer with the settings docs/architecture.md, rule 3, asks for, its transactions initialised."""
     producer = Producer({
         "bootstrap.servers": bootstrap,
         "transactional.id": transactional_id,

@@ -1,4 +1,4 @@
-"""The connector config the bundle and the tests deploy: the settings DESIGN.md asks of a sink."""
+"""The connector config the bundle and the tests deploy: the settings docs/architecture.md's rules ask of a sink."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A master-data outage delays the enrich job, it never rejects input (DESIGN rule 7), on the real stack.
+"""A master-data outage delays the enrich job on the real stack, it never rejects input (docs/architecture.md, rule 7).
 
 - A publish in flight (an open transaction on a master-data topic, appended before the events
   were ingested) holds the batch; once it commits, the events are enriched with it.

@@ -3,8 +3,9 @@
  *
  * Kafka's own SMTs (ValueToKey, ExtractField) need a structured value, and a source such as
  * FileStreamSource emits each line as an opaque string; parsing it into a Struct would change
- * the bytes that land in ingest.<endpoint>, which must stay exactly as received (DESIGN.md rule 2).
- * This transform parses a copy of the value, takes one top-level field and makes it the key.
+ * the bytes that land in ingest.<endpoint>, which must stay exactly as received
+ * (docs/architecture.md, rule 2). This transform parses a copy of the value, takes one top-level
+ * field and makes it the key.
  *
  *   transforms=key
  *   transforms.key.type=dev.ikkai.connect.transforms.JsonFieldToKey
@@ -13,9 +14,10 @@
  * A value that is not a JSON object, or lacks a scalar field, still lands, byte for byte, with a
  * null key and the reason in the header "ikkai.key.error" (on.unkeyable=null-key, the default):
  * the raw topic keeps everything it was given, and the enrich job sends such records to its DLQ
- * with their offsets (DESIGN.md rule 7: validation happens downstream, nothing is lost at the
- * boundary). A source connector has no dead-letter queue, so the alternative, on.unkeyable=fail,
- * stops the task at the first such record (with errors.tolerance=all Connect would drop it silently).
+ * with their offsets (docs/architecture.md, rule 7: validation happens downstream, nothing is
+ * lost at the boundary). A source connector has no dead-letter queue, so the alternative,
+ * on.unkeyable=fail, stops the task at the first such record (with errors.tolerance=all Connect
+ * would drop it silently).
  */
 package dev.ikkai.connect.transforms;
 
