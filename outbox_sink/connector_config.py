@@ -106,9 +106,9 @@ def create_outbox_topics(
     receipts: str = RECEIPTS_TOPIC,
     dlq: str = DLQ_TOPIC,
     partitions: int = 3,
-    replication_factor: int = 1,
+    replication_factor: int = -1,
 ) -> None:
-    """Create the outbox's topics if missing.
+    """Create the outbox's topics if missing (replication factor -1: the brokers' default, as the jobs' topics).
 
     Receipts are not compacted although keyed by decision_id: one decision may have a receipt per target.
     """

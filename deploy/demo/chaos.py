@@ -1,4 +1,4 @@
-"""When the demo breaks things: SIGKILL the infer job, SIGKILL and restart the Connect worker. Pure.
+"""When the demo breaks things: SIGKILL the jobs, a broker or the Connect worker, and start them again. Pure.
 
 Each action fires once, when the stage it hurts is mid-flight: the infer job is killed after it
 decided some but not all events, the worker right after it once the first receipts came back (the
@@ -7,25 +7,61 @@ so that this holds: half at once, the next part once decisions flow, the last pa
 the worker restart (so the restarted worker's source task must resume the file where the
 killed one committed). A stage that finished between two looks still gets its action, so a
 requested chaos action is never silently skipped.
+
+``SoakPlan`` is the long form (``ikkai demo --kills infer=30,enrich=10,broker=5,worker=5``):
+many kills of each kind, spread evenly through the run, at most two recoveries at a time and
+never two of one kind; the raw lines are written in step with the kills, so that each lands
+while data flows.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+import re
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
+from deploy.demo.facts import DECISIONS as DECISIONS_TOPIC
+from deploy.demo.facts import EVENTS as EVENTS_TOPIC
+from deploy.demo.facts import OUTBOX as OUTBOX_TOPIC
 from deploy.demo.progress import StageProgress
 
 KILL_INFER = "kill -9 infer"
+KILL_ENRICH = "kill -9 enrich"
+KILL_BROKER = "kill -9 broker"
 RESTART_WORKER = "restart connect worker"
 ACTIONS = (KILL_INFER, RESTART_WORKER)
+KINDS = {"infer": KILL_INFER, "enrich": KILL_ENRICH, "broker": KILL_BROKER, "worker": RESTART_WORKER}
+_NUMBERED = re.compile(r" [0-9]+/[0-9]+$")
+
+
+def kind_of(action: str) -> str:
+    """The kind of a (numbered) action: 'kill -9 infer 3/30' → 'kill -9 infer'."""
+    return _NUMBERED.sub("", action)
+
+
+def parse_kills(text: str) -> dict[str, int]:
+    """'infer=30,enrich=10' → {KILL_INFER: 30, KILL_ENRICH: 10}; ValueError naming what is wrong."""
+    kills: dict[str, int] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, _, count = item.partition("=")
+        if name.strip() not in KINDS or not count.strip().isdigit():
+            raise ValueError(f"{item!r}: want <kind>=<count> with kind one of {', '.join(KINDS)}")
+        kills[KINDS[name.strip()]] = int(count)
+    return {kind: n for kind, n in kills.items() if n}
 
 
 @dataclass(frozen=True)
 class ChaosPlan:
     kill_infer_at: float = 0.3  # fraction of the expected decisions written
 
-    def due(self, stages: Mapping[str, StageProgress], started: set[str]) -> list[str]:
+    @property
+    def actions(self) -> tuple[str, ...]:
+        return ACTIONS
+
+    def due(
+        self, stages: Mapping[str, StageProgress], started: Collection[str], running: Collection[str] = ()
+    ) -> list[str]:
         """The actions to start now. The worker follows the infer job at once, once receipts flow:
         both are down together and recover in parallel, each mid-stream."""
         decided = stages["decided"]
@@ -37,6 +73,51 @@ class ChaosPlan:
         if RESTART_WORKER not in started and (KILL_INFER in started or due) and in_flight:
             due.append(RESTART_WORKER)
         return due
+
+    def may_write(self, written: float, flowing: bool, started: Collection[str], finished: Collection[str]) -> bool:
+        """Whether the writer, having written this share of the lines, may write the next part."""
+        gate = gate_before(written, chaos=True)
+        return gate is None or (flowing if gate == DECISIONS_FLOWING else gate in finished)
+
+
+@dataclass(frozen=True)
+class SoakPlan:
+    """Many kills: ``kills`` maps an action kind (KILL_INFER, ...) to how many times it happens."""
+
+    kills: Mapping[str, int]
+    at_once: int = 2  # recoveries under way at the same time at most
+    first_part: float = 0.2  # of the lines, written before the first kill
+
+    @property
+    def actions(self) -> tuple[str, ...]:
+        """Every kill, numbered per kind ('kill -9 infer 3/30'), each kind spread evenly over the run."""
+        spread = [
+            ((i + 0.5) / n, order, f"{kind} {i + 1}/{n}")
+            for order, (kind, n) in enumerate(self.kills.items())
+            for i in range(n)
+        ]
+        return tuple(action for _, _, action in sorted(spread))
+
+    def due(
+        self, stages: Mapping[str, StageProgress], started: Collection[str], running: Collection[str] = ()
+    ) -> list[str]:
+        """The next actions in order, once decisions flow: none of a kind still recovering, ``at_once`` at most."""
+        if not stages["decided"].done:
+            return []
+        due: list[str] = []
+        for action in (a for a in self.actions if a not in started):
+            busy = {kind_of(a) for a in (*running, *due)}
+            if len(busy) >= self.at_once or kind_of(action) in busy:
+                break
+            due.append(action)
+        return due
+
+    def may_write(self, written: float, flowing: bool, started: Collection[str], finished: Collection[str]) -> bool:
+        """The first part at once; then each further share of the lines once that share of the kills started."""
+        if written < self.first_part:
+            return True
+        needed = math.floor(len(self.actions) * (written - self.first_part) / (1 - self.first_part))
+        return flowing and len(started) >= needed
 
 
 DECISIONS_FLOWING = "decisions flowing"
@@ -55,3 +136,21 @@ def gate_before(written: float, chaos: bool) -> str | None:
 def describe(stages: Mapping[str, StageProgress]) -> str:
     """Where the pipeline was, for the report: 'decided 812/2000, delivered 40/101'."""
     return ", ".join(f"{s.stage} {s.done}/{'?' if s.total is None else s.total}" for s in stages.values())
+
+
+def broker_target(number: int, partitions: int) -> tuple[str, str, int]:
+    """What the ``number``-th broker kill aims at: (role, topic or transactional id, partition).
+
+    In turn the leader of a decision, the coordinator of the infer job's transactions, the leader
+    of an outbox request, the coordinator of the enrich job's and the leader of an event, so that
+    five kills hit each once; the partition alternates.
+    """
+    role, name = (
+        ("leader", DECISIONS_TOPIC),
+        ("coordinator", "ikkai.infer"),
+        ("leader", OUTBOX_TOPIC),
+        ("coordinator", "ikkai.enrich"),
+        ("leader", EVENTS_TOPIC),
+    )[number % 5]
+    partition = number % partitions
+    return role, (f"{name}.{partition}" if role == "coordinator" else name), partition

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from deploy.cli_output import emit, output_option
+from deploy.demo.chaos import KILL_BROKER, KINDS, parse_kills
 from deploy.demo.report import report_text
 from deploy.demo.run import DemoOptions, run_demo
 
@@ -38,14 +39,52 @@ DEFAULTS = DemoOptions()
     envvar="IKKAI_HOME",
     help="The demo runs its own stack in <home>/demo. [env IKKAI_HOME; default ~/.ikkai]",
 )
+@click.option(
+    "--brokers",
+    type=click.IntRange(min=1),
+    default=DEFAULTS.brokers,
+    show_default=True,
+    help="KRaft nodes of the demo's stack (3: replication factor 3, min.insync.replicas 2).",
+)
+@click.option(
+    "--kills",
+    metavar="KIND=N,...",
+    default="",
+    help="A soak instead of the two default chaos actions: how many times to kill each of "
+    + ", ".join(KINDS)
+    + " (e.g. infer=30,enrich=10,broker=5,worker=5), spread over the run; broker kills need --brokers 3.",
+)
 @output_option
-def demo(size: int, seed: int, no_chaos: bool, keep: bool, partitions: int, home: Path | None, output: str) -> None:
+def demo(
+    size: int,
+    seed: int,
+    no_chaos: bool,
+    keep: bool,
+    partitions: int,
+    home: Path | None,
+    brokers: int,
+    kills: str,
+    output: str,
+) -> None:
     """Run the whole platform end to end on a fresh embedded stack, break it midway, report and replay.
 
     Ingest (Connect) → enrich → infer (Spark, exactly once) → outbox sink (Connect) → receiver.
     Progress goes to stderr; stdout carries only the report. Exit code 1 when any invariant failed.
     """  # fmt: skip
-    options = DemoOptions(size=size, seed=seed, chaos=not no_chaos, keep=keep, partitions=partitions, home=home)
+    try:
+        planned = parse_kills(kills)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--kills") from exc
+    if planned.get(KILL_BROKER) and brokers < 3:
+        raise click.BadParameter(
+            "broker kills need --brokers 3 (with one broker, a killed broker stops everything)", param_hint="--kills"
+        )
+    if planned and no_chaos:
+        raise click.BadParameter("--kills asks for chaos, --no-chaos for none: pick one", param_hint="--kills")
+    options = DemoOptions(
+        size=size, seed=seed, chaos=not no_chaos, keep=keep, partitions=partitions, home=home, brokers=brokers,
+        kills=tuple(planned.items()),
+    )  # fmt: skip
     report = run_demo(options)
     emit(report, output, report_text)
     if not report["passed"]:

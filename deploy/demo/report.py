@@ -5,9 +5,11 @@ The JSON form is the contract the tests read; the text form is the same data for
 
 from __future__ import annotations
 
+import statistics
 from collections import Counter
 from typing import Any
 
+from deploy.demo.chaos import kind_of
 from deploy.demo.facts import (
     DECISIONS,
     DLQ_ENRICH,
@@ -122,13 +124,33 @@ def wrap_note(note: str, width: int = 72) -> list[str]:
     return lines
 
 
+SPELLED_OUT = 4  # chaos actions listed one by one; more (a soak) are summed up per kind
+
+
+def chaos_lines(events: list[dict[str, Any]]) -> list[str]:
+    """One line per chaos action; for a soak one per kind (count, recovery median and max) and each failure."""
+    if len(events) <= SPELLED_OUT:
+        return [
+            f"chaos: {e['action']} at {e['at_seconds']:.0f}s ({e['progress']}), back in "
+            + (f"{e['recovered_seconds']:.0f}s" if e["recovered_seconds"] is not None else "never")
+            + (f": {e['failure']}" if e.get("failure") else "")
+            for e in events
+        ]
+    lines = []
+    for kind in dict.fromkeys(kind_of(e["action"]) for e in events):
+        mine = [e for e in events if kind_of(e["action"]) == kind]
+        back = sorted(e["recovered_seconds"] for e in mine if e["recovered_seconds"] is not None)
+        lines.append(
+            f"chaos: {kind} x{len(mine)}, {len(back)} recovered"
+            + (f", back in median {statistics.median(back):.0f}s, max {back[-1]:.0f}s" if back else "")
+        )
+        lines += [f"  {e['action']} at {e['at_seconds']:.0f}s never recovered: {e['failure']}" for e in mine
+                  if e["recovered_seconds"] is None]  # fmt: skip
+    return lines
+
+
 def report_text(r: dict[str, Any]) -> str:
-    chaos = [
-        f"chaos: {e['action']} at {e['at_seconds']:.0f}s ({e['progress']}), back in "
-        + (f"{e['recovered_seconds']:.0f}s" if e["recovered_seconds"] is not None else "never")
-        + (f": {e['failure']}" if e.get("failure") else "")
-        for e in r["chaos"]
-    ]
+    chaos = chaos_lines(r["chaos"])
     lines = [
         f"ikkai demo: seed {r['seed']}, {r['size']} payments as {r['raw_lines']} raw lines",
         *([f"held back, a file cannot carry them as generated: {_by(r['held_back'])}"] if r["held_back"] else []),

@@ -78,6 +78,14 @@ class DemoOptions:
     idle_timeout_s: float = 300.0  # give up when no stage moved for this long
     job_timeout_s: float = 900.0  # a replay job must finish within this
     home: Path | None = None  # default: $IKKAI_HOME/demo
+    brokers: int = 1  # KRaft nodes of the demo's stack; 3 for broker kills
+    kills: tuple[tuple[str, int], ...] = ()  # (chaos kind, times): a soak instead of the two default actions
+
+    @property
+    def plan(self) -> chaos_.ChaosPlan | chaos_.SoakPlan | None:
+        if not self.chaos:
+            return None
+        return chaos_.SoakPlan(dict(self.kills)) if self.kills else chaos_.ChaosPlan()
 
 
 class DemoStalled(IkkaiError):
@@ -91,14 +99,22 @@ class Demo:
         self._lock = threading.Lock()
         self.home = (options.home or ikkai_home()) / "demo"
         self.run_dir = self.home / "run"
-        self.stack = LocalStack(self.home, jars_dir(), progress=LineWriter(self.say))  # type: ignore[arg-type]
+        self.stack = LocalStack(
+            self.home,
+            jars_dir(),
+            brokers=options.brokers,
+            progress=LineWriter(self.say),  # type: ignore[arg-type]
+        )
+        self.plan = options.plan
         self.children: dict[str, Child] = {}
         self.chaos_events: list[ChaosEvent] = []
         self.seconds: dict[str, float] = {}
         self.endpoints: Endpoints | None = None
         self.receiver_url = ""
         self.held_back: dict[str, int] = {}
-        self.gates: dict[str, threading.Event] = {}
+        self.flowing = threading.Event()  # decisions were seen: the writer's first gate
+        self.actions: dict[str, threading.Thread] = {}  # chaos action → the thread carrying it out
+        self.stages: dict[str, StageProgress] = {}  # as the follow loop last saw them
         self._stack_thread: threading.Thread | None = None
         self._stack_error: BaseException | None = None
 
@@ -163,7 +179,7 @@ class Demo:
             seed=o.seed, size=o.size, raw_lines=lines, expectation=expectation, topics=topics, **decoded(topics),
             held_back=self.held_back, applied=applied, deliveries=deliveries, replay=replay,
             chaos=sorted(self.chaos_events, key=lambda e: e.at_seconds),
-            chaos_planned=chaos_.ACTIONS if o.chaos else (), seconds=self.seconds,
+            chaos_planned=self.plan.actions if self.plan else (), seconds=self.seconds,
         )  # fmt: skip
         return build_report(facts)
 
@@ -271,16 +287,23 @@ class Demo:
 
     # -- following the pipeline ----------------------------------------------------------------
 
-    def _write_lines(self, lines: list[bytes], stop: threading.Event, gates: dict[str, threading.Event]) -> None:
-        """Append the lines in chunks, pausing at the gates ``chaos.gate_before`` names."""
+    def _may_write(self, written: float) -> bool:
+        """Whether the writer, having written this share of the lines, may go on (the plan's gates)."""
+        if self.plan is None:
+            return chaos_.gate_before(written, chaos=False) is None or self.flowing.is_set()
+        with self._lock:
+            started, finished = set(self.actions), {e.action for e in self.chaos_events}
+        return self.plan.may_write(written, self.flowing.is_set(), started, finished)
+
+    def _write_lines(self, lines: list[bytes], stop: threading.Event) -> None:
+        """Append the lines in chunks, pausing where the chaos plan says (``_may_write``)."""
         chunks = max(1, min(40, len(lines) // 25))
         per_chunk = -(-len(lines) // chunks)
         pause = self.options.write_seconds / chunks
         with self._lineup().drop_file.open("ab") as out:
             for start in range(0, len(lines), per_chunk):
-                gate = chaos_.gate_before(start / len(lines), self.options.chaos)
-                while gate is not None and not gates[gate].wait(0.5):
-                    if stop.is_set():
+                while not self._may_write(start / len(lines)):
+                    if stop.wait(0.5):
                         return
                 out.write(b"".join(line + b"\n" for line in lines[start : start + per_chunk]))
                 out.flush()
@@ -296,16 +319,13 @@ class Demo:
             distinct={RECEIPTS: receipt_identity},  # a receipt repeated after the worker restart is not progress
         )
         stop = threading.Event()
-        self.gates = {chaos_.DECISIONS_FLOWING: threading.Event(), chaos_.RESTART_WORKER: threading.Event()}
-        writer = threading.Thread(
-            target=self._write_lines, args=(lines, stop, self.gates), name="demo-writer", daemon=True
-        )
-        plan = chaos_.ChaosPlan()
-        actions: dict[str, threading.Thread] = {}  # chaos action → the thread carrying it out
-        self.say(
-            f"writing {len(lines)} raw lines to {self._lineup().drop_file}: half now, more once decisions flow"
-            + (", the last fifth after the Connect worker restart" if self.options.chaos else "")
-        )
+        writer = threading.Thread(target=self._write_lines, args=(lines, stop), name="demo-writer", daemon=True)
+        plan, actions = self.plan, self.actions
+        self.say(f"writing {len(lines)} raw lines to {self._lineup().drop_file}: " + (
+            f"a fifth now, the rest in step with {len(plan.actions)} chaos actions" if isinstance(plan, chaos_.SoakPlan)
+            else "half now, more once decisions flow"
+            + (", the last fifth after the Connect worker restart" if plan else "")
+        ))  # fmt: skip
         self.first_line_at = time.monotonic()
         writer.start()
         stable = 0
@@ -316,23 +336,27 @@ class Demo:
             while True:
                 pipeline = PipelineCounts(expectation, counter.poll(POLL_S))
                 if pipeline.counts.get(DECISIONS):
-                    self.gates[chaos_.DECISIONS_FLOWING].set()
-                stages = pipeline.stages()
+                    self.flowing.set()
+                stages = self.stages = pipeline.stages()
                 with self._lock:
                     self.display.update(list(stages.values()))
                 if pipeline.counts != last_counts:
                     last_counts, last_change = dict(pipeline.counts), time.monotonic()
-                if self.options.chaos:
-                    for due in plan.due(stages, set(actions)):
-                        at = time.monotonic() - self.first_line_at
-                        actions[due] = threading.Thread(target=self._chaos, args=(due, at, stages), daemon=True)
-                        actions[due].start()
                 running = {name for name, thread in actions.items() if thread.is_alive()}
+                if plan is not None:
+                    for due in plan.due(stages, set(actions), running):
+                        at = time.monotonic() - self.first_line_at
+                        thread = threading.Thread(target=self._chaos, args=(due, at, stages), daemon=True)
+                        with self._lock:
+                            actions[due] = thread
+                        thread.start()
+                        running.add(due)
                 busy = bool(running)
-                for name in ("enrich", "infer", "receiver"):
-                    if not (name == "infer" and chaos_.KILL_INFER in running):
+                kinds = {chaos_.kind_of(action) for action in running}
+                for name, kind in (("enrich", chaos_.KILL_ENRICH), ("infer", chaos_.KILL_INFER), ("receiver", "")):
+                    if kind not in kinds:
                         self.children[name].check_alive()
-                if chaos_.RESTART_WORKER not in running and time.monotonic() - last_health > 5:
+                if not kinds & {chaos_.RESTART_WORKER, chaos_.KILL_BROKER} and time.monotonic() - last_health > 5:
                     self._check_connectors()
                     last_health = time.monotonic()
                 stable = stable + 1 if pipeline.drained() and not busy and not writer.is_alive() else 0
@@ -340,7 +364,7 @@ class Demo:
                     look = Look(stable, time.monotonic() - last_change, running, tuple(self.chaos_events))
                 verdict = stop_following(
                     look,
-                    planned=chaos_.ACTIONS if self.options.chaos else (),
+                    planned=plan.actions if plan else (),
                     idle_timeout_s=self.options.idle_timeout_s,
                 )
                 if verdict is not None:
@@ -375,19 +399,28 @@ class Demo:
         began = time.monotonic()
         recovered: float | None = None
         failure: str | None = None
+        kind = chaos_.kind_of(action)
         try:
-            if action == chaos_.KILL_INFER:
-                old = self.children["infer"]
-                self.say(f"chaos: kill -9 infer (pid {old.pid}) at {where}")
+            if kind in (chaos_.KILL_INFER, chaos_.KILL_ENRICH):
+                name = "infer" if kind == chaos_.KILL_INFER else "enrich"
+                old = self.children[name]
+                self.say(f"chaos: {action}: pid {old.pid} at {where}")
                 old.kill()
-                new = self._start(self._lineup().infer())
-                self.say(f"chaos: infer restarted (pid {new.pid}) on its checkpoint")
-                if not new.wait_for_output("infer: batch", self.options.idle_timeout_s):
-                    raise ChildProcessError("infer", "committed no batch after its restart", new.log)
+                new = self._start(self._lineup().infer() if name == "infer" else self._lineup().enrich())
+                self.say(f"chaos: {name} restarted (pid {new.pid}) on its checkpoint")
+                self._wait_job_recovered(name, new)
                 recovered = time.monotonic() - began
-                self.say(f"chaos: infer committed a batch again {recovered:.0f}s after the kill")
-            elif action == chaos_.RESTART_WORKER:
-                self.say(f"chaos: kill -9 the Connect worker at {where}, then start it again")
+                self.say(f"chaos: {name} committed a batch again {recovered:.0f}s after the kill")
+            elif kind == chaos_.KILL_BROKER:
+                victim, role = self._broker_victim(action)
+                self.say(f"chaos: {action}: {victim}, {role}, at {where}; then start it again")
+                self.stack.kill(victim)
+                self.stack.start(victim)
+                self.stack.wait_in_sync(timeout=self.options.idle_timeout_s)
+                recovered = time.monotonic() - began
+                self.say(f"chaos: {victim} back, every partition in sync after {recovered:.0f}s")
+            elif kind == chaos_.RESTART_WORKER:
+                self.say(f"chaos: {action}: kill -9 the Connect worker at {where}, then start it again")
                 self.stack.kill(CONNECT)
                 self.stack.start(CONNECT)
                 self._wait_connectors_running()
@@ -399,8 +432,28 @@ class Demo:
         finally:
             with self._lock:  # _follow stops at once on an action that did not recover
                 self.chaos_events.append(ChaosEvent(action, at, where, recovered, failure))
-            if action in self.gates:
-                self.gates[action].set()
+
+    def _wait_job_recovered(self, name: str, job: Child) -> None:
+        """Until the restarted job commits a batch, or its stage has everything there is (nothing left to do)."""
+        stage = "decided" if name == "infer" else "enriched"
+        deadline = time.monotonic() + self.options.idle_timeout_s
+        while time.monotonic() < deadline:
+            if job.wait_for_output(f"{name}: batch", 2.0):
+                return
+            job.check_alive()
+            progress = self.stages.get(stage)
+            if progress is not None and progress.total and progress.done >= progress.total:
+                return
+        raise ChildProcessError(name, "committed no batch after its restart", job.log)
+
+    def _broker_victim(self, action: str) -> tuple[str, str]:
+        """(broker, why): the broker that now leads the output partition or coordinates the transactions
+        ``chaos.broker_target`` names for this kill."""
+        number = int(action.rsplit(" ", 1)[-1].split("/")[0]) - 1 if action != chaos_.KILL_BROKER else 0
+        role, name, partition = chaos_.broker_target(number, self.options.partitions)
+        if role == "coordinator":
+            return self.stack.coordinator_of(name), f"transaction coordinator of {name}"
+        return self.stack.leader_of(name, partition), f"leader of {name}/{partition}"
 
     def _wait_connectors_running(self, timeout_s: float = 180.0) -> None:
         assert self.endpoints is not None
