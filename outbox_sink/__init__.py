@@ -21,8 +21,15 @@ from outbox_sink.contract import (
     derive_idempotency_key,
     prevailing,
 )
-from outbox_sink.emitter import OutboxEmitter
-from outbox_sink.errors import OutboxDeliveryError, OutboxError, OutboxRequestError, ReceiptReadError
+from outbox_sink.emitter import OutboxEmitter, TransactionalConsumer, rewind
+from outbox_sink.errors import (
+    ConsumedOffsetsError,
+    InputRewindError,
+    OutboxDeliveryError,
+    OutboxError,
+    OutboxRequestError,
+    ReceiptReadError,
+)
 from outbox_sink.receipts import ReceiptReader, decode_receipt
 
 if TYPE_CHECKING:
@@ -32,6 +39,8 @@ __all__ = [
     "DLQ_TOPIC",
     "RECEIPTS_TOPIC",
     "REQUESTS_TOPIC",
+    "ConsumedOffsetsError",
+    "InputRewindError",
     "OutboxDeliveryError",
     "OutboxEmitter",
     "OutboxError",
@@ -42,12 +51,14 @@ __all__ = [
     "ReceiptReader",
     "ReferenceReceiver",
     "TargetAlias",
+    "TransactionalConsumer",
     "create_outbox_topics",
     "decode_receipt",
     "derive_decision_id",
     "derive_idempotency_key",
     "outbox_sink_config",
     "prevailing",
+    "rewind",
 ]
 
 

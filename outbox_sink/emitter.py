@@ -5,7 +5,14 @@ Two modes, chosen by whether the service writes output of its own:
 * **transactional** (``transactional_id`` given): the requests and the service's own records
   are written in one Kafka transaction (``with emitter.transaction(): ...``); a read_committed
   reader, the outbox sink included, sees all of them or none. The ``transactional_id`` must be
-  stable per unit of work (one per input partition), so a restarted instance fences its zombie.
+  stable per service instance, so a restarted instance fences its zombie.
+
+  A service that consumes, decides and emits passes its input consumer, a
+  ``TransactionalConsumer``: ``with emitter.transaction(consumer): ...`` commits the consumed
+  input offsets in the same transaction (KIP-447), so after a crash the restarted service
+  resumes exactly after the last committed requests — none repeated, none missing. An aborted
+  transaction rewinds the consumer to its committed offsets (``rewind``). docs/outbox.md shows
+  the loop.
 * **idempotent** (no ``transactional_id``): ``enable.idempotence`` producer; ``emit`` then
   ``flush``, which raises if any request did not make it.
 
@@ -16,14 +23,15 @@ single-object encoding of ``schemas/outbox_request``.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NoReturn
 
-from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
+from ikkai.errors import ConfigError
 from outbox_sink.contract import REQUEST_SCHEMA, REQUESTS_TOPIC, OutboxRequest
-from outbox_sink.errors import OutboxDeliveryError
+from outbox_sink.errors import ConsumedOffsetsError, InputRewindError, OutboxDeliveryError
 from spark_jobs.serialization import RecordCodec, default_codec
 
 SAFE_PRODUCER = {
@@ -32,6 +40,70 @@ SAFE_PRODUCER = {
     "max.in.flight.requests.per.connection": 5,
 }
 RETRY_DEADLINE_S = 60.0
+# What the input consumer of a consume-and-emit service must be, and why (the "what to do" of a refusal).
+TRANSACTIONAL_CONSUMER = {
+    "enable.auto.commit": (
+        False,
+        "its offsets are committed in the emitter's transaction; an auto-commit would commit them without the "
+        "requests (drop the setting)",
+    ),
+    "isolation.level": (
+        "read_committed",
+        "an input record of an aborted transaction must not lead to a request (drop the setting)",
+    ),
+}
+
+
+def transactional_consumer_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` with the settings a ``TransactionalConsumer`` needs; a config asking otherwise is refused."""
+    source = "TransactionalConsumer config"
+    if not config.get("group.id"):
+        raise ConfigError(
+            source, "group.id", "is missing", fix="name the consumer group whose offsets the transactions commit"
+        )
+    for key, (wanted, why) in TRANSACTIONAL_CONSUMER.items():
+        if key in config and str(config[key]).strip().lower() != str(wanted).lower():
+            raise ConfigError(source, key, f"is {config[key]!r}, must be {str(wanted).lower()}", fix=why)
+    return {**config, **{key: wanted for key, (wanted, _) in TRANSACTIONAL_CONSUMER.items()}}
+
+
+class TransactionalConsumer(Consumer):
+    """The input consumer of a service that consumes, decides and emits through a transactional emitter.
+
+    A confluent-kafka ``Consumer`` (same config, Kafka's dotted names, ``group.id`` required) with
+    auto-commit off and ``read_committed`` on; its offsets are committed only by
+    ``with emitter.transaction(consumer): ...``, so ``commit()`` is refused.
+    """
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        super().__init__(transactional_consumer_config(config))
+
+    def commit(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise ConsumedOffsetsError(
+            "commit() on a TransactionalConsumer would commit input offsets without the requests made from it",
+            fix="let `with emitter.transaction(consumer):` commit them (or emitter.send_offsets(...) inside it)",
+        )
+
+
+def rewind(consumer: Consumer, timeout_s: float = 30.0) -> None:
+    """Seek each partition assigned to ``consumer`` back to its committed offset.
+
+    After an aborted transaction this makes the aborted input be read again. A partition whose
+    group has no committed offset goes back to its start: its first records are read again
+    rather than skipped.
+    """
+    try:
+        assigned = consumer.assignment()
+        if not assigned:
+            return
+        for committed in consumer.committed(assigned, timeout=timeout_s):
+            if committed.error is not None:
+                raise InputRewindError(f"{committed.topic}[{committed.partition}]: {committed.error.str()}")
+            offset = committed.offset if committed.offset >= 0 else OFFSET_BEGINNING
+            consumer.seek(TopicPartition(committed.topic, committed.partition, offset))
+    except KafkaException as exc:
+        error: KafkaError = exc.args[0]
+        raise InputRewindError(error.str()) from exc
 
 
 class OutboxEmitter:
@@ -55,6 +127,8 @@ class OutboxEmitter:
             config["transactional.id"] = transactional_id
         self._producer = Producer(config)
         self._in_transaction = False
+        self._consumer: TransactionalConsumer | None = None
+        self._offsets_sent = False
         if self.transactional:
             self._with_retries("init_transactions", lambda: self._producer.init_transactions(timeout_s))
 
@@ -78,31 +152,84 @@ class OutboxEmitter:
         self._produce(topic, key, value, headers)
 
     @contextmanager
-    def transaction(self) -> Iterator[OutboxEmitter]:
-        """Everything emitted or produced inside commits together, or is aborted if the block raises."""
+    def transaction(self, consumer: TransactionalConsumer | None = None) -> Iterator[OutboxEmitter]:
+        """Everything emitted or produced inside commits together, or is aborted if the block raises.
+
+        With ``consumer`` (consume, decide, emit): the input offsets commit in the same
+        transaction — the consumer's positions, unless ``send_offsets`` named others inside the
+        block — and whenever the transaction is aborted the consumer is rewound to its committed
+        offsets, so the aborted input is read again. Errors come classified: an abortable one
+        (``fatal`` False) has been aborted and rewound, redo the work; a fatal one (fenced)
+        means stop.
+        """
+        if consumer is not None and not isinstance(consumer, TransactionalConsumer):
+            raise ConsumedOffsetsError(
+                f"{type(consumer).__name__} may auto-commit or read aborted records; the emitter cannot tell",
+                fix="create the input consumer as outbox_sink.emitter.TransactionalConsumer(config)",
+            )
         if not self.transactional:
             raise OutboxDeliveryError(
                 self.topic, "transaction() needs a transactional emitter", fatal=True,
-                fix="give OutboxEmitter a transactional_id, or use emit() + flush()",
+                fix="give OutboxEmitter a transactional_id, or use emit() + flush()"
+                if consumer is None
+                else "give OutboxEmitter a transactional_id: input offsets commit only within its transactions",
             )  # fmt: skip
-        self._producer.begin_transaction()
+        self._with_retries("begin_transaction", self._producer.begin_transaction)
         self._in_transaction = True
+        self._consumer = consumer
+        self._offsets_sent = False
         try:
-            yield self
-        except BaseException:
-            self._abort()
-            raise
-        try:
-            self._with_retries("commit_transaction", lambda: self._producer.commit_transaction(self.timeout_s))
-        except OutboxDeliveryError as exc:
-            if not exc.fatal:
+            try:
+                yield self
+            except BaseException:
                 self._abort()
-            raise
+                raise
+            if not self._in_transaction:  # abort() inside the block: nothing left to commit
+                return
+            try:
+                if consumer is not None and not self._offsets_sent:
+                    self.send_offsets()
+                self._with_retries("commit_transaction", lambda: self._producer.commit_transaction(self.timeout_s))
+            except OutboxDeliveryError as exc:
+                if not exc.fatal:
+                    self._abort()
+                raise
         finally:
             self._in_transaction = False
+            self._consumer = None
+
+    def send_offsets(self, offsets: Sequence[TopicPartition] | None = None) -> None:
+        """Commit these input offsets with the open transaction; by default the consumer's positions.
+
+        Each offset is the next one to read (the last processed record's offset + 1). Only
+        inside ``with emitter.transaction(consumer):``, which calls it at the end of the block
+        when the block did not.
+        """
+        consumer = self._consumer
+        if consumer is None or not self._in_transaction:
+            raise ConsumedOffsetsError(
+                "send_offsets() outside a transaction opened with the input consumer",
+                fix="call it inside `with emitter.transaction(consumer):`",
+            )
+        if offsets is None:
+            assigned = consumer.assignment()
+            if not assigned:
+                raise OutboxDeliveryError(
+                    self.topic, "the input consumer has no partitions assigned (lost in a rebalance?)", fatal=False,
+                    fix="the transaction is aborted; poll again and redo the work",
+                )  # fmt: skip
+            offsets = consumer.position(assigned)
+        positions = list(offsets)
+        self._with_retries(
+            "send_offsets_to_transaction",
+            lambda: self._producer.send_offsets_to_transaction(
+                positions, consumer.consumer_group_metadata(), self.timeout_s
+            ),
+        )
+        self._offsets_sent = True
 
     def abort(self) -> None:
-        """Abort the open transaction on purpose (its requests are never delivered)."""
+        """Abort the open transaction on purpose (its requests are never delivered; its input is read again)."""
         self._abort()
 
     def flush(self) -> None:
@@ -152,9 +279,19 @@ class OutboxEmitter:
             self._failures.append((message.topic() or self.topic, error))
 
     def _abort(self) -> None:
-        if self._in_transaction:
-            self._in_transaction = False
+        """Abort the open transaction, then rewind the input consumer of a consume-and-emit transaction."""
+        if not self._in_transaction:
+            return
+        self._in_transaction = False
+        try:
             self._with_retries("abort_transaction", lambda: self._producer.abort_transaction(self.timeout_s))
+        except OutboxDeliveryError as exc:  # the transaction's fate is unknown: this emitter cannot go on
+            raise OutboxDeliveryError(
+                self.topic, exc.problem, fatal=True,
+                fix="close this emitter and create a new one (its transactional.id fences this one)",
+            ) from exc  # fmt: skip
+        if self._consumer is not None:
+            rewind(self._consumer, self.timeout_s)
 
     def _with_retries(self, what: str, call: Any) -> None:
         """Retriable errors are retried within a deadline; abortable and fatal ones are raised, classified."""

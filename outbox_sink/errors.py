@@ -29,6 +29,28 @@ class OutboxDeliveryError(OutboxError):
         self.fatal = fatal
 
 
+class ConsumedOffsetsError(OutboxError):
+    """A consume-and-emit service's input offsets cannot be committed with its requests the way it asked."""
+
+    def __init__(self, problem: str, fix: str) -> None:
+        super().__init__(f"committing consumed offsets with the outbox requests: {problem}", fix=fix)
+        self.problem = problem
+
+
+class InputRewindError(OutboxError):
+    """After an aborted transaction the input consumer could not be put back at its committed offsets.
+
+    Its position is then unknown: going on could skip the aborted input, so the service must stop.
+    """
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(
+            f"rewinding the input consumer after an abort failed: {problem}",
+            fix="close the consumer and exit; a restarted service resumes from the committed offsets",
+        )
+        self.problem = problem
+
+
 class ReceiptReadError(OutboxError):
     """Receipts could not be read from Kafka."""
 
