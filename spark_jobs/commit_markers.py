@@ -158,6 +158,10 @@ def _high_watermark(bootstrap: str, topic: str, partition: int) -> int | None:
     """The partition's high watermark, open transactions included (a read_uncommitted offset query).
 
     None when a leader just moved (retriable: ask again); any other error stops the read.
+    The admin client is dropped then: librdkafka's ListOffsets goes to the leader its metadata
+    cache names and does not refresh that cache on NOT_LEADER or FENCED_LEADER_EPOCH, so a
+    client kept across a broker's restart asks the wrong broker until ``metadata.max.age.ms``
+    (15 minutes) passes. A new client reads fresh metadata.
     """
     admin = _admins.get(bootstrap)
     if admin is None:
@@ -165,15 +169,20 @@ def _high_watermark(bootstrap: str, topic: str, partition: int) -> int | None:
     request = {TopicPartition(topic, partition): OffsetSpec.latest()}  # type: ignore[no-untyped-call]
     try:
         future = admin.list_offsets(request, isolation_level=IsolationLevel.READ_UNCOMMITTED, request_timeout=10)
-        return int(next(iter(future.values())).result(timeout=15).offset)
+        offset = int(next(iter(future.values())).result(timeout=15).offset)
     except KafkaException as exc:
         error = exc.args[0]
         if error.retriable() or error.code() in _LEADER_MOVED:
+            _admins.pop(bootstrap, None)
             return None
         raise CommitMarkerError(
             topic, f"partition {partition}: its high watermark cannot be read ({error.name()}: {error.str()})",
             fix="check the broker's health and this client's ACLs (Describe and Read on the commits topic)",
         ) from exc  # fmt: skip
+    if offset < 0:  # no answer from a leader that is gone (OFFSET_INVALID): not a watermark, ask again
+        _admins.pop(bootstrap, None)
+        return None
+    return offset
 
 
 def _consumer(bootstrap: str) -> Consumer:

@@ -23,9 +23,12 @@ from deploy.leaders import TRANSACTION_STATE_TOPIC
 from deploy.local_stack import CONNECT, LocalStack
 from deploy.processes import stack_processes
 from deploy.settings import jars_dir
+from spark_jobs import commit_markers
+from spark_jobs.commit_markers import CommitMarker, ensure_commits_topic, read_marker
+from spark_jobs.partition_transactions import SinkConfig
 from spark_jobs.payments_simulation import payment_records, simulate
 from spark_jobs.serialization import default_codec
-from tests.kafka_helpers import create_topic, unique
+from tests.kafka_helpers import create_topic, transactional_producer, unique
 from tests.spark_jobs.infer_process import InferProcess, InferTopics
 from tests.spark_jobs.records import by_partition, flat, produce_payments
 
@@ -108,3 +111,30 @@ def test_three_brokers_replicate_and_exactly_once_survives_an_output_leaders_kil
     assert replication(admin, TRANSACTION_STATE_TOPIC) == ({3}, "2")
     stack.wait_in_sync(timeout=60)
     assert stack.status().running, "the restarted broker is back"
+
+
+def test_a_marker_read_after_the_commits_leader_restarted_asks_the_new_leader(stack: LocalStack) -> None:
+    """Found by the soak: the marker reader's cached admin client kept asking the old leader (NOT_LEADER, or
+    no answer while it was down) for 15 minutes of stale metadata; the read gave up and stopped the enrich job."""
+    bootstrap = stack.up().bootstrap_servers
+    query = unique("moved")
+    config = SinkConfig(
+        app="test", query=query, bootstrap_servers=bootstrap, output_topics=(), partitions=1, order_by=("seq",),
+        source_topic="test.in",
+    )  # fmt: skip
+    ensure_commits_topic(bootstrap, config.commits_topic, 1)
+    marker = CommitMarker("test", query, 0, 3, 1, 5, "test.in", {0: 5})
+    writer = transactional_producer(bootstrap, config.transactional_id(0))
+    writer.begin_transaction()
+    writer.produce(config.commits_topic, key=marker.key, value=marker.encode(default_codec()), partition=0)
+    writer.commit_transaction(30)
+    commit_markers._seen.clear()
+    assert read_marker(bootstrap, "test", query, 0, topic=config.commits_topic) == marker  # the client is cached
+
+    victim = stack.leader_of(config.commits_topic, 0)
+    stack.kill(victim)
+    stack.start(victim)
+    stack.wait_in_sync(timeout=60)
+    assert stack.leader_of(config.commits_topic, 0) != victim  # the restarted broker follows for now
+    commit_markers._seen.clear()  # a fresh task of the same worker process, as after a failed batch
+    assert read_marker(bootstrap, "test", query, 0, topic=config.commits_topic, deadline_s=60) == marker

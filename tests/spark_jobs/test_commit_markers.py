@@ -180,15 +180,32 @@ def test_a_leader_that_moved_is_asked_again_and_other_errors_stop_the_read() -> 
     """After a broker restart the offset query fails with FENCED_LEADER_EPOCH: the job died of it."""
     from confluent_kafka import KafkaError
 
-    commit_markers._admins["fake:1"] = _Offsets(
-        [KafkaError.FENCED_LEADER_EPOCH, KafkaError.NOT_LEADER_FOR_PARTITION], 7
-    )  # type: ignore[assignment]
+    moved = _Offsets([KafkaError.FENCED_LEADER_EPOCH, KafkaError.NOT_LEADER_FOR_PARTITION], 7)
     commit_markers._admins["fake:2"] = _Offsets([KafkaError.TOPIC_AUTHORIZATION_FAILED], 7)  # type: ignore[assignment]
     try:
-        answers = [commit_markers._high_watermark("fake:1", "t", 0) for _ in range(3)]
+        answers = []
+        for _ in range(3):
+            commit_markers._admins["fake:1"] = moved  # type: ignore[assignment]
+            answers.append(commit_markers._high_watermark("fake:1", "t", 0))
         assert answers == [None, None, 7]
         with pytest.raises(CommitMarkerError, match="TOPIC_AUTHORIZATION_FAILED"):
             commit_markers._high_watermark("fake:2", "t", 0)
     finally:
         commit_markers._admins.pop("fake:1", None)
         commit_markers._admins.pop("fake:2", None)
+
+
+@pytest.mark.parametrize("answer", ["leader moved", "no answer"])
+def test_a_client_that_asked_a_moved_leader_is_replaced_not_asked_again(answer: str) -> None:
+    """The soak on three brokers: librdkafka's ListOffsets keeps asking the leader its metadata cache names
+    (NOT_LEADER, or OFFSET_INVALID from a leader that is gone) for up to 15 minutes; the marker read gave
+    up after 120 s and stopped the enrich job. The client is dropped, so the next question uses fresh metadata."""
+    from confluent_kafka import KafkaError
+
+    stale = _Offsets([KafkaError.NOT_LEADER_FOR_PARTITION], 7) if answer == "leader moved" else _Offsets([], -1001)
+    commit_markers._admins["fake:3"] = stale  # type: ignore[assignment]
+    try:
+        assert commit_markers._high_watermark("fake:3", "t", 0) is None
+        assert "fake:3" not in commit_markers._admins  # the next call builds a new client
+    finally:
+        commit_markers._admins.pop("fake:3", None)
