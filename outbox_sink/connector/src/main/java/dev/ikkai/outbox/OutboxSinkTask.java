@@ -2,22 +2,24 @@ package dev.ikkai.outbox;
 
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
-import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.time.Clock;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Collection;
-import java.util.HashMap;
 import java.util.HashSet;
+import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Function;
 
@@ -27,7 +29,6 @@ import org.apache.kafka.clients.producer.Producer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.connect.errors.ConnectException;
-import org.apache.kafka.connect.errors.RetriableException;
 import org.apache.kafka.connect.header.Header;
 import org.apache.kafka.connect.sink.ErrantRecordReporter;
 import org.apache.kafka.connect.sink.SinkRecord;
@@ -36,16 +37,25 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Sends each outbox request once it is its key's turn, and never blocks the worker for long.
+ * Sends each outbox request once it is its key's turn; a failing target holds back only its own
+ * partitions, and the worker is never blocked for long.
  *
- * <p>Records are processed in batch order, in waves: each wave sends the oldest unfinished request
- * of every key (up to {@code outbox.max.in.flight.requests} at once), so a key's requests are
- * sent one after the other while different keys overlap. A request that fails transiently (408,
- * 409 - its key still being processed -, 429, 5xx, connection error or timeout) is remembered with its next attempt time, and every
- * later record with the same key waits behind it; other keys go on. When nothing is due any
- * more but requests are still waiting, the task asks Connect to redeliver the batch after the earliest
- * wait ({@code context.timeout} + {@link RetriableException}): the consumer is paused meanwhile,
- * no offsets move, and requests already final are skipped on redelivery.
+ * <p>Records are held per partition ({@link PendingRecords}) until their outcome is final. Each
+ * put() sends every held request whose turn it is (the oldest held request of each key, up to
+ * {@code outbox.max.in.flight.requests} at once), so a key's requests are sent one after the other
+ * while different keys overlap, and goes on as answers come in; it hands the thread back to the
+ * worker once nothing is due and no answer came for {@link #ANSWER_WAIT}. A request that fails
+ * transiently (408, 409 - its key still being processed -, 429, 5xx, connection error or timeout)
+ * is kept with its next attempt time, and every later record with the same key waits behind it;
+ * other keys go on. put() never throws for a target's failure.
+ *
+ * <p>A partition still holding a record when put() returns is paused ({@code context.pause}): it
+ * takes no new records until everything it holds is final, then it is resumed. So a partition
+ * waits behind its first waiting record; the task's other partitions keep flowing. put() asks
+ * the worker to call it again when the next retry is due ({@code context.timeout}), or at once
+ * while answers are awaited, so retries happen even when no new records arrive. preCommit()
+ * commits, per partition, only up to its oldest held record: a crash or a rebalance redelivers
+ * what was held, and a revoked partition's held records are dropped in close() for its next owner.
  *
  * <p>Final outcomes: 2xx is delivered; any other status, an unknown alias, a bad path or an
  * undecodable value goes to the dead-letter queue through the errant record reporter; a request
@@ -64,9 +74,17 @@ import org.slf4j.LoggerFactory;
 public final class OutboxSinkTask extends SinkTask {
     private static final Logger log = LoggerFactory.getLogger(OutboxSinkTask.class);
     static final String USER_AGENT = "ikkai-outbox-sink/" + OutboxSinkConnector.VERSION;
+    /**
+     * How long put() waits for an answer when it has nothing else to do before handing the thread back
+     * to the worker, which then polls the partitions that are not paused. It bounds how long a slow
+     * target's answer can hold back new records of other partitions, and how late a retry that comes
+     * due during such a wait is sent.
+     */
+    static final Duration ANSWER_WAIT = Duration.ofMillis(200);
 
     private final Clock clock;
     private final Function<Map<String, Object>, Producer<byte[], byte[]>> producers;
+    private final Duration answerWait;
     private OutboxSinkConfig config;
     private Map<String, Target> targets;
     private RetryPolicy policy;
@@ -78,18 +96,20 @@ public final class OutboxSinkTask extends SinkTask {
     private OutboxMetrics metrics;
     private final AtomicReference<Exception> receiptFailure = new AtomicReference<>();
 
-    /** Per record (topic, partition, offset) of the batch being redelivered: state until put() returns. */
-    private final Map<Coordinates, Attempts> attempts = new HashMap<>();
-    private final Set<Coordinates> finished = new HashSet<>();
+    private final PendingRecords pending = new PendingRecords();
+    private final List<Sent> inFlight = new ArrayList<>();
+    /** The partitions this task paused because they hold records. */
+    private final Set<TopicPartition> paused = new HashSet<>();
 
     public OutboxSinkTask() {
-        this(Clock.systemUTC(), KafkaProducer::new);
+        this(Clock.systemUTC(), KafkaProducer::new, ANSWER_WAIT);
     }
 
-    /** For tests: another clock, and a producer for receipts that is not a real one. */
-    OutboxSinkTask(Clock clock, Function<Map<String, Object>, Producer<byte[], byte[]>> producers) {
+    /** For tests: another clock, a producer for receipts that is not a real one, another {@link #ANSWER_WAIT}. */
+    OutboxSinkTask(Clock clock, Function<Map<String, Object>, Producer<byte[], byte[]>> producers, Duration answerWait) {
         this.clock = clock;
         this.producers = producers;
+        this.answerWait = answerWait;
     }
 
     @Override
@@ -120,77 +140,149 @@ public final class OutboxSinkTask extends SinkTask {
         log.info("outbox sink task started; targets {}", targets.values());
     }
 
+    /**
+     * Partitions (re)assigned to this task start afresh from their committed offset; one it paused
+     * before a rebalance may still be paused in the worker's books, so it is resumed.
+     */
+    @Override
+    public void open(Collection<TopicPartition> partitions) {
+        if (!partitions.isEmpty()) {
+            context.resume(partitions.toArray(new TopicPartition[0]));
+        }
+    }
+
     @Override
     public void put(Collection<SinkRecord> records) {
         failIfReceiptsBroken();
+        pending.add(records);
         Instant sliceEnd = clock.instant().plus(config.duration(OutboxSinkConfig.PUT_MAX_DURATION));
-        int maxInFlight = config.getInt(OutboxSinkConfig.MAX_IN_FLIGHT);
-        boolean progress = true;
-        while (progress) {
-            // One wave: the oldest unfinished request of each key, if it is due, sent together (at most maxInFlight).
-            progress = false;
-            List<Sent> wave = new ArrayList<>();
-            Set<String> keys = new HashSet<>();
+        while (true) {
+            boolean progress = completeAnswered();
+            if (clock.instant().isBefore(sliceEnd)) {
+                progress |= sendDue();
+            }
+            if (progress) {
+                continue;
+            }
             Instant now = clock.instant();
-            for (SinkRecord record : records) {
-                Coordinates where = Coordinates.of(record);
-                if (finished.contains(where) || !keys.add(orderKey(record))) {
-                    continue;  // final already, or an earlier request of its key is not
-                }
-                Attempts previous = attempts.get(where);
-                if ((previous != null && previous.nextAttemptAt.isAfter(now)) || now.isAfter(sliceEnd) || wave.size() >= maxInFlight) {
-                    continue;
-                }
-                Sent sent = send(record, where);
-                progress = true;
-                if (sent == null) {
-                    finished.add(where);
-                } else {
-                    wave.add(sent);
-                }
-            }
-            for (Sent sent : wave) {
-                if (complete(sent)) {
-                    finished.add(sent.where());
-                }
+            // Nothing to send now: wait for an answer (a retry coming due meanwhile waits for it too).
+            if (inFlight.isEmpty() || !now.isBefore(sliceEnd) || !awaitAnswer(min(answerWait, Duration.between(now, sliceEnd)))) {
+                break;
             }
         }
-        int waiting = 0;
-        Instant wakeAt = null;
-        for (SinkRecord record : records) {
-            Coordinates where = Coordinates.of(record);
-            if (!finished.contains(where)) {
-                waiting++;
-                Attempts state = attempts.get(where);
-                if (state != null && (wakeAt == null || state.nextAttemptAt.isBefore(wakeAt))) {
-                    wakeAt = state.nextAttemptAt;
-                }
-            }
-        }
-        if (waiting > 0) {
-            Instant now = clock.instant();
-            long wait = now.isAfter(sliceEnd) || wakeAt == null ? 1 : Math.max(1, Duration.between(now, wakeAt).toMillis());
-            context.timeout(wait);
-            throw new RetriableException(waiting + " outbox request(s) waiting for their turn or a retry; next in " + wait + " ms");
-        }
-        attempts.clear();
-        finished.clear();
+        holdBackPartitionsThatWait();
+        askToBeCalledAgain(sliceEnd);
     }
 
-    private static String orderKey(SinkRecord record) {
-        return record.topic() + "/" + record.kafkaPartition() + "/" + record.key();
+    /** Every attempt whose answer is in gets its outcome; true if there was any. */
+    private boolean completeAnswered() {
+        boolean any = false;
+        for (Iterator<Sent> it = inFlight.iterator(); it.hasNext(); ) {
+            Sent sent = it.next();
+            if (sent.answer().isDone()) {
+                it.remove();
+                sent.pending().inFlight = false;
+                if (complete(sent, sent.answer().join())) {
+                    pending.finish(sent.pending());
+                }
+                any = true;
+            }
+        }
+        return any;
+    }
+
+    /** Starts an attempt for every record whose turn it is, as far as in-flight slots allow; true if there was any. */
+    private boolean sendDue() {
+        int slots = config.getInt(OutboxSinkConfig.MAX_IN_FLIGHT) - inFlight.size();
+        if (slots <= 0) {
+            return false;
+        }
+        List<PendingRecords.Pending> due = pending.due(clock.instant(), slots);
+        for (PendingRecords.Pending p : due) {
+            Sent sent = send(p);
+            if (sent == null) {
+                pending.finish(p);
+            } else {
+                p.inFlight = true;
+                inFlight.add(sent);
+            }
+        }
+        return !due.isEmpty();
+    }
+
+    /** Waits up to {@code wait} for any attempt in flight to be answered; false if none was. */
+    private boolean awaitAnswer(Duration wait) {
+        if (wait.isNegative() || wait.isZero()) {
+            return false;
+        }
+        CompletableFuture<?>[] answers = inFlight.stream().map(Sent::answer).toArray(CompletableFuture<?>[]::new);
+        try {
+            CompletableFuture.anyOf(answers).get(wait.toMillis() + 1, TimeUnit.MILLISECONDS);
+            return true;
+        } catch (TimeoutException e) {
+            return false;
+        } catch (ExecutionException e) {  // an answer is never exceptional (see send), but it is an answer
+            return true;
+        } catch (InterruptedException e) {  // the worker is cancelling the task: leave at once, the flag set
+            Thread.currentThread().interrupt();
+            return false;
+        }
+    }
+
+    /** Pauses every partition that still holds a record, resumes every one this task paused that holds none. */
+    private void holdBackPartitionsThatWait() {
+        Set<TopicPartition> holding = pending.holding();
+        List<TopicPartition> pause = holding.stream().filter(tp -> !paused.contains(tp)).toList();
+        List<TopicPartition> resume = paused.stream().filter(tp -> !holding.contains(tp)).toList();
+        if (!pause.isEmpty()) {
+            log.debug("pausing {}: each holds a request waiting for its answer or a retry", pause);
+            context.pause(pause.toArray(new TopicPartition[0]));
+            paused.addAll(pause);
+        }
+        if (!resume.isEmpty()) {
+            log.debug("resuming {}: every request they held is final", resume);
+            context.resume(resume.toArray(new TopicPartition[0]));
+            paused.removeAll(resume);
+        }
+    }
+
+    /** While records are held, asks the worker to call put() again when there is something to do. */
+    private void askToBeCalledAgain(Instant sliceEnd) {
+        if (pending.size() == 0) {
+            return;
+        }
+        Instant now = clock.instant();
+        long wait;
+        if (!inFlight.isEmpty() || !now.isBefore(sliceEnd) || !pending.due(now, 1).isEmpty()) {
+            wait = 1;  // answers to collect, or requests due that this put() had no time or slot for
+        } else {
+            // Rounded up: woken a fraction of a millisecond early, put() would find nothing due.
+            wait = pending.nextRetryAt().map(at -> Math.max(1, (Duration.between(now, at).toNanos() + 999_999) / 1_000_000))
+                .orElse(1L);
+        }
+        context.timeout(wait);
+    }
+
+    private static Duration min(Duration a, Duration b) {
+        return a.compareTo(b) <= 0 ? a : b;
     }
 
     /** Starts one attempt; null when the record is final without sending (undecodable, not allowed). */
-    private Sent send(SinkRecord record, Coordinates where) {
-        OutboxRequest request;
-        try {
-            request = codec.decodeRequest(record.value() instanceof byte[] bytes ? bytes : null);
-        } catch (RejectedRequest e) {
-            deadLetter(record, null, e, null, null);
-            return null;
+    private Sent send(PendingRecords.Pending p) {
+        SinkRecord record = p.record;
+        if (p.request == null) {
+            try {
+                p.request = codec.decodeRequest(record.value() instanceof byte[] bytes ? bytes : null);
+            } catch (RejectedRequest e) {
+                deadLetter(record, null, e, null, null);
+                return null;
+            }
         }
-        Attempts state = attempts.computeIfAbsent(where, w -> new Attempts(clock.instant()));
+        OutboxRequest request = p.request;
+        if (p.attempts == null) {
+            p.attempts = new Attempts(clock.instant());
+        }
+        Attempts state = p.attempts;
         Targets.Resolved resolved;
         try {
             resolved = Targets.resolve(targets, request);
@@ -206,18 +298,30 @@ public final class OutboxSinkTask extends SinkTask {
         }
         HttpRequest httpRequest = HttpRequests.build(resolved, request, record, state.attempts,
             config.duration(OutboxSinkConfig.HTTP_REQUEST_TIMEOUT));
-        return new Sent(record, where, request, resolved, state, sentAt, http.sendAsync(httpRequest, HttpResponse.BodyHandlers.ofByteArray()));
+        // handle(): the answer, a response or the failure, with the time it came; never completes exceptionally.
+        CompletableFuture<Answer> answer = http.sendAsync(httpRequest, HttpResponse.BodyHandlers.ofByteArray())
+            .handle((response, error) -> new Answer(response, unwrap(error), clock.instant()));
+        return new Sent(p, resolved, sentAt, answer);
     }
 
-    /** Waits for one attempt (bounded by the request timeout); true when the outcome is final. */
-    private boolean complete(Sent sent) {
-        Attempts state = sent.state();
-        OutboxRequest request = sent.request();
+    private static Throwable unwrap(Throwable error) {
+        return error instanceof CompletionException wrapped && wrapped.getCause() != null ? wrapped.getCause() : error;
+    }
+
+    /** What one answer means for its record; true when the outcome is final. */
+    private boolean complete(Sent sent, Answer answer) {
+        Attempts state = sent.pending().attempts;
+        OutboxRequest request = sent.pending().request;
+        Instant now = answer.at();
+        metrics.latency(Duration.between(sent.sentAt(), now).toMillis());
         Optional<Duration> retryAfter = Optional.empty();
         String problem;
-        try {
-            HttpResponse<byte[]> response = sent.response().get();
-            metrics.latency(Duration.between(sent.sentAt(), clock.instant()).toMillis());
+        HttpResponse<byte[]> response = answer.response();
+        if (response == null) {  // connection refused or reset, timeout (HttpTimeoutException)
+            state.lastStatus = null;
+            state.lastDigest = null;
+            problem = "failed: " + answer.error();
+        } else {
             int status = response.statusCode();
             state.lastStatus = status;
             state.lastDigest = HttpRequests.sha256Hex(response.body());
@@ -230,32 +334,23 @@ public final class OutboxSinkTask extends SinkTask {
                 case REJECT -> {
                     RejectedRequest why = new RejectedRequest(RejectedRequest.REJECTED_BY_TARGET,
                         sent.resolved().method() + " " + sent.resolved().target().alias() + request.path() + " returned " + status);
-                    deadLetter(sent.record(), request, why, state,
+                    deadLetter(sent.pending().record, request, why, state,
                         HttpRequests.excerpt(response.body(), config.getInt(OutboxSinkConfig.EXCERPT_BYTES)));
                     return true;
                 }
                 default -> {
                     String header = response.headers().firstValue("Retry-After").orElse(null);
-                    retryAfter = RetryPolicy.parseRetryAfter(header, clock.instant());
+                    retryAfter = RetryPolicy.parseRetryAfter(header, now);
                     problem = "returned " + status + (header == null ? ""
                         : " with Retry-After: " + (header.length() > 40 ? header.substring(0, 40) + "…" : header));
                 }
             }
-        } catch (ExecutionException e) {  // connection refused or reset, timeout (HttpTimeoutException)
-            metrics.latency(Duration.between(sent.sentAt(), clock.instant()).toMillis());
-            state.lastStatus = null;
-            state.lastDigest = null;
-            problem = "failed: " + e.getCause();
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new RetriableException("interrupted while sending " + request.decisionId(), e);
         }
-        Instant now = clock.instant();
         Duration wait = policy.backoff(state.attempts, retryAfter, ThreadLocalRandom.current().nextDouble());
         if (!policy.withinBudget(state.firstAttemptAt, now, wait)) {
             RejectedRequest why = new RejectedRequest(RejectedRequest.RETRIES_EXHAUSTED, "gave up after " + state.attempts
                 + " attempts over " + Duration.between(state.firstAttemptAt, now).toSeconds() + " s; the last one " + problem);
-            deadLetter(sent.record(), request, why, state, null);
+            deadLetter(sent.pending().record, request, why, state, null);
             return true;
         }
         metrics.retried();
@@ -309,12 +404,16 @@ public final class OutboxSinkTask extends SinkTask {
             });
     }
 
-    /** Receipts must be on the broker before the offsets of their requests are committed. */
+    /**
+     * Receipts must be on the broker before the offsets of their requests are committed; and no
+     * offset is committed past a record still held (waiting for its answer or a retry), so a crash
+     * redelivers it.
+     */
     @Override
     public Map<TopicPartition, OffsetAndMetadata> preCommit(Map<TopicPartition, OffsetAndMetadata> currentOffsets) {
         receipts.flush();
         failIfReceiptsBroken();
-        return currentOffsets;
+        return pending.committable(currentOffsets);
     }
 
     private void failIfReceiptsBroken() {
@@ -325,43 +424,37 @@ public final class OutboxSinkTask extends SinkTask {
         }
     }
 
+    /**
+     * Revoked (or lost) partitions: their held records are dropped, answers still due for them are
+     * ignored. Their offsets were committed no further than the oldest held record, so the next
+     * owner gets those records again and sends them with the same Idempotency-Key.
+     */
     @Override
     public void close(Collection<TopicPartition> partitions) {
-        attempts.keySet().removeIf(c -> partitions.contains(c.partition()));
-        finished.removeIf(c -> partitions.contains(c.partition()));
+        int dropped = pending.drop(partitions).size();
+        inFlight.removeIf(sent -> partitions.contains(sent.pending().partition));
+        paused.removeAll(partitions);
+        if (dropped > 0) {
+            log.info("dropped {} held outbox request(s) of closed partitions {}; their next owner redelivers them "
+                + "from the committed offset", dropped, partitions);
+        }
     }
 
     @Override
     public void stop() {
+        pending.dropAll();
+        inFlight.clear();
+        paused.clear();
         if (receipts != null) {
             receipts.close(Duration.ofSeconds(30));
         }
     }
 
     /** One attempt in flight. */
-    record Sent(SinkRecord record, Coordinates where, OutboxRequest request, Targets.Resolved resolved, Attempts state,
-                Instant sentAt, CompletableFuture<HttpResponse<byte[]>> response) {
+    record Sent(PendingRecords.Pending pending, Targets.Resolved resolved, Instant sentAt, CompletableFuture<Answer> answer) {
     }
 
-    record Coordinates(TopicPartition partition, long offset) {
-        static Coordinates of(SinkRecord r) {
-            return new Coordinates(new TopicPartition(r.topic(), r.kafkaPartition()), r.kafkaOffset());
-        }
-    }
-
-    /** What is known about one record's deliveries so far. */
-    static final class Attempts {
-        final Instant firstAttemptAt;
-        Instant lastAttemptAt;
-        Instant nextAttemptAt;
-        int attempts;
-        Integer lastStatus;
-        String lastDigest;
-
-        Attempts(Instant first) {
-            this.firstAttemptAt = first;
-            this.lastAttemptAt = first;
-            this.nextAttemptAt = first;
-        }
+    /** How an attempt ended: a response, or the error that stands for one (connection, timeout), and when. */
+    record Answer(HttpResponse<byte[]> response, Throwable error, Instant at) {
     }
 }

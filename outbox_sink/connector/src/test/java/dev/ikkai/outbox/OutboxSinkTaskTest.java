@@ -1,27 +1,34 @@
 package dev.ikkai.outbox;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.time.Clock;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 
 import com.sun.net.httpserver.HttpServer;
 import org.apache.avro.generic.GenericData;
 import org.apache.avro.generic.GenericRecord;
 import org.apache.avro.message.BinaryMessageEncoder;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.MockProducer;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.metrics.Metrics;
@@ -29,7 +36,6 @@ import org.apache.kafka.common.metrics.PluginMetrics;
 import org.apache.kafka.common.metrics.internals.PluginMetricsImpl;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.apache.kafka.connect.data.Schema;
-import org.apache.kafka.connect.errors.RetriableException;
 import org.apache.kafka.connect.sink.ErrantRecordReporter;
 import org.apache.kafka.connect.sink.SinkRecord;
 import org.apache.kafka.connect.sink.SinkTaskContext;
@@ -37,8 +43,16 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
-/** The task's delivery loop against a JDK HTTP server: per-key order, redelivery, DLQ, receipts. */
+/**
+ * The task's delivery loop against a JDK HTTP server: per-key order, a failing target holding back
+ * only its own partition, commits never past a held record, rebalances, DLQ, receipts.
+ */
 class OutboxSinkTaskTest {
+    private static final TopicPartition P0 = new TopicPartition("outbox.requests", 0);
+    private static final TopicPartition P1 = new TopicPartition("outbox.requests", 1);
+    /** Longer than any answer of this test server but the slow ones: a put() collects every other answer. */
+    private static final Duration ANSWER_WAIT = Duration.ofSeconds(5);
+
     private HttpServer server;
     private final List<String> received = Collections.synchronizedList(new ArrayList<>());
     private final Map<String, Integer> failuresLeft = new ConcurrentHashMap<>();
@@ -46,25 +60,38 @@ class OutboxSinkTaskTest {
         new MockProducer<>(true, null, new ByteArraySerializer(), new ByteArraySerializer());
     private final List<SinkRecord> deadLettered = new ArrayList<>();
     private long timeout = -1;
+    private final Set<TopicPartition> paused = new HashSet<>();
+    private final List<TopicPartition> resumed = new ArrayList<>();
     private final OutboxCodec codec = new OutboxCodec();
     private OutboxSinkTask task;
 
     @BeforeEach
     void start() throws IOException {
         server = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
+        server.setExecutor(Executors.newCachedThreadPool());  // a slow answer must not hold back the others
         server.createContext("/", exchange -> {
             String key = exchange.getRequestHeaders().getFirst("X-Ikkai-Decision-Id");  // the test names requests by decision
             received.add(key);
+            if (key.startsWith("slow")) {
+                sleep(4_000);
+            }
             int left = failuresLeft.getOrDefault(key, 0);
             int status = key.startsWith("bad") ? 400 : left > 0 ? 503 : 201;
             failuresLeft.computeIfPresent(key, (k, v) -> v - 1);
+            if (status == 503 && key.startsWith("later")) {
+                exchange.getResponseHeaders().add("Retry-After", "1");
+            }
             byte[] body = ("{\"key\":\"" + key + "\"}").getBytes(StandardCharsets.UTF_8);
             exchange.sendResponseHeaders(status, body.length);
             exchange.getResponseBody().write(body);
             exchange.close();
         });
         server.start();
-        task = new OutboxSinkTask(Clock.systemUTC(), config -> receipts);
+        task = startTask(ANSWER_WAIT);
+    }
+
+    private OutboxSinkTask startTask(Duration answerWait) {
+        OutboxSinkTask task = new OutboxSinkTask(Clock.systemUTC(), config -> receipts, answerWait);
         task.initialize(new FakeContext());
         task.start(Map.of(
             "outbox.targets", "payments-api",
@@ -72,15 +99,21 @@ class OutboxSinkTaskTest {
             "outbox.receipts.bootstrap.servers", "unused:9092",
             "outbox.retry.backoff.initial.ms", "1",
             "outbox.retry.backoff.max.ms", "2"));
+        return task;
     }
 
     @AfterEach
     void stop() {
         task.stop();
         server.stop(0);
+        ((ExecutorService) server.getExecutor()).shutdownNow();
     }
 
-    private SinkRecord record(long offset, String key, String decisionId, String target) throws IOException {
+    private SinkRecord record(long offset, String key, String decisionId, String target) {
+        return record(0, offset, key, decisionId, target);
+    }
+
+    private SinkRecord record(int partition, long offset, String key, String decisionId, String target) {
         GenericRecord r = new GenericData.Record(codec.requestSchema());
         r.put("decision_id", decisionId);
         r.put("key", key);
@@ -90,28 +123,54 @@ class OutboxSinkTaskTest {
         r.put("body", ByteBuffer.wrap(new byte[] {'{', '}'}));
         r.put("headers", Map.of());
         r.put("created_at", 1L);
-        ByteBuffer b = new BinaryMessageEncoder<GenericRecord>(GenericData.get(), codec.requestSchema()).encode(r);
+        ByteBuffer b;
+        try {
+            b = new BinaryMessageEncoder<GenericRecord>(GenericData.get(), codec.requestSchema()).encode(r);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
         byte[] value = new byte[b.remaining()];
         b.get(value);
-        return new SinkRecord("outbox.requests", 0, Schema.STRING_SCHEMA, key, Schema.OPTIONAL_BYTES_SCHEMA, value, offset);
+        return new SinkRecord("outbox.requests", partition, Schema.STRING_SCHEMA, key, Schema.OPTIONAL_BYTES_SCHEMA, value, offset);
     }
 
-    /** put() until it returns, as Connect redelivers the batch after each RetriableException; the number of put() calls. */
-    private int putUntilDone(List<SinkRecord> batch) throws InterruptedException {
-        for (int rounds = 1; rounds < 1000; rounds++) {
-            try {
-                task.put(batch);
+    /** One put() as the worker makes it: the timeout the task asks for is read once, before the next poll. */
+    private void put(List<SinkRecord> batch) {
+        timeout = -1;
+        task.put(batch);
+    }
+
+    /**
+     * put() the batch, then empty batches whenever the task asks to be called again (waiting as
+     * the worker's poll does), until it holds nothing; the number of put() calls.
+     */
+    private int putUntilDone(List<SinkRecord> batch) {
+        put(batch);
+        for (int rounds = 1; rounds < 10_000; rounds++) {
+            if (timeout < 0) {
                 return rounds;
-            } catch (RetriableException e) {
-                assertTrue(timeout > 0, "a retry always tells Connect when to redeliver");
-                Thread.sleep(timeout);  // what the worker's paused poll does
             }
+            sleep(timeout);
+            put(List.of());
         }
         throw new AssertionError("never finished");
     }
 
+    private static void sleep(long millis) {
+        try {
+            Thread.sleep(millis);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new AssertionError(e);
+        }
+    }
+
+    private List<String> receiptKeys() {
+        return receipts.history().stream().map(r -> new String(r.key(), StandardCharsets.UTF_8)).toList();
+    }
+
     @Test
-    void aFailingRequestHoldsBackOnlyItsOwnKey() throws Exception {
+    void aFailingRequestHoldsBackOnlyItsOwnKey() {
         failuresLeft.put("a1", 2);
         List<SinkRecord> batch = List.of(record(0, "A", "a1", "payments-api"), record(1, "B", "b1", "payments-api"),
             record(2, "A", "a2", "payments-api"), record(3, "B", "b2", "payments-api"));
@@ -124,10 +183,11 @@ class OutboxSinkTaskTest {
         assertEquals(List.of("b1", "b2"), b, "key B is neither held back nor sent twice");
         assertEquals(4, receipts.history().size());
         assertTrue(deadLettered.isEmpty());
+        assertEquals(Set.of(), paused);
     }
 
     @Test
-    void rejectedAndUnknownTargetsAreDeadLetteredOnceWithAReceiptEach() throws Exception {
+    void rejectedAndUnknownTargetsAreDeadLetteredOnceWithAReceiptEach() {
         List<SinkRecord> batch = List.of(record(0, "A", "bad1", "payments-api"), record(1, "A", "a2", "nowhere-api"),
             record(2, "A", "a3", "payments-api"));
 
@@ -137,15 +197,105 @@ class OutboxSinkTaskTest {
         assertEquals(List.of("rejected-by-target", "unknown-target"),
             deadLettered.stream().map(r -> r.headers().lastWithName("ikkai.dlq.error_class").value()).toList());
         assertEquals("400", deadLettered.get(0).headers().lastWithName("ikkai.dlq.status_code").value());
-        assertEquals(Set.of("bad1", "a2", "a3"),
-            Set.copyOf(receipts.history().stream().map(r -> new String(r.key(), StandardCharsets.UTF_8)).toList()));
+        assertEquals(Set.of("bad1", "a2", "a3"), Set.copyOf(receiptKeys()));
     }
 
     @Test
-    void aReceiptThatCannotBeWrittenStopsTheTask() throws Exception {
+    void aFailingTargetPausesOnlyItsOwnPartition() {
+        failuresLeft.put("down1", 1_000);
+        put(List.of(record(0, 5, "A", "down1", "payments-api"), record(0, 6, "A", "a2", "payments-api"),
+            record(0, 7, "C", "c1", "payments-api"), record(1, 0, "B", "b1", "payments-api")));
+
+        assertEquals(Set.of(P0), paused, "only the partition holding the failing request is paused");
+        assertTrue(timeout > 0, "the task asks to be called again for the retry");
+        assertEquals(Set.of("c1", "b1"), Set.copyOf(receiptKeys()), "other keys, and the other partition, went on");
+        assertFalse(received.contains("a2"), "a2 waits behind down1, its key's earlier request");
+
+        put(List.of(record(1, 1, "B", "b2", "payments-api")));
+        assertTrue(receiptKeys().contains("b2"), "new records of the other partition are delivered at once");
+        assertEquals(Set.of(P0), paused);
+
+        failuresLeft.put("down1", 0);  // the target is back
+        putUntilDone(List.of());
+        assertEquals(List.of("down1", "a2"), receiptKeys().subList(3, 5), "a2 only after down1");
+        assertEquals(Set.of(), paused);
+        assertTrue(resumed.contains(P0));
+    }
+
+    @Test
+    void preCommitNeverGoesPastAHeldRecord() {
+        failuresLeft.put("down1", 1_000);
+        put(List.of(record(0, 5, "A", "down1", "payments-api"), record(0, 6, "C", "c1", "payments-api"),
+            record(0, 7, "A", "a2", "payments-api"), record(1, 0, "B", "b1", "payments-api"),
+            record(1, 1, "B", "b2", "payments-api")));
+        Map<TopicPartition, OffsetAndMetadata> consumed = Map.of(P0, new OffsetAndMetadata(8), P1, new OffsetAndMetadata(2));
+
+        assertEquals(Map.of(P0, new OffsetAndMetadata(5), P1, new OffsetAndMetadata(2)), task.preCommit(consumed),
+            "partition 0 commits up to its oldest held record although c1 after it is delivered");
+
+        failuresLeft.put("down1", 0);
+        putUntilDone(List.of());
+        assertEquals(consumed, task.preCommit(consumed));
+    }
+
+    @Test
+    void aRevokedPartitionsHeldRecordsAreDroppedAndComeBackFromTheCommittedOffset() {
+        failuresLeft.put("down1", 1_000);
+        SinkRecord down1 = record(0, 5, "A", "down1", "payments-api");
+        put(List.of(down1, record(1, 0, "B", "b1", "payments-api")));
+        assertEquals(Set.of(P0), paused);
+
+        task.close(List.of(P0));
+        long tries = received.stream().filter("down1"::equals).count();
+        put(List.of());
+        assertEquals(-1, timeout, "the task holds nothing more, so it asks for no wake-up");
+        sleep(20);
+        put(List.of());
+        assertEquals(tries, received.stream().filter("down1"::equals).count(), "a dropped record is not retried");
+
+        task.open(List.of(P0));  // assigned again: the worker redelivers from the committed offset
+        assertTrue(resumed.contains(P0), "a partition opened afresh is resumed, though paused before the rebalance");
+        failuresLeft.put("down1", 0);
+        putUntilDone(List.of(down1));
+        assertEquals(List.of("b1", "down1"), receiptKeys());
+    }
+
+    @Test
+    void aRetryIsSentWhenDueEvenWithoutNewRecords() {
+        failuresLeft.put("later1", 1);  // 503 with Retry-After: 1
+        put(List.of(record(0, 0, "A", "later1", "payments-api")));
+        assertTrue(timeout > 0 && timeout <= 1_000, "the task asks to be called when the retry is due, not " + timeout);
+
+        put(List.of());
+        assertEquals(List.of("later1"), received, "not sent again before it is due");
+
+        sleep(timeout);
+        put(List.of());
+        assertEquals(List.of("later1", "later1"), received);
+        assertEquals(List.of("later1"), receiptKeys());
+        assertEquals(-1, timeout);
+        assertEquals(Set.of(), paused);
+    }
+
+    @Test
+    void aSlowAnswerDoesNotHoldBackOtherPartitions() {
+        task = startTask(Duration.ofSeconds(1));  // the slow answer takes 4 s; the first task is idle (stop() closes receipts)
+        put(List.of(record(0, 0, "A", "slow1", "payments-api"), record(1, 0, "B", "b1", "payments-api")));
+        put(List.of(record(1, 1, "B", "b2", "payments-api")));
+
+        assertTrue(received.contains("slow1"));
+        assertEquals(List.of("b1", "b2"), receiptKeys(), "put() handed back the thread while slow1 was in flight");
+        assertEquals(1, timeout, "and asks to be called again at once, to collect the answer");
+        putUntilDone(List.of());
+        assertEquals(List.of("b1", "b2", "slow1"), receiptKeys());
+        assertEquals(Set.of(), paused);
+    }
+
+    @Test
+    void aReceiptThatCannotBeWrittenStopsTheTask() {
         MockProducer<byte[], byte[]> failing = new MockProducer<>(false, null, new ByteArraySerializer(), new ByteArraySerializer());
         task.stop();
-        task = new OutboxSinkTask(Clock.systemUTC(), config -> failing);
+        task = new OutboxSinkTask(Clock.systemUTC(), config -> failing, ANSWER_WAIT);
         task.initialize(new FakeContext());
         task.start(Map.of("outbox.targets", "payments-api",
             "outbox.target.payments-api.url", "http://127.0.0.1:" + server.getAddress().getPort(),
@@ -162,11 +312,16 @@ class OutboxSinkTaskTest {
         @Override public void offset(Map<TopicPartition, Long> offsets) { }
         @Override public void offset(TopicPartition tp, long offset) { }
         @Override public void timeout(long timeoutMs) { timeout = timeoutMs; }
-        @Override public Set<TopicPartition> assignment() { return Set.of(); }
-        @Override public void pause(TopicPartition... partitions) { }
-        @Override public void resume(TopicPartition... partitions) { }
+        @Override public Set<TopicPartition> assignment() { return Set.of(P0, P1); }
+        @Override public void pause(TopicPartition... partitions) { paused.addAll(List.of(partitions)); }
         @Override public void requestCommit() { }
         @Override public PluginMetrics pluginMetrics() { return metrics; }
+
+        @Override
+        public void resume(TopicPartition... partitions) {
+            List.of(partitions).forEach(paused::remove);
+            resumed.addAll(List.of(partitions));
+        }
 
         @Override
         public ErrantRecordReporter errantRecordReporter() {

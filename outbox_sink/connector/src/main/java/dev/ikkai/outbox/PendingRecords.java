@@ -1,0 +1,184 @@
+package dev.ikkai.outbox;
+
+import java.nio.ByteBuffer;
+import java.time.Instant;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.Deque;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.connect.sink.SinkRecord;
+
+/**
+ * The records a task has received and not yet finished (delivered or dead-lettered), per partition
+ * in offset order, and the rules of what may be sent next and which offsets may be committed.
+ * Pure bookkeeping: no I/O, the caller passes the time; used on the task's thread only.
+ *
+ * <ul>
+ *   <li>Order per key: of a partition's records with one Kafka key, only the oldest one held may be
+ *       sent; the later ones wait until it is final. Records of other keys go on.
+ *   <li>Commits: a partition's committable offset is that of the oldest record it holds, never past
+ *       it, or the consumed offset when it holds none. A crash therefore redelivers every record held.
+ *   <li>A record at an offset the partition already holds or has finished is ignored, so a batch
+ *       given twice (the worker's redelivery) is held once.
+ * </ul>
+ */
+final class PendingRecords {
+    /** One record held until its outcome is final. */
+    static final class Pending {
+        final SinkRecord record;
+        final TopicPartition partition;
+        final Object key;
+        /** Decoded at the first attempt; null before, and for a record that never decodes. */
+        OutboxRequest request;
+        /** Null until the first attempt. */
+        Attempts attempts;
+        boolean inFlight;
+
+        Pending(SinkRecord record) {
+            this.record = record;
+            this.partition = new TopicPartition(record.topic(), record.kafkaPartition());
+            this.key = record.key() instanceof byte[] bytes ? ByteBuffer.wrap(bytes) : record.key();  // equal by content
+        }
+
+        /** Failed transiently and its next attempt is not due yet. */
+        boolean waitingAt(Instant now) {
+            return attempts != null && !inFlight && attempts.nextAttemptAt.isAfter(now);
+        }
+    }
+
+    private static final class Partition {
+        final List<Pending> records = new ArrayList<>();
+        /** The offset after the last one received. */
+        long nextOffset = Long.MIN_VALUE;
+    }
+
+    private final Map<TopicPartition, Partition> partitions = new LinkedHashMap<>();
+
+    /** Holds the records not seen before; how many that was. */
+    int add(Collection<SinkRecord> records) {
+        int added = 0;
+        for (SinkRecord record : records) {
+            Pending pending = new Pending(record);
+            Partition partition = partitions.computeIfAbsent(pending.partition, tp -> new Partition());
+            if (record.kafkaOffset() < partition.nextOffset) {
+                continue;
+            }
+            partition.nextOffset = record.kafkaOffset() + 1;
+            partition.records.add(pending);
+            added++;
+        }
+        return added;
+    }
+
+    /**
+     * Up to {@code limit} records whose turn it is at {@code now}: the oldest held record of each key,
+     * unless it is in flight or waiting for a retry. Taken from the partitions in turn, so one busy
+     * partition does not fill every slot.
+     */
+    List<Pending> due(Instant now, int limit) {
+        List<Deque<Pending>> ready = new ArrayList<>();
+        for (Partition partition : partitions.values()) {
+            Deque<Pending> turn = new ArrayDeque<>();
+            Set<Object> keys = new HashSet<>();
+            for (Pending p : partition.records) {
+                if (keys.add(p.key) && !p.inFlight && !p.waitingAt(now)) {
+                    turn.add(p);
+                }
+            }
+            if (!turn.isEmpty()) {
+                ready.add(turn);
+            }
+        }
+        List<Pending> due = new ArrayList<>();
+        while (due.size() < limit && !ready.isEmpty()) {
+            for (Iterator<Deque<Pending>> it = ready.iterator(); it.hasNext() && due.size() < limit; ) {
+                Deque<Pending> turn = it.next();
+                due.add(turn.poll());
+                if (turn.isEmpty()) {
+                    it.remove();
+                }
+            }
+        }
+        return due;
+    }
+
+    /** The record's outcome is final: it is no longer held. */
+    void finish(Pending pending) {
+        Partition partition = partitions.get(pending.partition);
+        if (partition != null) {
+            partition.records.remove(pending);
+        }
+    }
+
+    /** The earliest time a record waiting for a retry is due, if any waits. */
+    Optional<Instant> nextRetryAt() {
+        Instant earliest = null;
+        for (Partition partition : partitions.values()) {
+            for (Pending p : partition.records) {
+                if (p.attempts != null && !p.inFlight && (earliest == null || p.attempts.nextAttemptAt.isBefore(earliest))) {
+                    earliest = p.attempts.nextAttemptAt;
+                }
+            }
+        }
+        return Optional.ofNullable(earliest);
+    }
+
+    /** The partitions holding at least one record. */
+    Set<TopicPartition> holding() {
+        Set<TopicPartition> holding = new HashSet<>();
+        partitions.forEach((tp, partition) -> {
+            if (!partition.records.isEmpty()) {
+                holding.add(tp);
+            }
+        });
+        return holding;
+    }
+
+    /** How many records are held. */
+    int size() {
+        return partitions.values().stream().mapToInt(p -> p.records.size()).sum();
+    }
+
+    /** Per partition of {@code consumed}, the offset up to which every record is final. */
+    Map<TopicPartition, OffsetAndMetadata> committable(Map<TopicPartition, OffsetAndMetadata> consumed) {
+        Map<TopicPartition, OffsetAndMetadata> committable = new HashMap<>();
+        consumed.forEach((tp, offset) -> {
+            Partition partition = partitions.get(tp);
+            if (partition == null || partition.records.isEmpty()) {
+                committable.put(tp, offset);
+            } else {
+                long oldest = partition.records.get(0).record.kafkaOffset();
+                committable.put(tp, oldest < offset.offset() ? new OffsetAndMetadata(oldest) : offset);
+            }
+        });
+        return committable;
+    }
+
+    /** Forgets these partitions (revoked, or the task stops); the records they held. */
+    List<Pending> drop(Collection<TopicPartition> dropped) {
+        List<Pending> records = new ArrayList<>();
+        for (TopicPartition tp : dropped) {
+            Partition partition = partitions.remove(tp);
+            if (partition != null) {
+                records.addAll(partition.records);
+            }
+        }
+        return records;
+    }
+
+    /** Forgets every partition; the records they held. */
+    List<Pending> dropAll() {
+        return drop(List.copyOf(partitions.keySet()));
+    }
+}
