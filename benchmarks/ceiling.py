@@ -8,7 +8,7 @@ IKKAI_CONNECT_URL) and measures, with the record size of the infer job's decisio
   producer, the same in 100 ms transactions, and a consumer;
 * confluent-kafka from Python (the client the transactional sink uses): produce, produce in
   transactions of ``--txn-records`` records, consume read_committed;
-* the single-object Avro codec (``spark_jobs.serialization``): encode of a decision, decode of
+* the single-object Avro codec (``ikkai.contract.codec``): encode of a decision, decode of
   a payment;
 * ``fraud_decisions.decide`` in one process, no Spark: decode, point-in-time features, score and
   encode, i.e. what one core can do for the infer job's own logic.
@@ -141,10 +141,10 @@ def codec_and_model(records: int) -> tuple[list[Row], int]:
     """Rows for Avro and decide(), and the average size of an encoded decision (the Kafka rows' record size)."""
     import pandas as pd
 
+    from ikkai.contract.codec import default_codec
     from spark_jobs.fraud_decisions import Topics, decide
     from spark_jobs.fraud_model import FEATURES_PATH, MODEL_PATH, FraudModel, load_snapshots
     from spark_jobs.payments_simulation import payment_records, simulate
-    from spark_jobs.serialization import default_codec
 
     codec = default_codec()
     payments = payment_records(simulate(5, payments=records).payments)

@@ -127,7 +127,7 @@ def bench_stack(prefix: str) -> Iterator[tuple[str, str, Path]]:
     """(bootstrap, connect_url, scratch folder): the cluster named by IKKAI_BOOTSTRAP_SERVERS /
     IKKAI_CONNECT_URL, else an embedded stack in a temporary home, stopped afterwards."""
     from deploy.local_stack import LocalStack
-    from deploy.settings import external_endpoints, jars_dir
+    from ikkai.settings import external_endpoints, jars_dir
 
     with tempfile.TemporaryDirectory(prefix=f"ikkai-{prefix}-") as tmp:
         home = Path(tmp)
@@ -212,7 +212,7 @@ def python_module(module: str, *args: str, code: Path | None = None) -> tuple[li
 
 def kafka_classpath() -> str:
     from deploy.artifacts import resolved_jars
-    from deploy.settings import jars_dir
+    from ikkai.settings import jars_dir
 
     jars = resolved_jars(jars_dir())
     if jars is None:

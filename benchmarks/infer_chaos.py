@@ -29,9 +29,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from deploy.local_stack import LocalStack  # noqa: E402
-from deploy.settings import external_endpoints, jars_dir  # noqa: E402
+from ikkai.contract.codec import default_codec  # noqa: E402
+from ikkai.settings import external_endpoints, jars_dir  # noqa: E402
 from spark_jobs.payments_simulation import payment_records, simulate  # noqa: E402
-from spark_jobs.serialization import default_codec  # noqa: E402
 from tests.kafka_helpers import create_topic, unique  # noqa: E402
 from tests.spark_jobs.infer_process import InferProcess, InferTopics  # noqa: E402
 from tests.spark_jobs.records import by_partition, flat, produce_payments  # noqa: E402

@@ -44,9 +44,9 @@ from benchmarks.harness import (  # noqa: E402
     print_table,
     python_module,
 )
-from spark_jobs.kafka_partitioning import kafka_partition  # noqa: E402
+from ikkai.contract.codec import default_codec  # noqa: E402
+from ikkai.contract.partitioning import kafka_partition  # noqa: E402
 from spark_jobs.payments_simulation import payment_records, simulate  # noqa: E402
-from spark_jobs.serialization import default_codec  # noqa: E402
 from tests.kafka_helpers import create_topic, unique  # noqa: E402
 from tests.spark_jobs.infer_process import InferTopics  # noqa: E402
 from tests.spark_jobs.records import by_partition, produce_payments  # noqa: E402

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from connectors.errors import BundleError, PolicyViolation
 from connectors.render import RenderedBundle, RenderedConnector
 from connectors.secrets import is_placeholder, named_like_secret
+from ikkai.contract.topics import DLQ_PREFIX
+from ikkai.contract.topics import INGEST_PREFIX as INGEST
 
 TOPIC_NAME = re.compile(r"^(ingest|events|outbox|dlq)\.[a-z0-9$][a-zA-Z0-9._$-]*$")  # $1: a RegexRouter group
 KEY_SETTING_TRANSFORMS = (
@@ -127,7 +129,7 @@ def sink_error_routing(c: RenderedConnector, plugin: PluginInfo) -> Iterator[Fin
             "errors.tolerance",
         )
     dlq = c.config.get("errors.deadletterqueue.topic.name", "")
-    if not dlq.startswith("dlq."):
+    if not dlq.startswith(DLQ_PREFIX):
         yield _finding(
             c,
             check,
@@ -174,7 +176,7 @@ def topic_naming(c: RenderedConnector, plugin: PluginInfo) -> Iterator[Finding]:
                 "rename the topic to say what stage it belongs to",
                 key,
             )
-        elif plugin.kind == "source" and key in ("topic", "kafka.topic") and not topic.startswith("ingest."):
+        elif plugin.kind == "source" and key in ("topic", "kafka.topic") and not topic.startswith(INGEST):
             yield _finding(
                 c,
                 "topic-naming",

@@ -5,7 +5,7 @@ from deploy.connect_rest import ConnectClient, ConnectRestError
 from deploy.errors import ArtifactError, NoFreePortError, PortInUseError, StackError
 from deploy.local_stack import LocalStack, StackStatus
 from deploy.runtime import ExternalStack, Stack, select_stack
-from deploy.settings import Endpoints, external_endpoints, ikkai_home, jars_dir
+from ikkai.settings import Endpoints, external_endpoints, ikkai_home, jars_dir
 
 __all__ = [
     "ArtifactError",

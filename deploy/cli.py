@@ -17,15 +17,15 @@ from typing import Any
 import click
 
 from deploy.artifacts import ensure_jars
-from deploy.cli_output import emit, output_option
 from deploy.connect_plugins import ensure_ikkai_plugins
 from deploy.local_plugins import ensure_local_plugins
 from deploy.local_stack import StackStatus
 from deploy.prerequisites import check_java, check_maven
 from deploy.runtime import RUNTIMES, Stack, select_stack
-from deploy.settings import Endpoints, jars_dir
 from deploy.smoke import run_smoke
+from ikkai.cli_output import emit, output_option
 from ikkai.errors import IkkaiError
+from ikkai.settings import Endpoints, jars_dir
 
 EXIT_NOT_RUNNING = 3
 
@@ -182,7 +182,7 @@ from deploy.control_cli import bundle as bundle_group  # noqa: E402 - registered
 from deploy.control_cli import serve as serve_command  # noqa: E402
 from deploy.demo import demo as demo_command  # noqa: E402
 from spark_jobs.cli import jobs  # noqa: E402
-from transforms.cli import transforms as transforms_group  # noqa: E402
+from spark_jobs.transforms_cli import transforms as transforms_group  # noqa: E402
 
 cli.add_command(bundle_group)
 cli.add_command(serve_command)

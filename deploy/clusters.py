@@ -86,7 +86,7 @@ def resolve_connect_url(target: ClusterTarget) -> str:
     if target.connect_url != LOCAL:
         return target.connect_url
     from deploy.runtime import select_stack
-    from deploy.settings import external_endpoints
+    from ikkai.settings import external_endpoints
 
     external = external_endpoints()
     if external is not None:

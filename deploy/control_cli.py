@@ -16,7 +16,7 @@ import click
 
 from deploy import bundle_ops, bundle_output
 from deploy.bundle_ops import BundleRequest
-from deploy.cli_output import emit, output_option
+from ikkai.cli_output import emit, output_option
 
 F = TypeVar("F", bound=Callable[..., Any])
 EXIT_CHANGES_PENDING = 2

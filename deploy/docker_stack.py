@@ -19,8 +19,8 @@ from typing import Any, TextIO
 from deploy.errors import StackError
 from deploy.local_stack import ComponentStatus, StackStatus
 from deploy.probes import broker_answers, connect_plugins
-from deploy.settings import Endpoints
 from deploy.stack_config import CONFIG_PROVIDERS, Ports, connect_properties, render_properties
+from ikkai.settings import Endpoints
 
 IMAGE = "apache/kafka:4.3.1"
 LABEL = "dev.ikkai.stack"

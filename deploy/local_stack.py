@@ -41,7 +41,6 @@ from deploy.local_plugins import local_plugin_dirs_for_stack
 from deploy.ports import choose_ports, ephemeral_range, port_is_free, reserved_ports
 from deploy.prerequisites import check_java
 from deploy.probes import broker_answers, connect_plugins
-from deploy.settings import Endpoints
 from deploy.stack_config import BROKER as BROKER  # re-exported: callers name components by these
 from deploy.stack_config import CONNECT as CONNECT
 from deploy.stack_config import (
@@ -56,6 +55,7 @@ from deploy.stack_config import (
     log4j2_properties,
     render_properties,
 )
+from ikkai.settings import STACK_STATE, Endpoints
 
 COMPONENTS = (BROKER, CONNECT)  # a one-broker stack's; ``LocalStack.components`` has the others'
 _NODE = re.compile(rf"{BROKER}-([1-9][0-9]*)")
@@ -133,7 +133,7 @@ class LocalStack:
 
     @property
     def state_file(self) -> Path:
-        return self.home / "stack.json"
+        return self.home / STACK_STATE
 
     @property
     def config_dir(self) -> Path:
@@ -386,6 +386,7 @@ class LocalStack:
         except (OSError, ValueError):
             state = {}
         state["ports"] = ports.as_dict()
+        state["endpoints"] = Endpoints(bootstrap_servers(ports), connect_url(ports), runtime="local").as_dict()
         state["brokers"] = len(ports.nodes)
         state.setdefault("cluster_id", _new_cluster_id())
         self.state_file.write_text(json.dumps(state, indent=2) + "\n")

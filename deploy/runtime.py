@@ -14,7 +14,7 @@ from typing import Protocol, TextIO
 from deploy.errors import StackError
 from deploy.local_stack import ComponentStatus, LocalStack, StackStatus
 from deploy.probes import broker_answers, connect_plugins
-from deploy.settings import Endpoints, external_endpoints, ikkai_home, jars_dir
+from ikkai.settings import Endpoints, external_endpoints, ikkai_home, jars_dir
 
 RUNTIMES = ("local", "docker")
 

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from deploy.connect_rest import ConnectClient
 from deploy.errors import StackError
-from deploy.settings import Endpoints
+from ikkai.contract import kafka
+from ikkai.settings import Endpoints
 
 FILE_SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 
@@ -38,8 +38,7 @@ class SmokeReport:
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(timeout=30)
+    kafka.ensure_topics(bootstrap, [topic], partitions)
 
 
 def consume_all(bootstrap: str, topic: str, isolation: str, expected: int, timeout: float = 30.0) -> list[bytes]:
@@ -76,12 +75,9 @@ def check_transactions(endpoints: Endpoints, report: SmokeReport) -> None:
     started = time.monotonic()
     topic = f"_ikkai.smoke.txn.{uuid.uuid4().hex[:8]}"
     create_topic(endpoints.bootstrap_servers, topic)
-    producer = Producer({
-        "bootstrap.servers": endpoints.bootstrap_servers,
-        "transactional.id": f"ikkai.smoke.{topic}",
-        "enable.idempotence": True,
-        "acks": "all",
-    })  # fmt: skip
+    producer = Producer(
+        kafka.producer_config(endpoints.bootstrap_servers, **{"transactional.id": f"ikkai.smoke.{topic}"})
+    )
     producer.init_transactions(30)
     producer.begin_transaction()
     for i in range(3):

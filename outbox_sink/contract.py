@@ -2,22 +2,22 @@
 
 Requests go to ``outbox.requests`` keyed by their business key, receipts come back on
 ``outbox.receipts`` keyed by ``decision_id``; both are Avro single-object encoded with the
-schemas in ``schemas/outbox_request`` and ``schemas/outbox_receipt`` (spark_jobs.serialization).
+schemas in ``schemas/outbox_request`` and ``schemas/outbox_receipt`` (ikkai.contract.codec).
 Pure: no Kafka, no clock.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ikkai.contract import ids, topics
 from outbox_sink.errors import OutboxRequestError
 
-REQUESTS_TOPIC = "outbox.requests"
-RECEIPTS_TOPIC = "outbox.receipts"
-DLQ_TOPIC = "dlq.outbox"
+REQUESTS_TOPIC = topics.OUTBOX_REQUESTS
+RECEIPTS_TOPIC = topics.OUTBOX_RECEIPTS
+DLQ_TOPIC = topics.DLQ_OUTBOX
 REQUEST_SCHEMA = "outbox_request"
 RECEIPT_SCHEMA = "outbox_receipt"
 
@@ -34,8 +34,8 @@ Outcome = Literal["DELIVERED", "DEAD_LETTERED"]
 def derive_decision_id(key: str, event_id: str, model_version: str) -> str:
     """sha-256 hex of (business key, input event id, model version), joined by U+001F: never random.
 
-    The same derivation as the infer job's (spark_jobs.fraud_decisions.decision_id), so a service
-    and the job agree on the id of the same decision.
+    ``ikkai.contract.ids.decision_id``, as the infer job derives it, so a service and the job agree
+    on the id of the same decision; here the parts are checked first.
 
     The same event scored by the same model always yields the same id, so a replay or a
     retried batch produces the same Idempotency-Key and the receiver applies the effect once.
@@ -43,7 +43,7 @@ def derive_decision_id(key: str, event_id: str, model_version: str) -> str:
     for name, part in (("key", key), ("event_id", event_id), ("model_version", model_version)):
         if not part or "\x1f" in part:
             raise OutboxRequestError("", name, f"{part!r} cannot be part of a decision id", fix="pass a non-empty id")
-    return hashlib.sha256("\x1f".join((key, event_id, model_version)).encode()).hexdigest()
+    return ids.decision_id(key, event_id, model_version)
 
 
 def default_effect(target: str, path: str) -> str:
@@ -63,7 +63,7 @@ def derive_idempotency_key(decision_id: str, effect: str) -> str:
     for name, part in (("decision_id", decision_id), ("effect", effect)):
         if not part or "\x1f" in part:
             raise OutboxRequestError(decision_id, name, f"{part!r} cannot be part of an idempotency key")
-    return hashlib.sha256("\x1f".join((decision_id, effect)).encode()).hexdigest()
+    return ids.idempotency_key(decision_id, effect)
 
 
 @dataclass(frozen=True)

@@ -29,16 +29,13 @@ from typing import Any, NoReturn
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
+from ikkai.contract import kafka
+from ikkai.contract.codec import RecordCodec, default_codec
 from ikkai.errors import ConfigError
 from outbox_sink.contract import REQUEST_SCHEMA, REQUESTS_TOPIC, OutboxRequest
 from outbox_sink.errors import ConsumedOffsetsError, InputRewindError, OutboxDeliveryError
-from spark_jobs.serialization import RecordCodec, default_codec
 
-SAFE_PRODUCER = {
-    "enable.idempotence": True,
-    "acks": "all",
-    "max.in.flight.requests.per.connection": 5,
-}
+SAFE_PRODUCER = kafka.IDEMPOTENT_PRODUCER
 RETRY_DEADLINE_S = 60.0
 # What the input consumer of a consume-and-emit service must be, and why (the "what to do" of a refusal).
 TRANSACTIONAL_CONSUMER = {

@@ -17,9 +17,9 @@ from collections.abc import Iterable
 
 from confluent_kafka import Consumer, KafkaError
 
+from ikkai.contract.codec import RecordCodec, default_codec
 from outbox_sink.contract import RECEIPT_SCHEMA, RECEIPTS_TOPIC, Receipt, prevailing
 from outbox_sink.errors import ReceiptReadError
-from spark_jobs.serialization import RecordCodec, default_codec
 
 
 def decode_receipt(value: bytes, codec: RecordCodec | None = None) -> Receipt:

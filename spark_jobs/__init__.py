@@ -1,6 +1,6 @@
 """The PySpark jobs (enrich, infer), the transactional exactly-once sink, serialization, the model loader."""
 
-from spark_jobs.serialization import RecordCodec, SchemaCatalog, SchemaError, SingleObjectCodec, default_codec
+from ikkai.contract.codec import RecordCodec, SchemaCatalog, SchemaError, SingleObjectCodec, default_codec
 from spark_jobs.session import spark_session
 from spark_jobs.transactional_sink import AtLeastOnceBatchWriter, SinkConfig, TransactionalBatchWriter
 

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import click
 
-from spark_jobs.serialization import SCHEMAS_VAR
-from spark_jobs.shipping import DATA_ALIAS, SHIPPED_SCHEMAS, build_app_zip, build_data_archive
+from ikkai.contract.codec import SCHEMAS_VAR
+from ikkai.resources import DATA_ALIAS, SHIPPED_SCHEMAS
+from spark_jobs.shipping import build_app_zip, build_data_archive
 
 JOBS = {"enrich": "spark_jobs.enrich", "infer": "spark_jobs.infer"}
 REPO = Path(__file__).resolve().parent.parent

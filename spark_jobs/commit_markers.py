@@ -35,8 +35,8 @@ from typing import Any
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
+from ikkai.contract.codec import RecordCodec, default_codec
 from ikkai.errors import ConfigError, IkkaiError
-from spark_jobs.serialization import RecordCodec, default_codec
 
 COMMITS_TOPIC_PREFIX = "_ikkai.commits."
 _APP = re.compile(r"[A-Za-z0-9_-]{1,64}")  # no dots: <app>.<query>.<p> then splits one way only

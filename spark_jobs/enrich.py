@@ -35,6 +35,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ikkai.contract import topics
+from ikkai.contract.codec import default_codec
+from ikkai.resources import package_file
 from spark_jobs.enrich_asof import MasterData, MasterDataTopics, join_as_of
 from spark_jobs.enrich_records import (
     CLASSIFIED_SCHEMA,
@@ -64,8 +67,6 @@ from spark_jobs.job_shell import (
 from spark_jobs.master_data import ensure_master_topics
 from spark_jobs.partition_transactions import DEFAULT_TRANSACTION_TIMEOUT_MS
 from spark_jobs.raw_payments import DEFAULT_LATENESS_MS
-from spark_jobs.serialization import default_codec
-from spark_jobs.shipping import package_file
 from spark_jobs.transactional_sink import AtLeastOnceBatchWriter, SinkConfig, TransactionalBatchWriter
 
 if TYPE_CHECKING:
@@ -81,9 +82,9 @@ TRANSFORMS_SPEC = package_file("spark_jobs", "enrich_transforms.yaml")  # also i
 class EnrichOptions:
     bootstrap_servers: str
     checkpoint: Path
-    input_topic: str = "ingest.payments"
-    events_topic: str = "events.payments"
-    dlq_topic: str = "dlq.enrich"
+    input_topic: str = topics.INGEST_PAYMENTS
+    events_topic: str = topics.EVENTS_PAYMENTS
+    dlq_topic: str = topics.DLQ_ENRICH
     master_data: MasterDataTopics = field(default_factory=MasterDataTopics)
     partitions: int | None = None
     lateness_ms: int = DEFAULT_LATENESS_MS
@@ -188,9 +189,9 @@ def run_enrich(options: EnrichOptions) -> None:
     type=click.Path(path_type=Path),
     help="Spark checkpoint folder [default: $IKKAI_HOME/checkpoints/<query>].",
 )
-@click.option("--input", "input_topic", default="ingest.payments", show_default=True)
-@click.option("--output", "events_topic", default="events.payments", show_default=True)
-@click.option("--dlq", default="dlq.enrich", show_default=True)
+@click.option("--input", "input_topic", default=topics.INGEST_PAYMENTS, show_default=True)
+@click.option("--output", "events_topic", default=topics.EVENTS_PAYMENTS, show_default=True)
+@click.option("--dlq", default=topics.DLQ_ENRICH, show_default=True)
 @click.option("--merchants", default=MasterDataTopics.merchants, show_default=True, help="Merchant profile versions.")
 @click.option("--customers", default=MasterDataTopics.customers, show_default=True, help="Customer profile versions.")
 @click.option("--lateness", type=int, default=DEFAULT_LATENESS_MS, show_default=True,
@@ -209,7 +210,7 @@ def run_enrich(options: EnrichOptions) -> None:
 @click.option("--crash-after-batch", type=int, hidden=True)
 def main(**kw: Any) -> None:
     """Run the enrich job until the input is drained (or forever with --continuous)."""
-    from deploy.settings import ikkai_home
+    from ikkai.settings import ikkai_home
     from transforms import load_spec
 
     load_spec(kw["transforms_spec"])  # a bad spec fails here, before Spark or Kafka are touched

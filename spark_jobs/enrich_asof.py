@@ -43,9 +43,9 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from ikkai.contract.codec import RecordCodec, default_codec
 from ikkai.errors import IkkaiError
 from spark_jobs.master_data import CUSTOMER_SCHEMA, CUSTOMERS_TOPIC, MERCHANT_SCHEMA, MERCHANTS_TOPIC
-from spark_jobs.serialization import RecordCodec, default_codec
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from ikkai.contract.partitioning import kafka_partition
 from spark_jobs import enrich_reasons as r
-from spark_jobs.kafka_partitioning import kafka_partition
 from spark_jobs.raw_payments import CHANNELS, RAW_FIELDS, STATUSES
 
 MAX_CLOCK_SKEW_MS = 3_600_000  # an event may claim to be at most an hour newer than its ingest record

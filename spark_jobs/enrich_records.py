@@ -29,12 +29,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ikkai.contract.codec import RecordCodec
+from ikkai.contract.partitioning import kafka_partition
 from ikkai.errors import ConfigError
 from spark_jobs import enrich_reasons as r
 from spark_jobs.enrich_dedupe import EventTimeGate
 from spark_jobs.enrich_parse import Rejection, parse_record
-from spark_jobs.kafka_partitioning import kafka_partition
-from spark_jobs.serialization import RecordCodec
 
 EVENT = "event"
 STAGE = "enrich"

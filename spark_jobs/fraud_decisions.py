@@ -14,7 +14,6 @@ and values (the Kafka record timestamp is the write time, see ``WRITE_TIME``).
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,8 +22,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ikkai.contract import topics
+from ikkai.contract.codec import RecordCodec, SchemaError
+from ikkai.contract.ids import decision_id
 from spark_jobs.fraud_model import FEATURES, FraudModel, as_of_snapshots, feature_frame
-from spark_jobs.serialization import RecordCodec, SchemaError
 
 OUTPUT_SCHEMA = (
     "topic string, key binary, value binary, timestamp long, input_partition int, input_offset long, seq int, "
@@ -40,13 +41,9 @@ WRITE_TIME = None
 
 @dataclass(frozen=True)
 class Topics:
-    decisions: str = "decisions.fraud"
-    outbox: str = "outbox.requests"
-    dlq: str = "dlq.infer"
-
-
-def decision_id(payment_id: str, event_id: str, model_version: str) -> str:
-    return hashlib.sha256("\x1f".join((payment_id, event_id, model_version)).encode()).hexdigest()
+    decisions: str = topics.DECISIONS_FRAUD
+    outbox: str = topics.OUTBOX_REQUESTS
+    dlq: str = topics.DLQ_INFER
 
 
 def _body(document: dict[str, Any]) -> bytes:

@@ -27,6 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ikkai.contract import topics
+from ikkai.contract.codec import default_codec
+from ikkai.resources import shipped_path
 from spark_jobs.fraud_decisions import ORDER_BY, OUTPUT_SCHEMA, Topics, decide_batches
 from spark_jobs.fraud_model import FEATURES_PATH, MODEL_PATH, FraudModel, load_snapshots
 from spark_jobs.job_shell import (
@@ -44,8 +47,6 @@ from spark_jobs.job_shell import (
     run_until_done,
 )
 from spark_jobs.partition_transactions import DEFAULT_TRANSACTION_TIMEOUT_MS
-from spark_jobs.serialization import default_codec
-from spark_jobs.shipping import shipped_path
 from spark_jobs.transactional_sink import SinkConfig
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ if TYPE_CHECKING:
 class InferOptions:
     bootstrap_servers: str
     checkpoint: Path
-    input_topic: str = "events.payments"
+    input_topic: str = topics.EVENTS_PAYMENTS
     topics: Topics = field(default_factory=Topics)
     partitions: int | None = None
     mode: str = "exactly-once"
@@ -112,10 +113,10 @@ def run_infer(options: InferOptions) -> None:
     type=click.Path(path_type=Path),
     help="Spark checkpoint folder [default: $IKKAI_HOME/checkpoints/<query>].",
 )
-@click.option("--input", "input_topic", default="events.payments", show_default=True)
-@click.option("--decisions", default="decisions.fraud", show_default=True)
-@click.option("--outbox", default="outbox.requests", show_default=True)
-@click.option("--dlq", default="dlq.infer", show_default=True)
+@click.option("--input", "input_topic", default=topics.EVENTS_PAYMENTS, show_default=True)
+@click.option("--decisions", default=topics.DECISIONS_FRAUD, show_default=True)
+@click.option("--outbox", default=topics.OUTBOX_REQUESTS, show_default=True)
+@click.option("--dlq", default=topics.DLQ_INFER, show_default=True)
 @click.option("--partitions", type=int, help="Pinned partition count of every topic [default: the decisions topic's].")
 @click.option("--create-topics", is_flag=True, help="Create missing topics with --partitions partitions first.")
 @click.option("--mode", type=click.Choice(MODES), default="exactly-once", show_default=True)
@@ -128,7 +129,7 @@ def run_infer(options: InferOptions) -> None:
 @click.option("--crash-after-batch", type=int, hidden=True)
 def main(**kw: Any) -> None:
     """Run the infer job until the input is drained (or forever with --continuous)."""
-    from deploy.settings import ikkai_home
+    from ikkai.settings import ikkai_home
 
     bootstrap = bootstrap_servers("infer", kw["bootstrap"])
     topics = Topics(kw["decisions"], kw["outbox"], kw["dlq"])

@@ -13,10 +13,11 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
+from ikkai.contract import kafka
 from ikkai.errors import ConfigError, IkkaiError
+from ikkai.settings import ikkai_home, recorded_endpoints
 from spark_jobs.partition_transactions import DEFAULT_TRANSACTION_TIMEOUT_MS
 from spark_jobs.transactional_sink import AtLeastOnceBatchWriter, PartitionResult, SinkConfig, TransactionalBatchWriter
 
@@ -72,25 +73,14 @@ def topic_partitions(bootstrap: str, topic: str) -> int | None:
 
 def ensure_topics(bootstrap: str, names: Iterable[str], partitions: int) -> None:
     """Create the missing ones with ``partitions`` partitions (topics are never auto-created)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    existing = admin.list_topics(timeout=30).topics  # one metadata request, not a client per topic
-    missing = [n for n in names if n not in existing or existing[n].error is not None]
-    wanted = [NewTopic(n, partitions, -1) for n in missing]
-    for name, future in admin.create_topics(wanted).items() if wanted else []:
-        try:
-            future.result(timeout=30)
-        except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise ConfigError("kafka", name, f"cannot create the topic: {exc}") from exc
+    kafka.ensure_topics(bootstrap, names, partitions)
 
 
 def bootstrap_servers(job: str, given: str | None) -> str:
-    """--bootstrap, else $IKKAI_BOOTSTRAP_SERVERS, else the running local stack."""
+    """--bootstrap, else $IKKAI_BOOTSTRAP_SERVERS, else the embedded stack ``ikkai stack up`` started."""
     if given or os.environ.get("IKKAI_BOOTSTRAP_SERVERS"):
         return given or os.environ["IKKAI_BOOTSTRAP_SERVERS"]
-    from deploy.runtime import select_stack
-
-    endpoints = select_stack().endpoints()
+    endpoints = recorded_endpoints(ikkai_home())
     if endpoints is None:
         raise ConfigError(job, "--bootstrap", "no cluster configured", fix="run `ikkai stack up` or pass --bootstrap")
     return endpoints.bootstrap_servers

@@ -30,12 +30,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ikkai.errors import ConfigError
+from ikkai.contract import kafka, topics
+from ikkai.contract.codec import RecordCodec, default_codec
 from spark_jobs.payments_simulation import DAY_MS, START_MS, PaymentsWorld
-from spark_jobs.serialization import RecordCodec, default_codec
 
-MERCHANTS_TOPIC = "masterdata.merchants"
-CUSTOMERS_TOPIC = "masterdata.customers"
+MERCHANTS_TOPIC = topics.MASTERDATA_MERCHANTS
+CUSTOMERS_TOPIC = topics.MASTERDATA_CUSTOMERS
 MERCHANT_SCHEMA = "merchant_profile"
 CUSTOMER_SCHEMA = "customer_profile"
 RISK_TIERS = ("low", "medium", "high")
@@ -83,19 +83,7 @@ def ensure_master_topics(
     bootstrap: str, *, merchants_topic: str = MERCHANTS_TOPIC, customers_topic: str = CUSTOMERS_TOPIC
 ) -> None:
     """Create missing master-data topics: one partition, compacted, LogAppendTime."""
-    from confluent_kafka import KafkaError, KafkaException
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    existing = admin.list_topics(timeout=30).topics
-    wanted = [NewTopic(t, 1, -1, config=dict(TOPIC_CONFIG)) for t in (merchants_topic, customers_topic)
-              if t not in existing]  # fmt: skip
-    for name, future in admin.create_topics(wanted).items() if wanted else []:
-        try:
-            future.result(timeout=30)
-        except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise ConfigError("kafka", name, f"cannot create the master-data topic: {exc}") from exc
+    kafka.ensure_topics(bootstrap, (merchants_topic, customers_topic), 1, config=TOPIC_CONFIG)
 
 
 def publish_profiles(
@@ -116,10 +104,7 @@ def publish_profiles(
     codec = default_codec()
     records = [(merchants_topic, *encode_profile(p, codec)) for p in merchants]
     records += [(customers_topic, *encode_profile(p, codec)) for p in customers]
-    producer = Producer({
-        "bootstrap.servers": bootstrap, "transactional.id": transactional_id, "enable.idempotence": True,
-        "acks": "all", "max.in.flight.requests.per.connection": 5, "linger.ms": 5,
-    })  # fmt: skip
+    producer = Producer(kafka.producer_config(bootstrap, **{"transactional.id": transactional_id, "linger.ms": 5}))
     producer.init_transactions(60)
     producer.begin_transaction()
     try:

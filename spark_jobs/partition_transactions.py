@@ -40,6 +40,8 @@ from typing import Any
 
 from confluent_kafka import KafkaException, Producer
 
+from ikkai.contract import kafka
+from ikkai.contract.codec import default_codec
 from ikkai.errors import ConfigError
 from spark_jobs.commit_markers import (
     CommitMarker,
@@ -50,7 +52,6 @@ from spark_jobs.commit_markers import (
     read_marker,
 )
 from spark_jobs.kafka_errors import ErrorKind, TransactionError, call_with_retries, classify
-from spark_jobs.serialization import default_codec
 
 DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
 
@@ -140,9 +141,7 @@ def _producer(config: SinkConfig, transactional_id: str) -> Producer:
         "bootstrap.servers": config.bootstrap_servers,
         "transactional.id": transactional_id,
         "transaction.timeout.ms": config.transaction_timeout_ms,
-        "enable.idempotence": True,
-        "acks": "all",
-        "max.in.flight.requests.per.connection": 5,
+        **kafka.IDEMPOTENT_PRODUCER,
         "linger.ms": 5,
         # Connect to the brokers at once. With sparse connections (the default) init_transactions
         # found no broker up half of the time and waited for librdkafka's 500 ms coordinator timer:

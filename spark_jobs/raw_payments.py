@@ -47,8 +47,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ikkai.contract import kafka
+from ikkai.contract.partitioning import kafka_partition
 from spark_jobs import enrich_reasons as r
-from spark_jobs.kafka_partitioning import kafka_partition
 from spark_jobs.payments_simulation import DAY_MS, START_MS, PaymentsWorld, simulate
 
 EVENT = "event"
@@ -329,8 +330,7 @@ def produce_lines(bootstrap: str, topic: str, lines: Iterable[RawLine]) -> int:
     """
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-                         "max.in.flight.requests.per.connection": 5, "linger.ms": 5})  # fmt: skip
+    producer = Producer(kafka.producer_config(bootstrap, **{"linger.ms": 5}))
     count = 0
     for line in lines:
         producer.produce(topic, value=line.value, key=line.key, partition=line.partition)

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from deploy.artifacts import JarSet, resolved_jars
-from deploy.settings import jars_dir
 from ikkai.errors import ConfigError
+from ikkai.settings import jars_dir
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

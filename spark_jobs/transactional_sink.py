@@ -56,9 +56,9 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from confluent_kafka.admin import AdminClient
 
+from ikkai.contract.partitioning import kafka_partitions, spark_partition_routes
 from ikkai.errors import ConfigError
 from spark_jobs.commit_markers import CommitMarkerError, ensure_commits_topic, read_markers
-from spark_jobs.kafka_partitioning import kafka_partitions, spark_partition_routes
 from spark_jobs.partition_transactions import (
     PartitionResult,
     Record,

@@ -15,8 +15,8 @@ import pytest
 
 from deploy.local_stack import LocalStack
 from deploy.runtime import ExternalStack
-from deploy.settings import Endpoints, external_endpoints, jars_dir
 from ikkai.errors import IkkaiError
+from ikkai.settings import Endpoints, external_endpoints, jars_dir
 
 _skipped_integration: list[str] = []
 

@@ -25,9 +25,9 @@ from deploy.demo.facts import (
 )
 from deploy.demo.measures import TopicRecord
 from deploy.demo.topics import read_topic
+from ikkai.contract.codec import default_codec
 from outbox_sink.contract import OutboxRequest
 from outbox_sink.receipts import decode_receipt
-from spark_jobs.serialization import default_codec
 
 
 def api_of(path: str) -> str:

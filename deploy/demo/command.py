@@ -7,10 +7,10 @@ from pathlib import Path
 
 import click
 
-from deploy.cli_output import emit, output_option
 from deploy.demo.chaos import KILL_BROKER, KINDS, parse_kills
 from deploy.demo.report import report_text
 from deploy.demo.run import DemoOptions, run_demo
+from ikkai.cli_output import emit, output_option
 
 DEFAULTS = DemoOptions()
 

@@ -10,15 +10,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from deploy.demo.measures import TopicRecord
+from ikkai.contract import topics
 
-INGEST = "ingest.payments"
-EVENTS = "events.payments"
-DLQ_ENRICH = "dlq.enrich"
-DECISIONS = "decisions.fraud"
-OUTBOX = "outbox.requests"
-DLQ_INFER = "dlq.infer"
-RECEIPTS = "outbox.receipts"
-DLQ_OUTBOX = "dlq.outbox"
+INGEST = topics.INGEST_PAYMENTS
+EVENTS = topics.EVENTS_PAYMENTS
+DLQ_ENRICH = topics.DLQ_ENRICH
+DECISIONS = topics.DECISIONS_FRAUD
+OUTBOX = topics.OUTBOX_REQUESTS
+DLQ_INFER = topics.DLQ_INFER
+RECEIPTS = topics.OUTBOX_RECEIPTS
+DLQ_OUTBOX = topics.DLQ_OUTBOX
 LIVE_TOPICS = (INGEST, EVENTS, DLQ_ENRICH, DECISIONS, OUTBOX, DLQ_INFER, RECEIPTS, DLQ_OUTBOX)
 REPLAYED = (EVENTS, DLQ_ENRICH, DECISIONS, OUTBOX, DLQ_INFER)  # what the replay writes again, into fresh topics
 

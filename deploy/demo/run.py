@@ -61,8 +61,8 @@ from deploy.demo.topics import RecordCounter
 from deploy.local_stack import CONNECT, LocalStack
 from deploy.ports import free_port
 from deploy.probes import broker_answers
-from deploy.settings import Endpoints, ikkai_home, jars_dir
 from ikkai.errors import IkkaiError
+from ikkai.settings import Endpoints, ikkai_home, jars_dir
 
 POLL_S = 1.0
 

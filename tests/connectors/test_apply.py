@@ -20,7 +20,7 @@ from deploy.bundle_ops import BundleRequest
 from deploy.connect_rest import ConnectClient
 from deploy.health import reached
 from deploy.reconcile import ApplyFailed, ValidationFailed
-from deploy.settings import Endpoints
+from ikkai.settings import Endpoints
 from tests.deploy.cli_runner import run_ikkai
 from tests.kafka_helpers import read_all, unique
 

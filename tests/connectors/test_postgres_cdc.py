@@ -14,7 +14,7 @@ import yaml
 from deploy import bundle_ops
 from deploy.bundle_ops import BundleRequest
 from deploy.connect_rest import ConnectClient
-from deploy.settings import Endpoints
+from ikkai.settings import Endpoints
 from tests.connectors.postgres import Postgres, postgres_bin, temporary_postgres
 from tests.kafka_helpers import read_all
 

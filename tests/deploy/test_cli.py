@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from deploy.settings import jars_dir
+from ikkai.settings import jars_dir
 from tests.deploy.cli_runner import run_ikkai
 
 

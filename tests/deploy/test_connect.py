@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from deploy.connect_rest import ConnectClient, ConnectRestError
-from deploy.settings import Endpoints
+from ikkai.settings import Endpoints
 from tests.connect_helpers import wait_running
 from tests.kafka_helpers import create_topic, read_all, unique
 

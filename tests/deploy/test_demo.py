@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from deploy.local_stack import LocalStack
-from deploy.settings import jars_dir
+from ikkai.settings import jars_dir
 from tests.deploy.cli_runner import run_ikkai
 
 pytestmark = pytest.mark.integration

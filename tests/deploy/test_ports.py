@@ -30,8 +30,8 @@ from deploy.ports import (
     parse_reserved_ports,
 )
 from deploy.processes import stack_processes
-from deploy.settings import jars_dir
 from deploy.stack_config import Ports
+from ikkai.settings import jars_dir
 
 KERNEL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 

@@ -17,8 +17,8 @@ from deploy.auto_restart import RestartBackoff
 from deploy.connect_rest import ConnectClient
 from deploy.health import reached
 from deploy.service import ControlPlane, ReconcileLoop, make_server, read_token
-from deploy.settings import Endpoints
 from ikkai.errors import ConfigError
+from ikkai.settings import Endpoints
 from tests.kafka_helpers import read_all
 
 TOKEN = "test-token-" + "x" * 16

@@ -17,7 +17,7 @@ import pyspark
 import pytest
 
 from deploy.artifacts import resolved_jars
-from deploy.settings import jars_dir
+from ikkai.settings import jars_dir
 
 pytestmark = pytest.mark.integration
 

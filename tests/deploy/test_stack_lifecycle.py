@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from deploy.processes import stack_processes
-from deploy.settings import jars_dir
+from ikkai.settings import jars_dir
 from tests.deploy.cli_runner import run_ikkai
 
 pytestmark = pytest.mark.integration

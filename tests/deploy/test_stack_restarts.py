@@ -24,8 +24,8 @@ from deploy.connect_rest import ConnectClient
 from deploy.local_stack import BROKER, CONNECT, LocalStack
 from deploy.probes import broker_answers
 from deploy.processes import stack_processes
-from deploy.settings import Endpoints, jars_dir
 from deploy.stack_config import HOST
+from ikkai.settings import Endpoints, jars_dir
 
 pytestmark = pytest.mark.integration
 

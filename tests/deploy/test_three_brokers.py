@@ -22,12 +22,12 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 from deploy.leaders import TRANSACTION_STATE_TOPIC
 from deploy.local_stack import CONNECT, LocalStack
 from deploy.processes import stack_processes
-from deploy.settings import jars_dir
+from ikkai.contract.codec import default_codec
+from ikkai.settings import jars_dir
 from spark_jobs import commit_markers
 from spark_jobs.commit_markers import CommitMarker, ensure_commits_topic, read_marker
 from spark_jobs.partition_transactions import SinkConfig
 from spark_jobs.payments_simulation import payment_records, simulate
-from spark_jobs.serialization import default_codec
 from tests.kafka_helpers import create_topic, transactional_producer, unique
 from tests.spark_jobs.infer_process import InferProcess, InferTopics
 from tests.spark_jobs.records import by_partition, flat, produce_payments

@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError
 
 from deploy.connect_rest import ConnectClient
-from deploy.settings import Endpoints
+from ikkai.settings import Endpoints
 from outbox_sink import (
     OutboxEmitter,
     OutboxRequest,

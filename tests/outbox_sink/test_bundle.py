@@ -13,7 +13,7 @@ from connectors.lint import blocking, lint_bundle
 from connectors.render import load_bundle, render_bundle
 from deploy.connect_rest import ConnectClient
 from deploy.reconcile import Reconciler
-from deploy.settings import Endpoints
+from ikkai.settings import Endpoints
 from outbox_sink import OutboxEmitter, ReceiptReader, ReferenceReceiver, create_outbox_topics
 from tests.kafka_helpers import unique
 from tests.outbox_sink.conftest import make_request, read_dead_letters

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from ikkai.contract.codec import default_codec
 from outbox_sink import (
     OutboxRequest,
     OutboxRequestError,
@@ -13,7 +14,6 @@ from outbox_sink import (
     derive_idempotency_key,
     prevailing,
 )
-from spark_jobs.serialization import default_codec
 
 
 def request(**overrides: object) -> OutboxRequest:
@@ -81,7 +81,7 @@ def test_receipts_decode_from_what_the_sink_writes() -> None:
 
 
 def test_decision_ids_match_the_infer_jobs() -> None:
-    from spark_jobs.fraud_decisions import decision_id
+    from ikkai.contract.ids import decision_id
 
     assert derive_decision_id("pay-1", "evt-1", "fraud@1") == decision_id("pay-1", "evt-1", "fraud@1")
 

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka import Producer
 
-from deploy.settings import Endpoints
+from ikkai.contract.codec import default_codec
+from ikkai.settings import Endpoints
 from outbox_sink import Receipt, ReceiptReader
-from spark_jobs.serialization import default_codec
 from tests.kafka_helpers import create_topic, unique
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from deploy.local_stack import CONNECT, LocalStack
 from deploy.prerequisites import check_java
-from deploy.settings import Endpoints, external_endpoints, jars_dir
+from ikkai.settings import Endpoints, external_endpoints, jars_dir
 from outbox_sink import ReceiptReader, ReferenceReceiver
 from tests.connect_helpers import wait_running
 from tests.outbox_sink.conftest import deploy_sink, make_request

@@ -6,8 +6,8 @@ import time
 
 from confluent_kafka import Consumer, Producer
 
-from spark_jobs.kafka_partitioning import kafka_partition
-from spark_jobs.serialization import default_codec
+from ikkai.contract.codec import default_codec
+from ikkai.contract.partitioning import kafka_partition
 from tests.kafka_helpers import unique
 
 Partitioned = dict[int, list[tuple[bytes, bytes]]]

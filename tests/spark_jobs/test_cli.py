@@ -13,9 +13,9 @@ import pytest
 from click.testing import CliRunner
 
 from deploy.cli import cli
+from ikkai.contract.codec import default_codec
 from ikkai.errors import IkkaiError
 from spark_jobs.payments_simulation import payment_records, simulate
-from spark_jobs.serialization import default_codec
 from spark_jobs.session import spark_jars
 from spark_jobs.shipping import build_app_zip, build_data_archive
 from tests.kafka_helpers import create_topic, unique
@@ -89,7 +89,7 @@ def test_the_app_zip_is_importable_on_its_own_and_the_data_archive_holds_the_cat
     assert not [n for n in zipfile.ZipFile(app).namelist() if "__pycache__" in n]
     # An executor: the packages come from the zip, the schemas from the unpacked archive (relative path).
     probe = (
-        "import spark_jobs, spark_jobs.serialization as s; "
+        "import spark_jobs, ikkai.contract.codec as s; "
         "print(spark_jobs.__file__); print(sorted(s.default_codec().catalog.names())[:1]); "
         "from spark_jobs.enrich import TRANSFORMS_SPEC; from transforms import load_spec; "
         "print(load_spec(TRANSFORMS_SPEC).names)"  # enrich's spec and the MCC table, read out of the zip

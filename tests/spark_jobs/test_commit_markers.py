@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from ikkai.contract.codec import default_codec
 from ikkai.errors import ConfigError
 from spark_jobs import commit_markers, partition_transactions
 from spark_jobs.commit_markers import (
@@ -22,7 +23,6 @@ from spark_jobs.commit_markers import (
     read_markers,
 )
 from spark_jobs.partition_transactions import Record, SinkConfig, uncommitted, write_partition
-from spark_jobs.serialization import default_codec
 from tests.kafka_helpers import create_topic, transactional_producer, unique
 from tests.spark_jobs.records import by_partition
 

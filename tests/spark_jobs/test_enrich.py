@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
+from ikkai.contract.codec import default_codec
+from ikkai.contract.partitioning import kafka_partition
 from spark_jobs import enrich_reasons as r
-from spark_jobs.kafka_partitioning import kafka_partition
 from spark_jobs.master_data import CustomerProfile, MerchantProfile, generate_profiles, publish_profiles
 from spark_jobs.raw_payments import EVENT, MixedStream, RawLine, mixed_stream, produce_lines
-from spark_jobs.serialization import default_codec
 from tests.kafka_helpers import create_topic, unique
 from tests.spark_jobs.enrich_process import EnrichProcess, EnrichTopics
 from tests.spark_jobs.records import Partitioned, by_partition, flat, headers_by_value

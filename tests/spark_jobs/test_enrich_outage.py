@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
+from ikkai.contract.codec import default_codec
 from spark_jobs.master_data import (
     MerchantProfile,
     encode_profile,
@@ -23,7 +24,6 @@ from spark_jobs.master_data import (
     publish_profiles,
 )
 from spark_jobs.raw_payments import mixed_stream, produce_lines
-from spark_jobs.serialization import default_codec
 from tests.kafka_helpers import create_topic, unique
 from tests.spark_jobs.enrich_process import EnrichProcess, EnrichTopics
 from tests.spark_jobs.records import by_partition, flat

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from ikkai.contract.partitioning import kafka_partition
 from spark_jobs import enrich_reasons as r
 from spark_jobs.enrich import main
 from spark_jobs.enrich_parse import ParsedPayment, Rejection, parse_event_time, parse_record
-from spark_jobs.kafka_partitioning import kafka_partition
 from transforms import CURRENCY_EXPONENTS, TransformSpecError
 
 PARTITIONS = 3

@@ -22,6 +22,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ikkai.contract.codec import default_codec
+from ikkai.contract.partitioning import kafka_partition
 from spark_jobs import enrich_reasons as r
 from spark_jobs.enrich import TRANSFORMS_SPEC, EnrichBatch
 from spark_jobs.enrich_dedupe import EventTimeGate
@@ -34,9 +36,7 @@ from spark_jobs.enrich_records import (
     classify,
     encode_dead_letters,
 )
-from spark_jobs.kafka_partitioning import kafka_partition
 from spark_jobs.raw_payments import CHANNELS, DEFAULT_LATENESS_MS, RAW_FIELDS, STATUSES
-from spark_jobs.serialization import default_codec
 from tests.spark_jobs.test_enrich_parse import INGESTED, PARTITIONS, VALID
 from transforms import CURRENCY_EXPONENTS, load_spec
 

@@ -9,12 +9,12 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
+from ikkai.contract.partitioning import kafka_partition
 from ikkai.errors import ConfigError
 from spark_jobs import enrich_reasons as r
 from spark_jobs.enrich_asof import join_as_of
 from spark_jobs.enrich_dedupe import EventTimeGate
 from spark_jobs.enrich_records import EVENT, Settings, classify, dlq_key, event_record
-from spark_jobs.kafka_partitioning import kafka_partition
 from spark_jobs.raw_payments import MixedStream, mixed_stream
 from transforms import CURRENCY_EXPONENTS
 

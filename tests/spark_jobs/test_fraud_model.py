@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 from sklearn.metrics import roc_auc_score
 
+from ikkai.contract.codec import default_codec
 from spark_jobs.fraud_decisions import Topics, decide
 from spark_jobs.fraud_model import (
     FEATURES,
@@ -21,7 +22,6 @@ from spark_jobs.fraud_model import (
     load_snapshots,
 )
 from spark_jobs.payments_simulation import DAY_MS, START_MS, payment_records, simulate
-from spark_jobs.serialization import default_codec
 from spark_jobs.train_fraud_model import fit_artifact, train
 
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from spark_jobs.fraud_decisions import decision_id
+from ikkai.contract.codec import default_codec
+from ikkai.contract.ids import decision_id
 from spark_jobs.payments_simulation import payment_records, simulate
-from spark_jobs.serialization import default_codec
 from tests.kafka_helpers import create_topic, unique
 from tests.spark_jobs.infer_process import InferProcess, InferTopics
 from tests.spark_jobs.records import Partitioned, by_partition, flat, produce_payments

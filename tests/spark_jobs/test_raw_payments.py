@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
+from ikkai.contract.partitioning import kafka_partition
 from spark_jobs import enrich_reasons as r
-from spark_jobs.kafka_partitioning import kafka_partition
 from spark_jobs.raw_payments import EVENT, RAW_FIELDS, format_amount, format_event_time, mixed_stream
 
 

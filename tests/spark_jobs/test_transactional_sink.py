@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaException, Producer
 
+from ikkai.contract.partitioning import kafka_partition
 from ikkai.errors import ConfigError
 from spark_jobs.commit_markers import CommitMarkerError, read_markers
 from spark_jobs.kafka_errors import ErrorKind, TransactionError, classify
-from spark_jobs.kafka_partitioning import kafka_partition
 from spark_jobs.transactional_sink import (
     AtLeastOnceBatchWriter,
     SinkConfig,

@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from deploy.cli_output import emit, output_option
+from ikkai.cli_output import emit, output_option
 from transforms.check import CheckResult, check_transforms
 from transforms.registry import Transform, load_modules, registered
 from transforms.spec import load_spec

@@ -13,6 +13,7 @@ half an external stack and half an embedded one would silently talk past each ot
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ HOME_VAR = "IKKAI_HOME"
 JARS_VAR = "IKKAI_JARS_DIR"
 BOOTSTRAP_VAR = "IKKAI_BOOTSTRAP_SERVERS"
 CONNECT_VAR = "IKKAI_CONNECT_URL"
+STACK_STATE = "stack.json"  # in an embedded stack's home: its ports and, for clients, its endpoints
 
 
 def ikkai_home(env: Mapping[str, str] = os.environ) -> Path:
@@ -70,3 +72,18 @@ def external_endpoints(env: Mapping[str, str] = os.environ) -> Endpoints | None:
             "environment", CONNECT_VAR, f"{connect!r} is not an http(s) URL", fix="e.g. http://connect:8083"
         )
     return Endpoints(bootstrap_servers=bootstrap, connect_url=connect.rstrip("/"), runtime="external")
+
+
+def recorded_endpoints(home: Path) -> Endpoints | None:
+    """The endpoints the embedded stack in ``home`` recorded when it started, or None if it never did.
+
+    For clients that must not import the runtime that starts the stack (the Spark jobs): the
+    stack writes them into ``<home>/stack.json``; whether it still runs is for the client to find.
+    """
+    try:
+        recorded = json.loads((home / STACK_STATE).read_text()).get("endpoints")
+    except (OSError, ValueError):
+        return None
+    if not isinstance(recorded, dict) or not {"bootstrap_servers", "connect_url"} <= recorded.keys():
+        return None
+    return Endpoints(recorded["bootstrap_servers"], recorded["connect_url"], runtime="local")

@@ -9,7 +9,7 @@ import pytest
 from fastavro.schema import fingerprint as fastavro_fingerprint
 from fastavro.schema import to_parsing_canonical_form
 
-from spark_jobs.serialization import (
+from ikkai.contract.codec import (
     MARKER,
     SchemaCatalog,
     SchemaError,

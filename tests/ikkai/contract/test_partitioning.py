@@ -7,7 +7,7 @@ import random
 import pytest
 from confluent_kafka import Producer
 
-from spark_jobs.kafka_partitioning import (
+from ikkai.contract.partitioning import (
     kafka_partition,
     kafka_partitions,
     murmur2,

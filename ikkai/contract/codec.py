@@ -38,6 +38,7 @@ import fastavro
 from fastavro.schema import to_parsing_canonical_form
 
 from ikkai.errors import IkkaiError
+from ikkai.resources import SHIPPED_SCHEMAS, shipped_path
 
 SCHEMAS_VAR = "IKKAI_SCHEMAS_DIR"
 MARKER = b"\xc3\x01"
@@ -253,12 +254,10 @@ def schemas_dir() -> Path:
     is the shipped ``ikkai-data/schemas``: in the working directory or under Spark's file root,
     depending on the cluster manager. A relative $IKKAI_SCHEMAS_DIR is looked up the same way.
     """
-    from spark_jobs.shipping import SHIPPED_SCHEMAS, shipped_path
-
     configured = os.environ.get(SCHEMAS_VAR)
     if configured:
         return shipped_path(configured).resolve()
-    beside = Path(__file__).resolve().parent.parent / "schemas"
+    beside = Path(__file__).resolve().parents[2] / "schemas"
     return beside if beside.is_dir() else shipped_path(SHIPPED_SCHEMAS).resolve()
 
 

@@ -2,8 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from deploy.settings import external_endpoints, ikkai_home, jars_dir
 from ikkai.errors import ConfigError
+from ikkai.settings import external_endpoints, ikkai_home, jars_dir, recorded_endpoints
 
 
 def test_no_cluster_variables_means_the_embedded_stack() -> None:
@@ -43,3 +43,18 @@ def test_home_and_jars_defaults(tmp_path: Path) -> None:
     assert ikkai_home({"IKKAI_HOME": str(tmp_path)}) == tmp_path.resolve()
     assert jars_dir({"IKKAI_HOME": str(tmp_path)}) == tmp_path.resolve() / "jars"
     assert jars_dir({"IKKAI_HOME": str(tmp_path), "IKKAI_JARS_DIR": "/opt/jars"}) == Path("/opt/jars")
+
+
+def test_the_embedded_stack_records_its_endpoints_for_clients_that_do_not_import_it(tmp_path: Path) -> None:
+    from deploy.local_stack import LocalStack
+    from deploy.stack_config import Ports
+
+    assert recorded_endpoints(tmp_path) is None  # never started here
+    (tmp_path / "stack.json").write_text("{not json")
+    assert recorded_endpoints(tmp_path) is None
+    stack = LocalStack(tmp_path, tmp_path / "jars")
+    ports = Ports(broker=21001, controller=21002, connect=21003)
+    stack._write_state(ports)
+    recorded = recorded_endpoints(tmp_path)
+    assert recorded == stack.endpoints()
+    assert recorded is not None and recorded.bootstrap_servers == "127.0.0.1:21001"

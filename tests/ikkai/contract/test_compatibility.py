@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from spark_jobs.schema_compatibility import catalog_problems, check_catalog, reader_problems
-from spark_jobs.serialization import SchemaCatalog, SchemaError, SingleObjectCodec, schemas_dir
+from ikkai.contract.codec import SchemaCatalog, SchemaError, SingleObjectCodec, schemas_dir
+from ikkai.contract.compatibility import catalog_problems, check_catalog, reader_problems
 
 
 def test_the_shipped_catalog_is_backward_compatible() -> None:

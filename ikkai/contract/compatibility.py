@@ -12,7 +12,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
-from spark_jobs.serialization import SchemaCatalog, SchemaError
+from ikkai.contract.codec import SchemaCatalog, SchemaError
 
 _PROMOTIONS = {
     "int": {"int", "long", "float", "double"},

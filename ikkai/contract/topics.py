@@ -1,0 +1,24 @@
+"""The topics the product's data flows through: one name each, for every room to use.
+
+``ingest.<endpoint>`` holds raw bytes as received; ``events.<type>`` the enriched Avro events;
+``decisions.<model>`` the decisions; ``outbox.requests`` / ``outbox.receipts`` the side effects
+asked for and what became of them; ``dlq.<stage>`` each stage's dead letters; ``masterdata.*``
+the versioned profiles enrich joins as of the event. The jobs take other names as options; these
+are the defaults every room, the demo and the benchmarks agree on.
+"""
+
+from __future__ import annotations
+
+INGEST_PAYMENTS = "ingest.payments"
+EVENTS_PAYMENTS = "events.payments"
+DECISIONS_FRAUD = "decisions.fraud"
+OUTBOX_REQUESTS = "outbox.requests"
+OUTBOX_RECEIPTS = "outbox.receipts"
+DLQ_ENRICH = "dlq.enrich"
+DLQ_INFER = "dlq.infer"
+DLQ_OUTBOX = "dlq.outbox"
+MASTERDATA_MERCHANTS = "masterdata.merchants"
+MASTERDATA_CUSTOMERS = "masterdata.customers"
+
+INGEST_PREFIX = "ingest."
+DLQ_PREFIX = "dlq."
