@@ -22,6 +22,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from deploy.demo.facts import DECISIONS as DECISIONS_TOPIC
+from deploy.demo.facts import DLQ_ENRICH, DLQ_INFER, INGEST
 from deploy.demo.facts import EVENTS as EVENTS_TOPIC
 from deploy.demo.facts import OUTBOX as OUTBOX_TOPIC
 from deploy.demo.progress import StageProgress
@@ -154,3 +155,17 @@ def broker_target(number: int, partitions: int) -> tuple[str, str, int]:
     )[number % 5]
     partition = number % partitions
     return role, (f"{name}.{partition}" if role == "coordinator" else name), partition
+
+
+def caught_up(job: str, counts: Mapping[str, int]) -> bool:
+    """Whether the job (``infer`` or ``enrich``) has an outcome for every input record committed so far.
+
+    A job killed when it had caught up commits no batch after its restart until more input comes;
+    and in a soak more input comes only once the next kills start, the next of this kind waiting
+    for this one: so a restarted job that has caught up counts as recovered, not as stalled.
+    """
+    if job == "infer":
+        done, given = counts.get(DECISIONS_TOPIC, 0) + counts.get(DLQ_INFER, 0), counts.get(EVENTS_TOPIC, 0)
+    else:
+        done, given = counts.get(EVENTS_TOPIC, 0) + counts.get(DLQ_ENRICH, 0), counts.get(INGEST, 0)
+    return given > 0 and done >= given

@@ -91,10 +91,14 @@ class Child:
         """Until this process writes ``needle`` to its log; False when it exits or ``timeout_s`` passes first."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline and self.alive():
-            if needle.encode() in self.log.read_bytes()[self._log_start :]:
+            if self.has_written(needle):
                 return True
             time.sleep(0.5)
         return False
+
+    def has_written(self, needle: str) -> bool:
+        """Whether this run of the process has written ``needle`` to its log so far."""
+        return needle.encode() in self.log.read_bytes()[self._log_start :]
 
     def _signal(self, sig: signal.Signals) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -114,7 +114,7 @@ class Demo:
         self.held_back: dict[str, int] = {}
         self.flowing = threading.Event()  # decisions were seen: the writer's first gate
         self.actions: dict[str, threading.Thread] = {}  # chaos action → the thread carrying it out
-        self.stages: dict[str, StageProgress] = {}  # as the follow loop last saw them
+        self.counts: dict[str, int] = {}  # committed records per topic, as the follow loop last saw them
         self._stack_thread: threading.Thread | None = None
         self._stack_error: BaseException | None = None
 
@@ -337,7 +337,8 @@ class Demo:
                 pipeline = PipelineCounts(expectation, counter.poll(POLL_S))
                 if pipeline.counts.get(DECISIONS):
                     self.flowing.set()
-                stages = self.stages = pipeline.stages()
+                stages = pipeline.stages()
+                self.counts = dict(pipeline.counts)
                 with self._lock:
                     self.display.update(list(stages.values()))
                 if pipeline.counts != last_counts:
@@ -434,15 +435,13 @@ class Demo:
                 self.chaos_events.append(ChaosEvent(action, at, where, recovered, failure))
 
     def _wait_job_recovered(self, name: str, job: Child) -> None:
-        """Until the restarted job commits a batch, or its stage has everything there is (nothing left to do)."""
-        stage = "decided" if name == "infer" else "enriched"
+        """Until the restarted job commits a batch, or it runs its query and has caught up (``chaos.caught_up``)."""
         deadline = time.monotonic() + self.options.idle_timeout_s
         while time.monotonic() < deadline:
             if job.wait_for_output(f"{name}: batch", 2.0):
                 return
             job.check_alive()
-            progress = self.stages.get(stage)
-            if progress is not None and progress.total and progress.done >= progress.total:
+            if job.has_written(f"{name}: ") and chaos_.caught_up(name, self.counts):
                 return
         raise ChildProcessError(name, "committed no batch after its restart", job.log)
 

@@ -14,9 +14,11 @@ from deploy.demo.chaos import (
     ChaosPlan,
     SoakPlan,
     broker_target,
+    caught_up,
     kind_of,
     parse_kills,
 )
+from deploy.demo.facts import DECISIONS, DLQ_ENRICH, DLQ_INFER, EVENTS, INGEST
 from deploy.demo.progress import StageProgress
 from deploy.demo.report import chaos_lines
 
@@ -113,3 +115,14 @@ def test_a_soak_is_summed_up_per_kind_and_names_each_failure() -> None:
         f"  {KILL_BROKER} 2/2 at 10s never recovered: out of sync",
     ]
     assert len(chaos_lines(events[:2])) == 2 and "back in 30s" in chaos_lines(events[:2])[0]  # a few: one by one
+
+
+def test_a_restarted_job_that_has_caught_up_counts_as_recovered() -> None:
+    """The first soak: infer killed when it had decided every event waited 300 s for a batch that could not
+    come (the writer waited for the next kills, the next infer kill for this one's recovery)."""
+    counts = {INGEST: 100, EVENTS: 86, DLQ_ENRICH: 14, DECISIONS: 86}
+    assert caught_up("infer", counts) and caught_up("enrich", counts)
+    assert not caught_up("infer", {**counts, DECISIONS: 85})
+    assert caught_up("infer", {**counts, DECISIONS: 84, DLQ_INFER: 2})
+    assert not caught_up("enrich", {**counts, INGEST: 101})
+    assert not caught_up("infer", {}) and not caught_up("enrich", {})  # nothing came in yet: nothing proven
