@@ -115,6 +115,7 @@ class Demo:
         self.flowing = threading.Event()  # decisions were seen: the writer's first gate
         self.actions: dict[str, threading.Thread] = {}  # chaos action → the thread carrying it out
         self.counts: dict[str, int] = {}  # committed records per topic, as the follow loop last saw them
+        self.last_broker_killed = ""
         self._stack_thread: threading.Thread | None = None
         self._stack_error: BaseException | None = None
 
@@ -447,12 +448,21 @@ class Demo:
 
     def _broker_victim(self, action: str) -> tuple[str, str]:
         """(broker, why): the broker that now leads the output partition or coordinates the transactions
-        ``chaos.broker_target`` names for this kill."""
+        ``chaos.broker_target`` names for this kill; the next target in turn when that broker was the
+        last one killed (leaders move back to their preferred broker, so one broker may lead them all)."""
         number = int(action.rsplit(" ", 1)[-1].split("/")[0]) - 1 if action != chaos_.KILL_BROKER else 0
-        role, name, partition = chaos_.broker_target(number, self.options.partitions)
-        if role == "coordinator":
-            return self.stack.coordinator_of(name), f"transaction coordinator of {name}"
-        return self.stack.leader_of(name, partition), f"leader of {name}/{partition}"
+        choice: tuple[str, str] | None = None
+        for turn in range(number, number + 10):
+            role, name, partition = chaos_.broker_target(turn, self.options.partitions)
+            if role == "coordinator":
+                choice = self.stack.coordinator_of(name), f"transaction coordinator of {name}"
+            else:
+                choice = self.stack.leader_of(name, partition), f"leader of {name}/{partition}"
+            if choice[0] != self.last_broker_killed:
+                break
+        assert choice is not None
+        self.last_broker_killed = choice[0]
+        return choice
 
     def _wait_connectors_running(self, timeout_s: float = 180.0) -> None:
         assert self.endpoints is not None
