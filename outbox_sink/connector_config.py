@@ -11,9 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
-
+from ikkai.contract import kafka
 from ikkai.errors import ConfigError
 from outbox_sink.contract import DLQ_TOPIC, RECEIPTS_TOPIC, REQUESTS_TOPIC
 
@@ -106,23 +104,10 @@ def create_outbox_topics(
     receipts: str = RECEIPTS_TOPIC,
     dlq: str = DLQ_TOPIC,
     partitions: int = 3,
-    replication_factor: int = -1,
 ) -> None:
-    """Create the outbox's topics if missing (replication factor -1: the brokers' default, as the jobs' topics).
+    """Create the outbox's topics if missing (``ikkai.contract.kafka.ensure_topics``: the brokers' replication).
 
     Receipts are not compacted although keyed by decision_id: one decision may have a receipt per target.
     """
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
-    existing = set(admin.list_topics(timeout=30).topics)
-    wanted = [
-        NewTopic(requests, partitions, replication_factor),
-        NewTopic(receipts, partitions, replication_factor),
-        NewTopic(dlq, 1, replication_factor),
-    ]
-    missing = [t for t in wanted if t.topic not in existing]
-    for future in admin.create_topics(missing).values() if missing else []:
-        try:
-            future.result(timeout=30)
-        except KafkaException as exc:  # created by someone else meanwhile: as good as ours
-            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise
+    kafka.ensure_topics(bootstrap_servers, (requests, receipts), partitions)
+    kafka.ensure_topics(bootstrap_servers, (dlq,), 1)

@@ -35,7 +35,6 @@ from ikkai.errors import ConfigError
 from outbox_sink.contract import REQUEST_SCHEMA, REQUESTS_TOPIC, OutboxRequest
 from outbox_sink.errors import ConsumedOffsetsError, InputRewindError, OutboxDeliveryError
 
-SAFE_PRODUCER = kafka.IDEMPOTENT_PRODUCER
 RETRY_DEADLINE_S = 60.0
 # What the input consumer of a consume-and-emit service must be, and why (the "what to do" of a refusal).
 TRANSACTIONAL_CONSUMER = {
@@ -119,7 +118,7 @@ class OutboxEmitter:
         self.timeout_s = timeout_s
         self._codec = codec or default_codec()
         self._failures: list[tuple[str, KafkaError]] = []
-        config: dict[str, Any] = {"bootstrap.servers": bootstrap_servers, **(producer_config or {}), **SAFE_PRODUCER}
+        config = kafka.producer_config(bootstrap_servers, **(producer_config or {}))
         if transactional_id is not None:
             config["transactional.id"] = transactional_id
         self._producer = Producer(config)

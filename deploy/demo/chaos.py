@@ -41,6 +41,12 @@ def kind_of(action: str) -> str:
     return _NUMBERED.sub("", action)
 
 
+def number_of(action: str) -> int:
+    """Which of its kind an action is, from 0: 'kill -9 infer 3/30' → 2; an unnumbered action → 0."""
+    numbered = _NUMBERED.search(action)
+    return int(numbered.group().split("/")[0]) - 1 if numbered else 0
+
+
 def parse_kills(text: str) -> dict[str, int]:
     """'infer=30,enrich=10' → {KILL_INFER: 30, KILL_ENRICH: 10}; ValueError naming what is wrong."""
     kills: dict[str, int] = {}

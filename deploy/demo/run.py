@@ -450,7 +450,7 @@ class Demo:
         """(broker, why): the broker that now leads the output partition or coordinates the transactions
         ``chaos.broker_target`` names for this kill; the next target in turn when that broker was the
         last one killed (leaders move back to their preferred broker, so one broker may lead them all)."""
-        number = int(action.rsplit(" ", 1)[-1].split("/")[0]) - 1 if action != chaos_.KILL_BROKER else 0
+        number = chaos_.number_of(action)
         choice: tuple[str, str] | None = None
         for turn in range(number, number + 10):
             role, name, partition = chaos_.broker_target(turn, self.options.partitions)

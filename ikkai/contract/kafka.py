@@ -23,7 +23,6 @@ IDEMPOTENT_PRODUCER: Mapping[str, Any] = {
     "acks": "all",
     "max.in.flight.requests.per.connection": 5,
 }
-READ_COMMITTED: Mapping[str, Any] = {"isolation.level": "read_committed"}
 BROKERS_DEFAULT = -1  # replication factor: the brokers' default.replication.factor
 
 

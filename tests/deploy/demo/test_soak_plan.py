@@ -16,6 +16,7 @@ from deploy.demo.chaos import (
     broker_target,
     caught_up,
     kind_of,
+    number_of,
     parse_kills,
 )
 from deploy.demo.facts import DECISIONS, DLQ_ENRICH, DLQ_INFER, EVENTS, INGEST
@@ -53,6 +54,7 @@ def test_every_kill_is_numbered_per_kind_and_each_kind_is_spread_over_the_run() 
     assert len(actions) == 10 and len(set(actions)) == 10
     assert [a for a in actions if kind_of(a) == KILL_INFER] == [f"{KILL_INFER} {i}/6" for i in range(1, 7)]
     assert kind_of(f"{RESTART_WORKER} 1/1") == RESTART_WORKER and kind_of(KILL_INFER) == KILL_INFER
+    assert [number_of(a) for a in actions if kind_of(a) == KILL_INFER] == list(range(6)) and number_of(KILL_INFER) == 0
     # the two enrich kills fall in different halves of the run, not back to back
     first, second = (i for i, a in enumerate(actions) if kind_of(a) == KILL_ENRICH)
     assert first < len(actions) / 2 <= second
