@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.harness import bench_stack, java, kafka_classpath, print_table  # noqa: E402
-from tests.kafka_helpers import create_topic, unique  # noqa: E402
+from demo.pipeline_io import create_topic, unique  # noqa: E402
 
 Row = list[object]
 
@@ -141,10 +141,10 @@ def codec_and_model(records: int) -> tuple[list[Row], int]:
     """Rows for Avro and decide(), and the average size of an encoded decision (the Kafka rows' record size)."""
     import pandas as pd
 
+    from demo.payments_simulation import payment_records, simulate
     from ikkai.contract.codec import default_codec
     from spark_jobs.fraud_decisions import Topics, decide
-    from spark_jobs.fraud_model import FEATURES_PATH, MODEL_PATH, FraudModel, load_snapshots
-    from spark_jobs.payments_simulation import payment_records, simulate
+    from spark_jobs.model.fraud_model import FEATURES_PATH, MODEL_PATH, FraudModel, load_snapshots
 
     codec = default_codec()
     payments = payment_records(simulate(5, payments=records).payments)

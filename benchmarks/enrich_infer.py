@@ -25,10 +25,14 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.harness import JobProcess, alternating, bench_stack, median, print_table, python_module  # noqa: E402
 from benchmarks.infer_throughput import ALOS, EOS, MB, DecisionWatch  # noqa: E402
-from spark_jobs.master_data import generate_profiles, publish_profiles  # noqa: E402
-from spark_jobs.raw_payments import mixed_stream, produce_lines  # noqa: E402
-from tests.kafka_helpers import create_topic, unique  # noqa: E402
-from tests.spark_jobs.records import by_partition  # noqa: E402
+from demo.payments_simulation import generate_profiles  # noqa: E402
+from demo.pipeline_io import (  # noqa: E402
+    by_partition,
+    create_topic,
+    unique,
+)
+from demo.raw_payments import mixed_stream, produce_lines  # noqa: E402
+from spark_jobs.master_data import publish_profiles  # noqa: E402
 
 SEED = 11
 

@@ -28,13 +28,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from demo.infer_process import InferProcess, InferTopics  # noqa: E402
+from demo.payments_simulation import payment_records, simulate  # noqa: E402
+from demo.pipeline_io import by_partition, create_topic, flat, produce_payments, unique  # noqa: E402  # noqa: E402
 from deploy.local_stack import LocalStack  # noqa: E402
 from ikkai.contract.codec import default_codec  # noqa: E402
 from ikkai.settings import external_endpoints, jars_dir  # noqa: E402
-from spark_jobs.payments_simulation import payment_records, simulate  # noqa: E402
-from tests.kafka_helpers import create_topic, unique  # noqa: E402
-from tests.spark_jobs.infer_process import InferProcess, InferTopics  # noqa: E402
-from tests.spark_jobs.records import by_partition, flat, produce_payments  # noqa: E402
 
 PARTITIONS = 2
 APP = "ikkai"  # the infer job's default --app: its transactional ids are <app>.<query>.<p>

@@ -27,9 +27,12 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.harness import alternating, bench_stack, median, print_table  # noqa: E402
 from benchmarks.infer_throughput import ALOS, EOS, MB, Result, Variant, max_load  # noqa: E402
-from spark_jobs.payments_simulation import payment_records, simulate  # noqa: E402
-from tests.kafka_helpers import create_topic, unique  # noqa: E402
-from tests.spark_jobs.records import produce_payments  # noqa: E402
+from demo.payments_simulation import payment_records, simulate  # noqa: E402
+from demo.pipeline_io import (  # noqa: E402
+    create_topic,
+    produce_payments,
+    unique,
+)
 
 VARIANTS = {EOS: Variant(EOS, EOS), ALOS: Variant(ALOS, ALOS)}
 

@@ -44,12 +44,11 @@ from benchmarks.harness import (  # noqa: E402
     print_table,
     python_module,
 )
+from demo.infer_process import InferTopics  # noqa: E402
+from demo.payments_simulation import payment_records, simulate  # noqa: E402
+from demo.pipeline_io import by_partition, create_topic, produce_payments, unique  # noqa: E402  # noqa: E402
 from ikkai.contract.codec import default_codec  # noqa: E402
 from ikkai.contract.partitioning import kafka_partition  # noqa: E402
-from spark_jobs.payments_simulation import payment_records, simulate  # noqa: E402
-from tests.kafka_helpers import create_topic, unique  # noqa: E402
-from tests.spark_jobs.infer_process import InferTopics  # noqa: E402
-from tests.spark_jobs.records import by_partition, produce_payments  # noqa: E402
 
 EOS, ALOS = "exactly-once", "at-least-once"
 MB = 1024 * 1024

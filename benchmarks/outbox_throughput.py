@@ -44,7 +44,7 @@ BODY = json.dumps({"payment_id": "pay-0", "amount": 1250, "currency": "EUR"}).en
 
 def start_receiver(db: Path) -> tuple[subprocess.Popen[str], str]:
     process = subprocess.Popen(
-        [sys.executable, "-c", "from outbox_sink.receiver import main; main()", "--db", str(db)],
+        [sys.executable, "-c", "from demo.receiver import main; main()", "--db", str(db)],
         stdout=subprocess.PIPE,
         text=True,
         cwd=REPO,

@@ -19,6 +19,7 @@ from typing import TextIO
 
 from deploy.errors import ArtifactError
 from deploy.prerequisites import check_java, check_maven
+from ikkai.settings import SPARK_JARS
 
 POM = Path(__file__).with_name("pom.xml")
 COMPLETE = ".complete"
@@ -70,9 +71,24 @@ def resolved_jars(jars_dir: Path) -> JarSet | None:
 
 
 def ensure_jars(jars_dir: Path, *, progress: TextIO = sys.stderr) -> JarSet:
-    ready = resolved_jars(jars_dir)
-    if ready:
-        return ready
+    """The jar set for the current poms, resolved with Maven if needed; records its Spark jars for the jobs."""
+    jars = resolved_jars(jars_dir) or _resolve(jars_dir, progress)
+    record_spark_jars(jars_dir, jars)
+    return jars
+
+
+def record_spark_jars(jars_dir: Path, jars: JarSet) -> None:
+    """Write ``<jars_dir>/spark-jars.txt`` (read by ``ikkai.settings.recorded_spark_jars``), atomically."""
+    listing = "".join(f"{path}\n" for path in jars.spark_jars())
+    target = jars_dir / SPARK_JARS
+    if target.exists() and target.read_text() == listing:
+        return
+    partial = jars_dir / f".{SPARK_JARS}.{os.getpid()}"
+    partial.write_text(listing)
+    partial.replace(target)
+
+
+def _resolve(jars_dir: Path, progress: TextIO) -> JarSet:
     check_java()
     mvn = check_maven()
     jars_dir.mkdir(parents=True, exist_ok=True)

@@ -26,6 +26,7 @@ JARS_VAR = "IKKAI_JARS_DIR"
 BOOTSTRAP_VAR = "IKKAI_BOOTSTRAP_SERVERS"
 CONNECT_VAR = "IKKAI_CONNECT_URL"
 STACK_STATE = "stack.json"  # in an embedded stack's home: its ports and, for clients, its endpoints
+SPARK_JARS = "spark-jars.txt"  # in the jars folder: the Spark Kafka connector jars `ikkai setup` resolved last
 
 
 def ikkai_home(env: Mapping[str, str] = os.environ) -> Path:
@@ -35,6 +36,19 @@ def ikkai_home(env: Mapping[str, str] = os.environ) -> Path:
 def jars_dir(env: Mapping[str, str] = os.environ) -> Path:
     configured = env.get(JARS_VAR)
     return Path(configured).expanduser().resolve() if configured else ikkai_home(env) / "jars"
+
+
+def recorded_spark_jars(jars: Path) -> list[Path] | None:
+    """The Spark connector jars ``ikkai setup`` recorded in ``jars``, or None if there are none or one is gone.
+
+    For the Spark jobs, which must not import the runtime that resolves jars with Maven: the
+    resolver writes one absolute path per line into ``<jars_dir>/spark-jars.txt``.
+    """
+    try:
+        paths = [Path(line) for line in (jars / SPARK_JARS).read_text().splitlines() if line.strip()]
+    except OSError:
+        return None
+    return paths if paths and all(path.is_file() for path in paths) else None
 
 
 @dataclass(frozen=True)

@@ -5,10 +5,8 @@ outbox sink (a Kafka Connect connector, Java, in ``connector/``) delivers each t
 allow-listed HTTP target with one ``Idempotency-Key`` per side effect (``derive_idempotency_key``
 of decision_id and effect) and writes a ``Receipt`` to ``outbox.receipts``, read back with
 ``ReceiptReader`` (DELIVERED wins when two receipts of one effect disagree: ``prevailing``).
-``ReferenceReceiver`` stands in for the payments and notification APIs in the demo and the tests.
+(The demo's stand-in for the payments and notification APIs is ``demo.receiver``, not part of this package.)
 """
-
-from typing import TYPE_CHECKING, Any
 
 from outbox_sink.connector_config import TargetAlias, create_outbox_topics, outbox_sink_config
 from outbox_sink.contract import (
@@ -32,9 +30,6 @@ from outbox_sink.errors import (
 )
 from outbox_sink.receipts import ReceiptReader, decode_receipt
 
-if TYPE_CHECKING:
-    from outbox_sink.receiver import ReferenceReceiver
-
 __all__ = [
     "DLQ_TOPIC",
     "RECEIPTS_TOPIC",
@@ -49,7 +44,6 @@ __all__ = [
     "Receipt",
     "ReceiptReadError",
     "ReceiptReader",
-    "ReferenceReceiver",
     "TargetAlias",
     "TransactionalConsumer",
     "create_outbox_topics",
@@ -60,12 +54,3 @@ __all__ = [
     "prevailing",
     "rewind",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    # Imported on first use, so `python -m outbox_sink.receiver` does not find its module already imported.
-    if name == "ReferenceReceiver":
-        from outbox_sink.receiver import ReferenceReceiver
-
-        return ReferenceReceiver
-    raise AttributeError(f"module 'outbox_sink' has no attribute {name!r}")

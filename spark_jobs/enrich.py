@@ -39,6 +39,7 @@ from ikkai.contract import topics
 from ikkai.contract.codec import default_codec
 from ikkai.resources import package_file
 from spark_jobs.enrich_asof import MasterData, MasterDataTopics, join_as_of
+from spark_jobs.enrich_dedupe import DEFAULT_LATENESS_MS
 from spark_jobs.enrich_records import (
     CLASSIFIED_SCHEMA,
     EVENT,
@@ -66,7 +67,6 @@ from spark_jobs.job_shell import (
 )
 from spark_jobs.master_data import ensure_master_topics
 from spark_jobs.partition_transactions import DEFAULT_TRANSACTION_TIMEOUT_MS
-from spark_jobs.raw_payments import DEFAULT_LATENESS_MS
 from spark_jobs.transactional_sink import AtLeastOnceBatchWriter, SinkConfig, TransactionalBatchWriter
 
 if TYPE_CHECKING:

@@ -30,7 +30,8 @@ import json
 from dataclasses import dataclass, field
 
 from spark_jobs import enrich_reasons as r
-from spark_jobs.raw_payments import DEFAULT_LATENESS_MS
+
+DEFAULT_LATENESS_MS = 10_000  # how far behind the newest event_time seen an event may arrive and still count
 
 
 @dataclass

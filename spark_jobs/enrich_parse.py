@@ -1,8 +1,8 @@
 """Parse and validate one raw ingest record (pure: bytes in, a ``ParsedPayment`` or a ``Rejection`` out).
 
-``parse_record`` checks a record of ``ingest.payments`` against the raw format of
-``raw_payments`` and returns either the fields the enrich pipeline goes on with, or a
-``Rejection`` naming one ``error_class`` of ``enrich_reasons`` and a reason a person can act on.
+``parse_record`` checks a record of ``ingest.payments`` against the raw format below and returns
+either the fields the enrich pipeline goes on with, or a ``Rejection`` naming one ``error_class`` of
+``enrich_reasons`` and a reason a person can act on.
 The checks run in a fixed order and the first failure wins, so a record always gets the same
 class: bytes (empty, UTF-8, JSON, nesting, Unicode text, object) → fields (present, typed) → key
 (present, equal to payment_id, on its key's partition) → amount (plain decimal, > 0, known
@@ -22,6 +22,27 @@ amounts are compared as digit strings, never converted whole (Python's ``int`` r
 Everything depends on the record alone (its key, value, partition and Kafka timestamp), never on
 the clock: "the future" is more than ``MAX_CLOCK_SKEW_MS`` after the ingest record's own
 timestamp, so a replay a year later judges a record exactly as the first run did.
+
+The format (what the payment source sends, landed byte for byte by the ingestion connector):
+one JSON object per line, UTF-8, Kafka key = ``payment_id``. Unknown extra fields are ignored.
+
+================== ======== =============================================================
+field              JSON     meaning
+================== ======== =============================================================
+event_id           string   the source's id of this event; a retried request repeats it (a duplicate)
+payment_id         string   business key, never empty; also the Kafka record key
+customer_id        string
+merchant_id        string
+amount             string   decimal in major units, e.g. "12.34"; at most the currency's decimals
+currency           string   ISO 4217 code (EUR, USD, GBP, JPY, ...)
+country            string   ISO 3166-1 alpha-2 where the card was used
+card_present       boolean
+channel            string   web | app | pos
+card_number        string   the card's PAN (12-19 digits); masked by the enrich pipeline, never stored
+merchant_category_code string  ISO 18245 MCC, four digits
+status             string   authorized | captured | refunded (a payment's lifecycle; newer event_time wins)
+event_time         string   ISO-8601 UTC with milliseconds, "2026-01-05T10:00:00.123Z"
+================== ======== =============================================================
 """
 
 from __future__ import annotations
@@ -35,8 +56,13 @@ from typing import Any
 
 from ikkai.contract.partitioning import kafka_partition
 from spark_jobs import enrich_reasons as r
-from spark_jobs.raw_payments import CHANNELS, RAW_FIELDS, STATUSES
 
+RAW_FIELDS = (
+    "event_id", "payment_id", "customer_id", "merchant_id", "amount", "currency", "country", "card_present",
+    "channel", "card_number", "merchant_category_code", "status", "event_time",
+)  # fmt: skip
+STATUSES = ("authorized", "captured", "refunded")
+CHANNELS = ("web", "app", "pos")
 MAX_CLOCK_SKEW_MS = 3_600_000  # an event may claim to be at most an hour newer than its ingest record
 MAX_MINOR_UNITS = 100_000_000  # 1,000,000.00 EUR, 100,000,000 JPY: above this a payment is absurd
 MAX_NESTING = 100  # levels of arrays/objects; the raw format is one flat object

@@ -25,7 +25,7 @@ import pandas as pd
 from ikkai.contract import topics
 from ikkai.contract.codec import RecordCodec, SchemaError
 from ikkai.contract.ids import decision_id
-from spark_jobs.fraud_model import FEATURES, FraudModel, as_of_snapshots, feature_frame
+from spark_jobs.model.fraud_model import FEATURES, FraudModel, as_of_snapshots, feature_frame
 
 OUTPUT_SCHEMA = (
     "topic string, key binary, value binary, timestamp long, input_partition int, input_offset long, seq int, "

@@ -31,7 +31,6 @@ from ikkai.contract import topics
 from ikkai.contract.codec import default_codec
 from ikkai.resources import shipped_path
 from spark_jobs.fraud_decisions import ORDER_BY, OUTPUT_SCHEMA, Topics, decide_batches
-from spark_jobs.fraud_model import FEATURES_PATH, MODEL_PATH, FraudModel, load_snapshots
 from spark_jobs.job_shell import (
     MODES,
     batch_bound_options,
@@ -46,6 +45,7 @@ from spark_jobs.job_shell import (
     retry_deadline_s,
     run_until_done,
 )
+from spark_jobs.model.fraud_model import FEATURES_PATH, MODEL_PATH, FraudModel, load_snapshots
 from spark_jobs.partition_transactions import DEFAULT_TRANSACTION_TIMEOUT_MS
 from spark_jobs.transactional_sink import SinkConfig
 

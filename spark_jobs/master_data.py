@@ -18,21 +18,19 @@ with the ingest record's timestamp, and it cannot be set by a publisher's clock.
 
 ``publish_profiles`` writes with a transactional producer (docs/architecture.md, rule 3:
 idempotent, acks=all, stable ``transactional.id``), all versions of one call in one transaction,
-so the enrich job (read_committed) sees a publish completely or not at all. ``generate_profiles`` derives versions
-consistent with a ``payments_simulation`` world.
+so the enrich job (read_committed) sees a publish completely or not at all. (The demo's
+simulated world derives its versions in ``demo.payments_simulation.generate_profiles``.)
 """
 
 from __future__ import annotations
 
 import hashlib
-import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from ikkai.contract import kafka, topics
 from ikkai.contract.codec import RecordCodec, default_codec
-from spark_jobs.payments_simulation import DAY_MS, START_MS, PaymentsWorld
 
 MERCHANTS_TOPIC = topics.MASTERDATA_MERCHANTS
 CUSTOMERS_TOPIC = topics.MASTERDATA_CUSTOMERS
@@ -124,39 +122,6 @@ def publish_profiles(
 
 def decode_profile(schema: str, value: bytes, codec: RecordCodec | None = None) -> dict[str, Any]:
     return (codec or default_codec()).decode(schema, value)
-
-
-def generate_profiles(
-    world: PaymentsWorld, seed: int, *, merchants: int = 50, changes: float = 0.3
-) -> tuple[list[MerchantProfile], list[CustomerProfile]]:
-    """Profile versions for the world's merchants (``m-000``…) and customers, seeded.
-
-    Every entity has a first version valid from 30 days before the world starts; a share
-    (``changes``) gets a second version valid from a day inside the world's four weeks (a new
-    risk tier, a segment change), so as-of joins pick different versions for different events.
-    """
-    rng = random.Random(seed)  # noqa: S311 - test data
-    base = START_MS - 30 * DAY_MS
-    countries = ("DE", "FR", "JP", "US", "GB")
-    merchant_rows: list[MerchantProfile] = []
-    for m in range(merchants):
-        mid = f"m-{m:03d}"
-        first = MerchantProfile(mid, base, f"Merchant {m:03d}", rng.choice(countries), rng.choice(RISK_TIERS))
-        merchant_rows.append(first)
-        if rng.random() < changes:
-            tier = rng.choice([t for t in RISK_TIERS if t != first.risk_tier])
-            merchant_rows.append(MerchantProfile(mid, START_MS + rng.randrange(0, 28) * DAY_MS, first.name,
-                                                 first.country, tier))  # fmt: skip
-    homes = world.snapshots.drop_duplicates("customer_id").set_index("customer_id")["home_country"]
-    customer_rows: list[CustomerProfile] = []
-    for cid, home in sorted(homes.items()):
-        first_c = CustomerProfile(str(cid), base, rng.choice(SEGMENTS), str(home))
-        customer_rows.append(first_c)
-        if rng.random() < changes:
-            segment = rng.choice([s for s in SEGMENTS if s != first_c.segment])
-            customer_rows.append(CustomerProfile(str(cid), START_MS + rng.randrange(0, 28) * DAY_MS, segment,
-                                                 str(home)))  # fmt: skip
-    return merchant_rows, customer_rows
 
 
 def profiles_as_records(profiles: Sequence[Profile]) -> list[Mapping[str, Any]]:

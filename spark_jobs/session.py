@@ -1,21 +1,22 @@
 """The one place a SparkSession is built: Spark's Kafka jars on the classpath, nothing fetched at run time.
 
-The connector jars come from the folder ``ikkai setup`` resolved (deploy/pom.xml), passed
-through ``spark.jars``; ``spark.jars.packages`` is never used, so a job starts the same way
-offline as online. Speculative execution is off: the transactional sink relies on one
-attempt per partition writing at a time (docs/exactly-once.md).
+The connector jars are the ones ``ikkai setup`` resolved (deploy/pom.xml) and recorded in
+``<jars_dir>/spark-jars.txt`` (``ikkai.settings.recorded_spark_jars``), passed through
+``spark.jars``; ``spark.jars.packages`` is never used, so a job starts the same way offline as
+online. Speculative execution is off: the transactional sink relies on one attempt per partition
+writing at a time (docs/exactly-once.md).
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from deploy.artifacts import JarSet, resolved_jars
 from ikkai.errors import ConfigError
-from ikkai.settings import jars_dir
+from ikkai.settings import jars_dir, recorded_spark_jars
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -29,13 +30,13 @@ DEFAULTS = {
 }
 
 
-def spark_jars(jars: JarSet | None = None) -> list[str]:
-    resolved = jars or resolved_jars(jars_dir())
-    if resolved is None or not resolved.spark_jars():
+def spark_jars(jars: Sequence[Path] | None = None) -> list[str]:
+    resolved = jars or recorded_spark_jars(jars_dir())
+    if not resolved:
         raise ConfigError(
             "spark", "spark.jars", "Spark's Kafka connector jars are not resolved", fix="run `ikkai setup` first"
         )
-    return [str(path) for path in resolved.spark_jars()]
+    return [str(path) for path in resolved]
 
 
 def launched_by_spark_submit() -> bool:
@@ -44,7 +45,11 @@ def launched_by_spark_submit() -> bool:
 
 
 def spark_session(
-    app_name: str, *, master: str = "local[2]", jars: JarSet | None = None, conf: Mapping[str, str] | None = None
+    app_name: str,
+    *,
+    master: str = "local[2]",
+    jars: Sequence[Path] | None = None,
+    conf: Mapping[str, str] | None = None,
 ) -> SparkSession:
     from pyspark.sql import SparkSession
 

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-PACKAGES = ("ikkai", "deploy", "connectors", "spark_jobs", "transforms", "outbox_sink")
+PACKAGES = ("ikkai", "spark_jobs", "transforms")  
 DATA = ("schemas", "models")
 _EPOCH = (1980, 1, 1, 0, 0, 0)  # zip's earliest timestamp: entries carry no build time
 

@@ -1,23 +1,12 @@
-"""Small Kafka helpers for tests: create topics, read what a real consumer sees."""
+"""Small Kafka helpers for tests: read what a real consumer sees, write transactions to read."""
 
 from __future__ import annotations
 
 import time
-import uuid
 
 from confluent_kafka import Consumer, KafkaError, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 
-
-def unique(prefix: str) -> str:
-    return f"{prefix}.{uuid.uuid4().hex[:10]}"
-
-
-def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> str:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    # Replication factor -1: the broker default (1 on a one-broker stack, 3 on three brokers).
-    admin.create_topics([NewTopic(name, partitions, -1, config=config or {})])[name].result(timeout=30)
-    return name
+from demo.pipeline_io import unique
 
 
 def read_all(

@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.deploy.cli_runner import run_ikkai
+from tests.cli.cli_runner import run_ikkai
 
 
 def test_render_redacts_literal_secrets_and_keeps_placeholders(shipped_bundle: Callable[[str, str], Path]) -> None:

@@ -1,6 +1,7 @@
 from pathlib import Path
 
-from deploy.artifacts import COMPLETE, POM, fingerprint, pom_files, resolved_jars
+from deploy.artifacts import COMPLETE, POM, JarSet, ensure_jars, fingerprint, pom_files, resolved_jars
+from ikkai.settings import recorded_spark_jars
 
 
 def test_every_module_pom_is_part_of_the_fingerprint() -> None:
@@ -27,3 +28,16 @@ def test_an_incomplete_jar_folder_is_not_used(tmp_path: Path) -> None:
     (root / COMPLETE).write_text("done")
     ready = resolved_jars(tmp_path)
     assert ready is not None and ready.kafka == root / "kafka"
+
+
+def test_the_spark_jars_are_recorded_for_jobs_that_cannot_import_the_resolver(tmp_path: Path) -> None:
+    root = tmp_path / fingerprint()
+    (root / "spark").mkdir(parents=True)
+    (root / COMPLETE).write_text("done")
+    jar = root / "spark" / "spark-sql-kafka.jar"
+    jar.write_bytes(b"PK")
+    assert recorded_spark_jars(tmp_path) is None  # nothing recorded yet
+    assert ensure_jars(tmp_path) == JarSet(root)  # complete: no Maven, but the listing is written
+    assert recorded_spark_jars(tmp_path) == [jar]
+    jar.unlink()
+    assert recorded_spark_jars(tmp_path) is None  # a listed jar that is gone is not half a classpath

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from demo.pipeline_io import create_topic, unique
 from deploy.connect_rest import ConnectClient, ConnectRestError
 from ikkai.settings import Endpoints
 from tests.connect_helpers import wait_running
-from tests.kafka_helpers import create_topic, read_all, unique
+from tests.kafka_helpers import read_all
 
 pytestmark = pytest.mark.integration
 

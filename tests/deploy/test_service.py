@@ -138,7 +138,7 @@ def test_plan_apply_status_over_http_and_the_loop_restarts_a_failed_task(stack: 
 
 
 def test_serve_refuses_to_start_without_a_token() -> None:
-    from tests.deploy.cli_runner import run_ikkai
+    from tests.cli.cli_runner import run_ikkai
 
     result = run_ikkai("serve", "--port", "0", timeout=60)
     assert result.returncode == 1

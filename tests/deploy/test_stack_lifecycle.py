@@ -11,7 +11,7 @@ import pytest
 
 from deploy.processes import stack_processes
 from ikkai.settings import jars_dir
-from tests.deploy.cli_runner import run_ikkai
+from tests.cli.cli_runner import run_ikkai
 
 pytestmark = pytest.mark.integration
 

@@ -19,6 +19,9 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource
 
+from demo.infer_process import InferProcess, InferTopics
+from demo.payments_simulation import payment_records, simulate
+from demo.pipeline_io import by_partition, create_topic, flat, produce_payments, unique
 from deploy.leaders import TRANSACTION_STATE_TOPIC
 from deploy.local_stack import CONNECT, LocalStack
 from deploy.processes import stack_processes
@@ -27,10 +30,7 @@ from ikkai.settings import jars_dir
 from spark_jobs import commit_markers
 from spark_jobs.commit_markers import CommitMarker, ensure_commits_topic, read_marker
 from spark_jobs.partition_transactions import SinkConfig
-from spark_jobs.payments_simulation import payment_records, simulate
-from tests.kafka_helpers import create_topic, transactional_producer, unique
-from tests.spark_jobs.infer_process import InferProcess, InferTopics
-from tests.spark_jobs.records import by_partition, flat, produce_payments
+from tests.kafka_helpers import transactional_producer
 
 pytestmark = pytest.mark.integration
 

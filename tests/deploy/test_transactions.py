@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.kafka_helpers import commit_then_abort, create_topic, read_all, transactional_producer, unique
+from demo.pipeline_io import create_topic, unique
+from tests.kafka_helpers import commit_then_abort, read_all, transactional_producer
 
 pytestmark = pytest.mark.integration
 

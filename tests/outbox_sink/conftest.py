@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaError
 
+from demo.pipeline_io import unique
+from demo.receiver import ReferenceReceiver
 from deploy.connect_rest import ConnectClient
 from ikkai.settings import Endpoints
 from outbox_sink import (
     OutboxEmitter,
     OutboxRequest,
     ReceiptReader,
-    ReferenceReceiver,
     TargetAlias,
     create_outbox_topics,
     derive_decision_id,
@@ -25,7 +26,6 @@ from outbox_sink import (
 )
 from outbox_sink.connector_config import CONNECTOR_CLASS
 from tests.connect_helpers import wait_running
-from tests.kafka_helpers import unique
 
 MODEL = "fraud@test"
 

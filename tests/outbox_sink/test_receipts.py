@@ -7,10 +7,10 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka import Producer
 
+from demo.pipeline_io import create_topic, unique
 from ikkai.contract.codec import default_codec
 from ikkai.settings import Endpoints
 from outbox_sink import Receipt, ReceiptReader
-from tests.kafka_helpers import create_topic, unique
 
 
 def receipt(outcome: str, *, attempts: int = 1, target: str = "payments-api", effect: str | None = None) -> Receipt:

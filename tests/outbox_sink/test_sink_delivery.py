@@ -15,8 +15,9 @@ from dataclasses import replace
 import pytest
 from confluent_kafka import Producer
 
-from outbox_sink import ReferenceReceiver
-from tests.kafka_helpers import create_topic, read_all, unique
+from demo.pipeline_io import create_topic, unique
+from demo.receiver import ReferenceReceiver
+from tests.kafka_helpers import read_all
 from tests.outbox_sink.conftest import SinkFactory, make_request, read_dead_letters
 
 pytestmark = pytest.mark.integration

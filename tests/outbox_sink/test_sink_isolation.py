@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
+from demo.receiver import ReferenceReceiver
 from ikkai.contract.codec import default_codec
-from outbox_sink import OutboxRequest, ReferenceReceiver
+from outbox_sink import OutboxRequest
 from outbox_sink.contract import REQUEST_SCHEMA
 from tests.outbox_sink.conftest import DeployedSink, SinkFactory, make_request
 

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from outbox_sink import ReferenceReceiver
+from demo.receiver import ReferenceReceiver
 from tests.outbox_sink.conftest import SinkFactory, make_request, read_dead_letters
 
 pytestmark = pytest.mark.integration

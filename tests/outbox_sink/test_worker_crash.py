@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from demo.receiver import ReferenceReceiver
 from deploy.local_stack import CONNECT, LocalStack
 from deploy.prerequisites import check_java
 from ikkai.settings import Endpoints, external_endpoints, jars_dir
-from outbox_sink import ReceiptReader, ReferenceReceiver
+from outbox_sink import ReceiptReader
 from tests.connect_helpers import wait_running
 from tests.outbox_sink.conftest import deploy_sink, make_request
 

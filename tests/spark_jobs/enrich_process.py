@@ -10,7 +10,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.spark_jobs.infer_process import InferProcess
+from demo.infer_process import InferProcess
 
 
 @dataclass(frozen=True)

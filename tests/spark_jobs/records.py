@@ -1,41 +1,12 @@
-"""Test helpers for the infer job: feed payments in, read what read_committed consumers see."""
+"""Test helpers for the jobs: the headers read_committed consumers see."""
 
 from __future__ import annotations
 
 import time
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer
 
-from ikkai.contract.codec import default_codec
-from ikkai.contract.partitioning import kafka_partition
-from tests.kafka_helpers import unique
-
-Partitioned = dict[int, list[tuple[bytes, bytes]]]
-
-
-def by_partition(bootstrap: str, topic: str, isolation: str = "read_committed") -> Partitioned:
-    """Every record of ``topic`` per partition, in offset order, up to the current end."""
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": unique("test.reader"), "auto.offset.reset": "earliest",
-        "enable.auto.commit": False, "isolation.level": isolation, "enable.partition.eof": True,
-    })  # fmt: skip
-    consumer.subscribe([topic])
-    parts = len(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
-    seen: Partitioned = {p: [] for p in range(parts)}
-    done: set[int] = set()
-    try:
-        while len(done) < parts:
-            message = consumer.poll(1.0)
-            if message is None:
-                continue
-            if message.error():
-                done.add(message.partition())
-                continue
-            done.discard(message.partition())
-            seen[message.partition()].append((message.key(), message.value()))
-    finally:
-        consumer.close()
-    return seen
+from demo.pipeline_io import unique
 
 
 def headers_by_value(bootstrap: str, topic: str, expect: int, timeout: float = 60) -> dict[bytes, dict[str, bytes]]:
@@ -53,18 +24,3 @@ def headers_by_value(bootstrap: str, topic: str, expect: int, timeout: float = 6
     finally:
         consumer.close()
     return seen
-
-
-def flat(records: Partitioned) -> list[tuple[bytes, bytes]]:
-    return [record for partition in sorted(records) for record in records[partition]]
-
-
-def produce_payments(bootstrap: str, topic: str, payments: list[dict[str, object]], partitions: int) -> None:
-    """Payments as single-object Avro, keyed by payment_id, on Kafka's default partition of the key."""
-    codec = default_codec()
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all"})
-    for payment in payments:
-        key = str(payment["payment_id"]).encode()
-        value = codec.encode("payment_event", payment, version=1)
-        producer.produce(topic, value=value, key=key, partition=kafka_partition(key, partitions))
-    assert producer.flush(60) == 0

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from demo.pipeline_io import by_partition, create_topic, unique
 from ikkai.contract.codec import default_codec
 from ikkai.errors import ConfigError
 from spark_jobs import commit_markers, partition_transactions
@@ -23,8 +24,7 @@ from spark_jobs.commit_markers import (
     read_markers,
 )
 from spark_jobs.partition_transactions import Record, SinkConfig, uncommitted, write_partition
-from tests.kafka_helpers import create_topic, transactional_producer, unique
-from tests.spark_jobs.records import by_partition
+from tests.kafka_helpers import transactional_producer
 
 PARTITIONS = 2
 

@@ -16,14 +16,15 @@ from typing import Any
 
 import pytest
 
+from demo.payments_simulation import generate_profiles
+from demo.pipeline_io import Partitioned, by_partition, create_topic, flat, unique
+from demo.raw_payments import EVENT, MixedStream, RawLine, mixed_stream, produce_lines
 from ikkai.contract.codec import default_codec
 from ikkai.contract.partitioning import kafka_partition
 from spark_jobs import enrich_reasons as r
-from spark_jobs.master_data import CustomerProfile, MerchantProfile, generate_profiles, publish_profiles
-from spark_jobs.raw_payments import EVENT, MixedStream, RawLine, mixed_stream, produce_lines
-from tests.kafka_helpers import create_topic, unique
+from spark_jobs.master_data import CustomerProfile, MerchantProfile, publish_profiles
 from tests.spark_jobs.enrich_process import EnrichProcess, EnrichTopics
-from tests.spark_jobs.records import Partitioned, by_partition, flat, headers_by_value
+from tests.spark_jobs.records import headers_by_value
 
 pytestmark = pytest.mark.integration
 

@@ -15,18 +15,17 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
+from demo.payments_simulation import generate_profiles
+from demo.pipeline_io import by_partition, create_topic, flat, unique
+from demo.raw_payments import mixed_stream, produce_lines
 from ikkai.contract.codec import default_codec
 from spark_jobs.master_data import (
     MerchantProfile,
     encode_profile,
     ensure_master_topics,
-    generate_profiles,
     publish_profiles,
 )
-from spark_jobs.raw_payments import mixed_stream, produce_lines
-from tests.kafka_helpers import create_topic, unique
 from tests.spark_jobs.enrich_process import EnrichProcess, EnrichTopics
-from tests.spark_jobs.records import by_partition, flat
 
 pytestmark = pytest.mark.integration
 

@@ -26,7 +26,8 @@ from ikkai.contract.codec import default_codec
 from ikkai.contract.partitioning import kafka_partition
 from spark_jobs import enrich_reasons as r
 from spark_jobs.enrich import TRANSFORMS_SPEC, EnrichBatch
-from spark_jobs.enrich_dedupe import EventTimeGate
+from spark_jobs.enrich_dedupe import DEFAULT_LATENESS_MS, EventTimeGate
+from spark_jobs.enrich_parse import CHANNELS, RAW_FIELDS, STATUSES
 from spark_jobs.enrich_records import (
     CLASSIFIED_COLUMNS,
     CLASSIFIED_SCHEMA,
@@ -36,7 +37,6 @@ from spark_jobs.enrich_records import (
     classify,
     encode_dead_letters,
 )
-from spark_jobs.raw_payments import CHANNELS, DEFAULT_LATENESS_MS, RAW_FIELDS, STATUSES
 from tests.spark_jobs.test_enrich_parse import INGESTED, PARTITIONS, VALID
 from transforms import CURRENCY_EXPONENTS, load_spec
 

@@ -9,13 +9,13 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
+from demo.raw_payments import MixedStream, mixed_stream
 from ikkai.contract.partitioning import kafka_partition
 from ikkai.errors import ConfigError
 from spark_jobs import enrich_reasons as r
 from spark_jobs.enrich_asof import join_as_of
 from spark_jobs.enrich_dedupe import EventTimeGate
 from spark_jobs.enrich_records import EVENT, Settings, classify, dlq_key, event_record
-from spark_jobs.raw_payments import MixedStream, mixed_stream
 from transforms import CURRENCY_EXPONENTS
 
 INGESTED = 1_790_000_000_000  # the ingest records' Kafka timestamp (2026-09), after every event time

@@ -15,12 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from demo.infer_process import InferProcess, InferTopics
+from demo.payments_simulation import payment_records, simulate
+from demo.pipeline_io import Partitioned, by_partition, create_topic, flat, produce_payments, unique
 from ikkai.contract.codec import default_codec
 from ikkai.contract.ids import decision_id
-from spark_jobs.payments_simulation import payment_records, simulate
-from tests.kafka_helpers import create_topic, unique
-from tests.spark_jobs.infer_process import InferProcess, InferTopics
-from tests.spark_jobs.records import Partitioned, by_partition, flat, produce_payments
 
 pytestmark = pytest.mark.integration
 

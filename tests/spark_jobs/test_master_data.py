@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
+from demo.payments_simulation import generate_profiles, simulate
 from spark_jobs.master_data import (
     CustomerProfile,
     MerchantProfile,
     decode_profile,
     encode_profile,
-    generate_profiles,
 )
-from spark_jobs.payments_simulation import simulate
 
 
 def test_each_distinct_version_has_its_own_key_and_a_republish_the_same() -> None:

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from tests.kafka_helpers import commit_then_abort, create_topic, unique
+from demo.pipeline_io import create_topic, unique
+from tests.kafka_helpers import commit_then_abort
 
 pytestmark = pytest.mark.integration
 

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaException, Producer
 
+from demo.pipeline_io import by_partition, create_topic, unique
 from ikkai.contract.partitioning import kafka_partition
 from ikkai.errors import ConfigError
 from spark_jobs.commit_markers import CommitMarkerError, read_markers
@@ -18,8 +19,8 @@ from spark_jobs.transactional_sink import (
     TransactionalBatchWriter,
     refuse_speculation,
 )
-from tests.kafka_helpers import create_topic, transactional_producer, unique
-from tests.spark_jobs.records import by_partition, headers_by_value
+from tests.kafka_helpers import transactional_producer
+from tests.spark_jobs.records import headers_by_value
 
 pytestmark = pytest.mark.integration
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
-from tests.deploy.cli_runner import ROOT
+from tests.cli.cli_runner import ROOT
 from transforms import CURRENCY_EXPONENTS, TransformSpecError, registered
 from transforms.payments import (
     MERCHANT_CATEGORIES,

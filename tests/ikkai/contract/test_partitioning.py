@@ -7,6 +7,7 @@ import random
 import pytest
 from confluent_kafka import Producer
 
+from demo.pipeline_io import create_topic, unique
 from ikkai.contract.partitioning import (
     kafka_partition,
     kafka_partitions,
@@ -14,7 +15,6 @@ from ikkai.contract.partitioning import (
     spark_hash_int,
     spark_partition_routes,
 )
-from tests.kafka_helpers import create_topic, unique
 
 
 def test_murmur2_known_values() -> None:

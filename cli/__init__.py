@@ -1,0 +1,58 @@
+"""The ``ikkai`` command line.
+
+stdout carries results only (tables, or JSON with ``-o json``); progress goes to stderr.
+Every ``IkkaiError`` is turned into one line on stderr and exit code 1 here, in one place.
+Exit codes: 0 ok, 1 error, 3 ``stack status`` found the stack not running.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+
+import click
+
+from cli.bundle import bundle as bundle_group
+from cli.bundle import serve as serve_command
+from cli.demo import demo as demo_command
+from cli.jobs import jobs
+from cli.stack import setup, smoke, stack
+from cli.transforms import transforms as transforms_group
+from ikkai.errors import IkkaiError
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="ikkai")
+def cli() -> None:
+    """ikkai: exactly-once ML inference on Kafka, Kafka Connect and Spark."""
+
+
+for command in (setup, stack, smoke, bundle_group, serve_command, jobs, demo_command, transforms_group):
+    cli.add_command(command)
+
+
+def main() -> None:
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("ikkai: aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except IkkaiError as exc:
+        click.echo(f"ikkai: error: {exc}", err=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        click.echo("ikkai: interrupted", err=True)
+        sys.exit(130)
+    except Exception as exc:  # noqa: BLE001 - the last line of defence prints one line, not a trace
+        if os.environ.get("IKKAI_DEBUG"):
+            traceback.print_exc()
+        click.echo(
+            f"ikkai: internal error: {type(exc).__name__}: {exc} (set IKKAI_DEBUG=1 for the traceback)", err=True
+        )
+        sys.exit(1)

@@ -1,0 +1,232 @@
+"""``ikkai bundle render|lint|plan|apply|status|restart|delete`` and ``ikkai serve``.
+
+stdout carries results (text, or JSON with ``-o json``); errors go through cli/__init__.py's
+one mapping to stderr and exit code 1. ``plan`` exits 2 when changes are pending, like
+``terraform plan -detailed-exitcode``; ``lint`` exits 1 when a finding is not waived.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from cli.output import emit, output_option
+from deploy import bundle_ops, bundle_output
+from deploy.bundle_ops import BundleRequest
+
+F = TypeVar("F", bound=Callable[..., Any])
+EXIT_CHANGES_PENDING = 2
+
+
+def bundle_options(function: F) -> F:
+    options = [
+        click.argument("bundle"),
+        click.option("--env", "-e", default="dev", show_default=True, help="Environment: values/<env>.yaml."),
+        click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a value (repeatable)."),
+        output_option,
+        click.option(
+            "--connect-url", help="Kafka Connect REST URL (default: the environment's, from the clusters file)."
+        ),
+        click.option(
+            "--clusters", type=click.Path(dir_okay=False, path_type=Path), help="Clusters file [env IKKAI_CLUSTERS]."
+        ),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+def _request(
+    bundle: str,
+    env: str,
+    sets: tuple[str, ...],
+    connect_url: str | None,
+    clusters: Path | None,
+    timeout: float | None = None,
+) -> BundleRequest:
+    return BundleRequest(
+        bundle=bundle, env=env, overrides=sets, connect_url=connect_url, clusters=clusters, wait_timeout=timeout
+    )
+
+
+@click.group()
+def bundle() -> None:
+    """Connector bundles: render, lint, plan and apply them to an environment's Connect cluster."""
+
+
+@bundle.command()
+@bundle_options
+def render(
+    bundle: str, env: str, sets: tuple[str, ...], output: str, connect_url: str | None, clusters: Path | None
+) -> None:
+    """Print each connector's rendered config (secret values redacted)."""
+    emit(bundle_ops.render_data(_request(bundle, env, sets, connect_url, clusters)), output, bundle_output.render_text)
+
+
+@bundle.command()
+@bundle_options
+@click.option("--offline", is_flag=True, help="Do not ask Connect for PASSWORD-typed keys; judge by key names.")
+def lint(
+    bundle: str,
+    env: str,
+    sets: tuple[str, ...],
+    output: str,
+    connect_url: str | None,
+    clusters: Path | None,
+    offline: bool,
+) -> None:
+    """Check the rendered configs against the platform's policy. Exit 1 on an unwaived finding."""
+    data = bundle_ops.lint_data(_request(bundle, env, sets, connect_url, clusters), offline=offline)
+    emit(data, output, bundle_output.lint_text)
+    if data["errors"]:
+        sys.exit(1)
+
+
+@bundle.command()
+@bundle_options
+@click.option("--prune", is_flag=True, help="Also plan deleting owned connectors that left the bundle.")
+def plan(
+    bundle: str,
+    env: str,
+    sets: tuple[str, ...],
+    output: str,
+    connect_url: str | None,
+    clusters: Path | None,
+    prune: bool,
+) -> None:
+    """Render, lint, validate and diff against the live cluster. Exit 2 when changes are pending."""
+    data = bundle_ops.plan_data(_request(bundle, env, sets, connect_url, clusters), prune=prune)
+    emit(data, output, bundle_output.plan_text)
+    if not data["valid"]:
+        sys.exit(1)
+    if data["pending"]:
+        sys.exit(EXIT_CHANGES_PENDING)
+
+
+@bundle.command()
+@bundle_options
+@click.option("--prune", is_flag=True, help="Delete connectors with the bundle's owner prefix that left the bundle.")
+@click.option("--timeout", type=float, help="Seconds to wait for connectors and tasks (default: the environment's).")
+def apply(
+    bundle: str,
+    env: str,
+    sets: tuple[str, ...],
+    output: str,
+    connect_url: str | None,
+    clusters: Path | None,
+    prune: bool,
+    timeout: float | None,
+) -> None:
+    """Write what drifted, drive target states, wait for RUNNING; roll back on failure."""
+    data = bundle_ops.apply_data(_request(bundle, env, sets, connect_url, clusters, timeout), prune=prune)
+    emit(data, output, bundle_output.apply_text)
+
+
+@bundle.command()
+@bundle_options
+def status(
+    bundle: str, env: str, sets: tuple[str, ...], output: str, connect_url: str | None, clusters: Path | None
+) -> None:
+    """Connectors and tasks of the bundle: state, worker, first line of any trace."""
+    emit(bundle_ops.status_data(_request(bundle, env, sets, connect_url, clusters)), output, bundle_output.status_text)
+
+
+@bundle.command()
+@bundle_options
+@click.option("--failed", is_flag=True, help="Restart only failed connectors and tasks (onlyFailed=true).")
+def restart(
+    bundle: str,
+    env: str,
+    sets: tuple[str, ...],
+    output: str,
+    connect_url: str | None,
+    clusters: Path | None,
+    failed: bool,
+) -> None:
+    """Restart the bundle's connectors with their tasks."""
+    data = bundle_ops.restart_data(_request(bundle, env, sets, connect_url, clusters), failed_only=failed)
+    emit(data, output, lambda d: "restarted: " + (", ".join(d["restarted"]) or "nothing"))
+
+
+@bundle.command()
+@bundle_options
+def delete(
+    bundle: str, env: str, sets: tuple[str, ...], output: str, connect_url: str | None, clusters: Path | None
+) -> None:
+    """Delete the bundle's connectors (only those named in the bundle)."""
+    data = bundle_ops.delete_data(_request(bundle, env, sets, connect_url, clusters))
+    emit(data, output, lambda d: "deleted: " + (", ".join(d["deleted"]) or "nothing"))
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=8484, show_default=True)
+@click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="File holding the bearer token [default: $IKKAI_SERVE_TOKEN].",
+)
+@click.option(
+    "--bundles-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=bundle_ops.BUNDLES,
+    show_default=True,
+    help="The only folder bundles are served from.",
+)
+@click.option("--connect-url", help="Kafka Connect REST URL for every environment (default: the clusters file).")
+@click.option("--clusters", type=click.Path(dir_okay=False, path_type=Path), help="Clusters file [env IKKAI_CLUSTERS].")
+@click.option(
+    "--reconcile",
+    "targets",
+    multiple=True,
+    metavar="BUNDLE/ENV",
+    help="Re-apply this bundle on an interval and auto-restart its failed tasks (repeatable).",
+)
+@click.option("--interval", type=float, default=30.0, show_default=True, help="Seconds between reconcile runs.")
+@click.option("--backoff-base", type=float, default=2.0, show_default=True, help="First auto-restart backoff, seconds.")
+@click.option("--backoff-cap", type=float, default=300.0, show_default=True, help="Longest auto-restart backoff.")
+def serve(
+    host: str,
+    port: int,
+    token_file: Path | None,
+    bundles_dir: Path,
+    connect_url: str | None,
+    clusters: Path | None,
+    targets: tuple[str, ...],
+    interval: float,
+    backoff_base: float,
+    backoff_cap: float,
+) -> None:
+    """Serve plan/apply/status/restart over HTTP (bearer token), /healthz and /metrics."""
+    import os
+    import threading
+
+    from deploy.auto_restart import RestartBackoff
+    from deploy.service import ControlPlane, ReconcileLoop, make_server, read_token
+
+    plane = ControlPlane(read_token(dict(os.environ), token_file), bundles_dir, connect_url, clusters)
+    pairs = []
+    for target in targets:
+        bundle_name, sep, env = target.partition("/")
+        if not sep:
+            raise click.BadParameter(f"{target!r} is not BUNDLE/ENV", param_hint="--reconcile")
+        plane.request(bundle_name, env)
+        pairs.append((bundle_name, env))
+    server = make_server(plane, host, port)
+    loop = None
+    if pairs:
+        loop = ReconcileLoop(
+            plane, pairs, interval=interval, backoff=RestartBackoff(base=backoff_base, cap=backoff_cap)
+        )
+        threading.Thread(target=loop.run, name="ikkai-reconcile", daemon=True).start()
+    click.echo(f"serving on http://{host}:{server.server_address[1]}", err=True)
+    try:
+        server.serve_forever()
+    finally:
+        if loop:
+            loop.stopping.set()
+        server.server_close()

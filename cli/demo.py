@@ -1,0 +1,92 @@
+"""The ``ikkai demo`` command: options, the report on stdout, exit code 1 when an invariant failed."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from cli.output import emit, output_option
+from demo.chaos import KILL_BROKER, KINDS, parse_kills
+from demo.report import report_text
+from demo.run import DemoOptions, run_demo
+
+DEFAULTS = DemoOptions()
+
+
+@click.command()
+@click.option(
+    "--size",
+    type=click.IntRange(min=100),
+    default=DEFAULTS.size,
+    show_default=True,
+    help="Payments in the generated day (the raw stream adds duplicates, updates, late and bad lines).",
+)
+@click.option("--seed", type=int, default=DEFAULTS.seed, show_default=True, help="Seed of the generated day.")
+@click.option("--no-chaos", is_flag=True, help="Do not kill the infer job or restart the Connect worker midway.")
+@click.option("--keep", is_flag=True, help="Leave the stack, the receiver and the jobs running afterwards.")
+@click.option(
+    "--partitions",
+    type=click.IntRange(min=1),
+    default=DEFAULTS.partitions,
+    show_default=True,
+    help="Partitions of every pipeline topic.",
+)
+@click.option(
+    "--home",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar="IKKAI_HOME",
+    help="The demo runs its own stack in <home>/demo. [env IKKAI_HOME; default ~/.ikkai]",
+)
+@click.option(
+    "--brokers",
+    type=click.IntRange(min=1),
+    default=DEFAULTS.brokers,
+    show_default=True,
+    help="KRaft nodes of the demo's stack (3: replication factor 3, min.insync.replicas 2).",
+)
+@click.option(
+    "--kills",
+    metavar="KIND=N,...",
+    default="",
+    help="A soak instead of the two default chaos actions: how many times to kill each of "
+    + ", ".join(KINDS)
+    + " (e.g. infer=30,enrich=10,broker=5,worker=5), spread over the run; broker kills need --brokers 3.",
+)
+@output_option
+def demo(
+    size: int,
+    seed: int,
+    no_chaos: bool,
+    keep: bool,
+    partitions: int,
+    home: Path | None,
+    brokers: int,
+    kills: str,
+    output: str,
+) -> None:
+    """Run the whole platform end to end on a fresh embedded stack, break it midway, report and replay.
+
+    Ingest (Connect) → enrich → infer (Spark, exactly once) → outbox sink (Connect) → receiver.
+    Progress goes to stderr; stdout carries only the report. Exit code 1 when any invariant failed.
+    """  # fmt: skip
+    try:
+        planned = parse_kills(kills)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--kills") from exc
+    if planned.get(KILL_BROKER) and brokers < 3:
+        raise click.BadParameter(
+            "broker kills need --brokers 3 (with one broker, a killed broker stops everything)", param_hint="--kills"
+        )
+    if planned and no_chaos:
+        raise click.BadParameter("--kills asks for chaos, --no-chaos for none: pick one", param_hint="--kills")
+    options = DemoOptions(
+        size=size, seed=seed, chaos=not no_chaos, keep=keep, partitions=partitions, home=home, brokers=brokers,
+        kills=tuple(planned.items()),
+    )  # fmt: skip
+    report = run_demo(options)
+    emit(report, output, report_text)
+    if not report["passed"]:
+        click.echo("ikkai demo: invariant(s) failed: " + ", ".join(report["failed"]), err=True)
+        sys.exit(1)

@@ -1,0 +1,165 @@
+"""``ikkai setup``, ``ikkai stack …`` and ``ikkai smoke``: getting the stack's parts and running it."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from cli.output import emit, output_option
+from deploy.artifacts import ensure_jars
+from deploy.connect_plugins import ensure_ikkai_plugins
+from deploy.local_plugins import ensure_local_plugins
+from deploy.local_stack import StackStatus
+from deploy.prerequisites import check_java, check_maven
+from deploy.runtime import RUNTIMES, Stack, select_stack
+from deploy.smoke import run_smoke
+from ikkai.errors import IkkaiError
+from ikkai.settings import Endpoints, jars_dir
+
+EXIT_NOT_RUNNING = 3
+
+
+def endpoints_text(data: dict[str, Any]) -> str:
+    rows = [(k, str(data[k])) for k in ("runtime", "bootstrap_servers", "connect_url", "home") if k in data]
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def status_text(data: dict[str, Any]) -> str:
+    lines = [endpoints_text(data), f"{'state':<17}  {data['state']}", ""]
+    lines.append(f"{'COMPONENT':<10} {'HEALTH':<9} {'PIDS':<16} LOG")
+    for c in data["components"]:
+        health = "healthy" if c["healthy"] else "down" if not c["pids"] and data["runtime"] == "local" else "unhealthy"
+        pids = ",".join(str(p) for p in c["pids"]) or "-"
+        lines.append(f"{c['name']:<10} {health:<9} {pids:<16} {c['log']}")
+    return "\n".join(lines)
+
+
+@click.command()
+def setup() -> None:
+    """Check Java and Maven, resolve the stack's jars and build ikkai's own Connect plugins (no-ops when current)."""
+    java = check_java()
+    check_maven()
+    jars = ensure_jars(jars_dir())
+    plugins = ensure_local_plugins(jars_dir())
+    click.echo(f"java   {java.version} ({java.executable})")
+    click.echo(f"jars   {jars.root}")
+    for plugin in plugins:
+        click.echo(f"plugin {plugin}")
+    click.echo(f"plugin {ensure_ikkai_plugins(jars_dir(), jars)}  (JsonFieldToKey; external workers need it too)")
+
+
+@click.group()
+@click.option(
+    "--home", type=click.Path(file_okay=False, path_type=Path), envvar="IKKAI_HOME",
+    help="Folder holding the embedded stack's state. [env IKKAI_HOME; default ~/.ikkai]",
+)  # fmt: skip
+@click.option("--runtime", type=click.Choice(RUNTIMES), default="local", show_default=True)
+@click.pass_context
+def stack(ctx: click.Context, home: Path | None, runtime: str) -> None:
+    """Start, inspect and stop the Kafka broker + Kafka Connect worker.
+
+    With IKKAI_BOOTSTRAP_SERVERS and IKKAI_CONNECT_URL set, the existing cluster they name is
+    used and nothing is started or stopped.
+    """
+    ctx.obj = {"home": home, "runtime": runtime}
+
+
+def _stack(
+    ctx: click.Context, broker_port: int | None = None, connect_port: int | None = None, brokers: int | None = None
+) -> Stack:
+    return select_stack(
+        ctx.obj["runtime"], home=ctx.obj["home"], broker_port=broker_port, connect_port=connect_port, brokers=brokers
+    )
+
+
+def _endpoint_data(endpoints: Endpoints, stack_: Stack) -> dict[str, Any]:
+    data: dict[str, Any] = endpoints.as_dict()
+    home = getattr(stack_, "home", None)
+    if home is not None:
+        data["home"] = str(home)
+    return data
+
+
+@stack.command()
+@click.option("--broker-port", type=int, help="Kafka listener port (default: last run's, else a free one).")
+@click.option("--connect-port", type=int, help="Connect REST port (default: last run's, else a free one).")
+@click.option(
+    "--brokers", type=click.IntRange(min=1),
+    help="KRaft nodes (broker+controller each); 3 gives replication factor 3 and min.insync.replicas 2. "
+         "[default: the home's count, 1 for a new home]",
+)  # fmt: skip
+@output_option
+@click.pass_context
+def up(ctx: click.Context, broker_port: int | None, connect_port: int | None, brokers: int | None, output: str) -> None:
+    """Start the stack and wait until it answers; prints the endpoints."""
+    started = time.monotonic()
+    stack_ = _stack(ctx, broker_port=broker_port, connect_port=connect_port, brokers=brokers)
+    endpoints = stack_.up()
+    click.echo(f"stack up in {time.monotonic() - started:.1f}s", err=True)
+    emit(_endpoint_data(endpoints, stack_), output, endpoints_text)
+
+
+@stack.command()
+@click.option("--purge", is_flag=True, help="Also delete the stack's data and logs (never the jars).")
+@click.pass_context
+def down(ctx: click.Context, purge: bool) -> None:
+    """Stop every process of the stack (TERM, then KILL after a grace period)."""
+    stopped = _stack(ctx).down(purge=purge)
+    click.echo(f"stopped {len(stopped)} process(es)" + (", data purged" if purge else ""), err=True)
+
+
+@stack.command()
+@output_option
+@click.pass_context
+def status(ctx: click.Context, output: str) -> None:
+    """Endpoints, pids and health. Exit code 3 when the stack is not running."""
+    current: StackStatus = _stack(ctx).status()
+    emit(current.as_dict(), output, status_text)
+    if not current.running:
+        sys.exit(EXIT_NOT_RUNNING)
+
+
+@stack.command()
+@click.pass_context
+def env(ctx: click.Context) -> None:
+    """Print shell exports that point clients (and ikkai itself) at the running stack."""
+    endpoints = _stack(ctx).endpoints()
+    if endpoints is None:
+        raise IkkaiError("the stack has never been started here", fix="run `ikkai stack up`")
+    click.echo(f"export IKKAI_BOOTSTRAP_SERVERS={endpoints.bootstrap_servers}")
+    click.echo(f"export IKKAI_CONNECT_URL={endpoints.connect_url}")
+
+
+@click.command()
+@click.option("--keep", is_flag=True, help="Leave the stack running afterwards.")
+@output_option
+def smoke(keep: bool, output: str) -> None:
+    """Start the stack if needed and prove transactions and Kafka Connect work end to end."""
+    stack_ = select_stack()
+    was_running = stack_.status().running
+    started = time.monotonic()
+    endpoints = stack_.up()
+    click.echo(f"stack ready in {time.monotonic() - started:.1f}s; running smoke checks", err=True)
+    try:
+        report = run_smoke(endpoints)
+    finally:
+        if not keep and not was_running:
+            stack_.down()
+    data = {"passed": report.passed, "checks": report.checks, **endpoints.as_dict()}
+
+    def text(d: dict[str, Any]) -> str:
+        rows = [f"{'CHECK':<22} {'RESULT':<7} {'SECONDS':>7}  DETAIL"]
+        rows += [
+            f"{c['check']:<22} {'ok' if c['ok'] else 'FAILED':<7} {c['seconds']:>7}  {c['detail']}" for c in d["checks"]
+        ]
+        rows.append("smoke: " + ("passed" if d["passed"] else "FAILED"))
+        return "\n".join(rows)
+
+    emit(data, output, text)
+    if not report.passed:
+        sys.exit(1)

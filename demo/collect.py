@@ -1,0 +1,96 @@
+"""Turning what the topics and the receiver hold into ``Facts``: reads (read_committed) and decoding.
+
+The receiver's applied side effects come from its SQLite file (what it *did*), the HTTP
+requests it answered from its control endpoint (how often the sink *asked*).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from demo.children import get_json
+from demo.facts import (
+    DECISIONS,
+    DLQ_ENRICH,
+    EVENTS,
+    LIVE_TOPICS,
+    OUTBOX,
+    RECEIPTS,
+    Decision,
+    ReceiptSeen,
+    SideEffectRequest,
+)
+from demo.measures import TopicRecord
+from demo.topics import read_topic
+from ikkai.contract.codec import default_codec
+from outbox_sink.contract import OutboxRequest
+from outbox_sink.receipts import decode_receipt
+
+
+def api_of(path: str) -> str:
+    """The receiver's key space for a request path: its first segment (``/payments/p-1/hold`` → payments)."""
+    return path.lstrip("/").split("/", 1)[0].split("?", 1)[0]
+
+
+def receipt_identity(value: bytes) -> tuple[str, str]:
+    """Which side effect a receipt answers: (decision_id, effect)."""
+    receipt = decode_receipt(value)
+    return receipt.decision_id, receipt.effect_id
+
+
+def read_topics(bootstrap: str, topics: Iterable[str]) -> dict[str, list[TopicRecord]]:
+    return {topic: read_topic(bootstrap, topic) for topic in topics}
+
+
+def read_live(bootstrap: str) -> dict[str, list[TopicRecord]]:
+    return read_topics(bootstrap, LIVE_TOPICS)
+
+
+def _values(records: Iterable[TopicRecord]) -> Iterable[tuple[TopicRecord, bytes]]:
+    return ((r, r.value) for r in records if r.value is not None)
+
+
+def decoded(topics: Mapping[str, list[TopicRecord]]) -> dict[str, Any]:
+    """event_ids, dead_letter_reasons, decisions, requests and receipts from the live topics."""
+    codec = default_codec()
+    decisions = []
+    for record, value in _values(topics[DECISIONS]):
+        d = codec.decode("fraud_decision", value)
+        decisions.append(Decision(d["decision_id"], d["payment_id"], d["event_id"], d["action"], record.timestamp))
+    requests = []
+    for _, value in _values(topics[OUTBOX]):
+        o = OutboxRequest.from_record(codec.decode("outbox_request", value))
+        requests.append(SideEffectRequest(o.decision_id, o.target, api_of(o.path), o.effect_name, o.idempotency_key))
+    receipts = []
+    for record, value in _values(topics[RECEIPTS]):
+        receipt = decode_receipt(value, codec)
+        receipts.append(
+            ReceiptSeen(receipt.decision_id, receipt.target, receipt.outcome, record.timestamp, receipt.effect_id)
+        )
+    return {
+        "event_ids": [codec.decode("payment_event", v)["event_id"] for _, v in _values(topics[EVENTS])],
+        "dead_letter_reasons": [codec.decode("dead_letter", v)["error_class"] for _, v in _values(topics[DLQ_ENRICH])],
+        "decisions": decisions,
+        "requests": requests,
+        "receipts": receipts,
+    }
+
+
+def receiver_applied(db: Path) -> list[tuple[str, str]]:
+    """(api, idempotency key) of every side effect the receiver applied, from its database."""
+    connection = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        rows = connection.execute("SELECT api, idempotency_key FROM applied ORDER BY seq").fetchall()
+    finally:
+        connection.close()
+    return [(str(api), str(key)) for api, key in rows]
+
+
+def receiver_deliveries(url: str) -> list[tuple[str, str, bool]]:
+    """(api, idempotency key, answered from the stored response) of every API request the receiver got."""
+    rows = get_json(f"{url}/_ikkai/deliveries")
+    assert isinstance(rows, list)
+    return [(api_of(r["path"]), r["idempotency_key"] or "", bool(r["replayed"])) for r in rows]

@@ -1,0 +1,532 @@
+"""``ikkai demo``: the whole platform end to end on its own embedded stack, then a replay. The I/O shell.
+
+Steps (each narrated on stderr; stdout gets only the report):
+
+1. set up (as ``ikkai setup``), start a fresh embedded stack in ``$IKKAI_HOME/demo``;
+2. create the topics, publish master data, start the enrich and infer jobs (continuous) and
+   the reference receiver as their own processes, apply the ``payments-ingest`` and
+   ``outbox-sink`` bundles through the control plane (plan shown, then applied);
+3. append a seeded mixed day of raw payments (``demo.raw_payments``) to the file the
+   ingestion connector reads, and follow four stages until everything is delivered, with
+   SIGKILL of the infer job and a crash-restart of the Connect worker midway (``chaos``);
+4. read every topic with read_committed consumers and the receiver's database into ``Facts``;
+5. replay: both jobs again from the beginning of ``ingest.payments`` into fresh ``*.replay``
+   topics with fresh checkpoints, and compare digests;
+6. stop what it started (unless ``keep``).
+
+Why its own stack: the demo kills the infer job and the Connect worker on purpose and needs
+empty topics for a reproducible report, so it never touches ``ikkai stack up``'s stack or a
+cluster named by IKKAI_BOOTSTRAP_SERVERS / IKKAI_CONNECT_URL.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from demo import chaos as chaos_
+from demo.children import CLUSTER_VARS, Child, ChildProcessError, child_env, wait_for_http
+from demo.collect import decoded, read_live, read_topics, receipt_identity, receiver_applied, receiver_deliveries
+from demo.facts import (
+    DECISIONS,
+    DLQ_ENRICH,
+    DLQ_INFER,
+    DLQ_OUTBOX,
+    EVENTS,
+    INGEST,
+    OUTBOX,
+    RECEIPTS,
+    REPLAYED,
+    ChaosEvent,
+    Expectation,
+    Facts,
+    replay_topic,
+)
+from demo.follow import Look, stop_following
+from demo.lineup import Lineup
+from demo.progress import LineWriter, ProgressDisplay, StageProgress
+from demo.raw_input import demo_input
+from demo.report import build_report
+from demo.stages import PipelineCounts
+from demo.topics import RecordCounter
+from deploy import bundle_ops
+from deploy.bundle_output import plan_text
+from deploy.connect_rest import ConnectClient, ConnectRestError
+from deploy.local_stack import CONNECT, LocalStack
+from deploy.ports import free_port
+from deploy.probes import broker_answers
+from ikkai.errors import IkkaiError
+from ikkai.settings import Endpoints, ikkai_home, jars_dir
+
+POLL_S = 1.0
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    size: int = 1000  # payments; the raw stream adds duplicates, updates, late and bad lines
+    seed: int = 7
+    chaos: bool = True
+    keep: bool = False
+    partitions: int = 2
+    write_seconds: float = 20.0  # spread the raw lines over this long
+    idle_timeout_s: float = 300.0  # give up when no stage moved for this long
+    job_timeout_s: float = 900.0  # a replay job must finish within this
+    home: Path | None = None  # default: $IKKAI_HOME/demo
+    brokers: int = 1  # KRaft nodes of the demo's stack; 3 for broker kills
+    kills: tuple[tuple[str, int], ...] = ()  # (chaos kind, times): a soak instead of the two default actions
+
+    @property
+    def plan(self) -> chaos_.ChaosPlan | chaos_.SoakPlan | None:
+        if not self.chaos:
+            return None
+        return chaos_.SoakPlan(dict(self.kills)) if self.kills else chaos_.ChaosPlan()
+
+
+class DemoStalled(IkkaiError):
+    """The pipeline stopped moving before everything was delivered."""
+
+
+class Demo:
+    def __init__(self, options: DemoOptions, stream: TextIO = sys.stderr) -> None:
+        self.options = options
+        self.display = ProgressDisplay(stream)
+        self._lock = threading.Lock()
+        self.home = (options.home or ikkai_home()) / "demo"
+        self.run_dir = self.home / "run"
+        self.stack = LocalStack(
+            self.home,
+            jars_dir(),
+            brokers=options.brokers,
+            progress=LineWriter(self.say),  # type: ignore[arg-type]
+        )
+        self.plan = options.plan
+        self.children: dict[str, Child] = {}
+        self.chaos_events: list[ChaosEvent] = []
+        self.seconds: dict[str, float] = {}
+        self.endpoints: Endpoints | None = None
+        self.receiver_url = ""
+        self.held_back: dict[str, int] = {}
+        self.flowing = threading.Event()  # decisions were seen: the writer's first gate
+        self.actions: dict[str, threading.Thread] = {}  # chaos action → the thread carrying it out
+        self.counts: dict[str, int] = {}  # committed records per topic, as the follow loop last saw them
+        self.last_broker_killed = ""
+        self._stack_thread: threading.Thread | None = None
+        self._stack_error: BaseException | None = None
+
+    def say(self, message: str) -> None:
+        with self._lock:
+            self.display.say(message)
+
+    # -- the steps -----------------------------------------------------------------------------
+
+    def run(self) -> dict[str, Any]:
+        started = time.monotonic()
+        try:
+            return self._run(started)
+        finally:
+            self._stop()
+
+    def _run(self, started: float) -> dict[str, Any]:
+        from demo.payments_simulation import DAY_MS
+        from demo.raw_payments import mixed_stream
+
+        o = self.options
+        self._setup()
+        self.seconds["setup"] = time.monotonic() - started
+        try:
+            stream = mixed_stream(
+                o.seed, payments=o.size, partitions=o.partitions, step_ms=max(2_000, DAY_MS // o.size)
+            )
+        except ValueError as exc:  # too few payments to hold every kind of bad line
+            raise IkkaiError(
+                f"--size {o.size} --seed {o.seed}: {exc}", fix="pass a larger --size (200 or more)"
+            ) from exc
+        given = demo_input(stream.lines)
+        lines, expectation = given.lines, given.expectation
+        self.held_back = given.held_back
+        dead = sum((expectation.dead_letters or {}).values())
+        self.say(
+            f"raw stream: seed {o.seed}, {o.size} payments as {len(lines)} lines for the file connector "
+            f"({expectation.events} valid events, {dead} to be dead-lettered); held back "
+            + (", ".join(f"{k} {v}" for k, v in given.held_back.items()) or "none")
+            + " (lines a file cannot carry as generated)"
+        )
+        self._stack_up()
+        self._topics_and_master_data(stream)
+        self._start_jobs()
+        self._start_receiver()
+        self._stack_ready()
+        self.seconds["stack"] = time.monotonic() - started - self.seconds["setup"]
+        self._apply_bundles()
+        pipeline_started = time.monotonic()
+        self._follow(lines, expectation)
+        self.seconds["pipeline"] = time.monotonic() - pipeline_started
+        assert self.endpoints is not None
+        self.say("reading every topic with read_committed consumers")
+        topics = read_live(self.endpoints.bootstrap_servers)
+        applied = receiver_applied(self.run_dir / "receiver.sqlite")
+        deliveries = receiver_deliveries(self.receiver_url)
+        replay_started = time.monotonic()
+        replay = self._replay()
+        self.seconds["replay"] = time.monotonic() - replay_started
+        self.seconds["total"] = time.monotonic() - started
+        facts = Facts(
+            seed=o.seed, size=o.size, raw_lines=lines, expectation=expectation, topics=topics, **decoded(topics),
+            held_back=self.held_back, applied=applied, deliveries=deliveries, replay=replay,
+            chaos=sorted(self.chaos_events, key=lambda e: e.at_seconds),
+            chaos_planned=self.plan.actions if self.plan else (), seconds=self.seconds,
+        )  # fmt: skip
+        return build_report(facts)
+
+    def _setup(self) -> None:
+        from deploy.artifacts import ensure_jars
+        from deploy.connect_plugins import ensure_ikkai_plugins
+        from deploy.local_plugins import ensure_local_plugins
+        from deploy.prerequisites import check_java, check_maven
+
+        java = check_java()
+        check_maven()
+        progress = LineWriter(self.say)
+        jars = ensure_jars(jars_dir(), progress=progress)  # type: ignore[arg-type]
+        ensure_local_plugins(jars_dir(), progress=progress)  # type: ignore[arg-type]
+        ensure_ikkai_plugins(jars_dir(), jars, progress=progress)  # type: ignore[arg-type]
+        self.say(f"setup: java {java.version}, jars and Connect plugins in {jars_dir()}")
+
+    def _stack_up(self) -> None:
+        """Start the stack in the background; return once the broker answers (Connect may still be starting)."""
+        if any(os.environ.get(name) for name in CLUSTER_VARS):
+            self.say(
+                "note: the demo ignores IKKAI_BOOTSTRAP_SERVERS / IKKAI_CONNECT_URL; it kills and restarts what "
+                "it runs, so it always uses its own embedded stack"
+            )
+        self.say(f"starting a fresh embedded stack in {self.home}")
+        self.stack.down(purge=True)
+        if self.run_dir.exists():
+            shutil.rmtree(self.run_dir)
+        (self.run_dir / "drop").mkdir(parents=True)
+        self._stack_thread = threading.Thread(target=self._stack_up_in_background, name="demo-stack", daemon=True)
+        self._stack_thread.start()
+        while self._stack_thread.is_alive():
+            endpoints = self.stack.endpoints()
+            if endpoints is not None and broker_answers(endpoints.bootstrap_servers):
+                self.endpoints = endpoints
+                return
+            time.sleep(0.5)
+        self._stack_ready()
+
+    def _stack_up_in_background(self) -> None:
+        try:
+            self.endpoints = self.stack.up()
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread by _stack_ready
+            self._stack_error = exc
+
+    def _stack_ready(self) -> None:
+        """Wait for the whole stack (the Connect worker too); its start-up error, if any, is raised here."""
+        assert self._stack_thread is not None
+        self._stack_thread.join()
+        if self._stack_error is not None:
+            raise self._stack_error
+        assert self.endpoints is not None
+        self.say(f"stack: Kafka {self.endpoints.bootstrap_servers}, Connect {self.endpoints.connect_url}")
+
+    def _topics_and_master_data(self, stream: Any) -> None:
+        from demo.raw_payments import write_master_data
+        from outbox_sink.connector_config import create_outbox_topics
+        from spark_jobs.job_shell import ensure_topics
+
+        assert self.endpoints is not None
+        bootstrap = self.endpoints.bootstrap_servers
+        p = self.options.partitions
+        ensure_topics(bootstrap, [INGEST, EVENTS, DLQ_ENRICH, DECISIONS, DLQ_INFER], p)
+        ensure_topics(bootstrap, [replay_topic(t) for t in REPLAYED], p)
+        create_outbox_topics(bootstrap, partitions=p)
+        count = write_master_data(bootstrap, stream.world, self.options.seed)
+        self.say(f"topics created ({p} partitions each); {count} master-data profile versions published")
+
+    def _lineup(self) -> Lineup:
+        assert self.endpoints is not None
+        return Lineup(
+            self.run_dir, self.endpoints.bootstrap_servers, self.endpoints.connect_url, self.options.partitions,
+            batch=max(100, self.options.size // 5),
+        )  # fmt: skip
+
+    def _start(self, job: tuple[str, list[str]]) -> Child:
+        name, command = job
+        child = self.children[name] = Child(name, command, self._lineup().log(name), child_env(self.home, jars_dir()))
+        return child
+
+    def _start_jobs(self) -> None:
+        enrich, infer = self._start(self._lineup().enrich()), self._start(self._lineup().infer())
+        self.say(f"started enrich (pid {enrich.pid}) and infer (pid {infer.pid}), logs in {self.run_dir / 'logs'}")
+
+    def _start_receiver(self) -> None:
+        port = free_port()
+        receiver = self._start(("receiver", self._lineup().receiver(port)))
+        self.receiver_url = f"http://127.0.0.1:{port}"
+        wait_for_http(receiver, f"{self.receiver_url}/_ikkai/applied")
+        self.say(f"reference receiver on {self.receiver_url} (pid {receiver.pid})")
+
+    def _apply_bundles(self) -> None:
+        for name in ("payments.jsonl", "refunds.jsonl"):
+            (self.run_dir / "drop" / name).touch()
+        (self.run_dir / "plans").mkdir(exist_ok=True)
+        for request in self._lineup().bundles(self.receiver_url):
+            plan = plan_text(bundle_ops.plan_data(request))
+            full = self.run_dir / "plans" / f"{request.bundle}.txt"
+            full.write_text(plan + "\n")
+            compact = [line for line in plan.splitlines() if not line.startswith("      ")]
+            self.say("\n".join(compact) + f"\n  (every setting and change: {full})")
+            applied = bundle_ops.apply_data(request)
+            states = ", ".join(f"{n} {s}" for n, s in sorted(applied["states"].items()))
+            self.say(f"apply: {len(applied['written'])} connector(s) written; {states}")
+
+    # -- following the pipeline ----------------------------------------------------------------
+
+    def _may_write(self, written: float) -> bool:
+        """Whether the writer, having written this share of the lines, may go on (the plan's gates)."""
+        if self.plan is None:
+            return chaos_.gate_before(written, chaos=False) is None or self.flowing.is_set()
+        with self._lock:
+            started, finished = set(self.actions), {e.action for e in self.chaos_events}
+        return self.plan.may_write(written, self.flowing.is_set(), started, finished)
+
+    def _write_lines(self, lines: list[bytes], stop: threading.Event) -> None:
+        """Append the lines in chunks, pausing where the chaos plan says (``_may_write``)."""
+        chunks = max(1, min(40, len(lines) // 25))
+        per_chunk = -(-len(lines) // chunks)
+        pause = self.options.write_seconds / chunks
+        with self._lineup().drop_file.open("ab") as out:
+            for start in range(0, len(lines), per_chunk):
+                while not self._may_write(start / len(lines)):
+                    if stop.wait(0.5):
+                        return
+                out.write(b"".join(line + b"\n" for line in lines[start : start + per_chunk]))
+                out.flush()
+                if stop.wait(pause):
+                    return
+
+    def _follow(self, lines: list[bytes], expectation: Expectation) -> None:
+        assert self.endpoints is not None
+        pipeline = PipelineCounts(expectation, {})
+        counter = RecordCounter(
+            self.endpoints.bootstrap_servers,
+            [INGEST, EVENTS, DLQ_ENRICH, DECISIONS, OUTBOX, DLQ_INFER, RECEIPTS, DLQ_OUTBOX],
+            distinct={RECEIPTS: receipt_identity},  # a receipt repeated after the worker restart is not progress
+        )
+        stop = threading.Event()
+        writer = threading.Thread(target=self._write_lines, args=(lines, stop), name="demo-writer", daemon=True)
+        plan, actions = self.plan, self.actions
+        self.say(f"writing {len(lines)} raw lines to {self._lineup().drop_file}: " + (
+            f"a fifth now, the rest in step with {len(plan.actions)} chaos actions" if isinstance(plan, chaos_.SoakPlan)
+            else "half now, more once decisions flow"
+            + (", the last fifth after the Connect worker restart" if plan else "")
+        ))  # fmt: skip
+        self.first_line_at = time.monotonic()
+        writer.start()
+        stable = 0
+        last_change = time.monotonic()
+        last_counts: dict[str, int] = {}
+        last_health = 0.0
+        try:
+            while True:
+                pipeline = PipelineCounts(expectation, counter.poll(POLL_S))
+                if pipeline.counts.get(DECISIONS):
+                    self.flowing.set()
+                stages = pipeline.stages()
+                self.counts = dict(pipeline.counts)
+                with self._lock:
+                    self.display.update(list(stages.values()))
+                if pipeline.counts != last_counts:
+                    last_counts, last_change = dict(pipeline.counts), time.monotonic()
+                running = {name for name, thread in actions.items() if thread.is_alive()}
+                if plan is not None:
+                    for due in plan.due(stages, set(actions), running):
+                        at = time.monotonic() - self.first_line_at
+                        thread = threading.Thread(target=self._chaos, args=(due, at, stages), daemon=True)
+                        with self._lock:
+                            actions[due] = thread
+                        thread.start()
+                        running.add(due)
+                busy = bool(running)
+                kinds = {chaos_.kind_of(action) for action in running}
+                for name, kind in (("enrich", chaos_.KILL_ENRICH), ("infer", chaos_.KILL_INFER), ("receiver", "")):
+                    if kind not in kinds:
+                        self.children[name].check_alive()
+                if not kinds & {chaos_.RESTART_WORKER, chaos_.KILL_BROKER} and time.monotonic() - last_health > 5:
+                    self._check_connectors()
+                    last_health = time.monotonic()
+                stable = stable + 1 if pipeline.drained() and not busy and not writer.is_alive() else 0
+                with self._lock:
+                    look = Look(stable, time.monotonic() - last_change, running, tuple(self.chaos_events))
+                verdict = stop_following(
+                    look,
+                    planned=plan.actions if plan else (),
+                    idle_timeout_s=self.options.idle_timeout_s,
+                )
+                if verdict is not None:
+                    if not verdict.drained:
+                        self.say(verdict.reason)
+                    break
+        finally:
+            stop.set()
+            writer.join(30)
+            counter.close()
+            with self._lock:
+                self.display.finish()
+
+    def _check_connectors(self) -> None:
+        assert self.endpoints is not None
+        try:
+            live = ConnectClient(self.endpoints.connect_url).connectors_expanded()
+        except (ConnectRestError, OSError):
+            return  # a restarting worker; the next check sees it
+        for name, data in live.items():
+            for task in data.get("status", {}).get("tasks", []):
+                if task.get("state") == "FAILED":
+                    first = (task.get("trace") or "").strip().splitlines()[:1]
+                    raise IkkaiError(
+                        f"connector {name} task {task.get('id')} FAILED: {first[0] if first else 'no trace'}",
+                        fix=f"see `ikkai bundle status <bundle> --connect-url {self.endpoints.connect_url}` "
+                        f"and {self.stack.log_file(CONNECT)}",
+                    )
+
+    def _chaos(self, action: str, at: float, stages: dict[str, StageProgress]) -> None:
+        where = chaos_.describe(stages)
+        began = time.monotonic()
+        recovered: float | None = None
+        failure: str | None = None
+        kind = chaos_.kind_of(action)
+        try:
+            if kind in (chaos_.KILL_INFER, chaos_.KILL_ENRICH):
+                name = "infer" if kind == chaos_.KILL_INFER else "enrich"
+                old = self.children[name]
+                self.say(f"chaos: {action}: pid {old.pid} at {where}")
+                old.kill()
+                new = self._start(self._lineup().infer() if name == "infer" else self._lineup().enrich())
+                self.say(f"chaos: {name} restarted (pid {new.pid}) on its checkpoint")
+                self._wait_job_recovered(name, new)
+                recovered = time.monotonic() - began
+                self.say(f"chaos: {name} committed a batch again {recovered:.0f}s after the kill")
+            elif kind == chaos_.KILL_BROKER:
+                victim, role = self._broker_victim(action)
+                self.say(f"chaos: {action}: {victim}, {role}, at {where}; then start it again")
+                self.stack.kill(victim)
+                self.stack.start(victim)
+                self.stack.wait_in_sync(timeout=self.options.idle_timeout_s)
+                recovered = time.monotonic() - began
+                self.say(f"chaos: {victim} back, every partition in sync after {recovered:.0f}s")
+            elif kind == chaos_.RESTART_WORKER:
+                self.say(f"chaos: {action}: kill -9 the Connect worker at {where}, then start it again")
+                self.stack.kill(CONNECT)
+                self.stack.start(CONNECT)
+                self._wait_connectors_running()
+                recovered = time.monotonic() - began
+                self.say(f"chaos: Connect worker back, connectors RUNNING after {recovered:.0f}s")
+        except Exception as exc:  # noqa: BLE001 - whatever stopped the recovery, the report names it
+            failure = str(exc) if isinstance(exc, IkkaiError) else f"{type(exc).__name__}: {exc}"
+            self.say(f"chaos: {action} did not recover: {failure}")
+        finally:
+            with self._lock:  # _follow stops at once on an action that did not recover
+                self.chaos_events.append(ChaosEvent(action, at, where, recovered, failure))
+
+    def _wait_job_recovered(self, name: str, job: Child) -> None:
+        """Until the restarted job commits a batch, or it runs its query and has caught up (``chaos.caught_up``)."""
+        deadline = time.monotonic() + self.options.idle_timeout_s
+        while time.monotonic() < deadline:
+            if job.wait_for_output(f"{name}: batch", 2.0):
+                return
+            job.check_alive()
+            if job.has_written(f"{name}: ") and chaos_.caught_up(name, self.counts):
+                return
+        raise ChildProcessError(name, "committed no batch after its restart", job.log)
+
+    def _broker_victim(self, action: str) -> tuple[str, str]:
+        """(broker, why): the broker that now leads the output partition or coordinates the transactions
+        ``chaos.broker_target`` names for this kill; the next target in turn when that broker was the
+        last one killed (leaders move back to their preferred broker, so one broker may lead them all)."""
+        number = chaos_.number_of(action)
+        choice: tuple[str, str] | None = None
+        for turn in range(number, number + 10):
+            role, name, partition = chaos_.broker_target(turn, self.options.partitions)
+            if role == "coordinator":
+                choice = self.stack.coordinator_of(name), f"transaction coordinator of {name}"
+            else:
+                choice = self.stack.leader_of(name, partition), f"leader of {name}/{partition}"
+            if choice[0] != self.last_broker_killed:
+                break
+        assert choice is not None
+        self.last_broker_killed = choice[0]
+        return choice
+
+    def _wait_connectors_running(self, timeout_s: float = 180.0) -> None:
+        assert self.endpoints is not None
+        client = ConnectClient(self.endpoints.connect_url)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                live = client.connectors_expanded()
+            except (ConnectRestError, OSError):
+                live = {}
+            states = [
+                s.get("state")
+                for data in live.values()
+                for s in [data.get("status", {}).get("connector", {}), *data.get("status", {}).get("tasks", [])]
+            ]
+            if live and states and all(state == "RUNNING" for state in states):
+                return
+            time.sleep(1)
+        raise IkkaiError(f"connectors not RUNNING {timeout_s:.0f}s after the worker restart")
+
+    # -- replay ----------------------------------------------------------------------------------
+
+    def _replay(self) -> dict[str, list[Any]] | None:
+        assert self.endpoints is not None
+        for name in ("enrich", "infer"):
+            if not self.options.keep:
+                self.children[name].stop()
+        self.say(
+            "replay: enrich from the start of ingest.payments and infer from the start of events.payments, "
+            "both at once, into fresh *.replay topics with fresh checkpoints"
+        )
+        started = time.monotonic()
+        lineup = self._lineup()
+        jobs = {name: self._start((name, command)) for name, command in (lineup.enrich(replay=True),
+                                                                         lineup.infer(replay=True))}  # fmt: skip
+        try:
+            for name, job in jobs.items():
+                code = job.wait(max(1.0, self.options.job_timeout_s - (time.monotonic() - started)))
+                if code != 0:
+                    raise ChildProcessError(name, f"exited with code {code}", job.log)
+                self.say(f"replay: {name} done after {time.monotonic() - started:.0f}s")
+        except ChildProcessError as exc:
+            self.say(f"replay failed: {exc}")
+            return None
+        return read_topics(self.endpoints.bootstrap_servers, [replay_topic(t) for t in REPLAYED])
+
+    # -- stopping ------------------------------------------------------------------------------
+
+    def _stop(self) -> None:
+        if self.options.keep:
+            alive = {n: c.pid for n, c in self.children.items() if c.alive()}
+            self.say(
+                f"--keep: left running: the stack (`ikkai stack --home {self.home} status`, `... down` stops it) "
+                "and " + ", ".join(f"{n} pid {pid}" for n, pid in alive.items()) + f"; receiver {self.receiver_url}"
+            )
+            return
+        for child in self.children.values():
+            child.stop()
+        if self._stack_thread is not None:  # else nothing was started (e.g. a --size too small)
+            self._stack_thread.join(300)  # never stop a stack that is still being started
+            self.stack.down()
+            self.say("stopped everything the demo started")
+
+
+def run_demo(options: DemoOptions, stream: TextIO = sys.stderr) -> dict[str, Any]:
+    """Run the demo; the report (``build_report``), whose ``passed`` says whether every invariant held."""
+    return Demo(options, stream).run()

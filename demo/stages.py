@@ -1,0 +1,39 @@
+"""The four stages the demo follows, from committed record counts per topic. Pure.
+
+ingested = records in ingest.payments of the lines written; enriched = events + dead letters
+of them; decided = decisions of the expected events; delivered = receipts of the outbox
+requests so far. The pipeline is drained when every line was ingested and enriched, every
+event decided and every request receipted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from demo.facts import DECISIONS, DLQ_ENRICH, DLQ_INFER, EVENTS, INGEST, OUTBOX, RECEIPTS, Expectation
+from demo.progress import StageProgress
+
+
+@dataclass(frozen=True)
+class PipelineCounts:
+    expectation: Expectation
+    counts: Mapping[str, int]
+
+    def stages(self) -> dict[str, StageProgress]:
+        c, lines = self.counts, self.expectation.lines
+        return {
+            "ingested": StageProgress("ingested", c.get(INGEST, 0), lines),
+            "enriched": StageProgress("enriched", c.get(EVENTS, 0) + c.get(DLQ_ENRICH, 0), lines),
+            "decided": StageProgress("decided", c.get(DECISIONS, 0), self.expectation.events),
+            "delivered": StageProgress("delivered", c.get(RECEIPTS, 0), c.get(OUTBOX, 0) if c.get(DECISIONS) else None),
+        }
+
+    def drained(self) -> bool:
+        c, lines = self.counts, self.expectation.lines
+        return (
+            c.get(INGEST, 0) >= lines
+            and c.get(EVENTS, 0) + c.get(DLQ_ENRICH, 0) >= lines
+            and c.get(DECISIONS, 0) + c.get(DLQ_INFER, 0) >= c.get(EVENTS, 0) > 0
+            and c.get(RECEIPTS, 0) >= c.get(OUTBOX, 0)
+        )

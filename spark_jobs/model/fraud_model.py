@@ -1,0 +1,130 @@
+"""The fraud model: point-in-time features and a versioned, deterministic scorer (pure pandas/numpy).
+
+The artifact (``models/fraud/model.json``, written by ``python -m demo.train_model`` through
+``spark_jobs.model.training``) is a
+logistic regression trained by scikit-learn: feature names, standardization, weights and the
+action thresholds, as canonical JSON. Its ``model_version`` is the sha-256 of those bytes, so
+a retrained or edited model is a different version, and the same bytes always score the same.
+
+Scoring accumulates feature by feature in a fixed order, element-wise, so a row's score does
+not depend on which other rows share its batch (no reductions whose order varies with size).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ikkai.errors import IkkaiError
+
+MODEL_PATH = Path(__file__).resolve().parents[2] / "models" / "fraud" / "model.json"
+FEATURES_PATH = MODEL_PATH.with_name("customer_features.csv")
+FEATURES = (
+    "log_amount", "amount_ratio", "foreign", "card_not_present", "night", "chargebacks_365d", "log_txn_count_30d",
+    "log_account_age_days",
+)  # fmt: skip
+
+
+class ModelError(IkkaiError):
+    def __init__(self, path: str, problem: str, fix: str) -> None:
+        super().__init__(f"model {path}: {problem}", fix=fix)
+        self.path = path
+
+
+def canonical_json(document: dict[str, Any]) -> bytes:
+    return json.dumps(document, sort_keys=True, separators=(",", ":")).encode() + b"\n"
+
+
+@dataclass(frozen=True)
+class FraudModel:
+    version: str
+    features: tuple[str, ...]
+    mean: tuple[float, ...]
+    scale: tuple[float, ...]
+    coef: tuple[float, ...]
+    intercept: float
+    review_at: float
+    hold_at: float
+
+    @classmethod
+    def from_bytes(cls, data: bytes, source: str = "<bytes>") -> FraudModel:
+        try:
+            doc = json.loads(data)
+            model = cls(
+                version="fraud-lr-" + hashlib.sha256(data).hexdigest()[:16],
+                features=tuple(doc["features"]),
+                mean=tuple(doc["mean"]),
+                scale=tuple(doc["scale"]),
+                coef=tuple(doc["coef"]),
+                intercept=float(doc["intercept"]),
+                review_at=float(doc["thresholds"]["review"]),
+                hold_at=float(doc["thresholds"]["hold"]),
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ModelError(
+                source, f"not a fraud model artifact: {exc}", fix="retrain: `python -m demo.train_model`"
+            ) from exc
+        if model.features != FEATURES:
+            raise ModelError(source, f"expects features {model.features}", fix=f"this code computes {FEATURES}")
+        return model
+
+    @classmethod
+    def load(cls, path: Path = MODEL_PATH) -> FraudModel:
+        if not path.is_file():
+            raise ModelError(str(path), "missing", fix="run `python -m demo.train_model`")
+        return cls.from_bytes(path.read_bytes(), str(path))
+
+    def score(self, features: pd.DataFrame) -> np.ndarray:
+        z = np.full(len(features), self.intercept, dtype=np.float64)
+        for name, mean, scale, weight in zip(self.features, self.mean, self.scale, self.coef, strict=True):
+            z = z + weight * ((features[name].to_numpy(dtype=np.float64) - mean) / scale)
+        return np.asarray(1.0 / (1.0 + np.exp(-z)))
+
+    def actions(self, scores: np.ndarray) -> np.ndarray:
+        return np.where(scores >= self.hold_at, "hold", np.where(scores >= self.review_at, "review", "approve"))
+
+
+def as_of_snapshots(payments: pd.DataFrame, snapshots: pd.DataFrame) -> pd.DataFrame:
+    """``payments`` (same row order) with each customer's latest snapshot whose valid_from <= event_time.
+
+    Never "latest": a snapshot that starts after the event is invisible to it, so a replay a
+    month later joins exactly what the first run joined. ``features_as_of`` is that snapshot's
+    valid_from, or NaN when the customer had none yet.
+    """
+    left = payments.assign(_row=np.arange(len(payments)), _t=payments["event_time"].astype("int64"))
+    right = snapshots.rename(columns={"valid_from": "features_as_of"})
+    right = right.assign(_t=right["features_as_of"].astype("int64")).sort_values(["_t", "customer_id"], kind="stable")
+    joined = pd.merge_asof(
+        left.sort_values(["_t", "_row"], kind="stable"), right, on="_t", by="customer_id", direction="backward"
+    )
+    return joined.sort_values("_row", kind="stable").drop(columns=["_row", "_t"]).reset_index(drop=True)
+
+
+def feature_frame(joined: pd.DataFrame) -> pd.DataFrame:
+    """The model's inputs from payments joined with their as-of snapshot."""
+    amount = joined["amount_minor"].astype(np.float64)
+    habit = joined["avg_amount_30d"].astype(np.float64).fillna(amount)
+    hour = (joined["event_time"].astype("int64") // 3_600_000) % 24
+    home = joined["home_country"].where(joined["home_country"].notna(), joined["country"])
+    return pd.DataFrame({
+        "log_amount": np.log1p(amount),
+        "amount_ratio": amount / np.maximum(habit, 1.0),
+        "foreign": (joined["country"] != home).astype(np.float64),
+        "card_not_present": (~joined["card_present"].astype(bool)).astype(np.float64),
+        "night": (hour < 5).astype(np.float64),
+        "chargebacks_365d": joined["chargebacks_365d"].astype(np.float64).fillna(0.0),
+        "log_txn_count_30d": np.log1p(joined["txn_count_30d"].astype(np.float64).fillna(0.0)),
+        "log_account_age_days": np.log1p(joined["account_age_days"].astype(np.float64).fillna(0.0)),
+    })  # fmt: skip
+
+
+def load_snapshots(path: Path = FEATURES_PATH) -> pd.DataFrame:
+    if not path.is_file():
+        raise ModelError(str(path), "feature snapshots missing", fix="run `python -m demo.train_model`")
+    return pd.read_csv(path, dtype={"customer_id": str, "home_country": str, "valid_from": "int64"})
