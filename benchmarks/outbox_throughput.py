@@ -6,7 +6,8 @@ receiver in its own process, then measures
 * the receiver's ceiling: a plain load generator (keep-alive HTTP/1.1 clients, unique
   Idempotency-Keys, no Kafka) with 1 and with 8 connections (the sink keeps up to 8 in flight per task);
 * the outbox sink draining a pre-filled ``outbox.requests`` topic (3 partitions) with
-  tasks.max = 1 and 3: from the first to the last request the receiver saw.
+  tasks.max = 1 and 3: from the first to the last request the receiver saw. The sink's config is
+  the ``outbox-sink`` bundle rendered with its dev values, as the platform deploys it.
 
 Usage: .venv/bin/python benchmarks/outbox_throughput.py [--requests 3000]
 """
@@ -21,6 +22,7 @@ import sys
 import threading
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -28,15 +30,15 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.harness import bench_stack, print_table  # noqa: E402
+from connectors.render import RenderedConnector, load_bundle, render_bundle  # noqa: E402
+from deploy.bundle_ops import bundle_folder  # noqa: E402
 from deploy.connect_rest import ConnectClient  # noqa: E402
 from outbox_sink import (  # noqa: E402
     OutboxEmitter,
     OutboxRequest,
     ReceiptReader,
-    TargetAlias,
     create_outbox_topics,
     derive_decision_id,
-    outbox_sink_config,
 )
 
 BODY = json.dumps({"payment_id": "pay-0", "amount": 1250, "currency": "EUR"}).encode()
@@ -77,6 +79,25 @@ def ceiling(url: str, requests: int, connections: int) -> float:
     return per_client * connections / (time.perf_counter() - started)
 
 
+def sink_connector(
+    run: str, bootstrap: str, receiver_url: str, topics: dict[str, str], tasks: int
+) -> RenderedConnector:
+    """The outbox-sink bundle as the platform deploys it (dev values), on this run's topics, named for the run."""
+    bundle = load_bundle(bundle_folder("outbox-sink"))
+    bundle = replace(bundle, manifest=replace(bundle.manifest, owner_prefix=f"bench-outbox-{run}."))
+    sets = [
+        f"kafka.bootstrap_servers={bootstrap}",
+        f"topics.requests={topics['requests']}",
+        f"topics.receipts={topics['receipts']}",
+        f"topics.dlq={topics['dlq'].removeprefix('dlq.')}",
+        f"targets.payments-api.url={receiver_url}/payments",
+        f"targets.notifications-api.url={receiver_url}/notifications",
+        f"tasks_max={tasks}",
+    ]
+    [connector] = render_bundle(bundle, "dev", sets).connectors
+    return connector
+
+
 def sink_rate(bootstrap: str, connect_url: str, receiver_url: str, requests: int, tasks: int) -> tuple[float, float]:
     """(deliveries/s from the first to the last request the receiver saw, seconds until the last receipt)."""
     run = uuid.uuid4().hex[:8]
@@ -97,23 +118,15 @@ def sink_rate(bootstrap: str, connect_url: str, receiver_url: str, requests: int
         for request in batch:
             emitter.emit(request)
     client = ConnectClient(connect_url)
-    name = f"bench-outbox-{run}"
-    config = outbox_sink_config(
-        receipts_bootstrap_servers=bootstrap,
-        targets=[TargetAlias("payments-api", receiver_url + "/payments")],
-        topic=topics["requests"],
-        receipts_topic=topics["receipts"],
-        dlq_topic=topics["dlq"],
-        tasks_max=tasks,
-    )
+    connector = sink_connector(run, bootstrap, receiver_url, topics, tasks)
     started = time.perf_counter()
-    client.put_connector_config(name, config)
+    client.put_connector_config(connector.name, connector.config)
     try:
         with ReceiptReader(bootstrap, topic=topics["receipts"]) as reader:
             receipts = reader.wait_for([r.decision_id for r in batch], 600)
         elapsed = time.perf_counter() - started
     finally:
-        client.delete_connector(name)
+        client.delete_connector(connector.name)
     if len(receipts) != requests or not all(r.delivered for r in receipts.values()):
         raise SystemExit(f"only {sum(r.delivered for r in receipts.values())} of {requests} delivered")
     parsed = urlparse(receiver_url)

@@ -2,7 +2,7 @@
 
     ikkai jobs run infer [job options]      # exec `python -m spark_jobs.infer [job options]`
     ikkai jobs submit infer --master URL    # the spark-submit line (stdout); --execute runs it
-                                            # (builds dist/ikkai-app-*.zip and dist/ikkai-data-*.zip it ships)
+                                            # (builds dist/ikkai-app-*.zip, the code and data it ships)
 
 ``run`` replaces the CLI process with the job (exec), so signals and exit codes are the job's
 own. The connector jars from ``ikkai setup`` are passed explicitly; nothing is fetched at run time.
@@ -19,16 +19,10 @@ from pathlib import Path
 
 import click
 
-from ikkai.contract.codec import SCHEMAS_VAR
-from ikkai.resources import DATA_ALIAS, SHIPPED_SCHEMAS
-from spark_jobs.shipping import build_app_zip, build_data_archive
+from ikkai.resources import package_path
+from spark_jobs.shipping import build_app_zip
 
 JOBS = {"enrich": "spark_jobs.enrich", "infer": "spark_jobs.infer"}
-REPO = Path(__file__).resolve().parent.parent
-SHIPPED_ARGS = {  # job options that name files: point them at the copies in the data archive
-    "infer": (f"--model={DATA_ALIAS}/models/fraud/model.json",
-              f"--features={DATA_ALIAS}/models/fraud/customer_features.csv"),
-}  # fmt: skip
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -57,25 +51,27 @@ def spark_submit_binary() -> str:
     return str(Path(_find_spark_home()) / "bin" / "spark-submit")
 
 
+def job_script(job: str) -> Path:
+    """The job's entry point as a file, for spark-submit: from the checkout or the installed wheel."""
+    package, module = JOBS[job].rsplit(".", 1)
+    return package_path(package, f"{module}.py")
+
+
 def submit_command(
     job: str, master: str, job_args: tuple[str, ...], deploy_mode: str, dist: Path, python_env: Path | None = None
 ) -> list[str]:
-    """The spark-submit line; builds (or reuses) the application zip and the data archive it ships under ``dist``."""
+    """The spark-submit line; builds (or reuses) the application zip it ships under ``dist``.
+
+    The zip carries the data too (schemas, model), so the job needs no file arguments: wherever the
+    driver and the executors run, they find the data inside the packages they import.
+    """
     from spark_jobs.session import DEFAULTS, spark_jars
 
-    app_zip, data = build_app_zip(dist), build_data_archive(dist)
-    schemas = SHIPPED_SCHEMAS
-    conf = {**DEFAULTS, "spark.speculation": "false", f"spark.executorEnv.{SCHEMAS_VAR}": schemas}
-    archives = [f"{data}#{DATA_ALIAS}"]
+    app_zip = build_app_zip(dist)
+    conf = {**DEFAULTS, "spark.speculation": "false"}
     if deploy_mode == "client":
         conf["spark.pyspark.driver.python"] = sys.executable  # the driver runs here, in this environment
-    else:  # the driver runs on the cluster too
-        conf["spark.kubernetes.driverEnv." + SCHEMAS_VAR] = schemas
-        conf["spark.yarn.appMasterEnv." + SCHEMAS_VAR] = schemas
-    # The driver imports ikkai from the zip, so "next to the package" is inside it: name the shipped copies.
-    job_args = (*SHIPPED_ARGS.get(job, ()), *job_args)
     if python_env is not None:
-        archives.append(f"{python_env.resolve()}#ikkai-env")
         conf["spark.pyspark.python"] = "./ikkai-env/bin/python"
     elif master.startswith("local"):
         conf["spark.pyspark.python"] = sys.executable  # local executors are this machine's processes
@@ -83,8 +79,9 @@ def submit_command(
     command += ["--jars", ",".join(spark_jars())]
     for key, value in conf.items():
         command += ["--conf", f"{key}={value}"]
-    command += ["--archives", ",".join(archives), "--py-files", str(app_zip)]
-    command += [str(REPO / "spark_jobs" / f"{job}.py"), "--master", master, *job_args]
+    if python_env is not None:
+        command += ["--archives", f"{python_env.resolve()}#ikkai-env"]
+    command += ["--py-files", str(app_zip), str(job_script(job)), "--master", master, *job_args]
     return command
 
 
@@ -95,7 +92,7 @@ def submit_command(
 @click.option("--deploy-mode", type=click.Choice(["client", "cluster"]), default="client", show_default=True)
 @click.option(
     "--dist", type=click.Path(file_okay=False, path_type=Path), default=Path("dist"), show_default=True,
-    help="Where the application zip and the data archive are built.",
+    help="Where the application zip is built.",
 )  # fmt: skip
 @click.option(
     "--python-env", type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -108,7 +105,7 @@ def submit(
 ) -> None:  # fmt: skip
     """Print (or --execute) the spark-submit line for JOB; arguments after `--` go to the job.
 
-    The line ships ikkai's packages (--py-files), the schema catalog and the model (--archives)
+    The line ships ikkai's packages with the schema catalog and the model inside them (--py-files)
     and the pinned Kafka connector jars (--jars). Executors also need ikkai's Python dependencies:
     pass --python-env, or install them in the cluster's Python.
     """

@@ -11,7 +11,6 @@ import click
 
 from cli.output import emit, output_option
 from deploy.artifacts import ensure_jars
-from deploy.connect_plugins import ensure_ikkai_plugins
 from deploy.local_plugins import ensure_local_plugins
 from deploy.local_stack import StackStatus
 from deploy.prerequisites import check_java, check_maven
@@ -49,8 +48,7 @@ def setup() -> None:
     click.echo(f"java   {java.version} ({java.executable})")
     click.echo(f"jars   {jars.root}")
     for plugin in plugins:
-        click.echo(f"plugin {plugin}")
-    click.echo(f"plugin {ensure_ikkai_plugins(jars_dir(), jars)}  (JsonFieldToKey; external workers need it too)")
+        click.echo(f"plugin {plugin}")  # an external worker needs these on its plugin.path too
 
 
 @click.group()

@@ -186,16 +186,14 @@ class Demo:
 
     def _setup(self) -> None:
         from deploy.artifacts import ensure_jars
-        from deploy.connect_plugins import ensure_ikkai_plugins
         from deploy.local_plugins import ensure_local_plugins
         from deploy.prerequisites import check_java, check_maven
 
         java = check_java()
         check_maven()
         progress = LineWriter(self.say)
-        jars = ensure_jars(jars_dir(), progress=progress)  # type: ignore[arg-type]
+        ensure_jars(jars_dir(), progress=progress)  # type: ignore[arg-type]
         ensure_local_plugins(jars_dir(), progress=progress)  # type: ignore[arg-type]
-        ensure_ikkai_plugins(jars_dir(), jars, progress=progress)  # type: ignore[arg-type]
         self.say(f"setup: java {java.version}, jars and Connect plugins in {jars_dir()}")
 
     def _stack_up(self) -> None:
@@ -237,7 +235,7 @@ class Demo:
 
     def _topics_and_master_data(self, stream: Any) -> None:
         from demo.raw_payments import write_master_data
-        from outbox_sink.connector_config import create_outbox_topics
+        from outbox_sink.topics import create_outbox_topics
         from spark_jobs.job_shell import ensure_topics
 
         assert self.endpoints is not None

@@ -1,6 +1,6 @@
-"""Train the shipped fraud model on the simulated world and write it to ``models/fraud/``.
+"""Train the shipped fraud model on the simulated world and write it to ``spark_jobs/model/artifacts/fraud/``.
 
-    python -m demo.train_model [--seed 7] [--out models/fraud]
+    python -m demo.train_model [--seed 7] [--out spark_jobs/model/artifacts/fraud]
 
 The world (``payments_simulation``) is the only labeled data the repository has; the training
 itself (``spark_jobs.model.training``) takes any labeled payments. Prints the new model version.
@@ -28,7 +28,7 @@ def train_on_world(seed: int) -> tuple[bytes, bytes, float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--out", type=Path, default=MODEL_PATH.parent)
+    parser.add_argument("--out", type=Path, default=MODEL_PATH.parent)  # the artifact folder inside the package
     args = parser.parse_args(argv)
     artifact, snapshots, auc = train_on_world(args.seed)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -19,8 +19,9 @@ from deploy.clusters import ClusterTarget, cluster_for, clusters_file, load_clus
 from deploy.connect_rest import ConnectClient
 from deploy.reconcile import Reconciler
 from ikkai.errors import ConfigError
+from ikkai.resources import package_path
 
-BUNDLES = Path(__file__).resolve().parents[1] / "connectors" / "bundles"
+BUNDLES = package_path("connectors", "bundles")  # the shipped bundles, from the checkout or the wheel
 
 
 @dataclass(frozen=True)

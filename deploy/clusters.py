@@ -15,9 +15,10 @@ from typing import Any
 import yaml
 
 from ikkai.errors import ConfigError
+from ikkai.resources import package_path
 
 CLUSTERS_VAR = "IKKAI_CLUSTERS"
-DEFAULT_CLUSTERS = Path(__file__).resolve().parents[1] / "connectors" / "clusters.yaml"
+DEFAULT_CLUSTERS = package_path("connectors", "clusters.yaml")
 LOCAL = "local"
 _KEYS = {"connect_url", "wait_timeout_seconds"}
 

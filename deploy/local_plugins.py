@@ -1,12 +1,20 @@
-"""Kafka Connect plugins built from this repository's own sources (today: the outbox sink).
+"""ikkai's own Kafka Connect plugins, each a Maven module built from the sources that ship with ikkai.
 
-``ensure_local_plugins`` runs ``mvn package`` (JUnit tests included) once per content of the
-plugin's sources: the Java module under ``outbox_sink/connector/`` and the schemas it copies in
-from ``schemas/``. The result lands in ``<jars_dir>/local-plugins/<fingerprint>/<plugin>/`` (the
-plugin jar plus its runtime dependencies; the worker provides connect-api, kafka-clients and
-slf4j), and ``<jars_dir>/local-plugins/<fingerprint>`` is one ``plugin.path`` entry. A
-``.complete`` marker makes every later call return at once; changed sources give a new
-fingerprint and a fresh folder, so a worker never loads a half-built or stale plugin.
+Two plugins, one way to build them:
+
+- ``ikkai-outbox-sink`` (``outbox_sink/connector/``): the outbox sink connector; it copies the
+  outbox schemas in from the schema catalog (``ikkai.contract.codec.schemas_dir()``);
+- ``ikkai-smt`` (``connectors/plugins/ikkai-smt/``): single message transforms for source
+  bundles (``JsonFieldToKey``). Kafka Connect calls these "transforms"; ikkai's Spark
+  transforms are something else (``transforms/``).
+
+``ensure_local_plugins`` runs ``mvn package`` (JUnit tests included) once per content of a
+plugin's sources. The result lands in ``<jars_dir>/local-plugins/<plugin>-<fingerprint>/<plugin>/``
+(the plugin jar plus its runtime dependencies; the worker provides connect-api, kafka-clients,
+Jackson and slf4j), and ``<jars_dir>/local-plugins/<plugin>-<fingerprint>`` is one ``plugin.path``
+entry. A ``.complete`` marker makes every later call return at once; changed sources give a new
+fingerprint and a fresh folder, so a worker never loads a half-built or stale plugin. The
+sources are found through the installed packages, so a wheel builds the same plugins as a checkout.
 
 Maven builds into a staging folder outside the source tree, so two processes building at the
 same time (two test sessions, say) never share a ``target/``.
@@ -15,6 +23,7 @@ same time (two test sessions, say) never share a ``target/``.
 from __future__ import annotations
 
 import hashlib
+import importlib.resources
 import os
 import shutil
 import subprocess
@@ -24,27 +33,34 @@ from pathlib import Path
 from typing import TextIO
 
 from deploy.prerequisites import check_java, check_maven
+from ikkai.contract.codec import schemas_dir
 from ikkai.errors import IkkaiError
 
-REPO = Path(__file__).resolve().parents[1]
 COMPLETE = ".complete"
 
 
 @dataclass(frozen=True)
 class LocalPlugin:
-    """A Maven module that builds one Connect plugin, and the other source folders it reads."""
+    """A Maven module that builds one Connect plugin, and the schema folders it copies in (``-Dikkai.schemas.dir``)."""
 
     name: str
     module: Path
-    inputs: tuple[Path, ...]
+    inputs: tuple[Path, ...] = ()
+    schemas: Path | None = None
+
+
+def _package_dir(package: str, *parts: str) -> Path:
+    return Path(str(importlib.resources.files(package).joinpath(*parts)))
 
 
 OUTBOX_SINK = LocalPlugin(
     name="ikkai-outbox-sink",
-    module=REPO / "outbox_sink" / "connector",
-    inputs=(REPO / "schemas" / "outbox_request", REPO / "schemas" / "outbox_receipt"),
+    module=_package_dir("outbox_sink", "connector"),
+    inputs=(schemas_dir() / "outbox_request", schemas_dir() / "outbox_receipt"),
+    schemas=schemas_dir(),
 )
-PLUGINS = (OUTBOX_SINK,)
+SMT = LocalPlugin(name="ikkai-smt", module=_package_dir("connectors", "plugins", "ikkai-smt"))
+PLUGINS = (OUTBOX_SINK, SMT)
 
 
 class PluginBuildError(IkkaiError):
@@ -54,7 +70,7 @@ class PluginBuildError(IkkaiError):
         where = f" (full output: {log})" if log else ""
         super().__init__(
             f"building the Connect plugin {plugin} failed: {problem}{where}",
-            fix="fix the build (`mvn package` in outbox_sink/connector shows the same error), then rerun `ikkai setup`",
+            fix="fix the build (`mvn package` in the plugin's module shows the same error), then rerun `ikkai setup`",
         )
         self.plugin = plugin
         self.problem = problem
@@ -68,11 +84,19 @@ def _source_files(plugin: LocalPlugin) -> list[Path]:
     return [f for f in files if f.is_file()]
 
 
+def _name(path: Path, plugin: LocalPlugin) -> str:
+    """A source file's name relative to its module or input folder: the same in a checkout and a wheel."""
+    for root in (plugin.module, *(folder.parent for folder in plugin.inputs)):
+        if path.is_relative_to(root):
+            return path.relative_to(root).as_posix()
+    return path.name
+
+
 def fingerprint(plugin: LocalPlugin) -> str:
-    """A short digest of the plugin's source files' names (relative to the repo) and contents."""
+    """A short digest of the plugin's source files' names and contents."""
     digest = hashlib.sha256()
     for path in _source_files(plugin):
-        digest.update(path.relative_to(REPO).as_posix().encode())
+        digest.update(_name(path, plugin).encode())
         digest.update(b"\0")
         digest.update(path.read_bytes())
         digest.update(b"\0")
@@ -107,6 +131,8 @@ def _ensure(jars_dir: Path, plugin: LocalPlugin, progress: TextIO) -> Path:
     log_path = target.parent / f"maven-{target.name}.log"
     shutil.rmtree(staging, ignore_errors=True)
     command = [str(mvn), "-B", "-f", str(plugin.module / "pom.xml"), "package", f"-Dikkai.build.dir={build_dir}"]
+    if plugin.schemas is not None:
+        command.append(f"-Dikkai.schemas.dir={plugin.schemas}")
     progress.write(f"building the Connect plugin {plugin.name} with Maven (JUnit tests included)\n")
     progress.flush()
     with log_path.open("w") as log:

@@ -34,7 +34,6 @@ from typing import TextIO
 
 from deploy import processes
 from deploy.artifacts import JarSet, ensure_jars
-from deploy.connect_plugins import ensure_ikkai_plugins
 from deploy.errors import PortInUseError, StackError
 from deploy.leaders import partition_leaders, transaction_coordinator, under_replicated
 from deploy.local_plugins import local_plugin_dirs_for_stack
@@ -415,7 +414,6 @@ class LocalStack:
                 ports,
                 [
                     jars.plugins,
-                    ensure_ikkai_plugins(self.jars_dir, jars),
                     *local_plugin_dirs_for_stack(self.jars_dir, progress=self.progress),
                     *self.extra_plugin_dirs,
                 ],

@@ -5,10 +5,10 @@ outbox sink (a Kafka Connect connector, Java, in ``connector/``) delivers each t
 allow-listed HTTP target with one ``Idempotency-Key`` per side effect (``derive_idempotency_key``
 of decision_id and effect) and writes a ``Receipt`` to ``outbox.receipts``, read back with
 ``ReceiptReader`` (DELIVERED wins when two receipts of one effect disagree: ``prevailing``).
+The sink's connector config is the ``outbox-sink`` bundle (connectors/bundles/outbox-sink), nowhere else.
 (The demo's stand-in for the payments and notification APIs is ``demo.receiver``, not part of this package.)
 """
 
-from outbox_sink.connector_config import TargetAlias, create_outbox_topics, outbox_sink_config
 from outbox_sink.contract import (
     DLQ_TOPIC,
     RECEIPTS_TOPIC,
@@ -29,6 +29,7 @@ from outbox_sink.errors import (
     ReceiptReadError,
 )
 from outbox_sink.receipts import ReceiptReader, decode_receipt
+from outbox_sink.topics import create_outbox_topics
 
 __all__ = [
     "DLQ_TOPIC",
@@ -44,13 +45,11 @@ __all__ = [
     "Receipt",
     "ReceiptReadError",
     "ReceiptReader",
-    "TargetAlias",
     "TransactionalConsumer",
     "create_outbox_topics",
     "decode_receipt",
     "derive_decision_id",
     "derive_idempotency_key",
-    "outbox_sink_config",
     "prevailing",
     "rewind",
 ]

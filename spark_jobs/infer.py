@@ -124,7 +124,9 @@ def run_infer(options: InferOptions) -> None:
 @click.option("--continuous", is_flag=True, help="Keep running (1 s trigger) instead of stopping when caught up.")
 @batch_bound_options
 @click.option("--master", default="local[2]", show_default=True)
-@click.option("--model", help="Model artifact (model.json) [default: models/fraud/model.json of this checkout].")
+@click.option(
+    "--model", help="Model artifact (model.json) [default: the shipped one, spark_jobs/model/artifacts/fraud]."
+)
 @click.option("--features", help="Feature snapshots (CSV) [default: the model's customer_features.csv].")
 @click.option("--crash-after-batch", type=int, hidden=True)
 def main(**kw: Any) -> None:

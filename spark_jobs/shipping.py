@@ -1,15 +1,16 @@
-"""What a cluster needs to run an ikkai job, packed for spark-submit, and how the job finds it again.
+"""What a cluster needs to run an ikkai job, packed for spark-submit.
 
-``ikkai jobs submit`` ships two archives next to the job script:
+``ikkai jobs submit`` ships one **application zip** (``--py-files``) next to the job script:
+ikkai's Python packages, so executors (and a driver in cluster mode) import the same code the job
+was written against, with the data that ships inside those packages (the Avro catalog in
+``ikkai/contract/schemas/``, the model artifact and its feature snapshots in
+``spark_jobs/model/artifacts/``, the transform spec and tables). Code and data cannot drift apart:
+a job finds its data through ``ikkai.resources.package_path``, from the zip as from a checkout.
 
-- the **application zip** (``--py-files``): ikkai's Python packages, so executors (and a driver in
-  cluster mode) import the same code the job was written against;
-- the **data archive** (``--archives …#ikkai-data``): ``schemas/`` (the Avro catalog every
-  reader and writer decodes with) and ``models/`` (the model artifact and its feature snapshots).
-
-Both are built deterministically (sorted entries, fixed timestamps), so the same checkout gives the
-same bytes and the same content hash in the file name: a cluster-side cache can keep them.
-Where an archive lands on the cluster, and how a job finds it there: ``ikkai.resources``.
+The packages are read through ``importlib.resources``, so the zip is the same whether ikkai runs
+from a checkout or an installed wheel. It is built deterministically (sorted entries, fixed
+timestamps): the same code gives the same bytes and the same content hash in the file name, so a
+cluster-side cache can keep it.
 """
 
 from __future__ import annotations
@@ -17,32 +18,34 @@ from __future__ import annotations
 import hashlib
 import io
 import zipfile
-from collections.abc import Iterable
+from importlib.resources import files
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-PACKAGES = ("ikkai", "spark_jobs", "transforms")  
-DATA = ("schemas", "models")
+PACKAGES = ("ikkai", "spark_jobs", "transforms")  # what a job imports; never the control plane, stack or demo
+_SKIPPED_SUFFIXES = (".pyc", ".pyo")
 _EPOCH = (1980, 1, 1, 0, 0, 0)  # zip's earliest timestamp: entries carry no build time
 
 
-def _files(root: Path, folders: Iterable[str]) -> list[Path]:
-    found = []
-    for folder in folders:
-        for path in sorted((root / folder).rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts and path.suffix not in {".pyc", ".pyo"}:
-                found.append(path)
+def _entries(folder: Traversable, prefix: str) -> list[tuple[str, bytes]]:
+    found: list[tuple[str, bytes]] = []
+    for entry in folder.iterdir():
+        name = f"{prefix}/{entry.name}"
+        if entry.is_dir() and entry.name != "__pycache__":
+            found += _entries(entry, name)
+        elif entry.is_file() and not entry.name.endswith(_SKIPPED_SUFFIXES):
+            found.append((name, entry.read_bytes()))
     return found
 
 
-def _deterministic_zip(files: list[Path], root: Path) -> bytes:
+def _deterministic_zip(entries: list[tuple[str, bytes]]) -> bytes:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        for path in files:
-            info = zipfile.ZipInfo(path.relative_to(root).as_posix(), date_time=_EPOCH)
+        for name, content in sorted(entries):
+            info = zipfile.ZipInfo(name, date_time=_EPOCH)
             info.external_attr = 0o644 << 16
             info.compress_type = zipfile.ZIP_DEFLATED
-            archive.writestr(info, path.read_bytes())
+            archive.writestr(info, content)
     return buffer.getvalue()
 
 
@@ -56,11 +59,7 @@ def _write(dist: Path, stem: str, content: bytes) -> Path:
     return target
 
 
-def build_app_zip(dist: Path, root: Path = REPO) -> Path:
-    """``dist/ikkai-app-<hash>.zip``: the Python packages, importable straight from the zip."""
-    return _write(dist, "ikkai-app", _deterministic_zip(_files(root, PACKAGES), root))
-
-
-def build_data_archive(dist: Path, root: Path = REPO) -> Path:
-    """``dist/ikkai-data-<hash>.zip``: schemas/ and models/, unpacked on the cluster as ``ikkai-data/``."""
-    return _write(dist, "ikkai-data", _deterministic_zip(_files(root, DATA), root))
+def build_app_zip(dist: Path, packages: tuple[str, ...] = PACKAGES) -> Path:
+    """``dist/ikkai-app-<hash>.zip``: the packages with their data, importable straight from the zip."""
+    entries = [entry for package in packages for entry in _entries(files(package), package.replace(".", "/"))]
+    return _write(dist, "ikkai-app", _deterministic_zip(entries))

@@ -1,4 +1,4 @@
-"""Avro single-object encoding with the repo's ``schemas/`` folder as the schema catalog.
+"""Avro single-object encoding with this package's ``schemas/`` folder as the schema catalog.
 
 Every value ikkai writes to an event, decision, outbox or DLQ topic is
 
@@ -7,9 +7,10 @@ Every value ikkai writes to an event, decision, outbox or DLQ topic is
 
 (the Avro spec's "single object encoding"), so any reader — Python, Spark, the JVM outbox
 sink — finds the exact writer schema by fingerprint and resolves the record to the schema
-it knows. The catalog is every ``schemas/<name>/v<N>.avsc``; a record written years ago
-still decodes as long as its schema file stays in the repo (files are never edited once
-shipped: a change is a new ``v<N+1>.avsc``, checked by ``schema_compatibility``).
+it knows. The catalog is every ``ikkai/contract/schemas/<name>/v<N>.avsc``, shipped inside the
+package (so a wheel and the application zip of ``ikkai jobs submit`` carry it); a record written
+years ago still decodes as long as its schema file stays in the catalog (files are never edited
+once shipped: a change is a new ``v<N+1>.avsc``, checked by ``schema_compatibility``).
 
 ``RecordCodec`` is the one interface callers use; ``SingleObjectCodec`` implements it over a
 ``SchemaCatalog``. A schema-registry-backed codec can implement the same two methods later.
@@ -26,7 +27,6 @@ from __future__ import annotations
 import copy
 import io
 import json
-import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -38,9 +38,8 @@ import fastavro
 from fastavro.schema import to_parsing_canonical_form
 
 from ikkai.errors import IkkaiError
-from ikkai.resources import SHIPPED_SCHEMAS, shipped_path
+from ikkai.resources import package_path
 
-SCHEMAS_VAR = "IKKAI_SCHEMAS_DIR"
 MARKER = b"\xc3\x01"
 HEADER_LENGTH = len(MARKER) + 8
 _VERSION_FILE = re.compile(r"^v([1-9][0-9]*)\.avsc$")
@@ -76,7 +75,7 @@ class UnknownWriterSchemaError(SchemaError):
     def __init__(self, schema: str, fingerprint: str) -> None:
         super().__init__(
             schema,
-            f"no schema file under schemas/ has fingerprint {fingerprint}",
+            f"no schema file in the catalog has fingerprint {fingerprint}",
             fix="the record was written with a schema this code does not ship; add that schema's .avsc, never edit one",
         )
         self.fingerprint = fingerprint
@@ -160,7 +159,7 @@ class SchemaCatalog:
     def from_dir(cls, root: Path) -> SchemaCatalog:
         if not root.is_dir():
             raise SchemaError(
-                str(root), "the schema folder does not exist", fix=f"set {SCHEMAS_VAR} to the repo's schemas/"
+                str(root), "the schema folder does not exist", fix="name a folder of <name>/v<N>.avsc files"
             )
         return cls(load_schema_file(path) for path in sorted(root.glob("*/v*.avsc")))
 
@@ -248,24 +247,15 @@ class SingleObjectCodec:
 
 
 def schemas_dir() -> Path:
-    """The catalog folder: $IKKAI_SCHEMAS_DIR, else the repo's ``schemas/`` next to this package.
-
-    Under spark-submit (``ikkai jobs submit``) the package is imported from a zip, and the catalog
-    is the shipped ``ikkai-data/schemas``: in the working directory or under Spark's file root,
-    depending on the cluster manager. A relative $IKKAI_SCHEMAS_DIR is looked up the same way.
-    """
-    configured = os.environ.get(SCHEMAS_VAR)
-    if configured:
-        return shipped_path(configured).resolve()
-    beside = Path(__file__).resolve().parents[2] / "schemas"
-    return beside if beside.is_dir() else shipped_path(SHIPPED_SCHEMAS).resolve()
+    """The catalog folder ``ikkai/contract/schemas/``, from the checkout, the installed wheel or the application zip."""
+    return package_path("ikkai.contract", "schemas")
 
 
-@lru_cache(maxsize=4)
-def _catalog_at(root: str) -> SchemaCatalog:
-    return SchemaCatalog.from_dir(Path(root))
+@lru_cache(maxsize=1)
+def _shipped_catalog() -> SchemaCatalog:
+    return SchemaCatalog.from_dir(schemas_dir())
 
 
 def default_codec() -> SingleObjectCodec:
-    """The codec over the repo's schema catalog (loaded once per process and folder)."""
-    return SingleObjectCodec(_catalog_at(str(schemas_dir())))
+    """The codec over the shipped schema catalog (loaded once per process)."""
+    return SingleObjectCodec(_shipped_catalog())

@@ -1,7 +1,7 @@
 """The fraud model: point-in-time features and a versioned, deterministic scorer (pure pandas/numpy).
 
-The artifact (``models/fraud/model.json``, written by ``python -m demo.train_model`` through
-``spark_jobs.model.training``) is a
+The artifact (``spark_jobs/model/artifacts/fraud/model.json``, shipped inside this package and
+written by ``python -m demo.train_model`` through ``spark_jobs.model.training``) is a
 logistic regression trained by scikit-learn: feature names, standardization, weights and the
 action thresholds, as canonical JSON. Its ``model_version`` is the sha-256 of those bytes, so
 a retrained or edited model is a different version, and the same bytes always score the same.
@@ -22,9 +22,11 @@ import numpy as np
 import pandas as pd
 
 from ikkai.errors import IkkaiError
+from ikkai.resources import package_path
 
-MODEL_PATH = Path(__file__).resolve().parents[2] / "models" / "fraud" / "model.json"
-FEATURES_PATH = MODEL_PATH.with_name("customer_features.csv")
+ARTIFACTS = package_path("spark_jobs.model", "artifacts", "fraud")  # a real folder, even from the submit zip
+MODEL_PATH = ARTIFACTS / "model.json"
+FEATURES_PATH = ARTIFACTS / "customer_features.csv"
 FEATURES = (
     "log_amount", "amount_ratio", "foreign", "card_not_present", "night", "chargebacks_365d", "log_txn_count_30d",
     "log_account_age_days",

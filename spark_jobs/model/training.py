@@ -3,7 +3,7 @@
 ``train(payments, snapshots, seed)`` takes labeled payments (the columns of ``fraud_model.FEATURES``'
 sources plus ``is_fraud``) and the customer feature snapshots, and returns the artifact and the
 snapshots as they ship. The shipped model is trained on the demo's simulated world:
-``python -m demo.train_model [--seed 7] [--out models/fraud]``.
+``python -m demo.train_model [--seed 7] [--out DIR]`` (default: the shipped ``artifacts/fraud/``).
 
 scikit-learn fits a standardized logistic regression; the artifact is
 canonical JSON (no pickle: loading it runs no code), and its sha-256 is the model version.

@@ -4,30 +4,34 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError
 
+from connectors.render import ConnectorBundle, RenderedBundle, load_bundle, render_bundle
 from demo.pipeline_io import unique
 from demo.receiver import ReferenceReceiver
+from deploy.bundle_ops import bundle_folder
 from deploy.connect_rest import ConnectClient
+from deploy.reconcile import Reconciler
 from ikkai.settings import Endpoints
-from outbox_sink import (
-    OutboxEmitter,
-    OutboxRequest,
-    ReceiptReader,
-    TargetAlias,
-    create_outbox_topics,
-    derive_decision_id,
-    outbox_sink_config,
-)
-from outbox_sink.connector_config import CONNECTOR_CLASS
-from tests.connect_helpers import wait_running
+from outbox_sink import OutboxEmitter, OutboxRequest, ReceiptReader, create_outbox_topics, derive_decision_id
 
 MODEL = "fraud@test"
+# The fixture's keywords and the outbox-sink bundle values they set: every knob a test turns is a
+# value of the bundle, so the tests deploy the config the platform deploys.
+SETTING_VALUES = {
+    "tasks_max": "tasks_max",
+    "backoff_initial_ms": "retry.backoff_initial_ms",
+    "backoff_max_ms": "retry.backoff_max_ms",
+    "retry_max_duration_ms": "retry.max_duration_ms",
+    "http_request_timeout_ms": "http.request_timeout_ms",
+    "max_in_flight_requests": "http.max_in_flight_requests",
+}
 
 
 def make_request(i: int, key: str, *, target: str = "payments-api", prefix: str = "holds") -> OutboxRequest:
@@ -117,50 +121,77 @@ def receiver(tmp_path: Path) -> Iterator[ReferenceReceiver]:
         yield r
 
 
+def outbox_bundle(owner_prefix: str) -> ConnectorBundle:
+    """The shipped outbox-sink bundle under its own owner prefix, so tests never touch each other's connectors."""
+    bundle = load_bundle(bundle_folder("outbox-sink"))
+    return replace(bundle, manifest=replace(bundle.manifest, owner_prefix=owner_prefix))
+
+
+def bundle_values(settings: Mapping[str, object]) -> list[str]:
+    """``--set`` values of the outbox-sink bundle for a test's settings; a knob the bundle has no value for fails."""
+    sets = []
+    for name, value in settings.items():
+        if name not in SETTING_VALUES:
+            raise TypeError(f"{name} is not a setting of the outbox sink fixture: one of {', '.join(SETTING_VALUES)}")
+        sets.append(f"{SETTING_VALUES[name]}={value}")
+    return sets
+
+
+def render_sink(bootstrap: str, receiver_url: str, topics: Mapping[str, str], sets: Sequence[str]) -> RenderedBundle:
+    """The outbox-sink bundle with dev values, the receiver as both APIs and the test's own topics and connector."""
+    return render_bundle(
+        outbox_bundle(unique("test-outbox-sink") + "."),
+        "dev",
+        [
+            f"kafka.bootstrap_servers={bootstrap}",
+            *(f"topics.{k}={v}" for k, v in topics.items()),
+            f"targets.payments-api.url={receiver_url}/payments",
+            f"targets.notifications-api.url={receiver_url}/notifications",
+            "targets.notifications-api.method=PUT",
+            *sets,
+        ],
+    )
+
+
 def deploy_sink(
-    endpoints: Endpoints, receiver: ReferenceReceiver, *, partitions: int = 3, **settings: object
+    endpoints: Endpoints,
+    receiver: ReferenceReceiver,
+    *,
+    partitions: int = 3,
+    sets: Sequence[str] = (),
+    **settings: object,
 ) -> DeployedSink:
-    client = ConnectClient(endpoints.connect_url)
-    classes = {p["class"] for p in client.connector_plugins()}
-    assert CONNECTOR_CLASS in classes, (
-        f"the worker at {endpoints.connect_url} has no {CONNECTOR_CLASS}; `ikkai setup` builds it "
-        "(deploy/local_plugins.py) and the embedded stack puts it on plugin.path"
-    )
-    name = unique("outbox-sink")
-    requests_topic, receipts_topic, dlq_topic = (
-        unique("outbox.requests"),
-        unique("outbox.receipts"),
-        unique("dlq.outbox"),
-    )
+    """Render the outbox-sink bundle and apply it as ``ikkai bundle apply`` does (lint, validate, PUT, wait).
+
+    ``settings`` are the keywords of ``SETTING_VALUES``, ``sets`` any further bundle values.
+    """
+    topics = {"requests": unique("outbox.requests"), "receipts": unique("outbox.receipts"), "dlq": unique("outbox")}
+    dlq_topic = "dlq." + topics["dlq"]
     create_outbox_topics(
         endpoints.bootstrap_servers,
-        requests=requests_topic,
-        receipts=receipts_topic,
+        requests=topics["requests"],
+        receipts=topics["receipts"],
         dlq=dlq_topic,
         partitions=partitions,
     )
-    config = outbox_sink_config(
-        receipts_bootstrap_servers=endpoints.bootstrap_servers,
-        targets=[
-            TargetAlias("payments-api", receiver.url + "/payments"),
-            TargetAlias("notifications-api", receiver.url + "/notifications", method="PUT"),
-        ],
-        topic=requests_topic,
-        receipts_topic=receipts_topic,
-        dlq_topic=dlq_topic,
-        **settings,  # type: ignore[arg-type]
+    rendered = render_sink(endpoints.bootstrap_servers, receiver.url, topics, [*bundle_values(settings), *sets])
+    [connector] = rendered.connectors
+    client = ConnectClient(endpoints.connect_url)
+    classes = {p["class"] for p in client.connector_plugins()}
+    assert connector.connector_class in classes, (
+        f"the worker at {endpoints.connect_url} has no {connector.connector_class}; `ikkai setup` builds it "
+        "(deploy/local_plugins.py) and the embedded stack puts it on plugin.path"
     )
-    client.put_connector_config(name, config)
-    wait_running(client, name)
-    return DeployedSink(name, endpoints, client, receiver, requests_topic, receipts_topic, dlq_topic)
+    Reconciler(client).apply(rendered)
+    return DeployedSink(connector.name, endpoints, client, receiver, topics["requests"], topics["receipts"], dlq_topic)
 
 
 @pytest.fixture
 def outbox_sink(stack: Endpoints, receiver: ReferenceReceiver) -> Iterator[SinkFactory]:
-    """Deploys a sink (settings as for ``outbox_sink_config``) against ``receiver``; removed afterwards."""
+    """Deploys a sink (settings as for ``deploy_sink``) against ``receiver``; removed afterwards."""
     deployed: list[DeployedSink] = []
 
-    def factory(**settings: object) -> DeployedSink:
+    def factory(**settings: Any) -> DeployedSink:
         sink = deploy_sink(stack, receiver, **settings)
         deployed.append(sink)
         return sink

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import yaml
 
 from connectors.lint import blocking, lint_bundle
 from connectors.render import load_bundle, render_bundle
@@ -17,7 +14,7 @@ from deploy.connect_rest import ConnectClient
 from deploy.reconcile import Reconciler
 from ikkai.settings import Endpoints
 from outbox_sink import OutboxEmitter, ReceiptReader, create_outbox_topics
-from tests.outbox_sink.conftest import make_request, read_dead_letters
+from tests.outbox_sink.conftest import make_request, outbox_bundle, read_dead_letters
 
 BUNDLE = Path(__file__).resolve().parents[2] / "connectors" / "bundles" / "outbox-sink"
 DEV_SETS = ["kafka.bootstrap_servers=127.0.0.1:9092"]
@@ -32,16 +29,8 @@ def test_the_bundle_renders_and_passes_the_policy_lint(env: str, sets: list[str]
     assert blocking(lint_bundle(rendered)) == []
 
 
-def test_a_literal_secret_in_the_values_fails_the_lint() -> None:
-    sets = [*DEV_SETS, "targets.payments-api.auth_header=Authorization", "targets.payments-api.auth_secret=Bearer x"]
-    findings = blocking(lint_bundle(render_bundle(load_bundle(BUNDLE), "dev", sets)))
-    assert [(f.check, f.key) for f in findings] == [("secret-placeholder", "outbox.target.payments-api.auth.secret")]
-
-
 @pytest.mark.integration
-def test_the_applied_bundle_delivers_with_the_secret_from_a_config_provider(
-    stack: Endpoints, tmp_path: Path, shipped_copy: Callable[[str], Path]
-) -> None:
+def test_the_applied_bundle_delivers_with_the_secret_from_a_config_provider(stack: Endpoints, tmp_path: Path) -> None:
     secrets = tmp_path / "outbox-secrets.properties"
     secrets.write_text("payments_api_authorization=Bearer from-a-file\n")
     topics = {"requests": unique("outbox.requests"), "receipts": unique("outbox.receipts"), "dlq": unique("outbox")}
@@ -57,7 +46,7 @@ def test_the_applied_bundle_delivers_with_the_secret_from_a_config_provider(
             "targets.payments-api.auth_header=Authorization",
             f"targets.payments-api.auth_secret=${{file:{secrets}:payments_api_authorization}}",
         ]
-        rendered = render_bundle(load_bundle(shipped_copy(unique("test-outbox") + ".")), "dev", sets)
+        rendered = render_bundle(outbox_bundle(unique("test-outbox") + "."), "dev", sets)
         client = ConnectClient(stack.connect_url)
         reconciler = Reconciler(client)
         reconciler.apply(rendered)
@@ -85,18 +74,3 @@ def test_the_applied_bundle_delivers_with_the_secret_from_a_config_provider(
         )
         [dead] = read_dead_letters(stack.bootstrap_servers, "dlq." + topics["dlq"], expect=1)
         assert dead.headers["ikkai.dlq.status_code"] == "401"
-
-
-@pytest.fixture
-def shipped_copy(tmp_path: Path) -> Callable[[str], Path]:
-    """A copy of the shipped bundle with its own owner prefix, so tests never touch each other's connectors."""
-
-    def copy(owner_prefix: str) -> Path:
-        folder = tmp_path / "bundles" / "outbox-sink"
-        shutil.copytree(BUNDLE, folder)
-        manifest = yaml.safe_load((folder / "bundle.yaml").read_text())
-        manifest["owner_prefix"] = owner_prefix
-        (folder / "bundle.yaml").write_text(yaml.safe_dump(manifest))
-        return folder
-
-    return copy

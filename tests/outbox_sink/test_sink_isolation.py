@@ -61,11 +61,7 @@ def test_a_target_that_is_down_holds_back_only_its_own_partition(
 ) -> None:
     sink = outbox_sink(
         **RETRIES,
-        extra={
-            "outbox.targets": f"payments-api,notifications-api,{DOWN}",
-            f"outbox.target.{DOWN}.url": down_receiver.url + "/down",
-            f"outbox.target.{DOWN}.method": "POST",
-        },
+        sets=[f"targets.{DOWN}.url={down_receiver.url}/down", f"targets.{DOWN}.method=POST"],
     )
     stuck = [make_request(i, f"acct-{i}", target=DOWN, prefix="down") for i in range(3)]
     # Same key as the first stuck request, healthy target, same partition: per-key order keeps it waiting.

@@ -64,7 +64,7 @@ def test_a_worker_killed_mid_flight_loses_nothing_and_applies_each_once(
         backoff_initial_ms=200,
         backoff_max_ms=2_000,
         # A killed consumer's group membership must lapse before the restarted task gets its partitions.
-        extra={"consumer.override.session.timeout.ms": "10000", "consumer.override.heartbeat.interval.ms": "2000"},
+        sets=["consumer.session_timeout_ms=10000", "consumer.heartbeat_interval_ms=2000"],
     )
     receiver.faults(delay_s=0.1)  # slow enough (8 in flight: ~80 a second) that the kill lands mid-flight
     requests = [make_request(i, f"pay-{i % 20}") for i in range(REQUESTS)]

@@ -1,0 +1,26 @@
+"""The outbox's topics: requests, receipts and the dead-letter topic, created before the sink runs.
+
+The sink's connector config is not here: the ``outbox-sink`` bundle (connectors/bundles/outbox-sink)
+is its one definition, rendered by ``ikkai bundle apply``, the demo, the tests and the benchmark.
+"""
+
+from __future__ import annotations
+
+from ikkai.contract import kafka
+from outbox_sink.contract import DLQ_TOPIC, RECEIPTS_TOPIC, REQUESTS_TOPIC
+
+
+def create_outbox_topics(
+    bootstrap_servers: str,
+    *,
+    requests: str = REQUESTS_TOPIC,
+    receipts: str = RECEIPTS_TOPIC,
+    dlq: str = DLQ_TOPIC,
+    partitions: int = 3,
+) -> None:
+    """Create the outbox's topics if missing (``ikkai.contract.kafka.ensure_topics``: the brokers' replication).
+
+    Receipts are not compacted although keyed by decision_id: one decision may have a receipt per target.
+    """
+    kafka.ensure_topics(bootstrap_servers, (requests, receipts), partitions)
+    kafka.ensure_topics(bootstrap_servers, (dlq,), 1)
