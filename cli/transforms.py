@@ -3,6 +3,11 @@
     ikkai transforms list [-o json]
     ikkai transforms check [--spec FILE] [--module MOD ...] [-o json]   # exit 1 if any transform fails
 
+A spec (``--spec``, else the enrich job's own ``spark_jobs/enrich_transforms.yaml``) is validated
+first, before Spark starts: its transforms and parameters, and that every step reads only columns
+the enrich job gives its transforms (``spark_jobs.enrich_records.TRANSFORM_COLUMNS``) or an earlier
+step writes. Without ``--spec`` every registered transform is then checked, with it the spec's.
+
 ``--module`` (repeatable) imports more Python modules first (from installed packages or the current
 directory), so transforms registered outside ``transforms/`` are listed and checked too. Modules in
 IKKAI_TRANSFORM_MODULES (space-separated) are always loaded, here and in the jobs (``registered()``).
@@ -19,7 +24,7 @@ import click
 from cli.output import emit, output_option
 from transforms.check import CheckResult, check_transforms
 from transforms.registry import Transform, load_modules, registered
-from transforms.spec import load_spec
+from transforms.spec import TransformPipeline
 
 module_option = click.option(
     "--module", "modules", multiple=True, metavar="MODULE",
@@ -84,7 +89,8 @@ def _check_text(data: dict[str, Any]) -> str:
 @transforms.command()
 @click.option(
     "--spec", type=click.Path(dir_okay=False, path_type=Path),
-    help="Validate this pipeline spec and check only the transforms it names.",
+    help="Validate this enrich pipeline spec (transforms, parameters, columns) and check only the transforms it "
+    "names [default: validate the enrich job's spec, check every registered transform].",
 )  # fmt: skip
 @module_option
 @output_option
@@ -94,18 +100,22 @@ def check(spec: Path | None, modules: tuple[str, ...], output: str) -> None:
     Exit 1 when any transform fails, with one line per reason.
     """
     load_modules(modules, source="--module")
-    chosen = registered()
-    data: dict[str, Any] = {}
-    if spec is not None:
-        pipeline = load_spec(spec)
-        chosen = {step.name: step.transform for step in pipeline.steps}
-        data["spec"] = {"path": str(spec), "steps": pipeline.names}
+    pipeline = _enrich_spec(spec)
+    chosen = registered() if spec is None else {step.name: step.transform for step in pipeline.steps}
+    data: dict[str, Any] = {"spec": {"path": pipeline.source, "steps": pipeline.names}}
     click.echo(f"checking {len(chosen)} transform(s) on a local Spark", err=True)
     results = _run_checks(chosen)
     data.update({"passed": all(r.ok for r in results), "results": [r.as_dict() for r in results]})
     emit(data, output, _check_text)
     if not data["passed"]:
         sys.exit(1)
+
+
+def _enrich_spec(spec: Path | None) -> TransformPipeline:
+    """The spec, loaded and checked against the columns the enrich job gives its transforms (no Spark yet)."""
+    from spark_jobs.enrich import TRANSFORMS_SPEC, load_enrich_spec
+
+    return load_enrich_spec(TRANSFORMS_SPEC if spec is None else spec)
 
 
 def _run_checks(chosen: dict[str, Transform]) -> list[CheckResult]:

@@ -11,7 +11,8 @@ The stages of one micro-batch (docs/enrich.md is the user's guide):
    Spark's state store, so a restart resumes it at the checkpointed batch. Decisions do not depend
    on batch boundaries, so a crash-restart or a replay into fresh topics decides the same.
 3. The transforms of the spec file (``--transforms``, default ``enrich_transforms.yaml``) run on
-   the valid events: amount to minor units, card masking, merchant category.
+   the valid events, which have the columns ``enrich_records.TRANSFORM_COLUMNS`` (``ikkai transforms
+   check`` checks a spec against the same list): amount to minor units, card masking, merchant category.
 4. Each event is joined with its merchant's and customer's profile versions as of its event time
    and ingest time (``enrich_asof``; the versions are read once per batch on the driver and
    broadcast, and a master-data outage holds the batch, never rejects it).
@@ -46,6 +47,7 @@ from spark_jobs.enrich_records import (
     GATE_STATE_SCHEMA,
     ORDER_BY,
     SINK_SCHEMA,
+    TRANSFORM_COLUMNS,
     Settings,
     classify_with_state,
     encode_dead_letters,
@@ -76,6 +78,25 @@ if TYPE_CHECKING:
     from transforms import TransformPipeline
 
 TRANSFORMS_SPEC = package_file("spark_jobs", "enrich_transforms.yaml")  # also inside the submit zip
+PARSE_A_NEW_FIELD = (
+    "a raw field the enrich job does not parse yet is a change to the job itself "
+    "(spark_jobs/enrich_parse.py and enrich_records.PARSED_COLUMNS), not to a transform"
+)
+
+
+def load_enrich_spec(path: str | Path = TRANSFORMS_SPEC) -> TransformPipeline:
+    """The spec, validated, and every step checked to read only columns this job gives it (or an earlier step writes).
+
+    The job and ``ikkai transforms check`` both call this, so a spec the check passes is one the job
+    accepts: an unknown transform, a bad parameter or a column the job does not parse stops it here.
+    """
+    from transforms import load_spec
+    from transforms.check import check_columns
+
+    pipeline = load_spec(path)
+    columns = [name for name, _ in TRANSFORM_COLUMNS]
+    check_columns(pipeline, columns, given_by="the enrich job", fix=PARSE_A_NEW_FIELD)
+    return pipeline
 
 
 @dataclass(frozen=True)
@@ -123,7 +144,7 @@ class EnrichBatch:
         batch = batch.persist()  # the state store is updated once; events and dead letters read the same rows
         try:
             events = self.pipeline.apply(
-                batch.where(F.col("outcome") == EVENT).drop("key", "value", "outcome", "reason")
+                batch.where(F.col("outcome") == EVENT).select(*(name for name, _ in TRANSFORM_COLUMNS))
             )
             rows = events.mapInPandas(
                 lambda c: encode_events((join_as_of(chunk, snapshot.value) for chunk in c), codec, settings),
@@ -142,9 +163,9 @@ class EnrichBatch:
 def start_query(spark: SparkSession, options: EnrichOptions) -> StreamingQuery:
     from pyspark.sql import functions as F
 
-    from transforms import CURRENCY_EXPONENTS, load_spec
+    from transforms import CURRENCY_EXPONENTS
 
-    pipeline = load_spec(options.transforms)  # an unknown transform or a bad parameter stops the job here
+    pipeline = load_enrich_spec(options.transforms)  # a bad spec or a missing column stops the job here
     partitions = pinned_partitions(
         "enrich", options.bootstrap_servers, options.partitions, options.events_topic, options.input_topic
     )
@@ -211,9 +232,8 @@ def run_enrich(options: EnrichOptions) -> None:
 def main(**kw: Any) -> None:
     """Run the enrich job until the input is drained (or forever with --continuous)."""
     from ikkai.settings import ikkai_home
-    from transforms import load_spec
 
-    load_spec(kw["transforms_spec"])  # a bad spec fails here, before Spark or Kafka are touched
+    load_enrich_spec(kw["transforms_spec"])  # a bad spec fails here, before Spark or Kafka are touched
     bootstrap = bootstrap_servers("enrich", kw["bootstrap"])
     if kw["create_topics"]:
         if not kw["partitions"]:

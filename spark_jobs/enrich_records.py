@@ -5,7 +5,10 @@
   reason and the raw key/value). It runs ``enrich_parse`` and then the partition's
   ``EventTimeGate`` (``enrich_dedupe``), whose state the job keeps in Spark's state store.
 - ``encode_events``: enriched, transformed rows → ``payment_event`` records for the sink, keyed
-  by payment_id.
+  by payment_id. The record is built from the fields of the newest ``payment_event`` version in
+  the catalog, each from the row's column of the same name (``card_masked`` from the masked
+  ``card_number``), so a column a transform adds reaches the event once a new schema version
+  declares it (docs/adding-a-transform.md). A null takes the field's default.
 - ``encode_dead_letters``: rejected rows → ``dead_letter`` records for ``dlq.enrich``.
 
 Every input record yields exactly one output record (in = out + DLQ) with the sink's ordering
@@ -29,7 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ikkai.contract.codec import RecordCodec
+from ikkai.contract.codec import RecordCodec, SchemaVersion, SingleObjectCodec, default_codec
 from ikkai.contract.partitioning import kafka_partition
 from ikkai.errors import ConfigError
 from spark_jobs import enrich_reasons as r
@@ -49,6 +52,12 @@ CLASSIFIED_COLUMNS = (
     ("value", "binary"), ("outcome", "string"), ("reason", "string"), *PARSED_COLUMNS,
 )  # fmt: skip
 CLASSIFIED_SCHEMA = ", ".join(f"{name} {kind}" for name, kind in CLASSIFIED_COLUMNS)
+REJECTION_COLUMNS = ("key", "value", "outcome", "reason")
+TRANSFORM_COLUMNS = tuple((name, kind) for name, kind in CLASSIFIED_COLUMNS if name not in REJECTION_COLUMNS)
+"""The columns the enrich job hands its transforms: a valid event's position, ingest time and parsed fields."""
+EVENT_SCHEMA = "payment_event"
+FIELD_COLUMNS = {"card_masked": "card_number"}
+"""``payment_event`` fields written from a column of another name; every other field reads its namesake."""
 SINK_SCHEMA = (
     "topic string, key binary, value binary, timestamp long, input_partition int, input_offset long, seq int, "
     "headers map<string,string>"  # a dead letter's stage, error class and reason as Kafka headers; null on events
@@ -119,42 +128,67 @@ def dlq_key(key: bytes | None, topic: str, partition: int, offset: int, partitio
     return candidate
 
 
-def _nullable_long(value: Any) -> int | None:
-    return None if value is None or pd.isna(value) else int(value)
+def _is_null(value: Any) -> bool:
+    return value is None or (pd.api.types.is_scalar(value) and bool(pd.isna(value)))
 
 
-def _text(value: Any, default: str) -> str:
-    return default if value is None or (not isinstance(value, str) and pd.isna(value)) else str(value)
+def _base_type(avro_type: Any) -> str:
+    """The field's type name without null and logical types: ``["null", {"type": "long", ...}]`` → ``long``."""
+    if isinstance(avro_type, list):
+        branches = [branch for branch in avro_type if branch != "null"]
+        return _base_type(branches[0]) if len(branches) == 1 else "union"
+    if isinstance(avro_type, dict):
+        return _base_type(avro_type["type"])
+    return str(avro_type)
 
 
-def event_record(row: Any) -> dict[str, Any]:
-    """One enriched, transformed row → a ``payment_event`` record (latest schema)."""
+_CONVERT: dict[str, Any] = {"long": int, "int": int, "boolean": bool, "double": float, "float": float, "string": str}
+
+
+def event_record(row: Any, schema: SchemaVersion | None = None) -> dict[str, Any]:
+    """One enriched, transformed row → a ``payment_event`` record of ``schema`` (default: the newest version).
+
+    Each field is the row's column of the same name (``FIELD_COLUMNS`` for the one renamed), converted
+    to the field's type; a null becomes the field's default (the master-data fields: "unknown", "",
+    null). A field with no column, or null with no default, is a ``ConfigError``: the spec lacks the
+    transform that writes it.
+    """
     if row.amount_minor is None or pd.isna(row.amount_minor):
         raise ConfigError("enrich", "amount_minor", f"is null for the valid amount {row.amount} {row.currency}",
                           fix="the spec must run amount_to_minor_units with output amount_minor")  # fmt: skip
     if not _MASKED.match(row.card_number or ""):
         raise ConfigError("enrich", "card_number", "reached the event unmasked",
                           fix="the transforms spec must run mask_card_number(column: card_number)")  # fmt: skip
-    return {
-        "event_id": row.event_id, "payment_id": row.payment_id, "customer_id": row.customer_id,
-        "merchant_id": row.merchant_id, "amount_minor": int(row.amount_minor), "currency": row.currency,
-        "country": row.country, "card_present": bool(row.card_present), "event_time": int(row.event_time),
-        "channel": row.channel, "status": row.status, "merchant_category_code": row.merchant_category_code,
-        "merchant_category": row.merchant_category, "card_masked": row.card_number,
-        "merchant_risk_tier": _text(row.merchant_risk_tier, "unknown"),
-        "merchant_country": _text(row.merchant_country, ""),
-        "merchant_profile_as_of": _nullable_long(row.merchant_profile_as_of),
-        "customer_segment": _text(row.customer_segment, "unknown"),
-        "customer_home_country": _text(row.customer_home_country, ""),
-        "customer_profile_as_of": _nullable_long(row.customer_profile_as_of), "ingested_at": int(row.ingested_at),
-    }  # fmt: skip
+    version = schema or default_codec().catalog.get(EVENT_SCHEMA)
+    record: dict[str, Any] = {}
+    for field in version.schema["fields"]:
+        name = field["name"]
+        column = FIELD_COLUMNS.get(name, name)
+        if not hasattr(row, column):
+            raise ConfigError(
+                "enrich", name, f"{version.label} has this field but the enriched event has no column {column!r}",
+                fix="add the transform that writes it to the transforms spec (docs/adding-a-transform.md)",
+            )  # fmt: skip
+        value = getattr(row, column)
+        if _is_null(value):
+            if "default" not in field:
+                raise ConfigError("enrich", name, f"is null and {version.label} gives it no default",
+                                  fix="make the transform write a value, or give the field a default")  # fmt: skip
+            record[name] = field["default"]
+        else:
+            record[name] = _CONVERT.get(_base_type(field["type"]), lambda v: v)(value)
+    return record
 
 
-def encode_events(chunks: Iterator[pd.DataFrame], codec: RecordCodec, settings: Settings) -> Iterator[pd.DataFrame]:
+def encode_events(
+    chunks: Iterator[pd.DataFrame], codec: SingleObjectCodec, settings: Settings
+) -> Iterator[pd.DataFrame]:
     """``mapInPandas``: events → sink rows on ``settings.events_topic``, keyed by payment_id."""
+    schema = codec.catalog.get(EVENT_SCHEMA)
     for chunk in chunks:
         out = [
-            (settings.events_topic, row.payment_id.encode(), codec.encode("payment_event", event_record(row)), None,
+            (settings.events_topic, row.payment_id.encode(),
+             codec.encode(EVENT_SCHEMA, event_record(row, schema), version=schema.version), None,
              int(row.input_partition), int(row.input_offset), 0, None)
             for row in chunk.itertuples(index=False)
         ]  # fmt: skip

@@ -13,6 +13,10 @@ not read the clock or randomness: the modules ``time``, ``random``, ``uuid``, ``
 ``datetime``'s ``now``/``today``, or ``pyspark.sql.functions``' random and clock functions. A
 Python UDF that is non-deterministic in another way shows up as outputs that differ between
 runs, when the examples exercise it.
+
+``check_columns`` is the static half of a spec's check: given the columns a job hands its
+transforms, every step's input columns must be among them or written by an earlier step. It runs
+before Spark starts, so a spec that would fail the job's first batch fails the check at once.
 """
 
 from __future__ import annotations
@@ -22,7 +26,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from transforms.errors import TransformSpecError
 from transforms.registry import Example, Transform, registered
+from transforms.spec import TransformPipeline
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -91,6 +97,35 @@ def check_transforms(
     chosen = registered() if transforms is None else transforms
     listed = list(chosen.values()) if isinstance(chosen, Mapping) else list(chosen)
     return [check_transform(spark, transform) for transform in sorted(listed, key=lambda t: t.name)]
+
+
+def check_columns(pipeline: TransformPipeline, columns: Iterable[str], *, given_by: str, fix: str) -> None:
+    """Fail when a step reads a column that is neither among ``columns`` nor written by an earlier step.
+
+    ``columns`` are what the job hands its transform stage, ``given_by`` names the job in the
+    message and ``fix`` says how to get a column the job does not have yet. Only names are
+    checked, from the spec: no Spark, no data. The ``TransformSpecError`` names the spec, line,
+    step, parameter and column, what the job gives and what earlier steps add.
+    """
+    given = list(dict.fromkeys(columns))
+    written: dict[str, None] = {}  # columns earlier steps add, in order
+    for step in pipeline.steps:
+        for param, column in step.transform.input_columns(step.params):
+            if column in given or column in written:
+                continue
+            added = f"; earlier steps add {', '.join(written)}" if written else ""
+            raise TransformSpecError(
+                pipeline.source,
+                f"input column {column!r} (parameter {param}) is not a column {given_by} gives its transforms, "
+                f"which are: {', '.join(given)}{added}",
+                f"set {param} to one of those columns, or add a step before this one that writes {column!r}; {fix}",
+                index=step.index,
+                transform=step.name,
+                line=step.line,
+            )
+        written.update(
+            (column, None) for _, column in step.transform.output_columns(step.params) if column not in given
+        )
 
 
 def check_transform(spark: SparkSession, transform: Transform) -> CheckResult:

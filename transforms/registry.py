@@ -68,6 +68,10 @@ class Param:
     def is_input_column(self) -> bool:
         return self.type == InputColumn
 
+    @property
+    def is_output_column(self) -> bool:
+        return self.type == OutputColumn
+
     def accepts(self, value: object) -> bool:
         if self.type in (InputColumn, OutputColumn, str):  # Annotated types compare by value
             return isinstance(value, str) and (self.type is str or value.strip() != "")
@@ -151,6 +155,10 @@ class Transform:
     def input_columns(self, bound: Mapping[str, object]) -> list[tuple[str, str]]:
         """(parameter, column) for every column the transform reads."""
         return [(p.name, str(bound[p.name])) for p in self.params if p.is_input_column]
+
+    def output_columns(self, bound: Mapping[str, object]) -> list[tuple[str, str]]:
+        """(parameter, column) for every column the transform writes (adds, or replaces in place)."""
+        return [(p.name, str(bound[p.name])) for p in self.params if p.is_output_column]
 
     def __call__(self, df: DataFrame, **params: object) -> DataFrame:
         bound = self.bind(params, source="call")

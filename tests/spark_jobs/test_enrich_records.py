@@ -6,16 +6,18 @@ from __future__ import annotations
 import random
 from types import SimpleNamespace
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from demo.raw_payments import MixedStream, mixed_stream
+from ikkai.contract.codec import SchemaVersion, default_codec
 from ikkai.contract.partitioning import kafka_partition
 from ikkai.errors import ConfigError
 from spark_jobs import enrich_reasons as r
 from spark_jobs.enrich_asof import join_as_of
 from spark_jobs.enrich_dedupe import EventTimeGate
-from spark_jobs.enrich_records import EVENT, Settings, classify, dlq_key, event_record
+from spark_jobs.enrich_records import EVENT, EVENT_SCHEMA, Settings, classify, dlq_key, event_record
 from transforms import CURRENCY_EXPONENTS
 
 INGESTED = 1_790_000_000_000  # the ingest records' Kafka timestamp (2026-09), after every event time
@@ -114,6 +116,51 @@ def test_an_event_without_a_profile_gets_the_documented_defaults() -> None:
     record = event_record(_row())
     assert record["merchant_risk_tier"] == "unknown" and record["merchant_profile_as_of"] is None
     assert record["customer_segment"] == "premium" and record["customer_profile_as_of"] == 3
+
+
+def test_the_shipped_fields_are_written_as_before() -> None:
+    """Every field of the newest payment_event from its column, converted to its type; nulls to the defaults."""
+    row = _row(amount_minor=np.int64(100), card_present=np.bool_(True), event_time=np.int64(5),
+               merchant_profile_as_of=float("nan"), ingested_at=np.int64(9))  # fmt: skip
+    record = event_record(row)
+    assert record == {
+        "event_id": "e", "payment_id": "p", "customer_id": "c", "merchant_id": "m", "amount_minor": 100,
+        "currency": "EUR", "country": "DE", "card_present": True, "event_time": 5, "channel": "pos",
+        "status": "authorized", "merchant_category_code": "5411", "merchant_category": "Grocery",
+        "card_masked": "************1111", "merchant_risk_tier": "unknown", "merchant_country": "",
+        "merchant_profile_as_of": None, "customer_segment": "premium", "customer_home_country": "DE",
+        "customer_profile_as_of": 3, "ingested_at": 9,
+    }  # fmt: skip
+    assert [type(record[f]) for f in ("amount_minor", "card_present", "event_time")] == [int, bool, int]
+    default_codec().encode(EVENT_SCHEMA, record)  # fits the schema as it is
+
+
+def _with_field(field: dict[str, object]) -> SchemaVersion:
+    """The newest payment_event plus one field, as a data engineer's next version would be."""
+    newest = default_codec().catalog.get(EVENT_SCHEMA)
+    schema = {**newest.schema, "fields": [*newest.schema["fields"], field]}
+    return SchemaVersion.from_json(EVENT_SCHEMA, newest.version + 1, schema, "test")
+
+
+def test_a_field_of_a_new_schema_version_is_written_from_its_column() -> None:
+    newer = _with_field({"name": "is_weekend", "type": ["null", "boolean"], "default": None})
+    assert event_record(_row(is_weekend=np.bool_(True)), newer)["is_weekend"] is True
+    assert event_record(_row(is_weekend=None), newer)["is_weekend"] is None
+    bucket = _with_field({"name": "amount_bucket", "type": "string", "default": "none"})
+    assert event_record(_row(amount_bucket="small"), bucket)["amount_bucket"] == "small"
+    assert event_record(_row(amount_bucket=float("nan")), bucket)["amount_bucket"] == "none"  # null: the default
+
+
+def test_a_field_no_column_provides_names_the_field_and_the_fix() -> None:
+    newer = _with_field({"name": "is_weekend", "type": ["null", "boolean"], "default": None})
+    problem = r"is_weekend: payment_event v[0-9]+ has this field but the enriched event has no column 'is_weekend'"
+    with pytest.raises(ConfigError, match=problem + ": add the transform"):
+        event_record(_row(), newer)
+
+
+def test_a_null_for_a_field_without_a_default_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"event_id: is null and payment_event v[0-9]+ gives it no default"):
+        event_record(_row(event_id=None))
 
 
 def test_an_unmasked_card_number_never_reaches_an_event() -> None:

@@ -4,14 +4,27 @@ from __future__ import annotations
 
 import random
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from transforms import CheckResult, Example, InputColumn, OutputColumn, check_transforms, define, registered
-from transforms.check import python_nondeterminism
+from transforms import (
+    CheckResult,
+    Example,
+    InputColumn,
+    OutputColumn,
+    TransformSpecError,
+    check_transforms,
+    define,
+    load_spec,
+    parse_spec,
+    registered,
+)
+from transforms.check import check_columns, python_nondeterminism
 
 ROWS = [{"payment_id": f"p{i}"} for i in range(6)]
 
@@ -118,3 +131,39 @@ def test_the_python_scan_sees_clock_and_random_through_helpers_and_closures() ->
     assert python_nondeterminism(with_random_udf) == ["uses random"]
     assert python_nondeterminism(upper_id) == []
     assert all(python_nondeterminism(t.function) == [] for t in registered().values())
+
+
+SPEC = """\
+transforms:
+  - name: amount_to_minor_units
+    params: {amount: amount, currency: currency, output: amount_minor}
+  - name: normalize_country
+    params: {column: amount_minor}
+"""
+
+
+def test_a_step_may_read_what_the_job_gives_or_an_earlier_step_writes() -> None:
+    pipeline = parse_spec(yaml.safe_load(SPEC), "spec.yaml")
+    check_columns(pipeline, ["amount", "currency"], given_by="the job", fix="parse it first")
+
+
+def test_a_step_reading_a_column_nobody_gives_fails_naming_step_column_and_fix(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC.replace("column: amount_minor", "column: country"))
+    with pytest.raises(TransformSpecError) as caught:
+        check_columns(load_spec(spec), ["amount", "currency"], given_by="the job", fix="parse it first")
+    error = caught.value
+    assert (error.index, error.transform, error.line) == (1, "normalize_country", 4)
+    assert str(error) == (
+        f"{spec} line 4: transforms[1] normalize_country: input column 'country' (parameter column) is not a "
+        "column the job gives its transforms, which are: amount, currency; earlier steps add amount_minor: "
+        "set column to one of those columns, or add a step before this one that writes 'country'; parse it first"
+    )
+
+
+def test_a_column_written_only_by_a_later_step_is_missing() -> None:
+    minor = {"amount": "amount", "currency": "currency", "output": "amount_minor"}
+    swapped = {"transforms": [{"name": "normalize_country", "params": {"column": "amount_minor"}},
+                              {"name": "amount_to_minor_units", "params": minor}]}  # fmt: skip
+    with pytest.raises(TransformSpecError, match=r"transforms\[0\] normalize_country: input column 'amount_minor'"):
+        check_columns(parse_spec(swapped, "job"), ["amount", "currency"], given_by="the job", fix="parse it first")
