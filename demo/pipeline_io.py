@@ -14,7 +14,8 @@ from ikkai.contract import kafka
 from ikkai.contract.codec import default_codec
 from ikkai.contract.partitioning import kafka_partition
 
-Partitioned = dict[int, list[tuple[bytes, bytes]]]
+Record = tuple[bytes | None, bytes | None]  # (key, value); a tombstone or an unkeyed record holds None
+Partitioned = dict[int, list[Record]]
 
 
 def unique(prefix: str) -> str:
@@ -40,26 +41,27 @@ def by_partition(bootstrap: str, topic: str, isolation: str = "read_committed") 
     try:
         while len(done) < parts:
             message = consumer.poll(1.0)
-            if message is None:
+            if message is None or message.partition() is None:
                 continue
+            partition = int(message.partition())  # type: ignore[arg-type]  # checked just above
             if message.error():
-                done.add(message.partition())
+                done.add(partition)  # end of partition (enable.partition.eof)
                 continue
-            done.discard(message.partition())
-            seen[message.partition()].append((message.key(), message.value()))
+            done.discard(partition)
+            seen[partition].append((message.key(), message.value()))
     finally:
         consumer.close()
     return seen
 
 
-def flat(records: Partitioned) -> list[tuple[bytes, bytes]]:
+def flat(records: Partitioned) -> list[Record]:
     return [record for partition in sorted(records) for record in records[partition]]
 
 
 def produce_payments(bootstrap: str, topic: str, payments: list[dict[str, object]], partitions: int) -> None:
     """Payments as single-object Avro, keyed by payment_id, on Kafka's default partition of the key."""
     codec = default_codec()
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all"})
+    producer = Producer(kafka.producer_config(bootstrap))
     for payment in payments:
         key = str(payment["payment_id"]).encode()
         value = codec.encode("payment_event", payment, version=1)

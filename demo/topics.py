@@ -13,6 +13,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from demo.measures import TopicRecord
+from ikkai.contract import kafka
 from ikkai.errors import IkkaiError
 
 
@@ -25,14 +26,8 @@ class DemoKafkaError(IkkaiError):
 
 
 def _consumer(bootstrap: str) -> Consumer:
-    return Consumer({
-        "bootstrap.servers": bootstrap,
-        "group.id": f"ikkai.demo.{uuid.uuid4().hex[:12]}",
-        "enable.auto.commit": False,
-        "auto.offset.reset": "earliest",
-        "isolation.level": "read_committed",
-        "enable.partition.eof": True,
-    })  # fmt: skip
+    settings = {"enable.auto.commit": False, "auto.offset.reset": "earliest", "enable.partition.eof": True}
+    return Consumer(kafka.consumer_config(bootstrap, f"ikkai.demo.{uuid.uuid4().hex[:12]}", **settings))
 
 
 def _partitions(consumer: Consumer, topic: str) -> list[TopicPartition]:

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 
 from confluent_kafka import Consumer, KafkaError
 
+from ikkai.contract import kafka
 from ikkai.contract.codec import RecordCodec, default_codec
 from outbox_sink.contract import RECEIPT_SCHEMA, RECEIPTS_TOPIC, Receipt, prevailing
 from outbox_sink.errors import ReceiptReadError
@@ -39,13 +40,9 @@ class ReceiptReader:
     ) -> None:
         self.topic = topic
         self._codec = codec or default_codec()
-        self._consumer = Consumer({
-            "bootstrap.servers": bootstrap_servers,
-            "group.id": group_id or f"ikkai.receipts.{uuid.uuid4().hex[:12]}",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": group_id is not None,
-            "isolation.level": "read_committed",
-        })  # fmt: skip
+        group = group_id or f"ikkai.receipts.{uuid.uuid4().hex[:12]}"
+        settings = {"auto.offset.reset": "earliest", "enable.auto.commit": group_id is not None}
+        self._consumer = Consumer(kafka.consumer_config(bootstrap_servers, group, **settings))
         self._consumer.subscribe([topic])
         self.seen: dict[tuple[str, str], Receipt] = {}  # the prevailing receipt per (decision_id, effect_id)
         self.duplicates = 0  # receipts that changed nothing (redeliveries after a restart)

@@ -33,8 +33,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from ikkai.contract import kafka
 from ikkai.contract.codec import RecordCodec, default_codec
 from ikkai.errors import ConfigError, IkkaiError
 
@@ -104,20 +105,21 @@ def marker_key(app: str, query: str, partition: int) -> bytes:
     return f"{app}.{query}.{partition}".encode()
 
 
+# segment.ms: the active segment is never compacted; roll it every 10 minutes so old markers go.
+COMMITS_TOPIC_CONFIG = {"cleanup.policy": "compact", "min.compaction.lag.ms": "60000", "segment.ms": "600000"}
+
+
 def ensure_commits_topic(bootstrap: str, topic: str, partitions: int) -> None:
     """Create the query's commits topic (compacted, ``partitions`` partitions) unless it exists with that many."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     existing = admin.list_topics(timeout=30).topics.get(topic)
     if existing is None:
-        # segment.ms: the active segment is never compacted; roll it every 10 minutes so old markers go.
-        config = {"cleanup.policy": "compact", "min.compaction.lag.ms": "60000", "segment.ms": "600000"}
         try:
-            admin.create_topics([NewTopic(topic, partitions, -1, config=config)])[topic].result(timeout=30)
-        except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise CommitMarkerError(
-                    topic, f"cannot create it: {exc}", fix=f"create it compacted with {partitions} partitions"
-                ) from exc
+            kafka.ensure_topics(bootstrap, [topic], partitions, config=COMMITS_TOPIC_CONFIG)
+        except ConfigError as exc:
+            raise CommitMarkerError(
+                topic, f"cannot create it: {exc}", fix=f"create it compacted with {partitions} partitions"
+            ) from exc
     elif len(existing.partitions) != partitions:
         raise CommitMarkerError(
             topic,
@@ -186,12 +188,9 @@ def _high_watermark(bootstrap: str, topic: str, partition: int) -> int | None:
 
 
 def _consumer(bootstrap: str) -> Consumer:
-    return Consumer({
-        "bootstrap.servers": bootstrap,
-        "group.id": f"_ikkai.commits.reader.{uuid.uuid4().hex}",  # never joined: partitions are assigned
+    settings = {
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",  # a cached position compacted away: read from the start again
-        "isolation.level": "read_committed",
         "enable.partition.eof": True,
         # The default 500 ms long poll made every read cost ~1 s (the fetch that reaches the end,
         # then the watermark query queued behind the next fetch), per batch and partition.
@@ -199,7 +198,9 @@ def _consumer(bootstrap: str) -> Consumer:
         # With sparse connections (the default) a new client connects to the partition leader only
         # on demand, after its bootstrap connection is gone: 50-500 ms of timers per read.
         "enable.sparse.connections": False,
-    })  # fmt: skip
+    }
+    # The group is never joined (partitions are assigned); read_committed comes with consumer_config.
+    return Consumer(kafka.consumer_config(bootstrap, f"_ikkai.commits.reader.{uuid.uuid4().hex}", **settings))
 
 
 def read_marker(

@@ -26,6 +26,14 @@ IDEMPOTENT_PRODUCER: Mapping[str, Any] = {
 BROKERS_DEFAULT = -1  # replication factor: the brokers' default.replication.factor
 
 
+READ_COMMITTED: Mapping[str, Any] = {"isolation.level": "read_committed"}
+
+
+def consumer_config(bootstrap: str, group_id: str, **extra: Any) -> dict[str, Any]:
+    """A read_committed consumer's settings; ``extra`` adds to them (offsets, EOF events), never weakens them."""
+    return {"bootstrap.servers": bootstrap, "group.id": group_id, **extra, **READ_COMMITTED}
+
+
 def producer_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
     """An idempotent producer's settings; ``extra`` adds to them (a transactional.id, linger.ms), never weakens them."""
     return {"bootstrap.servers": bootstrap, **extra, **IDEMPOTENT_PRODUCER}
