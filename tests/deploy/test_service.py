@@ -19,6 +19,7 @@ from deploy.health import reached
 from deploy.service import ControlPlane, ReconcileLoop, make_server, read_token
 from ikkai.errors import ConfigError
 from ikkai.settings import Endpoints
+from tests.cli.cli_runner import IKKAI
 from tests.kafka_helpers import read_all
 
 TOKEN = "test-token-" + "x" * 16
@@ -149,7 +150,6 @@ def test_serve_refuses_to_start_without_a_token() -> None:
 def test_the_serve_command_reconciles_its_bundles_on_an_interval(stack: Endpoints, tmp_path: Path) -> None:
     import os
     import subprocess
-    import sys
 
     from deploy.ports import free_port
 
@@ -170,9 +170,7 @@ def test_the_serve_command_reconciles_its_bundles_on_an_interval(stack: Endpoint
     env = {k: v for k, v in os.environ.items() if not k.startswith("IKKAI_")}
     server = subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "ikkai",
+            str(IKKAI),
             "serve",
             "--port",
             str(port),
