@@ -1,15 +1,23 @@
 """Deliveries per second of the outbox sink against the reference receiver, next to the receiver's own ceiling.
 
 One run, one machine: starts an embedded stack in a temporary home and the reference
-receiver in its own process, then measures
+receiver in its own process, then measures, in every round and in this order,
 
 * the receiver's ceiling: a plain load generator (keep-alive HTTP/1.1 clients, unique
   Idempotency-Keys, no Kafka) with 1 and with 8 connections (the sink keeps up to 8 in flight per task);
-* the outbox sink draining a pre-filled ``outbox.requests`` topic (3 partitions) with
-  tasks.max = 1 and 3: from the first to the last request the receiver saw. The sink's config is
-  the ``outbox-sink`` bundle rendered with its dev values, as the platform deploys it.
+* the outbox sink draining a pre-filled ``outbox.requests`` topic (3 partitions) with each
+  tasks.max of ``--tasks``: from the first to the last request the receiver saw. The sink's config
+  is the ``outbox-sink`` bundle rendered with its dev values, as the platform deploys it;
+  ``--receipts-producer linger.ms=5`` adds a run with that receipt-producer setting
+  (``outbox.receipts.producer.*``) at the first tasks.max.
 
-Usage: .venv/bin/python benchmarks/outbox_throughput.py [--requests 3000]
+Each sink run is set against the 8-connection ceiling of its own round (the machine's load moves
+between rounds); the medians over the rounds are the numbers to quote. Before the first round,
+``--warmup`` uncounted drains (default 1) let the fresh Connect worker's JIT compile the sink's
+path: a worker's first few thousand requests run at a fraction of its later rate, which says
+little about a worker that runs for days.
+
+Usage: .venv/bin/python benchmarks/outbox_throughput.py [--requests 3000] [--rounds 3] [--warmup 1] [--tasks 1,2,3]
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ from urllib.parse import urlparse
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.harness import bench_stack, print_table  # noqa: E402
+from benchmarks.harness import bench_stack, median, print_table  # noqa: E402
 from connectors.render import RenderedConnector, load_bundle, render_bundle  # noqa: E402
 from deploy.bundle_ops import bundle_folder  # noqa: E402
 from deploy.connect_rest import ConnectClient  # noqa: E402
@@ -80,9 +88,15 @@ def ceiling(url: str, requests: int, connections: int) -> float:
 
 
 def sink_connector(
-    run: str, bootstrap: str, receiver_url: str, topics: dict[str, str], tasks: int
+    run: str,
+    bootstrap: str,
+    receiver_url: str,
+    topics: dict[str, str],
+    tasks: int,
+    receipts_producer: dict[str, str] | None = None,
 ) -> RenderedConnector:
-    """The outbox-sink bundle as the platform deploys it (dev values), on this run's topics, named for the run."""
+    """The outbox-sink bundle as the platform deploys it (dev values), on this run's topics, named for the
+    run; ``receipts_producer`` settings are added as ``outbox.receipts.producer.*``."""
     bundle = load_bundle(bundle_folder("outbox-sink"))
     bundle = replace(bundle, manifest=replace(bundle.manifest, owner_prefix=f"bench-outbox-{run}."))
     sets = [
@@ -95,10 +109,18 @@ def sink_connector(
         f"tasks_max={tasks}",
     ]
     [connector] = render_bundle(bundle, "dev", sets).connectors
-    return connector
+    extra = {f"outbox.receipts.producer.{k}": v for k, v in (receipts_producer or {}).items()}
+    return replace(connector, config={**connector.config, **extra}) if extra else connector
 
 
-def sink_rate(bootstrap: str, connect_url: str, receiver_url: str, requests: int, tasks: int) -> tuple[float, float]:
+def sink_rate(
+    bootstrap: str,
+    connect_url: str,
+    receiver_url: str,
+    requests: int,
+    tasks: int,
+    receipts_producer: dict[str, str] | None = None,
+) -> tuple[float, float]:
     """(deliveries/s from the first to the last request the receiver saw, seconds until the last receipt)."""
     run = uuid.uuid4().hex[:8]
     topics = {"requests": f"outbox.requests.{run}", "receipts": f"outbox.receipts.{run}", "dlq": f"dlq.outbox.{run}"}
@@ -118,7 +140,7 @@ def sink_rate(bootstrap: str, connect_url: str, receiver_url: str, requests: int
         for request in batch:
             emitter.emit(request)
     client = ConnectClient(connect_url)
-    connector = sink_connector(run, bootstrap, receiver_url, topics, tasks)
+    connector = sink_connector(run, bootstrap, receiver_url, topics, tasks, receipts_producer)
     started = time.perf_counter()
     client.put_connector_config(connector.name, connector.config)
     try:
@@ -136,31 +158,68 @@ def sink_rate(bootstrap: str, connect_url: str, receiver_url: str, requests: int
     return len(seen) / (max(seen) - min(seen)), elapsed
 
 
+def sink_variants(tasks: list[int], receipts_producer: dict[str, str]) -> list[tuple[str, int, dict[str, str]]]:
+    """(what, tasks.max, receipt-producer settings) of every sink run of a round."""
+    variants = [(f"outbox sink, tasks.max={t} (3 partitions)", t, {}) for t in tasks]
+    if receipts_producer:
+        settings = ", ".join(f"{k}={v}" for k, v in receipts_producer.items())
+        variants.append((f"outbox sink, tasks.max={tasks[0]}, receipts {settings}", tasks[0], receipts_producer))
+    return variants
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=3000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=1, help="uncounted sink drains before the first round")
+    parser.add_argument("--tasks", default="1,2,3", help="tasks.max of the sink runs, comma-separated")
+    parser.add_argument(
+        "--receipts-producer",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a receipt-producer setting for one more sink run (repeatable), e.g. linger.ms=5",
+    )
     args = parser.parse_args()
+    tasks = [int(t) for t in args.tasks.split(",")]
+    producer = dict(setting.split("=", 1) for setting in args.receipts_producer)
+    variants = sink_variants(tasks, producer)
     rows: list[list[object]] = []
+    rates: dict[str, list[float]] = {}
+    ratios: dict[str, list[float]] = {}
+
+    def keep(round_: int, what: str, elapsed: float | None, rate: float, ceiling8: float | None) -> None:
+        ratio = rate / ceiling8 if ceiling8 else None
+        rows.append([round_, what, args.requests, elapsed, rate, ratio])
+        rates.setdefault(what, []).append(rate)
+        if ratio is not None:
+            ratios.setdefault(what, []).append(ratio)
+
     with bench_stack("outbox") as (bootstrap, connect_url, scratch):
         receiver, url = start_receiver(scratch / "receiver.sqlite")
         try:
-            ceilings = {}
-            for connections in (1, 8):
-                ceilings[connections] = ceiling(url, args.requests, connections)
-                what = f"receiver ceiling, load generator, {connections} connection(s)"
-                rows.append([what, args.requests, None, ceilings[connections], ceilings[connections] / ceilings[8]
-                             if connections == 8 else None])  # fmt: skip
-            for tasks in (1, 3):
-                rate, elapsed = sink_rate(bootstrap, connect_url, url, args.requests, tasks)
-                what = f"outbox sink, tasks.max={tasks} (3 partitions)"
-                rows.append([what, args.requests, elapsed, rate, rate / ceilings[8]])
+            for _ in range(args.warmup):
+                sink_rate(bootstrap, connect_url, url, args.requests, tasks[0])
+            for round_ in range(1, args.rounds + 1):
+                ceiling1 = ceiling(url, args.requests, 1)
+                keep(round_, "receiver ceiling, load generator, 1 connection(s)", None, ceiling1, None)
+                ceiling8 = ceiling(url, args.requests, 8)
+                keep(round_, "receiver ceiling, load generator, 8 connection(s)", None, ceiling8, ceiling8)
+                for what, t, settings in variants:
+                    rate, elapsed = sink_rate(bootstrap, connect_url, url, args.requests, t, settings)
+                    keep(round_, what, elapsed, rate, ceiling8)
         finally:
             receiver.terminate()
             receiver.wait(10)
     print_table(
-        "outbox sink vs the reference receiver's ceiling",
-        ["WHAT", "REQUESTS", "TO LAST RECEIPT S", "PER SECOND", "OF 8-CONNECTION CEILING"],
+        "outbox sink vs the reference receiver's ceiling, by round",
+        ["ROUND", "WHAT", "REQUESTS", "TO LAST RECEIPT S", "PER SECOND", "OF ROUND'S 8-CONNECTION CEILING"],
         rows,
+    )
+    print_table(
+        f"medians over {args.rounds} round(s)",
+        ["WHAT", "PER SECOND", "OF 8-CONNECTION CEILING"],
+        [[what, median(rates[what]), median(ratios.get(what, []))] for what in rates],
     )
 
 

@@ -1,6 +1,5 @@
 package dev.ikkai.outbox;
 
-import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.time.Clock;
@@ -15,7 +14,6 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
@@ -89,7 +87,7 @@ public final class OutboxSinkTask extends SinkTask {
     private Map<String, Target> targets;
     private RetryPolicy policy;
     private OutboxCodec codec;
-    private HttpClient http;
+    private HttpSender http;
     private Producer<byte[], byte[]> receipts;
     private String receiptsTopic;
     private ErrantRecordReporter reporter;
@@ -129,11 +127,7 @@ public final class OutboxSinkTask extends SinkTask {
             throw new ConnectException("the outbox sink needs a dead-letter queue: set errors.tolerance=all and "
                 + "errors.deadletterqueue.topic.name (the worker gave this task no errant record reporter)");
         }
-        http = HttpClient.newBuilder()
-            .connectTimeout(config.duration(OutboxSinkConfig.HTTP_CONNECT_TIMEOUT))
-            .followRedirects(HttpClient.Redirect.NEVER)
-            .version(HttpClient.Version.HTTP_1_1)
-            .build();
+        http = new HttpSender(config.duration(OutboxSinkConfig.HTTP_CONNECT_TIMEOUT), "outbox-http", clock);
         receiptsTopic = config.getString(OutboxSinkConfig.RECEIPTS_TOPIC);
         receipts = producers.apply(config.receiptProducerConfig());
         metrics = new OutboxMetrics(context.pluginMetrics());
@@ -221,7 +215,7 @@ public final class OutboxSinkTask extends SinkTask {
             return true;
         } catch (TimeoutException e) {
             return false;
-        } catch (ExecutionException e) {  // an answer is never exceptional (see send), but it is an answer
+        } catch (ExecutionException e) {  // an answer is never exceptional (HttpSender), but it is an answer
             return true;
         } catch (InterruptedException e) {  // the worker is cancelling the task: leave at once, the flag set
             Thread.currentThread().interrupt();
@@ -298,18 +292,11 @@ public final class OutboxSinkTask extends SinkTask {
         }
         HttpRequest httpRequest = HttpRequests.build(resolved, request, record, state.attempts,
             config.duration(OutboxSinkConfig.HTTP_REQUEST_TIMEOUT));
-        // handle(): the answer, a response or the failure, with the time it came; never completes exceptionally.
-        CompletableFuture<Answer> answer = http.sendAsync(httpRequest, HttpResponse.BodyHandlers.ofByteArray())
-            .handle((response, error) -> new Answer(response, unwrap(error), clock.instant()));
-        return new Sent(p, resolved, sentAt, answer);
-    }
-
-    private static Throwable unwrap(Throwable error) {
-        return error instanceof CompletionException wrapped && wrapped.getCause() != null ? wrapped.getCause() : error;
+        return new Sent(p, resolved, sentAt, http.send(httpRequest));
     }
 
     /** What one answer means for its record; true when the outcome is final. */
-    private boolean complete(Sent sent, Answer answer) {
+    private boolean complete(Sent sent, HttpSender.Answer answer) {
         Attempts state = sent.pending().attempts;
         OutboxRequest request = sent.pending().request;
         Instant now = answer.at();
@@ -445,16 +432,15 @@ public final class OutboxSinkTask extends SinkTask {
         pending.dropAll();
         inFlight.clear();
         paused.clear();
+        if (http != null) {
+            http.close();
+        }
         if (receipts != null) {
             receipts.close(Duration.ofSeconds(30));
         }
     }
 
     /** One attempt in flight. */
-    record Sent(PendingRecords.Pending pending, Targets.Resolved resolved, Instant sentAt, CompletableFuture<Answer> answer) {
-    }
-
-    /** How an attempt ended: a response, or the error that stands for one (connection, timeout), and when. */
-    record Answer(HttpResponse<byte[]> response, Throwable error, Instant at) {
+    record Sent(PendingRecords.Pending pending, Targets.Resolved resolved, Instant sentAt, CompletableFuture<HttpSender.Answer> answer) {
     }
 }

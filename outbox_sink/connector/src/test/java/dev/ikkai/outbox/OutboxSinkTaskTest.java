@@ -23,6 +23,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.atomic.AtomicInteger;
 
 import com.sun.net.httpserver.HttpServer;
 import org.apache.avro.generic.GenericData;
@@ -56,6 +57,11 @@ class OutboxSinkTaskTest {
     private HttpServer server;
     private final List<String> received = Collections.synchronizedList(new ArrayList<>());
     private final Map<String, Integer> failuresLeft = new ConcurrentHashMap<>();
+    /** Requests named k<key>.<n> take 5 ms: the keys with one in progress, the most in progress at once, overlaps. */
+    private final Set<String> busyKeys = ConcurrentHashMap.newKeySet();
+    private final AtomicInteger inProgress = new AtomicInteger();
+    private final AtomicInteger mostInProgress = new AtomicInteger();
+    private final List<String> overlapping = Collections.synchronizedList(new ArrayList<>());
     private final MockProducer<byte[], byte[]> receipts =
         new MockProducer<>(true, null, new ByteArraySerializer(), new ByteArraySerializer());
     private final List<SinkRecord> deadLettered = new ArrayList<>();
@@ -74,6 +80,16 @@ class OutboxSinkTaskTest {
             received.add(key);
             if (key.startsWith("slow")) {
                 sleep(4_000);
+            }
+            if (key.startsWith("k")) {
+                String kafkaKey = key.substring(0, key.indexOf('.'));
+                if (!busyKeys.add(kafkaKey)) {
+                    overlapping.add(key);
+                }
+                mostInProgress.accumulateAndGet(inProgress.incrementAndGet(), Math::max);
+                sleep(5);
+                inProgress.decrementAndGet();
+                busyKeys.remove(kafkaKey);  // before the answer leaves: the key's next request cannot be here yet
             }
             int left = failuresLeft.getOrDefault(key, 0);
             int status = key.startsWith("bad") ? 400 : left > 0 ? 503 : 201;
@@ -184,6 +200,30 @@ class OutboxSinkTaskTest {
         assertEquals(4, receipts.history().size());
         assertTrue(deadLettered.isEmpty());
         assertEquals(Set.of(), paused);
+    }
+
+    @Test
+    void slotsAreRefilledAsAnswersComeInWhileEachKeyKeepsItsOffsetOrder() {
+        List<SinkRecord> batch = new ArrayList<>();
+        batch.add(record(0, 0, "S", "slow.0", "payments-api"));  // holds one slot for 4 s, and nothing else
+        for (int offset = 1; offset <= 120; offset++) {  // 12 keys, 10 requests each, interleaved
+            int key = offset % 12;
+            batch.add(record(0, offset, "K" + key, "k" + key + "." + offset, "payments-api"));
+        }
+
+        putUntilDone(batch);
+
+        assertEquals(List.of(), overlapping, "a key's next request is sent only after its previous one is answered");
+        for (int key = 0; key < 12; key++) {
+            String prefix = "k" + key + ".";
+            List<Integer> sent = received.stream().filter(k -> k.startsWith(prefix))
+                .map(k -> Integer.parseInt(k.substring(prefix.length()))).toList();
+            assertEquals(sent.stream().sorted().toList(), sent, "key K" + key + " in offset order");
+            assertEquals(10, sent.size(), "each request of key K" + key + " sent once");
+        }
+        assertTrue(mostInProgress.get() > 1 && mostInProgress.get() <= 8, "keys overlap, up to the 8 slots: " + mostInProgress);
+        assertEquals("slow.0", receiptKeys().get(120), "the other 120 went on through the free slots while it hung");
+        assertEquals(121, receiptKeys().size());
     }
 
     @Test
