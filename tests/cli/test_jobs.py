@@ -23,8 +23,7 @@ from ikkai.errors import IkkaiError
 from spark_jobs.model.fraud_model import FraudModel
 from spark_jobs.session import spark_jars
 from spark_jobs.shipping import build_app_zip
-
-IKKAI = Path(sys.executable).parent / "ikkai"
+from tests.cli.cli_runner import IKKAI
 
 
 def test_submit_prints_a_spark_submit_line_with_the_pinned_jars_and_no_speculation(tmp_path: Path) -> None:

@@ -33,13 +33,13 @@ from ikkai.contract.compatibility import check_catalog
 from ikkai.contract.partitioning import kafka_partition
 from spark_jobs.enrich import TRANSFORMS_SPEC
 from spark_jobs.enrich_records import TRANSFORM_COLUMNS
+from tests.cli.cli_runner import IKKAI
 from tests.spark_jobs.enrich_process import EnrichTopics
 from tests.spark_jobs.test_enrich_parse import VALID
 from transforms import registered
 
 ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "docs" / "adding-a-transform.md"
-IKKAI = Path(sys.executable).parent / "ikkai"
 KEEP = ("IKKAI_HOME", "IKKAI_JARS_DIR")  # where `ikkai setup` put Spark's jars
 _STEP = re.compile(r"<!-- guide-step: ([\w-]+)(?: (\S+))? -->\n```[a-z]*\n(.*?)```", re.DOTALL)
 _TABLE = re.compile(r"<!-- guide-table: transform-columns -->\n((?:\|.*\n)+)")
