@@ -24,6 +24,7 @@ partition holds input partition p's rejects in offset order whatever the batch b
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -41,6 +42,8 @@ from spark_jobs.enrich_parse import Rejection, parse_record
 
 EVENT = "event"
 STAGE = "enrich"
+DEAD_LETTER_VALUE_BYTES = 512 * 1024  # of a raw value copied into its dead letter; see dead_letter_record
+DEAD_LETTER_KEY_BYTES = 16 * 1024
 PARSED_COLUMNS = (
     ("event_id", "string"), ("payment_id", "string"), ("customer_id", "string"), ("merchant_id", "string"),
     ("amount", "string"), ("currency", "string"), ("country", "string"), ("card_present", "boolean"),
@@ -196,13 +199,27 @@ def encode_events(
 
 
 def dead_letter_record(row: Any, settings: Settings) -> dict[str, Any]:
+    """The ``dead_letter`` for a rejected row; a raw value over ``DEAD_LETTER_VALUE_BYTES`` is copied cut.
+
+    Connect may land raw records up to its producer's 1 MiB; a dead letter carrying all of one
+    plus its reason would not fit the sink's producer (librdkafka's ``message.max.bytes``,
+    1,000,000) and would stop the job. The copy is the value's first bytes; the headers give the
+    original's size and sha-256, and source_topic/partition/offset say where it stays.
+    """
     key = None if row.key is None else bytes(row.key)
     value = None if row.value is None else bytes(row.value)
+    headers = {r.STAGE_HEADER: STAGE, r.ERROR_CLASS_HEADER: row.outcome, r.REASON_HEADER: row.reason}
+    if key is not None and len(key) > DEAD_LETTER_KEY_BYTES:
+        headers[r.KEY_BYTES_HEADER] = str(len(key))
+        key = key[:DEAD_LETTER_KEY_BYTES]
+    if value is not None and len(value) > DEAD_LETTER_VALUE_BYTES:
+        headers[r.VALUE_BYTES_HEADER] = str(len(value))
+        headers[r.VALUE_SHA256_HEADER] = hashlib.sha256(value).hexdigest()
+        value = value[:DEAD_LETTER_VALUE_BYTES]
     return {
         "stage": STAGE, "source_topic": settings.input_topic, "source_partition": int(row.input_partition),
         "source_offset": int(row.input_offset), "key": key, "value": value, "reason": row.reason,
-        "error_class": row.outcome, "source_timestamp": int(row.ingested_at),
-        "headers": {r.STAGE_HEADER: STAGE, r.ERROR_CLASS_HEADER: row.outcome, r.REASON_HEADER: row.reason},
+        "error_class": row.outcome, "source_timestamp": int(row.ingested_at), "headers": headers,
     }  # fmt: skip
 
 
@@ -214,8 +231,8 @@ def encode_dead_letters(
         out = []
         for row in chunk.itertuples(index=False):
             partition, offset = int(row.input_partition), int(row.input_offset)
-            key = dlq_key(None if row.key is None else bytes(row.key), settings.input_topic, partition, offset,
-                          settings.partitions)  # fmt: skip
+            raw_key = None if row.key is None or len(row.key) > DEAD_LETTER_KEY_BYTES else bytes(row.key)
+            key = dlq_key(raw_key, settings.input_topic, partition, offset, settings.partitions)
             record = dead_letter_record(row, settings)
             value = codec.encode("dead_letter", record)
             out.append((settings.dlq_topic, key, value, None, partition, offset, 0, record["headers"]))

@@ -6,6 +6,7 @@ the module; the crash-free run is the reference. What counts is what read_commit
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import time
@@ -19,6 +20,7 @@ import pytest
 from demo.payments_simulation import generate_profiles
 from demo.pipeline_io import Partitioned, by_partition, create_topic, flat, unique
 from demo.raw_payments import EVENT, MixedStream, RawLine, mixed_stream, produce_lines
+from ikkai.contract import kafka
 from ikkai.contract.codec import default_codec
 from ikkai.contract.partitioning import kafka_partition
 from spark_jobs import enrich_reasons as r
@@ -286,3 +288,55 @@ def test_hostile_lines_are_dead_lettered_and_the_job_goes_on(
                                   r.REASON_HEADER: letter["reason"].encode()}  # fmt: skip
     classes = {letter["value"]: letter["error_class"] for letter in letters.values()}
     assert {h.value: classes.get(h.value) for h in hostile} == {h.value: h.expected for h in hostile}
+
+
+def test_a_raw_line_near_the_size_limit_is_dead_lettered_cut_and_the_job_goes_on(
+    bootstrap: str, ingest: tuple[EnrichTopics, MixedStream], tmp_path: Path
+) -> None:
+    """A raw line as large as Connect may write still fits its dead letter: the copy is cut, the headers say so.
+
+    A Connect source's producer writes records up to ``max.request.size`` (1 MiB by default) and
+    the broker takes them; a dead letter carrying all of one, plus its reason, would not fit the
+    sink's own producer, and the job would stop on it. The original stays where the dead letter
+    points (source topic, partition, offset); the headers carry its full size and sha-256.
+    """
+    from confluent_kafka import Producer
+
+    topics, stream = ingest
+    valid = [line for line in stream.lines[:40] if line.expected == EVENT]
+    template = {k: v for k, v in json.loads(valid[0].value).items() if k != "amount"}
+    size = 1_040_000  # under the broker's and a Connect producer's 1 MiB, over librdkafka's default 1,000,000
+    big = []
+    for i, expected in enumerate([r.NOT_JSON, r.MISSING_FIELD]):
+        key = f"pay-big-{i}".encode()
+        document = json.dumps({**template, "payment_id": key.decode(), "note": ""}).encode()
+        value = (
+            b"x" * size
+            if expected == r.NOT_JSON
+            else document.replace(b'"note": ""', b'"note": "' + b"y" * size + b'"')
+        )
+        big.append(RawLine(key, value, kafka_partition(key, PARTITIONS), expected, None, via_connector=False))
+    big_topics = replace(outputs(bootstrap, topics), input=unique("ingest.big"))
+    create_topic(bootstrap, big_topics.input, PARTITIONS)
+    produce_lines(bootstrap, big_topics.input, valid[:1])
+    producer = Producer(kafka.producer_config(bootstrap, **{"message.max.bytes": 1_048_576}))
+    for line in big:
+        producer.produce(big_topics.input, value=line.value, key=line.key, partition=line.partition)
+    assert producer.flush(60) == 0
+    produce_lines(bootstrap, big_topics.input, valid[1:])
+    run_to_end(bootstrap, big_topics, tmp_path, unique("big"))
+    codec = default_codec()
+    events = [codec.decode("payment_event", value) for _, value in flat(by_partition(bootstrap, big_topics.events))]
+    assert sorted(e["event_id"] for e in events) == sorted(line.event_id for line in valid)
+    letters = {v: codec.decode("dead_letter", v) for _, v in flat(by_partition(bootstrap, big_topics.dlq))}
+    headers = headers_by_value(bootstrap, big_topics.dlq, expect=len(letters))
+    by_key = {letter["key"]: (value, letter) for value, letter in letters.items()}
+    assert set(by_key) == {line.key for line in big}
+    for line in big:
+        value, letter = by_key[line.key]
+        assert letter["error_class"] == line.expected, letter["reason"]
+        assert len(value) < 1_000_000 and 0 < len(letter["value"]) < len(line.value)
+        assert line.value.startswith(letter["value"])
+        assert headers[value][r.VALUE_BYTES_HEADER] == str(len(line.value)).encode()
+        assert headers[value][r.VALUE_SHA256_HEADER] == hashlib.sha256(line.value).hexdigest().encode()
+        assert letter["headers"][r.VALUE_BYTES_HEADER] == str(len(line.value))

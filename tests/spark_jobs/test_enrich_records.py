@@ -3,6 +3,7 @@ whatever the batch boundaries; dead-letter keys; the last guards before an event
 
 from __future__ import annotations
 
+import hashlib
 import random
 from types import SimpleNamespace
 
@@ -17,7 +18,17 @@ from ikkai.errors import ConfigError
 from spark_jobs import enrich_reasons as r
 from spark_jobs.enrich_asof import join_as_of
 from spark_jobs.enrich_dedupe import EventTimeGate
-from spark_jobs.enrich_records import EVENT, EVENT_SCHEMA, Settings, classify, dlq_key, event_record
+from spark_jobs.enrich_records import (
+    DEAD_LETTER_KEY_BYTES,
+    DEAD_LETTER_VALUE_BYTES,
+    EVENT,
+    EVENT_SCHEMA,
+    Settings,
+    classify,
+    dlq_key,
+    encode_dead_letters,
+    event_record,
+)
 from transforms import CURRENCY_EXPONENTS
 
 INGESTED = 1_790_000_000_000  # the ingest records' Kafka timestamp (2026-09), after every event time
@@ -195,3 +206,34 @@ def test_the_as_of_join_is_bitemporal() -> None:
     assert list(joined["merchant_risk_tier"]) == ["low", "corrected", None, "medium"]
     assert [None if pd.isna(v) else v for v in joined["merchant_profile_as_of"]] == [0, 50, None, 50]
     assert joined["customer_segment"].isna().all()
+
+
+def test_a_dead_letter_of_a_huge_key_and_value_fits_one_producer_request() -> None:
+    """Key and value over their limits are copied cut; the headers give both sizes and the value's sha-256."""
+    key, value = b"k" * (DEAD_LETTER_KEY_BYTES + 1), b"v" * 1_040_000
+    rows = pd.DataFrame({
+        "input_partition": [0], "input_offset": [7], "ingested_at": [INGESTED], "key": [key], "value": [value],
+        "outcome": [r.KEY_MISMATCH], "reason": ["the key differs from payment_id"],
+    })  # fmt: skip
+    config = Settings("ingest.payments", "events.payments", "dlq.enrich", 2, 10_000, CURRENCY_EXPONENTS)
+    [out] = list(encode_dead_letters(iter([rows]), default_codec(), config))
+    letter = default_codec().decode("dead_letter", out["value"].iat[0])
+    assert len(out["value"].iat[0]) + len(out["key"].iat[0]) < 1_000_000
+    assert (letter["key"], letter["value"]) == (key[:DEAD_LETTER_KEY_BYTES], value[:DEAD_LETTER_VALUE_BYTES])
+    assert out["key"].iat[0] != key  # a cut key does not key the record: <topic>/<partition>/<offset>
+    assert letter["headers"][r.KEY_BYTES_HEADER] == str(len(key))
+    assert letter["headers"][r.VALUE_BYTES_HEADER] == str(len(value))
+    assert letter["headers"][r.VALUE_SHA256_HEADER] == hashlib.sha256(value).hexdigest()
+    assert out["headers"].iat[0] == letter["headers"]
+
+
+def test_a_dead_letter_of_an_ordinary_line_carries_it_whole() -> None:
+    rows = pd.DataFrame({
+        "input_partition": [0], "input_offset": [7], "ingested_at": [INGESTED], "key": [b"pay-1"],
+        "value": [b"v" * DEAD_LETTER_VALUE_BYTES], "outcome": [r.NOT_JSON], "reason": ["not JSON"],
+    })  # fmt: skip
+    config = Settings("ingest.payments", "events.payments", "dlq.enrich", 2, 10_000, CURRENCY_EXPONENTS)
+    [out] = list(encode_dead_letters(iter([rows]), default_codec(), config))
+    letter = default_codec().decode("dead_letter", out["value"].iat[0])
+    assert letter["value"] == rows["value"].iat[0] and letter["key"] == b"pay-1"
+    assert set(letter["headers"]) == {r.STAGE_HEADER, r.ERROR_CLASS_HEADER, r.REASON_HEADER}
