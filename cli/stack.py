@@ -23,7 +23,8 @@ EXIT_NOT_RUNNING = 3
 
 
 def endpoints_text(data: dict[str, Any]) -> str:
-    rows = [(k, str(data[k])) for k in ("runtime", "bootstrap_servers", "connect_url", "home") if k in data]
+    keys = ("runtime", "bootstrap_servers", "connect_url", "kafka_config", "connect_credentials", "home")
+    rows = [(k, str(data[k])) for k in keys if k in data]
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
 
@@ -68,11 +69,16 @@ def stack(ctx: click.Context, home: Path | None, runtime: str) -> None:
 
 
 def _stack(
-    ctx: click.Context, broker_port: int | None = None, connect_port: int | None = None, brokers: int | None = None
+    ctx: click.Context,
+    broker_port: int | None = None,
+    connect_port: int | None = None,
+    brokers: int | None = None,
+    secure: bool | None = None,
 ) -> Stack:
     return select_stack(
-        ctx.obj["runtime"], home=ctx.obj["home"], broker_port=broker_port, connect_port=connect_port, brokers=brokers
-    )
+        ctx.obj["runtime"], home=ctx.obj["home"], broker_port=broker_port, connect_port=connect_port, brokers=brokers,
+        secure=secure,
+    )  # fmt: skip
 
 
 def _endpoint_data(endpoints: Endpoints, stack_: Stack) -> dict[str, Any]:
@@ -91,12 +97,24 @@ def _endpoint_data(endpoints: Endpoints, stack_: Stack) -> dict[str, Any]:
     help="KRaft nodes (broker+controller each); 3 gives replication factor 3 and min.insync.replicas 2. "
          "[default: the home's count, 1 for a new home]",
 )  # fmt: skip
+@click.option(
+    "--secure/--plaintext", default=None,
+    help="SASL_SSL (SCRAM-SHA-512) for Kafka and HTTPS with basic auth for Connect, certificates made at the first "
+         "start; `ikkai stack env` prints what clients need. [default: the home's choice, plaintext for a new home]",
+)  # fmt: skip
 @output_option
 @click.pass_context
-def up(ctx: click.Context, broker_port: int | None, connect_port: int | None, brokers: int | None, output: str) -> None:
+def up(
+    ctx: click.Context,
+    broker_port: int | None,
+    connect_port: int | None,
+    brokers: int | None,
+    secure: bool | None,
+    output: str,
+) -> None:
     """Start the stack and wait until it answers; prints the endpoints."""
     started = time.monotonic()
-    stack_ = _stack(ctx, broker_port=broker_port, connect_port=connect_port, brokers=brokers)
+    stack_ = _stack(ctx, broker_port=broker_port, connect_port=connect_port, brokers=brokers, secure=secure)
     endpoints = stack_.up()
     click.echo(f"stack up in {time.monotonic() - started:.1f}s", err=True)
     emit(_endpoint_data(endpoints, stack_), output, endpoints_text)
@@ -131,6 +149,10 @@ def env(ctx: click.Context) -> None:
         raise IkkaiError("the stack has never been started here", fix="run `ikkai stack up`")
     click.echo(f"export IKKAI_BOOTSTRAP_SERVERS={endpoints.bootstrap_servers}")
     click.echo(f"export IKKAI_CONNECT_URL={endpoints.connect_url}")
+    if endpoints.kafka_config:  # file names only: the secrets stay in the files
+        click.echo(f"export IKKAI_KAFKA_CONFIG={endpoints.kafka_config}")
+    if endpoints.connect_credentials:
+        click.echo(f"export IKKAI_CONNECT_CREDENTIALS={endpoints.connect_credentials}")
 
 
 @click.command()

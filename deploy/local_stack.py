@@ -54,7 +54,18 @@ from deploy.stack_config import (
     log4j2_properties,
     render_properties,
 )
-from ikkai.settings import STACK_STATE, Endpoints
+from deploy.stack_security import (
+    SECURE_DIR,
+    StackSecrets,
+    broker_security,
+    client_settings,
+    connect_jvm_options,
+    connect_security,
+    ensure_secrets,
+    scram_credentials,
+)
+from ikkai.contract.kafka_security import SecurityConfig, librdkafka_settings
+from ikkai.settings import STACK_STATE, Endpoints, endpoints_connect_auth
 
 COMPONENTS = (BROKER, CONNECT)  # a one-broker stack's; ``LocalStack.components`` has the others'
 _NODE = re.compile(rf"{BROKER}-([1-9][0-9]*)")
@@ -116,8 +127,10 @@ class LocalStack:
         heap: str = "1g",
         extra_plugin_dirs: tuple[Path, ...] = (),
         progress: TextIO = sys.stderr,
+        secure: bool | None = None,
     ) -> None:
-        """``brokers``: how many KRaft nodes ``up`` starts; None keeps the home's count (1 for a new home)."""
+        """``brokers``: how many KRaft nodes ``up`` starts; None keeps the home's count (1 for a new home).
+        ``secure``: SASL_SSL and an HTTPS, basic-auth Connect REST API; None keeps the home's choice."""
         if brokers is not None:
             broker_components(brokers)  # at least one
         self.home = home.resolve()
@@ -127,6 +140,7 @@ class LocalStack:
         self.heap = heap
         self.extra_plugin_dirs = extra_plugin_dirs
         self.progress = progress
+        self.requested_secure = secure
 
     # -- paths ---------------------------------------------------------------------------------
 
@@ -163,6 +177,16 @@ class LocalStack:
     def broker_count(self) -> int:
         """The brokers this home holds (from stack.json), else those asked for, else 1."""
         return self._saved_broker_count() or self.requested_brokers or 1
+
+    @property
+    def secure(self) -> bool:
+        """Whether this home's stack is secured: as recorded once it exists, else as requested."""
+        saved = self._saved_state().get("secure")
+        return bool(saved) if isinstance(saved, bool) else bool(self.requested_secure)
+
+    def stack_secrets(self) -> StackSecrets | None:
+        """The secured stack's certificates and credentials (made on first use); None for a plaintext stack."""
+        return ensure_secrets(self.home) if self.secure else None
 
     @property
     def brokers(self) -> tuple[str, ...]:
@@ -218,7 +242,15 @@ class LocalStack:
         ports = self._saved_ports()
         if ports is None:
             return None
-        return Endpoints(bootstrap_servers(ports), connect_url(ports), runtime="local")
+        return self._endpoints(ports)
+
+    def _endpoints(self, ports: Ports) -> Endpoints:
+        stack = self.stack_secrets()
+        if stack is None:
+            return Endpoints(bootstrap_servers(ports), connect_url(ports), runtime="local")
+        https = connect_url(ports).replace("http://", "https://", 1)
+        return Endpoints(bootstrap_servers(ports), https, runtime="local", kafka_config=str(stack.client_properties),
+                         connect_credentials=str(stack.rest_credentials))  # fmt: skip
 
     def status(self) -> StackStatus:
         live = processes.stack_processes(self.home)
@@ -241,6 +273,18 @@ class LocalStack:
                 fix=f"keep {saved} (omit --brokers), or delete it first with "
                 f"`ikkai stack --home {self.home} down --purge`",
             )
+        saved_secure = self._saved_state().get("secure")
+        if (
+            isinstance(saved_secure, bool)
+            and self.requested_secure is not None
+            and saved_secure != self.requested_secure
+        ):
+            kind = "a secured" if saved_secure else "a plaintext"
+            raise StackError(
+                "stack", f"{self.home} holds {kind} stack: its storage and clients were made that way",
+                fix=f"omit --secure/--plaintext to keep it, or delete it first with "
+                f"`ikkai stack --home {self.home} down --purge`",
+            )  # fmt: skip
         current = self.status()
         if current.running and current.endpoints:
             self._say("stack already up")
@@ -270,7 +314,7 @@ class LocalStack:
         """Stop every process of this home (Connect first); with ``purge`` also delete its data."""
         stopped = self._stop_all()
         if purge:
-            for path in (self.config_dir, self.home / "kafka", self.logs_dir, self.state_file):
+            for path in (self.config_dir, self.home / "kafka", self.logs_dir, self.home / SECURE_DIR, self.state_file):
                 if path.is_dir():
                     shutil.rmtree(path)
                 else:
@@ -315,12 +359,15 @@ class LocalStack:
                              fix=f"name one of {', '.join(self.components)}")  # fmt: skip
 
     def _answers(self, component: str, ports: Ports) -> bool:
+        stack = self.stack_secrets()
+        client = librdkafka_settings(SecurityConfig(client_settings(stack), str(stack.dir))) if stack else {}
         if component == BROKER:
-            return broker_answers(bootstrap_servers(ports))
+            return broker_answers(bootstrap_servers(ports), settings=client)
         if component != CONNECT:  # one node of several: it answers at its own address and is registered
             node_id = _node_id(component)
-            return broker_answers(f"{HOST}:{ports.nodes[node_id - 1].broker}", node_id=node_id)
-        plugins = connect_plugins(connect_url(ports))
+            return broker_answers(f"{HOST}:{ports.nodes[node_id - 1].broker}", node_id=node_id, settings=client)
+        endpoints = self._endpoints(ports)
+        plugins = connect_plugins(endpoints.connect_url, auth=endpoints_connect_auth(endpoints))
         return plugins is not None and FILE_SOURCE in plugins
 
     def _saved_state(self) -> dict[str, object]:
@@ -385,8 +432,9 @@ class LocalStack:
         except (OSError, ValueError):
             state = {}
         state["ports"] = ports.as_dict()
-        state["endpoints"] = Endpoints(bootstrap_servers(ports), connect_url(ports), runtime="local").as_dict()
         state["brokers"] = len(ports.nodes)
+        state["secure"] = self.secure
+        state["endpoints"] = self._endpoints(ports).as_dict()
         state.setdefault("cluster_id", _new_cluster_id())
         self.state_file.write_text(json.dumps(state, indent=2) + "\n")
 
@@ -398,7 +446,7 @@ class LocalStack:
         brokers = broker_components(len(ports.nodes))
         files = {
             **{
-                self._server_properties(broker).name: broker_properties(ports, self.node_data_dir(broker), node_id)
+                self._server_properties(broker).name: self._broker_properties(ports, broker, node_id)
                 for node_id, broker in enumerate(brokers, start=1)
             },
             **{f"log4j2-{broker}.properties": log4j2_properties(self.log_file(broker)) for broker in brokers},
@@ -408,16 +456,29 @@ class LocalStack:
         for name, properties in files.items():
             (self.config_dir / name).write_text(render_properties(properties, header))
 
+    def _broker_properties(self, ports: Ports, broker: str, node_id: int) -> dict[str, str]:
+        properties = broker_properties(ports, self.node_data_dir(broker), node_id)
+        stack = self.stack_secrets()
+        if stack is not None:
+            for key in ("listeners", "advertised.listeners"):
+                properties[key] = properties[key].replace("PLAINTEXT://", "SASL_SSL://")
+            properties |= broker_security(stack)
+        return properties
+
     def _connect_configs(self, ports: Ports, jars: JarSet) -> dict[str, dict[str, str]]:
+        worker = connect_properties(
+            ports,
+            [
+                jars.plugins,
+                *local_plugin_dirs_for_stack(self.jars_dir, progress=self.progress),
+                *self.extra_plugin_dirs,
+            ],
+        )
+        stack = self.stack_secrets()
+        if stack is not None:
+            worker |= connect_security(stack, ports.connect, HOST)
         return {
-            "connect-distributed.properties": connect_properties(
-                ports,
-                [
-                    jars.plugins,
-                    *local_plugin_dirs_for_stack(self.jars_dir, progress=self.progress),
-                    *self.extra_plugin_dirs,
-                ],
-            ),
+            "connect-distributed.properties": worker,
             f"log4j2-{CONNECT}.properties": log4j2_properties(self.log_file(CONNECT)),
         }
 
@@ -438,6 +499,7 @@ class LocalStack:
                 "--config",
                 str(self._server_properties(broker)),
                 "--ignore-formatted",
+                *(scram_credentials(stack) if (stack := self.stack_secrets()) else []),
             ],
             jvm_options=[f"-Dlog4j2.configurationFile={self.config_dir / f'log4j2-{broker}.properties'}"],
         )
@@ -451,7 +513,8 @@ class LocalStack:
             )
 
     def _jvm_options(self, component: str) -> list[str]:
-        return [
+        stack = self.stack_secrets() if component == CONNECT else None
+        return [*(connect_jvm_options(stack) if stack else []),
             "-Xms128m", f"-Xmx{self.heap}",
             "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:+ExitOnOutOfMemoryError",
             "-Djava.awt.headless=true",
@@ -466,7 +529,7 @@ class LocalStack:
         for component in components:
             if component == CONNECT:
                 config, main_class, address = self.config_dir / "connect-distributed.properties", CONNECT_MAIN, \
-                    connect_url(ports)  # fmt: skip
+                    self._endpoints(ports).connect_url  # fmt: skip
             else:
                 port = ports.nodes[_node_id(component) - 1].broker
                 config, main_class, address = self._server_properties(component), BROKER_MAIN, f"{HOST}:{port}"

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from typing import Any
 
 import requests
 from confluent_kafka.admin import AdminClient
+
+from ikkai.settings import ConnectAuth
 
 # librdkafka reports every refused connection while a broker starts; a probe expects those.
 _quiet = logging.getLogger("ikkai.probe")
@@ -13,10 +17,12 @@ _quiet.addHandler(logging.NullHandler())
 _quiet.propagate = False
 
 
-def broker_answers(bootstrap_servers: str, timeout: float = 2.0, *, node_id: int | None = None) -> bool:
+def broker_answers(
+    bootstrap_servers: str, timeout: float = 2.0, *, node_id: int | None = None, settings: Mapping[str, str] = {}
+) -> bool:
     """True when the cluster answers a metadata request with at least one broker; with ``node_id``,
     when that broker is among them (registered and unfenced: ask it at its own address)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers}, logger=_quiet)
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers, **settings}, logger=_quiet)
     try:
         metadata = admin.list_topics(timeout=timeout)
     except Exception:  # noqa: BLE001 - any failure means "not answering yet"
@@ -24,20 +30,21 @@ def broker_answers(bootstrap_servers: str, timeout: float = 2.0, *, node_id: int
     return node_id in metadata.brokers if node_id is not None else bool(metadata.brokers)
 
 
-def connect_plugins(connect_url: str, timeout: float = 2.0) -> list[str] | None:
+def connect_plugins(connect_url: str, timeout: float = 2.0, *, auth: ConnectAuth | None = None) -> list[str] | None:
     """Connector classes a ready Connect worker has loaded, or None while it is not ready.
 
     Ready means the REST server answers ``GET /`` and the herder serves ``GET /connectors``
     (the REST API answers 503 until the worker has joined its group and read its config topic).
     """
+    options: dict[str, Any] = (auth or ConnectAuth()).requests_options()
     try:
-        root = requests.get(f"{connect_url}/", timeout=timeout)
+        root = requests.get(f"{connect_url}/", timeout=timeout, **options)
         if root.status_code != 200:
             return None
-        connectors = requests.get(f"{connect_url}/connectors", timeout=timeout)
+        connectors = requests.get(f"{connect_url}/connectors", timeout=timeout, **options)
         if connectors.status_code != 200:
             return None
-        plugins = requests.get(f"{connect_url}/connector-plugins", timeout=timeout)
+        plugins = requests.get(f"{connect_url}/connector-plugins", timeout=timeout, **options)
         if plugins.status_code != 200:
             return None
         return [str(plugin["class"]) for plugin in plugins.json()]

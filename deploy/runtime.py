@@ -72,6 +72,7 @@ def select_stack(
     broker_port: int | None = None,
     connect_port: int | None = None,
     brokers: int | None = None,
+    secure: bool | None = None,
     progress: TextIO = sys.stderr,
 ) -> Stack:
     """``brokers``: the embedded stack's broker count (None: the home's, 1 for a new one); only it has a choice."""
@@ -82,6 +83,11 @@ def select_stack(
         raise StackError(
             "stack", f"--brokers {brokers} is for the embedded stack only", fix="use --runtime local, or omit --brokers"
         )
+    if secure and runtime != "local":
+        raise StackError(
+            "stack", "--secure is for the embedded stack only",
+            fix="for an existing cluster, name its client settings in IKKAI_KAFKA_CONFIG and IKKAI_CONNECT_CREDENTIALS",
+        )  # fmt: skip
     if runtime == "docker":
         from deploy.docker_stack import DockerStack  # imported lazily: needs the docker SDK
 
@@ -93,4 +99,5 @@ def select_stack(
         connect_port=connect_port,
         brokers=brokers,
         progress=progress,
+        secure=secure,
     )

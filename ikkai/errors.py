@@ -38,3 +38,20 @@ class ConfigError(IkkaiError):
         self.source = source
         self.key = key
         self.problem = problem
+
+
+class KafkaAccessError(IkkaiError):
+    """The Kafka cluster cannot be reached, or refuses this client's login or TLS handshake.
+
+    ``reason`` is ``authentication``, ``tls``, ``protocol`` (the listener speaks another security
+    protocol) or ``unreachable``; ``as_whom`` describes the client's settings without their secrets.
+    """
+
+    def __init__(self, bootstrap: str, reason: str, as_whom: str, detail: str, fix: str) -> None:
+        what = {
+            "authentication": "authentication failed", "tls": "TLS handshake failed",
+            "protocol": "the connection is refused",
+        }.get(reason, "no answer")  # fmt: skip
+        super().__init__(f"kafka {bootstrap}: {what} as {as_whom}: {detail}", fix=fix)
+        self.bootstrap = bootstrap
+        self.reason = reason

@@ -6,6 +6,9 @@
 | IKKAI_JARS_DIR            | jars resolved from deploy/pom.xml, shared by every home     | $IKKAI_HOME/jars |
 | IKKAI_BOOTSTRAP_SERVERS   | use this Kafka cluster instead of starting one              | (unset)        |
 | IKKAI_CONNECT_URL         | use this Kafka Connect REST URL instead of starting one     | (unset)        |
+| IKKAI_KAFKA_CONFIG        | Kafka client properties: authentication and TLS (see        | (unset: PLAINTEXT) |
+|                           | ``ikkai.contract.kafka_security``)                          |                |
+| IKKAI_CONNECT_CREDENTIALS | JSON file: the Connect REST user, password and CA           | (unset)        |
 
 The two cluster variables go together: naming one without the other is an error, because
 half an external stack and half an embedded one would silently talk past each other.
@@ -16,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ikkai.errors import ConfigError
@@ -25,6 +28,8 @@ HOME_VAR = "IKKAI_HOME"
 JARS_VAR = "IKKAI_JARS_DIR"
 BOOTSTRAP_VAR = "IKKAI_BOOTSTRAP_SERVERS"
 CONNECT_VAR = "IKKAI_CONNECT_URL"
+KAFKA_CONFIG_VAR = "IKKAI_KAFKA_CONFIG"  # read by ikkai.contract.kafka_security
+CONNECT_CREDENTIALS_VAR = "IKKAI_CONNECT_CREDENTIALS"
 STACK_STATE = "stack.json"  # in an embedded stack's home: its ports and, for clients, its endpoints
 SPARK_JARS = "spark-jars.txt"  # in the jars folder: the Spark Kafka connector jars `ikkai setup` resolved last
 
@@ -58,13 +63,63 @@ class Endpoints:
     bootstrap_servers: str
     connect_url: str
     runtime: str  # "local", "docker" or "external"
+    kafka_config: str = ""  # the client-properties file clients authenticate with ("": PLAINTEXT)
+    connect_credentials: str = ""  # the Connect REST credentials file ("": none)
 
     def as_dict(self) -> dict[str, str]:
-        return {
+        data = {
             "runtime": self.runtime,
             "bootstrap_servers": self.bootstrap_servers,
             "connect_url": self.connect_url,
         }
+        if self.kafka_config:
+            data["kafka_config"] = self.kafka_config
+        if self.connect_credentials:
+            data["connect_credentials"] = self.connect_credentials
+        return data
+
+
+@dataclass(frozen=True)
+class ConnectAuth:
+    """How to call a Connect REST API: basic-auth user and password, the CA that signed its certificate."""
+
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    ca: str | None = None
+    client_cert: str | None = None  # a PEM file holding the client's key and certificate
+
+    def requests_options(self) -> dict[str, object]:
+        """``auth``/``verify``/``cert`` for ``requests``; the system CAs when no CA is named."""
+        options: dict[str, object] = {"verify": self.ca or True}
+        if self.username is not None:
+            options["auth"] = (self.username, self.password or "")
+        if self.client_cert:
+            options["cert"] = self.client_cert
+        return options
+
+
+def connect_auth(path: str | Path | None) -> ConnectAuth:
+    """The Connect REST credentials file (``{"username", "password", "ca", "client_cert"}``, all optional)."""
+    if not path:
+        return ConnectAuth()
+    try:
+        document = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError("connect credentials", str(path), f"cannot be read as JSON: {exc}",
+                          fix=f"check {CONNECT_CREDENTIALS_VAR} or the clusters file") from exc  # fmt: skip
+    unknown = (
+        sorted(set(document) - {"username", "password", "ca", "client_cert"}) if isinstance(document, dict) else []
+    )
+    if not isinstance(document, dict) or unknown:
+        raise ConfigError("connect credentials", str(path), f"unknown key(s) {', '.join(unknown) or '(not an object)'}",
+                          fix='write {"username": ..., "password": ..., "ca": "<PEM file>"}')  # fmt: skip
+    return ConnectAuth(document.get("username"), document.get("password"), document.get("ca"),
+                       document.get("client_cert"))  # fmt: skip
+
+
+def endpoints_connect_auth(endpoints: Endpoints, env: Mapping[str, str] = os.environ) -> ConnectAuth:
+    """The credentials for ``endpoints``' Connect: its own file, else ``IKKAI_CONNECT_CREDENTIALS``."""
+    return connect_auth(endpoints.connect_credentials or env.get(CONNECT_CREDENTIALS_VAR, "").strip() or None)
 
 
 def external_endpoints(env: Mapping[str, str] = os.environ) -> Endpoints | None:
@@ -85,7 +140,11 @@ def external_endpoints(env: Mapping[str, str] = os.environ) -> Endpoints | None:
         raise ConfigError(
             "environment", CONNECT_VAR, f"{connect!r} is not an http(s) URL", fix="e.g. http://connect:8083"
         )
-    return Endpoints(bootstrap_servers=bootstrap, connect_url=connect.rstrip("/"), runtime="external")
+    return Endpoints(
+        bootstrap_servers=bootstrap, connect_url=connect.rstrip("/"), runtime="external",
+        kafka_config=env.get(KAFKA_CONFIG_VAR, "").strip(),
+        connect_credentials=env.get(CONNECT_CREDENTIALS_VAR, "").strip(),
+    )  # fmt: skip
 
 
 def recorded_endpoints(home: Path) -> Endpoints | None:
@@ -100,4 +159,6 @@ def recorded_endpoints(home: Path) -> Endpoints | None:
         return None
     if not isinstance(recorded, dict) or not {"bootstrap_servers", "connect_url"} <= recorded.keys():
         return None
-    return Endpoints(recorded["bootstrap_servers"], recorded["connect_url"], runtime="local")
+    return Endpoints(recorded["bootstrap_servers"], recorded["connect_url"], runtime="local",
+                     kafka_config=recorded.get("kafka_config", ""),
+                     connect_credentials=recorded.get("connect_credentials", ""))  # fmt: skip

@@ -6,17 +6,23 @@ processed topics read committed. Every producer and consumer ikkai builds starts
 Topics are never auto-created: ``ensure_topics`` creates the missing ones with the brokers'
 default replication factor (-1), so the same code makes one replica on the embedded stack and
 three on a three-broker cluster.
+
+Every client also authenticates and encrypts as the client-properties file named by
+``IKKAI_KAFKA_CONFIG`` says (``kafka_security``); without it, clients speak PLAINTEXT.
 """
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from ikkai.errors import ConfigError
+from ikkai.contract.kafka_security import client_security, librdkafka_settings
+from ikkai.errors import ConfigError, KafkaAccessError
 
 IDEMPOTENT_PRODUCER: Mapping[str, Any] = {
     "enable.idempotence": True,
@@ -28,15 +34,40 @@ BROKERS_DEFAULT = -1  # replication factor: the brokers' default.replication.fac
 
 READ_COMMITTED: Mapping[str, Any] = {"isolation.level": "read_committed"}
 
+# librdkafka's log line when the broker hangs up before answering the first request: a plaintext
+# client at a TLS or SASL listener (or the other way round) sees it on every attempt.
+_MISMATCH = "in state APIVERSION_QUERY"
+
+
+class _Lines(logging.Handler):
+    """librdkafka's log lines for one check, kept instead of printed (each refused attempt logs one)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def security_settings() -> dict[str, str]:
+    """This process's authentication and encryption settings in librdkafka's names (none: PLAINTEXT)."""
+    return librdkafka_settings(client_security())
+
+
+def admin_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
+    """An admin client's settings: the cluster and how to authenticate to it."""
+    return {"bootstrap.servers": bootstrap, **security_settings(), **extra}
+
 
 def consumer_config(bootstrap: str, group_id: str, **extra: Any) -> dict[str, Any]:
     """A read_committed consumer's settings; ``extra`` adds to them (offsets, EOF events), never weakens them."""
-    return {"bootstrap.servers": bootstrap, "group.id": group_id, **extra, **READ_COMMITTED}
+    return {"bootstrap.servers": bootstrap, **security_settings(), "group.id": group_id, **extra, **READ_COMMITTED}
 
 
 def producer_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
     """An idempotent producer's settings; ``extra`` adds to them (a transactional.id, linger.ms), never weakens them."""
-    return {"bootstrap.servers": bootstrap, **extra, **IDEMPOTENT_PRODUCER}
+    return {"bootstrap.servers": bootstrap, **security_settings(), **extra, **IDEMPOTENT_PRODUCER}
 
 
 def ensure_topics(
@@ -46,7 +77,7 @@ def ensure_topics(
 
     One metadata request for all of them; a topic someone else created meanwhile is as good as ours.
     """
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(admin_config(bootstrap))
     existing = admin.list_topics(timeout=30).topics
     missing = [n for n in dict.fromkeys(names) if n not in existing or existing[n].error is not None]
     wanted = [NewTopic(n, partitions, BROKERS_DEFAULT, config=dict(config or {})) for n in missing]
@@ -57,3 +88,49 @@ def ensure_topics(
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise ConfigError("kafka", name, f"cannot create the topic: {exc}") from exc
     return missing
+
+
+def check_access(bootstrap: str, timeout: float = 10.0) -> None:
+    """Ask the cluster for its metadata as every client will; one clear error when it refuses or cannot be reached.
+
+    librdkafka retries a failed login quietly for ever; a command that is about to start a job or
+    an emitter asks first, so wrong credentials or a wrong CA read as one line within seconds.
+    """
+    security = client_security()
+    failures: list[KafkaError] = []
+    lines = _Lines()
+    logger = logging.Logger("ikkai.kafka.access")  # not registered: one per check, dropped with it
+    logger.addHandler(lines)
+    admin = AdminClient(admin_config(bootstrap, error_cb=failures.append), logger=logger)
+    codes = {KafkaError._AUTHENTICATION: "authentication", KafkaError._SSL: "tls"}
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            admin.list_topics(timeout=min(1.0, max(0.1, deadline - time.monotonic())))
+            return
+        except KafkaException as exc:
+            admin.poll(0)  # serves error_cb: a refused login or handshake is reported there, not by list_topics
+            if not any(f.code() in codes for f in failures):
+                failures.append(exc.args[0])
+        if any(f.code() in codes for f in failures) or sum(_MISMATCH in line for line in lines.lines) >= 3:
+            break
+    fatal = [f for f in failures if f.code() in codes]
+    if fatal:
+        reason = codes[fatal[0].code()]
+        fix = (
+            "check the user and password in sasl.jaas.config, and sasl.mechanism"
+            if reason == "authentication"
+            else "check ssl.truststore.location (the CA that signed the brokers' certificates) and security.protocol"
+        )
+        raise KafkaAccessError(bootstrap, reason, security.describe(), fatal[0].str(), fix)
+    if sum(_MISMATCH in line for line in lines.lines) >= 3:
+        raise KafkaAccessError(
+            bootstrap, "protocol", security.describe(), "the broker hangs up before answering any request",
+            fix="security.protocol does not match the broker's listener (e.g. PLAINTEXT against SASL_SSL): "
+            "name the right client settings in IKKAI_KAFKA_CONFIG",
+        )  # fmt: skip
+    detail = failures[-1].str() if failures else f"no metadata within {timeout:.0f} s"
+    raise KafkaAccessError(
+        bootstrap, "unreachable", security.describe(), detail,
+        fix="check the bootstrap servers, that the brokers run, and that security.protocol matches their listener",
+    )  # fmt: skip

@@ -1,0 +1,110 @@
+"""The secured embedded stack, for real: SASL_SSL (SCRAM-SHA-512) on the broker, HTTPS with basic auth on Connect.
+
+Every client reads one client-properties file (``IKKAI_KAFKA_CONFIG``); wrong credentials, a wrong
+CA or a plaintext client get one clear error naming the cluster and what to check. The stack is
+started once for the module in its own home (``IKKAI_TEST_SECURE_HOME`` names a running one to reuse).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+from confluent_kafka import Consumer, Producer
+
+from deploy.local_stack import LocalStack
+from deploy.stack_security import StackSecrets, client_settings, ensure_secrets
+from ikkai.contract import kafka
+from ikkai.contract.kafka_security import CONFIG_VAR
+from ikkai.errors import KafkaAccessError
+from ikkai.settings import Endpoints, endpoints_connect_auth, jars_dir
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def secure_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Endpoints, StackSecrets]]:
+    reuse = os.environ.get("IKKAI_TEST_SECURE_HOME")
+    home = Path(reuse) if reuse else tmp_path_factory.mktemp("secure") / "home"
+    local = LocalStack(home, jars_dir(), heap="512m", secure=True, progress=sys.stderr)
+    endpoints = local.up()
+    secrets = local.stack_secrets()
+    assert secrets is not None
+    try:
+        yield endpoints, secrets
+    finally:
+        if not reuse:
+            local.down(purge=True)
+
+
+def _properties(path: Path, settings: dict[str, str]) -> Path:
+    path.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
+    return path
+
+
+def test_a_transaction_goes_through_sasl_ssl_with_the_one_client_file(
+    secure_stack: tuple[Endpoints, StackSecrets], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    endpoints, secrets = secure_stack
+    monkeypatch.setenv(CONFIG_VAR, endpoints.kafka_config)
+    bootstrap = endpoints.bootstrap_servers
+    kafka.check_access(bootstrap)
+    topic = f"secure.{uuid.uuid4().hex[:8]}"
+    assert kafka.ensure_topics(bootstrap, [topic], 1) == [topic]
+    producer = Producer(kafka.producer_config(bootstrap, **{"transactional.id": f"t-{topic}"}))
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, key=b"k", value=b"over TLS, as ikkai")
+    producer.commit_transaction(30)
+    consumer = Consumer(kafka.consumer_config(bootstrap, f"g-{topic}", **{"auto.offset.reset": "earliest"}))
+    consumer.subscribe([topic])
+    try:
+        message = None
+        for _ in range(60):
+            message = consumer.poll(1.0)
+            if message is not None and message.error() is None:
+                break
+        assert message is not None and message.error() is None and message.value() == b"over TLS, as ikkai"
+    finally:
+        consumer.close()
+    assert secrets.client_password not in repr(kafka.producer_config)  # never in a repr
+    assert kafka.producer_config(bootstrap)["security.protocol"] == "SASL_SSL"
+
+
+@pytest.mark.parametrize("case", ["wrong password", "wrong CA", "plaintext"])
+def test_a_client_the_cluster_refuses_gets_one_line_naming_the_cluster_and_what_to_check(
+    secure_stack: tuple[Endpoints, StackSecrets], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
+    endpoints, secrets = secure_stack
+    settings = client_settings(secrets, password="not-the-password" if case == "wrong password" else None)
+    if case == "wrong CA":
+        settings["ssl.truststore.location"] = str(ensure_secrets(tmp_path / "other").ca)
+    if case == "plaintext":
+        settings = {"security.protocol": "PLAINTEXT"}
+    monkeypatch.setenv(CONFIG_VAR, str(_properties(tmp_path / "client.properties", settings)))
+    with pytest.raises(KafkaAccessError) as caught:
+        kafka.check_access(endpoints.bootstrap_servers, timeout=10)
+    error = caught.value
+    assert error.reason == {"wrong password": "authentication", "wrong CA": "tls", "plaintext": "protocol"}[case]
+    assert endpoints.bootstrap_servers in str(error) and error.fix
+    assert "\n" not in str(error)
+    assert secrets.client_password not in str(error) and "not-the-password" not in str(error)
+
+
+def test_connect_answers_https_with_basic_auth_only(secure_stack: tuple[Endpoints, StackSecrets]) -> None:
+    endpoints, secrets = secure_stack
+    assert endpoints.connect_url.startswith("https://")
+    auth = endpoints_connect_auth(endpoints)
+    answered = requests.get(f"{endpoints.connect_url}/connectors", timeout=10, **auth.requests_options())
+    assert answered.status_code == 200 and isinstance(answered.json(), list)
+    anonymous = requests.get(f"{endpoints.connect_url}/connectors", timeout=10, verify=str(secrets.ca))
+    assert anonymous.status_code == 401
+    wrong = requests.get(f"{endpoints.connect_url}/connectors", timeout=10, verify=str(secrets.ca), auth=("ikkai", "x"))
+    assert wrong.status_code == 401
+    with pytest.raises(requests.exceptions.SSLError):
+        requests.get(f"{endpoints.connect_url}/connectors", timeout=10)  # the system CAs do not know this one
