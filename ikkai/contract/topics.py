@@ -10,6 +10,9 @@ are the defaults every room, the demo and the benchmarks agree on.
 from __future__ import annotations
 
 INGEST_PAYMENTS = "ingest.payments"
+# The payments table's rows as the postgres-cdc bundle lands them (ingest.<table>-db): its own raw topic,
+# read by a second enrich query (``--input ingest.payments-db --query enrich-cdc``, docs/cdc.md).
+INGEST_PAYMENTS_DB = "ingest.payments-db"
 EVENTS_PAYMENTS = "events.payments"
 DECISIONS_FRAUD = "decisions.fraud"
 OUTBOX_REQUESTS = "outbox.requests"

@@ -1,14 +1,18 @@
-"""A throw-away PostgreSQL server for the CDC test: its own data folder, port and logical WAL.
+"""A throw-away PostgreSQL server for the CDC tests: its own data folder, port and logical WAL.
 
 Started from the Debian packages' binaries (``apt-get install postgresql``; .ci/run installs
 them where missing). PostgreSQL refuses to run as root, so as root the server runs as the
 ``postgres`` user. Authentication is ``trust`` on 127.0.0.1 only: the test is about CDC, and
 the connector still reads its password through a config-provider placeholder.
+
+``payments_table_ddl`` is the table the postgres-cdc bundle documents, ``cdc_values`` the values
+file that points a copy of the bundle at this server.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -17,7 +21,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from deploy.ports import free_port
+from spark_jobs.enrich_parse import RAW_FIELDS
+
+CDC_BUNDLE = Path(__file__).resolve().parents[2] / "connectors" / "bundles" / "postgres-cdc"
+PAYMENTS_TABLE = CDC_BUNDLE / "payments-table.sql"
+COLUMNS = RAW_FIELDS  # the table's columns are the enrich job's raw fields
 
 
 def postgres_bin() -> Path | None:
@@ -61,6 +72,54 @@ class Postgres:
         if result.returncode != 0:
             raise RuntimeError(f"psql failed: {result.stderr.strip()}")
         return result.stdout
+
+
+def payments_table_ddl(name: str) -> str:
+    """The shipped payments table (postgres-cdc/payments-table.sql) under the name ``name``."""
+    ddl, count = re.subn(r"(CREATE TABLE|ON) payments\b", rf"\1 {name}", PAYMENTS_TABLE.read_text())
+    assert count == 2, f"{PAYMENTS_TABLE}: expected 'CREATE TABLE payments' and its trigger 'ON payments'"
+    return ddl
+
+
+def payment_row(payment_id: str, event_id: str, amount: str, event_time: str, **other: object) -> dict[str, object]:
+    """A valid payment as a row of the payments table (the enrich job's raw fields)."""
+    return {
+        "payment_id": payment_id, "event_id": event_id, "customer_id": "cust-00001", "merchant_id": "m-1",
+        "amount": amount, "currency": "EUR", "country": "DE", "card_present": True, "channel": "pos",
+        "card_number": "4111111111111111", "merchant_category_code": "5411", "status": "authorized",
+        "event_time": event_time, **other,
+    }  # fmt: skip
+
+
+def insert_rows(postgres: Postgres, table: str, *rows: dict[str, object], database: str = "payments") -> None:
+    def literal(value: object) -> str:
+        return str(value).lower() if isinstance(value, bool) else f"'{value}'"
+
+    values = ", ".join("(" + ", ".join(literal(r[c]) for c in COLUMNS) + ")" for r in rows)
+    postgres.sql(f"INSERT INTO {table} ({', '.join(COLUMNS)}) VALUES {values}", database)  # noqa: S608 - test data
+
+
+def cdc_values(postgres: Postgres, table: str, slot: str, secrets_dir: Path, partitions: int) -> dict[str, object]:
+    """postgres-cdc values capturing ``table`` on ``postgres``; the password only as a file placeholder."""
+    secrets = secrets_dir / "postgres.properties"
+    secrets.write_text("password=not-checked-under-trust-auth\n")
+    secrets.chmod(0o600)
+    return {
+        "slot": slot,
+        "partitions": partitions,
+        "tables": [{"name": table, "key": "payment_id"}],
+        "database": {"port": postgres.port, "user": "postgres", "password": f"${{file:{secrets}:password}}"},
+    }
+
+
+@contextmanager
+def postgres_or_skip() -> Iterator[Postgres]:
+    """A temporary server from the installed binaries; the test is skipped where there are none."""
+    bin_dir = postgres_bin()
+    if bin_dir is None:
+        pytest.skip("PostgreSQL is not installed here (Debian: apt-get install postgresql; .ci/run does it)")
+    with temporary_postgres(bin_dir) as server:
+        yield server
 
 
 @contextmanager
