@@ -30,10 +30,10 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[st
 
 def by_partition(bootstrap: str, topic: str, isolation: str = "read_committed") -> Partitioned:
     """Every record of ``topic`` per partition, in offset order, up to the current end."""
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": unique("test.reader"), "auto.offset.reset": "earliest",
+    consumer = Consumer(kafka.client_config(bootstrap, **{
+        "group.id": unique("test.reader"), "auto.offset.reset": "earliest",
         "enable.auto.commit": False, "isolation.level": isolation, "enable.partition.eof": True,
-    })  # fmt: skip
+    }))  # fmt: skip
     consumer.subscribe([topic])
     parts = len(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
     seen: Partitioned = {p: [] for p in range(parts)}

@@ -13,6 +13,7 @@ import logging
 from confluent_kafka.admin import AdminClient
 
 from deploy.errors import StackError
+from ikkai.contract import kafka
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 
@@ -44,7 +45,7 @@ def transaction_state_partition(transactional_id: str, partitions: int) -> int:
 
 
 def _admin(bootstrap: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap}, logger=_quiet)
+    return AdminClient(kafka.client_config(bootstrap), logger=_quiet)
 
 
 def partition_leaders(bootstrap: str, topic: str, timeout: float = 10) -> dict[int, int]:

@@ -9,6 +9,7 @@ from typing import Any
 import requests
 from confluent_kafka.admin import AdminClient
 
+from ikkai.contract import kafka
 from ikkai.settings import ConnectAuth
 
 # librdkafka reports every refused connection while a broker starts; a probe expects those.
@@ -18,11 +19,16 @@ _quiet.propagate = False
 
 
 def broker_answers(
-    bootstrap_servers: str, timeout: float = 2.0, *, node_id: int | None = None, settings: Mapping[str, str] = {}
+    bootstrap_servers: str,
+    timeout: float = 2.0,
+    *,
+    node_id: int | None = None,
+    settings: Mapping[str, str] | None = None,
 ) -> bool:
     """True when the cluster answers a metadata request with at least one broker; with ``node_id``,
     when that broker is among them (registered and unfenced: ask it at its own address)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers, **settings}, logger=_quiet)
+    security = kafka.security_settings() if settings is None else settings  # None: IKKAI_KAFKA_CONFIG's
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers, **security}, logger=_quiet)
     try:
         metadata = admin.list_topics(timeout=timeout)
     except Exception:  # noqa: BLE001 - any failure means "not answering yet"

@@ -14,7 +14,7 @@ from typing import Protocol, TextIO
 from deploy.errors import StackError
 from deploy.local_stack import ComponentStatus, LocalStack, StackStatus
 from deploy.probes import broker_answers, connect_plugins
-from ikkai.settings import Endpoints, external_endpoints, ikkai_home, jars_dir
+from ikkai.settings import Endpoints, endpoints_connect_auth, external_endpoints, ikkai_home, jars_dir
 
 RUNTIMES = ("local", "docker")
 
@@ -38,7 +38,8 @@ class ExternalStack:
 
     def status(self) -> StackStatus:
         broker = broker_answers(self._endpoints.bootstrap_servers, timeout=5)
-        connect = connect_plugins(self._endpoints.connect_url, timeout=5) is not None
+        auth = endpoints_connect_auth(self._endpoints)
+        connect = connect_plugins(self._endpoints.connect_url, timeout=5, auth=auth) is not None
         return StackStatus(
             Path("-"),
             self._endpoints,

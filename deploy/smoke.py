@@ -43,13 +43,12 @@ def create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
 
 def consume_all(bootstrap: str, topic: str, isolation: str, expected: int, timeout: float = 30.0) -> list[bytes]:
     """Values of ``topic`` from the beginning, until ``expected`` arrived or the topic stays quiet."""
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap,
+    consumer = Consumer(kafka.client_config(bootstrap, **{
         "group.id": f"ikkai-smoke-{uuid.uuid4()}",
         "auto.offset.reset": "earliest",
         "enable.auto.commit": False,
-        "isolation.level": isolation,
-    })  # fmt: skip
+        "isolation.level": isolation,  # read_uncommitted too, on purpose: the smoke test counts the aborted
+    }))  # fmt: skip
     consumer.subscribe([topic])
     values: list[bytes] = []
     deadline = time.monotonic() + timeout

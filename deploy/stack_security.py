@@ -28,7 +28,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.serialization import pkcs12
-from cryptography.x509.oid import NameOID
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 SECURE_DIR = "secure"
 CLIENT_USER = "ikkai"
@@ -178,9 +178,9 @@ def ensure_secrets(home: Path) -> StackSecrets:
     ca_key, ca_cert = _certificate_authority()
     _write_secret(stack.ca, ca_cert.public_bytes(serialization.Encoding.PEM).decode())
     for path, name, usage in (
-        (stack.broker_pem, "ikkai-broker", x509.ExtendedKeyUsageOID.SERVER_AUTH),
-        (stack.connect_pem, "ikkai-connect", x509.ExtendedKeyUsageOID.SERVER_AUTH),
-        (stack.client_pem, CLIENT_USER, x509.ExtendedKeyUsageOID.CLIENT_AUTH),
+        (stack.broker_pem, "ikkai-broker", ExtendedKeyUsageOID.SERVER_AUTH),
+        (stack.connect_pem, "ikkai-connect", ExtendedKeyUsageOID.SERVER_AUTH),
+        (stack.client_pem, CLIENT_USER, ExtendedKeyUsageOID.CLIENT_AUTH),
     ):
         key, cert = _signed(ca_key, ca_cert, name, usage)
         _write_secret(path, _pem_key(key) + cert.public_bytes(serialization.Encoding.PEM).decode())

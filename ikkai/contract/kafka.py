@@ -55,8 +55,12 @@ def security_settings() -> dict[str, str]:
     return librdkafka_settings(client_security())
 
 
-def admin_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
-    """An admin client's settings: the cluster and how to authenticate to it."""
+def client_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
+    """Any client's settings: the cluster, how to authenticate to it, and ``extra``.
+
+    For admin clients, and for the few readers that must see uncommitted records on purpose
+    (the smoke test's and the tests' read_uncommitted checks); every other reader takes ``consumer_config``.
+    """
     return {"bootstrap.servers": bootstrap, **security_settings(), **extra}
 
 
@@ -77,7 +81,7 @@ def ensure_topics(
 
     One metadata request for all of them; a topic someone else created meanwhile is as good as ours.
     """
-    admin = AdminClient(admin_config(bootstrap))
+    admin = AdminClient(client_config(bootstrap))
     existing = admin.list_topics(timeout=30).topics
     missing = [n for n in dict.fromkeys(names) if n not in existing or existing[n].error is not None]
     wanted = [NewTopic(n, partitions, BROKERS_DEFAULT, config=dict(config or {})) for n in missing]
@@ -101,7 +105,7 @@ def check_access(bootstrap: str, timeout: float = 10.0) -> None:
     lines = _Lines()
     logger = logging.Logger("ikkai.kafka.access")  # not registered: one per check, dropped with it
     logger.addHandler(lines)
-    admin = AdminClient(admin_config(bootstrap, error_cb=failures.append), logger=logger)
+    admin = AdminClient(client_config(bootstrap, error_cb=failures.append), logger=logger)
     codes = {KafkaError._AUTHENTICATION: "authentication", KafkaError._SSL: "tls"}
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -113,7 +113,7 @@ def test_every_client_config_carries_the_file_named_by_the_environment(
 ) -> None:
     monkeypatch.setenv(CONFIG_VAR, str(_file(tmp_path, SCRAM)))
     assert client_security().protocol == "SASL_SSL"
-    for config in (kafka.producer_config("b:1"), kafka.consumer_config("b:1", "g"), kafka.admin_config("b:1")):
+    for config in (kafka.producer_config("b:1"), kafka.consumer_config("b:1", "g"), kafka.client_config("b:1")):
         assert config["sasl.username"] == "ikkai" and config["security.protocol"] == "SASL_SSL"
     assert kafka.consumer_config("b:1", "g")["isolation.level"] == "read_committed"
     monkeypatch.delenv(CONFIG_VAR)
