@@ -35,7 +35,7 @@ $(STAMP): pyproject.toml $(LOCK)
 	  { echo "make: ikkai needs Python 3.11 or newer as '$(PYTHON)' (install it, or run make PYTHON=/path/to/python3.11)" >&2; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade --constraint $(LOCK) pip
-	$(BIN)/pip install --quiet --constraint $(LOCK) --editable '.[test]'
+	$(BIN)/pip install --quiet --constraint $(LOCK) --editable '.[all,test]'
 	touch $(STAMP)
 
 # Renew the lock: the newest versions pyproject.toml allows, resolved in a scratch environment.
@@ -44,7 +44,7 @@ lock:
 	rm -rf .lock-venv build
 	$(PYTHON) -m venv .lock-venv
 	.lock-venv/bin/pip install --quiet --upgrade pip
-	.lock-venv/bin/pip install --quiet '.[test]'
+	.lock-venv/bin/pip install --quiet '.[all,test]'
 	{ echo "# Exact versions for 'make setup' (pip --constraint). Renew with 'make lock', never by hand."; \
 	  echo "# Resolved with $$(.lock-venv/bin/python --version) on $$(uname -sm)."; \
 	  .lock-venv/bin/pip freeze --all --exclude ikkai | grep -v -E '^(setuptools|wheel)=='; } > $(LOCK)

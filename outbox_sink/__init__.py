@@ -1,14 +1,17 @@
 """The outbox: how services ask for side effects, and the sink that performs each once.
 
-Services emit ``OutboxRequest`` records to ``outbox.requests`` with ``OutboxEmitter``; the
-outbox sink (a Kafka Connect connector, Java, in ``connector/``) delivers each to an
-allow-listed HTTP target with one ``Idempotency-Key`` per side effect (``derive_idempotency_key``
-of decision_id and effect) and writes a ``Receipt`` to ``outbox.receipts``, read back with
-``ReceiptReader`` (DELIVERED wins when two receipts of one effect disagree: ``prevailing``).
+Services emit ``OutboxRequest`` records to ``outbox.requests`` with ``OutboxEmitter`` (asyncio
+services with ``AsyncOutboxEmitter``); the outbox sink (a Kafka Connect connector, Java, in
+``connector/``) delivers each to an allow-listed HTTP target with one ``Idempotency-Key`` per side
+effect (``derive_idempotency_key`` of decision_id and effect) and writes a ``Receipt`` to
+``outbox.receipts``, read back incrementally with ``ReceiptReader`` (DELIVERED wins when two
+receipts of one effect disagree: ``prevailing``). This package, the contract and the codec are
+the light client of a plain ``pip install ikkai``: no Spark, no pandas, no scikit-learn.
 The sink's connector config is the ``outbox-sink`` bundle (connectors/bundles/outbox-sink), nowhere else.
 (The demo's stand-in for the payments and notification APIs is ``demo.receiver``, not part of this package.)
 """
 
+from outbox_sink.async_emitter import AsyncOutboxEmitter
 from outbox_sink.contract import (
     DLQ_TOPIC,
     RECEIPTS_TOPIC,
@@ -35,6 +38,7 @@ __all__ = [
     "DLQ_TOPIC",
     "RECEIPTS_TOPIC",
     "REQUESTS_TOPIC",
+    "AsyncOutboxEmitter",
     "ConsumedOffsetsError",
     "InputRewindError",
     "OutboxDeliveryError",

@@ -7,28 +7,93 @@ request replayed from the DLQ is receipted again. The reader keeps one receipt p
 disagree believes ``prevailing``: DELIVERED wins (the effect happened), otherwise the first.
 Repeats are counted in ``duplicates``, corrections (a DEAD_LETTERED replaced by a DELIVERED) in
 ``corrected``.
+
+The reader is incremental: its consumer keeps its position between calls, so each ``poll`` reads
+only what arrived since the last one, and it remembers the verdicts of the last ``remember``
+effects, not the whole topic. Where it starts:
+
+* without ``group_id``: at ``start`` — ``"earliest"`` (every receipt on the topic) or
+  ``"latest"`` (only receipts committed after the reader was created; the position is fixed in
+  the constructor, so a request emitted after it cannot be missed). Nothing is committed.
+* with ``group_id``: where the group's committed offsets say (``start`` only for a new group). A
+  receipt's offset is committed once the caller comes back for more (the next ``poll``, a
+  ``wait_for`` that reads on, ``close``), never when it is read: a crash re-delivers the receipts
+  of the last call instead of skipping them. (A ``wait_for`` answered from what was already read
+  reads nothing and commits nothing.)
+
+It reads with ``read_committed`` (``ikkai.contract.kafka.consumer_config``); ``consumer_config``
+adds client settings with Kafka's own names (``security.protocol``, ``sasl.*``, ``ssl.*``), which
+are handed to the client and never printed.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterable
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from typing import Any, Literal, TypeVar
 
-from confluent_kafka import Consumer, KafkaError
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from ikkai.contract import kafka
 from ikkai.contract.codec import RecordCodec, default_codec
+from ikkai.errors import ConfigError
 from outbox_sink.contract import RECEIPT_SCHEMA, RECEIPTS_TOPIC, Receipt, prevailing
 from outbox_sink.errors import ReceiptReadError
+
+Start = Literal["earliest", "latest"]
+K = TypeVar("K", bound=Hashable)
+
+POLL_S = 0.5  # how long one poll inside ``wait_for`` waits, at most
+# Consumer settings the reader decides itself; the "what to do" when a caller's config names one.
+READER_OWNS = {
+    "group.id": "pass group_id= instead",
+    "enable.auto.commit": "the reader commits a receipt's offset once the caller comes back for more; drop it",
+    "enable.auto.offset.store": "the reader stores offsets itself; drop it",
+    "auto.offset.reset": "pass start='earliest' or start='latest' instead",
+}
 
 
 def decode_receipt(value: bytes, codec: RecordCodec | None = None) -> Receipt:
     return Receipt.from_record((codec or default_codec()).decode(RECEIPT_SCHEMA, value))
 
 
+def reader_config(
+    bootstrap_servers: str, group_id: str | None, start: Start, extra: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The receipts consumer's settings: read_committed, ``extra`` passed through, the reader's own keys refused."""
+    source = "ReceiptReader consumer_config"
+    extra = dict(extra or {})
+    for key, fix in READER_OWNS.items():
+        if key in extra:
+            raise ConfigError(source, key, "is set by the reader", fix=fix)
+    if "bootstrap.servers" in extra and extra["bootstrap.servers"] != bootstrap_servers:
+        raise ConfigError(
+            source, "bootstrap.servers", "differs from the bootstrap_servers argument", fix="name the cluster once"
+        )
+    isolation = str(extra.get("isolation.level", "read_committed")).strip().lower()
+    if isolation != "read_committed":
+        raise ConfigError(
+            source, "isolation.level", "must be read_committed", fix="a receipt of an aborted write is no receipt"
+        )
+    if start not in ("earliest", "latest"):
+        raise ConfigError("ReceiptReader", "start", f"is {start!r}", fix="'earliest' or 'latest'")
+    group = group_id or f"ikkai.receipts.{uuid.uuid4().hex[:12]}"
+    settings = {"auto.offset.reset": start, "enable.auto.commit": group_id is not None}
+    if group_id is not None:
+        settings["enable.auto.offset.store"] = False  # stored when the caller comes back for more
+    return kafka.consumer_config(bootstrap_servers, group, **{**extra, **settings})
+
+
 class ReceiptReader:
-    """A read_committed consumer of receipts. Without ``group_id`` it reads from the start and commits nothing."""
+    """A read_committed consumer of receipts that reads on from where it stopped (see the module docstring).
+
+    ``poll`` returns the receipts that arrived since the last call and are new or change the
+    verdict on their effect; iterating over the reader does the same forever. ``wait_for``,
+    ``wait_for_effects`` and ``wait_for_targets`` poll until the receipts asked for are there.
+    ``seen`` holds the prevailing receipt of each of the last ``remember`` effects.
+    """
 
     def __init__(
         self,
@@ -37,19 +102,98 @@ class ReceiptReader:
         topic: str = RECEIPTS_TOPIC,
         group_id: str | None = None,
         codec: RecordCodec | None = None,
+        start: Start = "earliest",
+        consumer_config: Mapping[str, Any] | None = None,
+        remember: int = 100_000,
+        timeout_s: float = 30.0,
     ) -> None:
+        if remember < 1:
+            raise ConfigError("ReceiptReader", "remember", f"is {remember}", fix="keep at least one effect")
         self.topic = topic
+        self.remember = remember
         self._codec = codec or default_codec()
-        group = group_id or f"ikkai.receipts.{uuid.uuid4().hex[:12]}"
-        settings = {"auto.offset.reset": "earliest", "enable.auto.commit": group_id is not None}
-        self._consumer = Consumer(kafka.consumer_config(bootstrap_servers, group, **settings))
-        self._consumer.subscribe([topic])
-        self.seen: dict[tuple[str, str], Receipt] = {}  # the prevailing receipt per (decision_id, effect_id)
+        self._grouped = group_id is not None
+        self._consumer = Consumer(reader_config(bootstrap_servers, group_id, start, consumer_config))
+        self._pending: dict[int, int] = {}  # partition -> next offset, read but not yet handed back (grouped only)
+        self._closed = False
+        self.seen: OrderedDict[tuple[str, str], Receipt] = OrderedDict()  # prevailing receipt per effect, oldest first
         self.duplicates = 0  # receipts that changed nothing (redeliveries after a restart)
         self.corrected = 0  # DEAD_LETTERED receipts replaced by a later DELIVERED one
+        try:
+            if self._grouped:
+                self._consumer.subscribe([topic])
+            else:
+                self._consumer.assign(self._start_positions(start, timeout_s))
+        except (KafkaException, ReceiptReadError):
+            self._consumer.close()
+            raise
+
+    # -- reading -------------------------------------------------------------------------------
 
     def poll(self, timeout_s: float = 1.0) -> list[Receipt]:
         """Receipts that arrived within ``timeout_s`` and are new or change the verdict on their effect."""
+        self._hand_back()
+        return self._read(timeout_s)
+
+    def __iter__(self) -> Iterator[Receipt]:
+        """Every new or changed receipt as it arrives, until the reader is closed."""
+        while not self._closed:
+            yield from self.poll(1.0)
+
+    def wait_for(self, decision_ids: str | Iterable[str], timeout_s: float) -> dict[str, Receipt]:
+        """Poll until every decision has a receipt or ``timeout_s`` passed; one receipt of each decision found.
+
+        Receipts already seen count; a decision with several side effects is found with the
+        first one's receipt (``wait_for_effects`` waits for each).
+        """
+        wanted = {decision_ids} if isinstance(decision_ids, str) else set(decision_ids)
+        return self._wait(wanted, lambda r: r.decision_id, timeout_s)
+
+    def wait_for_effects(self, wanted: Iterable[tuple[str, str]], timeout_s: float) -> dict[tuple[str, str], Receipt]:
+        """Like ``wait_for`` for decisions with several side effects: by (decision_id, effect_id)."""
+        return self._wait(set(wanted), lambda r: (r.decision_id, r.effect_id), timeout_s)
+
+    def wait_for_targets(self, wanted: Iterable[tuple[str, str]], timeout_s: float) -> dict[tuple[str, str], Receipt]:
+        """By (decision_id, target), for decisions asking at most one side effect of each target."""
+        return self._wait(set(wanted), lambda r: (r.decision_id, r.target), timeout_s)
+
+    def close(self) -> None:
+        """Commit what was handed back (with a group) and leave."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._hand_back()
+        finally:
+            self._consumer.close()  # with a group: commits the stored offsets
+
+    def __enter__(self) -> ReceiptReader:
+        return self
+
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is not None:  # the caller failed with the last receipts in hand: they are read again
+            self._pending.clear()
+        self.close()
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _start_positions(self, start: Start, timeout_s: float) -> list[TopicPartition]:
+        """Every partition of the topic at its start, or at its end as a read_committed reader sees it now."""
+        metadata = self._consumer.list_topics(self.topic, timeout=timeout_s).topics.get(self.topic)
+        if metadata is None or metadata.error is not None or not metadata.partitions:
+            problem = metadata.error.str() if metadata is not None and metadata.error is not None else "no partitions"
+            raise ReceiptReadError(self.topic, problem)
+        positions = []
+        for partition in sorted(metadata.partitions):
+            offset = OFFSET_BEGINNING
+            if start == "latest":  # read_committed: the last stable offset, so nothing committed later is missed
+                _, offset = self._consumer.get_watermark_offsets(
+                    TopicPartition(self.topic, partition), timeout=timeout_s
+                )
+            positions.append(TopicPartition(self.topic, partition, offset))
+        return positions
+
+    def _read(self, timeout_s: float) -> list[Receipt]:
         fresh: list[Receipt] = []
         for message in self._consumer.consume(500, timeout_s):
             error = message.error()
@@ -57,60 +201,65 @@ class ReceiptReader:
                 if error.code() != KafkaError._PARTITION_EOF:
                     raise ReceiptReadError(self.topic, error.str())
                 continue
+            if self._grouped:
+                self._pending[message.partition() or 0] = (message.offset() or 0) + 1
             value = message.value()
             if value is None:
                 continue
             receipt = decode_receipt(value, self._codec)
-            effect = (receipt.decision_id, receipt.effect_id)
-            current = self.seen.get(effect)
-            if current is not None:
-                if prevailing(current, receipt) is current:
-                    self.duplicates += 1
-                    continue
-                self.corrected += 1
-            self.seen[effect] = receipt
-            fresh.append(receipt)
+            if self._believe(receipt):
+                fresh.append(receipt)
         return fresh
 
-    def wait_for(self, decision_ids: Iterable[str], timeout_s: float) -> dict[str, Receipt]:
-        """Poll until every id has a receipt or ``timeout_s`` passed; one receipt of each id found."""
-        wanted = set(decision_ids)
+    def _believe(self, receipt: Receipt) -> bool:
+        """Record ``receipt`` under its effect; whether it is new or changes the verdict."""
+        effect = (receipt.decision_id, receipt.effect_id)
+        current = self.seen.get(effect)
+        if current is not None:
+            if prevailing(current, receipt) is current:
+                self.duplicates += 1
+                return False
+            self.corrected += 1
+        self.seen[effect] = receipt
+        self.seen.move_to_end(effect)
+        while len(self.seen) > self.remember:
+            self.seen.popitem(last=False)
+        return True
+
+    def _wait(self, wanted: set[K], key: Callable[[Receipt], K], timeout_s: float) -> dict[K, Receipt]:
+        """Poll until a receipt of every wanted key arrived (or was seen) or ``timeout_s`` passed."""
+        found: dict[K, Receipt] = {}
+
+        def take(receipt: Receipt) -> None:
+            k = key(receipt)
+            held = found.get(k)
+            if k in wanted and (held is None or held.effect_id == receipt.effect_id):  # a correction replaces
+                found[k] = receipt
+
+        for receipt in self.seen.values():
+            take(receipt)
         deadline = time.monotonic() + timeout_s
-        while not wanted <= self._decisions() and time.monotonic() < deadline:
-            self.poll(0.5)
-        found: dict[str, Receipt] = {}
-        for (decision_id, _), receipt in self.seen.items():
-            if decision_id in wanted:
-                found.setdefault(decision_id, receipt)
+        reading = False
+        while not wanted <= found.keys():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            if not reading:  # reading on: what the last call returned is handled (a mere lookup is not)
+                self._hand_back()
+                reading = True
+            for receipt in self._read(min(POLL_S, left)):
+                take(receipt)
         return found
 
-    def wait_for_effects(self, wanted: Iterable[tuple[str, str]], timeout_s: float) -> dict[tuple[str, str], Receipt]:
-        """Like ``wait_for`` for decisions with several side effects: by (decision_id, effect_id)."""
-        pairs = set(wanted)
-        deadline = time.monotonic() + timeout_s
-        while not pairs <= self.seen.keys() and time.monotonic() < deadline:
-            self.poll(0.5)
-        return {p: self.seen[p] for p in pairs if p in self.seen}
-
-    def wait_for_targets(self, wanted: Iterable[tuple[str, str]], timeout_s: float) -> dict[tuple[str, str], Receipt]:
-        """By (decision_id, target), for decisions asking at most one side effect of each target."""
-        pairs = set(wanted)
-        deadline = time.monotonic() + timeout_s
-        while not pairs <= self._by_target().keys() and time.monotonic() < deadline:
-            self.poll(0.5)
-        return {p: r for p, r in self._by_target().items() if p in pairs}
-
-    def _by_target(self) -> dict[tuple[str, str], Receipt]:
-        return {(r.decision_id, r.target): r for r in self.seen.values()}
-
-    def _decisions(self) -> set[str]:
-        return {decision_id for decision_id, _ in self.seen}
-
-    def close(self) -> None:
-        self._consumer.close()
-
-    def __enter__(self) -> ReceiptReader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def _hand_back(self) -> None:
+        """Store the offsets of what the last call read: the caller is back, so it has handled them."""
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, {}
+        for partition, offset in pending.items():
+            try:
+                self._consumer.store_offsets(offsets=[TopicPartition(self.topic, partition, offset)])
+            except KafkaException as exc:  # the partition went to another member in a rebalance: it reads it again
+                error: KafkaError = exc.args[0]
+                if error.code() != KafkaError._STATE:
+                    raise ReceiptReadError(self.topic, error.str()) from exc

@@ -4,24 +4,37 @@ The wheel is built from a copy of the source tree (the build leaves nothing in t
 installed without dependencies into a fresh venv, which sees this environment's packages through a
 ``.pth`` file (no network, no second download of pyspark). The installed code runs from a folder
 outside the repository with PYTHONPATH unset, so nothing can be found "next to the checkout".
+
+The light client is the wheel installed as a service installs it, ``pip install ikkai`` with no
+extras, into a venv of its own: its dependencies come from the package index (at the locked
+versions), and it emits to the real outbox sink and reads the receipt back without pyspark.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import sysconfig
+import tomllib
 import zipfile
+from importlib import metadata
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from packaging.requirements import Requirement
 
 from cli import cli
+from demo.receiver import ReferenceReceiver
+from ikkai.settings import Endpoints
+from outbox_sink import derive_idempotency_key
 from spark_jobs.model.fraud_model import FraudModel
+from tests.docs.guide import read_guide
+from tests.outbox_sink.conftest import deploy_sink
 
 REPO = Path(__file__).resolve().parents[1]
 _NOT_SOURCES = shutil.ignore_patterns(
@@ -68,8 +81,8 @@ def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def _run(venv: Path, *command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("IKKAI_")}
+def _run(venv: Path, *command: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("IKKAI_")}, **(env or {})}
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
@@ -152,3 +165,152 @@ def test_the_installed_wheel_builds_the_connect_plugins_from_its_own_sources(ven
         assert Path(pom).is_file() and Path(pom).is_relative_to(venv), pom
         assert all(Path(i).is_dir() and Path(i).is_relative_to(venv) for i in inputs), inputs
         assert fingerprint == lp.fingerprint(plugin)  # same sources: the same plugin folder as the checkout's
+
+
+# Each install (its extras) and the code it is for: every module of these packages imports with only its dependencies.
+INSTALLS = {
+    "ikkai": (["ikkai", "outbox_sink"], ["ikkai.contract.registry"]),  # the light client: emitter, receipts, codec
+    "ikkai[registry]": (["ikkai", "outbox_sink"], []),  # and the schema-registry codec
+    "ikkai[control]": (["cli", "deploy", "connectors"], []),
+    "ikkai[jobs]": (["spark_jobs", "transforms"], ["spark_jobs.model.training"]),
+    "ikkai[train]": (["spark_jobs"], []),
+    "ikkai[all]": (["ikkai", "outbox_sink", "cli", "deploy", "connectors", "spark_jobs", "transforms", "demo"], []),
+}
+_IMPORT_ALL = """
+import importlib, json, pkgutil, sys
+blocked = set(sys.argv[1].split(","))
+class Uninstalled:  # as if the blocked distributions were not installed
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in blocked:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, Uninstalled())
+skip = set(sys.argv[3].split(",")) - {""}
+failed = {}
+for package in sys.argv[2].split(","):
+    root = importlib.import_module(package)
+    names = [package] + [m.name for m in pkgutil.walk_packages(root.__path__, package + ".")]
+    for name in names:
+        if name.endswith(".__main__") or name in skip:
+            continue
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            failed[name] = str(exc)
+print(json.dumps(failed))
+"""
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _requirements(extras: set[str], project: dict[str, object]) -> list[Requirement]:
+    """What ``pip install 'ikkai[extras]'`` asks for, ikkai's own extras (``ikkai[jobs]``) followed."""
+    optional: dict[str, list[str]] = project["optional-dependencies"]  # type: ignore[assignment]
+    wanted: list[Requirement] = []
+    for spec in [*project["dependencies"], *(d for e in extras for d in optional[e])]:  # type: ignore[misc]
+        requirement = Requirement(spec)
+        if _canonical(requirement.name) == "ikkai":
+            wanted += _requirements(set(requirement.extras), project)
+        else:
+            wanted.append(requirement)
+    return wanted
+
+
+def _installed_with(wanted: list[Requirement]) -> set[str]:
+    """The distributions ``wanted`` installs, as this environment's metadata says (markers and extras evaluated)."""
+    found: set[tuple[str, str]] = set()
+    todo = [(_canonical(r.name), extra) for r in wanted for extra in ["", *r.extras]]
+    while todo:
+        name, extra = todo.pop()
+        if (name, extra) in found:
+            continue
+        found.add((name, extra))
+        for spec in metadata.distribution(name).requires or []:
+            requirement = Requirement(spec)
+            if requirement.marker is None or requirement.marker.evaluate({"extra": extra}):
+                todo += [(_canonical(requirement.name), e) for e in ["", *requirement.extras]]
+    return {name for name, _ in found}
+
+
+@pytest.mark.parametrize("install", sorted(INSTALLS))
+def test_each_install_carries_what_its_code_imports(install: str) -> None:
+    """Every module of the install's packages imports with every other installed distribution made unimportable."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    extras = set(install.removeprefix("ikkai").strip("[]").split(",")) - {""}
+    allowed = _installed_with(_requirements(extras, project)) | {"ikkai"}
+    blocked = sorted(
+        module
+        for module, distributions in metadata.packages_distributions().items()
+        if module not in sys.stdlib_module_names and not {_canonical(d) for d in distributions} & allowed
+    )
+    packages, skip = INSTALLS[install]
+    command = [sys.executable, "-c", _IMPORT_ALL, ",".join(blocked), ",".join(packages), ",".join(skip)]
+    out = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    failed = json.loads(out.stdout)
+    assert failed == {}, f"{install} lacks what these import: {failed}"
+
+
+# What a service's plain `pip install ikkai` must not bring along (distribution names, as pip lists them).
+NOT_IN_THE_LIGHT_CLIENT = {
+    "pyspark", "py4j", "pandas", "pyarrow", "numpy", "scikit-learn", "scipy",
+    "jinja2", "pyyaml", "click", "requests",
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def light_venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv holding the wheel with its base dependencies only, fetched by pip at the locked versions."""
+    root = tmp_path_factory.mktemp("light") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True, timeout=120)
+    install = [
+        sys.executable, "-m", "pip", "--python", str(root / "bin" / "python"), "install", "-q",
+        "--constraint", str(REPO / "constraints.txt"), str(wheel),
+    ]  # fmt: skip
+    out = subprocess.run(install, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return root
+
+
+def _distributions(venv: Path) -> set[str]:
+    listing = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "list", "--format", "json"]
+    out = subprocess.run(listing, capture_output=True, text=True, timeout=120, check=True)
+    return {d["name"].lower().replace("_", "-") for d in json.loads(out.stdout)}
+
+
+def test_the_light_client_installs_without_spark_pandas_or_scikit_learn(light_venv: Path, tmp_path: Path) -> None:
+    installed = _distributions(light_venv)
+    assert {"ikkai", "confluent-kafka", "fastavro"} <= installed
+    assert not installed & NOT_IN_THE_LIGHT_CLIENT, sorted(installed & NOT_IN_THE_LIGHT_CLIENT)
+    probe = "import importlib.util as u; print(','.join(m for m in ('pyspark', 'pandas', 'sklearn') if u.find_spec(m)))"
+    out = _run(light_venv, str(light_venv / "bin" / "python"), "-c", probe, cwd=tmp_path)
+    assert out.returncode == 0 and out.stdout.strip() == "", out.stdout + out.stderr
+
+
+@pytest.mark.integration
+def test_the_light_client_emits_to_the_real_sink_and_reads_the_receipts(
+    light_venv: Path, stack: Endpoints, tmp_path: Path
+) -> None:
+    """docs/outbox.md's service, word for word, run by the light venv's python from outside the repository."""
+    script = tmp_path / "service.py"
+    script.write_text(read_guide("outbox.md").files["service.py"])
+    with ReferenceReceiver(tmp_path / "receiver.sqlite") as receiver:
+        sink = deploy_sink(stack, receiver)
+        try:
+            env = {
+                "KAFKA_BOOTSTRAP_SERVERS": stack.bootstrap_servers,
+                "OUTBOX_REQUESTS_TOPIC": sink.requests_topic,
+                "OUTBOX_RECEIPTS_TOPIC": sink.receipts_topic,
+            }
+            out = _run(light_venv, str(light_venv / "bin" / "python"), str(script), cwd=tmp_path, env=env)
+        finally:
+            sink.client.delete_connector(sink.name)
+        applied = receiver.applied()
+
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.splitlines() == ["pay-1 hold-payment DELIVERED", "pay-2 hold-payment DELIVERED"]
+    # What the API really did: each hold once, under the key of its decision and effect.
+    assert sorted(a.path for a in applied) == ["/payments/holds/pay-1", "/payments/holds/pay-2"]
+    for a in applied:
+        assert a.idempotency_key == derive_idempotency_key(a.headers["x-ikkai-decision-id"], "hold-payment")

@@ -11,8 +11,10 @@ client would put them.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # numpy only where keys are routed in bulk (the jobs): the light client installs none
+    import numpy as np
 
 _M = 0x5BD1E995
 _MASK = 0xFFFFFFFF
@@ -54,6 +56,8 @@ def kafka_partitions(keys: Sequence[bytes], partitions: int) -> np.ndarray:
     The sink routes every output row by its key; per row in Python that is ~5 µs a key, here it
     is a few vectorized passes per distinct key length.
     """
+    import numpy as np
+
     result = np.empty(len(keys), dtype=np.int32)
     by_length: dict[int, list[int]] = {}
     for index, key in enumerate(keys):
@@ -67,6 +71,8 @@ def kafka_partitions(keys: Sequence[bytes], partitions: int) -> np.ndarray:
 
 def _murmur2_equal_length(data: np.ndarray) -> np.ndarray:
     """``murmur2`` of each row of a (keys, length) uint8 array; uint32 arithmetic wraps like Java's int."""
+    import numpy as np
+
     rows, length = data.shape
     m = np.uint32(_M)
     with np.errstate(over="ignore"):

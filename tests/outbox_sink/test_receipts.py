@@ -1,4 +1,9 @@
-"""Receipts as a reader should believe them: one per side effect, and DELIVERED wins over DEAD_LETTERED."""
+"""Receipts as a reader should believe them, read on from where it stopped.
+
+One receipt per side effect, DELIVERED winning over DEAD_LETTERED; each poll reads only what
+arrived since the last; a reader started at the end misses nothing committed after it; a group
+resumes after what it handed back and reads again what a crash held.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +14,15 @@ from confluent_kafka import Producer
 
 from demo.pipeline_io import create_topic, unique
 from ikkai.contract.codec import default_codec
+from ikkai.errors import ConfigError
 from ikkai.settings import Endpoints
 from outbox_sink import Receipt, ReceiptReader
+from outbox_sink.receipts import reader_config
+from tests.kafka_helpers import transactional_producer
+
+
+class Boom(Exception):
+    pass
 
 
 def receipt(outcome: str, *, attempts: int = 1, target: str = "payments-api", effect: str | None = None) -> Receipt:
@@ -56,3 +68,95 @@ def test_delivered_wins_whatever_the_order(
 
     assert found["d-1"].outcome == "DELIVERED"
     assert [r.outcome for r in reader.seen.values()] == ["DELIVERED"]
+
+
+def receipt_of(decision_id: str, outcome: str = "DELIVERED") -> Receipt:
+    return Receipt(**{**receipt(outcome).to_record(), "decision_id": decision_id})
+
+
+@pytest.mark.integration
+def test_a_reader_reads_on_from_where_it_stopped(receipts_topic: tuple[str, Producer], bootstrap: str) -> None:
+    topic, producer = receipts_topic
+    write(producer, topic, receipt_of("d-1"), receipt_of("d-2"))
+    with ReceiptReader(bootstrap, topic=topic) as reader:
+        assert set(reader.wait_for(["d-1", "d-2"], 30)) == {"d-1", "d-2"}
+        write(producer, topic, receipt_of("d-3"), receipt_of("d-1"), receipt_of("d-4"))  # d-1: a repeat
+        got = []
+        for r in reader:  # new receipts as they arrive
+            got.append(r.decision_id)
+            if r.decision_id == "d-4":
+                break
+        assert got == ["d-3", "d-4"]  # never d-1 and d-2 again
+        assert reader.duplicates == 1
+
+
+@pytest.mark.integration
+def test_a_reader_remembers_only_the_last_effects_yet_finds_every_one_it_waits_for(
+    receipts_topic: tuple[str, Producer], bootstrap: str
+) -> None:
+    topic, producer = receipts_topic
+    write(producer, topic, *(receipt_of(f"d-{i}") for i in range(5)))
+    with ReceiptReader(bootstrap, topic=topic, remember=2) as reader:
+        found = reader.wait_for([f"d-{i}" for i in range(5)], 30)
+        assert sorted(found) == [f"d-{i}" for i in range(5)]
+        assert [d for d, _ in reader.seen] == ["d-3", "d-4"]
+        assert reader.wait_for("d-4", 0)["d-4"].delivered  # one decision id: not its characters
+
+
+@pytest.mark.integration
+def test_a_latest_reader_sees_what_commits_after_it_was_created_and_nothing_before(
+    receipts_topic: tuple[str, Producer], bootstrap: str
+) -> None:
+    topic, producer = receipts_topic
+    write(producer, topic, receipt_of("before"))
+    # A transaction open while the reader is created: its receipt sits below the high watermark, above
+    # the last stable offset. Committed later, it is a receipt written after the reader was made.
+    writer = transactional_producer(bootstrap, unique("receipts-writer"))
+    writer.begin_transaction()
+    writer.produce(topic, key=b"open", value=default_codec().encode("outbox_receipt", receipt_of("open").to_record()))
+    writer.flush(30)
+    with ReceiptReader(bootstrap, topic=topic, start="latest") as reader:
+        writer.commit_transaction(30)
+        write(producer, topic, receipt_of("after"))
+        found = reader.wait_for(["open", "after"], 30)
+        assert set(found) == {"open", "after"}
+        assert "before" not in reader.wait_for(["before"], 0)  # one partition: read in order, "before" comes first
+
+
+@pytest.mark.integration
+def test_a_group_resumes_after_what_it_handed_back_and_rereads_what_a_crash_held(
+    receipts_topic: tuple[str, Producer], bootstrap: str
+) -> None:
+    topic, producer = receipts_topic
+    group = unique("receipts-group")
+    write(producer, topic, receipt_of("d-1"))
+    with ReceiptReader(bootstrap, topic=topic, group_id=group) as reader:
+        assert set(reader.wait_for("d-1", 60)) == {"d-1"}
+    # Closed normally: d-1 was handed back, so it is committed and not read again. (One partition, read
+    # in order: once d-2 is read, d-1 would have been read before it.)
+    write(producer, topic, receipt_of("d-2"))
+    with pytest.raises(Boom), ReceiptReader(bootstrap, topic=topic, group_id=group) as reader:
+        assert set(reader.wait_for("d-2", 60)) == {"d-2"}
+        assert reader.wait_for("d-1", 0) == {}
+        raise Boom  # the service dies with d-2 in hand
+    with ReceiptReader(bootstrap, topic=topic, group_id=group) as reader:
+        assert set(reader.wait_for("d-2", 60)) == {"d-2"}  # read again: at least once
+        assert reader.wait_for("d-1", 0) == {}
+
+
+def test_the_reader_takes_security_settings_through_and_refuses_its_own_keys() -> None:
+    secret = {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", "sasl.password": "s3cret-value"}
+    config = reader_config("broker:9093", None, "latest", secret)
+    assert {k: config[k] for k in secret} == secret
+    assert config["isolation.level"] == "read_committed"
+    for key, value in [
+        ("group.id", "mine"),
+        ("enable.auto.commit", True),
+        ("auto.offset.reset", "earliest"),
+        ("isolation.level", "read_uncommitted"),
+        ("bootstrap.servers", "elsewhere:9092"),
+    ]:
+        with pytest.raises(ConfigError) as caught:
+            reader_config("broker:9093", None, "earliest", {**secret, key: value})
+        assert caught.value.key == key
+        assert "s3cret-value" not in str(caught.value)

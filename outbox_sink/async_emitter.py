@@ -1,0 +1,179 @@
+"""``AsyncOutboxEmitter``: ``OutboxEmitter`` for asyncio services, with the same modes and guarantees.
+
+Every call of the wrapped ``OutboxEmitter`` — the Kafka producer's ``init_transactions``,
+``produce``, ``send_offsets_to_transaction``, ``commit_transaction``, ``flush`` — runs on one
+thread of the emitter's own, in the order the service awaited them; the event loop never blocks
+on the broker. One thread means one order: a request awaited before ``commit`` is in the
+transaction, and a transaction's begin, writes and commit or abort never interleave with another
+call of the same emitter.
+
+The semantics are ``OutboxEmitter``'s, unchanged (its docstring and docs/outbox.md):
+
+* transactional (``transactional_id`` given)::
+
+      async with AsyncOutboxEmitter(bootstrap, transactional_id="fraud-actions-0") as emitter:
+          async with emitter.transaction():      # or .transaction(consumer): input offsets commit with it
+              await emitter.emit(request)
+              await emitter.produce("decisions.fraud", key, value)
+
+  the block's requests and records commit together; if the block raises (cancellation included)
+  the transaction is aborted and the input consumer rewound, and the exception goes on.
+* idempotent (no ``transactional_id``): ``await emit(...)`` queues, ``await flush()`` waits for
+  every queued request and raises ``OutboxDeliveryError`` if any was not written.
+
+``emit`` returns once the request is queued, as the sync ``emit`` does; a request is on the
+broker after ``flush`` (idempotent) or the transaction's commit (transactional).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, asynccontextmanager, suppress
+from typing import Any, TypeVar
+
+from confluent_kafka import TopicPartition
+
+from ikkai.contract.codec import RecordCodec
+from outbox_sink.contract import REQUESTS_TOPIC, OutboxRequest
+from outbox_sink.emitter import OutboxEmitter, TransactionalConsumer
+from outbox_sink.errors import OutboxDeliveryError
+
+T = TypeVar("T")
+
+
+def _abandon(manager: AbstractContextManager[Any], exc: BaseException) -> None:
+    """Leave a transaction whose ``async with`` was cancelled while it began: aborted, if it began at all."""
+    with suppress(BaseException):  # the cancellation goes on to the caller; a failed abort shows on the next call
+        manager.__exit__(type(exc), exc, None)
+
+
+class AsyncOutboxEmitter:
+    """An ``OutboxEmitter`` driven from asyncio: ``await`` its calls, ``async with`` its transactions.
+
+    Construct it, then ``await start()`` (or ``async with`` it): that creates the producer on the
+    emitter's thread and, transactional, runs ``init_transactions`` (fencing a zombie of the same
+    ``transactional_id``). The arguments are ``OutboxEmitter``'s; ``producer_config`` takes extra
+    client settings with Kafka's own names (``security.protocol``, ``sasl.*``, ``ssl.*``).
+    """
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        *,
+        transactional_id: str | None = None,
+        topic: str = REQUESTS_TOPIC,
+        codec: RecordCodec | None = None,
+        producer_config: Mapping[str, Any] | None = None,
+        timeout_s: float = 30.0,
+    ) -> None:
+        self.topic = topic
+        self.transactional = transactional_id is not None
+        self._create = functools.partial(
+            OutboxEmitter,
+            bootstrap_servers,
+            transactional_id=transactional_id,
+            topic=topic,
+            codec=codec,
+            producer_config=producer_config,
+            timeout_s=timeout_s,
+        )
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ikkai-outbox-emitter")
+        self._emitter: OutboxEmitter | None = None
+        self._closed = False
+
+    async def start(self) -> AsyncOutboxEmitter:
+        """Create the producer (and initialise its transactions) on the emitter's thread; once."""
+        if self._emitter is None:
+            self._emitter = await self._run(self._create)
+        return self
+
+    # -- writing -------------------------------------------------------------------------------
+
+    async def emit(self, request: OutboxRequest, *, headers: Mapping[str, str] | None = None) -> str:
+        """Queue one request (see ``OutboxEmitter.emit``); returns its decision_id."""
+        emitter = self._started()
+        return await self._run(functools.partial(emitter.emit, request, headers=headers))
+
+    async def produce(
+        self, topic: str, key: bytes | None, value: bytes | None, headers: Mapping[str, str] | None = None
+    ) -> None:
+        """The service's own output, in the same transaction as its requests (transactional mode only)."""
+        emitter = self._started()
+        await self._run(functools.partial(emitter.produce, topic, key, value, headers))
+
+    @asynccontextmanager
+    async def transaction(self, consumer: TransactionalConsumer | None = None) -> AsyncIterator[AsyncOutboxEmitter]:
+        """``OutboxEmitter.transaction`` awaited: everything emitted inside commits together, or is aborted.
+
+        The sync context manager is entered and left on the emitter's thread; an exception
+        leaving the block (``asyncio.CancelledError`` included) aborts the transaction there and
+        rewinds ``consumer``, and then goes on to the caller.
+        """
+        emitter = self._started()
+        manager = emitter.transaction(consumer)
+        try:
+            await self._run(manager.__enter__)
+        except asyncio.CancelledError as exc:
+            # The transaction may begin on the thread all the same: end it there, aborted, right after (one thread).
+            self._thread.submit(contextvars.copy_context().run, _abandon, manager, exc)
+            raise
+        try:
+            yield self
+        except BaseException as exc:
+            # The abort runs to its end on the emitter's thread even if this task is cancelled again meanwhile.
+            suppressed = await asyncio.shield(self._run(manager.__exit__, type(exc), exc, exc.__traceback__))
+            if not suppressed:
+                raise
+        else:
+            await self._run(manager.__exit__, None, None, None)
+
+    async def send_offsets(self, offsets: Sequence[TopicPartition] | None = None) -> None:
+        """``OutboxEmitter.send_offsets``: these input offsets commit with the open transaction."""
+        emitter = self._started()
+        await self._run(emitter.send_offsets, offsets)
+
+    async def abort(self) -> None:
+        """Abort the open transaction on purpose (its requests are never delivered; its input is read again)."""
+        await self._run(self._started().abort)
+
+    async def flush(self) -> None:
+        """Wait for every queued record; raise ``OutboxDeliveryError`` if any was not written."""
+        await self._run(self._started().flush)
+
+    async def close(self) -> None:
+        """Flush (idempotent mode: raising if a request was not written) and let the emitter's thread go."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._emitter is not None:
+                await self._run(self._emitter.close)
+        finally:
+            self._thread.shutdown(wait=False)
+
+    async def __aenter__(self) -> AsyncOutboxEmitter:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _started(self) -> OutboxEmitter:
+        if self._closed:
+            raise OutboxDeliveryError(self.topic, "the emitter is closed", fatal=True, fix="create a new one")
+        if self._emitter is None:
+            raise OutboxDeliveryError(
+                self.topic, "the emitter is not started", fatal=True,
+                fix="`await emitter.start()` first, or use `async with AsyncOutboxEmitter(...) as emitter:`",
+            )  # fmt: skip
+        return self._emitter
+
+    async def _run(self, call: Callable[..., T], *args: Any) -> T:
+        """``call(*args)`` on the emitter's thread, in submission order; the caller's context goes along."""
+        context = contextvars.copy_context()
+        return await asyncio.get_running_loop().run_in_executor(self._thread, context.run, call, *args)

@@ -1,0 +1,209 @@
+"""AsyncOutboxEmitter on the real broker: the sync emitter's guarantees, awaited.
+
+What a read_committed consumer sees is the verdict: a committed transaction's requests and own
+records all, an aborted or cancelled one's none (a read_uncommitted consumer sees they were
+written), input offsets committed with the requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Producer
+
+from demo.pipeline_io import create_topic, unique
+from ikkai.contract.codec import default_codec
+from outbox_sink import AsyncOutboxEmitter, OutboxDeliveryError, OutboxRequest, TransactionalConsumer
+from tests.kafka_helpers import read_all
+from tests.outbox_sink.conftest import make_request
+
+NOWHERE = "127.0.0.1:9"  # nothing listens: these checks fail before anything is sent
+
+
+class Boom(Exception):
+    pass
+
+
+def requests_on(bootstrap: str, topic: str, *, isolation: str = "read_committed") -> list[OutboxRequest]:
+    codec = default_codec()
+    return [
+        OutboxRequest.from_record(codec.decode("outbox_request", v))
+        for _, v in read_all(bootstrap, topic, isolation=isolation)
+        if v
+    ]
+
+
+@pytest.fixture
+def topics(bootstrap: str) -> Iterator[tuple[str, str]]:
+    yield create_topic(bootstrap, unique("outbox.requests"), 3), create_topic(bootstrap, unique("decisions.fraud"))
+
+
+def test_an_emitter_must_be_started_and_an_idempotent_one_has_no_transactions() -> None:
+    async def scenario() -> None:
+        emitter = AsyncOutboxEmitter(NOWHERE, producer_config={"log_level": 0})
+        with pytest.raises(OutboxDeliveryError) as caught:
+            await emitter.emit(make_request(0, "pay-0"))
+        assert caught.value.fatal and "start" in str(caught.value)
+        async with emitter:
+            with pytest.raises(OutboxDeliveryError) as caught:
+                async with emitter.transaction():
+                    pass
+            assert caught.value.fatal
+            with pytest.raises(OutboxDeliveryError):
+                await emitter.produce("decisions.fraud", b"pay-0", b"x")
+        with pytest.raises(OutboxDeliveryError) as caught:
+            await emitter.emit(make_request(0, "pay-0"))
+        assert "closed" in str(caught.value)
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.integration
+def test_idempotent_requests_are_on_the_topic_after_flush(bootstrap: str, topics: tuple[str, str]) -> None:
+    requests_topic, _ = topics
+    sent = [make_request(i, f"pay-{i % 3}") for i in range(20)]
+
+    async def scenario() -> None:
+        async with AsyncOutboxEmitter(bootstrap, topic=requests_topic) as emitter:
+            ids = [await emitter.emit(r, headers={"traceparent": "00-1-2-01"}) for r in sent]
+            await emitter.flush()
+        assert ids == [r.decision_id for r in sent]
+
+    asyncio.run(scenario())
+    got = requests_on(bootstrap, requests_topic)
+    assert sorted(got, key=lambda r: r.created_at) == sent
+
+
+@pytest.mark.integration
+def test_a_transaction_commits_everything_or_an_exception_aborts_everything(
+    bootstrap: str, topics: tuple[str, str]
+) -> None:
+    requests_topic, own_topic = topics
+    committed = [make_request(i, f"pay-{i}") for i in range(5)]
+    aborted = [make_request(100 + i, f"pay-{i}") for i in range(5)]
+
+    async def scenario() -> None:
+        async with AsyncOutboxEmitter(bootstrap, transactional_id=unique("svc"), topic=requests_topic) as emitter:
+            with pytest.raises(Boom):
+                async with emitter.transaction():
+                    for r in aborted:
+                        await emitter.emit(r)
+                    await emitter.produce(own_topic, b"pay-x", b"aborted")
+                    await emitter.flush()  # on the broker, so the read_uncommitted check below means something
+                    raise Boom
+            async with emitter.transaction():
+                for r in committed:
+                    await emitter.emit(r)
+                await emitter.produce(own_topic, b"pay-x", b"committed")
+
+    asyncio.run(scenario())
+    assert sorted(requests_on(bootstrap, requests_topic), key=lambda r: r.created_at) == committed
+    assert [v for _, v in read_all(bootstrap, own_topic)] == [b"committed"]
+    written = requests_on(bootstrap, requests_topic, isolation="read_uncommitted")
+    assert {r.decision_id for r in written} == {r.decision_id for r in committed + aborted}
+
+
+@pytest.mark.integration
+def test_a_cancelled_transaction_is_aborted_and_the_emitter_goes_on(bootstrap: str, topics: tuple[str, str]) -> None:
+    requests_topic, _ = topics
+    cancelled = make_request(1, "pay-1")
+    after = make_request(2, "pay-2")
+
+    async def scenario() -> None:
+        async with AsyncOutboxEmitter(bootstrap, transactional_id=unique("svc"), topic=requests_topic) as emitter:
+            emitted = asyncio.Event()
+
+            async def service() -> None:
+                async with emitter.transaction():
+                    await emitter.emit(cancelled)
+                    await emitter.flush()
+                    emitted.set()
+                    await asyncio.Event().wait()  # a request handler stuck on something else: cancelled
+
+            task = asyncio.create_task(service())
+            await emitted.wait()
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            async with emitter.transaction():
+                await emitter.emit(after)
+
+    asyncio.run(scenario())
+    assert requests_on(bootstrap, requests_topic) == [after]
+    written = requests_on(bootstrap, requests_topic, isolation="read_uncommitted")
+    assert {r.decision_id for r in written} == {cancelled.decision_id, after.decision_id}
+
+
+@pytest.mark.integration
+def test_input_offsets_commit_with_the_requests_and_an_abort_rewinds(bootstrap: str, topics: tuple[str, str]) -> None:
+    requests_topic, _ = topics
+    input_topic = create_topic(bootstrap, unique("decisions.in"))
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for i in range(4):
+        producer.produce(input_topic, key=f"pay-{i}".encode(), value=str(i).encode())
+    assert producer.flush(30) == 0
+    group = unique("svc-group")
+    consumer = TransactionalConsumer({
+        "bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+    })  # fmt: skip
+    consumer.subscribe([input_topic])
+
+    async def take(count: int) -> list[int]:
+        values: list[int] = []
+        deadline = time.monotonic() + 60
+        while len(values) < count and time.monotonic() < deadline:
+            batch = await asyncio.to_thread(consumer.consume, count - len(values), 1.0)
+            values += [int(m.value() or b"") for m in batch if m.error() is None]
+        return values
+
+    async def scenario() -> list[list[int]]:
+        seen = []
+        async with AsyncOutboxEmitter(bootstrap, transactional_id=unique("svc"), topic=requests_topic) as emitter:
+            first = await take(4)
+            with pytest.raises(Boom):
+                async with emitter.transaction(consumer):
+                    for i in first:
+                        await emitter.emit(make_request(i, f"pay-{i}"))
+                    raise Boom  # aborted: the consumer is rewound, the same four are read again
+            again = await take(4)
+            async with emitter.transaction(consumer):
+                for i in again:
+                    await emitter.emit(make_request(i, f"pay-{i}"))
+            seen += [first, again]
+        return seen
+
+    try:
+        first, again = asyncio.run(scenario())
+        committed = consumer.committed(consumer.assignment(), timeout=30)
+    finally:
+        consumer.close()
+    assert first == again == [0, 1, 2, 3]
+    assert [(c.partition, c.offset) for c in committed] == [(0, 4)]  # committed by the transaction, with them
+    assert sorted(r.created_at for r in requests_on(bootstrap, requests_topic)) == [
+        make_request(i, f"pay-{i}").created_at for i in range(4)
+    ]
+
+
+@pytest.mark.integration
+def test_a_newer_emitter_with_the_same_transactional_id_fences_the_older(
+    bootstrap: str, topics: tuple[str, str]
+) -> None:
+    requests_topic, _ = topics
+    transactional_id = unique("svc")
+
+    async def scenario() -> None:
+        zombie = AsyncOutboxEmitter(bootstrap, transactional_id=transactional_id, topic=requests_topic)
+        new = AsyncOutboxEmitter(bootstrap, transactional_id=transactional_id, topic=requests_topic)
+        async with zombie, new:  # the newer one's init_transactions fences the older
+            with pytest.raises(OutboxDeliveryError) as caught:
+                async with zombie.transaction():
+                    await zombie.emit(make_request(1, "pay-1"))
+            assert caught.value.fatal
+            async with new.transaction():
+                await new.emit(make_request(2, "pay-2"))
+
+    asyncio.run(scenario())
+    assert requests_on(bootstrap, requests_topic) == [make_request(2, "pay-2")]
