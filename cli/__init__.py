@@ -1,8 +1,10 @@
 """The ``ikkai`` command line.
 
 stdout carries results only (tables, or JSON with ``-o json``); progress goes to stderr.
-Every ``IkkaiError`` is turned into one line on stderr and exit code 1 here, in one place.
-Exit codes: 0 ok, 1 error, 3 ``stack status`` found the stack not running.
+Every ``IkkaiError`` is turned into one line on stderr and exit code 1 here, in one place; with
+``-o json`` into one JSON object on stderr instead (cli/output.py), with the same exit code.
+Exit codes: 0 ok, 1 error, 2 usage error, 3 ``stack status`` found the stack not running,
+130 interrupted.
 """
 
 from __future__ import annotations
@@ -15,8 +17,11 @@ import click
 
 from cli.bundle import bundle as bundle_group
 from cli.bundle import serve as serve_command
+from cli.connect import connect as connect_group
 from cli.demo import demo as demo_command
 from cli.jobs import jobs
+from cli.output import chosen_output, show_error
+from cli.plugins import plugins as plugins_group
 from cli.stack import setup, smoke, stack
 from cli.transforms import transforms as transforms_group
 from ikkai.errors import IkkaiError
@@ -28,7 +33,10 @@ def cli() -> None:
     """ikkai: exactly-once ML inference on Kafka, Kafka Connect and Spark."""
 
 
-for command in (setup, stack, smoke, bundle_group, serve_command, jobs, demo_command, transforms_group):
+for command in (
+    setup, stack, smoke, bundle_group, connect_group, serve_command, jobs, demo_command, transforms_group,
+    plugins_group,
+):  # fmt: skip
     cli.add_command(command)
 
 
@@ -39,20 +47,25 @@ def main() -> None:
         click.echo("ikkai: aborted", err=True)
         sys.exit(130)
     except click.ClickException as exc:
-        exc.show()
+        if chosen_output() == "json":
+            show_error(exc, "", fix="see --help")
+        else:
+            exc.show()
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except IkkaiError as exc:
-        click.echo(f"ikkai: error: {exc}", err=True)
+        show_error(exc, f"ikkai: error: {exc}")
         sys.exit(1)
-    except KeyboardInterrupt:
-        click.echo("ikkai: interrupted", err=True)
+    except KeyboardInterrupt as exc:
+        show_error(exc, "ikkai: interrupted")
         sys.exit(130)
     except Exception as exc:  # noqa: BLE001 - the last line of defence prints one line, not a trace
         if os.environ.get("IKKAI_DEBUG"):
             traceback.print_exc()
-        click.echo(
-            f"ikkai: internal error: {type(exc).__name__}: {exc} (set IKKAI_DEBUG=1 for the traceback)", err=True
+        show_error(
+            exc,
+            f"ikkai: internal error: {type(exc).__name__}: {exc} (set IKKAI_DEBUG=1 for the traceback)",
+            fix="set IKKAI_DEBUG=1 for the traceback",
         )
         sys.exit(1)

@@ -2,7 +2,8 @@
 
 stdout carries results (text, or JSON with ``-o json``); errors go through cli/__init__.py's
 one mapping to stderr and exit code 1. ``plan`` exits 2 when changes are pending, like
-``terraform plan -detailed-exitcode``; ``lint`` exits 1 when a finding is not waived.
+``terraform plan -detailed-exitcode``; ``lint`` exits 1 when a finding is not waived and asks no
+Connect cluster unless ``--online``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from typing import Any, TypeVar
 
 import click
 
-from cli.output import emit, output_option
+from cli.bundle_export import export
+from cli.completion import complete_bundle
+from cli.output import emit, output_option, progress_printer
 from deploy import bundle_ops, bundle_output
 from deploy.bundle_ops import BundleRequest
 
@@ -24,7 +27,7 @@ EXIT_CHANGES_PENDING = 2
 
 def bundle_options(function: F) -> F:
     options = [
-        click.argument("bundle"),
+        click.argument("bundle", shell_complete=complete_bundle),
         click.option("--env", "-e", default="dev", show_default=True, help="Environment: values/<env>.yaml."),
         click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a value (repeatable)."),
         output_option,
@@ -58,6 +61,9 @@ def bundle() -> None:
     """Connector bundles: render, lint, plan and apply them to an environment's Connect cluster."""
 
 
+bundle.add_command(export)
+
+
 @bundle.command()
 @bundle_options
 def render(
@@ -69,7 +75,13 @@ def render(
 
 @bundle.command()
 @bundle_options
-@click.option("--offline", is_flag=True, help="Do not ask Connect for PASSWORD-typed keys; judge by key names.")
+@click.option(
+    "--online/--offline",
+    default=False,
+    show_default=True,
+    help="--online also asks the environment's Connect cluster which keys its plugins type PASSWORD; "
+    "offline (the default) judges secrets by key names and needs no cluster.",
+)
 def lint(
     bundle: str,
     env: str,
@@ -77,10 +89,10 @@ def lint(
     output: str,
     connect_url: str | None,
     clusters: Path | None,
-    offline: bool,
+    online: bool,
 ) -> None:
     """Check the rendered configs against the platform's policy. Exit 1 on an unwaived finding."""
-    data = bundle_ops.lint_data(_request(bundle, env, sets, connect_url, clusters), offline=offline)
+    data = bundle_ops.lint_data(_request(bundle, env, sets, connect_url, clusters), offline=not online)
     emit(data, output, bundle_output.lint_text)
     if data["errors"]:
         sys.exit(1)
@@ -121,8 +133,12 @@ def apply(
     prune: bool,
     timeout: float | None,
 ) -> None:
-    """Write what drifted, drive target states, wait for RUNNING; roll back on failure."""
-    data = bundle_ops.apply_data(_request(bundle, env, sets, connect_url, clusters, timeout), prune=prune)
+    """Write what drifted, drive target states, wait for RUNNING; roll back on failure.
+
+    While it waits, each change of a connector's or task's state is a line on stderr (not with -o json).
+    """
+    request = _request(bundle, env, sets, connect_url, clusters, timeout)
+    data = bundle_ops.apply_data(request, prune=prune, progress=progress_printer(output))
     emit(data, output, bundle_output.apply_text)
 
 
@@ -189,6 +205,14 @@ def delete(
 @click.option("--interval", type=float, default=30.0, show_default=True, help="Seconds between reconcile runs.")
 @click.option("--backoff-base", type=float, default=2.0, show_default=True, help="First auto-restart backoff, seconds.")
 @click.option("--backoff-cap", type=float, default=300.0, show_default=True, help="Longest auto-restart backoff.")
+@click.option(
+    "--max-restarts", type=click.IntRange(min=1),
+    help="Stop auto-restarting a connector still FAILED after this many restarts (default: no limit).",
+)  # fmt: skip
+@click.option(
+    "--state-file", type=click.Path(dir_okay=False, path_type=Path),
+    help="Where restart counts survive a restart of serve [default: $IKKAI_HOME/auto-restart.json].",
+)  # fmt: skip
 def serve(
     host: str,
     port: int,
@@ -200,13 +224,16 @@ def serve(
     interval: float,
     backoff_base: float,
     backoff_cap: float,
+    max_restarts: int | None,
+    state_file: Path | None,
 ) -> None:
     """Serve plan/apply/status/restart over HTTP (bearer token), /healthz and /metrics."""
     import os
     import threading
 
-    from deploy.auto_restart import RestartBackoff
+    from deploy.auto_restart import RestartBackoff, RestartStateFile
     from deploy.service import ControlPlane, ReconcileLoop, make_server, read_token
+    from ikkai.settings import ikkai_home
 
     plane = ControlPlane(read_token(dict(os.environ), token_file), bundles_dir, connect_url, clusters)
     pairs = []
@@ -220,7 +247,11 @@ def serve(
     loop = None
     if pairs:
         loop = ReconcileLoop(
-            plane, pairs, interval=interval, backoff=RestartBackoff(base=backoff_base, cap=backoff_cap)
+            plane,
+            pairs,
+            interval=interval,
+            backoff=RestartBackoff(base=backoff_base, cap=backoff_cap, max_restarts=max_restarts),
+            state_file=RestartStateFile(state_file or ikkai_home() / "auto-restart.json"),
         )
         threading.Thread(target=loop.run, name="ikkai-reconcile", daemon=True).start()
     click.echo(f"serving on http://{host}:{server.server_address[1]}", err=True)

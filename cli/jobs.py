@@ -3,6 +3,8 @@
     ikkai jobs run infer [job options]      # exec `python -m spark_jobs.infer [job options]`
     ikkai jobs submit infer --master URL    # the spark-submit line (stdout); --execute runs it
                                             # (builds dist/ikkai-app-*.zip, the code and data it ships)
+    ikkai jobs submit infer --master k8s://https://api:6443 --image IMG --upload-path s3a://b/ikkai
+    ikkai jobs submit infer --master k8s://... --image IMG --in-image /opt/ikkai --format spark-operator
 
 ``run`` replaces the CLI process with the job (exec), so signals and exit codes are the job's
 own. The connector jars from ``ikkai setup`` are passed explicitly; nothing is fetched at run time.
@@ -16,9 +18,13 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
+import yaml
 
+from deploy import spark_kubernetes
+from deploy.spark_kubernetes import JobFiles, KubernetesTarget
 from ikkai.resources import package_path
 from spark_jobs.shipping import build_app_zip
 
@@ -85,11 +91,58 @@ def submit_command(
     return command
 
 
+def kubernetes_files(job: str, dist: Path, python_env: Path | None) -> JobFiles:
+    from spark_jobs.session import spark_jars
+
+    return JobFiles(
+        app_zip=build_app_zip(dist),
+        job_script=job_script(job),
+        jars=tuple(Path(jar) for jar in spark_jars()),
+        python_env=python_env,
+    )
+
+
+def kubernetes_submit_command(
+    job: str, target: KubernetesTarget, job_args: tuple[str, ...], deploy_mode: str, dist: Path,
+    python_env: Path | None = None,
+) -> list[str]:  # fmt: skip
+    """The spark-submit line for a ``k8s://`` master: the image, and every file uploaded or ``local://``."""
+    from spark_jobs.session import DEFAULTS
+
+    target.validate(cluster_mode=deploy_mode == "cluster")
+    files = kubernetes_files(job, dist, python_env)
+    conf = {**DEFAULTS, "spark.speculation": "false"}
+    if deploy_mode == "client":
+        conf["spark.pyspark.driver.python"] = sys.executable  # the driver runs here, in this environment
+    job_args = ("--master", target.master, *job_args)
+    return spark_kubernetes.submit_command(spark_submit_binary(), job, target, files, job_args, conf, deploy_mode)
+
+
+def spark_application(
+    job: str, target: KubernetesTarget, job_args: tuple[str, ...], dist: Path, python_env: Path | None, executors: int
+) -> tuple[dict[str, Any], list[tuple[Path, str]]]:
+    """A SparkApplication for the Spark operator, and the files to copy to the upload path first."""
+    import pyspark
+
+    from spark_jobs.session import DEFAULTS
+
+    target.validate(cluster_mode=True)
+    files = kubernetes_files(job, dist, python_env)
+    conf = {**DEFAULTS, "spark.speculation": "false"}
+    app = spark_kubernetes.spark_application(
+        job, target, files, job_args, conf, pyspark.__version__, executors=executors
+    )
+    return app, spark_kubernetes.files_to_upload(target, files)
+
+
 @jobs.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @click.argument("job", type=click.Choice(sorted(JOBS)))
 @click.argument("job_args", nargs=-1, type=click.UNPROCESSED)
 @click.option("--master", required=True, help="Spark master URL, e.g. k8s://https://api:6443, yarn or local[2].")
-@click.option("--deploy-mode", type=click.Choice(["client", "cluster"]), default="client", show_default=True)
+@click.option(
+    "--deploy-mode", type=click.Choice(["client", "cluster"]),
+    help="Where the driver runs [default: cluster for k8s://, else client].",
+)  # fmt: skip
 @click.option(
     "--dist", type=click.Path(file_okay=False, path_type=Path), default=Path("dist"), show_default=True,
     help="Where the application zip is built.",
@@ -98,20 +151,66 @@ def submit_command(
     "--python-env", type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="A packed Python environment (venv-pack/conda-pack .tar.gz) with ikkai's dependencies, for executors.",
 )  # fmt: skip
+@click.option(
+    "--image", help="k8s: the container image of the driver and executors (spark.kubernetes.container.image)."
+)
+@click.option(
+    "--upload-path", metavar="URI",
+    help="k8s: where the job's files are uploaded (spark.kubernetes.file.upload.path), e.g. s3a://bucket/ikkai.",
+)  # fmt: skip
+@click.option(
+    "--in-image", metavar="DIR",
+    help="k8s: the image holds the job's files under DIR (app zip, jobs/<job>.py, jars/): local:// paths.",
+)  # fmt: skip
+@click.option("--namespace", help="k8s: the namespace the driver and executors run in.")
+@click.option("--service-account", help="k8s: the driver's service account (it creates the executor pods).")
+@click.option(
+    "--format", "format_", type=click.Choice(["spark-submit", "spark-operator"]), default="spark-submit",
+    show_default=True, help="k8s: a spark-submit line, or a SparkApplication (sparkoperator.k8s.io/v1beta2) as YAML.",
+)  # fmt: skip
+@click.option(
+    "--executors", type=click.IntRange(min=1), default=2, show_default=True, help="spark-operator: executors."
+)
 @click.option("--execute", is_flag=True, help="Run the line instead of printing it.")
 def submit(
-    job: str, job_args: tuple[str, ...], master: str, deploy_mode: str, dist: Path, python_env: Path | None,
-    execute: bool,
+    job: str, job_args: tuple[str, ...], master: str, deploy_mode: str | None, dist: Path, python_env: Path | None,
+    image: str | None, upload_path: str | None, in_image: str | None, namespace: str | None,
+    service_account: str | None, format_: str, executors: int, execute: bool,
 ) -> None:  # fmt: skip
     """Print (or --execute) the spark-submit line for JOB; arguments after `--` go to the job.
 
     The line ships ikkai's packages with the schema catalog and the model inside them (--py-files)
     and the pinned Kafka connector jars (--jars). Executors also need ikkai's Python dependencies:
-    pass --python-env, or install them in the cluster's Python.
+    pass --python-env, or install them in the cluster's Python (on Kubernetes: in the image).
+
+    On Kubernetes (--master k8s://...) the line names the --image, and every file is uploaded by
+    spark-submit to --upload-path or read from the image (--in-image); --format spark-operator prints
+    a SparkApplication for the Kubeflow Spark operator instead.
     """
-    command = submit_command(job, master, job_args, deploy_mode, dist, python_env)
+    kubernetes = master.startswith("k8s://")
+    mode = deploy_mode or ("cluster" if kubernetes else "client")
+    if kubernetes or format_ == "spark-operator":
+        target = KubernetesTarget(
+            master=master, image=image or "", upload_path=upload_path, in_image=in_image, namespace=namespace,
+            service_account=service_account,
+        )  # fmt: skip
+        if format_ == "spark-operator":
+            if execute:
+                raise click.UsageError("--execute runs spark-submit; apply a SparkApplication with kubectl apply -f")
+            app, uploads = spark_application(job, target, job_args, dist, python_env, executors)
+            for local, remote in uploads:
+                click.echo(f"copy before applying: {local} -> {remote}", err=True)
+            click.echo(yaml.safe_dump(app, sort_keys=False, width=1000), nl=False)
+            return
+        command = kubernetes_submit_command(job, target, job_args, mode, dist, python_env)
+    else:
+        for name, value in (("--image", image), ("--upload-path", upload_path), ("--in-image", in_image)):
+            if value:
+                raise click.UsageError(f"{name} is for Kubernetes masters (k8s://...)")
+        command = submit_command(job, master, job_args, mode, dist, python_env)
     if python_env is None and not master.startswith("local"):
-        click.echo("note: executors need ikkai's dependencies (pyproject.toml); see --python-env", err=True)
+        where = "install them in the image or pass --python-env" if kubernetes else "see --python-env"
+        click.echo(f"note: executors need ikkai's dependencies (pyproject.toml); {where}", err=True)
     if not execute:
         click.echo(shlex.join(command))
         return

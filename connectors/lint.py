@@ -4,18 +4,20 @@ Each check has an id, says how to fix what it found, and can be waived per conne
 ``bundle.yaml`` only with a written reason; a waived finding is still reported, as waived.
 What a plugin declares (source or sink, which keys are PASSWORD-typed) comes from the Connect
 cluster when one is reachable (``PluginCatalog``); offline, the class name decides the kind and
-only key names mark secrets.
+only key names mark secrets. A secret must be a placeholder of one of the config providers the
+environment's workers have (``RenderedBundle.config_providers``, from the value ``config_providers``).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 
 from connectors.errors import BundleError, PolicyViolation
 from connectors.render import RenderedBundle, RenderedConnector
-from connectors.secrets import is_placeholder, named_like_secret
+from connectors.secrets import DEFAULT_PROVIDERS, named_like_secret, placeholder_provider
 from ikkai.contract.topics import DLQ_PREFIX
 from ikkai.contract.topics import INGEST_PREFIX as INGEST
 
@@ -198,18 +200,35 @@ def source_exactly_once(c: RenderedConnector, plugin: PluginInfo) -> Iterator[Fi
         )
 
 
-def secrets_as_placeholders(c: RenderedConnector, plugin: PluginInfo) -> Iterator[Finding]:
+def secrets_as_placeholders(
+    c: RenderedConnector, plugin: PluginInfo, providers: Collection[str] = DEFAULT_PROVIDERS
+) -> Iterator[Finding]:
+    """A secret is a reference to a config provider the environment's workers have, never a literal."""
     for key in sorted(c.config):
         value = c.config[key]
         typed = key in plugin.password_keys
-        if (typed or named_like_secret(key)) and value.strip() and not is_placeholder(value):
-            why = "is PASSWORD-typed" if typed else "is named like a secret"
+        if not ((typed or named_like_secret(key)) and value.strip()):
+            continue
+        why = "is PASSWORD-typed" if typed else "is named like a secret"
+        provider = placeholder_provider(value)
+        if provider is None:
             yield _finding(
                 c,
                 "secret-placeholder",
                 f"{key} {why} and holds a literal value",
                 f'reference it through a config provider, e.g. "{key}": "${{file:/etc/ikkai/secrets.'
-                f'properties:{key}}}" (or ${{dir:…}}, ${{env:…}})',
+                f'properties:{key}}}" (or ${{dir:…}}, ${{env:…}}, ${{secrets:<namespace>/<secret>:<key>}}); '
+                f"this environment's config_providers: {', '.join(providers)}",
+                key,
+            )
+        elif provider not in providers:
+            yield _finding(
+                c,
+                "secret-placeholder",
+                f"{key} {why} and references the config provider {provider!r}, which this environment's "
+                f"workers do not have (config_providers: {', '.join(providers)})",
+                f"use one of {', '.join(providers)}, or add {provider!r} to config_providers in the environment's "
+                "values (and to the worker's config.providers)",
                 key,
             )
 
@@ -225,10 +244,14 @@ CHECKS: dict[str, Check] = {
 }
 
 
-def lint_connector(c: RenderedConnector, catalog: PluginCatalog = PluginCatalog()) -> list[Finding]:
+def lint_connector(
+    c: RenderedConnector, catalog: PluginCatalog = PluginCatalog(), providers: Collection[str] = DEFAULT_PROVIDERS
+) -> list[Finding]:
+    """Every check over one connector; ``providers``: the config providers whose placeholders are accepted."""
     plugin = catalog.info(c.connector_class)
+    checks: dict[str, Check] = {**CHECKS, "secret-placeholder": partial(secrets_as_placeholders, providers=providers)}
     findings = []
-    for check_id, check in CHECKS.items():
+    for check_id, check in checks.items():
         waiver = c.spec.waiver(check_id)
         for found in check(c, plugin):
             findings.append(found if waiver is None else Finding(**{**found.__dict__, "waived": waiver.reason}))
@@ -245,7 +268,7 @@ def lint_bundle(rendered: RenderedBundle, catalog: PluginCatalog = PluginCatalog
                     f"connector {c.spec.name}: waiver for unknown check {waiver.check!r}",
                     fix=f"checks: {', '.join(CHECKS)}",
                 )
-    return [finding for c in rendered.connectors for finding in lint_connector(c, catalog)]
+    return [finding for c in rendered.connectors for finding in lint_connector(c, catalog, rendered.config_providers)]
 
 
 def require_clean(rendered: RenderedBundle, findings: list[Finding]) -> None:

@@ -6,6 +6,7 @@ value is an error that names the template file, the line and the value, never an
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 import traceback
@@ -18,8 +19,8 @@ import jinja2
 
 from connectors.errors import BundleError
 from connectors.manifest import BundleManifest, ConnectorSpec, load_manifest
-from connectors.secrets import redact
-from connectors.values import layered_values
+from connectors.secrets import DEFAULT_PROVIDERS, parse_providers, redact
+from connectors.values import existing_keys, layered_values, set_path
 
 _UNDEFINED = re.compile(r"'([^']+)' is undefined|has no attribute '([^']+)'")
 
@@ -57,6 +58,7 @@ class RenderedBundle:
     bundle: ConnectorBundle
     env: str
     connectors: tuple[RenderedConnector, ...]
+    config_providers: tuple[str, ...] = DEFAULT_PROVIDERS  # the placeholders the env's workers resolve
 
     @property
     def name(self) -> str:
@@ -75,7 +77,58 @@ def load_bundle(folder: Path) -> ConnectorBundle:
     return ConnectorBundle(folder=folder, manifest=load_manifest(folder))
 
 
+_PROBE = "ikkai-probe-\u2063"  # a text no bundle uses: rendered somewhere only if a template reads the key
+
+
 def render_bundle(bundle: ConnectorBundle, env: str, overrides: Iterable[str] = ()) -> RenderedBundle:
+    """Render every connector of ``bundle`` for ``env``; each ``--set`` override must change something.
+
+    An override that changes the values but leaves every rendered config as it was is used by no
+    template (a typo, most often): that is an error naming the key and the keys that do exist.
+    """
+    overrides = tuple(overrides)
+    rendered = _render(bundle, env, overrides)
+    for index, assignment in enumerate(overrides):
+        others = overrides[:index] + overrides[index + 1 :]
+        before = layered_values(bundle.folder, bundle.name, env, bundle.manifest.defaults, others)
+        after = layered_values(bundle.folder, bundle.name, env, bundle.manifest.defaults, overrides)
+        if before == after:
+            continue  # sets what was there already: harmless
+        try:
+            unchanged = _render(bundle, env, others) == rendered
+            path = set_path(assignment, bundle.name)
+            parent, keys = existing_keys(before, path)
+            if unchanged and (len(parent) < len(path) - 1 or path[-1] not in keys):
+                # A new key may equal a template's own default (``default("POST")``): a value no one
+                # would choose shows whether a template reads it.
+                unchanged = _render(bundle, env, (*others, f"{'.'.join(path)}={_PROBE}")) == rendered
+        except BundleError:
+            continue  # without it, or with another value, the bundle does not render: it is needed
+        if unchanged:
+            raise _unused_override(bundle.name, assignment, before)
+    return rendered
+
+
+def _unused_override(bundle: str, assignment: str, values: Mapping[str, Any]) -> BundleError:
+    path = set_path(assignment, bundle)
+    parent, keys = existing_keys(values, path)
+    keys = [k for k in keys if k != "env"] if not parent else keys
+    dotted = ".".join(path)
+    typed = path[len(parent)]
+    close = [] if typed in keys else difflib.get_close_matches(typed, keys, n=1)
+    under = f"values under {'.'.join(parent)}" if parent else "values"
+    hint = f"did you mean {'.'.join((*parent, close[0]))}? " if close else ""
+    declared = typed in keys
+    return BundleError(
+        bundle,
+        "--set",
+        f"{dotted} is {'declared but ' if declared else ''}used by no template of the bundle "
+        "(the rendered configs are the same without it)",
+        fix=f"{hint}{under}: {', '.join(keys) or 'none'}",
+    )
+
+
+def _render(bundle: ConnectorBundle, env: str, overrides: Iterable[str] = ()) -> RenderedBundle:
     values = layered_values(bundle.folder, bundle.name, env, bundle.manifest.defaults, overrides)
     jinja = jinja2.Environment(  # noqa: S701 - renders JSON configs, not HTML
         loader=jinja2.FileSystemLoader(str(bundle.folder)),
@@ -92,7 +145,22 @@ def render_bundle(bundle: ConnectorBundle, env: str, overrides: Iterable[str] = 
         config = _parse_config(text, bundle.name, spec.template)
         config["name"] = name
         rendered.append(RenderedConnector(name=name, spec=spec, config=config))
-    return RenderedBundle(bundle=bundle, env=env, connectors=tuple(rendered))
+    return RenderedBundle(
+        bundle=bundle, env=env, connectors=tuple(rendered), config_providers=_providers(values, bundle.name, env)
+    )
+
+
+def _providers(values: Mapping[str, Any], bundle: str, env: str) -> tuple[str, ...]:
+    """The value ``config_providers``: which config providers' placeholders this environment's workers resolve."""
+    providers = parse_providers(values.get("config_providers", DEFAULT_PROVIDERS))
+    if providers is None:
+        raise BundleError(
+            bundle,
+            f"values/{env}.yaml",
+            f"config_providers is {values.get('config_providers')!r}, not a list of config provider names",
+            fix="name the providers in the Connect worker's config.providers, e.g. config_providers: [secrets, env]",
+        )
+    return providers
 
 
 def _render_template(

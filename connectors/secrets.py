@@ -1,24 +1,57 @@
 """Which config keys hold secrets, whether a value is a config-provider placeholder, and redaction.
 
-A secret belongs in a file, directory or environment variable the Connect worker reads
-through a config provider; the connector config (and so Connect's config topic) holds only
-the reference, e.g. ``${file:/etc/ikkai/db.properties:password}``.
+A secret belongs where the Connect worker reads it through a config provider: a file, a directory,
+an environment variable, a Kubernetes Secret (Strimzi's ``KubernetesSecretConfigProvider``) or a
+vault. The connector config (and so Connect's config topic) holds only the reference, in Kafka's
+``${provider:[path:]key}`` form, e.g.:
+
+- ``${file:/etc/ikkai/db.properties:password}`` (``FileConfigProvider``)
+- ``${dir:/run/secrets:db-password}`` (``DirectoryConfigProvider``)
+- ``${env:DB_PASSWORD}`` (``EnvVarConfigProvider``)
+- ``${secrets:kafka/postgres-cdc:password}`` (Strimzi's ``KubernetesSecretConfigProvider``: namespace/secret:key)
+- ``${vault:secret/data/ikkai/db:password}`` (a Vault provider)
+
+The provider name is whatever the worker's ``config.providers`` calls it, so which names a bundle
+may use is configured per environment: the value ``config_providers`` (platform default: the
+embedded worker's ``file``, ``dir`` and ``env``; a Strimzi environment sets e.g. ``[secrets, env]``).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Collection, Mapping
+from typing import Any
 
 REDACTED = "<redacted>"
-PLACEHOLDER = re.compile(r"^\$\{(file|dir|env):[^}]+\}$")
+# What Kafka's ConfigTransformer resolves: ${provider:[path:]key}; here the whole value is one reference.
+PLACEHOLDER = re.compile(r"^\$\{(?P<provider>[A-Za-z][A-Za-z0-9_.-]*):(?:(?P<path>[^}]*?):)?(?P<key>[^}:]+)\}$")
+# The config providers the embedded stack's worker has (deploy/stack_config.py): the default of ``config_providers``.
+DEFAULT_PROVIDERS = ("file", "dir", "env")
+_PROVIDER_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
 _SECRET_WORDS = ("password", "passwd", "secret", "token", "jaas", "credential")
 _SECRET_KEY_SUFFIXES = ("api.key", "apikey", "access.key", "private.key", "secret.key", "ssl.key", "key.id")
 
 
-def is_placeholder(value: str) -> bool:
-    """True when the whole value is one config-provider reference (file, dir or env)."""
-    return bool(PLACEHOLDER.match(value.strip()))
+def placeholder_provider(value: str) -> str | None:
+    """The provider name when the whole value is one config-provider reference, else None."""
+    match = PLACEHOLDER.match(value.strip())
+    return match.group("provider") if match else None
+
+
+def is_placeholder(value: str, providers: Collection[str] | None = None) -> bool:
+    """True when the whole value is one config-provider reference; with ``providers``, to one of those."""
+    provider = placeholder_provider(value)
+    return provider is not None and (providers is None or provider in providers)
+
+
+def parse_providers(value: Any) -> tuple[str, ...] | None:
+    """The ``config_providers`` value as provider names, or None when it is not a list of names."""
+    if isinstance(value, str):
+        value = [part.strip() for part in value.split(",") if part.strip()]
+    if not isinstance(value, (list, tuple)) or not value:
+        return None
+    names = tuple(str(name) for name in value)
+    return names if all(isinstance(n, str) and _PROVIDER_NAME.match(n) for n in value) else None
 
 
 def named_like_secret(key: str) -> bool:

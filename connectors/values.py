@@ -1,6 +1,10 @@
 """The values a template sees: platform defaults → bundle defaults → values/<env>.yaml → ``--set``.
 
-Later layers win key by key; nested mappings merge, everything else is replaced.
+Later layers win key by key; nested mappings merge, everything else is replaced. The two lower
+layers *declare* the values: an environment file or ``--set`` that gives a declared value
+another type (text for a number, a number for a list, ...) is an error naming the value, the
+type declared and where. ``--set`` of a value declared as text keeps the text as typed
+(``--set version=1.10`` stays ``"1.10"``).
 """
 
 from __future__ import annotations
@@ -26,26 +30,136 @@ def merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any
     return merged
 
 
-def parse_set(assignments: Iterable[str], bundle: str) -> dict[str, Any]:
+def set_path(assignment: str, bundle: str) -> tuple[str, ...]:
+    """The value path ``--set a.b=3`` names: ``("a", "b")``."""
+    key, sep, _ = assignment.partition("=")
+    if not sep or not key.strip():
+        raise BundleError(bundle, "--set", f"{assignment!r} is not key=value", fix="e.g. --set partitions=6")
+    return tuple(key.strip().split("."))
+
+
+def parse_set(assignments: Iterable[str], bundle: str, declared: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """``a.b=3`` → ``{"a": {"b": 3}}``; the value is read as YAML (3 is a number, true a boolean,
-    ``[{name: payments, key: payment_id}]`` a list); mappings and what YAML cannot read stay strings."""
+    ``[{name: payments, key: payment_id}]`` a list); mappings and what YAML cannot read stay strings.
+    A value ``declared`` as text stays the text as typed."""
     result: dict[str, Any] = {}
     for assignment in assignments:
-        key, sep, raw = assignment.partition("=")
-        if not sep or not key.strip():
-            raise BundleError(bundle, "--set", f"{assignment!r} is not key=value", fix="e.g. --set partitions=6")
+        path = set_path(assignment, bundle)
+        raw = assignment.partition("=")[2]
         try:
             value = yaml.safe_load(raw) if raw.strip() else ""
         except yaml.YAMLError:
             value = raw
         if isinstance(value, dict):  # "a: b" or "{x}" is text someone typed, not a mapping
             value = raw
+        if isinstance(lookup(declared or {}, path), str) and isinstance(value, (bool, int, float)):
+            value = raw  # text was declared: 1.10 stays "1.10", true stays "true"
         node = result
-        *parents, leaf = key.strip().split(".")
+        *parents, leaf = path
         for part in parents:
-            node = node.setdefault(part, {})
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise BundleError(
+                    bundle, "--set", f"{assignment!r}: {part} was set to a single value by an earlier --set"
+                )
+            node = child
         node[leaf] = value
     return result
+
+
+_MISSING = object()
+
+
+def lookup(values: Mapping[str, Any], path: Iterable[str]) -> Any:
+    """The value at ``path`` (``("a", "b")`` is ``values["a"]["b"]``), or a private sentinel when absent."""
+    node: Any = values
+    for part in path:
+        if not isinstance(node, Mapping) or part not in node:
+            return _MISSING
+        node = node[part]
+    return node
+
+
+def present(values: Mapping[str, Any], path: Iterable[str]) -> bool:
+    return lookup(values, path) is not _MISSING
+
+
+def kind(value: Any) -> str:
+    """A value's type in the words of a values file."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return type(value).__name__
+
+
+def _fits(declared: Any, value: Any) -> bool:
+    if declared is None or value is None:
+        return True  # declared without a type (null), or cleared on purpose
+    if isinstance(declared, bool) or isinstance(value, bool):
+        return isinstance(declared, bool) and isinstance(value, bool)
+    if isinstance(declared, (int, float)):
+        return isinstance(value, (int, float))
+    if isinstance(declared, str):
+        return isinstance(value, (str, int, float))  # an unquoted number renders the same text
+    if isinstance(declared, Mapping):
+        return isinstance(value, Mapping)
+    if isinstance(declared, list):
+        return isinstance(value, list)
+    return True
+
+
+def check_types(
+    values: Mapping[str, Any],
+    declarations: Iterable[tuple[str, Mapping[str, Any]]],
+    bundle: str,
+    label: str,
+    _path: tuple[str, ...] = (),
+) -> None:
+    """Every value of ``values`` that a declaration gives a type must have that type.
+
+    ``declarations`` are (where, values) pairs, the nearest first: ("bundle defaults", ...),
+    ("platform defaults", ...). ``label`` names the layer being checked (values/dev.yaml, --set).
+    """
+    declarations = list(declarations)
+    for key, value in values.items():
+        path = (*_path, str(key))
+        where, declared = next(((w, lookup(d, path)) for w, d in declarations if present(d, path)), (None, _MISSING))
+        if where is None:
+            continue
+        if not _fits(declared, value):
+            dotted = ".".join(path)
+            shown = "" if isinstance(declared, (Mapping, list)) else f" ({declared!r})"
+            raise BundleError(
+                bundle,
+                label,
+                f"{dotted} is {kind(value)} ({value!r}), but the {where} declare it as {kind(declared)}{shown}",
+                fix=f"give {dotted} {kind(declared)}"
+                + (" (quote text in YAML: '...')" if isinstance(declared, str) else ""),
+            )
+        if isinstance(value, Mapping) and isinstance(declared, Mapping):
+            check_types(value, declarations, bundle, label, path)
+
+
+def existing_keys(values: Mapping[str, Any], path: tuple[str, ...]) -> tuple[tuple[str, ...], list[str]]:
+    """The deepest mapping on ``path`` that exists in ``values``, and its keys: what a typo could have meant."""
+    node: Any = values
+    found: tuple[str, ...] = ()
+    for part in path[:-1]:
+        child = node.get(part) if isinstance(node, Mapping) else None
+        if not isinstance(child, Mapping):
+            break
+        node = child
+        found = (*found, part)
+    return found, sorted(str(k) for k in node) if isinstance(node, Mapping) else []
 
 
 def load_yaml_mapping(path: Path, bundle: str, label: str) -> dict[str, Any]:
@@ -70,9 +184,13 @@ def layered_values(
         raise BundleError(
             bundle, f"values/{env}.yaml", "not found", fix=f"environments of this bundle: {', '.join(known) or 'none'}"
         )
-    values = load_yaml_mapping(PLATFORM_DEFAULTS, bundle, "platform defaults")
-    values = merge(values, defaults)
-    values = merge(values, load_yaml_mapping(env_file, bundle, f"values/{env}.yaml"))
-    values = merge(values, parse_set(overrides, bundle))
+    platform = load_yaml_mapping(PLATFORM_DEFAULTS, bundle, "platform defaults")
+    declarations = [("bundle defaults", defaults), ("platform defaults", platform)]
+    env_values = load_yaml_mapping(env_file, bundle, f"values/{env}.yaml")
+    check_types(env_values, declarations, bundle, f"values/{env}.yaml")
+    values = merge(merge(platform, defaults), env_values)
+    set_values = parse_set(overrides, bundle, declared=merge(platform, defaults))
+    check_types(set_values, declarations, bundle, "--set")
+    values = merge(values, set_values)
     values["env"] = env
     return values

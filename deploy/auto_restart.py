@@ -1,13 +1,27 @@
-"""When to restart a failed connector again: capped exponential backoff per connector. Pure.
+"""When to restart a failed connector again: capped exponential backoff per connector, at most
+``max_restarts`` times, with its state kept in a small JSON file across ``ikkai serve`` restarts.
 
-Strimzi's KafkaConnector auto-restart, outside Kubernetes: the first restart is immediate, the
-(n+1)-th waits ``min(cap, base * 2**(n-1))`` after the n-th; once the connector has been
-healthy for ``reset_after`` seconds the count starts again from zero.
+Strimzi's KafkaConnector ``autoRestart`` (``enabled``, ``maxRestarts``), outside Kubernetes: the
+first restart is immediate, the (n+1)-th waits ``min(cap, base * 2**(n-1))`` after the n-th; with
+``max_restarts`` set, a connector still FAILED after that many restarts is left alone until a person
+restarts it. Once the connector has been healthy for ``reset_after`` seconds the count starts again
+from zero. Times are wall-clock seconds (``time.time()``) so that the state file stays true when the
+service restarts; ``RestartBackoff`` itself is pure, the file is read and written by
+``RestartStateFile``.
 """
 
 from __future__ import annotations
 
+import json
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ikkai.errors import ConfigError
+
+STATE_VERSION = 1
 
 
 @dataclass
@@ -15,6 +29,7 @@ class RestartBackoff:
     base: float = 2.0
     cap: float = 300.0
     reset_after: float = 600.0
+    max_restarts: int | None = None  # None: no limit (Strimzi's default)
     _count: dict[str, int] = field(default_factory=dict)
     _last: dict[str, float] = field(default_factory=dict)
     _healthy_since: dict[str, float] = field(default_factory=dict)
@@ -24,21 +39,108 @@ class RestartBackoff:
         count = self._count.get(connector, 0)
         return 0.0 if count == 0 else min(self.cap, self.base * 2 ** (count - 1))
 
+    def exhausted(self, connector: str) -> bool:
+        """True when ``max_restarts`` restarts were made and the connector has not been healthy since."""
+        return self.max_restarts is not None and self._count.get(connector, 0) >= self.max_restarts
+
     def due(self, connector: str, now: float) -> bool:
         """True when a failed ``connector`` may be restarted at ``now``."""
+        if self.exhausted(connector):
+            return False
         last = self._last.get(connector)
         return last is None or now - last >= self.delay(connector)
+
+    def next_restart_at(self, connector: str) -> float | None:
+        """When the next restart may happen (None: at once, or never when exhausted)."""
+        last = self._last.get(connector)
+        if last is None or self.exhausted(connector):
+            return None
+        return last + self.delay(connector)
 
     def restarted(self, connector: str, now: float) -> None:
         self._last[connector] = now
         self._count[connector] = self._count.get(connector, 0) + 1
         self._healthy_since.pop(connector, None)
 
-    def healthy(self, connector: str, now: float) -> None:
+    def healthy(self, connector: str, now: float) -> bool:
+        """Note that ``connector`` is healthy at ``now``; True when that changed the state."""
+        if connector not in self._count and connector not in self._healthy_since:
+            return False  # never restarted: nothing to remember
         since = self._healthy_since.setdefault(connector, now)
         if now - since >= self.reset_after:
             self._count.pop(connector, None)
             self._last.pop(connector, None)
+            self._healthy_since.pop(connector, None)
+            return True
+        return since == now
 
     def restarts(self, connector: str) -> int:
         return self._count.get(connector, 0)
+
+    # -- state, as the file holds it -------------------------------------------------------------
+
+    def state(self) -> dict[str, Any]:
+        """Restart count, last restart, next restart and whether the limit was reached, per connector."""
+        names = sorted(set(self._count) | set(self._healthy_since))
+        return {
+            "version": STATE_VERSION,
+            "max_restarts": self.max_restarts,
+            "connectors": {
+                name: {
+                    "restarts": self._count.get(name, 0),
+                    "last_restart": self._last.get(name),
+                    "next_restart_at": self.next_restart_at(name),
+                    "next_backoff_seconds": self.delay(name),
+                    "healthy_since": self._healthy_since.get(name),
+                    "exhausted": self.exhausted(name),
+                }
+                for name in names
+            },
+        }
+
+    def restore(self, state: Mapping[str, Any], source: str = "state") -> None:
+        """Take over the counts and times of ``state()`` (the limits stay this object's own)."""
+        connectors = state.get("connectors")
+        if state.get("version") != STATE_VERSION or not isinstance(connectors, Mapping):
+            raise ConfigError(
+                source, "version", f"not an auto-restart state of version {STATE_VERSION}", fix="delete the file"
+            )
+        for name, entry in connectors.items():
+            try:
+                count = int(entry.get("restarts", 0))
+                last = entry.get("last_restart")
+                healthy = entry.get("healthy_since")
+                last = None if last is None else float(last)
+                healthy = None if healthy is None else float(healthy)
+            except (AttributeError, TypeError, ValueError) as exc:
+                raise ConfigError(source, f"connectors.{name}", "malformed entry", fix="delete the file") from exc
+            if count:
+                self._count[name] = count
+            if last is not None:
+                self._last[name] = last
+            if healthy is not None:
+                self._healthy_since[name] = healthy
+
+
+@dataclass(frozen=True)
+class RestartStateFile:
+    """The auto-restart state of one ``ikkai serve``, as JSON, replaced atomically on every change."""
+
+    path: Path
+
+    def load_into(self, backoff: RestartBackoff) -> RestartBackoff:
+        if self.path.is_file():
+            try:
+                data = json.loads(self.path.read_text())
+            except (OSError, json.JSONDecodeError) as exc:
+                raise ConfigError(
+                    str(self.path), "(file)", f"unreadable auto-restart state: {exc}", fix="delete it"
+                ) from exc
+            backoff.restore(data, str(self.path))
+        return backoff
+
+    def save(self, backoff: RestartBackoff) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        partial = self.path.with_name(self.path.name + ".partial")
+        partial.write_text(json.dumps(backoff.state(), indent=2, sort_keys=True) + "\n")
+        os.replace(partial, self.path)

@@ -8,18 +8,19 @@ connectors.* (pure) and deploy.reconcile (I/O).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from connectors.lint import PluginCatalog, blocking, lint_bundle
 from connectors.render import RenderedBundle, load_bundle, render_bundle
 from connectors.secrets import redact
-from deploy.clusters import ClusterTarget, cluster_for, clusters_file, load_clusters, resolve_connect_url
+from deploy.clusters import LOCAL, ClusterTarget, cluster_for, clusters_file, load_clusters, resolve_connect_url
 from deploy.connect_rest import ConnectClient
-from deploy.reconcile import Reconciler
+from deploy.reconcile import Progress, Reconciler
 from ikkai.errors import ConfigError
 from ikkai.resources import package_path
+from ikkai.settings import external_endpoints
 
 BUNDLES = package_path("connectors", "bundles")  # the shipped bundles, from the checkout or the wheel
 
@@ -48,18 +49,35 @@ def rendered(request: BundleRequest) -> RenderedBundle:
     return render_bundle(load_bundle(bundle_folder(request.bundle)), request.env, request.overrides)
 
 
-def reconciler(request: BundleRequest, client: ConnectClient | None = None) -> Reconciler:
+def cluster_target(env: str, connect_url: str | None, clusters: Path | None) -> ClusterTarget:
+    """The environment's cluster; an explicit URL needs no clusters-file entry (but keeps its timeouts)."""
+    if connect_url:
+        known = load_clusters(clusters_file(clusters)).get(env)
+        return replace(known, connect_url=connect_url) if known else ClusterTarget(env, connect_url)
+    return cluster_for(env, clusters_file(clusters))
+
+
+def connect_client(env: str, connect_url: str | None = None, clusters: Path | None = None) -> ConnectClient:
+    """A REST client for the environment's Connect cluster, named after it in errors."""
+    target = cluster_target(env, connect_url, clusters)
+    if connect_url:
+        where = f"env {env}, from --connect-url"
+    elif target.connect_url == LOCAL:
+        where = f"env {env}, from {'$IKKAI_CONNECT_URL' if external_endpoints() else 'the embedded stack'}"
+    else:
+        where = f"env {env}, from {clusters_file(clusters)}"
+    return ConnectClient(resolve_connect_url(target), connect_timeout=target.connect_timeout_seconds, cluster=where)
+
+
+def reconciler(
+    request: BundleRequest, client: ConnectClient | None = None, progress: Progress | None = None
+) -> Reconciler:
     """A reconciler for the environment's cluster; an explicit URL needs no clusters-file entry."""
-    targets = load_clusters(clusters_file(request.clusters)) if request.connect_url else {}
-    target = targets.get(request.env) or (
-        ClusterTarget(request.env, request.connect_url)
-        if request.connect_url
-        else cluster_for(request.env, clusters_file(request.clusters))
-    )
+    target = cluster_target(request.env, request.connect_url, request.clusters)
     if client is None:
-        client = ConnectClient(request.connect_url or resolve_connect_url(target))
+        client = connect_client(request.env, request.connect_url, request.clusters)
     timeout = request.wait_timeout if request.wait_timeout is not None else target.wait_timeout_seconds
-    return Reconciler(client, wait_timeout=timeout)
+    return Reconciler(client, wait_timeout=timeout, progress=progress)
 
 
 def render_data(request: BundleRequest) -> dict[str, Any]:
@@ -74,7 +92,9 @@ def render_data(request: BundleRequest) -> dict[str, Any]:
     }
 
 
-def lint_data(request: BundleRequest, *, offline: bool = False, client: ConnectClient | None = None) -> dict[str, Any]:
+def lint_data(request: BundleRequest, *, offline: bool = True, client: ConnectClient | None = None) -> dict[str, Any]:
+    """Findings of the policy lint. Offline (the default) key names mark secrets; online, the
+    cluster's plugins also say which keys are PASSWORD-typed."""
     bundle = rendered(request)
     catalog = PluginCatalog() if offline else reconciler(request, client).catalog(bundle)
     findings = lint_bundle(bundle, catalog)
@@ -93,9 +113,15 @@ def plan_data(request: BundleRequest, *, prune: bool = False, client: ConnectCli
     return reconciler(request, client).plan(bundle, prune=prune).as_dict()
 
 
-def apply_data(request: BundleRequest, *, prune: bool = False, client: ConnectClient | None = None) -> dict[str, Any]:
+def apply_data(
+    request: BundleRequest,
+    *,
+    prune: bool = False,
+    client: ConnectClient | None = None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
     bundle = rendered(request)
-    return reconciler(request, client).apply(bundle, prune=prune).as_dict()
+    return reconciler(request, client, progress).apply(bundle, prune=prune).as_dict()
 
 
 def status_data(request: BundleRequest, client: ConnectClient | None = None) -> dict[str, Any]:

@@ -14,13 +14,14 @@ from typing import Any
 
 import yaml
 
+from deploy.connect_rest import CONNECT_TIMEOUT
 from ikkai.errors import ConfigError
 from ikkai.resources import package_path
 
 CLUSTERS_VAR = "IKKAI_CLUSTERS"
 DEFAULT_CLUSTERS = package_path("connectors", "clusters.yaml")
 LOCAL = "local"
-_KEYS = {"connect_url", "wait_timeout_seconds"}
+_KEYS = {"connect_url", "wait_timeout_seconds", "connect_timeout_seconds"}
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,7 @@ class ClusterTarget:
     env: str
     connect_url: str  # an http(s) URL or "local"
     wait_timeout_seconds: float = 120.0
+    connect_timeout_seconds: float = CONNECT_TIMEOUT  # to open a TCP connection; an unreachable worker fails this fast
 
 
 def clusters_file(explicit: Path | None = None, env: Mapping[str, str] = os.environ) -> Path:
@@ -51,14 +53,25 @@ def parse_clusters(data: Any, source: str) -> dict[str, ClusterTarget]:
         url = str(entry.get("connect_url") or "")
         if url != LOCAL and not url.startswith(("http://", "https://")):
             raise ConfigError(source, f"{env_name}.connect_url", f"{url!r} is not an http(s) URL or 'local'")
-        try:
-            timeout = float(entry.get("wait_timeout_seconds", 120))
-        except (TypeError, ValueError) as exc:
-            raise ConfigError(source, f"{env_name}.wait_timeout_seconds", "must be a number of seconds") from exc
+        timeout = _seconds(entry, "wait_timeout_seconds", 120.0, source, str(env_name))
+        connect_timeout = _seconds(entry, "connect_timeout_seconds", CONNECT_TIMEOUT, source, str(env_name))
         targets[str(env_name)] = ClusterTarget(
-            env=str(env_name), connect_url=url.rstrip("/"), wait_timeout_seconds=timeout
+            env=str(env_name),
+            connect_url=url.rstrip("/"),
+            wait_timeout_seconds=timeout,
+            connect_timeout_seconds=connect_timeout,
         )
     return targets
+
+
+def _seconds(entry: Mapping[str, Any], key: str, default: float, source: str, env_name: str) -> float:
+    try:
+        value = float(entry.get(key, default))
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(source, f"{env_name}.{key}", "must be a number of seconds") from exc
+    if value <= 0:
+        raise ConfigError(source, f"{env_name}.{key}", f"{value:g} is not a positive number of seconds")
+    return value
 
 
 def load_clusters(path: Path) -> dict[str, ClusterTarget]:

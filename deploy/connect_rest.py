@@ -3,6 +3,13 @@
 Retries what Connect documents as transient: 409 (a rebalance is in progress), 408, 429 and
 5xx, with jittered exponential backoff inside a deadline. Everything else becomes a
 ``ConnectRestError`` that renders as ``METHOD PATH returned STATUS: message``.
+
+Reaching the worker is judged apart from its answers. Connecting has its own short timeout
+(``connect_timeout``, default 1 s) and reading its own (``read_timeout``). A worker that was
+never reached (refused, unknown host, no answer to connect) raises ``ConnectUnreachable`` at
+once: nothing is retried for a minute in silence (nor is a first request that got no answer
+within ``read_timeout``). Once the client has had one answer, a lost connection is taken for a
+worker restarting and retried inside ``retry_deadline``.
 """
 
 from __future__ import annotations
@@ -14,10 +21,13 @@ from typing import Any
 from urllib.parse import quote
 
 import requests
+from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
 
 from ikkai.errors import IkkaiError
 
 RETRIED_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
+CONNECT_TIMEOUT = 1.0  # seconds to open a TCP connection: a LAN or VPN hop takes milliseconds
+READ_TIMEOUT = 30.0  # seconds for an answer once connected: validation of a big config can take a while
 
 
 class ConnectRestError(IkkaiError):
@@ -28,10 +38,38 @@ class ConnectRestError(IkkaiError):
         self.path = path
         self.status = status
         self.connect_message = message
+        self.url = url
 
     @property
     def not_found(self) -> bool:
         return self.status == 404
+
+
+class ConnectUnreachable(ConnectRestError):
+    """No TCP connection to the Connect worker could be opened: refused, unknown host or no answer in time.
+
+    ``reason`` is ``connection refused``, ``unknown host``, ``connect timeout`` or ``cannot connect: …``;
+    ``cluster`` names the environment the URL belongs to, when the caller knows it.
+    """
+
+    def __init__(
+        self, method: str, path: str, url: str, reason: str, *, cluster: str | None = None, timeout: float
+    ) -> None:
+        detail = f"no answer within {timeout:g}s" if reason == "connect timeout" else reason
+        IkkaiError.__init__(
+            self,
+            f"Kafka Connect at {url}{f' ({cluster})' if cluster else ''} is unreachable: {detail} ({method} {path})",
+            fix=f"check that a Connect worker listens there (curl {url}/; `ikkai stack status` for the embedded "
+            "stack) or point at another one with --connect-url or connect_url in the clusters file",
+        )
+        self.method = method
+        self.path = path
+        self.status = None
+        self.connect_message = reason
+        self.url = url
+        self.reason = reason
+        self.cluster = cluster
+        self.timeout = timeout
 
 
 def backoff_delays(
@@ -43,12 +81,23 @@ def backoff_delays(
 
 
 class ConnectClient:
-    def __init__(self, url: str, *, timeout: float = 30.0, retry_deadline: float = 60.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        connect_timeout: float = CONNECT_TIMEOUT,
+        read_timeout: float = READ_TIMEOUT,
+        retry_deadline: float = 60.0,
+        cluster: str | None = None,
+    ) -> None:
         self.url = url.rstrip("/")
-        self.timeout = timeout
+        self.connect_timeout = connect_timeout
+        self.read_timeout = read_timeout
         self.retry_deadline = retry_deadline
+        self.cluster = cluster  # e.g. "env dev": named in the error when the worker cannot be reached
         self.session = requests.Session()
         self.calls: list[tuple[str, str]] = []  # (method, path) of every request sent, for audits and tests
+        self.reached = False  # True once the worker answered; only then is a lost connection retried
 
     # -- endpoints -----------------------------------------------------------------------------
 
@@ -110,6 +159,42 @@ class ConnectClient:
         path = f"/connector-plugins/{_seg(connector_class)}/config/validate"
         return self._call("PUT", path, json=dict(config))  # type: ignore[no-any-return]
 
+    def connector_info(self, name: str) -> dict[str, Any]:
+        """Name, config, tasks and type of one connector."""
+        return self._call("GET", f"/connectors/{_seg(name)}")  # type: ignore[no-any-return]
+
+    def connector_topics(self, name: str) -> list[str]:
+        """The topics the connector used since it was created or its topics reset (KIP-558)."""
+        body = self._call("GET", f"/connectors/{_seg(name)}/topics") or {}
+        return list(body.get(name, {}).get("topics") or [])
+
+    def connector_offsets(self, name: str) -> dict[str, Any]:
+        """``{"offsets": [{"partition": {...}, "offset": {...}}]}`` (KIP-875)."""
+        return self._call("GET", f"/connectors/{_seg(name)}/offsets")  # type: ignore[no-any-return]
+
+    def alter_connector_offsets(self, name: str, offsets: Mapping[str, Any]) -> dict[str, Any]:
+        """PATCH the offsets (KIP-875); Connect refuses unless the connector is STOPPED."""
+        return self._call("PATCH", f"/connectors/{_seg(name)}/offsets", json=dict(offsets))  # type: ignore[no-any-return]
+
+    def reset_connector_offsets(self, name: str) -> dict[str, Any]:
+        """DELETE every offset of the connector (KIP-875); Connect refuses unless it is STOPPED."""
+        return self._call("DELETE", f"/connectors/{_seg(name)}/offsets")  # type: ignore[no-any-return]
+
+    def loggers(self) -> dict[str, dict[str, Any]]:
+        """Every logger with an explicit level on the worker that answers: ``{name: {level, last_modified}}``."""
+        return self._call("GET", "/admin/loggers")  # type: ignore[no-any-return]
+
+    def logger(self, name: str) -> dict[str, Any]:
+        return self._call("GET", f"/admin/loggers/{_seg(name)}")  # type: ignore[no-any-return]
+
+    def set_logger_level(self, name: str, level: str, *, scope: str = "worker") -> list[str]:
+        """Set a logger's level on the worker that answers (``worker``) or on every worker (``cluster``, KIP-976).
+
+        Returns the loggers whose level changed (worker scope); cluster scope is asynchronous: [].
+        """
+        body = self._call("PUT", f"/admin/loggers/{_seg(name)}?scope={scope}", json={"level": level})
+        return list(body) if isinstance(body, list) else []
+
     @property
     def writes(self) -> list[tuple[str, str]]:
         """Requests sent that change the cluster (everything but reads and validation)."""
@@ -120,14 +205,25 @@ class ConnectClient:
     def _call(self, method: str, path: str, *, json: Any = None) -> Any:
         deadline = time.monotonic() + self.retry_deadline
         delays = iter(backoff_delays(30))
+        timeout = (self.connect_timeout, self.read_timeout)
         while True:
             self.calls.append((method, path))
             try:
-                response = self.session.request(method, self.url + path, json=json, timeout=self.timeout)
-            except requests.ConnectionError as exc:
-                error = ConnectRestError(method, path, None, type(exc).__name__, self.url)
+                response = self.session.request(method, self.url + path, json=json, timeout=timeout)
+            except (requests.ConnectionError, requests.Timeout) as exc:
+                reason = unreachable_reason(exc)
+                if reason is not None and not self.reached:
+                    raise ConnectUnreachable(
+                        method, path, self.url, reason, cluster=self.cluster, timeout=self.connect_timeout
+                    ) from None
+                what = reason or (f"no answer within {self.read_timeout:g}s" if isinstance(exc, requests.Timeout)
+                                  else f"connection lost ({type(exc).__name__})")  # fmt: skip
+                error = ConnectRestError(method, path, None, what, self.url)
+                if not self.reached:
+                    raise error from None  # it took the connection and said nothing: not a restart either
                 status = None
             else:
+                self.reached = True
                 if response.status_code < 300:
                     return response.json() if response.content else None
                 status = response.status_code
@@ -137,6 +233,32 @@ class ConnectClient:
             if not retriable or delay is None or time.monotonic() + delay > deadline:
                 raise error
             time.sleep(delay)
+
+
+def unreachable_reason(exc: BaseException) -> str | None:
+    """Why no connection could be opened (``refused``, ``unknown host``, ``connect timeout``), or None when
+    one was opened and then lost or timed out reading: a worker that answered before may be restarting."""
+    if isinstance(exc, requests.ConnectTimeout):
+        return "connect timeout"
+    chain: list[BaseException] = []
+    pending: list[BaseException] = [exc]
+    while pending:
+        current = pending.pop()
+        if any(current is seen for seen in chain):
+            continue
+        chain.append(current)
+        linked = [*current.args, getattr(current, "reason", None), current.__cause__, current.__context__]
+        pending += [e for e in linked if isinstance(e, BaseException)]
+    if any(isinstance(e, NameResolutionError) for e in chain):
+        return "unknown host"
+    if any(isinstance(e, ConnectionRefusedError) for e in chain):
+        return "connection refused"
+    opening = next((e for e in chain if isinstance(e, NewConnectionError)), None)
+    if opening is not None:  # no route to host, network unreachable, ...
+        return "cannot connect: " + str(opening).rsplit(": ", 1)[-1]
+    if any(isinstance(e, ConnectTimeoutError) for e in chain):
+        return "connect timeout"
+    return None
 
 
 def _seg(name: str) -> str:

@@ -18,19 +18,31 @@ sources are found through the installed packages, so a wheel builds the same plu
 
 Maven builds into a staging folder outside the source tree, so two processes building at the
 same time (two test sessions, say) never share a ``target/``.
+
+For a Connect cluster ikkai does not run (Strimzi, Confluent Platform, plain Kafka), ``package_archives``
+packs each built plugin as one distributable zip, ``<plugin>-<version>.zip``, in the Confluent Hub
+component layout: one top folder ``<plugin>-<version>/`` holding ``manifest.json`` and ``lib/`` (the
+plugin jar and its runtime dependencies, nothing the worker provides). Strimzi's ``build.plugins``
+(artifact type ``zip``) and ``confluent connect plugin install`` take it as it is; unzipped into a
+``plugin.path`` folder it is one plugin. The zip is deterministic (sorted entries, fixed timestamps),
+so the same sources give the same bytes and the same SHA-512, which ``build.plugins`` can pin.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.resources
+import io
+import json
 import os
 import shutil
 import subprocess
 import sys
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
+from xml.etree import ElementTree
 
 from deploy.prerequisites import check_java, check_maven
 from ikkai.contract.codec import schemas_dir
@@ -47,6 +59,8 @@ class LocalPlugin:
     module: Path
     inputs: tuple[Path, ...] = ()
     schemas: Path | None = None
+    component_types: tuple[str, ...] = ()  # Confluent Hub's words: source, sink, transform, converter
+    description: str = ""
 
 
 def _package_dir(package: str, *parts: str) -> Path:
@@ -58,8 +72,17 @@ OUTBOX_SINK = LocalPlugin(
     module=_package_dir("outbox_sink", "connector"),
     inputs=(schemas_dir() / "outbox_request", schemas_dir() / "outbox_receipt"),
     schemas=schemas_dir(),
+    component_types=("sink",),
+    description="Delivers outbox.requests to allow-listed HTTP APIs with one Idempotency-Key per side effect; "
+    "writes receipts to outbox.receipts (dev.ikkai.outbox.OutboxSinkConnector).",
 )
-SMT = LocalPlugin(name="ikkai-smt", module=_package_dir("connectors", "plugins", "ikkai-smt"))
+SMT = LocalPlugin(
+    name="ikkai-smt",
+    module=_package_dir("connectors", "plugins", "ikkai-smt"),
+    component_types=("transform",),
+    description="Single message transforms for raw ingest: JsonFieldToKey keys a JSON record by one of its fields "
+    "without touching the value (dev.ikkai.connect.transforms.JsonFieldToKey).",
+)
 PLUGINS = (OUTBOX_SINK, SMT)
 
 
@@ -170,3 +193,74 @@ def local_plugin_dirs_for_stack(jars_dir: Path, *, progress: TextIO = sys.stderr
     except IkkaiError as exc:
         progress.write(f"warning: starting the worker without ikkai's own Connect plugins: {exc}\n")
         return built_plugin_dirs(jars_dir)
+
+
+_EPOCH = (1980, 1, 1, 0, 0, 0)  # zip's earliest timestamp: entries carry no build time
+_POM_NS = {"m": "http://maven.apache.org/POM/4.0.0"}
+
+
+@dataclass(frozen=True)
+class PluginArchive:
+    """One distributable plugin zip and its SHA-512 (for Strimzi's ``build.plugins[].artifacts[].sha512sum``)."""
+
+    plugin: str
+    version: str
+    path: Path
+    sha512: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"plugin": self.plugin, "version": self.version, "path": str(self.path), "sha512": self.sha512}
+
+
+def plugin_version(plugin: LocalPlugin) -> str:
+    """The ``<version>`` of the plugin's Maven module: the version its jar and its archive carry."""
+    pom = ElementTree.parse(plugin.module / "pom.xml")  # noqa: S314 - our own pom, shipped in the package
+    version = pom.getroot().findtext("m:version", namespaces=_POM_NS)
+    if not version:
+        raise PluginBuildError(plugin.name, f"{plugin.module / 'pom.xml'} has no <version>")
+    return version.strip()
+
+
+def archive_manifest(plugin: LocalPlugin, version: str) -> dict[str, object]:
+    """Confluent Hub's ``manifest.json`` for the plugin."""
+    return {
+        "name": plugin.name,
+        "version": version,
+        "title": plugin.name,
+        "description": plugin.description,
+        "owner": {"username": "ikkai", "name": "ikkai"},
+        "component_types": list(plugin.component_types),
+        "license": [{"name": "Apache License 2.0", "url": "https://www.apache.org/licenses/LICENSE-2.0"}],
+        "requirements": ["Apache Kafka Connect 4.x (Java 17)"],
+    }
+
+
+def write_archive(plugin: LocalPlugin, built: Path, out_dir: Path, version: str | None = None) -> PluginArchive:
+    """``out_dir/<plugin>-<version>.zip`` from a built plugin folder (the jars of ``plugin_path_entry``)."""
+    version = version or plugin_version(plugin)
+    jars = sorted(built.glob("*.jar"))
+    if not any(jar.name.startswith(f"{plugin.name}-") for jar in jars):
+        raise PluginBuildError(plugin.name, f"no {plugin.name}-*.jar in {built}: the plugin is not built")
+    top = f"{plugin.name}-{version}"
+    entries = [(f"{top}/lib/{jar.name}", jar.read_bytes()) for jar in jars]
+    entries.append((f"{top}/manifest.json", json.dumps(archive_manifest(plugin, version), indent=2).encode() + b"\n"))
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name, content in sorted(entries):
+            info = zipfile.ZipInfo(name, date_time=_EPOCH)
+            info.external_attr = 0o644 << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, content)
+    content = buffer.getvalue()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / f"{top}.zip"
+    partial = out_dir / f".{top}.zip.{os.getpid()}"
+    partial.write_bytes(content)
+    partial.replace(target)
+    return PluginArchive(plugin.name, version, target, hashlib.sha512(content).hexdigest())
+
+
+def package_archives(jars_dir: Path, out_dir: Path, *, progress: TextIO = sys.stderr) -> list[PluginArchive]:
+    """Build every plugin if needed (``mvn package``, tests included), then pack each as a distributable zip."""
+    entries = ensure_local_plugins(jars_dir, progress=progress)
+    return [write_archive(plugin, entry / plugin.name, out_dir) for plugin, entry in zip(PLUGINS, entries, strict=True)]

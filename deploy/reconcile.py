@@ -35,6 +35,9 @@ from deploy.plan import (
 from ikkai.errors import IkkaiError
 
 STABLE_POLLS = 3  # a state counts once seen this many polls in a row (status lags a config write)
+HEARTBEAT = 10.0  # seconds between "still waiting" lines when no state changed
+
+Progress = Callable[[str], None]  # receives one line of progress for a person (the CLI writes it to stderr)
 
 
 class ValidationFailed(IkkaiError):
@@ -99,11 +102,17 @@ class Reconciler:
         wait_timeout: float = 120.0,
         poll_interval: float = 0.5,
         sleep: Callable[[float], None] = time.sleep,
+        progress: Progress | None = None,
     ) -> None:
         self.client = client
         self.wait_timeout = wait_timeout
         self.poll_interval = poll_interval
         self.sleep = sleep
+        self.progress = progress
+
+    def _say(self, line: str) -> None:
+        if self.progress is not None:
+            self.progress(line)
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -207,12 +216,16 @@ class Reconciler:
                     if p.action in (CREATE, UPDATE):
                         self.client.put_connector_config(p.name, config)
                     self._drive_state(p)
+                target = CONNECT_STATE[p.target_state or "running"]
+                self._say(f"{p.name}: {'created' if p.action == CREATE else 'written'}, target {target}")
                 result.written.append(p.name)
             if touched:
                 result.states.update(self._wait(touched, tasks_before))
         except ApplyFailed as failed:
+            self._say(f"{failed.connector}: {failed.state}; rolling back {', '.join(p.name for p in touched)}")
             rolled_back = self._rollback(touched, previous)
-            raise ApplyFailed(failed.connector, failed.state, failed.trace, rolled_back) from None
+            trace = _cut_secrets(failed.trace, rendered)
+            raise ApplyFailed(failed.connector, failed.state, trace, rolled_back) from None
         for p in plan.connectors:
             if p.action == DELETE:
                 self.client.delete_connector(p.name)
@@ -243,6 +256,9 @@ class Reconciler:
         bad = dict(good)
         stale = {name for name in tasks_before if name in good}
         statuses: dict[str, Mapping[str, Any]] = {}
+        said: dict[str, str] = {}
+        last_said = started
+        self._say(f"waiting up to {self.wait_timeout:g}s for {len(touched)} connector(s) and their tasks")
         while True:
             live = self.live()
             for p in touched:
@@ -253,6 +269,11 @@ class Reconciler:
                         continue
                     stale.discard(p.name)
                 status = statuses[p.name] = live[p.name].status if p.name in live else {}
+                line = _status_line(status)
+                if said.get(p.name) != line:
+                    said[p.name] = line
+                    last_said = time.monotonic()
+                    self._say(f"{p.name}: {line}")
                 good[p.name] = good[p.name] + 1 if reached(p.target_state, status) else 0
                 failed = failure(status)
                 bad[p.name] = bad[p.name] + 1 if failed else 0
@@ -262,6 +283,11 @@ class Reconciler:
                 return {p.name: CONNECT_STATE[p.target_state or "running"] for p in touched}
             if time.monotonic() >= deadline:
                 break
+            if time.monotonic() - last_said >= HEARTBEAT:
+                last_said = time.monotonic()
+                waiting = [p.name for p in touched if good[p.name] < STABLE_POLLS]
+                elapsed = last_said - started
+                self._say(f"still waiting for {', '.join(waiting)} ({elapsed:.0f}s of {self.wait_timeout:g}s)")
             self.sleep(self.poll_interval)
         late = next(p for p in touched if good[p.name] < STABLE_POLLS)
         status = statuses.get(late.name, {})
@@ -368,3 +394,21 @@ class Reconciler:
                 self.client.delete_connector(c.name)
                 deleted.append(c.name)
         return deleted
+
+
+def _status_line(status: Mapping[str, Any]) -> str:
+    """``connector RUNNING, tasks 0:RUNNING 1:UNASSIGNED``: what a person watching apply needs."""
+    if not status:
+        return "not in Connect's status yet"
+    tasks = " ".join(f"{t.get('id')}:{t.get('state')}" for t in status.get("tasks") or []) or "none yet"
+    return f"connector {status.get('connector', {}).get('state', '?')}, tasks {tasks}"
+
+
+def _cut_secrets(trace: str, rendered: RenderedBundle) -> str:
+    """A trace may quote a config value (a JDBC URL, say): literal secrets are cut out of it."""
+    for c in rendered.connectors:
+        for key in secret_keys(c.config):
+            value = c.config[key]
+            if value and not is_placeholder(value):
+                trace = trace.replace(value, REDACTED)
+    return trace

@@ -10,7 +10,9 @@
 Every route but /healthz needs ``Authorization: Bearer <token>``; the token comes from
 $IKKAI_SERVE_TOKEN or a file, and the server refuses to start without one. Bundles are
 looked up by name in one folder only (no paths from the request). The loop re-applies
-its bundles every interval and restarts failed connectors with capped exponential backoff.
+its bundles every interval and restarts failed connectors with capped exponential backoff, at
+most ``max_restarts`` times; restart counts and times live in a state file
+(``$IKKAI_HOME/auto-restart.json``) so that a restarted service goes on where it stopped.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from deploy import bundle_ops
-from deploy.auto_restart import RestartBackoff
+from deploy.auto_restart import RestartBackoff, RestartStateFile
 from deploy.bundle_ops import BundleRequest
 from deploy.health import failure
 from ikkai.errors import ConfigError, IkkaiError
@@ -59,6 +61,7 @@ class Metrics:
     requests: Counter[tuple[str, int]] = field(default_factory=Counter)
     applies: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     restarts: Counter[str] = field(default_factory=Counter)
+    restarts_exhausted: dict[str, bool] = field(default_factory=dict)  # FAILED after max restarts: a person's turn
     connector_states: dict[tuple[str, str, str], str] = field(default_factory=dict)
     reconcile_runs: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -78,6 +81,11 @@ class Metrics:
             lines.append("# TYPE ikkai_connector_auto_restarts_total counter")
             lines += [
                 f'ikkai_connector_auto_restarts_total{{connector="{c}"}} {n}' for c, n in sorted(self.restarts.items())
+            ]
+            lines.append("# TYPE ikkai_connector_auto_restart_exhausted gauge")
+            lines += [
+                f'ikkai_connector_auto_restart_exhausted{{connector="{c}"}} {int(v)}'
+                for c, v in sorted(self.restarts_exhausted.items())
             ]
             lines.append("# TYPE ikkai_connector_state gauge")
             lines += [
@@ -192,13 +200,17 @@ class ReconcileLoop:
         *,
         interval: float,
         backoff: RestartBackoff | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = time.time,
+        state_file: RestartStateFile | None = None,
     ) -> None:
         self.plane = plane
         self.targets = targets
         self.interval = interval
         self.backoff = backoff or RestartBackoff()
-        self.clock = clock
+        self.clock = clock  # wall clock: restart times are kept in the state file across restarts
+        self.state_file = state_file
+        if state_file is not None:
+            state_file.load_into(self.backoff)
         self.stopping = threading.Event()
         self.errors: list[str] = []
 
@@ -220,19 +232,26 @@ class ReconcileLoop:
         reconciler = bundle_ops.reconciler(request)
         live = reconciler.live()
         now = self.clock()
+        changed = False
         for c in bundle_ops.rendered(request).connectors:
             current = live.get(c.name)
             if current is None:
                 continue
+            key = f"{env}/{c.name}"  # connector names are unique per cluster, and each env has its own
             with self.plane.metrics.lock:
                 self.plane.metrics.connector_states[(bundle, env, c.name)] = current.state or "UNKNOWN"
             if not failure(current.status):
-                self.backoff.healthy(c.name, now)
-            elif self.backoff.due(c.name, now):
+                changed |= self.backoff.healthy(key, now)
+            elif self.backoff.due(key, now):
                 reconciler.client.restart_connector(c.name, include_tasks=True, only_failed=True)
-                self.backoff.restarted(c.name, now)
+                self.backoff.restarted(key, now)
+                changed = True
                 with self.plane.metrics.lock:
                     self.plane.metrics.restarts[c.name] += 1
+            with self.plane.metrics.lock:
+                self.plane.metrics.restarts_exhausted[c.name] = self.backoff.exhausted(key)
+        if changed and self.state_file is not None:
+            self.state_file.save(self.backoff)
 
     def run(self) -> None:
         while not self.stopping.is_set():

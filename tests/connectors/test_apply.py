@@ -149,10 +149,10 @@ def test_reapply_writes_nothing_and_one_changed_value_is_one_put(drop: Drop, sta
 
 def test_a_config_the_plugin_rejects_gives_per_key_errors_and_writes_nothing(drop: Drop, stack: Endpoints) -> None:
     client = ConnectClient(stack.connect_url)
-    with pytest.raises(ValidationFailed) as caught:
-        bundle_ops.apply_data(drop.request("tasks_max=many"), client=client)
+    with pytest.raises(ValidationFailed) as caught:  # a number, as declared, but one Connect refuses
+        bundle_ops.apply_data(drop.request("tasks_max=0"), client=client)
     assert set(caught.value.errors) == set(drop.names())
-    assert any(key == "tasks.max" and "many" in msg for key, msg in caught.value.errors[drop.names()[0]])
+    assert any(key == "tasks.max" and "at least 1" in msg for key, msg in caught.value.errors[drop.names()[0]])
     assert client.writes == []
     assert not [n for n in client.connectors() if n.startswith(drop.prefix)]
 
@@ -202,15 +202,18 @@ def test_prune_deletes_only_owned_connectors(drop: Drop, stack: Endpoints) -> No
         manifest = yaml.safe_load((drop.folder / "bundle.yaml").read_text())
         manifest["connectors"] = [c for c in manifest["connectors"] if c["name"] != "refunds"]
         (drop.folder / "bundle.yaml").write_text(yaml.safe_dump(manifest))
+        # Values for the refunds connector would now be used by no template: an error, so they go too.
+        sets = tuple(s for s in drop.sets() if not s.startswith("sources.refunds."))
+        payments_only = BundleRequest(str(drop.folder), "dev", sets, connect_url=stack.connect_url)
 
-        assert bundle_ops.plan_data(drop.request())["unpruned"] == [f"{drop.prefix}refunds"]  # shown, kept
-        plan = bundle_ops.plan_data(drop.request(), prune=True)
+        assert bundle_ops.plan_data(payments_only)["unpruned"] == [f"{drop.prefix}refunds"]  # shown, kept
+        plan = bundle_ops.plan_data(payments_only, prune=True)
         assert plan["unpruned"] == []
         assert [(c["name"], c["action"]) for c in plan["connectors"]] == [
             (f"{drop.prefix}payments", "unchanged"),
             (f"{drop.prefix}refunds", "delete"),
         ]
-        result = bundle_ops.apply_data(drop.request(), prune=True)
+        result = bundle_ops.apply_data(payments_only, prune=True)
         assert result["deleted"] == [f"{drop.prefix}refunds"]
         live = client.connectors()
         assert foreign in live and f"{drop.prefix}payments" in live and f"{drop.prefix}refunds" not in live
@@ -326,3 +329,22 @@ def test_password_typed_keys_come_from_the_plugins_config_definitions(stack: End
     info = catalog.info("io.debezium.connector.postgresql.PostgresConnector")
     assert info.kind == "source"
     assert "database.password" in info.password_keys  # declared PASSWORD by Debezium itself
+
+
+def test_apply_from_the_cli_shows_progress_on_stderr_and_keeps_stdout_for_the_result(
+    drop: Drop, stack: Endpoints
+) -> None:
+    sets = [a for s in drop.sets() for a in ("--set", s)]
+    result = run_ikkai("bundle", "apply", str(drop.folder), "--connect-url", stack.connect_url, *sets)
+    assert result.returncode == 0, result.stderr
+    progress = result.stderr.splitlines()
+    assert all(line.startswith("[") and "s] " in line for line in progress)
+    said = [line.split("s] ", 1)[1] for line in progress]
+    assert f"{drop.prefix}payments: created, target RUNNING" in said
+    assert any(line.startswith("waiting up to 120s for 2 connector(s)") for line in said)
+    assert f"{drop.prefix}payments: connector RUNNING, tasks 0:RUNNING" in said  # the state it waited for
+    assert "apply: 2 connector(s) written" in result.stdout and "waiting" not in result.stdout
+
+    quiet = run_ikkai("bundle", "apply", str(drop.folder), "--connect-url", stack.connect_url, "-o", "json", *sets)
+    assert quiet.returncode == 0 and quiet.stderr == ""  # with -o json stderr is for an error object only
+    assert json.loads(quiet.stdout)["written"] == []

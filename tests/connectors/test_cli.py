@@ -1,10 +1,12 @@
-"""``ikkai bundle`` verbs that need no cluster: render and lint --offline, their output and exit codes."""
+"""``ikkai bundle`` verbs that need no cluster: render and lint (offline by default), their output and exit codes."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
 from pathlib import Path
+
+import yaml
 
 from tests.cli.cli_runner import run_ikkai
 
@@ -33,3 +35,31 @@ def test_errors_are_one_line_on_stderr_with_exit_1() -> None:
     result = run_ikkai("bundle", "render", "no-such-bundle")
     assert result.returncode == 1 and result.stdout == ""
     assert result.stderr.strip().count("\n") == 0 and "shipped bundles: " in result.stderr
+
+
+def test_errors_with_o_json_are_one_json_object_on_stderr_with_the_same_exit_code() -> None:
+    result = run_ikkai("bundle", "render", "payments-ingest", "--set", "partitons=6", "-o", "json")
+    assert result.returncode == 1 and result.stdout == ""
+    error = json.loads(result.stderr)
+    assert error["error"] == "BundleError"
+    assert error["fields"] == {
+        "bundle": "payments-ingest",
+        "file": "--set",
+        "line": None,
+        "problem": error["fields"]["problem"],
+    }
+    assert error["fields"]["problem"].startswith("partitons is used by no template")
+    assert error["fix"].startswith("did you mean partitions?")
+    usage = run_ikkai("bundle", "render", "-o", "json")  # a usage error: exit 2 as in text mode
+    assert usage.returncode == 2 and json.loads(usage.stderr)["error"] == "MissingParameter"
+
+
+def test_lint_asks_no_cluster_unless_online(tmp_path: Path) -> None:
+    clusters = tmp_path / "clusters.yaml"
+    clusters.write_text(yaml.safe_dump({"dev": {"connect_url": "http://127.0.0.1:9"}}))  # nothing listens there
+    env = {"IKKAI_CLUSTERS": str(clusters)}
+    offline = run_ikkai("bundle", "lint", "payments-ingest", "-o", "json", env=env)
+    assert offline.returncode == 0, offline.stderr
+    assert json.loads(offline.stdout)["offline"] is True
+    online = run_ikkai("bundle", "lint", "payments-ingest", "--online", "-o", "json", env=env)
+    assert online.returncode == 1 and json.loads(online.stderr)["error"] == "ConnectUnreachable"

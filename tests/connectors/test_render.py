@@ -139,3 +139,14 @@ def test_set_accepts_yaml_lists_for_list_values() -> None:
     }
     rendered = render_bundle(load_bundle(SHIPPED / "postgres-cdc"), "dev", ["tables=[{name: orders, key: order_id}]"])
     assert rendered.connectors[0].config["transforms.key_orders.field"] == "order_id"
+
+
+def test_a_set_equal_to_a_templates_own_default_is_used_and_a_typo_beside_it_is_not() -> None:
+    """``method=POST`` renders what the template's ``default("POST")`` renders, yet the template reads it."""
+    bundle = load_bundle(SHIPPED / "outbox-sink")
+    sets = ["kafka.bootstrap_servers=b:9092", "targets.down-api.url=http://down/api", "targets.down-api.method=POST"]
+    rendered = render_bundle(bundle, "dev", sets)
+    [config] = [c.config for c in rendered.connectors]
+    assert config["outbox.target.down-api.method"] == "POST"
+    with pytest.raises(BundleError, match=r"targets.down-api.metod is used by no template.*did you mean"):
+        render_bundle(bundle, "dev", [*sets, "targets.down-api.metod=POST"])

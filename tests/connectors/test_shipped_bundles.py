@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from connectors.lint import lint_bundle, require_clean
 from connectors.render import load_bundle, render_bundle
 from tests.connectors.conftest import SHIPPED
 
-# Values a bundle can only be given at deploy time (its values file says so); any bundle may use them.
-DEPLOY_TIME = ("kafka.bootstrap_servers=broker-1:9092",)
+# Values a bundle can only be given at deploy time (its values file says so); any bundle may use them,
+# and those whose templates read them get them (a --set no template uses is an error).
+DEPLOY_TIME = {"kafka.bootstrap_servers": "broker-1:9092"}
+
+
+def deploy_time_sets(folder: Path) -> tuple[str, ...]:
+    templates = "".join(p.read_text() for p in (folder / "templates").glob("*.j2"))
+    return tuple(f"{key}={value}" for key, value in DEPLOY_TIME.items() if key in templates)
 
 
 def shipped_environments() -> list[tuple[str, str]]:
@@ -30,7 +38,7 @@ def test_every_bundle_folder_is_a_bundle() -> None:
 
 @pytest.mark.parametrize(("name", "env"), shipped_environments())
 def test_shipped_bundle_renders_and_lints_clean(name: str, env: str) -> None:
-    rendered = render_bundle(load_bundle(SHIPPED / name), env, DEPLOY_TIME)
+    rendered = render_bundle(load_bundle(SHIPPED / name), env, deploy_time_sets(SHIPPED / name))
     assert rendered.connectors, f"{name}/{env} renders no connector"
     require_clean(rendered, lint_bundle(rendered))  # raises PolicyViolation naming connector, check and fix
 

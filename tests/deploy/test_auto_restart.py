@@ -1,8 +1,14 @@
-"""Capped exponential backoff of automatic restarts (pure)."""
+"""Capped exponential backoff of automatic restarts, the maximum number of restarts, and the state file."""
 
 from __future__ import annotations
 
-from deploy.auto_restart import RestartBackoff
+import json
+from pathlib import Path
+
+import pytest
+
+from deploy.auto_restart import RestartBackoff, RestartStateFile
+from ikkai.errors import ConfigError
 
 
 def test_first_restart_is_immediate_then_backoff_doubles_up_to_the_cap() -> None:
@@ -27,3 +33,42 @@ def test_a_connector_healthy_long_enough_starts_from_zero() -> None:
     backoff.healthy("c", 40)
     assert backoff.restarts("c") == 0 and backoff.due("c", 40)
     assert backoff.restarts("other") == 0
+
+
+def test_max_restarts_stops_restarting_until_the_connector_was_healthy_long_enough() -> None:
+    backoff = RestartBackoff(base=2, cap=10, reset_after=30, max_restarts=2)
+    backoff.restarted("c", 0)
+    assert backoff.due("c", 2) and backoff.next_restart_at("c") == 2
+    backoff.restarted("c", 2)
+    assert backoff.exhausted("c")
+    assert not backoff.due("c", 10_000) and backoff.next_restart_at("c") is None
+    backoff.healthy("c", 100)  # a person restarted it by hand; it must stay healthy reset_after seconds
+    assert backoff.exhausted("c")
+    backoff.healthy("c", 130)
+    assert not backoff.exhausted("c") and backoff.due("c", 130)
+
+
+def test_the_state_survives_a_new_process_through_the_state_file(tmp_path: Path) -> None:
+    file = RestartStateFile(tmp_path / "home" / "auto-restart.json")
+    first = file.load_into(RestartBackoff(base=2, cap=10, max_restarts=3))  # no file yet: empty state
+    first.restarted("dev/c", 1000.0)
+    first.restarted("dev/c", 1002.0)
+    file.save(first)
+
+    state = json.loads(file.path.read_text())["connectors"]["dev/c"]
+    assert state["restarts"] == 2 and state["last_restart"] == 1002.0
+    assert state["next_backoff_seconds"] == 4 and state["next_restart_at"] == 1006.0 and not state["exhausted"]
+
+    second = file.load_into(RestartBackoff(base=2, cap=10, max_restarts=3))
+    assert second.restarts("dev/c") == 2
+    assert not second.due("dev/c", 1005.0) and second.due("dev/c", 1006.0)
+    second.restarted("dev/c", 1006.0)
+    assert second.exhausted("dev/c") and not second.due("dev/c", 99_999.0)
+
+
+def test_a_state_file_that_is_not_ours_is_an_error_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "auto-restart.json"
+    path.write_text('{"connectors": []}')
+    with pytest.raises(ConfigError) as caught:
+        RestartStateFile(path).load_into(RestartBackoff())
+    assert caught.value.source == str(path) and caught.value.fix == "delete the file"

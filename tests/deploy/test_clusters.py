@@ -29,6 +29,10 @@ def test_the_shipped_file_names_dev_and_prod() -> None:
         ({"dev": {"connect_url": "local", "timeout": 3}}, "dev.timeout: unknown key"),
         ({"dev": {"connect_url": "connect:8083"}}, "is not an http(s) URL"),
         ({"dev": {"connect_url": "local", "wait_timeout_seconds": "soon"}}, "must be a number"),
+        (
+            {"dev": {"connect_url": "local", "connect_timeout_seconds": 0}},
+            "dev.connect_timeout_seconds: 0 is not a positive",
+        ),
         (["dev"], "must map environment names"),
     ],
 )

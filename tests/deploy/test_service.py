@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import threading
 import time
@@ -13,7 +14,7 @@ import pytest
 import requests
 import yaml
 
-from deploy.auto_restart import RestartBackoff
+from deploy.auto_restart import RestartBackoff, RestartStateFile
 from deploy.connect_rest import ConnectClient
 from deploy.health import reached
 from deploy.service import ControlPlane, ReconcileLoop, make_server, read_token
@@ -212,4 +213,82 @@ def test_the_serve_command_reconciles_its_bundles_on_an_interval(stack: Endpoint
         server.wait(30)
         for connector in client.connectors():
             if connector.startswith(f"loop-{hex_}."):
+                client.delete_connector(connector)
+
+
+@pytest.mark.integration
+def test_auto_restart_stops_at_max_restarts_and_remembers_it_across_a_restart_of_serve(
+    stack: Endpoints, tmp_path: Path
+) -> None:
+    hex_ = uuid.uuid4().hex[:8]
+    bundles = tmp_path / "bundles"
+    shutil.copytree(SHIPPED / "payments-ingest", bundles / "payments-ingest")
+    manifest = yaml.safe_load((bundles / "payments-ingest" / "bundle.yaml").read_text())
+    manifest["owner_prefix"] = f"maxr-{hex_}."
+    manifest["connectors"] = manifest["connectors"][:1]  # payments only
+    (bundles / "payments-ingest" / "bundle.yaml").write_text(yaml.safe_dump(manifest))
+    payments = tmp_path / "payments.jsonl"
+    payments.touch()
+    values = {
+        "on_unkeyable": "fail",
+        "sources": {"payments": {"file": str(payments), "topic": f"ingest.payments.{hex_}"}},
+    }
+    (bundles / "payments-ingest" / "values" / "ci.yaml").write_text(yaml.safe_dump(values))
+    name = f"maxr-{hex_}.payments"
+    key = f"ci/{name}"
+    state_file = RestartStateFile(tmp_path / "home" / "auto-restart.json")
+    now = [1_000_000.0]
+    client = ConnectClient(stack.connect_url)
+
+    def loop() -> tuple[ControlPlane, ReconcileLoop]:
+        plane = ControlPlane(TOKEN, bundles, connect_url=stack.connect_url)
+        backoff = RestartBackoff(base=1, cap=1, max_restarts=1, reset_after=10**9)  # the clock jumps hours
+        return plane, ReconcileLoop(
+            plane, [("payments-ingest", "ci")], interval=1, backoff=backoff, clock=lambda: now[0], state_file=state_file
+        )
+
+    def failed() -> bool:
+        return any(t["state"] == "FAILED" for t in client.connector_status(name)["tasks"])
+
+    def wait_failed() -> None:
+        deadline = time.monotonic() + 90
+        while not failed():
+            assert time.monotonic() < deadline, "the task never failed"
+            time.sleep(0.5)
+
+    def wait_failed_again() -> None:
+        """After a restart: RESTARTING (KIP-745) or RUNNING for a moment, then FAILED on the same line."""
+        deadline = time.monotonic() + 30
+        while failed() and time.monotonic() < deadline:  # a missed moment is not an error: it failed again
+            time.sleep(0.1)
+        wait_failed()
+
+    try:
+        plane, first = loop()
+        first.once()  # applies the bundle
+        assert first.errors == [] and reached("running", client.connector_status(name))
+        with payments.open("a") as f:
+            f.write('{"payment": "no business id"}\n')  # fails the task on every start
+        wait_failed()
+
+        now[0] += 10
+        first.once()
+        assert plane.metrics.restarts[name] == 1
+        saved = json.loads(state_file.path.read_text())["connectors"][key]
+        assert saved["restarts"] == 1 and saved["exhausted"] is True and saved["last_restart"] == now[0]
+
+        wait_failed_again()
+        now[0] += 3600
+        first.once()
+        assert plane.metrics.restarts[name] == 1  # the maximum was reached: left for a person
+        assert f'ikkai_connector_auto_restart_exhausted{{connector="{name}"}} 1' in plane.metrics.render()
+
+        plane, second = loop()  # serve restarted: the count comes from the state file
+        assert second.backoff.restarts(key) == 1
+        now[0] += 3600
+        second.once()
+        assert plane.metrics.restarts[name] == 0 and second.errors == []
+    finally:
+        for connector in client.connectors():
+            if connector.startswith(f"maxr-{hex_}."):
                 client.delete_connector(connector)
