@@ -62,7 +62,7 @@ from deploy.local_stack import CONNECT, LocalStack
 from deploy.ports import free_port
 from deploy.probes import broker_answers
 from ikkai.errors import IkkaiError
-from ikkai.settings import Endpoints, ikkai_home, jars_dir
+from ikkai.settings import Endpoints, endpoints_connect_auth, ikkai_home, jars_dir
 
 POLL_S = 1.0
 
@@ -381,7 +381,8 @@ class Demo:
     def _check_connectors(self) -> None:
         assert self.endpoints is not None
         try:
-            live = ConnectClient(self.endpoints.connect_url).connectors_expanded()
+            client = ConnectClient(self.endpoints.connect_url, auth=endpoints_connect_auth(self.endpoints))
+            live = client.connectors_expanded()
         except (ConnectRestError, OSError):
             return  # a restarting worker; the next check sees it
         for name, data in live.items():
@@ -464,7 +465,7 @@ class Demo:
 
     def _wait_connectors_running(self, timeout_s: float = 180.0) -> None:
         assert self.endpoints is not None
-        client = ConnectClient(self.endpoints.connect_url)
+        client = ConnectClient(self.endpoints.connect_url, auth=endpoints_connect_auth(self.endpoints))
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             try:

@@ -15,7 +15,15 @@ from typing import Any
 from connectors.lint import PluginCatalog, blocking, lint_bundle
 from connectors.render import RenderedBundle, load_bundle, render_bundle
 from connectors.secrets import redact
-from deploy.clusters import LOCAL, ClusterTarget, cluster_for, clusters_file, load_clusters, resolve_connect_url
+from deploy.clusters import (
+    LOCAL,
+    ClusterTarget,
+    cluster_for,
+    clusters_file,
+    load_clusters,
+    resolve_connect_auth,
+    resolve_connect_url,
+)
 from deploy.connect_rest import ConnectClient
 from deploy.reconcile import Progress, Reconciler
 from ikkai.errors import ConfigError
@@ -66,7 +74,10 @@ def connect_client(env: str, connect_url: str | None = None, clusters: Path | No
         where = f"env {env}, from {'$IKKAI_CONNECT_URL' if external_endpoints() else 'the embedded stack'}"
     else:
         where = f"env {env}, from {clusters_file(clusters)}"
-    return ConnectClient(resolve_connect_url(target), connect_timeout=target.connect_timeout_seconds, cluster=where)
+    return ConnectClient(
+        resolve_connect_url(target), connect_timeout=target.connect_timeout_seconds, cluster=where,
+        auth=resolve_connect_auth(target),
+    )  # fmt: skip
 
 
 def reconciler(

@@ -2,6 +2,9 @@
 
 The default file is ``connectors/clusters.yaml``; ``--clusters`` or ``$IKKAI_CLUSTERS`` name
 another. ``connect_url: local`` means ``$IKKAI_CONNECT_URL`` when set, else the embedded stack.
+``credentials`` names a JSON file with the REST API's basic-auth user and password, the CA of its
+certificate and a client certificate (``ikkai.settings.connect_auth``): the clusters file names
+where the secrets are and never holds them.
 """
 
 from __future__ import annotations
@@ -17,11 +20,18 @@ import yaml
 from deploy.connect_rest import CONNECT_TIMEOUT
 from ikkai.errors import ConfigError
 from ikkai.resources import package_path
+from ikkai.settings import (
+    CONNECT_CREDENTIALS_VAR,
+    ConnectAuth,
+    connect_auth,
+    endpoints_connect_auth,
+    external_endpoints,
+)
 
 CLUSTERS_VAR = "IKKAI_CLUSTERS"
 DEFAULT_CLUSTERS = package_path("connectors", "clusters.yaml")
 LOCAL = "local"
-_KEYS = {"connect_url", "wait_timeout_seconds", "connect_timeout_seconds"}
+_KEYS = {"connect_url", "wait_timeout_seconds", "connect_timeout_seconds", "credentials"}
 
 
 @dataclass(frozen=True)
@@ -30,6 +40,7 @@ class ClusterTarget:
     connect_url: str  # an http(s) URL or "local"
     wait_timeout_seconds: float = 120.0
     connect_timeout_seconds: float = CONNECT_TIMEOUT  # to open a TCP connection; an unreachable worker fails this fast
+    credentials: str = ""  # the REST credentials file ("": none, or IKKAI_CONNECT_CREDENTIALS / the stack's)
 
 
 def clusters_file(explicit: Path | None = None, env: Mapping[str, str] = os.environ) -> Path:
@@ -60,6 +71,7 @@ def parse_clusters(data: Any, source: str) -> dict[str, ClusterTarget]:
             connect_url=url.rstrip("/"),
             wait_timeout_seconds=timeout,
             connect_timeout_seconds=connect_timeout,
+            credentials=str(entry.get("credentials") or ""),
         )
     return targets
 
@@ -95,12 +107,24 @@ def cluster_for(env_name: str, path: Path) -> ClusterTarget:
     return targets[env_name]
 
 
+def resolve_connect_auth(target: ClusterTarget) -> ConnectAuth:
+    """How to authenticate to the target: its credentials file, else the endpoints' (``local``), else the env's."""
+    if target.credentials:
+        return connect_auth(target.credentials)
+    if target.connect_url == LOCAL:
+        from deploy.runtime import select_stack
+
+        endpoints = external_endpoints() or select_stack().endpoints()
+        if endpoints is not None:
+            return endpoints_connect_auth(endpoints)
+    return connect_auth(os.environ.get(CONNECT_CREDENTIALS_VAR, "").strip() or None)
+
+
 def resolve_connect_url(target: ClusterTarget) -> str:
     """The URL to talk to; for ``local``: the external cluster of the environment, else the embedded stack."""
     if target.connect_url != LOCAL:
         return target.connect_url
     from deploy.runtime import select_stack
-    from ikkai.settings import external_endpoints
 
     external = external_endpoints()
     if external is not None:

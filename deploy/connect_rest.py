@@ -24,6 +24,7 @@ import requests
 from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
 
 from ikkai.errors import IkkaiError
+from ikkai.settings import ConnectAuth
 
 RETRIED_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 CONNECT_TIMEOUT = 1.0  # seconds to open a TCP connection: a LAN or VPN hop takes milliseconds
@@ -43,6 +44,21 @@ class ConnectRestError(IkkaiError):
     @property
     def not_found(self) -> bool:
         return self.status == 404
+
+
+class ConnectAccessDenied(ConnectRestError):
+    """The worker answered 401 or 403 (its basic-auth REST extension) or refused the TLS handshake."""
+
+    def __init__(self, method: str, path: str, url: str, problem: str, *, cluster: str | None, fix: str) -> None:
+        IkkaiError.__init__(
+            self, f"Kafka Connect at {url}{f' ({cluster})' if cluster else ''}: {problem} ({method} {path})", fix=fix
+        )
+        self.method = method
+        self.path = path
+        self.status = None
+        self.connect_message = problem
+        self.url = url
+        self.cluster = cluster
 
 
 class ConnectUnreachable(ConnectRestError):
@@ -89,13 +105,18 @@ class ConnectClient:
         read_timeout: float = READ_TIMEOUT,
         retry_deadline: float = 60.0,
         cluster: str | None = None,
+        auth: ConnectAuth | None = None,
     ) -> None:
+        """``auth``: basic-auth user, the CA of the worker's certificate, a client certificate (``ConnectAuth``)."""
         self.url = url.rstrip("/")
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
         self.retry_deadline = retry_deadline
         self.cluster = cluster  # e.g. "env dev": named in the error when the worker cannot be reached
         self.session = requests.Session()
+        self.auth = auth or ConnectAuth()
+        # Per request, not on the session: requests lets REQUESTS_CA_BUNDLE override a session's verify.
+        self._options: dict[str, Any] = self.auth.requests_options()
         self.calls: list[tuple[str, str]] = []  # (method, path) of every request sent, for audits and tests
         self.reached = False  # True once the worker answered; only then is a lost connection retried
 
@@ -209,7 +230,17 @@ class ConnectClient:
         while True:
             self.calls.append((method, path))
             try:
-                response = self.session.request(method, self.url + path, json=json, timeout=timeout)
+                response = self.session.request(method, self.url + path, json=json, timeout=timeout, **self._options)
+            except requests.exceptions.SSLError as exc:
+                raise ConnectAccessDenied(
+                    method,
+                    path,
+                    self.url,
+                    f"TLS failed: {_ssl_reason(exc)}",
+                    cluster=self.cluster,
+                    fix='name the CA that signed the worker\'s certificate ("ca" in the credentials file: '
+                    "IKKAI_CONNECT_CREDENTIALS, or the clusters file's credentials)",
+                ) from None
             except (requests.ConnectionError, requests.Timeout) as exc:
                 reason = unreachable_reason(exc)
                 if reason is not None and not self.reached:
@@ -226,6 +257,17 @@ class ConnectClient:
                 self.reached = True
                 if response.status_code < 300:
                     return response.json() if response.content else None
+                if response.status_code in (401, 403):
+                    who = f"as {self.auth.username!r}" if self.auth.username else "without credentials"
+                    raise ConnectAccessDenied(
+                        method,
+                        path,
+                        self.url,
+                        f"{response.status_code} {response.reason}: refused {who}",
+                        cluster=self.cluster,
+                        fix="check the user and password in the credentials file (IKKAI_CONNECT_CREDENTIALS, or "
+                        "the clusters file's credentials) against the worker's basic-auth users",
+                    )
                 status = response.status_code
                 error = ConnectRestError(method, path, status, _message(response), self.url)
             retriable = status is None or status in RETRIED_STATUSES  # None: no answer (worker restarting)
@@ -233,6 +275,11 @@ class ConnectClient:
             if not retriable or delay is None or time.monotonic() + delay > deadline:
                 raise error
             time.sleep(delay)
+
+
+def _ssl_reason(exc: BaseException) -> str:
+    text = str(exc)
+    return "certificate verify failed" if "CERTIFICATE_VERIFY_FAILED" in text else text.rsplit(": ", 1)[-1][:200]
 
 
 def unreachable_reason(exc: BaseException) -> str | None:

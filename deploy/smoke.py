@@ -20,7 +20,7 @@ from confluent_kafka import Consumer, Producer
 from deploy.connect_rest import ConnectClient
 from deploy.errors import StackError
 from ikkai.contract import kafka
-from ikkai.settings import Endpoints
+from ikkai.settings import Endpoints, endpoints_connect_auth
 
 FILE_SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 
@@ -100,7 +100,7 @@ def check_transactions(endpoints: Endpoints, report: SmokeReport) -> None:
 
 def check_file_source(endpoints: Endpoints, report: SmokeReport) -> None:
     started = time.monotonic()
-    client = ConnectClient(endpoints.connect_url)
+    client = ConnectClient(endpoints.connect_url, auth=endpoints_connect_auth(endpoints))
     plugins = {p["class"] for p in client.connector_plugins()}
     if FILE_SOURCE not in plugins:
         raise StackError("connect", f"{FILE_SOURCE} is not loaded (plugins: {sorted(plugins)})")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from deploy.clusters import (
     cluster_for,
     load_clusters,
     parse_clusters,
+    resolve_connect_auth,
     resolve_connect_url,
 )
 from ikkai.errors import ConfigError
@@ -55,3 +57,15 @@ def test_local_prefers_the_external_cluster_from_the_environment(monkeypatch: py
     monkeypatch.setenv("IKKAI_BOOTSTRAP_SERVERS", "elsewhere:9092")
     assert resolve_connect_url(ClusterTarget("dev", "local")) == "http://elsewhere:8083"
     assert resolve_connect_url(ClusterTarget("prod", "https://p:8083")) == "https://p:8083"
+
+
+def test_a_cluster_names_its_credentials_file_and_never_holds_the_secret(tmp_path: Path) -> None:
+    credentials = tmp_path / "connect.json"
+    credentials.write_text(json.dumps({"username": "ops", "password": "pw", "ca": "/etc/ikkai/ca.pem"}))
+    targets = parse_clusters(
+        {"prod": {"connect_url": "https://connect:8083", "credentials": str(credentials)}}, "clusters.yaml"
+    )
+    auth = resolve_connect_auth(targets["prod"])
+    assert (auth.username, auth.password, auth.ca) == ("ops", "pw", "/etc/ikkai/ca.pem")
+    assert "pw" not in repr(auth)
+    assert auth.requests_options() == {"verify": "/etc/ikkai/ca.pem", "auth": ("ops", "pw")}

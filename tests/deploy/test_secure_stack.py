@@ -7,6 +7,7 @@ started once for the module in its own home (``IKKAI_TEST_SECURE_HOME`` names a 
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import uuid
@@ -23,6 +24,7 @@ from ikkai.contract import kafka
 from ikkai.contract.kafka_security import CONFIG_VAR
 from ikkai.errors import KafkaAccessError
 from ikkai.settings import Endpoints, endpoints_connect_auth, jars_dir
+from tests.cli.cli_runner import run_ikkai
 
 pytestmark = pytest.mark.integration
 
@@ -108,3 +110,59 @@ def test_connect_answers_https_with_basic_auth_only(secure_stack: tuple[Endpoint
     assert wrong.status_code == 401
     with pytest.raises(requests.exceptions.SSLError):
         requests.get(f"{endpoints.connect_url}/connectors", timeout=10)  # the system CAs do not know this one
+
+
+def _secure_env(endpoints: Endpoints, **changes: str) -> dict[str, str]:
+    return {
+        "IKKAI_BOOTSTRAP_SERVERS": endpoints.bootstrap_servers, "IKKAI_CONNECT_URL": endpoints.connect_url,
+        "IKKAI_KAFKA_CONFIG": endpoints.kafka_config, "IKKAI_CONNECT_CREDENTIALS": endpoints.connect_credentials,
+        **changes,
+    }  # fmt: skip
+
+
+def test_a_bundle_applied_through_https_and_basic_auth_lands_its_lines_through_sasl_ssl(
+    secure_stack: tuple[Endpoints, StackSecrets], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ikkai bundle apply` authenticates to Connect; the connector's producer authenticates to Kafka."""
+    endpoints, _ = secure_stack
+    monkeypatch.setenv(CONFIG_VAR, endpoints.kafka_config)
+    name = uuid.uuid4().hex[:8]
+    topics = {"payments": f"ingest.sec-{name}", "refunds": f"ingest.sec-refunds-{name}"}
+    kafka.ensure_topics(endpoints.bootstrap_servers, list(topics.values()), 1)
+    files = {source: tmp_path / f"{source}.jsonl" for source in topics}
+    for path in files.values():
+        path.write_text("")
+    sets = ["--set=partitions=1"]
+    for source in topics:
+        sets += [f"--set=sources.{source}.topic={topics[source]}", f"--set=sources.{source}.file={files[source]}"]
+    applied = run_ikkai("bundle", "apply", "payments-ingest", "--env", "dev", *sets, env=_secure_env(endpoints))
+    assert applied.returncode == 0, applied.stderr
+    files["payments"].write_text('{"payment_id": "pay-secure-1", "amount": "1.00"}\n')
+    consumer = Consumer(
+        kafka.consumer_config(endpoints.bootstrap_servers, f"g-{name}", **{"auto.offset.reset": "earliest"})
+    )
+    consumer.subscribe([topics["payments"]])
+    try:
+        message = None
+        for _ in range(90):
+            message = consumer.poll(1.0)
+            if message is not None and message.error() is None:
+                break
+        assert message is not None and message.error() is None, "the connector's line never arrived"
+        assert message.key() == b"pay-secure-1"
+    finally:
+        consumer.close()
+    denied = run_ikkai(
+        "bundle", "status", "payments-ingest", "--env", "dev", *sets,
+        env=_secure_env(endpoints, IKKAI_CONNECT_CREDENTIALS=str(_credentials(tmp_path, endpoints, "wrong"))),
+    )  # fmt: skip
+    assert denied.returncode == 1
+    [line] = denied.stderr.strip().splitlines()
+    assert "401" in line and endpoints.connect_url in line and "credentials" in line
+
+
+def _credentials(tmp_path: Path, endpoints: Endpoints, password: str) -> Path:
+    document = json.loads(Path(endpoints.connect_credentials).read_text())
+    path = tmp_path / "connect-credentials.json"
+    path.write_text(json.dumps({**document, "password": password}))
+    return path
