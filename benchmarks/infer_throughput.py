@@ -26,6 +26,9 @@ Usage: .venv/bin/python benchmarks/infer_throughput.py [--events 60000] [--batch
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import os
+import re
 import sys
 import threading
 import time
@@ -54,6 +57,44 @@ EOS, ALOS = "exactly-once", "at-least-once"
 MB = 1024 * 1024
 
 
+_WHOLE_BATCH = re.compile(r" of ([0-9.]+) s| written in ([0-9.]+) s")
+_NEW_PRODUCERS = re.compile(r"\((\d+) new producers?\)")
+
+
+def batch_costs(log: list[str]) -> tuple[float | None, float | None]:
+    """(median seconds per batch, new producers per batch) from a job's "batch N ..." lines.
+
+    The seconds are what the job's writer reports for its whole foreachBatch call (checks, model,
+    write, commit); code that does not report it gives None.
+    """
+    lines = [line for line in log if ": batch " in line]
+    seconds = [float(m.group(1) or m.group(2)) for line in lines if (m := _WHOLE_BATCH.search(line))]
+    fresh = [int(m.group(1)) if (m := _NEW_PRODUCERS.search(line)) else 0 for line in lines]
+    producers = sum(fresh) / len(lines) if lines and "committed" in lines[0] else None
+    return median(seconds), producers
+
+
+def decide_per_core(events: int = 20_000) -> float:
+    """Payments/s of ``fraud_decisions.decide`` in this plain Python process (one core), chunks of 10,000."""
+    import pandas as pd
+
+    from spark_jobs.fraud_decisions import Topics, decide
+    from spark_jobs.model.fraud_model import FraudModel, load_snapshots
+
+    codec = default_codec()
+    payments = payment_records(simulate(5, payments=events).payments)
+    rows = pd.DataFrame({
+        "key": [str(p["payment_id"]).encode() for p in payments],
+        "value": [codec.encode("payment_event", p, version=1) for p in payments],
+        "topic": "events.payments", "partition": 0, "offset": range(events),
+    })  # fmt: skip
+    model, snapshots = FraudModel.load(), load_snapshots()
+    started = time.perf_counter()
+    for i in range(0, events, 10_000):
+        decide(rows.iloc[i : i + 10_000], model, snapshots, codec, Topics())
+    return events / (time.perf_counter() - started)
+
+
 @dataclass(frozen=True)
 class Variant:
     name: str
@@ -71,6 +112,8 @@ class Result:
     p50_ms: float | None = None
     p99_ms: float | None = None
     batches: int = 0
+    batch_s: float | None = None  # median seconds of a batch's write (foreachBatch), from the job's progress lines
+    new_producers: float | None = None  # new producers per batch (exactly-once), from the same lines
 
     @property
     def rate(self) -> float:
@@ -111,7 +154,11 @@ def max_load(
     decisions = sum(len(records) for records in by_partition(bootstrap, topics.decisions).values())
     if decisions < events:
         raise SystemExit(f"{variant.name}: {decisions} decisions for {events} events")
-    return Result(0, variant.name, events, seconds, job.memory.peak, batches=len(job.batches))
+    batch_s, producers = batch_costs(job.log)
+    return Result(
+        0, variant.name, events, seconds, job.memory.peak, batches=len(job.batches), batch_s=batch_s,
+        new_producers=producers,
+    )  # fmt: skip
 
 
 class DecisionWatch:
@@ -193,33 +240,48 @@ def fixed_load(bootstrap: str, variant: Variant, args: argparse.Namespace, scrat
         watch.close()
     latencies = [(watch.arrived[key] - at) * 1000 for key, at in sent.items()]
     first, last = min(sent.values()), max(watch.arrived[key] for key in sent)
+    batch_s, producers = batch_costs(job.log)
     return Result(
-        0, variant.name, count, last - first, job.memory.peak, percentile(latencies, 50), percentile(latencies, 99)
-    )
+        0, variant.name, count, last - first, job.memory.peak, percentile(latencies, 50), percentile(latencies, 99),
+        len(job.batches), batch_s, producers,
+    )  # fmt: skip
 
 
-def report(title: str, results: list[Result], variants: list[Variant], latency: bool) -> None:
+def report(
+    title: str, results: list[Result], variants: list[Variant], latency: bool, ceilings: dict[int, float] | None = None
+) -> None:
     headers = ["ROUND", "MODE", "EVENTS", "SECONDS", "RECORDS/S", "PEAK RSS MB"]
     headers += ["P50 MS", "P99 MS"] if latency else []
+    headers += ["BATCHES", "S/BATCH", "NEW PRODUCERS/BATCH"]
     rows: list[list[object]] = []
     for r in results:
         row: list[object] = [r.round, r.variant, r.events, r.seconds, r.rate, r.peak_rss / MB]
-        rows.append(row + ([r.p50_ms, r.p99_ms] if latency else []))
+        row += [r.p50_ms, r.p99_ms] if latency else []
+        rows.append([*row, r.batches, r.batch_s, r.new_producers])
     print_table(title, headers, rows)
     by = {(r.round, r.variant): r for r in results}
     rounds = sorted({r.round for r in results})
     ratio_rows: list[list[object]] = []
     for variant in (v for v in variants if v.name != ALOS):
         ratios = [by[(n, variant.name)].rate / by[(n, ALOS)].rate for n in rounds]
-        row = [f"{variant.name} / {ALOS}", *ratios, median(ratios)]
+        ratio_rows.append([f"{variant.name} / {ALOS}", *ratios, median(ratios)])
         if latency:
             overheads = [
                 (by[(n, variant.name)].p99_ms or 0) - (by[(n, ALOS)].p99_ms or 0) for n in rounds
             ]  # p99 overhead, ms
-            ratio_rows.append(row)
             ratio_rows.append([f"{variant.name} p99 - {ALOS} p99 (ms)", *overheads, median(overheads)])
-        else:
-            ratio_rows.append(row)
+    for other in (v for v in variants if v.code is not None):  # this code against the other checkout's
+        speedups = [by[(n, EOS)].rate / by[(n, other.name)].rate for n in rounds]
+        ratio_rows.append([f"{EOS} / {other.name}", *speedups, median(speedups)])
+        if latency:
+            p99s = [(by[(n, EOS)].p99_ms or 0) - (by[(n, other.name)].p99_ms or 0) for n in rounds]
+            ratio_rows.append([f"{EOS} p99 - {other.name} p99 (ms)", *p99s, median(p99s)])
+    if ceilings:
+        cores = os.cpu_count() or 1
+        shares = [by[(n, EOS)].rate / (ceilings[n] * cores) for n in rounds]
+        ratio_rows.append(["decide() per core, one process (payments/s)", *(ceilings[n] for n in rounds),
+                           median([ceilings[n] for n in rounds])])  # fmt: skip
+        ratio_rows.append([f"{EOS} / (per core x {cores} cores)", *shares, median(shares)])
     print_table(f"{title}: ratios per round", ["", *(f"ROUND {n}" for n in rounds), "MEDIAN"], ratio_rows)
 
 
@@ -245,19 +307,23 @@ def main() -> None:
                 bootstrap, topic, payment_records(simulate(3, payments=args.events).payments), args.partitions
             )
             results = []
+            ceilings: dict[int, float] = {}
             for n, name in alternating(list(names), args.rounds):
+                if n not in ceilings:  # the per-core ceiling in the same round, under the same load
+                    ceilings[n] = decide_per_core()
                 result = max_load(
                     bootstrap, topic, names[name], scratch, events=args.events, batch=args.batch,
                     partitions=args.partitions,
                 )  # fmt: skip
-                results.append(Result(n, name, result.events, result.seconds, result.peak_rss))
+                results.append(dataclasses.replace(result, round=n))
                 print(f"max load, round {n}, {name}: {result.rate:.0f} records/s", file=sys.stderr, flush=True)
-            report(f"infer, maximum load ({args.events} events, batches of {args.batch})", results, variants, False)
+            title = f"infer, maximum load ({args.events} events, batches of {args.batch})"
+            report(title, results, variants, False, ceilings)
         if args.only != "max":
             results = []
             for n, name in alternating(list(names), args.rounds):
                 r = fixed_load(bootstrap, names[name], args, scratch, seed=100 + n)
-                results.append(Result(n, name, r.events, r.seconds, r.peak_rss, r.p50_ms, r.p99_ms))
+                results.append(dataclasses.replace(r, round=n))
                 print(f"fixed load, round {n}, {name}: p99 {r.p99_ms:.0f} ms", file=sys.stderr, flush=True)
             report(f"infer, fixed load ({args.rate:.0f} payments/s for {args.seconds:.0f} s)", results, variants, True)
 

@@ -1,10 +1,16 @@
-"""From payment events to fraud decisions and outbox requests (pure: pandas in, pandas out).
+"""From payment events to fraud decisions and outbox requests (pure: pandas or Arrow in, the same out).
 
 ``decide`` takes Kafka source rows (key, value, topic, partition, offset) of ``events.payments``
 and returns the sink's output rows: one ``decisions.fraud`` record per event, plus the outbox
 requests its action asks for (``hold`` → hold the payment at payments-api and notify the
 customer; ``review`` → put the payment on the payments-api review queue; ``approve`` → none).
 A value that does not decode becomes a DeadLetter on the DLQ topic instead of stopping the job.
+``decide_arrow`` is the same from and to Arrow, what the job runs (``decide_arrow_batches``).
+
+The work is done for a whole chunk at once (``decided``): decoding into columns, the as-of
+join, scoring and the Avro encoding of the decisions (``avro_batch``, column by column); only
+the outbox requests of the decisions that ask for side effects are built one by one. The bytes
+are those of the row-by-row version it replaced (``tests/spark_jobs/model/test_decide_vectorized.py``).
 
 Everything is a function of the input bytes, the model artifact and the feature snapshots:
 ``decision_id`` = sha-256 of (payment_id, event_id, model_version), timestamps inside the
@@ -16,16 +22,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from ikkai.contract import topics
-from ikkai.contract.codec import RecordCodec, SchemaError
+from ikkai.contract.codec import RecordCodec, SchemaError, default_codec
 from ikkai.contract.ids import decision_id
-from spark_jobs.model.fraud_model import FEATURES, FraudModel, as_of_snapshots, feature_frame
+from spark_jobs.avro_batch import SameKeys, decode_values, encode_columns, encode_records
+from spark_jobs.model.fraud_model import FEATURES, FraudModel, ModelSource, as_of_snapshots, feature_frame
+
+if TYPE_CHECKING:
+    import pyarrow as pa  # type: ignore[import-untyped]
 
 OUTPUT_SCHEMA = (
     "topic string, key binary, value binary, timestamp long, input_partition int, input_offset long, seq int, "
@@ -74,71 +84,206 @@ def outbox_requests(decision: dict[str, Any], customer_id: str) -> list[dict[str
     return []
 
 
-def _dead_letter(row: Any, error: SchemaError, codec: RecordCodec, topics: Topics) -> tuple[Any, ...]:
+def _dead_letter(
+    topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None, error: SchemaError,
+    codec: RecordCodec, topics: Topics,
+) -> tuple[str, bytes, bytes, dict[str, str]]:  # fmt: skip
+    """(topic, key, value, headers) of the DLQ record for an input record that does not decode."""
+    headers = {
+        "ikkai.dlq.stage": "infer",
+        "ikkai.dlq.error_class": type(error).__name__,
+        "ikkai.dlq.reason": str(error),
+    }
     record = {
-        "stage": "infer", "source_topic": row.topic, "source_partition": int(row.partition),
-        "source_offset": int(row.offset), "key": None if row.key is None else bytes(row.key),
-        "value": None if row.value is None else bytes(row.value), "reason": str(error),
-        "error_class": type(error).__name__, "source_timestamp": 0,
-        "headers": {"ikkai.dlq.stage": "infer", "ikkai.dlq.error_class": type(error).__name__,
-                    "ikkai.dlq.reason": str(error)},
+        "stage": "infer", "source_topic": topic, "source_partition": partition, "source_offset": offset, "key": key,
+        "value": value, "reason": str(error), "error_class": type(error).__name__, "source_timestamp": 0,
+        "headers": headers,
     }  # fmt: skip
-    key = bytes(row.key) if row.key is not None else f"{row.topic}-{row.partition}-{row.offset}".encode()
-    return (topics.dlq, key, codec.encode("dead_letter", record), None, int(row.partition), int(row.offset), 0,
-            record["headers"])  # fmt: skip
+    dlq_key = key if key is not None else f"{topic}-{partition}-{offset}".encode()
+    return topics.dlq, dlq_key, codec.encode("dead_letter", record), headers
+
+
+@dataclass(frozen=True)
+class SourceRows:
+    """One chunk of Kafka source rows (key, value, topic, partition, offset), column by column."""
+
+    keys: list[bytes | None]
+    values: list[bytes | None]
+    topics: list[str]
+    partitions: list[int]
+    offsets: list[int]
+
+    @classmethod
+    def from_pandas(cls, rows: pd.DataFrame) -> SourceRows:
+        def binary(column: str) -> list[bytes | None]:
+            return [None if v is None else bytes(v) for v in rows[column].tolist()]
+
+        return cls(
+            binary("key"), binary("value"), [str(t) for t in rows["topic"].tolist()],
+            [int(p) for p in rows["partition"].tolist()], [int(o) for o in rows["offset"].tolist()],
+        )  # fmt: skip
+
+    @classmethod
+    def from_arrow(cls, rows: pa.RecordBatch | pa.Table) -> SourceRows:
+        return cls(*(rows.column(name).to_pylist() for name in ("key", "value", "topic", "partition", "offset")))
+
+
+@dataclass
+class OutputRows:
+    """``decide``'s output (``OUTPUT_SCHEMA``) column by column; the timestamp is ``WRITE_TIME`` for every row."""
+
+    topic: list[str] = field(default_factory=list)
+    key: list[bytes] = field(default_factory=list)
+    value: list[bytes] = field(default_factory=list)
+    input_partition: list[int] = field(default_factory=list)
+    input_offset: list[int] = field(default_factory=list)
+    seq: list[int] = field(default_factory=list)
+    headers: list[dict[str, str] | None] = field(default_factory=list)
+
+    def to_pandas(self) -> pd.DataFrame:
+        frame = pd.DataFrame({
+            "topic": pd.Series(self.topic, dtype=object), "key": pd.Series(self.key, dtype=object),
+            "value": pd.Series(self.value, dtype=object),
+            "timestamp": pd.array([WRITE_TIME] * len(self.topic), dtype="Int64"),
+            "input_partition": np.asarray(self.input_partition, dtype=np.int32),
+            "input_offset": np.asarray(self.input_offset, dtype=np.int64),
+            "seq": np.asarray(self.seq, dtype=np.int32), "headers": pd.Series(self.headers, dtype=object),
+        })  # fmt: skip
+        return frame
+
+    def to_arrow(self) -> pa.RecordBatch:
+        import pyarrow as pa  # type: ignore[import-untyped]
+
+        headers = [None if h is None else list(h.items()) for h in self.headers]
+        return pa.RecordBatch.from_arrays(
+            [
+                pa.array(self.topic, pa.string()), pa.array(self.key, pa.binary()), pa.array(self.value, pa.binary()),
+                pa.nulls(len(self.topic), pa.int64()), pa.array(self.input_partition, pa.int32()),
+                pa.array(self.input_offset, pa.int64()), pa.array(self.seq, pa.int32()),
+                pa.array(headers, pa.map_(pa.string(), pa.string())),
+            ],
+            schema=output_arrow_schema(),
+        )  # fmt: skip
+
+
+def output_arrow_schema() -> pa.Schema:
+    """``OUTPUT_SCHEMA`` as Arrow types: what ``decide_arrow`` returns."""
+    import pyarrow as pa
+
+    return pa.schema([
+        ("topic", pa.string()), ("key", pa.binary()), ("value", pa.binary()), ("timestamp", pa.int64()),
+        ("input_partition", pa.int32()), ("input_offset", pa.int64()), ("seq", pa.int32()),
+        ("headers", pa.map_(pa.string(), pa.string())),
+    ])  # fmt: skip
+
+
+def decided(
+    source: SourceRows, model: FraudModel, snapshots: pd.DataFrame, codec: RecordCodec, topics: Topics
+) -> OutputRows:
+    """The output rows for one chunk: its dead letters in input order, then each decision and its outbox requests.
+
+    Vectorized: the payments are decoded into columns, joined with their snapshots as of event
+    time, scored and encoded for the whole chunk at once (``avro_batch``); only the few
+    decisions that ask for side effects build records one by one.
+    """
+    out = OutputRows()
+    good: list[int] = []
+    payments: list[dict[str, Any]] = []
+    for i, decoded in enumerate(decode_values(codec, "payment_event", source.values)):
+        if isinstance(decoded, SchemaError):
+            topic, partition, offset = source.topics[i], source.partitions[i], source.offsets[i]
+            letter = _dead_letter(topic, partition, offset, source.keys[i], source.values[i], decoded, codec, topics)
+            out.topic.append(letter[0])
+            out.key.append(letter[1])
+            out.value.append(letter[2])
+            out.input_partition.append(partition)
+            out.input_offset.append(offset)
+            out.seq.append(0)
+            out.headers.append(letter[3])
+        else:
+            good.append(i)
+            payments.append(decoded)
+    if not payments:
+        return out
+    columns = {name: [p[name] for p in payments] for name in _PAYMENT_FIELDS}
+    frame = pd.DataFrame(columns)
+    joined = as_of_snapshots(frame, snapshots)
+    features = feature_frame(joined)
+    scores = model.score(features)
+    actions = model.actions(scores).tolist()
+    features_as_of = [None if pd.isna(t) else int(t) for t in joined["features_as_of"].tolist()]
+    payment_ids, event_ids = columns["payment_id"], columns["event_id"]
+    ids = [decision_id(p, e, model.version) for p, e in zip(payment_ids, event_ids, strict=True)]
+    partitions = [source.partitions[i] for i in good]
+    offsets = [source.offsets[i] for i in good]
+    decisions = encode_columns(codec, "fraud_decision", {
+        "decision_id": ids, "payment_id": payment_ids, "event_id": event_ids, "model_version": model.version,
+        "score": scores, "action": actions,
+        "features": SameKeys({name: features[name].to_numpy(dtype=np.float64) for name in FEATURES}),
+        "features_as_of": features_as_of, "event_time": columns["event_time"],
+        "input_topic": [source.topics[i] for i in good], "input_partition": partitions, "input_offset": offsets,
+    }, len(payments))  # fmt: skip
+    keys = [p.encode() for p in payment_ids]
+    requests: dict[int, list[bytes]] = {}  # position among the payments -> its encoded outbox requests
+    asking = [n for n, action in enumerate(actions) if action != "approve"]
+    if asking:
+        wanted = [
+            outbox_requests({
+                "decision_id": ids[n], "payment_id": payment_ids[n], "event_time": columns["event_time"][n],
+                "model_version": model.version, "action": actions[n], "score": float(scores[n]),
+            }, columns["customer_id"][n])
+            for n in asking
+        ]  # fmt: skip
+        encoded = iter(encode_records(codec, "outbox_request", [r for rs in wanted for r in rs]))
+        requests = {n: [next(encoded) for _ in rs] for n, rs in zip(asking, wanted, strict=True)}
+    for n, value in enumerate(decisions):
+        out.topic.append(topics.decisions)
+        out.key.append(keys[n])
+        out.value.append(value)
+        out.input_partition.append(partitions[n])
+        out.input_offset.append(offsets[n])
+        out.seq.append(0)
+        out.headers.append(None)
+        for seq, request in enumerate(requests.get(n, ()), start=1):
+            out.topic.append(topics.outbox)
+            out.key.append(keys[n])
+            out.value.append(request)
+            out.input_partition.append(partitions[n])
+            out.input_offset.append(offsets[n])
+            out.seq.append(seq)
+            out.headers.append(None)
+    return out
+
+
+# What the decision needs of a payment event.
+_PAYMENT_FIELDS = ("payment_id", "event_id", "customer_id", "amount_minor", "country", "card_present", "event_time")
 
 
 def decide(
     rows: pd.DataFrame, model: FraudModel, snapshots: pd.DataFrame, codec: RecordCodec, topics: Topics
 ) -> pd.DataFrame:
     """Output rows (``OUTPUT_SCHEMA``) for one chunk of Kafka source rows."""
-    out: list[tuple[Any, ...]] = []
-    payments: list[dict[str, Any]] = []
-    sources: list[Any] = []
-    for row in rows.itertuples(index=False):
-        try:
-            payments.append(codec.decode("payment_event", bytes(row.value)))
-            sources.append(row)
-        except SchemaError as exc:
-            out.append(_dead_letter(row, exc, codec, topics))
-    if payments:
-        frame = pd.DataFrame(payments)
-        joined = as_of_snapshots(frame, snapshots)
-        features = feature_frame(joined)
-        scores = model.score(features)
-        actions = model.actions(scores)
-        as_of = joined["features_as_of"]
-        for i, (payment, source) in enumerate(zip(payments, sources, strict=True)):
-            decision = {
-                "decision_id": decision_id(payment["payment_id"], payment["event_id"], model.version),
-                "payment_id": payment["payment_id"],
-                "event_id": payment["event_id"],
-                "model_version": model.version,
-                "score": float(scores[i]),
-                "action": str(actions[i]),
-                "features": {name: float(features[name].iat[i]) for name in FEATURES},
-                "features_as_of": None if pd.isna(as_of.iat[i]) else int(as_of.iat[i]),
-                "event_time": payment["event_time"],
-                "input_topic": source.topic,
-                "input_partition": int(source.partition),
-                "input_offset": int(source.offset),
-            }
-            key = payment["payment_id"].encode()
-            where = (int(source.partition), int(source.offset))
-            out.append((topics.decisions, key, codec.encode("fraud_decision", decision), WRITE_TIME, *where, 0, None))
-            for seq, request in enumerate(outbox_requests(decision, payment["customer_id"]), start=1):
-                encoded = codec.encode("outbox_request", request)
-                out.append((topics.outbox, key, encoded, WRITE_TIME, *where, seq, None))
-    columns = ["topic", "key", "value", "timestamp", "input_partition", "input_offset", "seq", "headers"]
-    frame_out = pd.DataFrame(out, columns=columns)
-    return frame_out.astype(
-        {"timestamp": "Int64", "input_partition": np.int32, "input_offset": np.int64, "seq": np.int32}
-    )
+    return decided(SourceRows.from_pandas(rows), model, snapshots, codec, topics).to_pandas()
 
 
-def decide_batches(
-    chunks: Iterator[pd.DataFrame], model: FraudModel, snapshots: pd.DataFrame, codec: RecordCodec, topics: Topics
-) -> Iterator[pd.DataFrame]:
-    """The ``mapInPandas`` function: ``decide`` over each Arrow chunk."""
-    for chunk in chunks:
-        yield decide(chunk, model, snapshots, codec, topics)
+def decide_arrow(
+    rows: pa.RecordBatch | pa.Table, model: FraudModel, snapshots: pd.DataFrame, codec: RecordCodec, topics: Topics
+) -> pa.RecordBatch:
+    """``decide`` from and to Arrow: what the job runs on each Arrow batch of the Kafka source."""
+    return decided(SourceRows.from_arrow(rows), model, snapshots, codec, topics).to_arrow()
+
+
+def decide_arrow_batches(
+    batches: Iterator[pa.RecordBatch], source: ModelSource, topics: Topics
+) -> Iterator[pa.RecordBatch]:
+    """The job's ``mapInArrow`` function: ``decide_arrow`` over each Arrow batch of the Kafka source.
+
+    ``source`` names the model and snapshots and their versions; the Python worker loads them
+    once and keeps them for every later task (``ModelSource.load``), so a task ships a few paths
+    and hashes, never the model or the snapshots.
+    """
+    model, snapshots = source.load()
+    codec = default_codec()
+    for batch in batches:
+        if batch.num_rows:
+            yield decide_arrow(batch, model, snapshots, codec, topics)

@@ -3,8 +3,8 @@
     python -m spark_jobs.infer --checkpoint DIR [--bootstrap HOST:PORT] [--mode exactly-once] ...
 
 (``ikkai jobs run infer`` starts exactly this as its own process.) The Kafka source reads with
-``kafka.isolation.level=read_committed``; each micro-batch is scored vectorized (``mapInPandas``
-over Arrow chunks) by ``fraud_decisions.decide`` with point-in-time features, and written by the
+``kafka.isolation.level=read_committed``; each micro-batch is scored vectorized (``mapInArrow``
+over Arrow batches) by ``fraud_decisions.decide`` with point-in-time features, and written by the
 ``TransactionalBatchWriter``: per output partition, the decisions, their outbox requests and
 the commit marker form one transaction. ``--mode at-least-once`` swaps in Spark's own Kafka
 sink: the benchmark baseline, which duplicates output after a crash.
@@ -20,6 +20,7 @@ is), every output record is also in its key's default partition.
 
 from __future__ import annotations
 
+import functools
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,9 +29,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ikkai.contract import topics
-from ikkai.contract.codec import default_codec
-from ikkai.resources import shipped_path
-from spark_jobs.fraud_decisions import ORDER_BY, OUTPUT_SCHEMA, Topics, decide_batches
+from spark_jobs.fraud_decisions import ORDER_BY, OUTPUT_SCHEMA, Topics, decide_arrow_batches
 from spark_jobs.job_shell import (
     MODES,
     batch_bound_options,
@@ -45,7 +44,7 @@ from spark_jobs.job_shell import (
     retry_deadline_s,
     run_until_done,
 )
-from spark_jobs.model.fraud_model import FEATURES_PATH, MODEL_PATH, FraudModel, load_snapshots
+from spark_jobs.model.fraud_model import FEATURES_PATH, MODEL_PATH, ModelSource
 from spark_jobs.partition_transactions import DEFAULT_TRANSACTION_TIMEOUT_MS
 from spark_jobs.transactional_sink import SinkConfig
 
@@ -78,16 +77,15 @@ def start_query(spark: SparkSession, options: InferOptions) -> StreamingQuery:
     partitions = pinned_partitions(
         "infer", options.bootstrap_servers, options.partitions, topics.decisions, options.input_topic
     )
-    model = FraudModel.load(shipped_path(options.model_path))  # after the session: files shipped to it are in place
-    snapshots = load_snapshots(shipped_path(options.features_path))
-    codec = default_codec()
+    # After the session: files shipped to it are in place. The job's function carries only where the
+    # model and snapshots are and their hashes; each Python worker reads them once (ModelSource.load).
+    model_source, model, _ = ModelSource.of(options.model_path, options.features_path)
     sys.stderr.write(f"{options.query}: model {model.version}, {partitions} partitions, mode {options.mode}\n")
 
     bound = options.max_offsets_per_trigger or default_max_offsets_per_trigger(options.transaction_timeout_ms)
     source = kafka_source(spark, options.bootstrap_servers, options.input_topic, bound)
-    scored = source.select("key", "value", "topic", "partition", "offset").mapInPandas(
-        lambda chunks: decide_batches(chunks, model, snapshots, codec, topics), OUTPUT_SCHEMA
-    )
+    decide = functools.partial(decide_arrow_batches, source=model_source, topics=topics)
+    scored = source.select("key", "value", "topic", "partition", "offset").mapInArrow(decide, OUTPUT_SCHEMA)
     config = SinkConfig(
         app=options.app, query=options.query, bootstrap_servers=options.bootstrap_servers,
         output_topics=(topics.decisions, topics.outbox, topics.dlq), partitions=partitions, order_by=ORDER_BY,

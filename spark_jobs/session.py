@@ -27,6 +27,14 @@ DEFAULTS = {
     "spark.sql.shuffle.partitions": "4",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.python.worker.reuse": "true",  # a worker keeps its imports, model and producers across tasks and batches
+}
+# Local masters only: Python workers fork from a daemon that did the jobs' imports once (python_daemon),
+# in a process without threads (OpenBLAS and pyarrow's jemalloc would start one at import).
+LOCAL_DEFAULTS = {
+    "spark.python.daemon.module": "spark_jobs.python_daemon",
+    "spark.executorEnv.OPENBLAS_NUM_THREADS": "1",
+    "spark.executorEnv.JE_ARROW_MALLOC_CONF": "background_thread:false",
 }
 
 
@@ -65,6 +73,6 @@ def spark_session(
         # Local Python workers run this interpreter (the venv with fastavro, confluent-kafka, pandas),
         # not whatever `python3` is first on PATH; pyspark reads the variable, not spark.pyspark.python.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    for key, value in {**DEFAULTS, **(conf or {})}.items():
+    for key, value in {**DEFAULTS, **(LOCAL_DEFAULTS if master.startswith("local") else {}), **(conf or {})}.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()

@@ -51,6 +51,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import sys
+import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -114,6 +115,7 @@ class TransactionalBatchWriter:
         self._prepared = True
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        started = time.monotonic()
         if not self._prepared or self._routes is None:
             self.prepare(batch.sparkSession)
         else:  # the markers are checked by the writers that read them
@@ -137,6 +139,7 @@ class TransactionalBatchWriter:
         slowest = max((r.seconds for r in collected), default=0.0)
         self.progress.write(
             f"{config.query}: batch {batch_id} committed {written} records, slowest partition {slowest:.2f} s"
+            f" of {time.monotonic() - started:.2f} s"  # the whole foreachBatch call: checks, compute, write, collect
             + (f" ({fresh} new producer{'s' * (fresh != 1)})" if fresh else "")
             + (f" (partitions {skipped} already committed)" if skipped else "")
             + (f" ({left_out} records left out: committed before)" if left_out else "")
@@ -348,12 +351,15 @@ class AtLeastOnceBatchWriter:
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         from pyspark.sql import functions as F
 
+        started = time.monotonic()
         columns = [F.col("topic"), F.col("key"), F.col("value")]
         if HEADERS_COLUMN in batch.columns:  # Spark's sink wants array<struct<key string, value binary>>
             entry = lambda e: F.struct(e["key"].alias("key"), e["value"].cast("binary").alias("value"))  # noqa: E731
             columns.append(F.transform(F.map_entries(HEADERS_COLUMN), entry).alias(HEADERS_COLUMN))
         batch.select(*columns).write.format("kafka").option("kafka.bootstrap.servers", self.bootstrap_servers).save()
-        self.progress.write(f"{self.query}: batch {batch_id} written (at-least-once)\n")
+        self.progress.write(
+            f"{self.query}: batch {batch_id} written in {time.monotonic() - started:.2f} s (at-least-once)\n"
+        )
         self.progress.flush()
         if self.after_batch is not None:
             self.after_batch(batch_id, [])

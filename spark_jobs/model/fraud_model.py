@@ -13,6 +13,7 @@ not depend on which other rows share its batch (no reductions whose order varies
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,6 +128,67 @@ def feature_frame(joined: pd.DataFrame) -> pd.DataFrame:
 
 
 def load_snapshots(path: Path = FEATURES_PATH) -> pd.DataFrame:
+    return _snapshots_from_bytes(_snapshot_bytes(path))
+
+
+def _snapshot_bytes(path: Path) -> bytes:
     if not path.is_file():
         raise ModelError(str(path), "feature snapshots missing", fix="run `python -m demo.train_model`")
-    return pd.read_csv(path, dtype={"customer_id": str, "home_country": str, "valid_from": "int64"})
+    return path.read_bytes()
+
+
+def _snapshots_from_bytes(data: bytes) -> pd.DataFrame:
+    return pd.read_csv(io.BytesIO(data), dtype={"customer_id": str, "home_country": str, "valid_from": "int64"})
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """Where a Python worker finds the model and its feature snapshots, and which versions it must find there.
+
+    This is what the job's function carries to every task: two paths and two hashes, not the
+    model and the snapshots, which each Python worker reads once and keeps (``load``). The
+    worker checks that it read the driver's bytes (the model's content-hash version, the
+    snapshots' sha-256): a different file on an executor stops the job rather than score
+    with other features (rule 4).
+    """
+
+    model_path: str | None  # None: the artifact shipped in this package (MODEL_PATH wherever it is imported)
+    features_path: str | None  # None: the shipped snapshots (FEATURES_PATH)
+    model_version: str
+    features_sha256: str
+
+    @classmethod
+    def of(cls, model_path: Path, features_path: Path) -> tuple[ModelSource, FraudModel, pd.DataFrame]:
+        """The source for these paths (as given to the job), and the model and snapshots read from them."""
+        source = cls(
+            None if model_path == MODEL_PATH else str(model_path),
+            None if features_path == FEATURES_PATH else str(features_path), "", "",
+        )  # fmt: skip
+        model, snapshots, digest = source._read()
+        return cls(source.model_path, source.features_path, model.version, digest), model, snapshots
+
+    def _read(self) -> tuple[FraudModel, pd.DataFrame, str]:
+        from ikkai.resources import shipped_path
+
+        model = FraudModel.load(MODEL_PATH if self.model_path is None else shipped_path(self.model_path))
+        data = _snapshot_bytes(FEATURES_PATH if self.features_path is None else shipped_path(self.features_path))
+        return model, _snapshots_from_bytes(data), hashlib.sha256(data).hexdigest()
+
+    def load(self) -> tuple[FraudModel, pd.DataFrame]:
+        """The model and snapshots, read once per process and checked against the versions the driver read."""
+        if self not in _loaded:
+            model, snapshots, digest = self._read()
+            where = self.model_path or str(MODEL_PATH)
+            if model.version != self.model_version:
+                raise ModelError(where, f"is {model.version} here, {self.model_version} on the driver",
+                                 fix="ship the same model file to every executor (--files)")  # fmt: skip
+            if digest != self.features_sha256:
+                raise ModelError(self.features_path or str(FEATURES_PATH), "differ from the driver's snapshots",
+                                 fix="ship the same feature snapshots to every executor (--files)")  # fmt: skip
+            while len(_loaded) >= 4:  # a long-lived worker that saw several models keeps the newest few
+                del _loaded[next(iter(_loaded))]
+            _loaded[self] = (model, snapshots)
+        return _loaded[self]
+
+
+_loaded: dict[ModelSource, tuple[FraudModel, pd.DataFrame]] = {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -103,3 +104,31 @@ def test_a_record_that_does_not_decode_goes_to_the_dlq() -> None:
 def test_simulated_events_span_the_snapshots() -> None:
     times = simulate(1, payments=500).payments["event_time"]
     assert times.min() < START_MS < times.max() and times.max() > START_MS + 7 * DAY_MS
+
+
+def test_the_jobs_function_carries_paths_and_hashes_never_the_model_or_snapshots() -> None:
+    import functools
+
+    from pyspark import cloudpickle
+
+    from spark_jobs.fraud_decisions import decide_arrow_batches
+    from spark_jobs.model.fraud_model import FEATURES_PATH, ModelSource
+
+    source, model, snapshots = ModelSource.of(MODEL_PATH, FEATURES_PATH)
+    shipped = cloudpickle.dumps(functools.partial(decide_arrow_batches, source=source, topics=Topics()))
+    assert len(shipped) < 2_000 < len(cloudpickle.dumps(snapshots))
+    assert (source.model_path, source.features_path, source.model_version) == (None, None, model.version)
+    loaded = cloudpickle.loads(cloudpickle.dumps(source)).load()
+    assert loaded is source.load()  # read once per worker, then kept
+    assert loaded[1].equals(snapshots)
+
+
+def test_a_worker_that_finds_other_snapshots_than_the_driver_stops(tmp_path: Any) -> None:
+    from spark_jobs.model.fraud_model import FEATURES_PATH, ModelSource
+
+    copy = tmp_path / "customer_features.csv"
+    copy.write_bytes(FEATURES_PATH.read_bytes())
+    source, _, _ = ModelSource.of(MODEL_PATH, copy)
+    copy.write_bytes(FEATURES_PATH.read_bytes().replace(b"GB", b"FR", 1))  # the executor's file differs
+    with pytest.raises(ModelError, match="differ from the driver's snapshots"):
+        source.load()
