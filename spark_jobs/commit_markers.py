@@ -111,7 +111,7 @@ COMMITS_TOPIC_CONFIG = {"cleanup.policy": "compact", "min.compaction.lag.ms": "6
 
 def ensure_commits_topic(bootstrap: str, topic: str, partitions: int) -> None:
     """Create the query's commits topic (compacted, ``partitions`` partitions) unless it exists with that many."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(kafka.client_config(bootstrap))
     existing = admin.list_topics(timeout=30).topics.get(topic)
     if existing is None:
         try:
@@ -167,7 +167,7 @@ def _high_watermark(bootstrap: str, topic: str, partition: int) -> int | None:
     """
     admin = _admins.get(bootstrap)
     if admin is None:
-        admin = _admins[bootstrap] = AdminClient({"bootstrap.servers": bootstrap})
+        admin = _admins[bootstrap] = AdminClient(kafka.client_config(bootstrap))
     request = {TopicPartition(topic, partition): OffsetSpec.latest()}  # type: ignore[no-untyped-call]
     try:
         future = admin.list_offsets(request, isolation_level=IsolationLevel.READ_UNCOMMITTED, request_timeout=10)

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from ikkai.contract import kafka
 from ikkai.contract.codec import RecordCodec, default_codec
 from ikkai.errors import IkkaiError
 from spark_jobs.master_data import CUSTOMER_SCHEMA, CUSTOMERS_TOPIC, MERCHANT_SCHEMA, MERCHANTS_TOPIC
@@ -85,7 +86,7 @@ def end_offsets(bootstrap: str, topic: str) -> tuple[EndOffsets | None, str | No
     from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
     from confluent_kafka.admin import AdminClient, OffsetSpec
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(kafka.client_config(bootstrap))
     try:
         metadata = admin.list_topics(topic, timeout=10).topics.get(topic)
         if metadata is None or metadata.error is not None:
@@ -196,6 +197,7 @@ class MasterData:
         ending = "{" + ", ".join(f'"{p}": {end}' for _, p, end in offsets) + "}"
         raw = (
             spark.read.format("kafka")
+            .options(**kafka.spark_options())
             .option("kafka.bootstrap.servers", self.bootstrap_servers)
             .option("subscribe", topic)
             .option("kafka.isolation.level", "read_committed")

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka.admin import AdminClient
 
 from ikkai.contract import kafka
+from ikkai.contract.kafka_security import CONFIG_VAR
 from ikkai.errors import ConfigError, IkkaiError
 from ikkai.settings import ikkai_home, recorded_endpoints
 from spark_jobs.partition_transactions import DEFAULT_TRANSACTION_TIMEOUT_MS
@@ -67,7 +68,7 @@ def retry_deadline_s(transaction_timeout_ms: int) -> float:
 
 
 def topic_partitions(bootstrap: str, topic: str) -> int | None:
-    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30).topics.get(topic)
+    metadata = AdminClient(kafka.client_config(bootstrap)).list_topics(timeout=30).topics.get(topic)
     return None if metadata is None or metadata.error is not None else len(metadata.partitions)
 
 
@@ -77,13 +78,25 @@ def ensure_topics(bootstrap: str, names: Iterable[str], partitions: int) -> None
 
 
 def bootstrap_servers(job: str, given: str | None) -> str:
-    """--bootstrap, else $IKKAI_BOOTSTRAP_SERVERS, else the embedded stack ``ikkai stack up`` started."""
+    """--bootstrap, else $IKKAI_BOOTSTRAP_SERVERS, else the embedded stack ``ikkai stack up`` started;
+    checked before Spark starts, so wrong credentials or a wrong CA are one line within seconds.
+
+    A secured embedded stack's client file becomes ``IKKAI_KAFKA_CONFIG`` when none is set: the
+    job's Spark source, its Python workers and its producers all read that variable.
+    """
     if given or os.environ.get("IKKAI_BOOTSTRAP_SERVERS"):
-        return given or os.environ["IKKAI_BOOTSTRAP_SERVERS"]
-    endpoints = recorded_endpoints(ikkai_home())
-    if endpoints is None:
-        raise ConfigError(job, "--bootstrap", "no cluster configured", fix="run `ikkai stack up` or pass --bootstrap")
-    return endpoints.bootstrap_servers
+        bootstrap = given or os.environ["IKKAI_BOOTSTRAP_SERVERS"]
+    else:
+        endpoints = recorded_endpoints(ikkai_home())
+        if endpoints is None:
+            raise ConfigError(
+                job, "--bootstrap", "no cluster configured", fix="run `ikkai stack up` or pass --bootstrap"
+            )
+        if endpoints.kafka_config:
+            os.environ.setdefault(CONFIG_VAR, endpoints.kafka_config)
+        bootstrap = endpoints.bootstrap_servers
+    kafka.check_access(bootstrap, timeout=30)
+    return bootstrap
 
 
 def crash_hook(query: str, crash_after_batch: int | None) -> AfterBatch:
@@ -124,6 +137,7 @@ def kafka_source(spark: SparkSession, bootstrap: str, topic: str, max_offsets_pe
     """The job's input from the start, committed records only (rule 3), failing loudly if records were lost."""
     source = (
         spark.readStream.format("kafka")
+        .options(**kafka.spark_options())
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", topic)
         .option("kafka.isolation.level", "read_committed")

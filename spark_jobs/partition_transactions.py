@@ -137,6 +137,7 @@ def _committed_offsets(config: SinkConfig, partition: int) -> dict[int, int]:
 
 def _producer(config: SinkConfig, transactional_id: str) -> Producer:
     return Producer({
+        **kafka.security_settings(),  # IKKAI_KAFKA_CONFIG: the executors inherit the driver's environment
         **config.producer_config,
         "bootstrap.servers": config.bootstrap_servers,
         "transactional.id": transactional_id,

@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from confluent_kafka.admin import AdminClient
 
+from ikkai.contract import kafka
 from ikkai.contract.partitioning import kafka_partitions, spark_partition_routes
 from ikkai.errors import ConfigError
 from spark_jobs.commit_markers import CommitMarkerError, ensure_commits_topic, read_markers
@@ -109,7 +110,7 @@ class TransactionalBatchWriter:
         """Checks before the query starts: speculation off, commits topic present, layout unchanged."""
         refuse_speculation(spark)
         ensure_commits_topic(self.config.bootstrap_servers, self.config.commits_topic, self.config.partitions)
-        self._admin = AdminClient({"bootstrap.servers": self.config.bootstrap_servers})
+        self._admin = AdminClient(kafka.client_config(self.config.bootstrap_servers))
         check_layout(self.config, self._admin)
         self._routes = spark_partition_routes(self.config.partitions)
         self._prepared = True
@@ -194,7 +195,7 @@ def check_layout(config: SinkConfig, admin: AdminClient | None = None) -> None:
 
 def check_topics(config: SinkConfig, admin: AdminClient | None = None) -> None:
     """Fail unless every output topic and the commits topic exist with ``partitions`` partitions."""
-    client = admin or AdminClient({"bootstrap.servers": config.bootstrap_servers})
+    client = admin or AdminClient(kafka.client_config(config.bootstrap_servers))
     topics = client.list_topics(timeout=30).topics
     for topic in (*config.output_topics, config.commits_topic):
         if topic not in topics:
@@ -356,7 +357,8 @@ class AtLeastOnceBatchWriter:
         if HEADERS_COLUMN in batch.columns:  # Spark's sink wants array<struct<key string, value binary>>
             entry = lambda e: F.struct(e["key"].alias("key"), e["value"].cast("binary").alias("value"))  # noqa: E731
             columns.append(F.transform(F.map_entries(HEADERS_COLUMN), entry).alias(HEADERS_COLUMN))
-        batch.select(*columns).write.format("kafka").option("kafka.bootstrap.servers", self.bootstrap_servers).save()
+        writer = batch.select(*columns).write.format("kafka").options(**kafka.spark_options())
+        writer.option("kafka.bootstrap.servers", self.bootstrap_servers).save()
         self.progress.write(
             f"{self.query}: batch {batch_id} written in {time.monotonic() - started:.2f} s (at-least-once)\n"
         )

@@ -21,7 +21,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from ikkai.contract.kafka_security import client_security, librdkafka_settings
+from ikkai.contract.kafka_security import client_security, librdkafka_settings, spark_kafka_options
 from ikkai.errors import ConfigError, KafkaAccessError
 
 IDEMPOTENT_PRODUCER: Mapping[str, Any] = {
@@ -53,6 +53,11 @@ class _Lines(logging.Handler):
 def security_settings() -> dict[str, str]:
     """This process's authentication and encryption settings in librdkafka's names (none: PLAINTEXT)."""
     return librdkafka_settings(client_security())
+
+
+def spark_options() -> dict[str, str]:
+    """``kafka.<key>`` options of Spark's Kafka source and sink: the security file's settings, as written."""
+    return spark_kafka_options(client_security())
 
 
 def client_config(bootstrap: str, **extra: Any) -> dict[str, Any]:

@@ -18,12 +18,17 @@ import pytest
 import requests
 from confluent_kafka import Consumer, Producer
 
+from demo.infer_process import InferProcess, InferTopics
+from demo.payments_simulation import payment_records, simulate
+from demo.pipeline_io import by_partition, create_topic, flat, produce_payments, unique
 from deploy.local_stack import LocalStack
 from deploy.stack_security import StackSecrets, client_settings, ensure_secrets
 from ikkai.contract import kafka
+from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka_security import CONFIG_VAR
 from ikkai.errors import KafkaAccessError
 from ikkai.settings import Endpoints, endpoints_connect_auth, jars_dir
+from outbox_sink import OutboxEmitter, OutboxRequest
 from tests.cli.cli_runner import run_ikkai
 
 pytestmark = pytest.mark.integration
@@ -166,3 +171,28 @@ def _credentials(tmp_path: Path, endpoints: Endpoints, password: str) -> Path:
     path = tmp_path / "connect-credentials.json"
     path.write_text(json.dumps({**document, "password": password}))
     return path
+
+
+def test_the_infer_job_and_the_emitter_work_through_sasl_ssl(
+    secure_stack: tuple[Endpoints, StackSecrets], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The job's Spark Kafka source, its transactional sink, its marker reads and a service's emitter, all secured."""
+    endpoints, _ = secure_stack
+    monkeypatch.setenv(CONFIG_VAR, endpoints.kafka_config)  # the job process inherits it
+    bootstrap = endpoints.bootstrap_servers
+    payments = payment_records(simulate(7, payments=40).payments)
+    name = unique("sec")
+    topics = InferTopics(f"events.{name}", f"decisions.{name}", f"outbox.{name}", f"dlq.{name}")
+    for topic in (topics.input, topics.decisions, topics.outbox, topics.dlq):
+        create_topic(bootstrap, topic, 1)
+    produce_payments(bootstrap, topics.input, payments, 1)
+    job = InferProcess(bootstrap, topics, tmp_path / "checkpoint", name)
+    assert job.wait() == 0, job.tail()
+    codec = default_codec()
+    decisions = [codec.decode("fraud_decision", value) for _, value in flat(by_partition(bootstrap, topics.decisions))]
+    assert sorted(d["event_id"] for d in decisions) == sorted(str(p["event_id"]) for p in payments)
+    request = OutboxRequest(decisions[0]["decision_id"], decisions[0]["payment_id"], "payments-api", "/x", b"{}", 1)
+    with OutboxEmitter(bootstrap, topic=topics.outbox) as emitter:
+        emitter.emit(request)
+    emitted = [codec.decode("outbox_request", v) for _, v in flat(by_partition(bootstrap, topics.outbox))]
+    assert any(r["decision_id"] == request.decision_id and r["path"] == "/x" for r in emitted)
