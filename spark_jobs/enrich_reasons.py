@@ -44,6 +44,8 @@ from __future__ import annotations
 import json
 from typing import Final
 
+from spark_jobs import dead_letters
+
 EMPTY_VALUE: Final = "empty_value"
 INVALID_UTF8: Final = "invalid_utf8"
 NOT_JSON: Final = "not_json"
@@ -78,11 +80,10 @@ ERROR_CLASSES: Final = BAD_INPUT_CLASSES + EVENT_TIME_CLASSES
 REASON_HEADER: Final = "ikkai.dlq.reason"
 ERROR_CLASS_HEADER: Final = "ikkai.dlq.error_class"
 STAGE_HEADER: Final = "ikkai.dlq.stage"
-# Only on a dead letter whose copy of the raw value was cut to ``enrich_records.DEAD_LETTER_VALUE_BYTES``: the
-# original's size and sha-256 (the original itself stays at source_topic/partition/offset).
-VALUE_BYTES_HEADER: Final = "ikkai.dlq.value_bytes"
-VALUE_SHA256_HEADER: Final = "ikkai.dlq.value_sha256"
-KEY_BYTES_HEADER: Final = "ikkai.dlq.key_bytes"  # likewise, a key cut to ``DEAD_LETTER_KEY_BYTES``
+# Only on a dead letter whose copy of the raw key or value was cut (``spark_jobs.dead_letters``).
+KEY_BYTES_HEADER: Final = dead_letters.KEY_BYTES_HEADER
+VALUE_BYTES_HEADER: Final = dead_letters.VALUE_BYTES_HEADER
+VALUE_SHA256_HEADER: Final = dead_letters.VALUE_SHA256_HEADER
 
 QUOTED_CHARS: Final = 60  # characters of an offending value quoted in a reason
 

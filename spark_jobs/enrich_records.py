@@ -24,7 +24,6 @@ partition holds input partition p's rejects in offset order whatever the batch b
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -37,13 +36,12 @@ from ikkai.contract.codec import RecordCodec, SchemaVersion, SingleObjectCodec, 
 from ikkai.contract.partitioning import kafka_partition
 from ikkai.errors import ConfigError
 from spark_jobs import enrich_reasons as r
+from spark_jobs.dead_letters import DEAD_LETTER_KEY_BYTES, cut_copy
 from spark_jobs.enrich_dedupe import EventTimeGate
 from spark_jobs.enrich_parse import Rejection, parse_record
 
 EVENT = "event"
 STAGE = "enrich"
-DEAD_LETTER_VALUE_BYTES = 512 * 1024  # of a raw value copied into its dead letter; see dead_letter_record
-DEAD_LETTER_KEY_BYTES = 16 * 1024
 PARSED_COLUMNS = (
     ("event_id", "string"), ("payment_id", "string"), ("customer_id", "string"), ("merchant_id", "string"),
     ("amount", "string"), ("currency", "string"), ("country", "string"), ("card_present", "boolean"),
@@ -199,23 +197,11 @@ def encode_events(
 
 
 def dead_letter_record(row: Any, settings: Settings) -> dict[str, Any]:
-    """The ``dead_letter`` for a rejected row; a raw value over ``DEAD_LETTER_VALUE_BYTES`` is copied cut.
-
-    Connect may land raw records up to its producer's 1 MiB; a dead letter carrying all of one
-    plus its reason would not fit the sink's producer (librdkafka's ``message.max.bytes``,
-    1,000,000) and would stop the job. The copy is the value's first bytes; the headers give the
-    original's size and sha-256, and source_topic/partition/offset say where it stays.
-    """
-    key = None if row.key is None else bytes(row.key)
-    value = None if row.value is None else bytes(row.value)
-    headers = {r.STAGE_HEADER: STAGE, r.ERROR_CLASS_HEADER: row.outcome, r.REASON_HEADER: row.reason}
-    if key is not None and len(key) > DEAD_LETTER_KEY_BYTES:
-        headers[r.KEY_BYTES_HEADER] = str(len(key))
-        key = key[:DEAD_LETTER_KEY_BYTES]
-    if value is not None and len(value) > DEAD_LETTER_VALUE_BYTES:
-        headers[r.VALUE_BYTES_HEADER] = str(len(value))
-        headers[r.VALUE_SHA256_HEADER] = hashlib.sha256(value).hexdigest()
-        value = value[:DEAD_LETTER_VALUE_BYTES]
+    """The ``dead_letter`` for a rejected row; a key or value too large is copied cut (``dead_letters``)."""
+    key, value, cut = cut_copy(
+        None if row.key is None else bytes(row.key), None if row.value is None else bytes(row.value)
+    )
+    headers = {r.STAGE_HEADER: STAGE, r.ERROR_CLASS_HEADER: row.outcome, r.REASON_HEADER: row.reason, **cut}
     return {
         "stage": STAGE, "source_topic": settings.input_topic, "source_partition": int(row.input_partition),
         "source_offset": int(row.input_offset), "key": key, "value": value, "reason": row.reason,

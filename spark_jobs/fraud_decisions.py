@@ -32,6 +32,7 @@ from ikkai.contract import topics
 from ikkai.contract.codec import RecordCodec, SchemaError, default_codec
 from ikkai.contract.ids import decision_id
 from spark_jobs.avro_batch import SameKeys, decode_values, encode_columns, encode_records
+from spark_jobs.dead_letters import cut_copy
 from spark_jobs.model.fraud_model import FEATURES, FraudModel, ModelSource, as_of_snapshots, feature_frame
 
 if TYPE_CHECKING:
@@ -88,18 +89,23 @@ def _dead_letter(
     topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None, error: SchemaError,
     codec: RecordCodec, topics: Topics,
 ) -> tuple[str, bytes, bytes, dict[str, str]]:  # fmt: skip
-    """(topic, key, value, headers) of the DLQ record for an input record that does not decode."""
+    """(topic, key, value, headers) of the DLQ record for an input record that does not decode.
+
+    A key or value too large is copied cut, with headers that say so (``dead_letters``).
+    """
+    copied_key, copied_value, cut = cut_copy(key, value)
     headers = {
         "ikkai.dlq.stage": "infer",
         "ikkai.dlq.error_class": type(error).__name__,
         "ikkai.dlq.reason": str(error),
+        **cut,
     }
     record = {
-        "stage": "infer", "source_topic": topic, "source_partition": partition, "source_offset": offset, "key": key,
-        "value": value, "reason": str(error), "error_class": type(error).__name__, "source_timestamp": 0,
-        "headers": headers,
+        "stage": "infer", "source_topic": topic, "source_partition": partition, "source_offset": offset,
+        "key": copied_key, "value": copied_value, "reason": str(error), "error_class": type(error).__name__,
+        "source_timestamp": 0, "headers": headers,
     }  # fmt: skip
-    dlq_key = key if key is not None else f"{topic}-{partition}-{offset}".encode()
+    dlq_key = key if key is not None and copied_key == key else f"{topic}-{partition}-{offset}".encode()
     return topics.dlq, dlq_key, codec.encode("dead_letter", record), headers
 
 

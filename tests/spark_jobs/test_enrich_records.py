@@ -16,11 +16,10 @@ from ikkai.contract.codec import SchemaVersion, default_codec
 from ikkai.contract.partitioning import kafka_partition
 from ikkai.errors import ConfigError
 from spark_jobs import enrich_reasons as r
+from spark_jobs.dead_letters import DEAD_LETTER_KEY_BYTES, DEAD_LETTER_VALUE_BYTES
 from spark_jobs.enrich_asof import join_as_of
 from spark_jobs.enrich_dedupe import EventTimeGate
 from spark_jobs.enrich_records import (
-    DEAD_LETTER_KEY_BYTES,
-    DEAD_LETTER_VALUE_BYTES,
     EVENT,
     EVENT_SCHEMA,
     Settings,
