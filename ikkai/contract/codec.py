@@ -229,21 +229,24 @@ class SingleObjectCodec:
         return writer
 
     def decode(self, name: str, data: bytes, *, version: int | None = None) -> dict[str, Any]:
-        writer = self.writer_of(data)
-        reader = self.catalog.get(name, version)
-        body = io.BytesIO(data[HEADER_LENGTH:])
-        try:
-            if writer.fingerprint == reader.fingerprint:
-                record = fastavro.schemaless_reader(body, writer.parsed, None)
-            else:
-                record = fastavro.schemaless_reader(body, writer.parsed, reader.parsed)
-        except (ValueError, TypeError, EOFError, IndexError, KeyError, fastavro.read.SchemaResolutionError) as exc:
-            raise SchemaError(
-                reader.label, f"cannot read a record written with {writer.label}: {type(exc).__name__}: {exc}"
-            ) from exc
-        if not isinstance(record, dict):
-            raise SchemaError(reader.label, "top-level schema is not a record")
-        return record
+        return read_body(data[HEADER_LENGTH:], self.writer_of(data), self.catalog.get(name, version))
+
+
+def read_body(body: bytes, writer: SchemaVersion, reader: SchemaVersion) -> dict[str, Any]:
+    """An Avro record body written with ``writer``, read as ``reader`` (schema resolution when they differ)."""
+    stream = io.BytesIO(body)
+    try:
+        if writer.fingerprint == reader.fingerprint:
+            record = fastavro.schemaless_reader(stream, writer.parsed, None)
+        else:
+            record = fastavro.schemaless_reader(stream, writer.parsed, reader.parsed)
+    except (ValueError, TypeError, EOFError, IndexError, KeyError, fastavro.read.SchemaResolutionError) as exc:
+        raise SchemaError(
+            reader.label, f"cannot read a record written with {writer.label}: {type(exc).__name__}: {exc}"
+        ) from exc
+    if not isinstance(record, dict):
+        raise SchemaError(reader.label, "top-level schema is not a record")
+    return record
 
 
 def schemas_dir() -> Path:

@@ -36,7 +36,15 @@ import fastavro
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 
-from ikkai.contract.codec import MARKER, RecordCodec, SchemaCatalog, SchemaError, SchemaVersion, SingleObjectCodec
+from ikkai.contract.codec import (
+    MARKER,
+    RecordCodec,
+    SchemaCatalog,
+    SchemaError,
+    SchemaVersion,
+    SingleObjectCodec,
+    read_body,
+)
 from ikkai.contract.topics import (
     DECISIONS_FRAUD,
     EVENTS_PAYMENTS,
@@ -153,21 +161,7 @@ class RegistryCodec:
     def decode(self, name: str, data: bytes, *, version: int | None = None) -> dict[str, Any]:
         if data[:2] == MARKER:
             return self._single_object.decode(name, data, version=version)
-        writer = self.writer_of(data)
-        reader = self.catalog.get(name, version)
-        body = io.BytesIO(data[WIRE_HEADER_LENGTH:])
-        try:
-            if writer.fingerprint == reader.fingerprint:
-                record = fastavro.schemaless_reader(body, writer.parsed, None)
-            else:
-                record = fastavro.schemaless_reader(body, writer.parsed, reader.parsed)
-        except (ValueError, TypeError, EOFError, IndexError, KeyError, fastavro.read.SchemaResolutionError) as exc:
-            raise SchemaError(
-                reader.label, f"cannot read a record written with {writer.label}: {type(exc).__name__}: {exc}"
-            ) from exc
-        if not isinstance(record, dict):
-            raise SchemaError(reader.label, "top-level schema is not a record")
-        return record
+        return read_body(data[WIRE_HEADER_LENGTH:], self.writer_of(data), self.catalog.get(name, version))
 
     # -- the registry --------------------------------------------------------------------------
 
