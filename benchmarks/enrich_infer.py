@@ -104,7 +104,7 @@ def main() -> None:
         for n, mode in alternating([EOS, ALOS], args.rounds):
             rows.append([n, *one_round(bootstrap, raw, mode, args, scratch)])
             print(f"enrich+infer round {n}, {mode}: {rows[-1][6]:.0f} raw lines/s", file=sys.stderr, flush=True)
-    headers = ["ROUND", "MODE", "RAW LINES", "EVENTS", "DECISIONS", "SECONDS", "LINES/S", "PEAK RSS MB (SUM)"]
+    headers = ["ROUND", "MODE", "RAW LINES", "EVENTS", "DECISIONS", "SECONDS", "LINES/S", "PEAK PSS MB (SUM)"]
     print_table(f"enrich + infer together (batches of {args.batch})", headers, rows)
     rates = {(r[0], r[1]): float(str(r[6])) for r in rows}
     ratios = [rates[(n, EOS)] / rates[(n, ALOS)] for n in range(1, args.rounds + 1)]

@@ -82,28 +82,52 @@ def alternating(variants: Sequence[str], rounds: int) -> list[tuple[int, str]]:
 # ---------------------------------------------------------------- memory of a process tree
 
 
-def group_rss_bytes(pgid: int) -> int:
-    """Resident memory of every process in process group ``pgid`` (a job started in its own session)."""
-    total = 0
-    page = os.sysconf("SC_PAGE_SIZE")
+def proc_stats() -> dict[int, list[str]]:
+    """``/proc/<pid>/stat`` of every live process: the fields after the command name (ppid first)."""
+    stats: dict[int, list[str]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             stat = (entry / "stat").read_text()
-            fields = stat[stat.rindex(")") + 2 :].split()
-            if int(fields[2]) == pgid:  # field 5 of /proc/<pid>/stat: pgrp
-                total += int(fields[21]) * page  # field 24: rss in pages
+            stats[int(entry.name)] = stat[stat.rindex(")") + 2 :].split()[1:]
         except (OSError, ValueError, IndexError):
             continue
+    return stats
+
+
+def process_tree(root: int, stats: dict[int, list[str]] | None = None) -> set[int]:
+    """``root`` and every live descendant, by parent links: not by process group, because PySpark's
+    daemon moves itself and its Python workers into a group of their own."""
+    stats = proc_stats() if stats is None else stats
+    tree, frontier = {root}, [root]
+    while frontier:
+        parent = frontier.pop()
+        children = [pid for pid, fields in stats.items() if fields and int(fields[0]) == parent and pid not in tree]
+        tree.update(children)
+        frontier.extend(children)
+    return tree & (stats.keys() | {root})
+
+
+def tree_memory_bytes(root: int) -> int:
+    """Proportional set size (PSS) of a job's process tree: the forked Python workers share their
+    daemon's pages, which a sum of resident sets would count once per process."""
+    total = 0
+    for pid in process_tree(root):
+        try:
+            rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+        except OSError:
+            continue
+        pss = next((line.split()[1] for line in rollup.splitlines() if line.startswith("Pss:")), "0")
+        total += int(pss) * 1024
     return total
 
 
-class PeakRss:
-    """Samples a process group's resident memory every ``interval`` seconds; ``peak`` in bytes."""
+class PeakMemory:
+    """Samples a process tree's memory (PSS) every ``interval`` seconds; ``peak`` in bytes."""
 
-    def __init__(self, pgid: int, interval: float = 0.25) -> None:
-        self.pgid = pgid
+    def __init__(self, root: int, interval: float = 0.25) -> None:
+        self.root = root
         self.peak = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(interval,), daemon=True)
@@ -111,7 +135,7 @@ class PeakRss:
 
     def _run(self, interval: float) -> None:
         while not self._stop.wait(interval):
-            self.peak = max(self.peak, group_rss_bytes(self.pgid))
+            self.peak = max(self.peak, tree_memory_bytes(self.root))
 
     def stop(self) -> int:
         self._stop.set()
@@ -160,7 +184,7 @@ class JobProcess:
             self.command, cwd=self.cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
             start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
         )  # fmt: skip
-        self.memory = PeakRss(self.process.pid)
+        self.memory = PeakMemory(self.process.pid)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 

@@ -75,7 +75,7 @@ def main() -> None:
     parser.add_argument("--batches", default="2000,5000,20000", help="maxOffsetsPerTrigger values, 2 partitions")
     parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args()
-    headers = ["", "BATCH", "BATCHES", "EOS REC/S", "ALOS REC/S", "EOS/ALOS", "PEAK RSS MB"]
+    headers = ["", "BATCH", "BATCHES", "EOS REC/S", "ALOS REC/S", "EOS/ALOS", "PEAK PSS MB"]
     with bench_stack("scaling") as (bootstrap, _, scratch):
         by_partitions = []
         for partitions in (int(p) for p in args.partitions.split(",")):

@@ -250,7 +250,7 @@ def fixed_load(bootstrap: str, variant: Variant, args: argparse.Namespace, scrat
 def report(
     title: str, results: list[Result], variants: list[Variant], latency: bool, ceilings: dict[int, float] | None = None
 ) -> None:
-    headers = ["ROUND", "MODE", "EVENTS", "SECONDS", "RECORDS/S", "PEAK RSS MB"]
+    headers = ["ROUND", "MODE", "EVENTS", "SECONDS", "RECORDS/S", "PEAK PSS MB"]
     headers += ["P50 MS", "P99 MS"] if latency else []
     headers += ["BATCHES", "S/BATCH", "NEW PRODUCERS/BATCH"]
     rows: list[list[object]] = []

@@ -55,6 +55,8 @@ from benchmarks.harness import (  # noqa: E402
     median,
     percentile,
     print_table,
+    proc_stats,
+    process_tree,
 )
 from benchmarks.infer_throughput import EOS, DecisionWatch, Variant, fresh_outputs, start_infer  # noqa: E402
 from demo.infer_process import InferTopics  # noqa: E402
@@ -285,24 +287,9 @@ def tree_cpu_seconds(root: int) -> float:
     group of their own. On a shared machine wall-clock rates move with everybody's load; the CPU a
     job spends per event moves far less, so the tables give both.
     """
-    parents: dict[int, int] = {}
-    ticks: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            fields = stat[stat.rindex(")") + 2 :].split()
-            parents[int(entry.name)] = int(fields[1])  # ppid
-            ticks[int(entry.name)] = sum(int(v) for v in fields[11:15])  # utime, stime, cutime, cstime
-        except (OSError, ValueError, IndexError):
-            continue
-    tree, frontier = {root}, [root]
-    while frontier:
-        parent = frontier.pop()
-        children = [pid for pid, ppid in parents.items() if ppid == parent and pid not in tree]
-        tree.update(children)
-        frontier.extend(children)
+    stats = proc_stats()
+    tree = process_tree(root, stats)
+    ticks = {pid: sum(int(v) for v in stats[pid][10:14]) for pid in tree if pid in stats}  # utime .. cstime
     return sum(ticks.get(pid, 0) for pid in tree) / os.sysconf("SC_CLK_TCK")
 
 
@@ -401,7 +388,7 @@ def fixed_load(
 
 
 def report(title: str, results: list[Result], latency: bool) -> None:
-    headers = ["ROUND", "WHAT", "EVENTS", "SECONDS", "RECORDS/S", "CPU MS / 1000 EVENTS", "PEAK RSS MB"]
+    headers = ["ROUND", "WHAT", "EVENTS", "SECONDS", "RECORDS/S", "CPU MS / 1000 EVENTS", "PEAK PSS MB"]
     headers += ["P50 MS", "P99 MS"] if latency else []
     print_table(
         title, headers,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.ceiling import parse_consumer_performance, parse_producer_performance
-from benchmarks.harness import alternating, format_table, group_rss_bytes, median, percentile
+from benchmarks.harness import alternating, format_table, median, percentile, process_tree, tree_memory_bytes
 from benchmarks.infer_scaling import fit_line
 
 
@@ -41,10 +41,26 @@ def test_a_line_fit_finds_the_per_batch_cost() -> None:
     assert b == pytest.approx(0.5)
 
 
-def test_the_memory_of_our_own_process_group_is_counted() -> None:
+def test_a_tree_counts_descendants_that_left_its_process_group() -> None:
+    """As PySpark's daemon does with its Python workers: a child in a session of its own is still the job's."""
     import os
+    import subprocess
+    import sys
+    import time
 
-    assert group_rss_bytes(os.getpgrp()) > 0
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import sys; x = bytearray(40_000_000); sys.stdin.read()"],
+        stdin=subprocess.PIPE, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while tree_memory_bytes(child.pid) < 40_000_000 and time.monotonic() < deadline:
+            assert child.poll() is None  # until the child has its bytes resident
+        assert child.pid in process_tree(os.getpid())
+        assert tree_memory_bytes(os.getpid()) >= tree_memory_bytes(child.pid) >= 40_000_000
+    finally:
+        child.kill()
+        child.wait()
 
 
 def test_kafka_perf_tool_summaries_are_parsed() -> None:
