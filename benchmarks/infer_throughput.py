@@ -50,6 +50,7 @@ from benchmarks.harness import (  # noqa: E402
 from demo.infer_process import InferTopics  # noqa: E402
 from demo.payments_simulation import payment_records, simulate  # noqa: E402
 from demo.pipeline_io import by_partition, create_topic, produce_payments, unique  # noqa: E402  # noqa: E402
+from ikkai.contract import kafka  # noqa: E402
 from ikkai.contract.codec import default_codec  # noqa: E402
 from ikkai.contract.partitioning import kafka_partition  # noqa: E402
 
@@ -171,10 +172,9 @@ class DecisionWatch:
         self.count = 0  # every record, duplicates included
         self.last: float | None = None  # wall clock of the newest record
         self._stop = threading.Event()
-        self._consumer = Consumer({
-            "bootstrap.servers": bootstrap, "group.id": unique("bench.latency"), "auto.offset.reset": "earliest",
-            "enable.auto.commit": False, "isolation.level": "read_committed", "fetch.wait.max.ms": 10,
-        })  # fmt: skip
+        self._consumer = Consumer(kafka.consumer_config(bootstrap, unique("bench.latency"), **{
+            "auto.offset.reset": "earliest", "enable.auto.commit": False, "fetch.wait.max.ms": 10,
+        }))  # fmt: skip
         self._consumer.subscribe([topic])
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -214,7 +214,7 @@ def fixed_load(bootstrap: str, variant: Variant, args: argparse.Namespace, scrat
     ]  # before the clock starts
     watch = DecisionWatch(bootstrap, topics.decisions)
     job = start_infer(bootstrap, topics, scratch / unique("fixed").replace(".", "-"), variant, "--continuous")
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 1})
+    producer = Producer(kafka.producer_config(bootstrap, **{"linger.ms": 1}))
     sent: dict[bytes, float] = {}
     try:
         job.wait_started()

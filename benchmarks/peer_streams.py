@@ -62,6 +62,7 @@ from benchmarks.infer_throughput import EOS, DecisionWatch, Variant, fresh_outpu
 from demo.infer_process import InferTopics  # noqa: E402
 from demo.payments_simulation import payment_records, simulate  # noqa: E402
 from demo.pipeline_io import by_partition, create_topic, produce_payments, unique  # noqa: E402
+from ikkai.contract import kafka  # noqa: E402
 from ikkai.contract.codec import default_codec, schemas_dir  # noqa: E402
 from ikkai.contract.partitioning import kafka_partition  # noqa: E402
 
@@ -126,10 +127,9 @@ def source_rows(bootstrap: str, topic: str) -> Any:
     import pandas as pd
     from confluent_kafka import Consumer
 
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": unique("bench.check"), "auto.offset.reset": "earliest",
-        "enable.auto.commit": False, "isolation.level": "read_committed", "enable.partition.eof": True,
-    })  # fmt: skip
+    consumer = Consumer(kafka.consumer_config(bootstrap, unique("bench.check"), **{
+        "auto.offset.reset": "earliest", "enable.auto.commit": False, "enable.partition.eof": True,
+    }))  # fmt: skip
     consumer.subscribe([topic])
     parts = len(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
     rows: list[tuple[Any, ...]] = []
@@ -355,7 +355,7 @@ def fixed_load(
     ]
     watch = DecisionWatch(bootstrap, topics.decisions)
     job = start(topics, scratch)
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 1})
+    producer = Producer(kafka.producer_config(bootstrap, **{"linger.ms": 1}))
     sent: dict[bytes, float] = {}
     try:
         job.wait_started()
