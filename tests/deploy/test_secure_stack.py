@@ -19,8 +19,9 @@ import requests
 from confluent_kafka import Consumer, Producer
 
 from demo.infer_process import InferProcess, InferTopics
-from demo.payments_simulation import payment_records, simulate
+from demo.payments_simulation import generate_profiles, payment_records, simulate
 from demo.pipeline_io import by_partition, create_topic, flat, produce_payments, unique
+from demo.raw_payments import mixed_stream, produce_lines
 from deploy.local_stack import LocalStack
 from deploy.stack_security import StackSecrets, client_settings, ensure_secrets
 from ikkai.contract import kafka
@@ -29,7 +30,9 @@ from ikkai.contract.kafka_security import CONFIG_VAR
 from ikkai.errors import KafkaAccessError
 from ikkai.settings import Endpoints, endpoints_connect_auth, jars_dir
 from outbox_sink import OutboxEmitter, OutboxRequest
+from spark_jobs.master_data import publish_profiles
 from tests.cli.cli_runner import run_ikkai
+from tests.spark_jobs.enrich_process import EnrichProcess, EnrichTopics
 
 pytestmark = pytest.mark.integration
 
@@ -196,3 +199,28 @@ def test_the_infer_job_and_the_emitter_work_through_sasl_ssl(
         emitter.emit(request)
     emitted = [codec.decode("outbox_request", v) for _, v in flat(by_partition(bootstrap, topics.outbox))]
     assert any(r["decision_id"] == request.decision_id and r["path"] == "/x" for r in emitted)
+
+
+def test_the_enrich_job_works_through_sasl_ssl(
+    secure_stack: tuple[Endpoints, StackSecrets], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Raw lines, master data read as of the event time (Spark's batch Kafka reader), events and dead letters."""
+    endpoints, _ = secure_stack
+    monkeypatch.setenv(CONFIG_VAR, endpoints.kafka_config)
+    bootstrap = endpoints.bootstrap_servers
+    stream = mixed_stream(11, payments=40, partitions=1)
+    name = unique("sec")
+    topics = EnrichTopics(f"ingest.{name}", f"events.{name}", f"dlq.{name}", f"md.m.{name}", f"md.c.{name}")
+    merchants, customers = generate_profiles(stream.world, 11)
+    publish_profiles(bootstrap, merchants, customers, merchants_topic=topics.merchants,
+                     customers_topic=topics.customers, transactional_id=unique("test.masterdata"))  # fmt: skip
+    for topic in (topics.input, topics.events, topics.dlq):
+        create_topic(bootstrap, topic, 1)
+    produce_lines(bootstrap, topics.input, stream.lines)
+    job = EnrichProcess(bootstrap, topics, tmp_path / "checkpoint", name)
+    assert job.wait() == 0, job.tail()
+    codec = default_codec()
+    events = [codec.decode("payment_event", value) for _, value in flat(by_partition(bootstrap, topics.events))]
+    letters = flat(by_partition(bootstrap, topics.dlq))
+    assert sorted(e["event_id"] for e in events) == sorted(stream.expected_event_ids())
+    assert len(events) + len(letters) == len(stream.lines)

@@ -104,7 +104,7 @@ def test_what_a_client_cannot_use_is_refused_with_the_file_and_the_fix(tmp_path:
 def test_secrets_never_show_in_a_repr_or_a_description(tmp_path: Path) -> None:
     security = load_security(_file(tmp_path, SCRAM))
     for text in (repr(security), str(security), security.describe()):
-        assert "pa\"ss" not in text and "w=rd" not in text
+        assert 'pa"ss' not in text and "w=rd" not in text
     assert security.describe() == f"SASL_SSL, SCRAM-SHA-512 as 'ikkai' (from {tmp_path / 'client.properties'})"
 
 
