@@ -168,7 +168,9 @@ def ensure_secrets(home: Path) -> StackSecrets:
         stack = StackSecrets(directory, saved["client"], saved["broker"], saved["rest"])
         files = (stack.ca, stack.broker_pem, stack.connect_pem, stack.connect_keystore, stack.client_pem)
         if all(path.is_file() for path in files):
-            _write_client_files(stack)
+            client_files = (stack.client_properties, stack.rest_users, stack.jaas, stack.rest_credentials)
+            if not all(path.is_file() for path in client_files):  # read on every health poll: write only what is gone
+                _write_client_files(stack)
             return stack
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(directory, 0o700)

@@ -26,7 +26,7 @@ from deploy.local_stack import LocalStack
 from deploy.stack_security import StackSecrets, client_settings, ensure_secrets
 from ikkai.contract import kafka
 from ikkai.contract.codec import default_codec
-from ikkai.contract.kafka_security import CONFIG_VAR
+from ikkai.contract.kafka_security import CONFIG_VAR, client_security
 from ikkai.errors import KafkaAccessError
 from ikkai.settings import Endpoints, endpoints_connect_auth, jars_dir
 from outbox_sink import OutboxEmitter, OutboxRequest
@@ -82,7 +82,7 @@ def test_a_transaction_goes_through_sasl_ssl_with_the_one_client_file(
         assert message is not None and message.error() is None and message.value() == b"over TLS, as ikkai"
     finally:
         consumer.close()
-    assert secrets.client_password not in repr(kafka.producer_config)  # never in a repr
+    assert secrets.client_password not in repr(client_security())  # the settings never show it in a repr
     assert kafka.producer_config(bootstrap)["security.protocol"] == "SASL_SSL"
 
 
