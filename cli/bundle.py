@@ -1,6 +1,6 @@
 """``ikkai bundle render|lint|plan|apply|status|restart|delete`` and ``ikkai serve``.
 
-stdout carries results (text, or JSON with ``-o json``); errors go through cli/__init__.py's
+stdout carries results (text, or JSON with ``-o json``); errors go through cli/app.py's
 one mapping to stderr and exit code 1. ``plan`` exits 2 when changes are pending, like
 ``terraform plan -detailed-exitcode``; ``lint`` exits 1 when a finding is not waived and asks no
 Connect cluster unless ``--online``.

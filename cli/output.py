@@ -3,7 +3,7 @@ errors on stderr.
 
 With ``-o json`` an error is one JSON object on stderr too (``error_document``): the error's class, its
 message, its structured fields and the fix; the exit code stays what it is in text mode. The option's
-callback remembers the format for cli/__init__.py, which maps every error in one place.
+callback remembers the format for cli/app.py, which maps every error in one place.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Each failure kind is a subclass with structured fields; ``str(error)`` renders them as one
 line that says what went wrong, where, and what to do. Callers branch on the class and
 its fields, never on the message text. The CLI turns any ``IkkaiError`` into that line
-on stderr and exit code 1 (cli/__init__.py).
+on stderr and exit code 1 (cli/app.py).
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ import pytest
 from click.testing import CliRunner
 from packaging.requirements import Requirement
 
-from cli import cli
+from cli.app import cli
 from demo.receiver import ReferenceReceiver
 from ikkai.settings import Endpoints
 from outbox_sink import derive_idempotency_key
@@ -286,6 +286,10 @@ def test_the_light_client_installs_without_spark_pandas_or_scikit_learn(light_ve
     probe = "import importlib.util as u; print(','.join(m for m in ('pyspark', 'pandas', 'sklearn') if u.find_spec(m)))"
     out = _run(light_venv, str(light_venv / "bin" / "python"), "-c", probe, cwd=tmp_path)
     assert out.returncode == 0 and out.stdout.strip() == "", out.stdout + out.stderr
+    # The console script is installed with every wheel; without the control-plane extra it says what to install.
+    out = _run(light_venv, str(light_venv / "bin" / "ikkai"), "--help", cwd=tmp_path)
+    assert out.returncode == 1 and "pip install 'ikkai[control]'" in out.stderr, out.stdout + out.stderr
+    assert "Traceback" not in out.stderr
 
 
 @pytest.mark.integration

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from cli import cli
+from cli.app import cli
 from cli.jobs import job_script
 from demo.payments_simulation import payment_records, simulate
 from demo.pipeline_io import by_partition, create_topic, flat, produce_payments, unique

@@ -11,7 +11,7 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from cli import cli
+from cli.app import cli
 from spark_jobs.enrich_records import TRANSFORM_COLUMNS
 from tests.cli.cli_runner import ROOT, run_ikkai
 from transforms import TransformSpecError, registered
