@@ -29,7 +29,9 @@ PLACEHOLDER = re.compile(r"^\$\{(?P<provider>[A-Za-z][A-Za-z0-9_.-]*):(?:(?P<pat
 DEFAULT_PROVIDERS = ("file", "dir", "env")
 _PROVIDER_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
 _SECRET_WORDS = ("password", "passwd", "secret", "token", "jaas", "credential")
-_SECRET_KEY_SUFFIXES = ("api.key", "apikey", "access.key", "private.key", "secret.key", "ssl.key", "key.id")
+# "user.info": basic.auth.user.info, the user:password of Confluent's schema registry clients.
+_SECRET_KEY_SUFFIXES = ("api.key", "apikey", "access.key", "private.key", "secret.key", "ssl.key", "key.id",
+                        "user.info")  # fmt: skip
 
 
 def placeholder_provider(value: str) -> str | None:

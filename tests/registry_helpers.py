@@ -1,4 +1,7 @@
-"""The local schema registry for tests: one per module that asks, in its own home, always stopped."""
+"""The local schema registry for tests: one per module that asks, in its own home, always stopped.
+
+It listens on a free port, or on ``IKKAI_TEST_REGISTRY_PORT`` where a machine hands ports out.
+"""
 
 from __future__ import annotations
 
@@ -16,11 +19,14 @@ from deploy.schema_registry import REGISTRY, LocalSchemaRegistry
 from ikkai.errors import IkkaiError
 from ikkai.settings import jars_dir
 
+PORT_VAR = "IKKAI_TEST_REGISTRY_PORT"
+
 
 @contextmanager
 def running_registry(home: Path) -> Iterator[LocalSchemaRegistry]:
     """A started registry in ``home``; skips (which CI counts as a failure) if it cannot start here."""
-    registry = LocalSchemaRegistry(home, jars_dir(), progress=sys.stderr)
+    port = os.environ.get(PORT_VAR)
+    registry = LocalSchemaRegistry(home, jars_dir(), port=int(port) if port else None, progress=sys.stderr)
     try:
         registry.up()
     except IkkaiError as exc:

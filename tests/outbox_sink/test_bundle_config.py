@@ -31,6 +31,11 @@ OPTIONAL = {
     "http.max_in_flight_requests": "outbox.max.in.flight.requests",
     "consumer.session_timeout_ms": "consumer.override.session.timeout.ms",
     "consumer.heartbeat_interval_ms": "consumer.override.heartbeat.interval.ms",
+    "receipts.format": "outbox.receipts.format",
+    "schema_registry.url": "schema.registry.url",
+    "schema_registry.basic_auth_user_info": "schema.registry.basic.auth.user.info",
+    "schema_registry.ssl_truststore_location": "schema.registry.ssl.truststore.location",
+    "schema_registry.ssl_truststore_password": "schema.registry.ssl.truststore.password",
 }
 
 
@@ -112,6 +117,25 @@ def test_every_sink_key_the_bundle_renders_is_one_the_connector_declares(bare_bu
     """A misspelt key would be ignored by the connector, and its default used without a word."""
     sets = [*ONE_TARGET, *(f"{value}=1" for value in OPTIONAL)]
     config = render("bare", sets, bare_bundle).config
-    sink_keys = {k for k in config if k.startswith("outbox.") and not k.startswith("outbox.target.")}
+    sink_keys = {
+        k for k in config if k.startswith(("outbox.", "schema.registry.")) and not k.startswith("outbox.target.")
+    }
     assert sorted(sink_keys - java_declared_keys()) == []
+    assert "schema.registry.basic.auth.user.info" in sink_keys
     assert "outbox.retry.max.duration.ms" in java_declared_keys()  # the parse found the ConfigDef
+
+
+@pytest.mark.parametrize("key", ["basic_auth_user_info", "ssl_truststore_password"])
+def test_a_literal_registry_credential_fails_the_lint_without_showing_it(key: str) -> None:
+    sets = [*DEV_SETS, "schema_registry.url=https://registry:8081", f"schema_registry.{key}=sink:s3cr"]
+    findings = blocking(lint_bundle(render_bundle(load_bundle(BUNDLE), "dev", sets)))
+    assert [(f.check, f.key) for f in findings] == [("secret-placeholder", "schema.registry." + key.replace("_", "."))]
+    assert "s3cr" not in findings[0].message + findings[0].fix
+
+
+def test_prod_reads_the_confluent_wire_format_with_its_credential_from_a_config_provider() -> None:
+    connector = render("prod", [])
+    assert connector.config["schema.registry.url"].startswith("https://")
+    assert connector.config["schema.registry.basic.auth.user.info"].startswith("${file:")
+    assert "outbox.receipts.format" not in connector.config, "receipts stay single-object: the connector's default"
+    assert blocking(lint_bundle(render_bundle(load_bundle(BUNDLE), "prod", []))) == []

@@ -1,13 +1,19 @@
 package dev.ikkai.outbox;
 
+import java.net.URI;
+import java.net.URISyntaxException;
 import java.time.Duration;
 import java.util.HashMap;
 import java.util.Map;
+
+import javax.net.ssl.SSLContext;
 
 import org.apache.kafka.common.config.AbstractConfig;
 import org.apache.kafka.common.config.ConfigDef;
 import org.apache.kafka.common.config.ConfigDef.Importance;
 import org.apache.kafka.common.config.ConfigDef.Type;
+import org.apache.kafka.common.config.ConfigException;
+import org.apache.kafka.common.config.types.Password;
 
 /**
  * The connector's settings. Targets are dynamic keys ({@code outbox.target.<alias>.*}) and are
@@ -26,6 +32,16 @@ public final class OutboxSinkConfig extends AbstractConfig {
     public static final String PUT_MAX_DURATION = "outbox.put.max.duration.ms";
     public static final String EXCERPT_BYTES = "outbox.dlq.response.excerpt.bytes";
     public static final String MAX_IN_FLIGHT = "outbox.max.in.flight.requests";
+    public static final String RECEIPTS_FORMAT = "outbox.receipts.format";
+    // The schema registry's keys are named as Confluent's serializers and converters name them.
+    public static final String REGISTRY_URL = "schema.registry.url";
+    public static final String REGISTRY_USER_INFO = "schema.registry.basic.auth.user.info";
+    public static final String REGISTRY_TRUSTSTORE = "schema.registry.ssl.truststore.location";
+    public static final String REGISTRY_TRUSTSTORE_PASSWORD = "schema.registry.ssl.truststore.password";
+    public static final String SINGLE_OBJECT = "single-object";
+    public static final String CONFLUENT = "confluent";
+    /** Time limit of one call to the schema registry; a timeout is retried like the registry being down. */
+    static final Duration REGISTRY_TIMEOUT = Duration.ofSeconds(10);
 
     public static final ConfigDef DEFINITION = new ConfigDef()
         .define(TARGETS, Type.LIST, ConfigDef.NO_DEFAULT_VALUE, Importance.HIGH,
@@ -50,13 +66,80 @@ public final class OutboxSinkConfig extends AbstractConfig {
         .define(MAX_IN_FLIGHT, Type.INT, 8, ConfigDef.Range.between(1, 256), Importance.MEDIUM,
             "HTTP requests one task has in flight at once, each for a different key (a key's requests never overlap).")
         .define(EXCERPT_BYTES, Type.INT, 512, ConfigDef.Range.atLeast(0), Importance.LOW,
-            "How much of a rejecting response body goes into the dead-letter headers.");
+            "How much of a rejecting response body goes into the dead-letter headers.")
+        .define(RECEIPTS_FORMAT, Type.STRING, SINGLE_OBJECT, ConfigDef.ValidString.in(SINGLE_OBJECT, CONFLUENT),
+            Importance.MEDIUM, "How receipts are framed: single-object (C3 01 + the schema's fingerprint) or confluent "
+                + "(00 + the registry's schema id, the receipt schema registered under <receipts topic>-value; needs "
+                + REGISTRY_URL + "). Requests are read in either framing whatever this says.")
+        .define(REGISTRY_URL, Type.STRING, "", Importance.MEDIUM,
+            "The schema registry's Confluent-compatible API (e.g. https://registry:8081, or Apicurio's "
+                + "http://host:port/apis/ccompat/v7): where the writer schema of a request in the Confluent wire "
+                + "format (00 + schema id) is found. Empty: such requests are dead-lettered. No credentials in the URL.")
+        .define(REGISTRY_USER_INFO, Type.PASSWORD, null, Importance.MEDIUM,
+            "user:password for the registry's HTTP basic authentication (a config-provider placeholder).")
+        .define(REGISTRY_TRUSTSTORE, Type.STRING, "", Importance.LOW,
+            "A truststore file (JKS or PKCS12) with the CA of an https registry; empty: the JVM's default CAs.")
+        .define(REGISTRY_TRUSTSTORE_PASSWORD, Type.PASSWORD, null, Importance.LOW,
+            "The truststore's password (a config-provider placeholder).");
 
     private final Map<String, Target> targets;
 
     public OutboxSinkConfig(Map<String, String> originals) {
         super(DEFINITION, originals);
         this.targets = Targets.parse(getList(TARGETS), originals);
+        checkRegistry(this);
+    }
+
+    /** The schema registry settings that only make sense together; a ConfigException names the key to fix. */
+    static void checkRegistry(AbstractConfig config) {
+        String url = config.getString(REGISTRY_URL).strip();
+        if (!url.isEmpty()) {
+            URI uri;
+            try {
+                uri = new URI(url);
+            } catch (URISyntaxException e) {
+                throw new ConfigException(REGISTRY_URL, url, "not a URL: " + e.getMessage());
+            }
+            if (!("http".equals(uri.getScheme()) || "https".equals(uri.getScheme())) || uri.getHost() == null) {
+                throw new ConfigException(REGISTRY_URL, url, "not an http(s) URL with a host: name the registry's "
+                    + "Confluent-compatible API, e.g. https://registry:8081");
+            }
+            if (uri.getUserInfo() != null) {
+                throw new ConfigException(REGISTRY_URL, "(hidden: it holds credentials)", "credentials do not belong in "
+                    + "the URL (it is shown in logs): put them in " + REGISTRY_USER_INFO + " as a config-provider placeholder");
+            }
+        }
+        String needsUrl = CONFLUENT.equals(config.getString(RECEIPTS_FORMAT)) ? RECEIPTS_FORMAT + "=" + CONFLUENT
+            : config.getPassword(REGISTRY_USER_INFO) != null ? REGISTRY_USER_INFO
+            : !config.getString(REGISTRY_TRUSTSTORE).isBlank() ? REGISTRY_TRUSTSTORE : null;
+        if (url.isEmpty() && needsUrl != null) {
+            throw new ConfigException(REGISTRY_URL, "", needsUrl + " is set, so the sink needs the schema registry: set "
+                + REGISTRY_URL + " to its Confluent-compatible API");
+        }
+        Password userInfo = config.getPassword(REGISTRY_USER_INFO);
+        if (userInfo != null && !userInfo.value().contains(":")) {
+            throw new ConfigException(REGISTRY_USER_INFO, userInfo, "expected user:password (the value is not shown)");
+        }
+    }
+
+    /** A client of the configured schema registry, or null when none is configured. */
+    SchemaRegistryClient schemaRegistry() {
+        String url = getString(REGISTRY_URL).strip();
+        if (url.isEmpty()) {
+            return null;
+        }
+        Password userInfo = getPassword(REGISTRY_USER_INFO);
+        Password trustPassword = getPassword(REGISTRY_TRUSTSTORE_PASSWORD);
+        String truststore = getString(REGISTRY_TRUSTSTORE);
+        SSLContext ssl = truststore.isBlank() ? null : SchemaRegistryClient.trusting(REGISTRY_TRUSTSTORE, truststore,
+            trustPassword == null ? null : trustPassword.value());
+        return new SchemaRegistryClient(url, userInfo == null ? null : userInfo.value(), ssl, REGISTRY_TIMEOUT);
+    }
+
+    /** The codec of this configuration: a registry if one is named, receipts in the chosen framing. */
+    OutboxCodec codec() {
+        return new OutboxCodec(schemaRegistry(), CONFLUENT.equals(getString(RECEIPTS_FORMAT)),
+            getString(RECEIPTS_TOPIC) + "-value");
     }
 
     public Map<String, Target> targets() {

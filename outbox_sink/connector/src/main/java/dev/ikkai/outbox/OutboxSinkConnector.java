@@ -4,6 +4,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 
+import org.apache.kafka.common.config.AbstractConfig;
 import org.apache.kafka.common.config.Config;
 import org.apache.kafka.common.config.ConfigDef;
 import org.apache.kafka.common.config.ConfigException;
@@ -68,6 +69,15 @@ public final class OutboxSinkConnector extends SinkConnector {
                     instanceof List<?> l ? l.stream().map(String::valueOf).toList() : List.of(), props);
             } catch (ConfigException e) {
                 targets.addErrorMessage(e.getMessage());
+            }
+        }
+        ConfigValue registry = result.configValues().stream()
+            .filter(v -> v.name().equals(OutboxSinkConfig.REGISTRY_URL)).findFirst().orElseThrow();
+        if (result.configValues().stream().allMatch(v -> v.errorMessages().isEmpty())) {
+            try {
+                OutboxSinkConfig.checkRegistry(new AbstractConfig(OutboxSinkConfig.DEFINITION, props, false));
+            } catch (ConfigException e) {
+                registry.addErrorMessage(e.getMessage());
             }
         }
         if (!"all".equals(props.get(TOLERANCE))) {

@@ -61,6 +61,11 @@ import org.slf4j.LoggerFactory;
  * to wait longer than that (capped first: no answer can overflow the clock). Each final outcome
  * of a decodable request produces a receipt on outbox.receipts, keyed by decision_id.
  *
+ * <p>Requests in the Confluent wire format need the schema registry ({@link OutboxCodec}): an id it
+ * does not hold is dead-lettered ({@code unknown-schema}); a registry that cannot answer (down, 5xx,
+ * a credential refused) is not the record's fault, so the record waits and is tried again after a
+ * backoff, as long as it takes, holding back its partition like a failing target.
+ *
  * <p>Delivery is at least once: after a task restart, requests whose offsets were not yet
  * committed are sent again with the same Idempotency-Key (one per side effect:
  * {@link OutboxRequest#idempotencyKey()}), so the receiver applies them once,
@@ -121,7 +126,7 @@ public final class OutboxSinkTask extends SinkTask {
         targets = config.targets();
         policy = new RetryPolicy(config.duration(OutboxSinkConfig.BACKOFF_INITIAL), config.duration(OutboxSinkConfig.BACKOFF_MAX),
             config.duration(OutboxSinkConfig.RETRY_MAX_DURATION));
-        codec = new OutboxCodec();
+        codec = config.codec();
         reporter = context.errantRecordReporter();
         if (reporter == null) {
             throw new ConnectException("the outbox sink needs a dead-letter queue: set errors.tolerance=all and "
@@ -195,7 +200,9 @@ public final class OutboxSinkTask extends SinkTask {
         for (PendingRecords.Pending p : due) {
             Sent sent = send(p);
             if (sent == null) {
-                pending.finish(p);
+                if (p.registryRetryAt == null) {
+                    pending.finish(p);
+                }
             } else {
                 p.inFlight = true;
                 inFlight.add(sent);
@@ -261,16 +268,28 @@ public final class OutboxSinkTask extends SinkTask {
         return a.compareTo(b) <= 0 ? a : b;
     }
 
-    /** Starts one attempt; null when the record is final without sending (undecodable, not allowed). */
+    /**
+     * Starts one attempt; null when the record is final without sending (undecodable, not allowed), or
+     * when it waits for the schema registry ({@code p.registryRetryAt} set).
+     */
     private Sent send(PendingRecords.Pending p) {
         SinkRecord record = p.record;
-        if (p.request == null) {
-            try {
+        p.registryRetryAt = null;
+        try {
+            if (p.request == null) {
                 p.request = codec.decodeRequest(record.value() instanceof byte[] bytes ? bytes : null);
-            } catch (RejectedRequest e) {
-                deadLetter(record, null, e, null, null);
-                return null;
             }
+            codec.prepareReceipts();
+        } catch (RejectedRequest e) {
+            deadLetter(record, null, e, null, null);
+            return null;
+        } catch (SchemaRegistryClient.Unavailable e) {
+            waitForRegistry(p, e);
+            return null;
+        } catch (SchemaRegistryClient.Refused e) {
+            throw new ConnectException("the receipt schema cannot be registered, so no receipt can be written: "
+                + e.getMessage() + "; let the registry accept it (compatibility BACKWARD or weaker) or set "
+                + OutboxSinkConfig.RECEIPTS_FORMAT + "=" + OutboxSinkConfig.SINGLE_OBJECT);
         }
         OutboxRequest request = p.request;
         if (p.attempts == null) {
@@ -293,6 +312,22 @@ public final class OutboxSinkTask extends SinkTask {
         HttpRequest httpRequest = HttpRequests.build(resolved, request, record, state.attempts,
             config.duration(OutboxSinkConfig.HTTP_REQUEST_TIMEOUT));
         return new Sent(p, resolved, sentAt, http.send(httpRequest));
+    }
+
+    /**
+     * The registry could not answer for this record: it is not the record's fault, so it is neither
+     * sent nor dead-lettered but tried again after a backoff, for as long as it takes (its partition
+     * waits, paused, and its offset is not committed). Its HTTP retry budget has not started.
+     */
+    private void waitForRegistry(PendingRecords.Pending p, SchemaRegistryClient.Unavailable e) {
+        p.registryFailures++;
+        Duration wait = policy.backoff(p.registryFailures, Optional.empty(), ThreadLocalRandom.current().nextDouble());
+        p.registryRetryAt = clock.instant().plus(wait);
+        if (p.registryFailures == 1 || p.registryFailures % 20 == 0) {
+            log.warn("outbox request at {}-{}@{} waits for the schema registry (try {}, next in {} ms): {}",
+                p.record.topic(), p.record.kafkaPartition(), p.record.kafkaOffset(), p.registryFailures, wait.toMillis(),
+                e.getMessage());
+        }
     }
 
     /** What one answer means for its record; true when the outcome is final. */

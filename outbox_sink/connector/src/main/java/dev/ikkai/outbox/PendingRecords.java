@@ -44,6 +44,9 @@ final class PendingRecords {
         /** Null until the first attempt. */
         Attempts attempts;
         boolean inFlight;
+        /** When to try again a record the schema registry could not decode or receipt yet; null when not waiting. */
+        Instant registryRetryAt;
+        int registryFailures;
 
         Pending(SinkRecord record) {
             this.record = record;
@@ -51,9 +54,21 @@ final class PendingRecords {
             this.key = record.key() instanceof byte[] bytes ? ByteBuffer.wrap(bytes) : record.key();  // equal by content
         }
 
-        /** Failed transiently and its next attempt is not due yet. */
+        /** Failed transiently (or the registry did) and its next attempt is not due yet. */
         boolean waitingAt(Instant now) {
-            return attempts != null && !inFlight && attempts.nextAttemptAt.isAfter(now);
+            return !inFlight && (registryRetryAt != null && registryRetryAt.isAfter(now)
+                || attempts != null && attempts.nextAttemptAt.isAfter(now));
+        }
+
+        /** When this record is due again, if it waits for a retry. */
+        Instant retryAt() {
+            if (inFlight) {
+                return null;
+            }
+            if (registryRetryAt != null) {
+                return registryRetryAt;
+            }
+            return attempts != null ? attempts.nextAttemptAt : null;
         }
     }
 
@@ -126,8 +141,9 @@ final class PendingRecords {
         Instant earliest = null;
         for (Partition partition : partitions.values()) {
             for (Pending p : partition.records) {
-                if (p.attempts != null && !p.inFlight && (earliest == null || p.attempts.nextAttemptAt.isBefore(earliest))) {
-                    earliest = p.attempts.nextAttemptAt;
+                Instant at = p.retryAt();
+                if (at != null && (earliest == null || at.isBefore(earliest))) {
+                    earliest = at;
                 }
             }
         }

@@ -8,6 +8,8 @@ public final class RejectedRequest extends Exception {
     private static final long serialVersionUID = 1L;
 
     public static final String UNDECODABLE = "undecodable";
+    /** In the Confluent wire format with a schema id the registry does not hold (or not as an Avro schema). */
+    public static final String UNKNOWN_SCHEMA = "unknown-schema";
     public static final String UNKNOWN_TARGET = "unknown-target";
     public static final String BAD_PATH = "bad-path";
     public static final String BAD_METHOD = "bad-method";

@@ -345,6 +345,71 @@ class OutboxSinkTaskTest {
         assertThrows(org.apache.kafka.connect.errors.ConnectException.class, () -> task.put(List.of()));
     }
 
+    /** A task reading (and receipting) the Confluent wire format against {@code registry}. */
+    private OutboxSinkTask startRegistryTask(FakeSchemaRegistry registry) {
+        // The first task stays idle, not stopped: stop() would close the receipts producer the two share.
+        OutboxSinkTask started = new OutboxSinkTask(Clock.systemUTC(), config -> receipts, ANSWER_WAIT);
+        started.initialize(new FakeContext());
+        started.start(Map.of(
+            "outbox.targets", "payments-api",
+            "outbox.target.payments-api.url", "http://127.0.0.1:" + server.getAddress().getPort() + "/payments",
+            "outbox.receipts.bootstrap.servers", "unused:9092",
+            "outbox.retry.backoff.initial.ms", "1",
+            "outbox.retry.backoff.max.ms", "2",
+            "schema.registry.url", registry.url(),
+            "outbox.receipts.format", "confluent"));
+        return started;
+    }
+
+    /** {@code record(...)}'s request in the Confluent wire format under {@code schemaId}. */
+    private SinkRecord confluentRecord(long offset, String decisionId, int schemaId) throws IOException {
+        SinkRecord singleObject = record(0, offset, "A", decisionId, "payments-api");
+        GenericRecord request = new org.apache.avro.message.BinaryMessageDecoder<GenericRecord>(GenericData.get(),
+            codec.requestSchema()).decode((byte[]) singleObject.value());
+        byte[] value = FakeSchemaRegistry.confluent(schemaId, codec.requestSchema(), request);
+        return new SinkRecord("outbox.requests", 0, Schema.STRING_SCHEMA, "A", Schema.OPTIONAL_BYTES_SCHEMA, value, offset);
+    }
+
+    @Test
+    void anUnreachableRegistryHoldsTheRecordWithoutDeadLetteringItThenItIsDeliveredWithAConfluentReceipt() throws Exception {
+        try (FakeSchemaRegistry registry = new FakeSchemaRegistry()) {
+            int id = registry.register(codec.requestSchema());
+            task = startRegistryTask(registry);
+            registry.failWith = 503;
+            put(List.of(confluentRecord(3, "a1", id)));
+
+            assertEquals(List.of(), deadLettered, "the registry being down is not the record's fault");
+            assertEquals(List.of(), received);
+            assertEquals(Set.of(P0), paused);
+            assertTrue(timeout > 0, "the task asks to be called again to retry the registry");
+            assertEquals(Map.of(P0, new OffsetAndMetadata(3)), task.preCommit(Map.of(P0, new OffsetAndMetadata(4))));
+
+            registry.failWith = 0;
+            putUntilDone(List.of());
+
+            assertEquals(List.of("a1"), received);
+            assertEquals(List.of(), deadLettered);
+            byte[] receipt = receipts.history().get(0).value();
+            assertEquals(0, receipt[0], "the receipt is in the Confluent wire format");
+            assertEquals(registry.subjects.get("outbox.receipts-value"), List.of(ByteBuffer.wrap(receipt, 1, 4).getInt()));
+            assertEquals(Set.of(), paused);
+        }
+    }
+
+    @Test
+    void anIdTheRegistryDoesNotHoldIsDeadLetteredWithItsReason() throws Exception {
+        try (FakeSchemaRegistry registry = new FakeSchemaRegistry()) {
+            task = startRegistryTask(registry);
+            assertEquals(1, putUntilDone(List.of(confluentRecord(0, "a1", 999))));
+
+            assertEquals(List.of(), received);
+            assertEquals(1, deadLettered.size());
+            assertEquals("unknown-schema", deadLettered.get(0).headers().lastWithName("ikkai.dlq.error_class").value());
+            assertTrue(deadLettered.get(0).headers().lastWithName("ikkai.dlq.reason").value().toString().contains("999"));
+            assertEquals(List.of(), receipts.history(), "no receipt: without its schema the request has no decision_id");
+        }
+    }
+
     private final class FakeContext implements SinkTaskContext {
         private final PluginMetrics metrics = new PluginMetricsImpl(new Metrics(), new HashMap<>());
 
