@@ -213,6 +213,18 @@ def delete(
     "--state-file", type=click.Path(dir_okay=False, path_type=Path),
     help="Where restart counts survive a restart of serve [default: $IKKAI_HOME/auto-restart.json].",
 )  # fmt: skip
+@click.option(
+    "--tls-cert", type=click.Path(dir_okay=False, path_type=Path), envvar="IKKAI_SERVE_TLS_CERT",
+    help="Serve HTTPS: the server's certificate chain, PEM (with --tls-key). [env IKKAI_SERVE_TLS_CERT]",
+)  # fmt: skip
+@click.option(
+    "--tls-key", type=click.Path(dir_okay=False, path_type=Path), envvar="IKKAI_SERVE_TLS_KEY",
+    help="The certificate's private key, PEM, unencrypted (may be the --tls-cert file). [env IKKAI_SERVE_TLS_KEY]",
+)  # fmt: skip
+@click.option(
+    "--tls-client-ca", type=click.Path(dir_okay=False, path_type=Path), envvar="IKKAI_SERVE_TLS_CLIENT_CA",
+    help="Require client certificates signed by this CA, PEM (mutual TLS). [env IKKAI_SERVE_TLS_CLIENT_CA]",
+)  # fmt: skip
 def serve(
     host: str,
     port: int,
@@ -226,13 +238,16 @@ def serve(
     backoff_cap: float,
     max_restarts: int | None,
     state_file: Path | None,
+    tls_cert: Path | None,
+    tls_key: Path | None,
+    tls_client_ca: Path | None,
 ) -> None:
-    """Serve plan/apply/status/restart over HTTP (bearer token), /healthz and /metrics."""
+    """Serve plan/apply/status/restart over HTTP or HTTPS (bearer token), /healthz and /metrics."""
     import os
     import threading
 
     from deploy.auto_restart import RestartBackoff, RestartStateFile
-    from deploy.service import ControlPlane, ReconcileLoop, make_server, read_token
+    from deploy.service import ControlPlane, ReconcileLoop, ServeTLS, make_server, read_token
     from ikkai.settings import ikkai_home
 
     plane = ControlPlane(read_token(dict(os.environ), token_file), bundles_dir, connect_url, clusters)
@@ -243,7 +258,8 @@ def serve(
             raise click.BadParameter(f"{target!r} is not BUNDLE/ENV", param_hint="--reconcile")
         plane.request(bundle_name, env)
         pairs.append((bundle_name, env))
-    server = make_server(plane, host, port)
+    tls = ServeTLS.of(tls_cert, tls_key, tls_client_ca)
+    server = make_server(plane, host, port, tls)
     loop = None
     if pairs:
         loop = ReconcileLoop(
@@ -254,7 +270,8 @@ def serve(
             state_file=RestartStateFile(state_file or ikkai_home() / "auto-restart.json"),
         )
         threading.Thread(target=loop.run, name="ikkai-reconcile", daemon=True).start()
-    click.echo(f"serving on http://{host}:{server.server_address[1]}", err=True)
+    scheme = "https" if tls else "http"
+    click.echo(f"serving on {scheme}://{host}:{server.server_address[1]}", err=True)
     try:
         server.serve_forever()
     finally:

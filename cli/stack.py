@@ -22,20 +22,21 @@ from ikkai.settings import Endpoints, jars_dir
 EXIT_NOT_RUNNING = 3
 
 
-def endpoints_text(data: dict[str, Any]) -> str:
-    keys = ("runtime", "bootstrap_servers", "connect_url", "kafka_config", "connect_credentials", "home")
-    rows = [(k, str(data[k])) for k in keys if k in data]
+def endpoints_text(data: dict[str, Any], *more: tuple[str, str]) -> str:
+    keys = ("runtime", "bootstrap_servers", "connect_url", "schema_registry_url", "kafka_config",
+            "connect_credentials", "home")  # fmt: skip
+    rows = [(k, str(data[k])) for k in keys if k in data] + list(more)
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
 
 
 def status_text(data: dict[str, Any]) -> str:
-    lines = [endpoints_text(data), f"{'state':<17}  {data['state']}", ""]
-    lines.append(f"{'COMPONENT':<10} {'HEALTH':<9} {'PIDS':<16} LOG")
+    lines = [endpoints_text(data, ("state", data["state"])), ""]
+    lines.append(f"{'COMPONENT':<15} {'HEALTH':<9} {'PIDS':<16} LOG")
     for c in data["components"]:
         health = "healthy" if c["healthy"] else "down" if not c["pids"] and data["runtime"] == "local" else "unhealthy"
         pids = ",".join(str(p) for p in c["pids"]) or "-"
-        lines.append(f"{c['name']:<10} {health:<9} {pids:<16} {c['log']}")
+        lines.append(f"{c['name']:<15} {health:<9} {pids:<16} {c['log']}")
     return "\n".join(lines)
 
 
@@ -74,10 +75,12 @@ def _stack(
     connect_port: int | None = None,
     brokers: int | None = None,
     secure: bool | None = None,
+    registry: bool | None = None,
+    registry_port: int | None = None,
 ) -> Stack:
     return select_stack(
         ctx.obj["runtime"], home=ctx.obj["home"], broker_port=broker_port, connect_port=connect_port, brokers=brokers,
-        secure=secure,
+        secure=secure, registry=registry, registry_port=registry_port,
     )  # fmt: skip
 
 
@@ -102,6 +105,13 @@ def _endpoint_data(endpoints: Endpoints, stack_: Stack) -> dict[str, Any]:
     help="SASL_SSL (SCRAM-SHA-512) for Kafka and HTTPS with basic auth for Connect, certificates made at the first "
          "start; `ikkai stack env` prints what clients need. [default: the home's choice, plaintext for a new home]",
 )  # fmt: skip
+@click.option(
+    "--registry/--no-registry", default=None,
+    help="Also run a local schema registry (Apicurio, in memory, Confluent-compatible API; built with Maven at the "
+         "first start); `ikkai stack env` exports IKKAI_SCHEMA_REGISTRY_URL, which switches ikkai's writers to the "
+         "Confluent wire format. [default: the home's choice, none for a new home]",
+)  # fmt: skip
+@click.option("--registry-port", type=int, help="Schema registry port (default: last run's, else a free one).")
 @output_option
 @click.pass_context
 def up(
@@ -110,11 +120,14 @@ def up(
     connect_port: int | None,
     brokers: int | None,
     secure: bool | None,
+    registry: bool | None,
+    registry_port: int | None,
     output: str,
 ) -> None:
     """Start the stack and wait until it answers; prints the endpoints."""
     started = time.monotonic()
-    stack_ = _stack(ctx, broker_port=broker_port, connect_port=connect_port, brokers=brokers, secure=secure)
+    stack_ = _stack(ctx, broker_port=broker_port, connect_port=connect_port, brokers=brokers, secure=secure,
+                    registry=registry, registry_port=registry_port)  # fmt: skip
     endpoints = stack_.up()
     click.echo(f"stack up in {time.monotonic() - started:.1f}s", err=True)
     emit(_endpoint_data(endpoints, stack_), output, endpoints_text)
@@ -144,7 +157,8 @@ def status(ctx: click.Context, output: str) -> None:
 @click.pass_context
 def env(ctx: click.Context) -> None:
     """Print shell exports that point clients (and ikkai itself) at the running stack."""
-    endpoints = _stack(ctx).endpoints()
+    stack_ = _stack(ctx)
+    endpoints = stack_.endpoints()
     if endpoints is None:
         raise IkkaiError("the stack has never been started here", fix="run `ikkai stack up`")
     click.echo(f"export IKKAI_BOOTSTRAP_SERVERS={endpoints.bootstrap_servers}")
@@ -153,6 +167,14 @@ def env(ctx: click.Context) -> None:
         click.echo(f"export IKKAI_KAFKA_CONFIG={endpoints.kafka_config}")
     if endpoints.connect_credentials:
         click.echo(f"export IKKAI_CONNECT_CREDENTIALS={endpoints.connect_credentials}")
+    listeners: dict[str, str] = getattr(stack_, "secure_listeners", dict)()  # a secured stack's other listeners
+    if "mtls" in listeners:
+        mtls = Path(endpoints.kafka_config).with_name("client-mtls.properties")
+        click.echo(f"# mutual TLS: IKKAI_BOOTSTRAP_SERVERS={listeners['mtls']} IKKAI_KAFKA_CONFIG={mtls}")
+    if "oauth" in listeners:
+        click.echo(f"# OAUTHBEARER: IKKAI_BOOTSTRAP_SERVERS={listeners['oauth']} (docs/security.md: a token endpoint)")
+    if endpoints.schema_registry_url:  # the wire format of every ikkai writer: Confluent's, against this registry
+        click.echo(f"export IKKAI_SCHEMA_REGISTRY_URL={endpoints.schema_registry_url}")
 
 
 @click.command()

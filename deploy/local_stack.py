@@ -9,6 +9,7 @@ one home folder::
                                connect-distributed.properties, log4j2 per component
     <home>/kafka/data/         the broker's log.dirs (KRaft metadata included); kafka/data-<i>/ per node of N > 1
     <home>/logs/               broker.log (broker-<i>.log), connect.log (log4j2) and *.out (JVM stdout/stderr)
+    <home>/schema-registry.json  with ``registry``: the local schema registry's port (deploy/schema_registry.py)
 
 The processes are found by their command line (deploy/processes.py), not by trusting a pid
 file, so ``up`` after a crash notices the half-dead stack, stops what is left and starts
@@ -18,6 +19,7 @@ clean, and ``down`` leaves no process of this home behind.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import re
 import shutil
@@ -26,7 +28,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,9 +39,10 @@ from deploy.artifacts import JarSet, ensure_jars
 from deploy.errors import PortInUseError, StackError
 from deploy.leaders import partition_leaders, transaction_coordinator, under_replicated
 from deploy.local_plugins import local_plugin_dirs_for_stack
-from deploy.ports import choose_ports, ephemeral_range, port_is_free, reserved_ports
+from deploy.ports import choose_ports, ephemeral_range, free_port, port_is_free, reserved_ports
 from deploy.prerequisites import check_java
 from deploy.probes import broker_answers, connect_plugins
+from deploy.schema_registry import REGISTRY, LocalSchemaRegistry
 from deploy.stack_config import BROKER as BROKER  # re-exported: callers name components by these
 from deploy.stack_config import CONNECT as CONNECT
 from deploy.stack_config import (
@@ -57,12 +60,14 @@ from deploy.stack_config import (
 from deploy.stack_security import (
     SECURE_DIR,
     StackSecrets,
+    broker_jvm_options,
     broker_security,
     client_settings,
     connect_jvm_options,
     connect_security,
     ensure_secrets,
     scram_credentials,
+    with_extra_listeners,
 )
 from ikkai.contract.kafka_security import SecurityConfig, librdkafka_settings
 from ikkai.settings import STACK_STATE, Endpoints, endpoints_connect_auth
@@ -77,6 +82,8 @@ FILE_SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 
 READY_TIMEOUT = {BROKER: 90.0, CONNECT: 180.0}
 STOP_GRACE = {CONNECT: 20.0, BROKER: 30.0}
+LISTENERS_KEY = "secure_listeners"  # stack.json: a secured one-broker stack's extra listener ports
+EXTRA_LISTENERS = ("mtls", "oauth")
 
 
 @dataclass(frozen=True)
@@ -128,9 +135,14 @@ class LocalStack:
         extra_plugin_dirs: tuple[Path, ...] = (),
         progress: TextIO = sys.stderr,
         secure: bool | None = None,
+        listener_ports: Mapping[str, int] | None = None,
+        registry: bool | None = None,
+        registry_port: int | None = None,
     ) -> None:
         """``brokers``: how many KRaft nodes ``up`` starts; None keeps the home's count (1 for a new home).
-        ``secure``: SASL_SSL and an HTTPS, basic-auth Connect REST API; None keeps the home's choice."""
+        ``secure``: SASL_SSL and an HTTPS, basic-auth Connect REST API; None keeps the home's choice.
+        ``listener_ports``: a secured one-broker stack's ``mtls`` and ``oauth`` listener ports (default:
+        last run's, else free ones)."""
         if brokers is not None:
             broker_components(brokers)  # at least one
         self.home = home.resolve()
@@ -141,6 +153,9 @@ class LocalStack:
         self.extra_plugin_dirs = extra_plugin_dirs
         self.progress = progress
         self.requested_secure = secure
+        self.requested_listeners = dict(listener_ports or {})
+        self.requested_registry = registry  # the local schema registry too; None keeps the home's choice
+        self.registry_port = registry_port
 
     # -- paths ---------------------------------------------------------------------------------
 
@@ -187,6 +202,20 @@ class LocalStack:
     def stack_secrets(self) -> StackSecrets | None:
         """The secured stack's certificates and credentials (made on first use); None for a plaintext stack."""
         return ensure_secrets(self.home) if self.secure else None
+
+    def secure_listeners(self) -> dict[str, str]:
+        """A secured one-broker stack's extra listeners by name (``mtls``, ``oauth``): their ``host:port``."""
+        saved = self._saved_state().get(LISTENERS_KEY)
+        return {name: f"{HOST}:{port}" for name, port in saved.items()} if isinstance(saved, dict) else {}
+
+    @property
+    def with_registry(self) -> bool:
+        """Whether this home's stack runs the local schema registry: as asked, else as recorded, else not."""
+        saved = self._saved_state().get("registry")
+        return self.requested_registry if self.requested_registry is not None else saved is True
+
+    def schema_registry(self) -> LocalSchemaRegistry:
+        return LocalSchemaRegistry(self.home, self.jars_dir, port=self.registry_port, progress=self.progress)
 
     @property
     def brokers(self) -> tuple[str, ...]:
@@ -242,7 +271,9 @@ class LocalStack:
         ports = self._saved_ports()
         if ports is None:
             return None
-        return self._endpoints(ports)
+        endpoints = self._endpoints(ports)
+        url = self.schema_registry().url() if self.with_registry else None
+        return dataclasses.replace(endpoints, schema_registry_url=url) if url else endpoints
 
     def _endpoints(self, ports: Ports) -> Endpoints:
         stack = self.stack_secrets()
@@ -260,6 +291,9 @@ class LocalStack:
             pids = sorted(live.get(name, []))
             healthy = bool(pids) and ports is not None and self._answers(name, ports)
             components.append(ComponentStatus(name, pids, healthy, self.log_file(name)))
+        if self.with_registry:
+            registry = self.schema_registry().status()
+            components.append(ComponentStatus(REGISTRY, registry.pids, registry.healthy, registry.log))
         return StackStatus(self.home, self.endpoints(), components)
 
     def up(self) -> Endpoints:
@@ -286,9 +320,10 @@ class LocalStack:
                 f"`ikkai stack --home {self.home} down --purge`",
             )  # fmt: skip
         current = self.status()
+        current = dataclasses.replace(current, components=[c for c in current.components if c.name != REGISTRY])
         if current.running and current.endpoints:
             self._say("stack already up")
-            return current.endpoints
+            return self._start_registry()
         if not current.stopped:
             dead = [c.name for c in current.components if not c.pids]
             self._say(
@@ -306,15 +341,14 @@ class LocalStack:
         # All nodes at once: a node of three is ready only once a quorum of controllers has formed.
         self._start(self.brokers, java.executable, jars, ports)
         self._start([CONNECT], java.executable, jars, ports)
-        endpoints = self.endpoints()
-        assert endpoints is not None
-        return endpoints
+        return self._start_registry()
 
     def down(self, *, purge: bool = False) -> list[int]:
         """Stop every process of this home (Connect first); with ``purge`` also delete its data."""
         stopped = self._stop_all()
         if purge:
-            for path in (self.config_dir, self.home / "kafka", self.logs_dir, self.home / SECURE_DIR, self.state_file):
+            for path in (self.config_dir, self.home / "kafka", self.logs_dir, self.home / SECURE_DIR, self.state_file,
+                         self.schema_registry().state_file):  # fmt: skip
                 if path.is_dir():
                     shutil.rmtree(path)
                 else:
@@ -352,6 +386,31 @@ class LocalStack:
     def _say(self, message: str) -> None:
         self.progress.write(f"{message}\n")
         self.progress.flush()
+
+    def _start_registry(self) -> Endpoints:
+        """With ``registry``: the local schema registry up (a no-op when it answers) and recorded; the endpoints."""
+        registry = self.schema_registry()
+        if self.requested_registry is False and registry.status().pids:
+            self._say(f"stopping {REGISTRY} (--no-registry)")
+            registry.down()
+        if self.with_registry:
+            started, fresh = time.monotonic(), not registry.status().healthy
+            if fresh:
+                self._say(f"starting {REGISTRY}")
+            url = registry.up()
+            if fresh:
+                versions = _register_catalog(url)
+                self._say(f"{REGISTRY} ready in {time.monotonic() - started:.1f}s on {url}; the catalog's {versions} "
+                          "schema versions registered in catalog order (the same ids after every restart)")  # fmt: skip
+        if self.requested_registry is not None:
+            self._update_state(registry=self.requested_registry)
+        endpoints = self.endpoints()
+        assert endpoints is not None
+        self._update_state(endpoints=endpoints.as_dict())  # for clients that read stack.json (the jobs)
+        return endpoints
+
+    def _update_state(self, **entries: object) -> None:
+        self.state_file.write_text(json.dumps({**self._saved_state(), **entries}, indent=2) + "\n")
 
     def _check_component(self, component: str) -> None:
         if component not in self.components:
@@ -413,6 +472,24 @@ class LocalStack:
                 )
         return chosen
 
+    def _choose_listener_ports(self, ports: Ports, saved: dict[str, int]) -> dict[str, int]:
+        """The MTLS and OAUTH listeners' ports: requested (must be free), else last run's if free, else new."""
+        taken = set(ports.as_dict().values())
+        chosen: dict[str, int] = {}
+        for name in EXTRA_LISTENERS:
+            port = self.requested_listeners.get(name)
+            if port is not None and not port_is_free(port):
+                raise PortInUseError(
+                    HOST, port, f"{name} listener", fix=f"free it (ss -ltnp 'sport = :{port}' shows who holds it)"
+                )
+            if port is None:
+                old = saved.get(name)
+                free = isinstance(old, int) and old not in taken and port_is_free(old)
+                port = old if free and isinstance(old, int) else free_port(avoid=taken)
+            taken.add(port)
+            chosen[name] = port
+        return chosen
+
     def _check_ports_free(self, component: str, ports: Ports) -> None:
         roles = (CONNECT,) if component == CONNECT else (component, component.replace(BROKER, CONTROLLER, 1))
         for role in roles:
@@ -434,6 +511,9 @@ class LocalStack:
         state["ports"] = ports.as_dict()
         state["brokers"] = len(ports.nodes)
         state["secure"] = self.secure
+        if self.secure and len(ports.nodes) == 1:
+            saved = state.get(LISTENERS_KEY)
+            state[LISTENERS_KEY] = self._choose_listener_ports(ports, saved if isinstance(saved, dict) else {})
         state["endpoints"] = self._endpoints(ports).as_dict()
         state.setdefault("cluster_id", _new_cluster_id())
         self.state_file.write_text(json.dumps(state, indent=2) + "\n")
@@ -463,6 +543,9 @@ class LocalStack:
             for key in ("listeners", "advertised.listeners"):
                 properties[key] = properties[key].replace("PLAINTEXT://", "SASL_SSL://")
             properties |= broker_security(stack)
+            listeners = self._saved_state().get(LISTENERS_KEY)
+            if isinstance(listeners, dict) and len(ports.nodes) == 1:
+                properties = with_extra_listeners(properties, stack, listeners, HOST)
         return properties
 
     def _connect_configs(self, ports: Ports, jars: JarSet) -> dict[str, dict[str, str]]:
@@ -474,6 +557,8 @@ class LocalStack:
                 *self.extra_plugin_dirs,
             ],
         )
+        if self.extra_plugin_dirs:  # plugins from elsewhere may lack ServiceLoader manifests: scan them too
+            worker["plugin.discovery"] = "hybrid_warn"
         stack = self.stack_secrets()
         if stack is not None:
             worker |= connect_security(stack, ports.connect, HOST)
@@ -513,8 +598,10 @@ class LocalStack:
             )
 
     def _jvm_options(self, component: str) -> list[str]:
-        stack = self.stack_secrets() if component == CONNECT else None
-        return [*(connect_jvm_options(stack) if stack else []),
+        stack = self.stack_secrets()
+        security = [] if stack is None else connect_jvm_options(stack) if component == CONNECT else \
+            broker_jvm_options(stack)  # fmt: skip
+        return [*security,
             "-Xms128m", f"-Xmx{self.heap}",
             "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:+ExitOnOutOfMemoryError",
             "-Djava.awt.headless=true",
@@ -594,6 +681,27 @@ class LocalStack:
                     grace = STOP_GRACE.get(_kind(component), 5) if grace_seconds is None else grace_seconds
                     pool.submit(processes.stop, pid, self.home, component, grace_seconds=grace)
         return [pid for _, pid in targets]
+
+
+def _register_catalog(url: str) -> int:
+    """Register every schema version of the catalog, in order, into the empty registry at ``url``; how many.
+
+    The registry keeps its schemas in memory and numbers them as they come: registered in one fixed
+    order right after each start, the catalog's schemas get the same ids every time, so records kept
+    in the stack's topics across ``down``/``up`` still name the schema they were written with.
+    """
+    try:
+        from ikkai.contract.registry import RegistryCodec  # the registry extra
+    except ImportError as exc:
+        raise StackError(REGISTRY, f"the schema registry client cannot load: {exc}",
+                         fix="pip install 'ikkai[registry]'") from exc  # fmt: skip
+    from ikkai.contract.codec import default_codec
+
+    codec = RegistryCodec(default_codec().catalog, {"url": url})
+    try:
+        return sum(len(ids) for ids in codec.register_catalog().values())
+    finally:
+        codec.close()
 
 
 def _node_id(broker: str) -> int:

@@ -74,6 +74,8 @@ def select_stack(
     connect_port: int | None = None,
     brokers: int | None = None,
     secure: bool | None = None,
+    registry: bool | None = None,
+    registry_port: int | None = None,
     progress: TextIO = sys.stderr,
 ) -> Stack:
     """``brokers``: the embedded stack's broker count (None: the home's, 1 for a new one); only it has a choice."""
@@ -89,6 +91,9 @@ def select_stack(
             "stack", "--secure is for the embedded stack only",
             fix="for an existing cluster, name its client settings in IKKAI_KAFKA_CONFIG and IKKAI_CONNECT_CREDENTIALS",
         )  # fmt: skip
+    if registry and runtime != "local":
+        raise StackError("stack", "--registry is for the embedded stack only",
+                         fix="for an existing registry, export IKKAI_SCHEMA_REGISTRY_URL")  # fmt: skip
     if runtime == "docker":
         from deploy.docker_stack import DockerStack  # imported lazily: needs the docker SDK
 
@@ -101,4 +106,6 @@ def select_stack(
         brokers=brokers,
         progress=progress,
         secure=secure,
+        registry=registry,
+        registry_port=registry_port,
     )

@@ -8,7 +8,9 @@
   POST /bundles/<bundle>/<env>/restart       restart; ?failed=true restarts failed tasks only
 
 Every route but /healthz needs ``Authorization: Bearer <token>``; the token comes from
-$IKKAI_SERVE_TOKEN or a file, and the server refuses to start without one. Bundles are
+$IKKAI_SERVE_TOKEN or a file, and the server refuses to start without one. With a certificate
+and key (PEM) it speaks HTTPS only, and with a client CA it also requires a client certificate
+signed by that CA (mutual TLS); the bearer token is needed all the same. Bundles are
 looked up by name in one folder only (no paths from the request). The loop re-applies
 its bundles every interval and restarts failed connectors with capped exponential backoff, at
 most ``max_restarts`` times; restart counts and times live in a state file
@@ -20,6 +22,8 @@ from __future__ import annotations
 import hmac
 import json
 import re
+import socket
+import ssl
 import threading
 import time
 from collections import Counter
@@ -37,6 +41,10 @@ from deploy.health import failure
 from ikkai.errors import ConfigError, IkkaiError
 
 TOKEN_VAR = "IKKAI_SERVE_TOKEN"  # noqa: S105 - the variable's name, not a token
+TLS_CERT_VAR = "IKKAI_SERVE_TLS_CERT"
+TLS_KEY_VAR = "IKKAI_SERVE_TLS_KEY"
+TLS_CLIENT_CA_VAR = "IKKAI_SERVE_TLS_CLIENT_CA"
+HANDSHAKE_SECONDS = 10.0  # a client that connects and says nothing holds one thread this long, not for ever
 _ROUTE = re.compile(r"^/bundles/([a-z0-9][a-z0-9._-]*)/([a-z0-9][a-z0-9_-]*)/(plan|apply|status|restart)$")
 _METHOD = {"plan": "GET", "status": "GET", "apply": "POST", "restart": "POST"}
 
@@ -259,7 +267,110 @@ class ReconcileLoop:
             self.stopping.wait(self.interval)
 
 
-def make_server(plane: ControlPlane, host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
-    server = ThreadingHTTPServer((host, port), handler_for(plane))
+@dataclass(frozen=True)
+class ServeTLS:
+    """The server's certificate chain and key (PEM), and the CA its clients' certificates must chain to."""
+
+    cert: Path
+    key: Path
+    client_ca: Path | None = None
+
+    @classmethod
+    def of(cls, cert: Path | None, key: Path | None, client_ca: Path | None) -> ServeTLS | None:
+        """From ``--tls-cert``/``--tls-key``/``--tls-client-ca`` (or their variables); None for plain HTTP."""
+        if cert is None and key is None:
+            if client_ca is not None:
+                raise ConfigError(
+                    "serve",
+                    "--tls-client-ca",
+                    "needs --tls-cert and --tls-key",
+                    fix="client certificates are checked only over HTTPS: name the server's too",
+                )
+            return None
+        if cert is None or key is None:
+            given, missing = ("--tls-cert", "--tls-key") if key is None else ("--tls-key", "--tls-cert")
+            raise ConfigError(
+                "serve",
+                missing,
+                f"missing while {given} is given",
+                fix=f"name both (or ${TLS_CERT_VAR} and ${TLS_KEY_VAR}), or neither for plain HTTP",
+            )
+        return cls(cert, key, client_ca)
+
+    def context(self) -> ssl.SSLContext:
+        """A server context (TLS 1.2+); a missing, unreadable or mismatched file is one ConfigError naming it."""
+        named = {"--tls-cert": self.cert, "--tls-key": self.key}
+        if self.client_ca is not None:
+            named["--tls-client-ca"] = self.client_ca
+        for option, path in named.items():
+            try:
+                path.read_bytes()
+            except OSError as exc:
+                raise ConfigError(
+                    "serve",
+                    f"{option} {path}",
+                    f"cannot be read: {exc.strerror}",
+                    fix="name a PEM file this user can read",
+                ) from exc
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        try:
+            context.load_cert_chain(self.cert, self.key)
+        except ssl.SSLError as exc:
+            if exc.reason == "KEY_VALUES_MISMATCH":
+                raise ConfigError(
+                    "serve",
+                    f"--tls-key {self.key}",
+                    f"is not the key of the certificate in {self.cert}",
+                    fix="name the key the certificate was issued for",
+                ) from exc
+            raise ConfigError(
+                "serve",
+                f"--tls-cert {self.cert} / --tls-key {self.key}",
+                f"not a PEM certificate chain and unencrypted private key ({exc.reason})",
+                fix="convert with openssl (x509 -outform PEM; pkey -out key.pem)",
+            ) from exc
+        if self.client_ca is not None:
+            try:
+                context.load_verify_locations(cafile=self.client_ca)
+            except ssl.SSLError as exc:
+                raise ConfigError(
+                    "serve",
+                    f"--tls-client-ca {self.client_ca}",
+                    f"holds no PEM CA certificate ({exc.reason})",
+                    fix="name the PEM file of the CA that signs the clients' certificates",
+                ) from exc
+            context.verify_mode = ssl.CERT_REQUIRED
+        return context
+
+
+class _TLSServer(ThreadingHTTPServer):
+    """HTTPS: each connection's handshake runs on its own thread, so a slow client never blocks ``accept``."""
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], context: ssl.SSLContext):
+        super().__init__(address, handler)
+        self.context = context
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        connection, address = super().get_request()
+        return self.context.wrap_socket(connection, server_side=True, do_handshake_on_connect=False), address
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        request.settimeout(HANDSHAKE_SECONDS)
+        try:
+            request.do_handshake()
+        except (ssl.SSLError, OSError):
+            return  # a client that does not trust our certificate, or brings none when one is required
+        request.settimeout(None)
+        super().finish_request(request, client_address)
+
+
+def make_server(
+    plane: ControlPlane, host: str = "127.0.0.1", port: int = 0, tls: ServeTLS | None = None
+) -> ThreadingHTTPServer:
+    """HTTP, or HTTPS with ``tls`` (its files are checked here, before the port is bound)."""
+    context = tls.context() if tls else None
+    server = _TLSServer((host, port), handler_for(plane), context) if context else \
+        ThreadingHTTPServer((host, port), handler_for(plane))  # fmt: skip
     server.daemon_threads = True
     return server

@@ -4,7 +4,12 @@ Written once under ``<home>/secure/`` (mode 0700, files 0600) and kept across re
 
 - ``ca.pem`` — a CA made for this stack only; ``broker.pem`` / ``connect.pem`` — the broker's and
   the Connect REST server's key and certificate (for 127.0.0.1 and localhost), signed by it;
-  ``client.pem`` — a client certificate, for clients that authenticate by certificate too.
+  ``client.pem`` / ``client.p12`` — a client certificate (PEM, and PKCS#12 with the client password),
+  for the mutual-TLS listener; ``client-mtls.properties`` — a client of that listener, in Kafka's names.
+- ``oauth-signing.pem`` / ``jwks.json`` — an RS256 signing key and its public half as a JWKS file: the
+  OAUTHBEARER listener accepts JWTs it signed (audience ``ikkai-kafka``, issuer ``ikkai-embedded-stack``).
+  An identity provider that issues such tokens stands in front of it (tests/deploy/identity_provider.py
+  is a small one).
 - ``client.properties`` — what a client needs, in Kafka's names: SASL_SSL, SCRAM-SHA-512 as user
   ``ikkai``, the CA as a PEM truststore. ``IKKAI_KAFKA_CONFIG`` names it for ikkai's clients.
 - ``connect-users.properties`` / ``connect-jaas.conf`` — the Connect REST user for Apache Kafka's
@@ -16,11 +21,13 @@ and the worker's settings from them (``stack_config`` keeps the plaintext ones).
 
 from __future__ import annotations
 
+import base64
 import datetime
 import ipaddress
 import json
 import os
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +46,16 @@ REST_EXTENSION = "org.apache.kafka.connect.rest.basic.auth.extension.BasicAuthSe
 SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 VALID_DAYS = 825
+MTLS_LISTENER = "MTLS"  # SSL, ssl.client.auth=required: the client certificate is the identity
+OAUTH_LISTENER = "OAUTH"  # SASL_SSL with OAUTHBEARER: a JWT signed by the stack's issuer key
+OAUTH_AUDIENCE = "ikkai-kafka"
+OAUTH_ISSUER = "ikkai-embedded-stack"  # the "iss" a token must carry
+OAUTH_KEY_ID = "ikkai-stack-1"
+OAUTH_LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+OAUTH_VALIDATOR = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+OAUTH_LOGIN_HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
+ALLOWED_URLS_PROPERTY = "org.apache.kafka.sasl.oauthbearer.allowed.urls"  # Kafka 4.x: none unless named
+ALLOWED_FILES_PROPERTY = "org.apache.kafka.sasl.oauthbearer.allowed.files"
 
 
 @dataclass(frozen=True)
@@ -72,8 +89,25 @@ class StackSecrets:
         return self.dir / "client.pem"
 
     @property
+    def client_keystore(self) -> Path:
+        """``client.pem`` as PKCS#12, protected by the client password (for Java keystore readers)."""
+        return self.dir / "client.p12"
+
+    @property
     def client_properties(self) -> Path:
         return self.dir / "client.properties"
+
+    @property
+    def mtls_properties(self) -> Path:
+        return self.dir / "client-mtls.properties"
+
+    @property
+    def oauth_signing_key(self) -> Path:
+        return self.dir / "oauth-signing.pem"
+
+    @property
+    def jwks(self) -> Path:
+        return self.dir / "jwks.json"
 
     @property
     def jaas(self) -> Path:
@@ -105,6 +139,63 @@ def client_settings(stack: StackSecrets, *, password: str | None = None) -> dict
         "ssl.truststore.type": "PEM",
         "ssl.truststore.location": str(stack.ca),
     }
+
+
+def mtls_client_settings(stack: StackSecrets, *, keystore: str = "PEM") -> dict[str, str]:
+    """A client of the mutual-TLS listener: the CA, and the client certificate as PEM or PKCS#12."""
+    settings = {"security.protocol": "SSL", "ssl.truststore.type": "PEM", "ssl.truststore.location": str(stack.ca)}
+    if keystore == "PEM":
+        return settings | {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(stack.client_pem)}
+    return settings | {"ssl.keystore.type": "PKCS12", "ssl.keystore.location": str(stack.client_keystore),
+                       "ssl.keystore.password": stack.client_password}  # fmt: skip
+
+
+def oauth_client_settings(
+    stack: StackSecrets, token_endpoint: str, client_id: str, client_secret: str
+) -> dict[str, str]:
+    """A client of the OAUTHBEARER listener that fetches its JWT from ``token_endpoint`` (client credentials)."""
+    return {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "OAUTHBEARER",
+        "sasl.jaas.config": _jaas(OAUTH_LOGIN_MODULE, clientId=client_id, clientSecret=client_secret),
+        "sasl.login.callback.handler.class": OAUTH_LOGIN_HANDLER,
+        "sasl.oauthbearer.token.endpoint.url": token_endpoint,
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(stack.ca),
+    }
+
+
+def with_extra_listeners(
+    properties: Mapping[str, str], stack: StackSecrets, ports: Mapping[str, int], host: str
+) -> dict[str, str]:
+    """A secured broker's settings (``broker_security``'s) with the MTLS and OAUTH listeners added.
+
+    ``ports`` maps ``mtls`` and ``oauth`` to their ports. MTLS speaks SSL and requires a client
+    certificate signed by the stack's CA; OAUTH speaks SASL_SSL with OAUTHBEARER only and checks a
+    JWT's signature against the stack's JWKS file, its expiry, audience and issuer.
+    """
+    extra = {MTLS_LISTENER: ("SSL", ports["mtls"]), OAUTH_LISTENER: ("SASL_SSL", ports["oauth"])}
+    addresses = ",".join(f"{name}://{host}:{port}" for name, (_, port) in extra.items())
+    protocols = ",".join(f"{name}:{protocol}" for name, (protocol, _) in extra.items())
+    oauth = f"listener.name.{OAUTH_LISTENER.lower()}"
+    return {
+        **properties,
+        "listeners": f"{properties['listeners']},{addresses}",
+        "advertised.listeners": f"{properties['advertised.listeners']},{addresses}",
+        "listener.security.protocol.map": f"{properties['listener.security.protocol.map']},{protocols}",
+        f"listener.name.{MTLS_LISTENER.lower()}.ssl.client.auth": "required",
+        f"{oauth}.sasl.enabled.mechanisms": "OAUTHBEARER",
+        f"{oauth}.oauthbearer.sasl.jaas.config": f"{OAUTH_LOGIN_MODULE} required;",
+        f"{oauth}.oauthbearer.sasl.server.callback.handler.class": OAUTH_VALIDATOR,
+        f"{oauth}.oauthbearer.sasl.oauthbearer.jwks.endpoint.url": stack.jwks.as_uri(),
+        f"{oauth}.oauthbearer.sasl.oauthbearer.expected.audience": OAUTH_AUDIENCE,
+        f"{oauth}.oauthbearer.sasl.oauthbearer.expected.issuer": OAUTH_ISSUER,
+    }
+
+
+def broker_jvm_options(stack: StackSecrets) -> list[str]:
+    """Kafka 4.x reads no OAuth URL or file it was not told it may: the JWKS file is allowed by name."""
+    return [f"-D{ALLOWED_URLS_PROPERTY}={stack.jwks.as_uri()}", f"-D{ALLOWED_FILES_PROPERTY}={stack.jwks}"]
 
 
 def broker_security(stack: StackSecrets) -> dict[str, str]:
@@ -168,7 +259,8 @@ def ensure_secrets(home: Path) -> StackSecrets:
         stack = StackSecrets(directory, saved["client"], saved["broker"], saved["rest"])
         files = (stack.ca, stack.broker_pem, stack.connect_pem, stack.connect_keystore, stack.client_pem)
         if all(path.is_file() for path in files):
-            client_files = (stack.client_properties, stack.rest_users, stack.jaas, stack.rest_credentials)
+            client_files = (stack.client_properties, stack.rest_users, stack.jaas, stack.rest_credentials,
+                            stack.mtls_properties, stack.client_keystore, stack.jwks)  # fmt: skip
             if not all(path.is_file() for path in client_files):  # read on every health poll: write only what is gone
                 _write_client_files(stack)
             return stack
@@ -195,8 +287,20 @@ def ensure_secrets(home: Path) -> StackSecrets:
 
 
 def _write_client_files(stack: StackSecrets) -> None:
-    lines = [f"{k}={v}" for k, v in client_settings(stack).items()]
-    _write_secret(stack.client_properties, "# written by ikkai stack up --secure\n" + "\n".join(lines) + "\n")
+    for path, settings in ((stack.client_properties, client_settings(stack)),
+                           (stack.mtls_properties, mtls_client_settings(stack))):  # fmt: skip
+        lines = [f"{k}={v}" for k, v in settings.items()]
+        _write_secret(path, "# written by ikkai stack up --secure\n" + "\n".join(lines) + "\n")
+    if not stack.client_keystore.is_file():  # from client.pem: a home made before it existed gets one too
+        pem = stack.client_pem.read_bytes()
+        key = serialization.load_pem_private_key(pem, password=None)
+        cert, *chain = x509.load_pem_x509_certificates(pem)
+        ca = x509.load_pem_x509_certificate(stack.ca.read_bytes())
+        encryption = serialization.BestAvailableEncryption(stack.client_password.encode())
+        p12 = pkcs12.serialize_key_and_certificates(b"client", key, cert, [*chain, ca], encryption)  # type: ignore[arg-type]
+        _write_secret_bytes(stack.client_keystore, p12)
+    if not stack.jwks.is_file():
+        _write_oauth_issuer(stack)
     _write_secret(stack.rest_users, f"{CONNECT_REST_USER}: {stack.rest_password}\n")
     _write_secret(stack.jaas, (
         "KafkaConnect {\n  org.apache.kafka.connect.rest.basic.auth.extension.PropertyFileLoginModule required\n"
@@ -205,6 +309,20 @@ def _write_client_files(stack: StackSecrets) -> None:
     _write_secret(stack.rest_credentials, json.dumps({
         "username": CONNECT_REST_USER, "password": stack.rest_password, "ca": str(stack.ca),
     }))  # fmt: skip
+
+
+def _write_oauth_issuer(stack: StackSecrets) -> None:
+    """The signing key of the tokens the OAUTHBEARER listener accepts, and its public half as a JWKS."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    numbers = key.public_key().public_numbers()
+
+    def b64(value: int) -> str:
+        raw = value.to_bytes((value.bit_length() + 7) // 8, "big")
+        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+    jwk = {"kty": "RSA", "use": "sig", "alg": "RS256", "kid": OAUTH_KEY_ID, "n": b64(numbers.n), "e": b64(numbers.e)}
+    _write_secret(stack.oauth_signing_key, _pem_key(key))
+    _write_secret(stack.jwks, json.dumps({"keys": [jwk]}))
 
 
 def _write_secret(path: Path, text: str) -> None:

@@ -1,14 +1,17 @@
 """Where the stack lives and which cluster to use, read once from the environment.
 
-| variable                  | meaning                                                     | default        |
-|---------------------------|-------------------------------------------------------------|----------------|
-| IKKAI_HOME                | state of the embedded stack (data, logs, pids)              | ~/.ikkai       |
-| IKKAI_JARS_DIR            | jars resolved from deploy/pom.xml, shared by every home     | $IKKAI_HOME/jars |
-| IKKAI_BOOTSTRAP_SERVERS   | use this Kafka cluster instead of starting one              | (unset)        |
-| IKKAI_CONNECT_URL         | use this Kafka Connect REST URL instead of starting one     | (unset)        |
-| IKKAI_KAFKA_CONFIG        | Kafka client properties: authentication and TLS (see        | (unset: PLAINTEXT) |
-|                           | ``ikkai.contract.kafka_security``)                          |                |
-| IKKAI_CONNECT_CREDENTIALS | JSON file: the Connect REST user, password and CA           | (unset)        |
+| variable                     | meaning                                                   | default            |
+|------------------------------|-----------------------------------------------------------|--------------------|
+| IKKAI_HOME                   | state of the embedded stack (data, logs, pids)            | ~/.ikkai           |
+| IKKAI_JARS_DIR               | jars resolved from deploy/pom.xml, shared by every home   | $IKKAI_HOME/jars   |
+| IKKAI_BOOTSTRAP_SERVERS      | use this Kafka cluster instead of starting one            | (unset)            |
+| IKKAI_CONNECT_URL            | use this Kafka Connect REST URL instead of starting one   | (unset)            |
+| IKKAI_KAFKA_CONFIG           | Kafka client properties: authentication and TLS (see      | (unset: PLAINTEXT) |
+|                              | ``ikkai.contract.kafka_security``)                        |                    |
+| IKKAI_CONNECT_CREDENTIALS    | JSON file: the Connect REST user, password and CA         | (unset)            |
+| IKKAI_SCHEMA_REGISTRY_URL    | values in the Confluent wire format against this registry | (unset: Avro       |
+|                              | (see ``ikkai.contract.wire_format``)                      | single-object)     |
+| IKKAI_SCHEMA_REGISTRY_CONFIG | the registry client's credentials and TLS (properties)    | (unset)            |
 
 The two cluster variables go together: naming one without the other is an error, because
 half an external stack and half an embedded one would silently talk past each other.
@@ -30,6 +33,7 @@ BOOTSTRAP_VAR = "IKKAI_BOOTSTRAP_SERVERS"
 CONNECT_VAR = "IKKAI_CONNECT_URL"
 KAFKA_CONFIG_VAR = "IKKAI_KAFKA_CONFIG"  # read by ikkai.contract.kafka_security
 CONNECT_CREDENTIALS_VAR = "IKKAI_CONNECT_CREDENTIALS"
+SCHEMA_REGISTRY_URL_VAR = "IKKAI_SCHEMA_REGISTRY_URL"  # read by ikkai.contract.wire_format (environment_codec)
 STACK_STATE = "stack.json"  # in an embedded stack's home: its ports and, for clients, its endpoints
 SPARK_JARS = "spark-jars.txt"  # in the jars folder: the Spark Kafka connector jars `ikkai setup` resolved last
 
@@ -65,6 +69,7 @@ class Endpoints:
     runtime: str  # "local", "docker" or "external"
     kafka_config: str = ""  # the client-properties file clients authenticate with ("": PLAINTEXT)
     connect_credentials: str = ""  # the Connect REST credentials file ("": none)
+    schema_registry_url: str = ""  # the stack's schema registry, Confluent-compatible API ("": none)
 
     def as_dict(self) -> dict[str, str]:
         data = {
@@ -76,6 +81,8 @@ class Endpoints:
             data["kafka_config"] = self.kafka_config
         if self.connect_credentials:
             data["connect_credentials"] = self.connect_credentials
+        if self.schema_registry_url:
+            data["schema_registry_url"] = self.schema_registry_url
         return data
 
 
@@ -144,6 +151,7 @@ def external_endpoints(env: Mapping[str, str] = os.environ) -> Endpoints | None:
         bootstrap_servers=bootstrap, connect_url=connect.rstrip("/"), runtime="external",
         kafka_config=env.get(KAFKA_CONFIG_VAR, "").strip(),
         connect_credentials=env.get(CONNECT_CREDENTIALS_VAR, "").strip(),
+        schema_registry_url=env.get(SCHEMA_REGISTRY_URL_VAR, "").strip(),
     )  # fmt: skip
 
 
@@ -161,4 +169,5 @@ def recorded_endpoints(home: Path) -> Endpoints | None:
         return None
     return Endpoints(recorded["bootstrap_servers"], recorded["connect_url"], runtime="local",
                      kafka_config=recorded.get("kafka_config", ""),
-                     connect_credentials=recorded.get("connect_credentials", ""))  # fmt: skip
+                     connect_credentials=recorded.get("connect_credentials", ""),
+                     schema_registry_url=recorded.get("schema_registry_url", ""))  # fmt: skip

@@ -38,6 +38,7 @@ from typing import Any, TypeVar
 from confluent_kafka import TopicPartition
 
 from ikkai.contract.codec import RecordCodec
+from ikkai.contract.wire_format import environment_codec
 from outbox_sink.contract import REQUESTS_TOPIC, OutboxRequest
 from outbox_sink.emitter import OutboxEmitter, TransactionalConsumer
 from outbox_sink.errors import OutboxDeliveryError
@@ -77,7 +78,7 @@ class AsyncOutboxEmitter:
             bootstrap_servers,
             transactional_id=transactional_id,
             topic=topic,
-            codec=codec,
+            codec=codec or environment_codec(),  # picked here, on the caller's thread
             producer_config=producer_config,
             timeout_s=timeout_s,
         )

@@ -30,7 +30,8 @@ from typing import Any, NoReturn
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from ikkai.contract import kafka
-from ikkai.contract.codec import RecordCodec, default_codec
+from ikkai.contract.codec import RecordCodec
+from ikkai.contract.wire_format import environment_codec
 from ikkai.errors import ConfigError
 from outbox_sink.contract import REQUEST_SCHEMA, REQUESTS_TOPIC, OutboxRequest
 from outbox_sink.errors import ConsumedOffsetsError, InputRewindError, OutboxDeliveryError
@@ -116,7 +117,7 @@ class OutboxEmitter:
         self.topic = topic
         self.transactional = transactional_id is not None
         self.timeout_s = timeout_s
-        self._codec = codec or default_codec()
+        self._codec = codec or environment_codec()  # IKKAI_SCHEMA_REGISTRY_URL picks the wire format
         self._failures: list[tuple[str, KafkaError]] = []
         config = kafka.producer_config(bootstrap_servers, **(producer_config or {}))
         if transactional_id is not None:

@@ -37,7 +37,8 @@ from typing import Any, Literal, TypeVar
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from ikkai.contract import kafka
-from ikkai.contract.codec import RecordCodec, default_codec
+from ikkai.contract.codec import RecordCodec
+from ikkai.contract.wire_format import environment_codec
 from ikkai.errors import ConfigError
 from outbox_sink.contract import RECEIPT_SCHEMA, RECEIPTS_TOPIC, Receipt, prevailing
 from outbox_sink.errors import ReceiptReadError
@@ -56,7 +57,7 @@ READER_OWNS = {
 
 
 def decode_receipt(value: bytes, codec: RecordCodec | None = None) -> Receipt:
-    return Receipt.from_record((codec or default_codec()).decode(RECEIPT_SCHEMA, value))
+    return Receipt.from_record((codec or environment_codec()).decode(RECEIPT_SCHEMA, value))
 
 
 def reader_config(
@@ -111,7 +112,7 @@ class ReceiptReader:
             raise ConfigError("ReceiptReader", "remember", f"is {remember}", fix="keep at least one effect")
         self.topic = topic
         self.remember = remember
-        self._codec = codec or default_codec()
+        self._codec = codec or environment_codec()
         self._grouped = group_id is not None
         self._consumer = Consumer(reader_config(bootstrap_servers, group_id, start, consumer_config))
         self._pending: dict[int, int] = {}  # partition -> next offset, read but not yet handed back (grouped only)

@@ -180,6 +180,7 @@ class MasterData:
     bootstrap_servers: str
     topics: MasterDataTopics = field(default_factory=MasterDataTopics)
     timeout_s: float = 600.0
+    codec: RecordCodec = field(default_factory=default_codec, repr=False)  # how profiles are read
     _cache: dict[str, tuple[EndOffsets, pd.DataFrame]] = field(default_factory=dict, repr=False)
 
     def versions(self, spark: SparkSession, side: str, schema: str, id_column: str,
@@ -191,7 +192,7 @@ class MasterData:
         cached = self._cache.get(topic)
         if cached is not None and cached[0] == offsets:
             return cached[1]
-        codec = default_codec()
+        codec = self.codec
         columns = ", ".join(f"p_{f} string" for f in fields)
         schema_ddl = f"p_id string, p_valid_from long, p_published_at long, p_partition int, p_offset long, {columns}"
         ending = "{" + ", ".join(f'"{p}": {end}' for _, p, end in offsets) + "}"

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from ikkai.contract import topics
-from ikkai.contract.codec import RecordCodec, SchemaError, default_codec
+from ikkai.contract.codec import RecordCodec, SchemaError
 from ikkai.contract.ids import decision_id
 from spark_jobs.avro_batch import SameKeys, decode_values, encode_columns, encode_records
 from spark_jobs.dead_letters import cut_copy
@@ -280,16 +280,15 @@ def decide_arrow(
 
 
 def decide_arrow_batches(
-    batches: Iterator[pa.RecordBatch], source: ModelSource, topics: Topics
+    batches: Iterator[pa.RecordBatch], source: ModelSource, topics: Topics, codec: RecordCodec
 ) -> Iterator[pa.RecordBatch]:
     """The job's ``mapInArrow`` function: ``decide_arrow`` over each Arrow batch of the Kafka source.
 
     ``source`` names the model and snapshots and their versions; the Python worker loads them
     once and keeps them for every later task (``ModelSource.load``), so a task ships a few paths
-    and hashes, never the model or the snapshots.
+    and hashes, never the model or the snapshots. ``codec`` is the wire format the driver chose.
     """
     model, snapshots = source.load()
-    codec = default_codec()
     for batch in batches:
         if batch.num_rows:
             yield decide_arrow(batch, model, snapshots, codec, topics)

@@ -30,7 +30,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ikkai.contract import kafka, topics
-from ikkai.contract.codec import RecordCodec, default_codec
+from ikkai.contract.codec import RecordCodec
+from ikkai.contract.wire_format import environment_codec
 
 MERCHANTS_TOPIC = topics.MASTERDATA_MERCHANTS
 CUSTOMERS_TOPIC = topics.MASTERDATA_CUSTOMERS
@@ -69,7 +70,7 @@ def profile_key(entity_id: str, valid_from: int, value: bytes) -> bytes:
 
 def encode_profile(profile: Profile, codec: RecordCodec | None = None) -> tuple[bytes, bytes]:
     """(key, value) of one version, the value single-object Avro."""
-    codec = codec or default_codec()
+    codec = codec or environment_codec()
     if isinstance(profile, MerchantProfile):
         value = codec.encode(MERCHANT_SCHEMA, asdict(profile))
         return profile_key(profile.merchant_id, profile.valid_from, value), value
@@ -99,7 +100,7 @@ def publish_profiles(
 
     if create_topics:
         ensure_master_topics(bootstrap, merchants_topic=merchants_topic, customers_topic=customers_topic)
-    codec = default_codec()
+    codec = environment_codec()
     records = [(merchants_topic, *encode_profile(p, codec)) for p in merchants]
     records += [(customers_topic, *encode_profile(p, codec)) for p in customers]
     producer = Producer(kafka.producer_config(bootstrap, **{"transactional.id": transactional_id, "linger.ms": 5}))
@@ -121,7 +122,7 @@ def publish_profiles(
 
 
 def decode_profile(schema: str, value: bytes, codec: RecordCodec | None = None) -> dict[str, Any]:
-    return (codec or default_codec()).decode(schema, value)
+    return (codec or environment_codec()).decode(schema, value)
 
 
 def profiles_as_records(profiles: Sequence[Profile]) -> list[Mapping[str, Any]]:

@@ -47,10 +47,14 @@ def outside_mentions(name: str, data: bytes) -> list[str]:
     return found
 
 
+def without_fences(markdown: str) -> str:
+    """The text with fenced code blocks blanked out: a ``#`` line there is not a heading."""
+    return FENCE.sub(lambda m: "\n" * m.group().count("\n"), markdown)
+
+
 def without_code(markdown: str) -> str:
-    """The text with fenced code blocks and code spans blanked out: links and headings there are not."""
-    markdown = FENCE.sub(lambda m: "\n" * m.group().count("\n"), markdown)
-    return CODE_SPAN.sub("", markdown)
+    """The text with fenced code blocks and code spans blanked out: links there are not."""
+    return CODE_SPAN.sub("", without_fences(markdown))
 
 
 def links(markdown: str) -> list[str]:
@@ -81,7 +85,7 @@ def broken_links(name: str, markdown: str, files: set[str]) -> list[str]:
         if key not in files and not any(f.startswith(key.rstrip("/") + "/") for f in files):
             broken.append(f"{name}: {target} (no such file in the repository)")
         elif fragment and key.endswith(".md") and key in files:
-            headings = {anchor(h) for h in HEADING.findall(without_code((ROOT / key).read_text()))}
+            headings = {anchor(h) for h in HEADING.findall(without_fences((ROOT / key).read_text()))}
             if fragment not in headings:
                 broken.append(f"{name}: {target} (no heading #{fragment} in {key})")
     return broken
@@ -137,3 +141,6 @@ def test_the_checks_find_what_they_look_for() -> None:
         "x.py:2: STYLE" + ".md",
     ]
     assert anchor("The outbox: side effects, once") == "the-outbox-side-effects-once"
+    # A code span in a heading keeps its text in the fragment, as on GitHub.
+    headings = HEADING.findall(without_fences("## 7. `ikkai serve` over HTTPS\n```\n# not a heading\n```\n"))
+    assert [anchor(h) for h in headings] == ["7-ikkai-serve-over-https"]

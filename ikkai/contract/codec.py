@@ -188,6 +188,8 @@ class SchemaCatalog:
 class RecordCodec(Protocol):
     """Turns records into self-describing bytes and back; the only serialization interface jobs use."""
 
+    catalog: SchemaCatalog  # the schemas it writes with and resolves to
+
     def encode(self, name: str, record: Mapping[str, Any], *, version: int | None = None) -> bytes:
         """``record`` written with schema ``name`` (its latest version unless ``version`` is given)."""
         ...
@@ -202,6 +204,10 @@ class SingleObjectCodec:
 
     def __init__(self, catalog: SchemaCatalog) -> None:
         self.catalog = catalog
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Over the shipped catalog it travels as a name: each process loads that catalog once (default_codec).
+        return (default_codec, ()) if is_shipped(self.catalog) else (SingleObjectCodec, (self.catalog,))
 
     def encode(self, name: str, record: Mapping[str, Any], *, version: int | None = None) -> bytes:
         writer = self.catalog.get(name, version)
@@ -262,3 +268,13 @@ def _shipped_catalog() -> SchemaCatalog:
 def default_codec() -> SingleObjectCodec:
     """The codec over the shipped schema catalog (loaded once per process)."""
     return SingleObjectCodec(_shipped_catalog())
+
+
+def shipped_catalog() -> SchemaCatalog:
+    """The catalog shipped inside the package, loaded once per process."""
+    return _shipped_catalog()
+
+
+def is_shipped(catalog: SchemaCatalog) -> bool:
+    """Whether ``catalog`` is this process's shipped catalog: then a pickled codec names it instead of carrying it."""
+    return _shipped_catalog.cache_info().currsize > 0 and catalog is _shipped_catalog()

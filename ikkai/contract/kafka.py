@@ -21,7 +21,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from ikkai.contract.kafka_security import client_security, librdkafka_settings, spark_kafka_options
+from ikkai.contract.kafka_security import SecurityConfig, client_security, librdkafka_settings, spark_kafka_options
 from ikkai.errors import ConfigError, KafkaAccessError
 
 IDEMPOTENT_PRODUCER: Mapping[str, Any] = {
@@ -99,6 +99,11 @@ def ensure_topics(
     return missing
 
 
+def _without_client_certificate(security: SecurityConfig) -> bool:
+    keys = ("ssl.keystore.location", "ssl.keystore.certificate.chain")
+    return security.protocol.endswith("SSL") and not any(k in security.properties for k in keys)
+
+
 def check_access(bootstrap: str, timeout: float = 10.0) -> None:
     """Ask the cluster for its metadata as every client will; one clear error when it refuses or cannot be reached.
 
@@ -126,8 +131,12 @@ def check_access(bootstrap: str, timeout: float = 10.0) -> None:
     fatal = [f for f in failures if f.code() in codes]
     if fatal:
         reason = codes[fatal[0].code()]
+        oauth = security.properties.get("sasl.mechanism") == "OAUTHBEARER"
         fix = (
-            "check the user and password in sasl.jaas.config, and sasl.mechanism"
+            "check clientId and clientSecret in sasl.jaas.config and sasl.oauthbearer.token.endpoint.url; the broker "
+            "checks the token's signature (its JWKS), audience and issuer"
+            if reason == "authentication" and oauth
+            else "check the user and password in sasl.jaas.config, and sasl.mechanism"
             if reason == "authentication"
             else "check ssl.truststore.location (the CA that signed the brokers' certificates) and security.protocol"
         )
@@ -135,8 +144,10 @@ def check_access(bootstrap: str, timeout: float = 10.0) -> None:
     if sum(_MISMATCH in line for line in lines.lines) >= 3:
         raise KafkaAccessError(
             bootstrap, "protocol", security.describe(), "the broker hangs up before answering any request",
-            fix="security.protocol does not match the broker's listener (e.g. PLAINTEXT against SASL_SSL): "
-            "name the right client settings in IKKAI_KAFKA_CONFIG",
+            fix="security.protocol does not match the broker's listener (e.g. PLAINTEXT against SASL_SSL)"
+            + (", or the listener requires a client certificate (ssl.client.auth=required): name one signed by a CA "
+               "the broker trusts in ssl.keystore.location" if _without_client_certificate(security) else "")
+            + ": name the right client settings in IKKAI_KAFKA_CONFIG",
         )  # fmt: skip
     detail = failures[-1].str() if failures else f"no metadata within {timeout:.0f} s"
     raise KafkaAccessError(

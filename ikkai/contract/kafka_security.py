@@ -40,10 +40,10 @@ SECRET_KEYS: Final = frozenset({
 })  # fmt: skip
 KNOWN_KEYS: Final = frozenset({
     "bootstrap.servers", "client.id", "security.protocol", "sasl.mechanism", "sasl.jaas.config",
-    "sasl.oauthbearer.token.endpoint.url", "ssl.truststore.type", "ssl.truststore.location",
-    "ssl.truststore.password", "ssl.truststore.certificates", "ssl.keystore.type", "ssl.keystore.location",
-    "ssl.keystore.password", "ssl.keystore.certificate.chain", "ssl.keystore.key", "ssl.key.password",
-    "ssl.endpoint.identification.algorithm",
+    "sasl.oauthbearer.token.endpoint.url", "sasl.login.callback.handler.class", "ssl.truststore.type",
+    "ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.certificates", "ssl.keystore.type",
+    "ssl.keystore.location", "ssl.keystore.password", "ssl.keystore.certificate.chain", "ssl.keystore.key",
+    "ssl.key.password", "ssl.endpoint.identification.algorithm",
 })  # fmt: skip
 _JAAS_OPTION = re.compile(r'([A-Za-z_][\w.]*)\s*=\s*"((?:[^"\\]|\\.)*)"')
 

@@ -43,7 +43,9 @@ from ikkai.contract.codec import (
     SchemaError,
     SchemaVersion,
     SingleObjectCodec,
+    is_shipped,
     read_body,
+    shipped_catalog,
 )
 from ikkai.contract.topics import (
     DECISIONS_FRAUD,
@@ -137,10 +139,21 @@ class RegistryCodec:
         return f"RegistryCodec({shown}, auto_register={self.auto_register})"
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_client": None}
+        # No client (sockets, locks); over the shipped catalog, no catalog either: each process loads its own.
+        state = {**self.__dict__, "_client": None, "_writers": {}}
+        if is_shipped(self.catalog):
+            state |= {"catalog": None, "_single_object": None}
+        return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        if self.catalog is None:
+            self.catalog = shipped_catalog()
+            self._single_object = SingleObjectCodec(self.catalog)
+        for fingerprint, schema_id in self._ids.items():  # the writers this codec registered, from its catalog
+            writer = self.catalog.by_fingerprint(fingerprint)
+            if writer is not None:
+                self._writers[schema_id] = writer
 
     def close(self) -> None:
         if self._client is not None:
@@ -249,9 +262,10 @@ class RegistryCodec:
             ) from exc
 
 
-def codec_for(catalog: SchemaCatalog, registry: Mapping[str, Any] | None) -> RecordCodec:
+def codec_for(catalog: SchemaCatalog, registry: Mapping[str, Any] | None, *, auto_register: bool = True) -> RecordCodec:
     """The codec an environment chose: the Confluent wire format when it names a registry (client settings
-    with at least ``url``), else the catalog's single-object encoding."""
+    with at least ``url``), else the catalog's single-object encoding. ``environment_codec``
+    (``ikkai.contract.wire_format``) calls it with what the environment says."""
     if registry and registry.get("url"):
-        return RegistryCodec(catalog, registry)
+        return RegistryCodec(catalog, registry, auto_register=auto_register)
     return SingleObjectCodec(catalog)
