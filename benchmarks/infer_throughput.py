@@ -7,7 +7,7 @@ IKKAI_CONNECT_URL) and measures, for each round and mode, into fresh output topi
   ``--batch`` = maxOffsetsPerTrigger). Records/s from the job's "model ..." line (Spark is up,
   the query is about to start) to the process's exit: JVM start-up excluded, query start and
   shutdown included, the same for both modes.
-* **fixed offered load**: the job runs continuously (1 s trigger) while this script produces
+* **fixed offered load**: the job runs continuously (its default `--trigger-interval`) while this script produces
   ``--rate`` payments/s for ``--seconds``. Latency of each payment = from the moment it was
   produced to the moment a read_committed consumer received its decision (wall clock, one
   process); p50 and p99 over all payments of the round, after a warm-up.

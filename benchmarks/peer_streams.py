@@ -18,7 +18,7 @@ IKKAI_CONNECT_URL), then:
   ("caught up"). Start lines: ikkai's "model ..." (Spark is up, the query about to start: query
   start included), the peer's "running" (Kafka Streams has its partitions, about to fetch). JVM
   start-up is excluded for both; neither's shutdown is counted.
-* **fixed load**: the job runs continuously (ikkai: its documented 1 s trigger; the peer: Kafka
+* **fixed load**: the job runs continuously (ikkai: its documented default `--trigger-interval`; the peer: Kafka
   Streams' defaults, commit.interval.ms 100 ms with exactly_once_v2) while this script produces
   ``--rate`` payments/s for ``--seconds``; latency per payment = produced → a read_committed
   consumer has its decision; p50/p99 after a warm-up of 50 payments.

@@ -37,7 +37,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ikkai.contract import topics
-from ikkai.contract.codec import default_codec
+from ikkai.contract.codec import RecordCodec, default_codec
+from ikkai.contract.wire_format import environment_codec
 from ikkai.resources import package_file
 from spark_jobs.enrich_asof import MasterData, MasterDataTopics, join_as_of
 from spark_jobs.enrich_dedupe import DEFAULT_LATENESS_MS
@@ -54,10 +55,12 @@ from spark_jobs.enrich_records import (
     encode_events,
 )
 from spark_jobs.job_shell import (
+    DEFAULT_TRIGGER_INTERVAL,
     MODES,
     batch_bound_options,
     batch_writer,
     bootstrap_servers,
+    continuous_options,
     crash_hook,
     default_max_offsets_per_trigger,
     ensure_topics,
@@ -66,6 +69,7 @@ from spark_jobs.job_shell import (
     pinned_partitions,
     retry_deadline_s,
     run_until_done,
+    stream_trigger,
 )
 from spark_jobs.master_data import ensure_master_topics
 from spark_jobs.partition_transactions import DEFAULT_TRANSACTION_TIMEOUT_MS
@@ -114,6 +118,7 @@ class EnrichOptions:
     app: str = "ikkai"
     query: str = "enrich"
     available_now: bool = True
+    trigger_interval: str = DEFAULT_TRIGGER_INTERVAL  # with available_now False
     max_offsets_per_trigger: int | None = None  # None: default_max_offsets_per_trigger(transaction_timeout_ms)
     transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
     master_data_timeout_s: float = 600.0
@@ -130,8 +135,10 @@ class EnrichBatch:
         master_data: MasterData,
         pipeline: TransformPipeline,
         writer: TransactionalBatchWriter | AtLeastOnceBatchWriter,
+        codec: RecordCodec | None = None,
     ) -> None:
         self.settings = settings
+        self.codec = codec or default_codec()
         self.master_data = master_data
         self.pipeline = pipeline
         self.writer = writer
@@ -139,7 +146,7 @@ class EnrichBatch:
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         from pyspark.sql import functions as F
 
-        settings, codec = self.settings, default_codec()
+        settings, codec = self.settings, self.codec
         snapshot = batch.sparkSession.sparkContext.broadcast(self.master_data.snapshot(batch.sparkSession))
         batch = batch.persist()  # the state store is updated once; events and dead letters read the same rows
         try:
@@ -192,10 +199,11 @@ def start_query(spark: SparkSession, options: EnrichOptions) -> StreamingQuery:
     )  # fmt: skip
     writer = batch_writer(options.mode, config, crash_hook(options.query, options.crash_after_batch))
     writer.prepare(spark)
-    master_data = MasterData(options.bootstrap_servers, options.master_data, options.master_data_timeout_s)
-    batch = EnrichBatch(settings, master_data, pipeline, writer)
+    codec = environment_codec()  # the wire format (IKKAI_SCHEMA_REGISTRY_URL), chosen once on the driver
+    master_data = MasterData(options.bootstrap_servers, options.master_data, options.master_data_timeout_s, codec)
+    batch = EnrichBatch(settings, master_data, pipeline, writer, codec)
     stream = classified.writeStream.queryName(options.query).option("checkpointLocation", str(options.checkpoint))
-    trigger = {"availableNow": True} if options.available_now else {"processingTime": "1 second"}
+    trigger = stream_trigger(options.available_now, options.trigger_interval)
     return stream.outputMode("update").foreachBatch(batch).trigger(**trigger).start()
 
 
@@ -223,7 +231,7 @@ def run_enrich(options: EnrichOptions) -> None:
 @click.option("--create-topics", is_flag=True, help="Create missing topics with --partitions partitions first.")
 @click.option("--mode", type=click.Choice(MODES), default="exactly-once", show_default=True)
 @click.option("--query", default="enrich", show_default=True, help="Query name; part of every transactional.id.")
-@click.option("--continuous", is_flag=True, help="Keep running (1 s trigger) instead of stopping when caught up.")
+@continuous_options
 @batch_bound_options
 @click.option("--master-data-timeout", type=float, default=600.0, show_default=True,
               help="Seconds a batch waits for unreadable master data; then the job stops.")  # fmt: skip
@@ -245,7 +253,8 @@ def main(**kw: Any) -> None:
         input_topic=kw["input_topic"], events_topic=kw["events_topic"], dlq_topic=kw["dlq"],
         master_data=MasterDataTopics(kw["merchants"], kw["customers"]), partitions=kw["partitions"],
         lateness_ms=kw["lateness"], transforms=kw["transforms_spec"], mode=kw["mode"], query=kw["query"],
-        available_now=not kw["continuous"], max_offsets_per_trigger=kw["max_offsets_per_trigger"],
+        available_now=not kw["continuous"], trigger_interval=kw["trigger_interval"],
+        max_offsets_per_trigger=kw["max_offsets_per_trigger"],
         transaction_timeout_ms=kw["transaction_timeout_ms"],
         master_data_timeout_s=kw["master_data_timeout"], master=kw["master"], crash_after_batch=kw["crash_after_batch"],
     ))  # fmt: skip

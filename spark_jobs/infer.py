@@ -3,11 +3,13 @@
     python -m spark_jobs.infer --checkpoint DIR [--bootstrap HOST:PORT] [--mode exactly-once] ...
 
 (``ikkai jobs run infer`` starts exactly this as its own process.) The Kafka source reads with
-``kafka.isolation.level=read_committed``; each micro-batch is scored vectorized (``mapInArrow``
-over Arrow batches) by ``fraud_decisions.decide`` with point-in-time features, and written by the
+``kafka.isolation.level=read_committed``; each micro-batch is scored vectorized (over Arrow
+batches) by ``fraud_decisions.decide`` with point-in-time features and written by the
 ``TransactionalBatchWriter``: per output partition, the decisions, their outbox requests and
-the commit marker form one transaction. ``--mode at-least-once`` swaps in Spark's own Kafka
-sink: the benchmark baseline, which duplicates output after a crash.
+the commit marker form one transaction. The model is the sink's ``RowTransform``: one
+``mapInArrow`` per task decides the input partition's rows and writes them, in one Python
+worker. ``--mode at-least-once`` swaps in Spark's own Kafka sink: the benchmark baseline, which
+duplicates output after a crash.
 
 The layout is pinned: the input topic, decisions, outbox and DLQ topics all have ``--partitions``
 partitions (default: the decisions topic's). Output partition p holds the decisions of input
@@ -29,12 +31,15 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ikkai.contract import topics
+from ikkai.contract.wire_format import environment_codec
 from spark_jobs.fraud_decisions import ORDER_BY, OUTPUT_SCHEMA, Topics, decide_arrow_batches
 from spark_jobs.job_shell import (
+    DEFAULT_TRIGGER_INTERVAL,
     MODES,
     batch_bound_options,
     batch_writer,
     bootstrap_servers,
+    continuous_options,
     crash_hook,
     default_max_offsets_per_trigger,
     ensure_topics,
@@ -43,10 +48,11 @@ from spark_jobs.job_shell import (
     pinned_partitions,
     retry_deadline_s,
     run_until_done,
+    stream_trigger,
 )
 from spark_jobs.model.fraud_model import FEATURES_PATH, MODEL_PATH, ModelSource
 from spark_jobs.partition_transactions import DEFAULT_TRANSACTION_TIMEOUT_MS
-from spark_jobs.transactional_sink import SinkConfig
+from spark_jobs.transactional_sink import RowTransform, SinkConfig
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -64,6 +70,7 @@ class InferOptions:
     app: str = "ikkai"
     query: str = "infer"
     available_now: bool = True
+    trigger_interval: str = DEFAULT_TRIGGER_INTERVAL  # with available_now False
     max_offsets_per_trigger: int | None = None  # None: default_max_offsets_per_trigger(transaction_timeout_ms)
     transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
     model_path: Path = MODEL_PATH
@@ -84,8 +91,9 @@ def start_query(spark: SparkSession, options: InferOptions) -> StreamingQuery:
 
     bound = options.max_offsets_per_trigger or default_max_offsets_per_trigger(options.transaction_timeout_ms)
     source = kafka_source(spark, options.bootstrap_servers, options.input_topic, bound)
-    decide = functools.partial(decide_arrow_batches, source=model_source, topics=topics)
-    scored = source.select("key", "value", "topic", "partition", "offset").mapInArrow(decide, OUTPUT_SCHEMA)
+    # The wire format is chosen here, on the driver (IKKAI_SCHEMA_REGISTRY_URL), and shipped: the codec pickles.
+    decide = functools.partial(decide_arrow_batches, source=model_source, topics=topics, codec=environment_codec())
+    rows = source.select("key", "value", "topic", "partition", "offset")
     config = SinkConfig(
         app=options.app, query=options.query, bootstrap_servers=options.bootstrap_servers,
         output_topics=(topics.decisions, topics.outbox, topics.dlq), partitions=partitions, order_by=ORDER_BY,
@@ -93,10 +101,13 @@ def start_query(spark: SparkSession, options: InferOptions) -> StreamingQuery:
         retry_deadline_s=retry_deadline_s(options.transaction_timeout_ms),
         partition_column="input_partition",  # one Spark task per input partition, no shuffle: written in place
     )  # fmt: skip
-    writer = batch_writer(options.mode, config, crash_hook(options.query, options.crash_after_batch))
+    # The model runs inside the sink's write task: one mapInArrow per task decides and writes the
+    # partition's transaction (at-least-once: a mapInArrow before Spark's own sink, as before).
+    after_batch = crash_hook(options.query, options.crash_after_batch)
+    writer = batch_writer(options.mode, config, after_batch, RowTransform(decide, OUTPUT_SCHEMA))
     writer.prepare(spark)
-    stream = scored.writeStream.queryName(options.query).option("checkpointLocation", str(options.checkpoint))
-    trigger = {"availableNow": True} if options.available_now else {"processingTime": "1 second"}
+    stream = rows.writeStream.queryName(options.query).option("checkpointLocation", str(options.checkpoint))
+    trigger = stream_trigger(options.available_now, options.trigger_interval)
     return stream.foreachBatch(writer).trigger(**trigger).start()
 
 
@@ -119,7 +130,7 @@ def run_infer(options: InferOptions) -> None:
 @click.option("--create-topics", is_flag=True, help="Create missing topics with --partitions partitions first.")
 @click.option("--mode", type=click.Choice(MODES), default="exactly-once", show_default=True)
 @click.option("--query", default="infer", show_default=True, help="Query name; part of every transactional.id.")
-@click.option("--continuous", is_flag=True, help="Keep running (1 s trigger) instead of stopping when caught up.")
+@continuous_options
 @batch_bound_options
 @click.option("--master", default="local[2]", show_default=True)
 @click.option(
@@ -140,7 +151,8 @@ def main(**kw: Any) -> None:
     run_infer(InferOptions(
         bootstrap_servers=bootstrap, checkpoint=kw["checkpoint"] or ikkai_home() / "checkpoints" / kw["query"],
         input_topic=kw["input_topic"], topics=topics, partitions=kw["partitions"], mode=kw["mode"], query=kw["query"],
-        available_now=not kw["continuous"], max_offsets_per_trigger=kw["max_offsets_per_trigger"],
+        available_now=not kw["continuous"], trigger_interval=kw["trigger_interval"],
+        max_offsets_per_trigger=kw["max_offsets_per_trigger"],
         transaction_timeout_ms=kw["transaction_timeout_ms"], master=kw["master"],
         crash_after_batch=kw["crash_after_batch"],
         model_path=Path(kw["model"]) if kw["model"] else MODEL_PATH,

@@ -8,6 +8,7 @@ tests, and run until drained is the same, and lives here once.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 from collections.abc import Callable, Iterable, Sequence
@@ -20,7 +21,13 @@ from ikkai.contract.kafka_security import CONFIG_VAR
 from ikkai.errors import ConfigError, IkkaiError
 from ikkai.settings import ikkai_home, recorded_endpoints
 from spark_jobs.partition_transactions import DEFAULT_TRANSACTION_TIMEOUT_MS
-from spark_jobs.transactional_sink import AtLeastOnceBatchWriter, PartitionResult, SinkConfig, TransactionalBatchWriter
+from spark_jobs.transactional_sink import (
+    AtLeastOnceBatchWriter,
+    PartitionResult,
+    RowTransform,
+    SinkConfig,
+    TransactionalBatchWriter,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -60,6 +67,54 @@ def batch_bound_options(command: Callable[..., Any]) -> Callable[..., Any]:
         help="Input records per micro-batch at most [default: derived from --transaction-timeout-ms, "
         f"{default_max_offsets_per_trigger():,} for the default].",
     )(command)  # fmt: skip
+
+
+# A continuous job's processing-time trigger. A payment waits for the batch that is running to end and then for
+# its own batch, so a short interval keeps that wait near one batch's cost (BENCHMARKS.md: p99 at 200/s); the
+# price is more, smaller batches at moderate rates (each pays the per-batch cost: transactions, markers,
+# planning). Under a backlog the interval does not matter: a batch longer than it starts the next at once.
+DEFAULT_TRIGGER_INTERVAL = "250 milliseconds"
+_INTERVAL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|seconds?|min|minutes?)\s*$", re.IGNORECASE)
+_UNIT_MS = {"ms": 1.0, "millisecond": 1.0, "milliseconds": 1.0, "s": 1000.0, "second": 1000.0, "seconds": 1000.0,
+            "min": 60_000.0, "minute": 60_000.0, "minutes": 60_000.0}  # fmt: skip
+
+
+def trigger_interval_ms(text: str) -> float:
+    """``--trigger-interval`` in milliseconds: ``250 milliseconds``, ``250ms``, ``1 s``, ``2 minutes``."""
+    match = _INTERVAL.match(text)
+    if match is None or float(match.group(1)) <= 0:
+        raise ConfigError(
+            "the job's options", "--trigger-interval", f"{text!r} is not a positive interval",
+            fix="write a number and a unit: 250ms, 1s, 2 minutes (ms, s, min)",
+        )  # fmt: skip
+    return float(match.group(1)) * _UNIT_MS[match.group(2).lower()]
+
+
+def stream_trigger(available_now: bool, interval: str = DEFAULT_TRIGGER_INTERVAL) -> dict[str, Any]:
+    """``DataStreamWriter.trigger``'s keyword: drain what is there and stop, or run every ``interval``."""
+    if available_now:
+        return {"availableNow": True}
+    return {"processingTime": f"{trigger_interval_ms(interval):g} milliseconds"}
+
+
+def continuous_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The jobs' ``--continuous`` and ``--trigger-interval`` options (click)."""
+    import click
+
+    def checked(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+        try:
+            trigger_interval_ms(value)  # refused before Spark starts, not after
+        except ConfigError as exc:
+            raise click.BadParameter(f"{exc.problem} ({exc.fix})") from exc
+        return value
+
+    command = click.option(
+        "--trigger-interval", default=DEFAULT_TRIGGER_INTERVAL, show_default=True, callback=checked,
+        help="With --continuous: how often a micro-batch starts when the last one ended early (250ms, 1s, 2min).",
+    )(command)  # fmt: skip
+    return click.option(
+        "--continuous", is_flag=True, help="Keep running (see --trigger-interval) instead of stopping when caught up."
+    )(command)
 
 
 def retry_deadline_s(transaction_timeout_ms: int) -> float:
@@ -112,12 +167,13 @@ def crash_hook(query: str, crash_after_batch: int | None) -> AfterBatch:
 
 
 def batch_writer(
-    mode: str, config: SinkConfig, after_batch: AfterBatch
+    mode: str, config: SinkConfig, after_batch: AfterBatch, transform: RowTransform | None = None
 ) -> TransactionalBatchWriter | AtLeastOnceBatchWriter:
     """The exactly-once writer; or Spark's own at-least-once sink, the benchmarks' baseline."""
     if mode == "exactly-once":
-        return TransactionalBatchWriter(config, after_batch=after_batch)
-    return AtLeastOnceBatchWriter(config.bootstrap_servers, after_batch=after_batch, query=config.query)
+        return TransactionalBatchWriter(config, after_batch=after_batch, transform=transform)
+    return AtLeastOnceBatchWriter(config.bootstrap_servers, after_batch=after_batch, query=config.query,
+                                  transform=transform)  # fmt: skip
 
 
 def pinned_partitions(job: str, bootstrap: str, given: int | None, layout_topic: str, input_topic: str) -> int:

@@ -30,6 +30,13 @@ How it stays exactly-once (the protocol in docs/exactly-once.md):
     output keyed alike and the input written by Kafka's default partitioner, this is the same
     partition the routed write picks; otherwise records follow their input's partition, and
     the batch's progress line counts them.
+- A ``RowTransform`` (``transform=``) turns the batch's rows into the output rows inside the write
+  task: written in place, one ``mapInArrow`` per task computes the rows and writes them, one
+  Python worker and no second Arrow trip (the infer job's model runs this way). The transaction
+  sees exactly the rows the transform yields, so the marker, the skip and the bytes are those of
+  the same rows computed in an earlier ``mapInArrow``; a transform that fails, or a worker that
+  dies, before the commit leaves nothing committed. Routed, and in Spark's own sink, the
+  transform is an ordinary ``mapInArrow`` before the write.
 - The layout is pinned: every output topic must have exactly ``partitions`` partitions and every
   marker must have been written with the same number; anything else stops the job, because a
   different layout would re-write committed records under new marker keys.
@@ -53,6 +60,7 @@ import functools
 import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 from confluent_kafka.admin import AdminClient
@@ -77,6 +85,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AtLeastOnceBatchWriter",
     "PartitionResult",
+    "RowTransform",
     "SinkConfig",
     "TransactionalBatchWriter",
     "check_layout",
@@ -87,6 +96,24 @@ __all__ = [
 OUTPUT_COLUMNS = ("topic", "key", "value", "timestamp")
 HEADERS_COLUMN = "headers"  # optional: map<string,string>, written as Kafka record headers (UTF-8 values)
 ROUTE_COLUMN = "_ikkai_route"
+ArrowBatches = Iterator["pa.RecordBatch"]  # what a mapInArrow function takes and yields
+
+
+@dataclass(frozen=True)
+class RowTransform:
+    """What turns a batch's rows into the sink's output rows, per Spark task, over Arrow batches.
+
+    ``function`` is a ``mapInArrow`` function (it pickles: a module function or a
+    ``functools.partial``); ``schema`` is Spark's DDL of the rows it yields, which must hold the
+    sink's columns (``OUTPUT_COLUMNS``, the ``order_by``, source and partition columns).
+    """
+
+    function: Callable[[ArrowBatches], ArrowBatches]
+    schema: str
+
+    def apply(self, rows: DataFrame) -> DataFrame:
+        """The output rows as a DataFrame of their own: an extra ``mapInArrow`` (routed, at-least-once)."""
+        return rows.mapInArrow(self.function, self.schema)
 
 
 class TransactionalBatchWriter:
@@ -98,10 +125,12 @@ class TransactionalBatchWriter:
         *,
         progress: TextIO = sys.stderr,
         after_batch: Callable[[int, list[PartitionResult]], None] | None = None,
+        transform: RowTransform | None = None,
     ) -> None:
         self.config = config
         self.progress = progress
         self.after_batch = after_batch
+        self.transform = transform  # None: the batch's rows are the output rows
         self._prepared = False
         self._routes: tuple[int, ...] | None = None
         self._admin: AdminClient | None = None
@@ -124,12 +153,14 @@ class TransactionalBatchWriter:
             check_topics(self.config, self._admin)
         assert self._routes is not None
         config = self.config
-        headers = [HEADERS_COLUMN] if HEADERS_COLUMN in batch.columns else []
+        output = batch if self.transform is None else self.transform.apply(batch)
+        headers = [HEADERS_COLUMN] if HEADERS_COLUMN in output.columns else []
         column = config.partition_column
         extra = [c for c in (*config.source_columns, column) if c is not None and c not in config.order_by]
-        rows = batch.select(*OUTPUT_COLUMNS, *headers, *config.order_by, *dict.fromkeys(extra))
-        if config.partition_column:
-            collected = self._write_in_place(rows, batch_id)
+        # Spark's analysis checks the output columns here, on the driver, before any task runs.
+        rows = output.select(*OUTPUT_COLUMNS, *headers, *config.order_by, *dict.fromkeys(extra))
+        if config.partition_column:  # with a transform: computed and written in one mapInArrow per task
+            collected = self._write_in_place(rows if self.transform is None else batch, batch_id)
         else:
             collected = self._write_routed(rows, batch_id, self._routes)
         written = sum(r.records for r in collected)
@@ -164,7 +195,9 @@ class TransactionalBatchWriter:
 
     def _write_in_place(self, rows: DataFrame, batch_id: int) -> list[PartitionResult]:
         config = self.config
-        collected = _collect(rows, functools.partial(write_in_place, config=config, batch_id=batch_id))
+        transform = None if self.transform is None else self.transform.function
+        write = functools.partial(write_in_place, config=config, batch_id=batch_id, transform=transform)
+        collected = _collect(rows, write)
         partitions = [r.partition for r in collected]
         if len(set(partitions)) != len(partitions):
             twice = sorted({p for p in partitions if partitions.count(p) > 1})
@@ -273,15 +306,22 @@ def write_batches(
     yield _result_batch(write_partition(config, batch_id, partition, _records(chunks, config)))
 
 
-def write_in_place(batches: Iterator[pa.RecordBatch], config: SinkConfig, batch_id: int) -> Iterator[pa.RecordBatch]:
+def write_in_place(
+    batches: ArrowBatches,
+    config: SinkConfig,
+    batch_id: int,
+    transform: Callable[[ArrowBatches], ArrowBatches] | None = None,
+) -> ArrowBatches:
     """``mapInArrow`` in the stage that computed the rows: all of them name one partition, one transaction.
 
+    With ``transform``, the task's rows are its input and the output rows are what ``transform``
+    yields for them, computed here, in the same Python worker, before the transaction begins.
     A task without rows writes nothing (a re-run of the batch has none either).
     """
     import pyarrow as pa  # type: ignore[import-untyped]
     import pyarrow.compute as pc  # type: ignore[import-untyped]
 
-    chunks = [chunk for chunk in batches if len(chunk)]
+    chunks = [chunk for chunk in (batches if transform is None else transform(batches)) if len(chunk)]
     if not chunks:
         return
     column = config.partition_column
@@ -340,11 +380,13 @@ class AtLeastOnceBatchWriter:
         progress: TextIO = sys.stderr,
         after_batch: Callable[[int, list[PartitionResult]], None] | None = None,
         query: str = "alos",
+        transform: RowTransform | None = None,
     ) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.progress = progress
         self.after_batch = after_batch
         self.query = query
+        self.transform = transform
 
     def prepare(self, spark: SparkSession) -> None:
         """Nothing to check: the baseline makes no exactly-once promise."""
@@ -353,6 +395,8 @@ class AtLeastOnceBatchWriter:
         from pyspark.sql import functions as F
 
         started = time.monotonic()
+        if self.transform is not None:
+            batch = self.transform.apply(batch)
         columns = [F.col("topic"), F.col("key"), F.col("value")]
         if HEADERS_COLUMN in batch.columns:  # Spark's sink wants array<struct<key string, value binary>>
             entry = lambda e: F.struct(e["key"].alias("key"), e["value"].cast("binary").alias("value"))  # noqa: E731
