@@ -131,8 +131,18 @@ def _walk(document: Any) -> Iterator[tuple[int, str, Any]]:
             pending.extend((depth + 1, field, item) for item in node)
 
 
-def _check_text(document: Any) -> Rejection | None:
-    """Nesting within ``MAX_NESTING`` and every string (keys too) Unicode text that UTF-8 can hold."""
+_SCALARS = frozenset({str, bool, int, float, type(None)})
+
+
+def _check_text(document: Any, text: str) -> Rejection | None:
+    """Nesting within ``MAX_NESTING`` and every string (keys too) Unicode text that UTF-8 can hold.
+
+    The usual record, one flat object whose text has no ``\\u`` escape, passes without a walk: only
+    an escape can put a surrogate into a string decoded from valid UTF-8, and a flat object is one
+    level deep.
+    """
+    if "\\u" not in text and type(document) is dict and all(type(v) in _SCALARS for v in document.values()):
+        return None
     too_deep = Rejection(r.NOT_JSON, f"the value is not JSON this job reads: nested deeper than {MAX_NESTING} levels")
     for depth, field, node in _walk(document):
         if depth > MAX_NESTING:
@@ -160,7 +170,7 @@ def _decode(value: bytes | None) -> Any:
         return Rejection(r.NOT_JSON, f"the value is not JSON this job reads: nested deeper than {MAX_NESTING} levels")
     except ValueError as exc:
         return Rejection(r.NOT_JSON, f"the value is not JSON: {exc}")
-    rejection = _check_text(document)
+    rejection = _check_text(document, text)
     if rejection is not None:
         return rejection
     if not isinstance(document, dict):

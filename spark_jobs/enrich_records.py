@@ -32,10 +32,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ikkai.contract.codec import RecordCodec, SchemaVersion, SingleObjectCodec, default_codec
+from ikkai.contract.codec import RecordCodec, SchemaVersion, default_codec
 from ikkai.contract.partitioning import kafka_partition
 from ikkai.errors import ConfigError
 from spark_jobs import enrich_reasons as r
+from spark_jobs.avro_batch import encode_columns, encode_records
 from spark_jobs.dead_letters import DEAD_LETTER_KEY_BYTES, cut_copy
 from spark_jobs.enrich_dedupe import EventTimeGate
 from spark_jobs.enrich_parse import Rejection, parse_record
@@ -67,6 +68,7 @@ ORDER_BY = ("input_partition", "input_offset", "seq")
 GATE_STATE_SCHEMA = "gate string"
 _MASKED = re.compile(r"^\*+[0-9]{0,4}$")
 _SINK_TYPES = {"timestamp": "Int64", "input_partition": np.int32, "input_offset": np.int64, "seq": np.int32}
+_SINK_COLUMNS = [c.split()[0] for c in SINK_SCHEMA.split(", ")]
 
 
 @dataclass(frozen=True)
@@ -181,19 +183,74 @@ def event_record(row: Any, schema: SchemaVersion | None = None) -> dict[str, Any
     return record
 
 
-def encode_events(
-    chunks: Iterator[pd.DataFrame], codec: SingleObjectCodec, settings: Settings
-) -> Iterator[pd.DataFrame]:
-    """``mapInPandas``: events → sink rows on ``settings.events_topic``, keyed by payment_id."""
+def event_columns(chunk: pd.DataFrame, schema: SchemaVersion) -> dict[str, Any]:
+    """``event_record`` of every row of ``chunk``, column by column: field name → one value per row.
+
+    The same values (each converted to its field's type, a null replaced by the field's default)
+    and, for bad rows, the same ``ConfigError`` as ``event_record`` gives the first bad row.
+    """
+    count = len(chunk)
+    problems: list[tuple[int, int, ConfigError]] = []  # (row, which check of the row, error): the first one wins
+    amount_null = chunk["amount_minor"].isna().to_numpy()
+    if amount_null.any():
+        i = int(amount_null.argmax())
+        amount = f"{chunk['amount'].iat[i]} {chunk['currency'].iat[i]}"
+        fix = "the spec must run amount_to_minor_units with output amount_minor"
+        problems.append(
+            (i, 0, ConfigError("enrich", "amount_minor", f"is null for the valid amount {amount}", fix=fix))
+        )
+    unmasked = next((i for i, card in enumerate(chunk["card_number"].tolist()) if not _MASKED.match(card or "")), None)
+    if unmasked is not None:
+        fix = "the transforms spec must run mask_card_number(column: card_number)"
+        problems.append((unmasked, 1, ConfigError("enrich", "card_number", "reached the event unmasked", fix=fix)))
+    columns: dict[str, Any] = {}
+    for position, field in enumerate(schema.schema["fields"], start=2):
+        name = field["name"]
+        column = FIELD_COLUMNS.get(name, name)
+        if column not in chunk.columns:
+            problems.append((0, position, ConfigError(
+                "enrich", name, f"{schema.label} has this field but the enriched event has no column {column!r}",
+                fix="add the transform that writes it to the transforms spec (docs/adding-a-transform.md)",
+            )))  # fmt: skip
+            continue
+        series = chunk[column]
+        nulls = series.isna().to_numpy()
+        convert = _CONVERT.get(_base_type(field["type"]), lambda v: v)
+        if not nulls.any():
+            if convert is int and series.dtype.kind == "i":  # a whole numpy column: encode_columns takes it as is
+                columns[name] = series.to_numpy(np.int64)
+            else:
+                columns[name] = [convert(v) for v in series.tolist()]
+            continue
+        if "default" not in field:
+            problems.append((int(nulls.argmax()), position, ConfigError(
+                "enrich", name, f"is null and {schema.label} gives it no default",
+                fix="make the transform write a value, or give the field a default",
+            )))  # fmt: skip
+            continue
+        default = field["default"]
+        columns[name] = [default if null else convert(v) for v, null in zip(series.tolist(), nulls, strict=True)]
+    if problems:
+        raise min(problems, key=lambda problem: problem[:2])[2]
+    assert all(len(values) == count for values in columns.values())
+    return columns
+
+
+def encode_events(chunks: Iterator[pd.DataFrame], codec: RecordCodec, settings: Settings) -> Iterator[pd.DataFrame]:
+    """``mapInPandas``: events → sink rows on ``settings.events_topic``, keyed by payment_id.
+
+    The values are encoded a chunk at a time (``avro_batch.encode_columns``): the bytes of
+    ``codec.encode(EVENT_SCHEMA, event_record(row))`` for every row.
+    """
     schema = codec.catalog.get(EVENT_SCHEMA)
     for chunk in chunks:
-        out = [
-            (settings.events_topic, row.payment_id.encode(),
-             codec.encode(EVENT_SCHEMA, event_record(row, schema), version=schema.version), None,
-             int(row.input_partition), int(row.input_offset), 0, None)
-            for row in chunk.itertuples(index=False)
-        ]  # fmt: skip
-        yield pd.DataFrame(out, columns=[c.split()[0] for c in SINK_SCHEMA.split(", ")]).astype(_SINK_TYPES)
+        count = len(chunk)
+        values = encode_columns(codec, EVENT_SCHEMA, event_columns(chunk, schema), count, version=schema.version)
+        yield pd.DataFrame({
+            "topic": settings.events_topic, "key": [payment.encode() for payment in chunk["payment_id"].tolist()],
+            "value": values, "timestamp": [None] * count, "input_partition": chunk["input_partition"].to_numpy(),
+            "input_offset": chunk["input_offset"].to_numpy(), "seq": 0, "headers": [None] * count,
+        }, index=range(count), columns=_SINK_COLUMNS).astype(_SINK_TYPES)  # fmt: skip
 
 
 def dead_letter_record(row: Any, settings: Settings) -> dict[str, Any]:
@@ -212,14 +269,18 @@ def dead_letter_record(row: Any, settings: Settings) -> dict[str, Any]:
 def encode_dead_letters(
     chunks: Iterator[pd.DataFrame], codec: RecordCodec, settings: Settings
 ) -> Iterator[pd.DataFrame]:
-    """``mapInPandas``: rejected rows → sink rows on ``settings.dlq_topic``."""
+    """``mapInPandas``: rejected rows → sink rows on ``settings.dlq_topic`` (values encoded a chunk at a time)."""
     for chunk in chunks:
-        out = []
+        keys, records, positions = [], [], []
         for row in chunk.itertuples(index=False):
             partition, offset = int(row.input_partition), int(row.input_offset)
             raw_key = None if row.key is None or len(row.key) > DEAD_LETTER_KEY_BYTES else bytes(row.key)
-            key = dlq_key(raw_key, settings.input_topic, partition, offset, settings.partitions)
-            record = dead_letter_record(row, settings)
-            value = codec.encode("dead_letter", record)
-            out.append((settings.dlq_topic, key, value, None, partition, offset, 0, record["headers"]))
-        yield pd.DataFrame(out, columns=[c.split()[0] for c in SINK_SCHEMA.split(", ")]).astype(_SINK_TYPES)
+            keys.append(dlq_key(raw_key, settings.input_topic, partition, offset, settings.partitions))
+            records.append(dead_letter_record(row, settings))
+            positions.append((partition, offset))
+        values = encode_records(codec, "dead_letter", records)
+        out = [
+            (settings.dlq_topic, key, value, None, partition, offset, 0, record["headers"])
+            for key, value, (partition, offset), record in zip(keys, values, positions, records, strict=True)
+        ]
+        yield pd.DataFrame(out, columns=_SINK_COLUMNS).astype(_SINK_TYPES)

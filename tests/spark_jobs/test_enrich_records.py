@@ -24,8 +24,10 @@ from spark_jobs.enrich_records import (
     EVENT_SCHEMA,
     Settings,
     classify,
+    dead_letter_record,
     dlq_key,
     encode_dead_letters,
+    encode_events,
     event_record,
 )
 from transforms import CURRENCY_EXPONENTS
@@ -236,3 +238,83 @@ def test_a_dead_letter_of_an_ordinary_line_carries_it_whole() -> None:
     letter = default_codec().decode("dead_letter", out["value"].iat[0])
     assert letter["value"] == rows["value"].iat[0] and letter["key"] == b"pay-1"
     assert set(letter["headers"]) == {r.STAGE_HEADER, r.ERROR_CLASS_HEADER, r.REASON_HEADER}
+
+
+def _enriched_chunk(seed: int, count: int) -> pd.DataFrame:
+    """Enriched, transformed rows as ``mapInPandas`` hands them over: numpy columns, profile fields often null."""
+    rng = random.Random(seed)  # noqa: S311 - test data
+
+    def maybe(value: object, null: object = None) -> object:
+        return null if rng.random() < 0.3 else value
+
+    rows = [{
+        "input_partition": rng.randrange(2), "input_offset": i, "ingested_at": 1_790_000_000_000 + i,
+        "event_id": f"e{i}", "payment_id": f"pay-{rng.randrange(10**9)}-ü", "customer_id": f"c{rng.randrange(50)}",
+        "merchant_id": f"m{rng.randrange(50)}", "amount": "12.34", "amount_minor": rng.randrange(1, 10**8),
+        "currency": rng.choice(["EUR", "JPY"]), "country": "DE", "card_present": rng.random() < 0.5,
+        "channel": maybe(rng.choice(["web", "app", "pos"])), "status": maybe("authorized", float("nan")),
+        "merchant_category_code": maybe("5411"), "merchant_category": maybe("Grocery"),
+        "card_number": "*" * rng.randrange(8, 16) + str(rng.randrange(1000, 10000)),
+        "event_time": rng.randrange(-(10**6), 2 * 10**12), "merchant_risk_tier": maybe("high"),
+        "merchant_country": maybe("FR"), "merchant_profile_as_of": maybe(rng.randrange(10**12), pd.NA),
+        "customer_segment": maybe("premium"), "customer_home_country": maybe("DE"),
+        "customer_profile_as_of": maybe(rng.randrange(10**12)),
+    } for i in range(count)]  # fmt: skip
+    chunk = pd.DataFrame(rows)
+    return chunk.astype({"input_partition": np.int32, "merchant_profile_as_of": "Int64"})
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_events_encoded_a_chunk_at_a_time_are_the_bytes_of_one_record_at_a_time(seed: int) -> None:
+    codec, config = default_codec(), Settings("ingest.payments", "events.payments", "dlq.enrich", 2, 10_000, {})
+    chunk = _enriched_chunk(seed, 300)
+    schema = codec.catalog.get(EVENT_SCHEMA)
+    [out] = list(encode_events(iter([chunk]), codec, config))
+    one_by_one = [codec.encode(EVENT_SCHEMA, event_record(row, schema), version=schema.version)
+                  for row in chunk.itertuples(index=False)]  # fmt: skip
+    assert list(out["value"]) == one_by_one
+    assert list(out["key"]) == [p.encode() for p in chunk["payment_id"]]
+    assert list(out["input_offset"]) == list(chunk["input_offset"])
+    assert list(out["input_partition"]) == list(chunk["input_partition"])
+    assert out["timestamp"].isna().all() and (out["seq"] == 0).all()
+    assert out["headers"].tolist() == [None] * len(chunk)  # Spark takes a null map from None only
+
+
+@pytest.mark.parametrize(
+    ("bad", "problem"),
+    [
+        ({3: {"card_number": "4111111111111111"}, 5: {"amount_minor": None}}, "mask_card_number"),
+        ({3: {"amount_minor": None, "card_number": "4111111111111111"}}, "amount_to_minor_units"),
+        ({2: {"event_id": None}, 4: {"card_number": "4111"}}, "event_id: is null"),
+    ],
+)
+def test_a_chunk_with_bad_rows_fails_as_its_first_bad_row_fails_alone(
+    bad: dict[int, dict[str, object]], problem: str
+) -> None:
+    codec, config = default_codec(), Settings("ingest.payments", "events.payments", "dlq.enrich", 2, 10_000, {})
+    chunk = _enriched_chunk(9, 8).astype({"amount_minor": object})
+    for i, changes in bad.items():
+        for column, value in changes.items():
+            chunk.at[i, column] = value
+    first = chunk.iloc[[min(bad)]].itertuples(index=False)
+    with pytest.raises(ConfigError, match=problem) as alone:
+        event_record(next(first))
+    with pytest.raises(ConfigError) as together:
+        list(encode_events(iter([chunk]), codec, config))
+    assert str(together.value) == str(alone.value)
+
+
+def test_dead_letters_encoded_a_chunk_at_a_time_are_the_bytes_of_one_record_at_a_time() -> None:
+    stream = mixed_stream(5)
+    rows = pd.DataFrame({
+        "partition": [line.partition for line in stream.lines], "offset": range(len(stream.lines)),
+        "ingested_at": INGESTED, "key": [line.key for line in stream.lines],
+        "value": [line.value for line in stream.lines],
+    })  # fmt: skip
+    classified = classify(rows, EventTimeGate(stream.lateness_ms), settings(stream))
+    rejected = classified[classified["outcome"] != EVENT]
+    codec = default_codec()
+    [out] = list(encode_dead_letters(iter([rejected]), codec, settings(stream)))
+    one_by_one = [codec.encode("dead_letter", dead_letter_record(row, settings(stream)))
+                  for row in rejected.itertuples(index=False)]  # fmt: skip
+    assert len(one_by_one) > 10 and list(out["value"]) == one_by_one
