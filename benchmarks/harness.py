@@ -178,6 +178,7 @@ class JobProcess:
     batches: list[float] = field(default_factory=list)  # monotonic time of each "batch N ..." line
     started: float | None = None  # monotonic time of the job's first line with ``start_marker``: Spark is up
     start_marker: str = ": model "  # the infer job's; the enrich job's is ", mode "
+    stamped: list[tuple[float, str]] = field(default_factory=list)  # (monotonic arrival, line) of every line
 
     def __post_init__(self) -> None:
         self.process = subprocess.Popen(
@@ -191,6 +192,7 @@ class JobProcess:
     def _read(self) -> None:
         assert self.process.stderr is not None
         for line in self.process.stderr:
+            self.stamped.append((time.monotonic(), line))
             self.log.append(line)
             if self.started is None and self.start_marker in line:
                 self.started = time.monotonic()

@@ -169,8 +169,19 @@ def connect_properties(ports: Ports, plugin_path: list[Path]) -> dict[str, str]:
         # producer.override.acks=all); the policy lint decides which overrides are required.
         "connector.client.config.override.policy": "All",
         "offset.flush.interval.ms": "1000",
-        # One worker: after a restart its connectors come back within seconds, not the 5-minute default.
-        "scheduled.rebalance.max.delay.ms": "5000",
+        # One worker, so no other can take over: a restarted worker gets its connectors back at once
+        # instead of after a scheduled rebalance (default 5 minutes), and a kill -9'd worker's old
+        # member leaves the group after 6 s (the brokers' group.min.session.timeout.ms) instead of
+        # 10 s. A cluster of several workers keeps a delay and the 10 s (docs/operating-connectors.md).
+        "scheduled.rebalance.max.delay.ms": "0",
+        "session.timeout.ms": "6000",
+        "heartbeat.interval.ms": "2000",
+        # Find plugins by their ServiceLoader manifests only (KIP-898): every plugin the stack puts on
+        # plugin.path has them, and the default (hybrid_warn) also scans every class of every plugin
+        # jar by reflection, the longest step of a worker's start (benchmarks/recovery.py). A plugin
+        # without manifests is then not found: LocalStack falls back to hybrid_warn for plugin
+        # folders from elsewhere (extra_plugin_dirs).
+        "plugin.discovery": "service_load",
         "config.providers": ",".join(CONFIG_PROVIDERS),
     }
     for name, cls in CONFIG_PROVIDERS.items():
