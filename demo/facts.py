@@ -6,10 +6,11 @@ everything downstream of them is pure.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from demo.measures import TopicRecord
+from demo.phases import Phase
 from ikkai.contract import topics
 
 INGEST = topics.INGEST_PAYMENTS
@@ -91,4 +92,5 @@ class Facts:
     chaos: list[ChaosEvent] = field(default_factory=list)
     chaos_planned: tuple[str, ...] = ()
     seconds: Mapping[str, float] = field(default_factory=dict)
+    phases: Sequence[Phase] = ()  # where the time went (demo.phases), overlapping phases included
     held_back: Mapping[str, int] = field(default_factory=dict)  # generated lines not written, by class

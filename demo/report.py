@@ -26,6 +26,7 @@ from demo.facts import (
 )
 from demo.invariants import check_all, duplicate_decisions
 from demo.measures import first_seen, latencies, latency_summary, topic_digest
+from demo.phases import phase_lines
 
 STAGES = (
     ("ingested", (INGEST,)),
@@ -94,6 +95,7 @@ def build_report(f: Facts) -> dict[str, Any]:
         },
         "chaos": [e.__dict__ for e in f.chaos],
         "seconds": {k: round(v, 1) for k, v in f.seconds.items()},
+        "phases": [p.as_dict() for p in f.phases],
         "invariants": [i.as_dict() for i in invariants],
         "failed": [i.name for i in invariants if not i.ok],
         "passed": all(i.ok for i in invariants),
@@ -189,6 +191,8 @@ def report_text(r: dict[str, Any]) -> str:
     lines += ["", f"{DECISIONS} sha256 {live[DECISIONS]}", f"{'replayed':>15} sha256 {replay.get(DECISIONS, '-')}"]
     lines += ["", "INVARIANTS"]
     lines += [f"  {'ok  ' if i['ok'] else 'FAIL'}  {i['name']}: {i['detail']}" for i in r["invariants"]]
+    phases = phase_lines(r.get("phases", []), r["seconds"].get("total"))
+    lines += ["", *phases] if phases else []
     seconds = ", ".join(f"{k} {v:.0f}s" for k, v in r["seconds"].items())
     verdict = "passed" if r["passed"] else "FAILED: " + ", ".join(r["failed"])
     lines += ["", f"demo {verdict}" + (f" ({seconds})" if seconds else "")]

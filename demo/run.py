@@ -10,9 +10,13 @@ Steps (each narrated on stderr; stdout gets only the report):
    ingestion connector reads, and follow four stages until everything is delivered, with
    SIGKILL of the infer job and a crash-restart of the Connect worker midway (``chaos``);
 4. read every topic with read_committed consumers and the receiver's database into ``Facts``;
-5. replay: both jobs again from the beginning of ``ingest.payments`` into fresh ``*.replay``
-   topics with fresh checkpoints, and compare digests;
-6. stop what it started (unless ``keep``).
+5. replay: both jobs again from the beginning of their input into fresh ``*.replay`` topics
+   with fresh checkpoints, and compare digests. Each replay starts as soon as its input topic is
+   complete (every line written, every chaos action recovered, every line ingested, resp.
+   enriched), so it runs while the live pipeline decides and delivers its last records;
+6. stop what it started (unless ``keep``); a live job is stopped once nothing is left for it.
+
+Every step is timed (``demo.phases``): the report's PHASES table says where the time went.
 
 Why its own stack: the demo kills the infer job and the Connect worker on purpose and needs
 empty topics for a reproducible report, so it never touches ``ikkai stack up``'s stack or a
@@ -21,6 +25,7 @@ cluster named by IKKAI_BOOTSTRAP_SERVERS / IKKAI_CONNECT_URL.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import sys
@@ -50,6 +55,7 @@ from demo.facts import (
 )
 from demo.follow import Look, stop_following
 from demo.lineup import Lineup
+from demo.phases import PhaseClock
 from demo.progress import LineWriter, ProgressDisplay, StageProgress
 from demo.raw_input import demo_input
 from demo.report import build_report
@@ -64,7 +70,7 @@ from deploy.probes import broker_answers
 from ikkai.errors import IkkaiError
 from ikkai.settings import Endpoints, endpoints_connect_auth, ikkai_home, jars_dir
 
-POLL_S = 1.0
+POLL_S = 0.5  # the follow loop's look at the topics; drained = follow.STABLE_POLLS looks in a row
 
 
 @dataclass(frozen=True)
@@ -118,6 +124,11 @@ class Demo:
         self.last_broker_killed = ""
         self._stack_thread: threading.Thread | None = None
         self._stack_error: BaseException | None = None
+        self.clock = PhaseClock()
+        self.replays: dict[str, Child] = {}  # replay job (enrich, infer) → its process, once started
+        self.replay_spawned: dict[str, float] = {}
+        self.retired: set[str] = set()  # live jobs stopped on purpose: nothing was left for them
+        self._stoppers: list[threading.Thread] = []
 
     def say(self, message: str) -> None:
         with self._lock:
@@ -126,18 +137,22 @@ class Demo:
     # -- the steps -----------------------------------------------------------------------------
 
     def run(self) -> dict[str, Any]:
-        started = time.monotonic()
         try:
-            return self._run(started)
+            facts = self._run()
         finally:
-            self._stop()
+            with self.clock.phase("stop"):
+                self._stop()
+        self.seconds["total"] = self.clock.since_origin()
+        return build_report(dataclasses.replace(facts, seconds=dict(self.seconds), phases=tuple(self.clock.phases())))
 
-    def _run(self, started: float) -> dict[str, Any]:
+    def _run(self) -> Facts:
         from demo.payments_simulation import DAY_MS
         from demo.raw_payments import mixed_stream
 
         o = self.options
-        self._setup()
+        started = self.clock.origin
+        with self.clock.phase("setup"):
+            self._setup()
         self.seconds["setup"] = time.monotonic() - started
         try:
             stream = mixed_stream(
@@ -158,31 +173,34 @@ class Demo:
             + " (lines a file cannot carry as generated)"
         )
         self._stack_up()
-        self._topics_and_master_data(stream)
+        with self.clock.phase("topics, master data"):
+            self._topics_and_master_data(stream)
         self._start_jobs()
-        self._start_receiver()
+        with self.clock.phase("receiver"):
+            self._start_receiver()
         self._stack_ready()
         self.seconds["stack"] = time.monotonic() - started - self.seconds["setup"]
-        self._apply_bundles()
+        with self.clock.phase("connectors applied"):
+            self._apply_bundles()
         pipeline_started = time.monotonic()
         self._follow(lines, expectation)
         self.seconds["pipeline"] = time.monotonic() - pipeline_started
         assert self.endpoints is not None
-        self.say("reading every topic with read_committed consumers")
-        topics = read_live(self.endpoints.bootstrap_servers)
-        applied = receiver_applied(self.run_dir / "receiver.sqlite")
-        deliveries = receiver_deliveries(self.receiver_url)
-        replay_started = time.monotonic()
+        self._start_replays()  # those the follow loop did not start (an input never completed)
+        self._retire("infer")
+        with self.clock.phase("read topics"):
+            self.say("reading every topic with read_committed consumers (the replay runs meanwhile)")
+            topics = read_live(self.endpoints.bootstrap_servers)
+            applied = receiver_applied(self.run_dir / "receiver.sqlite")
+            deliveries = receiver_deliveries(self.receiver_url)
         replay = self._replay()
-        self.seconds["replay"] = time.monotonic() - replay_started
-        self.seconds["total"] = time.monotonic() - started
-        facts = Facts(
+        self.seconds["replay"] = time.monotonic() - min(self.replay_spawned.values())  # overlaps the pipeline
+        return Facts(
             seed=o.seed, size=o.size, raw_lines=lines, expectation=expectation, topics=topics, **decoded(topics),
             held_back=self.held_back, applied=applied, deliveries=deliveries, replay=replay,
             chaos=sorted(self.chaos_events, key=lambda e: e.at_seconds),
-            chaos_planned=self.plan.actions if self.plan else (), seconds=self.seconds,
+            chaos_planned=self.plan.actions if self.plan else (),
         )  # fmt: skip
-        return build_report(facts)
 
     def _setup(self) -> None:
         from deploy.artifacts import ensure_jars
@@ -204,6 +222,7 @@ class Demo:
                 "it runs, so it always uses its own embedded stack"
             )
         self.say(f"starting a fresh embedded stack in {self.home}")
+        self.clock.start("broker")
         self.stack.down(purge=True)
         if self.run_dir.exists():
             shutil.rmtree(self.run_dir)
@@ -214,6 +233,8 @@ class Demo:
             endpoints = self.stack.endpoints()
             if endpoints is not None and broker_answers(endpoints.bootstrap_servers):
                 self.endpoints = endpoints
+                self.clock.end("broker")
+                self.clock.start("connect worker")
                 return
             time.sleep(0.5)
         self._stack_ready()
@@ -231,6 +252,7 @@ class Demo:
         if self._stack_error is not None:
             raise self._stack_error
         assert self.endpoints is not None
+        self.clock.end("connect worker")
         self.say(f"stack: Kafka {self.endpoints.bootstrap_servers}, Connect {self.endpoints.connect_url}")
 
     def _topics_and_master_data(self, stream: Any) -> None:
@@ -261,7 +283,20 @@ class Demo:
 
     def _start_jobs(self) -> None:
         enrich, infer = self._start(self._lineup().enrich()), self._start(self._lineup().infer())
+        for name, child in (("enrich", enrich), ("infer", infer)):
+            self._time_start_up(name, child)
         self.say(f"started enrich (pid {enrich.pid}) and infer (pid {infer.pid}), logs in {self.run_dir / 'logs'}")
+
+    def _time_start_up(self, name: str, child: Child) -> None:
+        """Phase '<name> start-up': from the spawn until the job prints its first line (its session is up)."""
+        phase = f"{name} start-up"
+        self.clock.start(phase)
+
+        def watch() -> None:
+            if child.wait_for_output(f"{name}: ", self.options.idle_timeout_s):
+                self.clock.end(phase)
+
+        threading.Thread(target=watch, name=f"demo-{name}-start-up", daemon=True).start()
 
     def _start_receiver(self) -> None:
         port = free_port()
@@ -295,6 +330,10 @@ class Demo:
         return self.plan.may_write(written, self.flowing.is_set(), started, finished)
 
     def _write_lines(self, lines: list[bytes], stop: threading.Event) -> None:
+        with self.clock.phase("writing raw lines"):
+            self._write_chunks(lines, stop)
+
+    def _write_chunks(self, lines: list[bytes], stop: threading.Event) -> None:
         """Append the lines in chunks, pausing where the chaos plan says (``_may_write``)."""
         chunks = max(1, min(40, len(lines) // 25))
         per_chunk = -(-len(lines) // chunks)
@@ -326,6 +365,8 @@ class Demo:
             + (", the last fifth after the Connect worker restart" if plan else "")
         ))  # fmt: skip
         self.first_line_at = time.monotonic()
+        for stage in ("ingest", "enrich", "decide", "deliver"):
+            self.clock.start(stage)
         writer.start()
         stable = 0
         last_change = time.monotonic()
@@ -337,6 +378,9 @@ class Demo:
                 if pipeline.counts.get(DECISIONS):
                     self.flowing.set()
                 stages = pipeline.stages()
+                for stage, phase in (("ingested", "ingest"), ("enriched", "enrich"), ("decided", "decide")):
+                    if stages[stage].fraction >= 1 and not self.clock.ended(phase):
+                        self.clock.end(phase)
                 self.counts = dict(pipeline.counts)
                 with self._lock:
                     self.display.update(list(stages.values()))
@@ -352,9 +396,13 @@ class Demo:
                         thread.start()
                         running.add(due)
                 busy = bool(running)
+                with self._lock:
+                    settled = not busy and {e.action for e in self.chaos_events} >= set(plan.actions if plan else ())
+                if settled and not writer.is_alive():  # every line written, every chaos action recovered
+                    self._start_replays(pipeline.replay_inputs_complete())
                 kinds = {chaos_.kind_of(action) for action in running}
                 for name, kind in (("enrich", chaos_.KILL_ENRICH), ("infer", chaos_.KILL_INFER), ("receiver", "")):
-                    if kind not in kinds:
+                    if kind not in kinds and name not in self.retired:
                         self.children[name].check_alive()
                 if not kinds & {chaos_.RESTART_WORKER, chaos_.KILL_BROKER} and time.monotonic() - last_health > 5:
                     self._check_connectors()
@@ -368,7 +416,9 @@ class Demo:
                     idle_timeout_s=self.options.idle_timeout_s,
                 )
                 if verdict is not None:
-                    if not verdict.drained:
+                    if verdict.drained:
+                        self.clock.end("deliver")
+                    else:
                         self.say(verdict.reason)
                     break
         finally:
@@ -427,6 +477,9 @@ class Demo:
                 self._wait_connectors_running()
                 recovered = time.monotonic() - began
                 self.say(f"chaos: Connect worker back, connectors RUNNING after {recovered:.0f}s")
+            if recovered is not None:
+                self.clock.start(f"chaos: {action}", at=began)
+                self.clock.end(f"chaos: {action}")
         except Exception as exc:  # noqa: BLE001 - whatever stopped the recovery, the report names it
             failure = str(exc) if isinstance(exc, IkkaiError) else f"{type(exc).__name__}: {exc}"
             self.say(f"chaos: {action} did not recover: {failure}")
@@ -479,38 +532,68 @@ class Demo:
             ]
             if live and states and all(state == "RUNNING" for state in states):
                 return
-            time.sleep(1)
+            time.sleep(0.5)
         raise IkkaiError(f"connectors not RUNNING {timeout_s:.0f}s after the worker restart")
 
     # -- replay ----------------------------------------------------------------------------------
 
-    def _replay(self) -> dict[str, list[Any]] | None:
-        assert self.endpoints is not None
+    def _start_replays(self, ready: dict[str, bool] | None = None) -> None:
+        """Start each replay job whose input is complete (all of them when ``ready`` is None); the live
+        enrich job is stopped once the infer replay may start: nothing is left for it."""
         for name in ("enrich", "infer"):
-            if not self.options.keep:
-                self.children[name].stop()
-        self.say(
-            "replay: enrich from the start of ingest.payments and infer from the start of events.payments, "
-            "both at once, into fresh *.replay topics with fresh checkpoints"
-        )
-        started = time.monotonic()
-        lineup = self._lineup()
-        jobs = {name: self._start((name, command)) for name, command in (lineup.enrich(replay=True),
-                                                                         lineup.infer(replay=True))}  # fmt: skip
+            if name in self.replays or (ready is not None and not ready[name]):
+                continue
+            if name == "infer":
+                self._retire("enrich")
+            if ready is None:
+                self._retire(name)
+            lineup = self._lineup()
+            self.replay_spawned[name] = time.monotonic()
+            job = self.replays[name] = self._start(lineup.enrich(replay=True) if name == "enrich"
+                                                   else lineup.infer(replay=True))  # fmt: skip
+            phase = f"replay: {name}"
+            self.clock.start(phase)
+            threading.Thread(target=self._time_exit, args=(job, phase), name=f"demo-{phase}", daemon=True).start()
+            source = INGEST if name == "enrich" else EVENTS
+            state = "complete now" if ready is not None else "as far as the pipeline got"
+            self.say(f"replay: {name} (pid {job.pid}) from the start of {source}, {state}, into fresh *.replay "
+                     "topics with a fresh checkpoint")  # fmt: skip
+
+    def _time_exit(self, job: Child, phase: str) -> None:
+        job.process.wait()
+        self.clock.end(phase)
+
+    def _retire(self, name: str) -> None:
+        """Stop a live job that has nothing left to do, in the background (``--keep`` leaves it running)."""
+        if self.options.keep or name in self.retired:
+            return
+        self.retired.add(name)
+        child = self.children[name]
+        stopper = threading.Thread(target=child.stop, name=f"demo-stop-{name}", daemon=True)
+        self._stoppers.append(stopper)
+        stopper.start()
+
+    def _replay(self) -> dict[str, list[Any]] | None:
+        """Wait for both replay jobs to drain and exit; the replayed topics, or None when a job failed."""
+        assert self.endpoints is not None
         try:
-            for name, job in jobs.items():
-                code = job.wait(max(1.0, self.options.job_timeout_s - (time.monotonic() - started)))
+            for name, job in self.replays.items():
+                spawned = self.replay_spawned[name]
+                code = job.wait(max(1.0, self.options.job_timeout_s - (time.monotonic() - spawned)))
                 if code != 0:
                     raise ChildProcessError(name, f"exited with code {code}", job.log)
-                self.say(f"replay: {name} done after {time.monotonic() - started:.0f}s")
+                self.say(f"replay: {name} done after {time.monotonic() - spawned:.0f}s")
         except ChildProcessError as exc:
             self.say(f"replay failed: {exc}")
             return None
-        return read_topics(self.endpoints.bootstrap_servers, [replay_topic(t) for t in REPLAYED])
+        with self.clock.phase("read replay topics"):
+            return read_topics(self.endpoints.bootstrap_servers, [replay_topic(t) for t in REPLAYED])
 
     # -- stopping ------------------------------------------------------------------------------
 
     def _stop(self) -> None:
+        for stopper in self._stoppers:
+            stopper.join()
         if self.options.keep:
             alive = {n: c.pid for n, c in self.children.items() if c.alive()}
             self.say(
@@ -518,8 +601,12 @@ class Demo:
                 "and " + ", ".join(f"{n} pid {pid}" for n, pid in alive.items()) + f"; receiver {self.receiver_url}"
             )
             return
-        for child in self.children.values():
-            child.stop()
+        stoppers = [threading.Thread(target=child.stop, name=f"demo-stop-{name}", daemon=True)
+                    for name, child in self.children.items()]  # fmt: skip
+        for stopper in stoppers:  # all at once: each may wait out its grace period
+            stopper.start()
+        for stopper in stoppers:
+            stopper.join()
         if self._stack_thread is not None:  # else nothing was started (e.g. a --size too small)
             self._stack_thread.join(300)  # never stop a stack that is still being started
             self.stack.down()
