@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,13 +33,13 @@ class InferProcess:
         ]  # fmt: skip
         self._start(command)
 
-    def _start(self, command: list[str]) -> None:
-        """Start ``command`` in its own process group and read its stderr in the background."""
+    def _start(self, command: list[str], env: Mapping[str, str] | None = None) -> None:
+        """Start ``command`` in its own process group (``env`` added to ours) and read its stderr in the background."""
         self.log: list[str] = []
         self.committed = threading.Semaphore(0)
         self.process = subprocess.Popen(
             command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
         )  # fmt: skip
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()

@@ -25,8 +25,10 @@ No pyspark import here: the outbox emitter and plain Python producers use this m
 from __future__ import annotations
 
 import copy
+import hashlib
 import io
 import json
+import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -163,6 +165,11 @@ class SchemaCatalog:
             )
         return cls(load_schema_file(path) for path in sorted(root.glob("*/v*.avsc")))
 
+    def digest(self) -> str:
+        """What this catalog holds, in 16 hex digits: equal digests, equal catalogs (names, versions, fingerprints)."""
+        entries = sorted((v.name, v.version, v.fingerprint.hex()) for by in self._by_name.values() for v in by.values())
+        return hashlib.sha256(json.dumps(entries).encode()).hexdigest()[:16]
+
     def names(self) -> list[str]:
         return sorted(self._by_name)
 
@@ -207,7 +214,9 @@ class SingleObjectCodec:
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Over the shipped catalog it travels as a name: each process loads that catalog once (default_codec).
-        return (default_codec, ()) if is_shipped(self.catalog) else (SingleObjectCodec, (self.catalog,))
+        if is_shipped(self.catalog):
+            return (shipped_codec, (self.catalog.digest(),))
+        return (SingleObjectCodec, (self.catalog,))
 
     def encode(self, name: str, record: Mapping[str, Any], *, version: int | None = None) -> bytes:
         writer = self.catalog.get(name, version)
@@ -255,9 +264,14 @@ def read_body(body: bytes, writer: SchemaVersion, reader: SchemaVersion) -> dict
     return record
 
 
+CATALOG_VAR = "IKKAI_SCHEMA_CATALOG"  # another catalog folder in place of the shipped one (a schema in development)
+
+
 def schemas_dir() -> Path:
-    """The catalog folder ``ikkai/contract/schemas/``, from the checkout, the installed wheel or the application zip."""
-    return package_path("ikkai.contract", "schemas")
+    """The catalog folder: ``$IKKAI_SCHEMA_CATALOG``, else ``ikkai/contract/schemas/`` from the checkout, the
+    installed wheel or the application zip. Set the variable for every process of a job (Spark executors too)."""
+    override = os.environ.get(CATALOG_VAR)
+    return Path(override) if override else package_path("ikkai.contract", "schemas")
 
 
 @lru_cache(maxsize=1)
@@ -270,9 +284,27 @@ def default_codec() -> SingleObjectCodec:
     return SingleObjectCodec(_shipped_catalog())
 
 
-def shipped_catalog() -> SchemaCatalog:
-    """The catalog shipped inside the package, loaded once per process."""
-    return _shipped_catalog()
+def shipped_catalog(digest: str | None = None) -> SchemaCatalog:
+    """The catalog shipped inside the package, loaded once per process; with ``digest``, checked to be that one.
+
+    A codec over the shipped catalog pickles as its digest, not its schemas (Spark ships it with every
+    task); the process that unpickles it must hold the same catalog, or a record could be written with
+    another schema than the driver chose. A difference is refused, naming both folders' digests."""
+    catalog = _shipped_catalog()
+    if digest is not None and catalog.digest() != digest:
+        raise SchemaError(
+            str(schemas_dir()),
+            f"this process's schema catalog (digest {catalog.digest()}) is not the one the codec was made with "
+            f"(digest {digest})",
+            fix=f"run every process of the job with the same catalog: the same ikkai version, and {CATALOG_VAR} "
+            "set alike for the driver and the executors (spark.executorEnv) if you use it",
+        )
+    return catalog
+
+
+def shipped_codec(digest: str) -> SingleObjectCodec:
+    """The codec over the shipped catalog, checked against the digest it was pickled with (``__reduce__``)."""
+    return SingleObjectCodec(shipped_catalog(digest))
 
 
 def is_shipped(catalog: SchemaCatalog) -> bool:

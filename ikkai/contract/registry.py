@@ -142,13 +142,13 @@ class RegistryCodec:
         # No client (sockets, locks); over the shipped catalog, no catalog either: each process loads its own.
         state = {**self.__dict__, "_client": None, "_writers": {}}
         if is_shipped(self.catalog):
-            state |= {"catalog": None, "_single_object": None}
+            state |= {"catalog": None, "_single_object": None, "_catalog_digest": self.catalog.digest()}
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         if self.catalog is None:
-            self.catalog = shipped_catalog()
+            self.catalog = shipped_catalog(state.get("_catalog_digest"))
             self._single_object = SingleObjectCodec(self.catalog)
         for fingerprint, schema_id in self._ids.items():  # the writers this codec registered, from its catalog
             writer = self.catalog.by_fingerprint(fingerprint)

@@ -28,7 +28,7 @@ import pytest
 from demo.infer_process import InferProcess
 from demo.pipeline_io import by_partition, create_topic, flat, unique
 from demo.raw_payments import EVENT, RawLine, encode_line, format_event_time, produce_lines
-from ikkai.contract.codec import SchemaCatalog, SingleObjectCodec, schemas_dir
+from ikkai.contract.codec import CATALOG_VAR, SchemaCatalog, SingleObjectCodec, schemas_dir
 from ikkai.contract.compatibility import check_catalog
 from ikkai.contract.partitioning import kafka_partition
 from spark_jobs.enrich import TRANSFORMS_SPEC
@@ -183,19 +183,14 @@ def raw_lines() -> list[RawLine]:
 class GuideEnrichProcess(InferProcess):
     """The guide's ``python -m spark_jobs.enrich ...`` with the workspace's schema catalog in place of the shipped one.
 
-    The catalog ships inside the package (``schemas_dir()``), which this test must not edit, so the
-    job's interpreter is started with ``schemas_dir`` pointing at the workspace's copy; everything
-    else is the job as the guide runs it. The codec is built on the driver and pickled to the
-    Python workers, so they encode with the same catalog.
+    The catalog ships inside the package, which this test must not edit, so the job runs with
+    ``IKKAI_SCHEMA_CATALOG`` naming the workspace's copy: the driver and the Python workers (which
+    inherit the environment) load the same catalog, as they must (a codec pickles as the catalog's
+    digest and is refused by a process holding another); everything else is the job as the guide runs it.
     """
 
     def __init__(self, catalog: Path, module: str, args: list[str]) -> None:
-        launcher = (
-            "import runpy, pathlib, ikkai.contract.codec as codec; "
-            f"codec.schemas_dir = lambda: pathlib.Path({str(catalog)!r}); "
-            f"runpy.run_module({module!r}, run_name='__main__', alter_sys=True)"
-        )
-        self._start([sys.executable, "-c", launcher, *args])
+        self._start([sys.executable, "-m", module, *args], env={CATALOG_VAR: str(catalog)})
 
 
 @pytest.mark.integration

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import pickle
+import shutil
 from pathlib import Path
 
 import pytest
 
-from ikkai.contract.codec import SingleObjectCodec, default_codec
+import ikkai.contract.codec as codec_module
+from ikkai.contract.codec import CATALOG_VAR, SchemaCatalog, SchemaError, SingleObjectCodec, default_codec, schemas_dir
 from ikkai.contract.registry import RegistryCodec
 from ikkai.contract.wire_format import CONFIG_VAR, URL_VAR, environment_codec, registry_settings
 from ikkai.errors import ConfigError
@@ -107,3 +110,23 @@ def test_codecs_over_the_shipped_catalog_ship_to_executors_as_names() -> None:
     copy = pickle.loads(pickle.dumps(registry))  # noqa: S301 - our own bytes
     assert isinstance(copy, RegistryCodec) and copy.catalog is default_codec().catalog and copy.url == URL
     assert pickle.loads(pickle.dumps(single)).catalog is default_codec().catalog  # noqa: S301 - our own bytes
+
+
+def test_a_codec_named_by_its_catalog_is_refused_where_another_catalog_is_shipped(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A driver and an executor with different catalogs: the name alone would silently switch schemas."""
+    single, registry = pickle.dumps(environment_codec({})), pickle.dumps(environment_codec({URL_VAR: URL}))
+    other = tmp_path / "catalog"
+    shutil.copytree(schemas_dir(), other)
+    newest = max((other / "payment_event").glob("v*.avsc"), key=lambda p: int(p.stem[1:]))
+    schema = json.loads(newest.read_text())
+    schema["fields"].append({"name": "added_here", "type": ["null", "string"], "default": None})
+    (other / "payment_event" / f"v{int(newest.stem[1:]) + 1}.avsc").write_text(json.dumps(schema))
+    other_catalog = SchemaCatalog.from_dir(other)
+    assert other_catalog.digest() != default_codec().catalog.digest()
+    monkeypatch.setattr(codec_module, "_shipped_catalog", lambda: other_catalog)  # this process plays such an executor
+    for data in (single, registry):
+        with pytest.raises(SchemaError) as caught:
+            pickle.loads(data)  # noqa: S301 - our own bytes
+        assert "not the one the codec was made with" in str(caught.value) and CATALOG_VAR in str(caught.value)
