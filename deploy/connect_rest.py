@@ -232,14 +232,22 @@ class ConnectClient:
             try:
                 response = self.session.request(method, self.url + path, json=json, timeout=timeout, **self._options)
             except requests.exceptions.SSLError as exc:
+                refused_alert = _client_certificate_alert(exc)
                 raise ConnectAccessDenied(
                     method,
                     path,
                     self.url,
-                    f"TLS failed: {_ssl_reason(exc)}",
+                    f"TLS failed: the worker refused the client certificate (TLS alert {refused_alert})"
+                    if refused_alert
+                    else f"TLS failed: {_ssl_reason(exc)}",
                     cluster=self.cluster,
-                    fix='name the CA that signed the worker\'s certificate ("ca" in the credentials file: '
-                    "IKKAI_CONNECT_CREDENTIALS, or the clusters file's credentials)",
+                    fix=(
+                        'use a client certificate signed by a CA the worker\'s truststore holds ("client_cert" in '
+                        "the credentials file: IKKAI_CONNECT_CREDENTIALS, or the clusters file's credentials)"
+                        if refused_alert
+                        else 'name the CA that signed the worker\'s certificate ("ca" in the credentials file: '
+                        "IKKAI_CONNECT_CREDENTIALS, or the clusters file's credentials)"
+                    ),
                 ) from None
             except (requests.ConnectionError, requests.Timeout) as exc:
                 reason = unreachable_reason(exc)
@@ -275,6 +283,18 @@ class ConnectClient:
             if not retriable or delay is None or time.monotonic() + delay > deadline:
                 raise error
             time.sleep(delay)
+
+
+# TLS alerts the worker sends when it does not accept the client certificate it was shown
+CLIENT_CERTIFICATE_ALERTS = ("ALERT_CERTIFICATE_UNKNOWN", "ALERT_UNKNOWN_CA", "ALERT_BAD_CERTIFICATE",
+                             "ALERT_CERTIFICATE_REQUIRED", "ALERT_UNSUPPORTED_CERTIFICATE")  # fmt: skip
+
+
+def _client_certificate_alert(exc: BaseException) -> str | None:
+    """``certificate unknown``, ``unknown ca``, ...: the worker did not accept our client certificate; else None."""
+    text = str(exc)
+    alert = next((alert for alert in CLIENT_CERTIFICATE_ALERTS if alert in text), None)
+    return alert.removeprefix("ALERT_").replace("_", " ").lower() if alert else None
 
 
 def _ssl_reason(exc: BaseException) -> str:

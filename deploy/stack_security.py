@@ -5,7 +5,9 @@ Written once under ``<home>/secure/`` (mode 0700, files 0600) and kept across re
 - ``ca.pem`` — a CA made for this stack only; ``broker.pem`` / ``connect.pem`` — the broker's and
   the Connect REST server's key and certificate (for 127.0.0.1 and localhost), signed by it;
   ``client.pem`` / ``client.p12`` — a client certificate (PEM, and PKCS#12 with the client password),
-  for the mutual-TLS listener; ``client-mtls.properties`` — a client of that listener, in Kafka's names.
+  for the mutual-TLS listener and the Connect REST server; ``ca.p12`` — the CA as a PKCS#12 truststore
+  (REST password) for the Connect REST server, which checks a client certificate when one is given;
+  ``client-mtls.properties`` — a client of that listener, in Kafka's names.
 - ``oauth-signing.pem`` / ``jwks.json`` — an RS256 signing key and its public half as a JWKS file: the
   OAUTHBEARER listener accepts JWTs it signed (audience ``ikkai-kafka``, issuer ``ikkai-embedded-stack``).
   An identity provider that issues such tokens stands in front of it (tests/deploy/identity_provider.py
@@ -13,7 +15,8 @@ Written once under ``<home>/secure/`` (mode 0700, files 0600) and kept across re
 - ``client.properties`` — what a client needs, in Kafka's names: SASL_SSL, SCRAM-SHA-512 as user
   ``ikkai``, the CA as a PEM truststore. ``IKKAI_KAFKA_CONFIG`` names it for ikkai's clients.
 - ``connect-users.properties`` / ``connect-jaas.conf`` — the Connect REST user for Apache Kafka's
-  basic-auth REST extension; ``connect-rest.json`` its user name and password for ikkai's REST client.
+  basic-auth REST extension; ``connect-rest.json`` its user name and password, the CA and the client
+  certificate for ikkai's REST client.
 
 Passwords come from ``secrets`` and never leave these files. Pure functions render the broker's
 and the worker's settings from them (``stack_config`` keeps the plaintext ones).
@@ -83,6 +86,11 @@ class StackSecrets:
     def connect_keystore(self) -> Path:
         """The REST server's key and certificate as PKCS#12: Jetty reads Java keystore types, not PEM."""
         return self.dir / "connect.p12"
+
+    @property
+    def connect_truststore(self) -> Path:
+        """The CA as PKCS#12 for the REST server's client-certificate check (Jetty reads no PEM truststore)."""
+        return self.dir / "ca.p12"
 
     @property
     def client_pem(self) -> Path:
@@ -240,7 +248,11 @@ def connect_security(stack: StackSecrets, rest_port: int, host: str) -> dict[str
         "listeners.https.ssl.keystore.location": str(stack.connect_keystore),
         "listeners.https.ssl.keystore.password": stack.rest_password,
         "listeners.https.ssl.key.password": stack.rest_password,
-        "listeners.https.ssl.client.auth": "none",  # basic auth decides who may call
+        "listeners.https.ssl.truststore.type": "PKCS12",
+        "listeners.https.ssl.truststore.location": str(stack.connect_truststore),
+        "listeners.https.ssl.truststore.password": stack.rest_password,
+        # a client certificate is checked against the CA when one is given; basic auth decides who may call
+        "listeners.https.ssl.client.auth": "requested",
         "rest.extension.classes": REST_EXTENSION,
     }
     return settings
@@ -260,7 +272,8 @@ def ensure_secrets(home: Path) -> StackSecrets:
         files = (stack.ca, stack.broker_pem, stack.connect_pem, stack.connect_keystore, stack.client_pem)
         if all(path.is_file() for path in files):
             client_files = (stack.client_properties, stack.rest_users, stack.jaas, stack.rest_credentials,
-                            stack.mtls_properties, stack.client_keystore, stack.jwks)  # fmt: skip
+                            stack.mtls_properties, stack.client_keystore, stack.jwks,
+                            stack.connect_truststore)  # fmt: skip
             if not all(path.is_file() for path in client_files):  # read on every health poll: write only what is gone
                 _write_client_files(stack)
             return stack
@@ -299,6 +312,11 @@ def _write_client_files(stack: StackSecrets) -> None:
         encryption = serialization.BestAvailableEncryption(stack.client_password.encode())
         p12 = pkcs12.serialize_key_and_certificates(b"client", key, cert, [*chain, ca], encryption)  # type: ignore[arg-type]
         _write_secret_bytes(stack.client_keystore, p12)
+    if not stack.connect_truststore.is_file():  # the stack's own CA: a home made before it existed keeps its CA
+        ca = x509.load_pem_x509_certificate(stack.ca.read_bytes())
+        encryption = serialization.BestAvailableEncryption(stack.rest_password.encode())
+        p12 = pkcs12.serialize_java_truststore([pkcs12.PKCS12Certificate(ca, b"ikkai-ca")], encryption)
+        _write_secret_bytes(stack.connect_truststore, p12)
     if not stack.jwks.is_file():
         _write_oauth_issuer(stack)
     _write_secret(stack.rest_users, f"{CONNECT_REST_USER}: {stack.rest_password}\n")
@@ -308,6 +326,7 @@ def _write_client_files(stack: StackSecrets) -> None:
     ))  # fmt: skip
     _write_secret(stack.rest_credentials, json.dumps({
         "username": CONNECT_REST_USER, "password": stack.rest_password, "ca": str(stack.ca),
+        "client_cert": str(stack.client_pem),  # key and certificate in one PEM file, as requests reads it
     }))  # fmt: skip
 
 
