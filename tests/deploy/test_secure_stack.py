@@ -23,7 +23,7 @@ from demo.payments_simulation import generate_profiles, payment_records, simulat
 from demo.pipeline_io import by_partition, create_topic, flat, produce_payments, unique
 from demo.raw_payments import mixed_stream, produce_lines
 from deploy.local_stack import LocalStack
-from deploy.stack_security import StackSecrets, client_settings, ensure_secrets
+from deploy.stack_security import CLIENT_USER, PLAIN_MODULE, StackSecrets, client_settings, ensure_secrets
 from ikkai.contract import kafka
 from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka_security import CONFIG_VAR, client_security
@@ -84,6 +84,45 @@ def test_a_transaction_goes_through_sasl_ssl_with_the_one_client_file(
         consumer.close()
     assert secrets.client_password not in repr(client_security())  # the settings never show it in a repr
     assert kafka.producer_config(bootstrap)["security.protocol"] == "SASL_SSL"
+
+
+def test_a_plain_login_from_the_client_file_is_accepted_too(
+    secure_stack: tuple[Endpoints, StackSecrets], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SASL/PLAIN over TLS, as a cluster that keeps PLAIN users has it: the same file, another login module."""
+    endpoints, secrets = secure_stack
+    settings = client_settings(secrets) | {
+        "sasl.mechanism": "PLAIN",
+        "sasl.jaas.config": f'{PLAIN_MODULE} required username="{CLIENT_USER}" password="{secrets.client_password}";',
+    }
+    monkeypatch.setenv(CONFIG_VAR, str(_properties(tmp_path / "plain.properties", settings)))
+    bootstrap = endpoints.bootstrap_servers
+    assert kafka.producer_config(bootstrap)["sasl.mechanism"] == "PLAIN"
+    kafka.check_access(bootstrap, timeout=10)
+    topic = f"secure.plain.{uuid.uuid4().hex[:8]}"
+    kafka.ensure_topics(bootstrap, [topic], 1)
+    producer = Producer(kafka.producer_config(bootstrap, **{"transactional.id": f"t-{topic}"}))
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, key=b"k", value=b"over PLAIN")
+    producer.commit_transaction(30)
+    consumer = Consumer(kafka.consumer_config(bootstrap, f"g-{topic}", **{"auto.offset.reset": "earliest"}))
+    consumer.subscribe([topic])
+    try:
+        message = None
+        for _ in range(60):
+            message = consumer.poll(1.0)
+            if message is not None and message.error() is None:
+                break
+        assert message is not None and message.error() is None and message.value() == b"over PLAIN"
+    finally:
+        consumer.close()
+    # The wrong password through PLAIN is refused in one line, like SCRAM's.
+    settings["sasl.jaas.config"] = f'{PLAIN_MODULE} required username="{CLIENT_USER}" password="not-it";'
+    monkeypatch.setenv(CONFIG_VAR, str(_properties(tmp_path / "plain-wrong.properties", settings)))
+    with pytest.raises(KafkaAccessError) as caught:
+        kafka.check_access(bootstrap, timeout=10)
+    assert caught.value.reason == "authentication" and "\n" not in str(caught.value)
 
 
 @pytest.mark.parametrize("case", ["wrong password", "wrong CA", "plaintext"])
