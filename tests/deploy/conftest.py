@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from deploy.local_stack import LocalStack
+from deploy.stack_security import StackSecrets
+from ikkai.settings import Endpoints, jars_dir
 from tests.deploy.crd_schemas import NoSuitableJava, strimzi_crds
 
 
@@ -19,3 +25,19 @@ def strimzi(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
         return strimzi_crds(Path(folder))
     except NoSuitableJava as exc:
         pytest.skip(f"Strimzi's CRD generator needs Java 21+: {exc}")
+
+
+@pytest.fixture(scope="module")
+def secure_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Endpoints, StackSecrets]]:
+    """A secured embedded stack for the module (``IKKAI_TEST_SECURE_HOME`` names a running one to reuse)."""
+    reuse = os.environ.get("IKKAI_TEST_SECURE_HOME")
+    home = Path(reuse) if reuse else tmp_path_factory.mktemp("secure") / "home"
+    local = LocalStack(home, jars_dir(), heap="512m", secure=True, progress=sys.stderr)
+    endpoints = local.up()
+    secrets = local.stack_secrets()
+    assert secrets is not None
+    try:
+        yield endpoints, secrets
+    finally:
+        if not reuse:
+            local.down(purge=True)

@@ -9,9 +9,6 @@ started once for the module in its own home (``IKKAI_TEST_SECURE_HOME`` names a 
 from __future__ import annotations
 
 import datetime
-import os
-import sys
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -23,26 +20,10 @@ from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from deploy.connect_rest import ConnectAccessDenied, ConnectClient
-from deploy.local_stack import LocalStack
 from deploy.stack_security import StackSecrets, connect_security, ensure_secrets
-from ikkai.settings import ConnectAuth, Endpoints, endpoints_connect_auth, jars_dir
+from ikkai.settings import ConnectAuth, Endpoints, endpoints_connect_auth
 
 CLUSTER = "env secure-test"
-
-
-@pytest.fixture(scope="module")
-def secure_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Endpoints, StackSecrets]]:
-    reuse = os.environ.get("IKKAI_TEST_SECURE_HOME")
-    home = Path(reuse) if reuse else tmp_path_factory.mktemp("secure") / "home"
-    local = LocalStack(home, jars_dir(), heap="512m", secure=True, progress=sys.stderr)
-    endpoints = local.up()
-    secrets = local.stack_secrets()
-    assert secrets is not None
-    try:
-        yield endpoints, secrets
-    finally:
-        if not reuse:
-            local.down(purge=True)
 
 
 def test_an_older_home_gets_the_rest_truststore_with_its_own_ca(tmp_path: Path) -> None:

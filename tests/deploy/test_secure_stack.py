@@ -8,10 +8,7 @@ started once for the module in its own home (``IKKAI_TEST_SECURE_HOME`` names a 
 from __future__ import annotations
 
 import json
-import os
-import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,13 +19,12 @@ from demo.infer_process import InferProcess, InferTopics
 from demo.payments_simulation import generate_profiles, payment_records, simulate
 from demo.pipeline_io import by_partition, create_topic, flat, produce_payments, unique
 from demo.raw_payments import mixed_stream, produce_lines
-from deploy.local_stack import LocalStack
 from deploy.stack_security import CLIENT_USER, PLAIN_MODULE, StackSecrets, client_settings, ensure_secrets
 from ikkai.contract import kafka
 from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka_security import CONFIG_VAR, client_security
 from ikkai.errors import KafkaAccessError
-from ikkai.settings import Endpoints, endpoints_connect_auth, jars_dir
+from ikkai.settings import Endpoints, endpoints_connect_auth
 from outbox_sink import OutboxEmitter, OutboxRequest
 from spark_jobs.master_data import publish_profiles
 from tests.cli.cli_runner import run_ikkai
@@ -37,39 +33,18 @@ from tests.spark_jobs.enrich_process import EnrichProcess, EnrichTopics
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def secure_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Endpoints, StackSecrets]]:
-    reuse = os.environ.get("IKKAI_TEST_SECURE_HOME")
-    home = Path(reuse) if reuse else tmp_path_factory.mktemp("secure") / "home"
-    local = LocalStack(home, jars_dir(), heap="512m", secure=True, progress=sys.stderr)
-    endpoints = local.up()
-    secrets = local.stack_secrets()
-    assert secrets is not None
-    try:
-        yield endpoints, secrets
-    finally:
-        if not reuse:
-            local.down(purge=True)
-
-
 def _properties(path: Path, settings: dict[str, str]) -> Path:
     path.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
     return path
 
 
-def test_a_transaction_goes_through_sasl_ssl_with_the_one_client_file(
-    secure_stack: tuple[Endpoints, StackSecrets], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    endpoints, secrets = secure_stack
-    monkeypatch.setenv(CONFIG_VAR, endpoints.kafka_config)
-    bootstrap = endpoints.bootstrap_servers
-    kafka.check_access(bootstrap)
-    topic = f"secure.{uuid.uuid4().hex[:8]}"
+def _round_trip(bootstrap: str, topic: str, value: bytes) -> None:
+    """One committed transaction on a new topic, read back by a read_committed consumer."""
     assert kafka.ensure_topics(bootstrap, [topic], 1) == [topic]
     producer = Producer(kafka.producer_config(bootstrap, **{"transactional.id": f"t-{topic}"}))
     producer.init_transactions(30)
     producer.begin_transaction()
-    producer.produce(topic, key=b"k", value=b"over TLS, as ikkai")
+    producer.produce(topic, key=b"k", value=value)
     producer.commit_transaction(30)
     consumer = Consumer(kafka.consumer_config(bootstrap, f"g-{topic}", **{"auto.offset.reset": "earliest"}))
     consumer.subscribe([topic])
@@ -79,9 +54,19 @@ def test_a_transaction_goes_through_sasl_ssl_with_the_one_client_file(
             message = consumer.poll(1.0)
             if message is not None and message.error() is None:
                 break
-        assert message is not None and message.error() is None and message.value() == b"over TLS, as ikkai"
+        assert message is not None and message.error() is None and message.value() == value
     finally:
         consumer.close()
+
+
+def test_a_transaction_goes_through_sasl_ssl_with_the_one_client_file(
+    secure_stack: tuple[Endpoints, StackSecrets], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    endpoints, secrets = secure_stack
+    monkeypatch.setenv(CONFIG_VAR, endpoints.kafka_config)
+    bootstrap = endpoints.bootstrap_servers
+    kafka.check_access(bootstrap)
+    _round_trip(bootstrap, f"secure.{uuid.uuid4().hex[:8]}", b"over TLS, as ikkai")
     assert secrets.client_password not in repr(client_security())  # the settings never show it in a repr
     assert kafka.producer_config(bootstrap)["security.protocol"] == "SASL_SSL"
 
@@ -99,24 +84,7 @@ def test_a_plain_login_from_the_client_file_is_accepted_too(
     bootstrap = endpoints.bootstrap_servers
     assert kafka.producer_config(bootstrap)["sasl.mechanism"] == "PLAIN"
     kafka.check_access(bootstrap, timeout=10)
-    topic = f"secure.plain.{uuid.uuid4().hex[:8]}"
-    kafka.ensure_topics(bootstrap, [topic], 1)
-    producer = Producer(kafka.producer_config(bootstrap, **{"transactional.id": f"t-{topic}"}))
-    producer.init_transactions(30)
-    producer.begin_transaction()
-    producer.produce(topic, key=b"k", value=b"over PLAIN")
-    producer.commit_transaction(30)
-    consumer = Consumer(kafka.consumer_config(bootstrap, f"g-{topic}", **{"auto.offset.reset": "earliest"}))
-    consumer.subscribe([topic])
-    try:
-        message = None
-        for _ in range(60):
-            message = consumer.poll(1.0)
-            if message is not None and message.error() is None:
-                break
-        assert message is not None and message.error() is None and message.value() == b"over PLAIN"
-    finally:
-        consumer.close()
+    _round_trip(bootstrap, f"secure.plain.{uuid.uuid4().hex[:8]}", b"over PLAIN")
     # The wrong password through PLAIN is refused in one line, like SCRAM's.
     settings["sasl.jaas.config"] = f'{PLAIN_MODULE} required username="{CLIENT_USER}" password="not-it";'
     monkeypatch.setenv(CONFIG_VAR, str(_properties(tmp_path / "plain-wrong.properties", settings)))
