@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -50,12 +49,7 @@ def drain(bootstrap: str, raw: tuple[str, str, str, int], variant: Variant, args
         "--mode", variant.mode, "--max-offsets-per-trigger", str(args.batch), code=variant.code,
     )  # fmt: skip
     job = JobProcess(command, cwd=cwd, env=env, start_marker=", mode ")
-    job.wait_started()
-    code = job.wait()
-    assert job.started is not None
-    seconds = time.monotonic() - job.started
-    if code != 0:
-        raise SystemExit(f"{variant.name} failed:\n{job.tail()}")
+    seconds = job.run_to_end(variant.name)
     written = sum(len(records) for topic in (events, dlq) for records in by_partition(bootstrap, topic).values())
     if written != lines:
         raise SystemExit(f"{variant.name}: {written} events and dead letters for {lines} raw lines")

@@ -212,6 +212,16 @@ class JobProcess:
         self.memory.stop()
         return code
 
+    def run_to_end(self, name: str) -> float:
+        """Seconds from the start marker (Spark up) to the job's exit; a job that fails stops the benchmark."""
+        self.wait_started()
+        code = self.wait()
+        assert self.started is not None
+        seconds = time.monotonic() - self.started
+        if code != 0:
+            raise SystemExit(f"{name} failed:\n{self.tail()}")
+        return seconds
+
     def stop(self) -> None:
         """SIGTERM to the whole group, SIGKILL after 20 s."""
         if self.process.poll() is None:

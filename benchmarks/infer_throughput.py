@@ -146,12 +146,7 @@ def max_load(
     job = start_infer(
         bootstrap, topics, scratch / unique("max").replace(".", "-"), variant, "--max-offsets-per-trigger", str(batch)
     )
-    job.wait_started()
-    code = job.wait()
-    assert job.started is not None
-    seconds = time.monotonic() - job.started
-    if code != 0:
-        raise SystemExit(f"{variant.name} failed:\n{job.tail()}")
+    seconds = job.run_to_end(variant.name)
     decisions = sum(len(records) for records in by_partition(bootstrap, topics.decisions).values())
     if decisions < events:
         raise SystemExit(f"{variant.name}: {decisions} decisions for {events} events")
