@@ -16,7 +16,7 @@ from confluent_kafka import Producer
 
 from demo.pipeline_io import create_topic, unique
 from ikkai.contract.codec import default_codec
-from outbox_sink import AsyncOutboxEmitter, OutboxDeliveryError, OutboxRequest, TransactionalConsumer
+from outbox_sink import AsyncOutboxEmitter, OutboxDeliveryError, OutboxEmitter, OutboxRequest, TransactionalConsumer
 from tests.kafka_helpers import read_all
 from tests.outbox_sink.conftest import make_request
 
@@ -207,3 +207,30 @@ def test_a_newer_emitter_with_the_same_transactional_id_fences_the_older(
 
     asyncio.run(scenario())
     assert requests_on(bootstrap, requests_topic) == [make_request(2, "pay-2")]
+
+
+@pytest.mark.integration
+def test_closing_an_emitter_fenced_with_a_record_in_flight_is_quiet_and_loses_nothing_committed(
+    bootstrap: str, topics: tuple[str, str]
+) -> None:
+    """A shutdown hook closing a fenced emitter mid-transaction: its record's AddPartitionsToTxn came
+    back fenced, so the fatal error and the record's failed delivery report wait in the same queue
+    when close() flushes. A plain confluent-kafka 2.16 flush raises SystemError from the delivery
+    callback there (a library slip); close() must end quietly, the commit after it must fail as
+    fenced, and only the newer emitter's request is ever read."""
+    requests_topic, _ = topics
+    transactional_id = unique("svc")
+    zombie = OutboxEmitter(bootstrap, transactional_id=transactional_id, topic=requests_topic)
+    with OutboxEmitter(bootstrap, transactional_id=transactional_id, topic=requests_topic) as newer:
+        stale, fresh = make_request(1, "pay-1"), make_request(2, "pay-2")
+        closed_quietly = False
+        with pytest.raises(OutboxDeliveryError) as caught, zombie.transaction():
+            zombie.emit(stale)
+            time.sleep(2)  # the broker answers the zombie's AddPartitionsToTxn: fenced
+            zombie.close()
+            closed_quietly = True
+        assert closed_quietly  # (a SystemError from close() would be masked by the fenced abort after it)
+        assert caught.value.fatal and "fenced" in str(caught.value)
+        with newer.transaction():
+            newer.emit(fresh)
+    assert requests_on(bootstrap, requests_topic) == [fresh]
