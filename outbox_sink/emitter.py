@@ -234,11 +234,7 @@ class OutboxEmitter:
         try:
             remaining = self._drain()
         except KafkaException as exc:
-            error: KafkaError = exc.args[0]
-            raise OutboxDeliveryError(
-                self.topic, f"flush: {error.str()}", fatal=error.fatal(),
-                fix="this producer is broken: create a new emitter" if error.fatal() else None,
-            ) from exc  # fmt: skip
+            raise self._classified("flush", exc.args[0]) from exc
         if remaining:
             raise OutboxDeliveryError(
                 self.topic, f"{remaining} record(s) still queued after {self.timeout_s}s", fatal=False
@@ -330,11 +326,17 @@ class OutboxEmitter:
                     time.sleep(delay)
                     delay = min(delay * 2, 2.0)
                     continue
-                fix = (
-                    "this producer is fenced or broken: create a new emitter (a newer one owns the transactional.id)"
-                    if error.fatal()
-                    else "the transaction was aborted; redo the unit of work"
-                    if error.txn_requires_abort()
-                    else None
-                )
-                raise OutboxDeliveryError(self.topic, f"{what}: {error.str()}", fatal=error.fatal(), fix=fix) from exc
+                raise self._classified(what, error) from exc
+
+    def _classified(self, what: str, error: KafkaError) -> OutboxDeliveryError:
+        """A client error as the emitter reports it: fatal (fenced or broken), abortable, or neither."""
+        fix = (
+            "this producer is fenced or broken: create a new emitter (a newer one owns the transactional.id)"
+            if error.fatal() and self.transactional
+            else "this producer is broken: create a new emitter"
+            if error.fatal()
+            else "the transaction was aborted; redo the unit of work"
+            if error.txn_requires_abort()
+            else None
+        )
+        return OutboxDeliveryError(self.topic, f"{what}: {error.str()}", fatal=error.fatal(), fix=fix)
