@@ -82,6 +82,11 @@ class CommitMarker:
     source_topic: str = ""
     # input partition -> the next input offset whose output (for this output partition) is not committed
     source_offsets: Mapping[int, int] = field(default_factory=dict)
+    source_topic_id: str = ""  # Kafka's topic id of source_topic (KIP-516): a recreated topic has another
+    output_topics: tuple[str, ...] = ()  # what the query writes: another query writing these is refused
+    writer_version: str = ""  # what decides the output besides the input (the model version, enrich's settings)
+    cuts: tuple[VersionCut, ...] = ()  # every change of writer_version on this output partition, oldest first
+    started_after: str = ""  # the query whose committed offsets this one started from (a handover)
 
     @property
     def key(self) -> bytes:
@@ -90,13 +95,35 @@ class CommitMarker:
     def encode(self, codec: RecordCodec) -> bytes:
         record = {**self.__dict__}
         record["source_offsets"] = [{"partition": p, "next_offset": o} for p, o in sorted(self.source_offsets.items())]
+        record["output_topics"] = list(self.output_topics)
+        record["cuts"] = [cut.to_record() for cut in self.cuts]
         return codec.encode("commit_marker", record)
 
     @classmethod
     def decode(cls, data: bytes, codec: RecordCodec) -> CommitMarker:
-        record = codec.decode("commit_marker", data)
+        record = codec.decode("commit_marker", data)  # an older marker gets v3's defaults
         record["source_offsets"] = {int(s["partition"]): int(s["next_offset"]) for s in record["source_offsets"]}
+        record["output_topics"] = tuple(record.get("output_topics", ()))
+        record["cuts"] = tuple(VersionCut.from_record(c) for c in record.get("cuts", ()))
         return cls(**record)
+
+
+@dataclass(frozen=True)
+class VersionCut:
+    """Where a new ``writer_version`` took over an output partition: per input partition, its first offset."""
+
+    version: str
+    batch_id: int
+    from_offsets: Mapping[int, int] = field(default_factory=dict)
+
+    def to_record(self) -> dict[str, Any]:
+        offsets = [{"partition": p, "offset": o} for p, o in sorted(self.from_offsets.items())]
+        return {"version": self.version, "batch_id": self.batch_id, "from_offsets": offsets}
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> VersionCut:
+        offsets = {int(o["partition"]): int(o["offset"]) for o in record["from_offsets"]}
+        return cls(str(record["version"]), int(record["batch_id"]), offsets)
 
 
 def marker_key(app: str, query: str, partition: int) -> bytes:
