@@ -8,9 +8,11 @@ Pure: no Kafka, no clock.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
+from urllib.parse import unquote
 
 from ikkai.contract import ids, topics
 from outbox_sink.errors import OutboxRequestError
@@ -28,7 +30,80 @@ RESERVED_HEADERS = frozenset({
 })  # fmt: skip
 METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
+# What the HTTP layer carries (docs/outbox.md, "What a request may carry"), in UTF-8 bytes. decision_id,
+# effect, model_version and content_type become header values of every attempt (X-Ikkai-*), the path
+# becomes the URL: a value the JDK's HTTP client refuses would reach the sink only to be dead-lettered.
+MAX_ID_BYTES = 256  # decision_id, key, target, effect, model_version, content_type
+MAX_PATH_BYTES = 2048
+MAX_HEADERS = 64
+MAX_HEADER_NAME_BYTES = 256
+MAX_HEADER_VALUE_BYTES = 8 * 1024
+# Kafka headers of a request record the sink copies onto the HTTP request (HttpRequests.TRACE_HEADERS).
+TRACE_HEADERS = frozenset({"traceparent", "tracestate"})
+HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an RFC 9110 token, as the sink's Targets.HEADER_NAME
+HEADER_VALUE = re.compile(r"[\x20-\x7e\t]*")  # visible US-ASCII, space, tab: no control, no character above 0x7E
+ID = re.compile(r"[\x21-\x7e]+")  # visible US-ASCII: ids and names travel as header values, unquoted
+KEY = re.compile(r"[^\x00-\x1f\x7f-\x9f]+")  # the Kafka key is no header: any character but a control one
+PATH = re.compile(r"[\x21-\x7e]+")  # the sink refuses the rest too ('\\' and '#' below): percent-encode them
+
 Outcome = Literal["DELIVERED", "DEAD_LETTERED"]
+
+
+def value_problem(value: str, *, max_bytes: int, allowed: re.Pattern[str], what: str) -> str | None:
+    """Why ``value`` cannot travel as ``what`` over HTTP (too long, or a character outside ``allowed``), or None."""
+    size = len(value.encode("utf-8", "surrogatepass"))
+    if size > max_bytes:
+        return f"is {size} bytes; {what} takes at most {max_bytes}"
+    bad = next((c for c in value if not allowed.fullmatch(c)), None)
+    if bad is not None:
+        return f"has {bad!r} (U+{ord(bad):04X}) at index {value.index(bad)}, which {what} cannot carry"
+    return None
+
+
+def header_problem(name: str, value: object) -> str | None:
+    """Why the HTTP header ``name: value`` cannot be sent as it is, or None."""
+    if not isinstance(name, str) or not name or not HEADER_NAME.fullmatch(name):
+        return f"name {name!r} is not an HTTP header name (letters, digits and !#$%&'*+.^_`|~-)"
+    if len(name) > MAX_HEADER_NAME_BYTES:
+        return f"name {name[:32]!r}... is {len(name)} bytes, more than {MAX_HEADER_NAME_BYTES}"
+    if not isinstance(value, str):
+        return f"{name}: the value is a {type(value).__name__}, not a string"
+    problem = value_problem(value, max_bytes=MAX_HEADER_VALUE_BYTES, allowed=HEADER_VALUE, what="a header value")
+    return f"{name}: {problem}" if problem else None
+
+
+def path_problem(path: str) -> str | None:
+    """Why ``path`` is not a path under a target's base URL (the sink's Targets.join rule, and a length), or None."""
+    if not path.startswith("/") or path.startswith("//"):
+        return f"{path[:64]!r} must start with a single '/'"
+    problem = value_problem(path, max_bytes=MAX_PATH_BYTES, allowed=PATH, what="a URL path")
+    if problem is None and ("\\" in path or "#" in path):
+        problem = "has '\\' or '#', which a URL path cannot carry"
+    if problem is not None:
+        return problem
+    segments = (unquote(s.split(";", 1)[0]) for s in path.split("?", 1)[0].split("/"))
+    if any(s in (".", "..") for s in segments):
+        return f"{path[:64]!r} has a dot segment: it would leave the target's base URL"
+    return None
+
+
+def check_kafka_headers(decision_id: str, headers: Mapping[str, str]) -> None:
+    """Refuse Kafka headers of a request record the sink would copy onto its HTTP request and could not send.
+
+    The sink copies ``traceparent`` and ``tracestate`` (HttpRequests.TRACE_HEADERS); the others stay in Kafka.
+    """
+    for name, value in headers.items():
+        if not isinstance(name, str) or not isinstance(value, str):
+            kinds = f"{type(name).__name__} name and {type(value).__name__} value"
+            problem = f"a header is not a pair of strings: {kinds}"
+            raise OutboxRequestError(decision_id, "Kafka headers", problem, "pass str names and values")
+        if name.lower() in TRACE_HEADERS:
+            problem = header_problem(name, value)
+            if problem:
+                raise OutboxRequestError(
+                    decision_id, f"Kafka header {name}", problem,
+                    "a W3C trace context value (visible US-ASCII, at most 8 KiB), or leave the header out",
+                )  # fmt: skip
 
 
 def derive_decision_id(key: str, event_id: str, model_version: str) -> str:
@@ -113,17 +188,41 @@ class OutboxRequest:
                 f"{self.target!r} is not an alias",
                 "name an alias of the sink's allow-list, e.g. payments-api",
             )
-        if not self.path.startswith("/") or self.path.startswith("//"):
-            return "path", f"{self.path!r} must start with a single '/'", "it is relative to the alias's base URL"
+        ids = (
+            ("decision_id", self.decision_id, "use derive_decision_id(key, event_id, model_version): 64 hex digits"),
+            ("key", self.key, "key the request by its business id (payment_id, order_id), not by free text"),
+            ("target", self.target, "name an alias of the sink's allow-list, e.g. payments-api"),
+            ("model_version", self.model_version, "a short version such as fraud@3"),
+            ("effect", self.effect, "a short stable name such as hold-payment"),
+        )
+        for name, value, fix in ids:
+            if value is None:
+                continue
+            what = "a Kafka key" if name == "key" else f"the {name} (an X-Ikkai-* header value)"
+            problem = value_problem(value, max_bytes=MAX_ID_BYTES, allowed=KEY if name == "key" else ID, what=what)
+            if problem or not value:
+                return name, problem or "is empty", fix
+        problem = value_problem(
+            self.content_type, max_bytes=MAX_ID_BYTES, allowed=HEADER_VALUE, what="the Content-Type header"
+        )
+        if problem or not self.content_type.strip():
+            return "content_type", problem or "is empty", "a media type such as application/json"
+        problem = path_problem(self.path)
+        if problem:
+            return "path", problem, "percent-encode the path's parts (urllib.parse.quote); it is relative to the alias"
         if self.method is not None and self.method.upper() not in METHODS:
             return "method", f"{self.method!r} is not one of {sorted(METHODS)}", None
         reserved = sorted(h for h in self.headers if h.lower() in RESERVED_HEADERS or h.lower().startswith("x-ikkai-"))
         if reserved:
             return "headers", f"{reserved} are set by the outbox sink", "drop them from the request"
+        if len(self.headers) > MAX_HEADERS:
+            return "headers", f"{len(self.headers)} headers, more than {MAX_HEADERS}", "send fewer headers"
+        for name, value in self.headers.items():
+            problem = header_problem(name, value)
+            if problem:
+                return "headers", problem, "send visible US-ASCII only: percent-encode or base64 anything else"
         if self.created_at < 0:
             return "created_at", "must be epoch milliseconds of the decision's event time", None
-        if self.effect is not None and (not self.effect or "\x1f" in self.effect or len(self.effect) > 200):
-            return "effect", f"{self.effect!r} is not an effect name", "a short stable name such as hold-payment"
         return None
 
     def to_record(self) -> dict[str, Any]:

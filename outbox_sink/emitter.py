@@ -33,7 +33,7 @@ from ikkai.contract import kafka
 from ikkai.contract.codec import RecordCodec
 from ikkai.contract.wire_format import environment_codec
 from ikkai.errors import ConfigError
-from outbox_sink.contract import REQUEST_SCHEMA, REQUESTS_TOPIC, OutboxRequest
+from outbox_sink.contract import REQUEST_SCHEMA, REQUESTS_TOPIC, OutboxRequest, check_kafka_headers
 from outbox_sink.errors import ConsumedOffsetsError, InputRewindError, OutboxDeliveryError
 
 RETRY_DEADLINE_S = 60.0
@@ -132,7 +132,12 @@ class OutboxEmitter:
     # -- writing -------------------------------------------------------------------------------
 
     def emit(self, request: OutboxRequest, *, headers: Mapping[str, str] | None = None) -> str:
-        """Queue one request (Kafka headers such as ``traceparent`` go along); returns its decision_id."""
+        """Queue one request (Kafka headers such as ``traceparent`` go along); returns its decision_id.
+
+        A request or trace header the sink could not send over HTTP is refused here (``OutboxRequestError``,
+        docs/outbox.md "What a request may carry"), before anything is queued.
+        """
+        check_kafka_headers(request.decision_id, headers or {})
         value = self._codec.encode(REQUEST_SCHEMA, request.to_record())
         self._produce(self.topic, request.key.encode(), value, headers)
         return request.decision_id

@@ -13,7 +13,9 @@ class OutboxRequestError(OutboxError):
     """An outbox request breaks the contract (schemas/outbox_request) before it is even sent."""
 
     def __init__(self, decision_id: str, field: str, problem: str, fix: str | None = None) -> None:
-        super().__init__(f"outbox request {decision_id or '?'}: {field}: {problem}", fix=fix)
+        shown = decision_id if decision_id.isascii() and decision_id.isprintable() else ascii(decision_id)
+        shown = shown if len(shown) <= 80 else shown[:64] + "..."
+        super().__init__(f"outbox request {shown or '?'}: {field}: {problem}", fix=fix)
         self.decision_id = decision_id
         self.field = field
         self.problem = problem

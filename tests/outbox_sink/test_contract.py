@@ -73,6 +73,57 @@ def test_requests_that_break_the_contract_are_refused_before_sending(overrides: 
     assert caught.value.field == field
 
 
+@pytest.mark.parametrize(
+    ("overrides", "field", "said"),
+    [
+        ({"effect": "notify-客户"}, "effect", "U+5BA2"),
+        ({"effect": "hold payment"}, "effect", "U+0020"),
+        ({"effect": "x" * 257}, "effect", "257 bytes"),
+        ({"decision_id": "d\r\nX-Evil: 1"}, "decision_id", "U+000D"),
+        ({"decision_id": "d" * 257}, "decision_id", "257 bytes"),
+        ({"model_version": "fraud@1\x00"}, "model_version", "U+0000"),
+        ({"model_version": "modèle@1"}, "model_version", "U+00E8"),
+        ({"model_version": ""}, "model_version", "empty"),
+        ({"content_type": "text/plain; charset=\u0100"}, "content_type", "U+0100"),
+        ({"content_type": "application/json\n"}, "content_type", "U+000A"),
+        ({"content_type": "a/" + "b" * 300}, "content_type", "bytes"),
+        ({"key": "pay\x1b[31m"}, "key", "U+001B"),
+        ({"key": "p" * 257}, "key", "257 bytes"),
+        ({"target": "payments\tapi"}, "target", "U+0009"),
+        ({"path": "/holds/pay 1"}, "path", "U+0020"),
+        ({"path": "/holds/客户"}, "path", "U+5BA2"),
+        ({"path": "/holds/a#frag"}, "path", "'#'"),
+        ({"path": "/holds/../admin"}, "path", "dot segment"),
+        ({"path": "/holds/%2e%2e;x/admin"}, "path", "dot segment"),
+        ({"path": "/" + "p" * 2048}, "path", "2049 bytes"),
+        ({"headers": {"X-Note": "a\nb"}}, "headers", "U+000A"),
+        ({"headers": {"X-Note": "\x7f"}}, "headers", "U+007F"),
+        ({"headers": {"X-Note": "é"}}, "headers", "U+00E9"),
+        ({"headers": {"X-Note": "v" * (8 * 1024 + 1)}}, "headers", "8193 bytes"),
+        ({"headers": {"X Note": "v"}}, "headers", "not an HTTP header name"),
+        ({"headers": {"X-Nöte": "v"}}, "headers", "not an HTTP header name"),
+        ({"headers": {"N" * 257: "v"}}, "headers", "257"),
+        ({"headers": {f"X-{i}": "v" for i in range(65)}}, "headers", "65 headers"),
+    ],
+)
+def test_values_the_http_layer_cannot_carry_are_refused_naming_the_field(
+    overrides: dict[str, object], field: str, said: str
+) -> None:
+    with pytest.raises(OutboxRequestError) as caught:
+        request(**overrides)
+    assert caught.value.field == field
+    assert said in str(caught.value) and caught.value.fix
+    assert "\n" not in str(caught.value) and "\r" not in str(caught.value)  # the message itself stays one line
+
+
+def test_values_at_the_bounds_are_accepted() -> None:
+    request(
+        decision_id="d" * 256, key="客户-" + "k" * 240, effect="e" * 256, model_version="m" * 256,
+        content_type="application/json; charset=utf-8", path="/" + "p" * 2047,
+        headers={"X-Note": "v" * (8 * 1024), **{f"X-{i}": "\tv w" for i in range(63)}},
+    )  # fmt: skip
+
+
 def test_receipts_decode_from_what_the_sink_writes() -> None:
     receipt = Receipt("d-1", "pay-1", "payments-api", "DELIVERED", 201, 2, 1_000, 2_000, "ab" * 32, None)
     encoded = default_codec().encode("outbox_receipt", receipt.to_record())

@@ -12,7 +12,8 @@ from confluent_kafka import Consumer
 from ikkai.errors import ConfigError
 from outbox_sink import OutboxDeliveryError, OutboxEmitter
 from outbox_sink.emitter import TransactionalConsumer, transactional_consumer_config
-from outbox_sink.errors import ConsumedOffsetsError
+from outbox_sink.errors import ConsumedOffsetsError, OutboxRequestError
+from tests.outbox_sink.conftest import make_request
 
 NOWHERE = "127.0.0.1:9"  # nothing listens: these checks fail before anything is sent
 
@@ -86,3 +87,27 @@ def test_a_transactional_consumer_refuses_to_commit_on_its_own() -> None:
             consumer.commit(asynchronous=False)
     finally:
         consumer.close()
+
+
+@pytest.mark.parametrize(
+    ("headers", "said"),
+    [
+        ({"traceparent": "00-客户-01"}, "U+5BA2"),
+        ({"tracestate": "a=1\r\nX-Evil: 1"}, "U+000D"),
+        ({"TraceParent": "t" * (8 * 1024 + 1)}, "8193 bytes"),
+        ({"traceparent": b"00-a-b-01"}, "not a pair of strings"),  # type: ignore[dict-item]
+    ],
+)
+def test_trace_headers_the_sink_could_not_send_are_refused_before_anything_is_queued(
+    headers: dict[str, str], said: str
+) -> None:
+    emitter = OutboxEmitter(NOWHERE, producer_config={"log_level": 0})
+    try:
+        with pytest.raises(OutboxRequestError) as caught:
+            emitter.emit(make_request(1, "pay-1"), headers=headers)
+        assert said in str(caught.value) and caught.value.field.startswith("Kafka header")
+        # Other Kafka headers stay in Kafka: the sink never sends them, so they are not refused.
+        emitter.emit(make_request(2, "pay-2"), headers={"x-service-note": "kept in Kafka: \u00e9"})
+    finally:
+        emitter._producer.purge()  # nothing listens at NOWHERE: drop the queued record rather than wait for it
+        emitter._producer.flush(0)
