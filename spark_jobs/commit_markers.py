@@ -87,6 +87,7 @@ class CommitMarker:
     writer_version: str = ""  # what decides the output besides the input (the model version, enrich's settings)
     cuts: tuple[VersionCut, ...] = ()  # every change of writer_version on this output partition, oldest first
     started_after: str = ""  # the query whose committed offsets this one started from (a handover)
+    handed_over_to: str = ""  # set by that handover on the query it started after: this one must not write again
 
     @property
     def key(self) -> bytes:
@@ -329,3 +330,56 @@ def _foreign(topic: str, partition: int, marker: CommitMarker, app: str, query: 
         f"{marker.partition}; this topic belongs to app {app!r}, query {query!r}",
         fix="give every query its own commits topic (the default, _ikkai.commits.<app>.<query>)",
     )
+
+
+def commits_topics(bootstrap: str) -> dict[str, tuple[str, str]]:
+    """Every query's commits topic on the cluster: topic -> (app, query), read from its name."""
+    found: dict[str, tuple[str, str]] = {}
+    for topic in AdminClient(kafka.client_config(bootstrap)).list_topics(timeout=30).topics:
+        app, _, query = topic.removeprefix(COMMITS_TOPIC_PREFIX).partition(".")
+        if topic.startswith(COMMITS_TOPIC_PREFIX) and _APP.fullmatch(app) and _QUERY.fullmatch(query):
+            found[topic] = (app, query)  # an app has no dots: the name splits one way only
+    return found
+
+
+def read_all_markers(bootstrap: str, topics: list[str], deadline_s: float = 60.0) -> dict[str, list[CommitMarker]]:
+    """The newest committed marker of every partition of every topic in ``topics``, read by one consumer.
+
+    Like ``read_markers`` (read_committed, no wait for open transactions), for the start-up checks
+    that look at other queries' markers: what they name is read from each marker, not assumed.
+    """
+    codec = default_codec()
+    consumer = _consumer(bootstrap)
+    try:
+        metadata = consumer.list_topics(timeout=10).topics
+        pending = {
+            (t, p) for t in topics if t in metadata and metadata[t].error is None for p in metadata[t].partitions
+        }
+        consumer.assign([TopicPartition(t, p, -2) for t, p in sorted(pending)])
+        newest: dict[tuple[str, int], CommitMarker] = {}
+        give_up_at = time.monotonic() + deadline_s
+        while pending and time.monotonic() < give_up_at:
+            message: Any = consumer.poll(0.5)
+            if message is None:
+                continue
+            error = message.error()
+            if error is not None:
+                if error.code() != KafkaError._PARTITION_EOF:
+                    raise CommitMarkerError(
+                        message.topic() or "?", f"reading failed: {error.str()}", fix="check the broker"
+                    )
+                pending.discard((message.topic(), message.partition()))
+                continue
+            newest[(message.topic(), message.partition())] = CommitMarker.decode(message.value(), codec)
+        if pending:
+            raise CommitMarkerError(
+                ", ".join(sorted({t for t, _ in pending})),
+                f"could not be read in {deadline_s:.0f}s",
+                fix="check the broker",
+            )
+        markers: dict[str, list[CommitMarker]] = {t: [] for t in topics}
+        for (topic, _), marker in sorted(newest.items()):
+            markers[topic].append(marker)
+        return markers
+    finally:
+        consumer.close()

@@ -46,6 +46,7 @@ from ikkai.errors import ConfigError
 from spark_jobs.commit_markers import (
     CommitMarker,
     CommitMarkerError,
+    VersionCut,
     check_names,
     commits_topic_for,
     marker_key,
@@ -73,9 +74,23 @@ class SinkConfig:
     # Set when every Spark partition of a batch holds rows of one Kafka partition, named in this
     # column (a job reading one topic, no shuffle before the sink): written in place, no shuffle.
     partition_column: str | None = None
+    # What decides the output besides the input (infer: the model version; enrich: its settings). A
+    # change is recorded in the marker as a cut: where, per input partition, the new version took over.
+    writer_version: str = ""
+    # Where a query with no marker of its own starts: the committed offsets of the query it takes over
+    # from (a handover, --after-query: query_handover), or explicit input offsets (--start-offsets).
+    after_query: str = ""
+    start_offsets: Mapping[int, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         check_names(self.app, self.query)
+        if self.after_query:
+            check_names(self.app, self.after_query)
+            if self.after_query == self.query or self.start_offsets:
+                raise ConfigError(
+                    "sink", "after_query", f"{self.after_query!r} with query {self.query!r} and start offsets "
+                    f"{dict(self.start_offsets)}", fix="hand over from another query, or give offsets",
+                )  # fmt: skip
         if not self.commits_topic:
             object.__setattr__(self, "commits_topic", commits_topic_for(self.app, self.query))
         if self.partitions < 1:
@@ -126,13 +141,50 @@ def check_markers(config: SinkConfig, markers: Mapping[int, CommitMarker]) -> No
             )
 
 
-def _committed_offsets(config: SinkConfig, partition: int) -> dict[int, int]:
-    """(query, partition)'s committed source offsets; call it after ``init_transactions``."""
+@dataclass(frozen=True)
+class Lineage:
+    """What a committed marker says besides its offsets: the version that wrote it, every cut, the handover."""
+
+    version: str = ""
+    cuts: tuple[VersionCut, ...] = ()
+    started_after: str = ""
+
+    def written_by(self, version: str, batch_id: int, committed: Mapping[int, int]) -> Lineage:
+        """The lineage once ``version`` has written: a new version is a cut at the offsets committed so far."""
+        if version == self.version:
+            return self
+        cut = (VersionCut(version, batch_id, dict(committed)),) if version else ()
+        return dataclasses.replace(self, version=version, cuts=(*self.cuts, *cut))
+
+
+def _committed_offsets(config: SinkConfig, partition: int) -> tuple[dict[int, int], Lineage]:
+    """(query, partition)'s committed source offsets and lineage; call it after ``init_transactions``.
+
+    A query without a marker starts where it was told: after a handover (``after_query``) at the
+    offsets the query it took over from committed (final: the handover fenced that query's writers
+    and recorded itself there first), or at ``start_offsets``; otherwise from the beginning.
+    """
     marker = read_marker(config.bootstrap_servers, config.app, config.query, partition, topic=config.commits_topic)
-    if marker is None:
-        return {}
-    check_markers(config, {partition: marker})
-    return dict(marker.source_offsets)
+    if marker is not None:
+        check_markers(config, {partition: marker})
+        if marker.handed_over_to:
+            raise CommitMarkerError(
+                config.commits_topic, f"query {config.query} handed its output over to query {marker.handed_over_to}",
+                fix=f"run query {marker.handed_over_to} (--query {marker.handed_over_to}): it continues where this "
+                "one stopped; writing here again would decide its events twice",
+            )  # fmt: skip
+        return dict(marker.source_offsets), Lineage(marker.writer_version, marker.cuts, marker.started_after)
+    if config.after_query:
+        origin_topic = commits_topic_for(config.app, config.after_query)
+        origin = read_marker(config.bootstrap_servers, config.app, config.after_query, partition, topic=origin_topic)
+        if origin is None or origin.handed_over_to != config.query:
+            raise CommitMarkerError(
+                origin_topic, f"partition {partition}: query {config.after_query} did not hand over to {config.query}",
+                fix="start the job with --after-query: its start hands over (the sink's prepare()) before any write",
+            )  # fmt: skip
+        check_markers(config, {partition: origin})
+        return dict(origin.source_offsets), Lineage(origin.writer_version, origin.cuts, config.after_query)
+    return dict(config.start_offsets), Lineage()
 
 
 def _producer(config: SinkConfig, transactional_id: str) -> Producer:
@@ -166,6 +218,7 @@ class _Writer:
     settings: tuple[Any, ...]
     token: str  # written to the owner file after init_transactions: see _owner_file
     committed: dict[str, dict[int, int]] = field(default_factory=dict)
+    lineage: dict[str, Lineage] = field(default_factory=dict)  # per commits topic, as ``committed``
 
 
 # Per Python worker process (Spark reuses workers across tasks and batches): one initialised
@@ -236,7 +289,7 @@ def _fresh_writer(config: SinkConfig, transactional_id: str, partition: int) -> 
     while len(_writers) > MAX_CACHED_PRODUCERS:
         bootstrap, oldest = next(iter(_writers))
         _discard(dataclasses.replace(config, bootstrap_servers=bootstrap), oldest)
-    writer.committed[config.commits_topic] = _committed_offsets(config, partition)
+    writer.committed[config.commits_topic], writer.lineage[config.commits_topic] = _committed_offsets(config, partition)
     return writer
 
 
@@ -320,7 +373,8 @@ def _write(
 ) -> PartitionResult:
     committed = writer.committed.get(config.commits_topic)
     if committed is None:  # this producer has not read this commits topic yet (another query's writer)
-        committed = writer.committed[config.commits_topic] = _committed_offsets(config, partition)
+        committed, writer.lineage[config.commits_topic] = _committed_offsets(config, partition)
+        writer.committed[config.commits_topic] = committed
     pending, covered = uncommitted(records, committed)
     if not pending:
         return PartitionResult(partition, batch_id, 0, skipped=True, already_committed=len(records))
@@ -330,9 +384,14 @@ def _write(
         try:
             for topic, key, value, timestamp, headers, _, _ in pending:
                 _produce(producer, topic, key, value, partition, timestamp, headers)
+            # A new writer_version takes over from the offsets committed so far: older decisions keep theirs.
+            lineage = writer.lineage.get(config.commits_topic, Lineage()).written_by(
+                config.writer_version, batch_id, committed
+            )
             marker = CommitMarker(
                 config.app, config.query, partition, batch_id, config.partitions, len(pending),
-                config.source_topic, covered,
+                config.source_topic, covered, output_topics=config.output_topics, writer_version=lineage.version,
+                cuts=lineage.cuts, started_after=lineage.started_after,
             )  # fmt: skip
             _produce(producer, config.commits_topic, marker.key, marker.encode(default_codec()), partition, None)
         except KafkaException as exc:  # produce() itself refused: fatal (fenced) or the transaction must abort
@@ -350,5 +409,6 @@ def _write(
             )
         raise
     writer.committed[config.commits_topic] = covered
+    writer.lineage[config.commits_topic] = lineage
     left_out = len(records) - len(pending)
     return PartitionResult(partition, batch_id, len(pending), skipped=False, already_committed=left_out)

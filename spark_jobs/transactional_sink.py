@@ -76,6 +76,7 @@ from spark_jobs.partition_transactions import (
     check_markers,
     write_partition,
 )
+from spark_jobs.query_handover import check_output_owners
 
 if TYPE_CHECKING:
     import pyarrow as pa  # type: ignore[import-untyped]
@@ -141,6 +142,7 @@ class TransactionalBatchWriter:
         ensure_commits_topic(self.config.bootstrap_servers, self.config.commits_topic, self.config.partitions)
         self._admin = AdminClient(kafka.client_config(self.config.bootstrap_servers))
         check_layout(self.config, self._admin)
+        self.config = check_output_owners(self.config)  # another query's output: refused, or handed over
         self._routes = spark_partition_routes(self.config.partitions)
         self._prepared = True
 
