@@ -91,6 +91,8 @@ def classify(rows: pd.DataFrame, gate: EventTimeGate, settings: Settings) -> pd.
         key = None if row.key is None else bytes(row.key)
         value = None if row.value is None else bytes(row.value)
         partition, offset, ingested = int(row.partition), int(row.offset), int(row.ingested_at)
+        if not 0 <= partition < settings.partitions:  # the input grew while the job ran: stop, never dead-letter
+            raise outside_layout(settings.input_topic, partition, settings.partitions)
         parsed = parse_record(key, value, partition, settings.partitions, ingested, settings.exponents)
         if isinstance(parsed, Rejection):
             out.append((partition, offset, ingested, key, value, parsed.error_class, parsed.reason, *empty))
@@ -119,16 +121,45 @@ def classify_with_state(settings: Settings) -> Any:
     return run
 
 
+# The dead letter's key search tries at most this many suffixes per partition of the layout. Each try
+# lands on a given partition with probability 1/partitions (murmur2 spreads keys evenly), so a search
+# that runs out has probability (1 - 1/P)^(64 P) < e^-64; it fails loudly then, it never loops.
+KEY_TRIES_PER_PARTITION = 64
+REPARTITION_FIX = (
+    "the layout is pinned; stop the job, let it drain, grow every topic of the layout to one count, and "
+    "start a new --query with the --start-offsets its next start prints (docs/exactly-once.md, "
+    "'What an operator may change, and how': partitions)"
+)
+
+
+def outside_layout(topic: str, partition: int, partitions: int) -> ConfigError:
+    """A record of an input partition the job's pinned layout does not have: the input gained partitions."""
+    return ConfigError(
+        "enrich", f"{topic} partition {partition}",
+        f"the input topic has a partition {partition}, the job's layout {partitions} (0..{partitions - 1})",
+        fix=REPARTITION_FIX,
+    )  # fmt: skip
+
+
 def dlq_key(key: bytes | None, topic: str, partition: int, offset: int, partitions: int) -> bytes:
-    """The dead letter's key: one that Kafka's default partitioner maps to ``partition`` (module docstring)."""
+    """The dead letter's key: one that Kafka's default partitioner maps to ``partition`` (module docstring).
+
+    A partition outside the layout has no such key: that is the input's growth, refused (``outside_layout``).
+    """
+    if not 0 <= partition < partitions:
+        raise outside_layout(topic, partition, partitions)
     if key and kafka_partition(key, partitions) == partition:
         return key
     base = f"{topic}/{partition}/{offset}"
-    candidate, n = base.encode(), 0
-    while kafka_partition(candidate, partitions) != partition:
-        n += 1
-        candidate = f"{base}~{n}".encode()
-    return candidate
+    for n in range(KEY_TRIES_PER_PARTITION * partitions):
+        candidate = (base if n == 0 else f"{base}~{n}").encode()
+        if kafka_partition(candidate, partitions) == partition:
+            return candidate
+    raise ConfigError(
+        "enrich", f"{topic} partition {partition} offset {offset}",
+        f"no dead-letter key of {KEY_TRIES_PER_PARTITION * partitions} tried maps to partition {partition} "
+        f"of {partitions}", fix="report this bug: murmur2 should have found one",
+    )  # fmt: skip
 
 
 def _is_null(value: Any) -> bool:

@@ -3,8 +3,11 @@ whatever the batch boundaries; dead-letter keys; the last guards before an event
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import random
+import signal
+from collections.abc import Iterator
 from types import SimpleNamespace
 
 import numpy as np
@@ -16,6 +19,7 @@ from ikkai.contract.codec import SchemaVersion, default_codec
 from ikkai.contract.partitioning import kafka_partition
 from ikkai.errors import ConfigError
 from spark_jobs import enrich_reasons as r
+from spark_jobs import enrich_records
 from spark_jobs.dead_letters import DEAD_LETTER_KEY_BYTES, DEAD_LETTER_VALUE_BYTES
 from spark_jobs.enrich_asof import join_as_of
 from spark_jobs.enrich_dedupe import EventTimeGate
@@ -110,6 +114,47 @@ def test_dead_letters_land_on_their_source_partition(partitions: int) -> None:
             assert kafka_partition(key, partitions) == partition
     home = kafka_partition(b"pay-1", partitions)
     assert dlq_key(b"pay-1", "t", home, 0, partitions) == b"pay-1"  # the business key when it fits
+
+
+@contextlib.contextmanager
+def hang_guard(seconds: int = 10) -> Iterator[None]:
+    """A call that would loop for ever fails here instead (SIGALRM), so the test can fail, not hang."""
+
+    def stop(_signum: int, _frame: object) -> None:
+        raise AssertionError(f"still running after {seconds} s: it loops")
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_dead_letter_of_a_partition_the_layout_lacks_is_refused_with_the_procedure_not_searched_for_ever() -> None:
+    """issue 27, item 3: ingest.payments grew to 3 partitions under a job pinned at 2. Its records were dead-lettered
+    as wrong_partition, and the key search looked for ever for a key Kafka maps to partition 2 of 2."""
+    with hang_guard(), pytest.raises(ConfigError, match="--start-offsets") as refused:
+        dlq_key(None, "ingest.payments", 2, 17, 2)
+    assert "ingest.payments partition 2" in str(refused.value) and "layout 2 (0..1)" in str(refused.value)
+
+
+def test_the_dead_letter_key_search_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Even inside the layout the search ends: after a bounded number of tries it fails loudly, never loops."""
+    monkeypatch.setattr(enrich_records, "kafka_partition", lambda _key, _partitions: 0)  # murmur2 never says 1
+    with hang_guard(), pytest.raises(ConfigError, match="report this bug"):
+        dlq_key(None, "ingest.payments", 1, 17, 2)
+
+
+def test_a_record_of_a_partition_the_layout_lacks_stops_the_job_instead_of_becoming_a_dead_letter() -> None:
+    """A running job whose input gained a partition: the first record of it stops the task with the procedure."""
+    stream = mixed_stream(7, partitions=2)
+    line = stream.lines[0]
+    rows = pd.DataFrame({"partition": [2], "offset": [0], "ingested_at": [INGESTED], "key": [line.key],
+                         "value": [line.value]})  # fmt: skip
+    with pytest.raises(ConfigError, match="the input topic has a partition 2, the job's layout 2"):
+        classify(rows, EventTimeGate(stream.lateness_ms), settings(stream))
 
 
 def _row(**changes: object) -> SimpleNamespace:
