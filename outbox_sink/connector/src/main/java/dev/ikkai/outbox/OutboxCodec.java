@@ -5,6 +5,7 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -15,6 +16,7 @@ import java.util.concurrent.ConcurrentHashMap;
 
 import org.apache.avro.AvroRuntimeException;
 import org.apache.avro.Schema;
+import org.apache.avro.SchemaNormalization;
 import org.apache.avro.generic.GenericData;
 import org.apache.avro.generic.GenericDatumReader;
 import org.apache.avro.generic.GenericDatumWriter;
@@ -47,6 +49,8 @@ public final class OutboxCodec {
     private final Schema requestSchema;
     private final Schema receiptSchema;
     private final BinaryMessageDecoder<GenericRecord> requests;
+    /** The catalog's request versions by CRC-64-AVRO fingerprint: the writer schema of a single-object value. */
+    private final Map<Long, Schema> requestVersionsByFingerprint;
     private final BinaryMessageEncoder<GenericRecord> receipts;
     private final SchemaRegistryClient registry;
     private final boolean confluentReceipts;
@@ -80,6 +84,9 @@ public final class OutboxCodec {
         this.receiptSchema = receiptVersions.get(receiptVersions.size() - 1);
         this.requests = new BinaryMessageDecoder<>(GenericData.get(), requestSchema);
         requestVersions.forEach(requests::addSchema);
+        Map<Long, Schema> byFingerprint = new java.util.HashMap<>();
+        requestVersions.forEach(v -> byFingerprint.put(SchemaNormalization.parsingFingerprint64(v), v));
+        this.requestVersionsByFingerprint = Map.copyOf(byFingerprint);
         this.receipts = new BinaryMessageEncoder<>(GenericData.get(), receiptSchema);
     }
 
@@ -113,6 +120,9 @@ public final class OutboxCodec {
     /**
      * The request in {@code value}, in either framing.
      *
+     * Never throws anything else for any bytes: lengths are checked before Avro allocates ({@link AvroBounds}),
+     * and whatever Avro or the field conversions throw is the record's {@link RejectedRequest#UNDECODABLE}.
+     *
      * @throws RejectedRequest                  the value is not a request this sink can ever read (permanent)
      * @throws SchemaRegistryClient.Unavailable the registry could not say what schema id the value names (retry)
      */
@@ -120,7 +130,14 @@ public final class OutboxCodec {
         if (value == null) {
             throw new RejectedRequest(RejectedRequest.UNDECODABLE, "the record has no value (a tombstone is not a request)");
         }
-        GenericRecord r = value.length > 0 && value[0] == CONFLUENT_MAGIC ? decodeConfluent(value) : decodeSingleObject(value);
+        try {
+            return request(value.length > 0 && value[0] == CONFLUENT_MAGIC ? decodeConfluent(value) : decodeSingleObject(value));
+        } catch (RuntimeException e) {
+            throw new RejectedRequest(RejectedRequest.UNDECODABLE, "does not decode as an outbox request: " + e);
+        }
+    }
+
+    private static OutboxRequest request(GenericRecord r) {
         Map<String, String> headers = new TreeMap<>(String.CASE_INSENSITIVE_ORDER);
         Object rawHeaders = r.get("headers");
         if (rawHeaders instanceof Map<?, ?> map) {
@@ -137,6 +154,12 @@ public final class OutboxCodec {
     }
 
     private GenericRecord decodeSingleObject(byte[] value) throws RejectedRequest {
+        if (value.length >= 10 && value[0] == (byte) 0xC3 && value[1] == 0x01) {
+            Schema writer = requestVersionsByFingerprint.get(ByteBuffer.wrap(value, 2, 8).order(ByteOrder.LITTLE_ENDIAN).getLong());
+            if (writer != null) {
+                AvroBounds.check(writer, value, 10);
+            }  // else: an unknown fingerprint, which Avro refuses before reading anything
+        }
         try {
             return requests.decode(value);
         } catch (IOException | AvroRuntimeException e) {
@@ -167,6 +190,7 @@ public final class OutboxCodec {
             reader = new GenericDatumReader<>(writer, requestSchema);
             readers.put(id, reader);
         }
+        AvroBounds.check(reader.getSchema(), value, CONFLUENT_HEADER);
         try {
             return reader.read(null, DecoderFactory.get().binaryDecoder(value, CONFLUENT_HEADER,
                 value.length - CONFLUENT_HEADER, null));

@@ -125,6 +125,27 @@ class ConfluentWireFormatTest {
     }
 
     @Test
+    void aKnownSchemaIdWithACorruptBodyIsUndecodableNeverAnotherException() throws Exception {
+        OutboxCodec codec = codec(false);
+        Schema latest = codec.requestSchema();
+        int id = registry.register(latest);
+        byte[] valid = FakeSchemaRegistry.confluent(id, latest, request(latest, "d"));
+        byte[] header = java.util.Arrays.copyOf(valid, 5);
+
+        byte[] hugeString = OutboxCodecTest.claimsAHugeString(header);  // 57 bytes, a decision_id of 1.5 GB
+        byte[] badUnion = OutboxCodecTest.concat(valid, 0, 5, OutboxCodecTest.varint(1), "d".getBytes(StandardCharsets.UTF_8),
+            OutboxCodecTest.varint(1), "k".getBytes(StandardCharsets.UTF_8), OutboxCodecTest.varint(1),
+            "t".getBytes(StandardCharsets.UTF_8), OutboxCodecTest.varint(1), "/".getBytes(StandardCharsets.UTF_8),
+            OutboxCodecTest.varint(7));  // the method's union has 2 branches
+        byte[] truncated = java.util.Arrays.copyOf(valid, valid.length - 4);
+
+        for (byte[] value : List.of(hugeString, badUnion, truncated)) {
+            RejectedRequest e = assertThrows(RejectedRequest.class, () -> codec.decodeRequest(value));
+            assertEquals(RejectedRequest.UNDECODABLE, e.kind(), e.getMessage());
+        }
+    }
+
+    @Test
     void aConfluentRecordWithoutARegistryIsRejectedAndSaysWhichKeyToSet() {
         byte[] value = {0, 0, 0, 0, 7, 2, 4};
         RejectedRequest rejected = assertThrows(RejectedRequest.class, () -> new OutboxCodec().decodeRequest(value));

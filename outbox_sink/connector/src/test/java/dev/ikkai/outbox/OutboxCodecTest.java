@@ -4,9 +4,11 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
+import java.util.List;
 import java.util.Map;
 
 import org.apache.avro.SchemaNormalization;
@@ -66,6 +68,85 @@ class OutboxCodecTest {
             assertThrows(RejectedRequest.class, () -> codec.decodeRequest("{\"json\": true}".getBytes(StandardCharsets.UTF_8))).kind());
         byte[] unknown = new byte[] {(byte) 0xC3, 0x01, 1, 2, 3, 4, 5, 6, 7, 8, 0};
         assertEquals(RejectedRequest.UNDECODABLE, assertThrows(RejectedRequest.class, () -> codec.decodeRequest(unknown)).kind());
+    }
+
+    /** A valid request whose first four strings are one character each: "d", "k", "t", "/" (so byte offsets are known). */
+    private byte[] tinyRequest() throws Exception {
+        GenericRecord r = new GenericData.Record(codec.requestSchema());
+        r.put("decision_id", "d");
+        r.put("key", "k");
+        r.put("target", "t");
+        r.put("path", "/");
+        r.put("content_type", "a");
+        r.put("body", ByteBuffer.wrap(new byte[0]));
+        r.put("headers", Map.of());
+        r.put("created_at", 1L);
+        ByteBuffer b = new BinaryMessageEncoder<GenericRecord>(GenericData.get(), codec.requestSchema()).encode(r);
+        byte[] bytes = new byte[b.remaining()];
+        b.get(bytes);
+        return bytes;
+    }
+
+    /** The single-object header (C3 01 + the newest request schema's fingerprint), then {@code body}. */
+    private byte[] knownFingerprint(byte[] body) throws Exception {
+        byte[] value = new byte[10 + body.length];
+        System.arraycopy(tinyRequest(), 0, value, 0, 10);
+        System.arraycopy(body, 0, value, 10, body.length);
+        return value;
+    }
+
+    /** Avro's zig-zag varint of {@code n}. */
+    static byte[] varint(long n) {
+        long z = (n << 1) ^ (n >> 63);
+        java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
+        while ((z & ~0x7FL) != 0) {
+            out.write((int) ((z & 0x7F) | 0x80));
+            z >>>= 7;
+        }
+        out.write((int) z);
+        return out.toByteArray();
+    }
+
+    /** 57 bytes: a known fingerprint, then a decision_id that claims 1.5 GB. */
+    static byte[] claimsAHugeString(byte[] header) {
+        byte[] value = new byte[57];
+        System.arraycopy(header, 0, value, 0, header.length);
+        byte[] length = varint(1_500_000_000L);
+        System.arraycopy(length, 0, value, header.length, length.length);
+        return value;
+    }
+
+    @Test
+    void aKnownFingerprintWithACorruptBodyIsUndecodableNeverAnotherException() throws Exception {
+        byte[] valid = tinyRequest();
+        assertEquals("d", codec.decodeRequest(valid).decisionId(), "the baseline decodes");
+
+        byte[] badUnion = valid.clone();
+        int method = 10 + 2 + 2 + 2 + 2;  // header, then "d", "k", "t", "/": each a length byte and one character
+        assertEquals(0, badUnion[method], "the method's union index (0: null)");
+        badUnion[method] = 0x0A;  // branch 5 of a 2-branch union: an ArrayIndexOutOfBoundsException inside Avro
+        byte[] hugeString = claimsAHugeString(knownFingerprint(new byte[0]));
+        byte[] truncated = java.util.Arrays.copyOf(valid, valid.length - 3);
+        byte[] negativeLength = knownFingerprint(varint(-5));
+        byte[] hugeMap = knownFingerprint(concat(valid, 10, method + 1, varint(0), new byte[] {2, 'a'}, varint(2_000_000_000L)));
+
+        for (byte[] value : List.of(badUnion, hugeString, truncated, negativeLength, hugeMap)) {
+            RejectedRequest e = assertThrows(RejectedRequest.class, () -> codec.decodeRequest(value));
+            assertEquals(RejectedRequest.UNDECODABLE, e.kind(), e.getMessage());
+        }
+        assertEquals(57, hugeString.length);
+        assertTrue(assertThrows(RejectedRequest.class, () -> codec.decodeRequest(hugeString)).getMessage()
+            .contains("claims 1500000000 bytes"), "the reason says what is wrong, before anything was allocated");
+    }
+
+    /** {@code source[from, to)} followed by each of {@code more}. */
+    static byte[] concat(byte[] source, int from, int to, byte[]... more) {
+        java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
+        out.write(source, from, to - from);
+        for (byte[] m : more) {
+            out.writeBytes(m);
+        }
+        return out.toByteArray();
     }
 
     @Test
