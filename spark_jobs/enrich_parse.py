@@ -4,10 +4,10 @@
 either the fields the enrich pipeline goes on with, or a ``Rejection`` naming one ``error_class`` of
 ``enrich_reasons`` and a reason a person can act on.
 The checks run in a fixed order and the first failure wins, so a record always gets the same
-class: bytes (empty, UTF-8, JSON, nesting, Unicode text, object) → fields (present, typed) → key
-(present, equal to payment_id, on its key's partition) → amount (plain decimal, > 0, known
-currency, decimals, size) → time (ISO-8601, not in the future) → domains (status, channel,
-country, MCC, card, ids).
+class: bytes (empty, UTF-8, JSON, nesting, Unicode text, object) → fields (present, typed, ids
+within their length bound) → key (present, equal to payment_id, on its key's partition) → amount
+(plain decimal, > 0, known currency, decimals, size) → time (ISO-8601, not in the future) → domains
+(status, channel, country, MCC, card, ids not empty).
 
 No input may stop the job: whatever the bytes, the result is a ``ParsedPayment`` or a
 ``Rejection``, never an exception, and a ``ParsedPayment`` holds only what the later steps
@@ -19,6 +19,15 @@ wherever it sits; nesting is bounded, so no check depends on the depth of Python
 amounts are compared as digit strings, never converted whole (Python's ``int`` refuses more than
 4300 digits).
 
+Sizes are bounded by rule, so that no valid line can make an event the producer refuses. The ids
+are the only free text that reaches a ``payment_event`` (every other field is checked against a
+domain, the amount becomes a number, extra fields are dropped): each is at most ``MAX_ID_CHARS``
+characters (512 bytes of UTF-8 at most), or the record is ``invalid_field`` with a reason that
+names the field and its length and quotes no more than ``enrich_reasons.QUOTED_CHARS`` characters
+of it. Without the bound, a valid line just under Kafka Connect's 1 MiB became an event over the
+producer's ``message.max.bytes``; the sink also sets aside any record too large to produce
+(``partition_transactions``), but an event should never get there.
+
 Everything depends on the record alone (its key, value, partition and Kafka timestamp), never on
 the clock: "the future" is more than ``MAX_CLOCK_SKEW_MS`` after the ingest record's own
 timestamp, so a replay a year later judges a record exactly as the first run did.
@@ -29,10 +38,11 @@ one JSON object per line, UTF-8, Kafka key = ``payment_id``. Unknown extra field
 ================== ======== =============================================================
 field              JSON     meaning
 ================== ======== =============================================================
-event_id           string   the source's id of this event; a retried request repeats it (a duplicate)
+event_id           string   the source's id of this event; a retried request repeats it (a duplicate);
+                            1 to MAX_ID_CHARS characters, like every id
 payment_id         string   business key, never empty; also the Kafka record key
-customer_id        string
-merchant_id        string
+customer_id        string   never empty
+merchant_id        string   never empty
 amount             string   decimal in major units, e.g. "12.34"; at most the currency's decimals
 currency           string   ISO 4217 code (EUR, USD, GBP, JPY, ...)
 country            string   ISO 3166-1 alpha-2 where the card was used
@@ -66,6 +76,8 @@ CHANNELS = ("web", "app", "pos")
 MAX_CLOCK_SKEW_MS = 3_600_000  # an event may claim to be at most an hour newer than its ingest record
 MAX_MINOR_UNITS = 100_000_000  # 1,000,000.00 EUR, 100,000,000 JPY: above this a payment is absurd
 MAX_NESTING = 100  # levels of arrays/objects; the raw format is one flat object
+MAX_ID_CHARS = 128  # event_id, payment_id, customer_id, merchant_id: the free text that reaches an event
+ID_FIELDS = ("event_id", "payment_id", "customer_id", "merchant_id")
 STRING_FIELDS = tuple(f for f in RAW_FIELDS if f != "card_present")
 # Each is used with fullmatch, and digits are [0-9]: see the module docstring.
 _AMOUNT = re.compile(r"(-?)([0-9]+)(?:\.([0-9]+))?")
@@ -187,6 +199,13 @@ def _check_fields(doc: Mapping[str, Any]) -> Rejection | None:
         wrong.append(f"card_present is {r.quote(doc['card_present'])}, not true/false")
     if wrong:
         return Rejection(r.WRONG_TYPE, "; ".join(wrong))
+    too_long = [
+        f"{f} is {len(doc[f]):,} characters long, at most {MAX_ID_CHARS} (it starts {r.quote(doc[f])})"
+        for f in ID_FIELDS
+        if len(doc[f]) > MAX_ID_CHARS
+    ]
+    if too_long:
+        return Rejection(r.INVALID_FIELD, "; ".join(too_long))
     return None
 
 

@@ -24,7 +24,8 @@ unknown_currency     has a currency that is not a known ISO 4217 code
 too_many_decimals    has more decimals than the currency has (e.g. 12.345 EUR, 10.5 JPY)
 bad_timestamp        has an event_time that is not ISO-8601 UTC ("2026-01-05T10:00:00.123Z")
 future_timestamp     has an event_time more than MAX_CLOCK_SKEW_MS after the ingest record's own timestamp
-invalid_field        has a field outside its domain (status, channel, country, MCC, card number)
+invalid_field        has a field outside its domain (status, channel, country, MCC, card number),
+                     an empty id, or an id longer than ``enrich_parse.MAX_ID_CHARS`` characters
 missing_key          has no Kafka key, or an empty payment_id
 key_mismatch         has a Kafka key that differs from its payment_id
 wrong_partition      sits on a partition other than Kafka's default partition of its key

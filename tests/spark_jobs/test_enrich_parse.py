@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from ikkai.contract.partitioning import kafka_partition
 from spark_jobs import enrich_reasons as r
 from spark_jobs.enrich import main
-from spark_jobs.enrich_parse import ParsedPayment, Rejection, parse_event_time, parse_record
+from spark_jobs.enrich_parse import MAX_ID_CHARS, ParsedPayment, Rejection, parse_event_time, parse_record
 from transforms import CURRENCY_EXPONENTS, TransformSpecError
 
 PARTITIONS = 3
@@ -24,6 +24,7 @@ VALID = {
     "event_time": "2026-01-01T23:59:59.123Z",
 }  # fmt: skip
 KEY = b"pay-1"
+LONG_ID = b"p" * (MAX_ID_CHARS + 1)
 HOME = kafka_partition(KEY, PARTITIONS)
 
 
@@ -85,6 +86,11 @@ BAD = [
     (r.INVALID_FIELD, line(merchant_category_code="54111"), KEY, HOME),
     (r.INVALID_FIELD, line(card_number="4111-1111"), KEY, HOME),
     (r.INVALID_FIELD, line(event_id=""), KEY, HOME),
+    # Ids are the free text that reaches an event: each has a length bound (MAX_ID_CHARS).
+    (r.INVALID_FIELD, line(customer_id="c" * (MAX_ID_CHARS + 1)), KEY, HOME),
+    (r.INVALID_FIELD, line(merchant_id="m" * 900_000), KEY, HOME),
+    (r.INVALID_FIELD, line(event_id="é" * (MAX_ID_CHARS + 1)), KEY, HOME),
+    (r.INVALID_FIELD, line(payment_id=LONG_ID.decode()), LONG_ID, kafka_partition(LONG_ID, PARTITIONS)),
     # Valid JSON whose strings are not Unicode text (a lone surrogate escape): no UTF-8 can hold them.
     (r.INVALID_UTF8, line(customer_id="\ud800"), KEY, HOME),
     (r.INVALID_UTF8, line(payment_id="\udc00"), "\udc00".encode("utf-8", "surrogatepass"), HOME),
@@ -125,6 +131,23 @@ def test_each_bad_input_is_rejected_with_its_class_and_a_reason(
 def test_every_bad_input_class_is_covered() -> None:
     assert {b[0] for b in BAD} == set(r.BAD_INPUT_CLASSES)
     assert len(r.BAD_INPUT_CLASSES) >= 12
+
+
+def test_ids_up_to_their_bound_are_valid() -> None:
+    longest = "x" * MAX_ID_CHARS
+    key = longest.encode()
+    valid = line(event_id=longest, payment_id=longest, customer_id=longest, merchant_id=longest)
+    assert isinstance(parse(valid, key, kafka_partition(key, PARTITIONS)), ParsedPayment)
+
+
+def test_a_valid_line_just_under_1_mib_with_a_long_id_is_a_dead_letter_that_quotes_a_short_prefix() -> None:
+    """The line of issue 27 item 4: it made an event over message.max.bytes and stopped enrich on every restart."""
+    value = line(event_id="e" * 1_040_000)
+    assert len(value) < 1024 * 1024
+    rejection = parse(value)
+    assert isinstance(rejection, Rejection) and rejection.error_class == r.INVALID_FIELD
+    assert rejection.reason.startswith(f"event_id is 1,040,000 characters long, at most {MAX_ID_CHARS}")
+    assert len(rejection.reason) < 200
 
 
 def test_a_reason_never_quotes_the_card_number() -> None:
