@@ -79,24 +79,94 @@ def producer_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
     return {"bootstrap.servers": bootstrap, **security_settings(), **extra, **IDEMPOTENT_PRODUCER}
 
 
+# A cluster that has not caught up answers these for a moment: a broker re-registering after missed
+# heartbeats (INVALID_REPLICATION_FACTOR: "only 2 broker(s) are registered"), a controller moving, a
+# leader not elected yet. Asked again within the deadline, they give way; any other error is final.
+_NOT_YET = frozenset({
+    KafkaError.INVALID_REPLICATION_FACTOR, KafkaError.NOT_CONTROLLER, KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.BROKER_NOT_AVAILABLE, KafkaError.REQUEST_TIMED_OUT, KafkaError._TIMED_OUT, KafkaError._TRANSPORT,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+})  # fmt: skip
+TOPIC_DEADLINE_S = 120.0
+
+
 def ensure_topics(
-    bootstrap: str, names: Iterable[str], partitions: int, *, config: Mapping[str, str] | None = None
+    bootstrap: str,
+    names: Iterable[str],
+    partitions: int,
+    *,
+    config: Mapping[str, str] | None = None,
+    deadline_s: float = TOPIC_DEADLINE_S,
 ) -> list[str]:
     """Create the missing ones with ``partitions`` partitions and ``config``; the names created.
 
-    One metadata request for all of them; a topic someone else created meanwhile is as good as ours.
+    Returns once every broker's metadata shows each topic with a leader for each partition, so
+    whichever broker a client asks next knows it. A cluster that lags (a broker re-registering, a
+    broker that has not yet learned of a topic just created) is asked again until ``deadline_s``;
+    a topic someone else created meanwhile is as good as ours.
     """
+    wanted = list(dict.fromkeys(names))
     admin = AdminClient(client_config(bootstrap))
-    existing = admin.list_topics(timeout=30).topics
-    missing = [n for n in dict.fromkeys(names) if n not in existing or existing[n].error is not None]
-    wanted = [NewTopic(n, partitions, BROKERS_DEFAULT, config=dict(config or {})) for n in missing]
-    for name, future in admin.create_topics(wanted).items() if wanted else []:
-        try:
-            future.result(timeout=30)
-        except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+    give_up_at = time.monotonic() + deadline_s
+    created: list[str] = []
+    while True:
+        existing = admin.list_topics(timeout=30).topics
+        missing = [n for n in wanted if n not in existing or existing[n].error is not None]
+        new = [NewTopic(n, partitions, BROKERS_DEFAULT, config=dict(config or {})) for n in missing]
+        again = False
+        for name, future in admin.create_topics(new).items() if new else []:
+            try:
+                future.result(timeout=30)
+                created.append(name)
+            except KafkaException as exc:
+                error = exc.args[0]
+                if error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                    continue
+                if (error.retriable() or error.code() in _NOT_YET) and time.monotonic() < give_up_at:
+                    again = True
+                    continue
                 raise ConfigError("kafka", name, f"cannot create the topic: {exc}") from exc
-    return missing
+        if not again:
+            break
+        time.sleep(0.5)
+    wait_until_usable(bootstrap, wanted, give_up_at)
+    return created
+
+
+def _unusable(metadata: Any, names: Iterable[str]) -> list[str]:
+    """The topics ``metadata`` does not show, or shows with an error or a partition without a leader."""
+    topics = metadata.topics
+    return [
+        n
+        for n in names
+        if n not in topics
+        or topics[n].error is not None
+        or not topics[n].partitions
+        or any(p.leader < 0 for p in topics[n].partitions.values())
+    ]
+
+
+def wait_until_usable(bootstrap: str, names: Iterable[str], give_up_at: float) -> None:
+    """Wait until each broker, asked at its own address, shows every topic of ``names`` with its leaders."""
+    names = list(names)
+    brokers = AdminClient(client_config(bootstrap)).list_topics(timeout=30).brokers
+    for broker in sorted(brokers.values(), key=lambda b: b.id):
+        address = f"{broker.host}:{broker.port}"
+        client = AdminClient(client_config(address))
+        while True:
+            try:
+                lagging = _unusable(client.list_topics(timeout=10), names)
+            except KafkaException as exc:
+                lagging = [f"({exc.args[0].name()})"]
+            if not lagging:
+                break
+            if time.monotonic() > give_up_at:
+                raise ConfigError(
+                    "kafka", ", ".join(lagging),
+                    f"broker {broker.id} ({address}) still shows no leader for it or does not know it",
+                    fix="check that every broker runs and can reach the controllers; then try again",
+                )  # fmt: skip
+            time.sleep(0.2)
 
 
 def _without_client_certificate(security: SecurityConfig) -> bool:
