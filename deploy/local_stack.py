@@ -635,6 +635,37 @@ class LocalStack:
         for component, process in launched:
             self._wait_ready(component, process, lambda c=component: self._answers(c, ports), started)  # type: ignore[misc]
             self._say(f"{component} ready in {time.monotonic() - started:.1f}s (pid {process.pid})")
+        if len(ports.nodes) > 1 and any(component != CONNECT for component, _ in launched):
+            self._wait_all_registered(ports, started)
+
+    def _wait_all_registered(self, ports: Ports, started: float) -> None:
+        """Every broker, asked at its own address, lists every node: only then is a cluster of N ready.
+
+        One node answering for itself is not enough: a topic of replication factor N needs all N
+        registered (INVALID_REPLICATION_FACTOR otherwise), and a broker whose metadata still lacks a
+        peer gives the next client a stale answer.
+        """
+        stack = self.stack_secrets()
+        client = librdkafka_settings(SecurityConfig(client_settings(stack), str(stack.dir))) if stack else {}
+        nodes = range(1, len(ports.nodes) + 1)
+        deadline = started + READY_TIMEOUT[BROKER]
+        while True:
+            unknown = [
+                (asked, node)
+                for asked in nodes
+                for node in nodes
+                if not broker_answers(f"{HOST}:{ports.nodes[asked - 1].broker}", node_id=node, settings=client)
+            ]
+            if not unknown:
+                self._say(f"all {len(ports.nodes)} brokers registered in {time.monotonic() - started:.1f}s")
+                return
+            if time.monotonic() > deadline:
+                shown = ", ".join(f"broker-{asked} does not list broker-{node}" for asked, node in unknown[:3])
+                raise StackError(
+                    "cluster", f"not every broker registered after {READY_TIMEOUT[BROKER]:.0f}s: {shown}",
+                    fix="check the brokers' logs (`ikkai stack status`) and that they reach each other",
+                )  # fmt: skip
+            time.sleep(0.25)
 
     def _wait_ready(
         self, component: str, process: subprocess.Popen[bytes], ready: Callable[[], bool], started: float
