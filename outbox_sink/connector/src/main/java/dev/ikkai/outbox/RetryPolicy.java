@@ -3,10 +3,14 @@ package dev.ikkai.outbox;
 import java.time.DateTimeException;
 import java.time.Duration;
 import java.time.Instant;
+import java.time.LocalDateTime;
+import java.time.ZoneOffset;
 import java.time.ZonedDateTime;
 import java.time.format.DateTimeFormatter;
 import java.time.format.DateTimeParseException;
 import java.util.Optional;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 /**
  * What a response means and how long to wait before trying again. Pure: the caller passes the
@@ -33,14 +37,15 @@ public final class RetryPolicy {
     }
 
     /**
-     * 2xx: delivered. 408, 409, 429 and 5xx: worth another try (the receiver may recover; 409 is
+     * 2xx, and 303 See Other (RFC 9110 15.4.4: the normal answer of a POST that was applied, pointing at
+     * its result, which the sink does not fetch): delivered. 408, 409, 429 and 5xx: worth another try (the receiver may recover; 409 is
      * the IETF Idempotency-Key draft's "a request with this key is still being processed", e.g.
      * an earlier attempt that timed out on our side but is being applied). Anything else (1xx,
      * 3xx because redirects are never followed, other 4xx): the request itself is wrong, so
      * sending it again cannot help.
      */
     public static Verdict classify(int status) {
-        if (status >= 200 && status < 300) {
+        if (status >= 200 && status < 300 || status == 303) {
             return Verdict.DELIVERED;
         }
         if (status == 408 || status == 409 || status == 429 || (status >= 500 && status < 600)) {
@@ -50,8 +55,10 @@ public final class RetryPolicy {
     }
 
     /**
-     * Retry-After as delta-seconds or an HTTP-date (RFC 9110 10.2.3), at most {@link #MAX_RETRY_AFTER};
-     * empty when absent or malformed (then only the backoff applies).
+     * Retry-After as delta-seconds or an HTTP-date (RFC 9110 10.2.3) in any of its three forms, which a
+     * recipient must accept (5.6.7): IMF-fixdate, RFC 850 (two-digit year: the most recent year with those
+     * digits that is not more than 50 years ahead) and asctime; at most {@link #MAX_RETRY_AFTER}; empty when
+     * absent or malformed (then only the backoff applies).
      */
     public static Optional<Duration> parseRetryAfter(String value, Instant now) {
         if (value == null || value.isBlank()) {
@@ -67,17 +74,56 @@ public final class RetryPolicy {
             return Optional.of(capped(Duration.ofSeconds(Long.parseLong(significant))));
         }
         try {
-            Instant at = ZonedDateTime.parse(v, DateTimeFormatter.RFC_1123_DATE_TIME).toInstant();
+            Instant at = httpDate(v, now);
+            if (at == null) {
+                return Optional.empty();
+            }
             if (at.isBefore(now)) {
                 return Optional.of(Duration.ZERO);
             }
             return Optional.of(capped(Duration.between(now, at)));
         } catch (DateTimeParseException e) {
             return Optional.empty();
-        } catch (DateTimeException | ArithmeticException e) {  // a date too far out to compute with
-            return Optional.of(MAX_RETRY_AFTER);
+        } catch (DateTimeException | ArithmeticException e) {  // a date too far out to compute with, or no such day
+            // RFC 850 and asctime years have at most 4 digits: there it is a day that does not exist (31-Feb).
+            return RFC_850.matcher(v).matches() || ASCTIME.matcher(v).matches() ? Optional.empty()
+                : Optional.of(MAX_RETRY_AFTER);
         }
     }
+
+    private static final String MONTHS = "Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec";
+    private static final Pattern RFC_850 = Pattern.compile(
+        "(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday), (\\d{2})-(" + MONTHS + ")-(\\d{2}) "
+            + "(\\d{2}):(\\d{2}):(\\d{2}) GMT");
+    private static final Pattern ASCTIME = Pattern.compile(
+        "(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (" + MONTHS + ") ([ \\d]\\d) (\\d{2}):(\\d{2}):(\\d{2}) (\\d{4})");
+
+    /** An HTTP-date in any of its three forms; null when it is none of them. */
+    private static Instant httpDate(String v, Instant now) {
+        Matcher m = RFC_850.matcher(v);
+        if (m.matches()) {
+            int yy = Integer.parseInt(m.group(3));
+            int thisYear = now.atZone(ZoneOffset.UTC).getYear();
+            int year = thisYear - Math.floorMod(thisYear, 100) + yy;
+            if (year > thisYear + 50) {
+                year -= 100;
+            }
+            return utc(year, m.group(2), Integer.parseInt(m.group(1)), m.group(4), m.group(5), m.group(6));
+        }
+        m = ASCTIME.matcher(v);
+        if (m.matches()) {
+            return utc(Integer.parseInt(m.group(6)), m.group(1), Integer.parseInt(m.group(2).strip()), m.group(3), m.group(4),
+                m.group(5));
+        }
+        return ZonedDateTime.parse(v, DateTimeFormatter.RFC_1123_DATE_TIME).toInstant();
+    }
+
+    private static Instant utc(int year, String month, int day, String hour, String minute, String second) {
+        int monthNumber = MONTHS.indexOf(month) / 4 + 1;
+        return LocalDateTime.of(year, monthNumber, day, Integer.parseInt(hour), Integer.parseInt(minute),
+            Integer.parseInt(second)).toInstant(ZoneOffset.UTC);
+    }
+
 
     private static Duration capped(Duration wait) {
         return wait.compareTo(MAX_RETRY_AFTER) > 0 ? MAX_RETRY_AFTER : wait;

@@ -130,13 +130,27 @@ public final class Targets {
             throw new RejectedRequest(RejectedRequest.BAD_PATH, "path '" + path + "' is not a valid URL path: " + e.getReason());
         }
         String rawPath = joined.getRawPath();
-        boolean dotSegment = List.of(rawPath.split("/", -1)).stream()
-            .anyMatch(s -> s.equals(".") || s.equals("..") || s.equalsIgnoreCase("%2e") || s.equalsIgnoreCase("%2e%2e")
-                || s.equalsIgnoreCase(".%2e") || s.equalsIgnoreCase("%2e."));
+        String lower = rawPath.toLowerCase(Locale.ROOT);
+        if (lower.contains("%2f") || lower.contains("%5c")) {
+            throw new RejectedRequest(RejectedRequest.BAD_PATH, "path '" + path + "' has an encoded '/' or '\\' (%2F, %5C), "
+                + "which some servers decode into a segment boundary");
+        }
+        boolean dotSegment = List.of(rawPath.split("/", -1)).stream().anyMatch(Targets::isDotSegment);
         if (dotSegment || !joined.getRawAuthority().equals(base.getRawAuthority())) {
             throw new RejectedRequest(RejectedRequest.BAD_PATH, "path '" + path + "' would leave the target's base URL");
         }
         return joined;
+    }
+
+    /**
+     * A segment a server may read as "." or "..": also with a path parameter ({@code ..;x}, which servlet
+     * containers strip before resolving) and with its dots percent-encoded.
+     */
+    private static boolean isDotSegment(String segment) {
+        int parameters = segment.indexOf(';');
+        String name = (parameters < 0 ? segment : segment.substring(0, parameters)).toLowerCase(Locale.ROOT)
+            .replace("%2e", ".");
+        return name.equals(".") || name.equals("..");
     }
 
     public record Resolved(Target target, URI uri, String method) {

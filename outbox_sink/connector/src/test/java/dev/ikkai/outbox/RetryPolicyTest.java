@@ -17,7 +17,7 @@ class RetryPolicyTest {
     private final RetryPolicy policy = new RetryPolicy(Duration.ofMillis(500), Duration.ofSeconds(30), Duration.ofMinutes(10));
 
     @ParameterizedTest
-    @ValueSource(ints = {200, 201, 202, 204, 299})
+    @ValueSource(ints = {200, 201, 202, 204, 299, 303})  // 303 See Other: the usual answer of an applied POST
     void twoHundredsAreDelivered(int status) {
         assertEquals(RetryPolicy.Verdict.DELIVERED, RetryPolicy.classify(status));
     }
@@ -29,7 +29,7 @@ class RetryPolicyTest {
     }
 
     @ParameterizedTest
-    @ValueSource(ints = {100, 301, 302, 304, 400, 401, 403, 404, 410, 413, 422, 451})
+    @ValueSource(ints = {100, 301, 302, 304, 307, 308, 400, 401, 403, 404, 410, 413, 422, 451})
     void everythingElseIsRejected(int status) {
         assertEquals(RetryPolicy.Verdict.REJECT, RetryPolicy.classify(status));
     }
@@ -44,6 +44,18 @@ class RetryPolicyTest {
     void retryAfterAsHttpDate() {
         assertEquals(Optional.of(Duration.ofSeconds(90)), RetryPolicy.parseRetryAfter("Sun, 22 Nov 2026 10:01:30 GMT", NOW));
         assertEquals(Optional.of(Duration.ZERO), RetryPolicy.parseRetryAfter("Sun, 22 Nov 2026 09:00:00 GMT", NOW));
+    }
+
+    @Test
+    void retryAfterInTheObsoleteDateFormsARecipientMustAccept() {  // RFC 9110 5.6.7
+        assertEquals(Optional.of(Duration.ofSeconds(90)), RetryPolicy.parseRetryAfter("Sunday, 22-Nov-26 10:01:30 GMT", NOW));
+        assertEquals(Optional.of(Duration.ofSeconds(90)), RetryPolicy.parseRetryAfter("Sun Nov 22 10:01:30 2026", NOW));
+        assertEquals(Optional.of(Duration.ofDays(9).plusSeconds(90)),
+            RetryPolicy.parseRetryAfter("Tue Dec  1 10:01:30 2026", NOW), "asctime pads a one-digit day with a space");
+        assertEquals(Optional.of(Duration.ZERO), RetryPolicy.parseRetryAfter("Sunday, 06-Nov-94 08:49:37 GMT", NOW),
+            "a two-digit year more than 50 years ahead is the past century's");
+        assertEquals(Optional.empty(), RetryPolicy.parseRetryAfter("Monday, 31-Feb-26 10:00:00 GMT", NOW), "no such day");
+        assertEquals(Optional.empty(), RetryPolicy.parseRetryAfter("Sun Nov 22 10:01:30", NOW), "no year");
     }
 
     @ParameterizedTest

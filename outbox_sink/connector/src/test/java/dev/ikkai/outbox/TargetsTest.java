@@ -51,7 +51,8 @@ class TargetsTest {
     }
 
     @ParameterizedTest
-    @ValueSource(strings = {"", "holds", "//evil.example/x", "/../admin", "/a/./b", "/a/%2e%2e/b", "/a b", "/a#frag",
+    @ValueSource(strings = {"", "holds", "//evil.example/x", "/../admin", "/a/./b", "/a/%2e%2e/b", "/a/..;/admin", "/a/..;x=1/b", "/a/.;/b", "/a/%2E%2e;/b", "/..;", "/a/%2fb", "/a/..%2F..",
+        "/a/%5c..", "/a b", "/a#frag",
         "/a\\b", "/ü", "@evil.example/x"})
     void pathsThatLeaveTheBaseOrAreNotPlainAreRejected(String path) {
         RejectedRequest e = assertThrows(RejectedRequest.class,
