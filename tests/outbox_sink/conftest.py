@@ -20,6 +20,7 @@ from deploy.connect_rest import ConnectClient
 from deploy.reconcile import Reconciler
 from ikkai.settings import Endpoints
 from outbox_sink import OutboxEmitter, OutboxRequest, ReceiptReader, create_outbox_topics, derive_decision_id
+from tests.outbox_sink.hostile_server import HostileServer
 
 MODEL = "fraud@test"
 # The fixture's keywords and the outbox-sink bundle values they set: every knob a test turns is a
@@ -119,6 +120,13 @@ SinkFactory = Callable[..., DeployedSink]
 def receiver(tmp_path: Path) -> Iterator[ReferenceReceiver]:
     with ReferenceReceiver(tmp_path / "receiver.sqlite") as r:
         yield r
+
+
+@pytest.fixture
+def hostile_server() -> Iterator[HostileServer]:
+    """The scripted external server (tests/outbox_sink/hostile_server.py): behaviour per path, stopped afterwards."""
+    with HostileServer() as server:
+        yield server
 
 
 def outbox_bundle(owner_prefix: str) -> ConnectorBundle:

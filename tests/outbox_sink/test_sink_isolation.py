@@ -1,16 +1,27 @@
-"""A target that is down holds back its own partition, never the task's other partitions — on the real worker.
+"""A target that stalls holds back only its own partition; the other partitions keep delivering, on the real worker.
 
-The failing target is a second reference receiver told to answer 503 for the whole test; its
-requests are written to partition 0 of the requests topic, the healthy target's to partitions
-1 and 2 (explicit partitions, so nothing depends on how a producer hashes keys). One task owns
-all three partitions, as ``tasks.max=1`` makes it.
+The stalling target is the scripted server (``hostile_server.py``): to every attempt it sends a
+201 status line and headers and then not one byte of the body, until the test heals it. A sink
+whose request deadline ends with the headers (the JDK's, JDK-8208693) waits for that body for
+ever. Its requests — more keys than the task has in-flight slots (``MAX_IN_FLIGHT``) — are
+written to partition 0 of the requests topic; the healthy target's (the reference receiver's)
+to partitions 1 and 2 (explicit partitions). One task owns all three (``tasks.max=1``).
+
+The bound: each healthy request is receipted DELIVERED within ``HEALTHY_BOUND_S`` of being
+written (measured up to the moment the test reads its receipt), while no stalled request has an
+outcome yet (their retry budget is far longer). A stall lasts for ever, so a sink that lets it
+hold the slots the healthy target needs misses the bound by an unbounded amount, not by a
+little. Then the target heals: every stalled request is delivered — it was applied on its first
+attempt, so the retries got the stored answer and the server applied each exactly once — and the
+request queued behind one of them on its key follows it.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 from confluent_kafka import Producer
@@ -20,23 +31,21 @@ from ikkai.contract.codec import default_codec
 from outbox_sink import OutboxRequest
 from outbox_sink.contract import REQUEST_SCHEMA
 from tests.outbox_sink.conftest import DeployedSink, SinkFactory, make_request
+from tests.outbox_sink.hostile_server import ALWAYS, Behaviour, HostileServer, script_path
 
 pytestmark = pytest.mark.integration
 
-DOWN = "down-api"
-# A retry budget far longer than the test waits: the down target's requests are still being
-# retried when the healthy ones must be delivered (a sink that stalls every partition behind a
-# failing request would deliver them only after this budget, when the failing ones are dead-lettered).
-RETRIES = {"backoff_initial_ms": 200, "backoff_max_ms": 1_000, "retry_max_duration_ms": 300_000}
-HEALTHY_WAIT = 30.0
+STALL = "stall-api"
+MAX_IN_FLIGHT = 8
+STALLED_KEYS = MAX_IN_FLIGHT + 4  # more than every slot
+# A deadline per attempt, and a retry budget far longer than the test: while the healthy requests
+# must be delivered, the stalled ones are still being retried (none may be final yet).
+SETTINGS = {
+    "max_in_flight_requests": MAX_IN_FLIGHT, "http_request_timeout_ms": 2_000,
+    "backoff_initial_ms": 200, "backoff_max_ms": 1_000, "retry_max_duration_ms": 600_000,
+}  # fmt: skip
+HEALTHY_BOUND_S = 15.0
 WAIT = 120.0
-
-
-@pytest.fixture
-def down_receiver(tmp_path: Path) -> Iterator[ReferenceReceiver]:
-    with ReferenceReceiver(tmp_path / "down.sqlite") as r:
-        r.faults(unavailable_s=3_600)
-        yield r
 
 
 def emit_to(sink: DeployedSink, partition: int, requests: list[OutboxRequest]) -> None:
@@ -56,41 +65,53 @@ def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None
         time.sleep(0.2)
 
 
-def test_a_target_that_is_down_holds_back_only_its_own_partition(
-    outbox_sink: SinkFactory, receiver: ReferenceReceiver, down_receiver: ReferenceReceiver
+def stalled_request(i: int) -> OutboxRequest:
+    request = make_request(i, f"acct-{i}", target=STALL)
+    return replace(request, path=script_path(Behaviour.STALL_BODY, f"n{i}", times=ALWAYS))
+
+
+def test_a_target_that_stalls_its_bodies_holds_back_only_its_own_partition(
+    outbox_sink: SinkFactory, receiver: ReferenceReceiver, hostile_server: HostileServer
 ) -> None:
-    sink = outbox_sink(
-        **RETRIES,
-        sets=[f"targets.{DOWN}.url={down_receiver.url}/down", f"targets.{DOWN}.method=POST"],
-    )
-    stuck = [make_request(i, f"acct-{i}", target=DOWN, prefix="down") for i in range(3)]
-    # Same key as the first stuck request, healthy target, same partition: per-key order keeps it waiting.
-    behind = make_request(10, "acct-0", prefix="behind")
-    emit_to(sink, 0, [*stuck, behind])
+    sink = outbox_sink(**SETTINGS, sets=[f"targets.{STALL}.url={hostile_server.url}"])
+    stalled = [stalled_request(i) for i in range(STALLED_KEYS)]
+    # Same key as the first stalled request, healthy target, same partition: per-key order keeps it waiting.
+    behind = make_request(100, "acct-0", prefix="behind")
+    emit_to(sink, 0, [*stalled, behind])
     wait_until(
-        lambda: sum(d.status == 503 for d in down_receiver.deliveries()) >= 2 * len(stuck),
-        WAIT,
-        "the down target to be tried twice per request",
+        lambda: len(hostile_server.attempts()) >= MAX_IN_FLIGHT, WAIT, "the stalling target to be sent every slot"
     )
 
-    healthy = [make_request(100 + i, f"pay-{i}") for i in range(10)]
+    healthy = [make_request(200 + i, f"pay-{i}") for i in range(10)]
+    written_at = time.time()
     emit_to(sink, 1, healthy[:5])
     emit_to(sink, 2, healthy[5:])
     receipts = sink.receipts()
-    got = receipts.wait_for([r.decision_id for r in healthy], HEALTHY_WAIT)
+    arrived: dict[str, float] = {}
+    deadline = time.monotonic() + WAIT
+    while len(arrived) < len(healthy) and time.monotonic() < deadline:
+        for receipt in receipts.poll(0.2):
+            arrived.setdefault(receipt.decision_id, time.time())
+    got = receipts.wait_for([r.decision_id for r in healthy], 0)
 
     assert {d: r.outcome for d, r in got.items()} == {r.decision_id: "DELIVERED" for r in healthy}, (
-        f"requests on partitions 1 and 2 were held back by the down target on partition 0; task {sink.task_states()}"
+        f"requests on partitions 1 and 2 were held back by the stalled target on partition 0 "
+        f"({hostile_server.open_stalls} answers stalled); task {sink.task_states()}"
     )
-    assert receipts.wait_for([r.decision_id for r in [*stuck, behind]], 0) == {}, "the down target never answered 2xx"
+    latency = {r.decision_id[:8]: round(arrived[r.decision_id] - written_at, 1) for r in healthy}
+    assert max(latency.values()) <= HEALTHY_BOUND_S, f"healthy deliveries past {HEALTHY_BOUND_S} s: {latency}"
+    assert receipts.wait_for([r.decision_id for r in [*stalled, behind]], 0) == {}, "the stalled target never answered"
     assert behind.idempotency_key not in {a.idempotency_key for a in receiver.applied()}, "behind overtook its key"
-    tries = len(down_receiver.deliveries())
-    wait_until(lambda: len(down_receiver.deliveries()) > tries, WAIT, "the down target to be retried still")
     assert sink.task_states() == ["RUNNING"]
 
-    # The target comes back: its requests, and then the one behind them, are delivered.
-    down_receiver.reset_faults()
-    late = receipts.wait_for([r.decision_id for r in [*stuck, behind]], WAIT)
-    assert {d: r.outcome for d, r in late.items()} == {r.decision_id: "DELIVERED" for r in [*stuck, behind]}
-    assert late[behind.decision_id].first_attempt_at >= late[stuck[0].decision_id].last_attempt_at, "order per key"
+    # The target heals: every stalled request is delivered, applied once, and then the one behind.
+    hostile_server.heal()
+    late = receipts.wait_for([r.decision_id for r in [*stalled, behind]], WAIT)
+    assert {d: r.outcome for d, r in late.items()} == {r.decision_id: "DELIVERED" for r in [*stalled, behind]}, (
+        f"after the target healed; task {sink.task_states()}"
+    )
+    applied = Counter(a.idempotency_key for a in hostile_server.applications())
+    assert applied == Counter({r.idempotency_key: 1 for r in stalled}), "each stalled effect applied exactly once"
+    assert all(late[r.decision_id].attempts >= 2 for r in stalled), "every stalled attempt was cut and retried"
+    assert late[behind.decision_id].first_attempt_at >= late[stalled[0].decision_id].last_attempt_at, "order per key"
     assert sink.task_states() == ["RUNNING"]
