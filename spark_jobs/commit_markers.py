@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec, ResourceType
 
 from ikkai.contract import kafka
 from ikkai.contract.codec import RecordCodec, default_codec
@@ -159,6 +159,30 @@ def ensure_commits_topic(bootstrap: str, topic: str, partitions: int) -> None:
         if time.monotonic() > give_up_at:
             raise CommitMarkerError(topic, "created, but no leader after 30s", fix="check the broker's health")
         time.sleep(0.1)
+    refuse_a_deleting_policy(admin, topic)
+
+
+def refuse_a_deleting_policy(admin: AdminClient, topic: str) -> None:
+    """The commits topic must be compacted only: with ``delete`` its markers go after the retention.
+
+    A query whose markers were deleted believes nothing was committed and writes everything again.
+    """
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    try:
+        entries = admin.describe_configs([resource])[resource].result(timeout=30)
+    except KafkaException as exc:
+        raise CommitMarkerError(
+            topic, f"its configuration cannot be read ({exc.args[0].name()})",
+            fix="grant DescribeConfigs on the commits topic to the job's principal",
+        ) from exc  # fmt: skip
+    policy = entries["cleanup.policy"].value if "cleanup.policy" in entries else "delete"
+    if policy != "compact":
+        raise CommitMarkerError(
+            topic, f"cleanup.policy is {policy!r}: its markers would be deleted after the retention and the job "
+            "would write everything they vouch for again",
+            fix=f"kafka-configs.sh --alter --entity-type topics --entity-name {topic} "
+            "--add-config cleanup.policy=compact",
+        )  # fmt: skip
 
 
 def _has_leaders(client: Any, topic: str, partitions: int) -> bool:

@@ -7,9 +7,13 @@ cache and marker positions are dropped first.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import contextlib
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
+from confluent_kafka import KafkaException, Producer
 
 from demo.pipeline_io import by_partition, create_topic, unique
 from ikkai.contract.codec import default_codec
@@ -58,60 +62,150 @@ def fresh_worker() -> Iterator[None]:
     new_worker()
 
 
+# The broker aborts a zombie's transaction only after this (the brokers' transaction.max.timeout.ms), far beyond
+# the marker reader's 120 s deadline: a reader that had to wait for a zombie would give up first, not be rescued.
+ZOMBIE_TIMEOUT_MS = 900_000
+
+
+class _Killed(BaseException):
+    """A kill -9 of the writing process, as a test can stop it: nothing after this point runs."""
+
+
+def killed_before_commit(
+    monkeypatch: pytest.MonkeyPatch, config: SinkConfig, partition: int, batch: list[Record]
+) -> Producer:
+    """``write_partition`` stopped as kill -9 stops it between its last produce and its commit.
+
+    The real write path runs (its producer, ``begin_transaction``, the records and the marker
+    where the code puts them), the records are sent, and then nothing: no commit, no abort, no
+    close. The producer is returned alive and untouched, a zombie whose transaction stays open.
+    """
+    zombie: list[Producer] = []
+    real_call = partition_transactions.call_with_retries  # type: ignore[attr-defined]
+
+    def stop_at_commit(txn_id: str, operation: str, call: Callable[[], object], **kw: Any) -> object:
+        if operation == "commit_transaction":
+            producer = partition_transactions._writers[(config.bootstrap_servers, txn_id)].producer
+            assert producer.flush(10) == 0  # every record of the transaction is on the broker, uncommitted
+            zombie.append(producer)
+            raise _Killed
+        return real_call(txn_id, operation, call, **kw)
+
+    def forget(config: SinkConfig, txn_id: str) -> None:  # no purge, no close: a killed process cleans nothing up
+        partition_transactions._writers.pop((config.bootstrap_servers, txn_id), None)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(partition_transactions, "call_with_retries", stop_at_commit)
+        patched.setattr(partition_transactions, "_discard", forget)
+        with pytest.raises(_Killed):
+            write_partition(config, 0, partition, batch)
+    return zombie[0]
+
+
+def end(producer: Producer) -> None:
+    with contextlib.suppress(KafkaException):  # already ended, or fenced by its successor
+        producer.abort_transaction(10)
+
+
+def values_of(bootstrap: str, topic: str) -> dict[int, list[bytes | None]]:
+    return {p: [value for _, value in records] for p, records in by_partition(bootstrap, topic).items()}
+
+
 @pytest.mark.integration
-def test_a_marker_committed_behind_another_writers_open_transaction_is_seen(bootstrap: str) -> None:
-    """The review's interleaving: p1's writer appended its marker and is still committing; p0 commits after it;
-    the job is SIGKILLed. p0's new writer must see its own marker, or it writes the batch again."""
+def test_a_marker_committed_behind_another_writers_open_transaction_is_seen(
+    bootstrap: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Partition 0's writer commits its marker *behind* a transaction another writer holds open on the same commits
+    partition 0, then the job is SIGKILLed. A read_committed reader's EOF stops at that open transaction's first
+    offset (the LSO), before the marker: only ``read_marker``'s wait for the high watermark lets the new writer see
+    it. Without the wait it finds the older marker and writes offsets 5-9 a second time."""
     out = create_topic(bootstrap, unique("test.out"), PARTITIONS)
     config = config_for(bootstrap, out, unique("q"))
     ensure_commits_topic(bootstrap, config.commits_topic, PARTITIONS)
-    still_committing = transactional_producer(bootstrap, config.transactional_id(1))
-    still_committing.begin_transaction()
-    p1 = CommitMarker("test", config.query, 1, 7, PARTITIONS, 1, "test.in", {1: 10})
-    still_committing.produce(config.commits_topic, key=p1.key, value=p1.encode(default_codec()), partition=1)
-    still_committing.produce(out, key=b"pay-p1", value=b"open", partition=1)
-    still_committing.flush(10)
+    assert write_partition(config, 0, 0, records(out, 0, range(5))).records == 5  # marker {0: 5} committed
+    stranger = transactional_producer(bootstrap, unique("test.stranger"))
+    stranger.begin_transaction()
+    stranger.produce(config.commits_topic, key=b"stranger", value=b"half-written", partition=0)
+    assert stranger.flush(10) == 0
+    open_ = [stranger]
     try:
-        first = write_partition(config, 7, 0, records(out, 0, range(10)))
-        assert (first.records, first.skipped) == (10, False)
+        behind = write_partition(config, 1, 0, records(out, 0, range(5, 10)))  # the kept producer: no marker read
+        assert (behind.records, behind.new_producer) == (5, False)  # marker {0: 10} committed behind the stranger
         new_worker()  # SIGKILL: the restarted task knows nothing
-        again = write_partition(config, 7, 0, records(out, 0, range(10)))
+        gaps: list[tuple[int, int, dict[int, int]]] = []
+        real_high_watermark = commit_markers._high_watermark
+
+        def high_watermark(bootstrap_: str, topic: str, partition: int) -> int | None:
+            high = real_high_watermark(bootstrap_, topic, partition)
+            here, seen = commit_markers._seen[(bootstrap_, topic, partition)]
+            if high is not None and here < high and open_:
+                gaps.append((here, high, dict(seen.source_offsets) if seen else {}))
+                end(open_.pop())  # the stranger's transaction ends only while the reader waits at the LSO
+            return high
+
+        monkeypatch.setattr(commit_markers, "_high_watermark", high_watermark)
+        again = write_partition(config, 1, 0, records(out, 0, range(10)))
         assert (again.records, again.skipped, again.already_committed) == (0, True, 10)
-        assert [value for _, value in by_partition(bootstrap, out)[0]] == [f"value-{o}".encode() for o in range(10)]
+        assert gaps and gaps[0][2] == {0: 5}, "the reader never stood at the LSO before its newest marker"
+        assert values_of(bootstrap, out)[0] == [f"value-{o}".encode() for o in range(10)]
     finally:
-        still_committing.abort_transaction(10)
+        for producer in open_:
+            end(producer)
 
 
 @pytest.mark.integration
-def test_another_querys_zombie_does_not_stall_or_hide_anything(bootstrap: str) -> None:
+def test_another_querys_zombie_does_not_stall_or_hide_anything(bootstrap: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two zombies, each left by a kill -9 between its produce and its commit, built by the real write path (so
+    their markers sit wherever the code puts markers): one of another query whose name shares this one's prefix
+    (``<q>.v2``), and one of this query's own partition 1. Partition 0's new writer must neither wait for them nor
+    miss its own marker. With all of a query's markers on one commits partition, partition 1's zombie holds that
+    partition open and partition 0's writer stalls until its deadline; with markers of every query on one
+    partition, so does ``<q>.v2``'s; with identity by key prefix, ``<q>`` takes ``<q>.v2``'s marker for its own."""
     out = create_topic(bootstrap, unique("test.out"), PARTITIONS)
-    mine, theirs = config_for(bootstrap, out, unique("q")), config_for(bootstrap, out, unique("other"))
+    mine = config_for(bootstrap, out, unique("q"), transaction_timeout_ms=ZOMBIE_TIMEOUT_MS)
+    theirs_out = create_topic(bootstrap, unique("test.out"), PARTITIONS)
+    theirs = config_for(bootstrap, theirs_out, f"{mine.query}.v2", transaction_timeout_ms=ZOMBIE_TIMEOUT_MS)
     for config in (mine, theirs):
         ensure_commits_topic(bootstrap, config.commits_topic, PARTITIONS)
-    zombie = transactional_producer(bootstrap, theirs.transactional_id(0))  # dead, never comes back
-    zombie.begin_transaction()
-    zombie.produce(theirs.commits_topic, key=b"x", value=b"half-written", partition=0)
-    zombie.flush(10)
+    assert write_partition(mine, 0, 0, records(out, 0, range(5))).records == 5
+    write_partition(theirs, 0, 0, records(theirs_out, 0, range(20)))  # committed: <q>.v2 is further on partition 0
+    new_worker()
+    zombies = [
+        killed_before_commit(monkeypatch, theirs, 0, records(theirs_out, 0, range(20, 40))),
+        killed_before_commit(monkeypatch, mine, 1, records(out, 1, range(4))),
+    ]
     try:
-        write_partition(mine, 0, 0, records(out, 0, range(5)))
         new_worker()
-        assert write_partition(mine, 0, 0, records(out, 0, range(8))).records == 3  # only 5, 6, 7 were missing
+        again = write_partition(mine, 1, 0, records(out, 0, range(8)))
+        assert (again.records, again.already_committed) == (3, 5)  # only 5, 6, 7 were missing
+        assert values_of(bootstrap, out) == {0: [f"value-{o}".encode() for o in range(8)], 1: []}
+        assert values_of(bootstrap, theirs_out) == {0: [f"value-{o}".encode() for o in range(20)], 1: []}
     finally:
-        zombie.abort_transaction(10)
+        for zombie in zombies:
+            end(zombie)
 
 
 @pytest.mark.integration
 def test_query_names_that_share_a_prefix_never_read_each_others_markers(bootstrap: str) -> None:
-    """``infer`` and ``infer.v2``: the old key-prefix match let ``infer`` take ``infer.v2``'s markers for its own."""
+    """``infer`` and ``infer.v2`` made to share one commits topic (a hand-set ``commits_topic``, as the old shared
+    topic was): a marker counts by its decoded (app, query, partition), and the marker of output partition p lives
+    on commits partition p. By key prefix, ``infer``'s writer of partition 1 took ``infer.v2``'s marker for its own
+    and skipped its records; with one marker partition, ``infer``'s writer of partition 0 met that marker."""
     out = create_topic(bootstrap, unique("test.out"), PARTITIONS)
+    shared = unique("_ikkai.commits.shared")
     base = unique("infer")
-    v2, v1 = config_for(bootstrap, out, f"{base}.v2"), config_for(bootstrap, out, base)
-    ensure_commits_topic(bootstrap, v2.commits_topic, PARTITIONS)
-    ensure_commits_topic(bootstrap, v1.commits_topic, PARTITIONS)
-    write_partition(v2, 0, 0, records(out, 0, range(6)))
+    v2, v1 = (config_for(bootstrap, out, query, commits_topic=shared) for query in (f"{base}.v2", base))
+    ensure_commits_topic(bootstrap, shared, PARTITIONS)
+    assert write_partition(v2, 0, 1, records(out, 1, range(6))).records == 6  # infer.v2's marker of partition 1
     new_worker()
-    assert write_partition(v1, 0, 0, records(out, 0, range(6))).records == 6  # v1 committed nothing yet
-    assert read_markers(bootstrap, "test", base, topic=v1.commits_topic)[0].query == base
+    assert write_partition(v1, 0, 0, records(out, 0, range(6))).records == 6  # partition 0: nobody else's marker
+    new_worker()
+    theirs = re.escape(f"query '{base}.v2', partition 1")
+    with pytest.raises(CommitMarkerError, match=theirs):  # partition 1 holds infer.v2's: refused, never adopted
+        write_partition(v1, 0, 1, records(out, 1, range(6)))
+    with pytest.raises(CommitMarkerError, match=theirs):  # and the driver's check before a query starts says so
+        read_markers(bootstrap, "test", base, topic=shared)
+    assert values_of(bootstrap, out) == {p: [f"value-{o}".encode() for o in range(6)] for p in (0, 1)}
 
 
 @pytest.mark.integration
@@ -124,6 +218,19 @@ def test_a_commits_topic_shared_by_two_queries_is_refused(bootstrap: str) -> Non
     new_worker()
     with pytest.raises(CommitMarkerError, match=f"holds a marker of app 'test', query '{first.query}'"):
         write_partition(second, 0, 0, records(out, 0, range(3)))
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("policy", ["delete", "compact,delete"])
+def test_a_commits_topic_that_deletes_is_refused_at_start_with_the_fix(bootstrap: str, policy: str) -> None:
+    """issue 27, item 6: a commits topic with cleanup.policy=delete loses its markers after the retention, and the
+    query then writes everything again. ``ensure_commits_topic`` (the sink's prepare) refuses it in one line."""
+    topic = create_topic(bootstrap, unique("_ikkai.commits.test"), PARTITIONS, config={"cleanup.policy": policy})
+    with pytest.raises(CommitMarkerError, match=re.escape(f"cleanup.policy is {policy!r}")) as refused:
+        ensure_commits_topic(bootstrap, topic, PARTITIONS)
+    assert f"--entity-name {topic} --add-config cleanup.policy=compact" in str(refused.value)
+    ensure_commits_topic(bootstrap, create_topic(bootstrap, unique("_ikkai.commits.test"), PARTITIONS,
+                                                 config={"cleanup.policy": "compact"}), PARTITIONS)  # fmt: skip
 
 
 @pytest.mark.parametrize(
