@@ -5,6 +5,7 @@
                                             # (builds dist/ikkai-app-*.zip, the code and data it ships)
     ikkai jobs submit infer --master k8s://https://api:6443 --image IMG --upload-path s3a://b/ikkai
     ikkai jobs submit infer --master k8s://... --image IMG --in-image /opt/ikkai --format spark-operator
+    ikkai jobs compare                      # live decisions against a shadow model's (infer --shadow)
 
 ``run`` replaces the CLI process with the job (exec), so signals and exit codes are the job's
 own. The connector jars from ``ikkai setup`` are passed explicitly; nothing is fetched at run time.
@@ -23,6 +24,7 @@ from typing import Any
 import click
 import yaml
 
+from cli.output import emit, output_option
 from deploy import spark_kubernetes
 from deploy.spark_kubernetes import JobFiles, KubernetesTarget
 from ikkai.resources import package_path
@@ -216,3 +218,43 @@ def submit(
         return
     click.echo("submitting: " + shlex.join(command), err=True)
     sys.exit(subprocess.call(command))
+
+
+@jobs.command()
+@click.option("--bootstrap", help="Kafka bootstrap servers [default: IKKAI_BOOTSTRAP_SERVERS, else the local stack].")
+@click.option("--live", default="decisions.fraud", show_default=True, help="The live decisions topic.")
+@click.option("--shadow", help="The shadow model's decisions topic [default: <live>.shadow].")
+@click.option("--sample", type=click.IntRange(min=0), default=5, show_default=True, help="Differences shown per pair.")
+@output_option
+def compare(bootstrap: str | None, live: str, shadow: str | None, sample: int, output: str) -> None:
+    """Compare a shadow model's decisions (infer --shadow) with the live ones, per model version pair.
+
+    Both topics are read with read_committed up to their end now; events are matched by event_id.
+    """
+    from dataclasses import asdict
+
+    from ikkai.contract.wire_format import environment_codec
+    from spark_jobs.decision_compare import compare as compare_decisions
+    from spark_jobs.decision_compare import read_decisions
+    from spark_jobs.job_shell import bootstrap_servers
+
+    servers = bootstrap_servers("compare", bootstrap)
+    shadow = shadow or f"{live}.shadow"
+    codec = environment_codec()
+    result = compare_decisions(read_decisions(servers, live, codec), read_decisions(servers, shadow, codec), sample)
+    emit({"live": live, "shadow": shadow, **asdict(result)}, output, _comparison_text)
+
+
+def _comparison_text(data: dict[str, Any]) -> str:
+    lines = [f"{'LIVE VERSION':<28} {'SHADOW VERSION':<28} {'BOTH DECIDED':>12} {'DIFFER':>8}"]
+    for pair in data["pairs"]:
+        lines.append(f"{pair['live_version']:<28} {pair['shadow_version']:<28} {pair['both']:>12} {pair['differ']:>8}")
+        for d in pair["sample"]:
+            lines.append(
+                f"  event {d['event_id']} payment {d['payment_id']}: live {d['live_action']} "
+                f"({d['live_score']:.4f}), shadow {d['shadow_action']} ({d['shadow_score']:.4f})"
+            )
+    lines.append(
+        f"decided by {data['live']} only: {data['live_only']}; by {data['shadow']} only: {data['shadow_only']}"
+    )
+    return "\n".join(lines)

@@ -152,7 +152,8 @@ def ensure_commits_topic(bootstrap: str, topic: str, partitions: int) -> None:
         raise CommitMarkerError(
             topic,
             f"has {len(existing.partitions)} partitions but the job writes {partitions}",
-            fix="keep the partition count, or start a new query name with a fresh checkpoint",
+            fix="keep the partition count its markers were written with (to add partitions, follow "
+            "docs/exactly-once.md, 'What an operator may change, and how')",
         )
     give_up_at = time.monotonic() + 30
     while not _has_leaders(admin, topic, partitions):  # a new topic needs a moment before clients can use it

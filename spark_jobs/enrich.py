@@ -23,13 +23,17 @@ The stages of one micro-batch (docs/enrich.md is the user's guide):
 
 The layout is pinned as in the infer job: ingest, events and DLQ topics have ``--partitions``
 partitions; an event and a dead letter of input partition p go to partition p, sorted by input
-offset, so a replay is byte-identical. ``--lateness`` and the partition count decide outputs:
-changing either needs a new ``--query`` with a fresh checkpoint.
+offset, so a replay is byte-identical. ``--lateness``, the transforms and the currency exponents
+decide outputs too: they make the writer version (``writer_version``), and restarting the same
+query with other ones is a cutover the commit markers record (docs/exactly-once.md).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -73,6 +77,7 @@ from spark_jobs.job_shell import (
 )
 from spark_jobs.master_data import ensure_master_topics
 from spark_jobs.partition_transactions import DEFAULT_TRANSACTION_TIMEOUT_MS
+from spark_jobs.query_handover import handover_options
 from spark_jobs.transactional_sink import AtLeastOnceBatchWriter, SinkConfig, TransactionalBatchWriter
 
 if TYPE_CHECKING:
@@ -124,6 +129,18 @@ class EnrichOptions:
     master_data_timeout_s: float = 600.0
     master: str = "local[2]"
     crash_after_batch: int | None = None  # fault injection for tests: SIGKILL itself after this batch's write
+    after_query: str = ""  # a new query taking over another's output (query_handover)
+    start_offsets: dict[int, int] = field(default_factory=dict)  # or told where to start
+
+
+def writer_version(lateness_ms: int, exponents: Mapping[str, int], transforms: Path) -> str:
+    """What decides enrich's output besides its input, as the markers' ``writer_version``.
+
+    The lateness in clear, and a digest of the currency exponents and the transform spec's bytes:
+    restarting the query with another of them is a cutover, recorded where it took over.
+    """
+    digest = hashlib.sha256(json.dumps(dict(sorted(exponents.items()))).encode() + b"\0" + transforms.read_bytes())
+    return f"enrich-lateness{lateness_ms}-{digest.hexdigest()[:12]}"
 
 
 class EnrichBatch:
@@ -196,6 +213,8 @@ def start_query(spark: SparkSession, options: EnrichOptions) -> StreamingQuery:
         output_topics=(options.events_topic, options.dlq_topic), partitions=partitions, order_by=ORDER_BY,
         source_topic=options.input_topic, transaction_timeout_ms=options.transaction_timeout_ms,
         retry_deadline_s=retry_deadline_s(options.transaction_timeout_ms),
+        writer_version=writer_version(options.lateness_ms, settings.exponents, options.transforms),
+        after_query=options.after_query, start_offsets=options.start_offsets,
     )  # fmt: skip
     writer = batch_writer(options.mode, config, crash_hook(options.query, options.crash_after_batch))
     writer.prepare(spark)
@@ -231,6 +250,7 @@ def run_enrich(options: EnrichOptions) -> None:
 @click.option("--create-topics", is_flag=True, help="Create missing topics with --partitions partitions first.")
 @click.option("--mode", type=click.Choice(MODES), default="exactly-once", show_default=True)
 @click.option("--query", default="enrich", show_default=True, help="Query name; part of every transactional.id.")
+@handover_options
 @continuous_options
 @batch_bound_options
 @click.option("--master-data-timeout", type=float, default=600.0, show_default=True,
@@ -257,6 +277,7 @@ def main(**kw: Any) -> None:
         max_offsets_per_trigger=kw["max_offsets_per_trigger"],
         transaction_timeout_ms=kw["transaction_timeout_ms"],
         master_data_timeout_s=kw["master_data_timeout"], master=kw["master"], crash_after_batch=kw["crash_after_batch"],
+        after_query=kw["after_query"], start_offsets=kw["start_offsets"],
     ))  # fmt: skip
 
 

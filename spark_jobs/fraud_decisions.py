@@ -50,11 +50,28 @@ ORDER_BY = ("input_partition", "input_offset", "seq")
 WRITE_TIME = None
 
 
+SHADOW_SUFFIX = ".shadow"
+
+
 @dataclass(frozen=True)
 class Topics:
+    """Where the decisions, their outbox requests (None: none are asked for) and the dead letters go."""
+
     decisions: str = topics.DECISIONS_FRAUD
-    outbox: str = topics.OUTBOX_REQUESTS
+    outbox: str | None = topics.OUTBOX_REQUESTS
     dlq: str = topics.DLQ_INFER
+
+    def shadow(self) -> Topics:
+        """A candidate model's topics beside these: ``<decisions>.shadow`` and ``<dlq>.shadow``, no outbox requests.
+
+        A shadow decides what the live model decides and writes it where nothing acts on it: no side
+        effect is ever asked for, and its query never counts as writing the live topics.
+        """
+        return Topics(self.decisions + SHADOW_SUFFIX, None, self.dlq + SHADOW_SUFFIX)
+
+    @property
+    def written(self) -> tuple[str, ...]:
+        return tuple(t for t in (self.decisions, self.outbox, self.dlq) if t is not None)
 
 
 def _body(document: dict[str, Any]) -> bytes:
@@ -231,7 +248,7 @@ def decided(
     }, len(payments))  # fmt: skip
     keys = [p.encode() for p in payment_ids]
     requests: dict[int, list[bytes]] = {}  # position among the payments -> its encoded outbox requests
-    asking = [n for n, action in enumerate(actions) if action != "approve"]
+    asking = [n for n, action in enumerate(actions) if action != "approve" and topics.outbox is not None]
     if asking:
         wanted = [
             outbox_requests({
@@ -251,7 +268,7 @@ def decided(
         out.seq.append(0)
         out.headers.append(None)
         for seq, request in enumerate(requests.get(n, ()), start=1):
-            out.topic.append(topics.outbox)
+            out.topic.append(str(topics.outbox))
             out.key.append(keys[n])
             out.value.append(request)
             out.input_partition.append(partitions[n])

@@ -11,6 +11,11 @@ the commit marker form one transaction. The model is the sink's ``RowTransform``
 worker. ``--mode at-least-once`` swaps in Spark's own Kafka sink: the benchmark baseline, which
 duplicates output after a crash.
 
+A new model is a cutover of the same query (``--model``): its markers say what is decided, the
+rest is decided by the new version, and each marker records the cut (docs/changing-the-model.md).
+``--shadow`` runs a candidate as a query of its own into ``<decisions>.shadow`` with no outbox
+requests; a new query name over the live topics is refused unless it hands over (``--after-query``).
+
 The layout is pinned: the input topic, decisions, outbox and DLQ topics all have ``--partitions``
 partitions (default: the decisions topic's). Output partition p holds the decisions of input
 partition p in input-offset order, whatever the batch boundaries: a replay is byte-identical.
@@ -52,6 +57,7 @@ from spark_jobs.job_shell import (
 )
 from spark_jobs.model.fraud_model import FEATURES_PATH, MODEL_PATH, ModelSource
 from spark_jobs.partition_transactions import DEFAULT_TRANSACTION_TIMEOUT_MS
+from spark_jobs.query_handover import handover_options
 from spark_jobs.transactional_sink import RowTransform, SinkConfig
 
 if TYPE_CHECKING:
@@ -77,6 +83,8 @@ class InferOptions:
     features_path: Path = FEATURES_PATH
     master: str = "local[2]"
     crash_after_batch: int | None = None  # fault injection for tests: SIGKILL itself after this batch's write
+    after_query: str = ""  # a new query taking over another's output (query_handover)
+    start_offsets: dict[int, int] = field(default_factory=dict)  # or told where to start
 
 
 def start_query(spark: SparkSession, options: InferOptions) -> StreamingQuery:
@@ -87,7 +95,11 @@ def start_query(spark: SparkSession, options: InferOptions) -> StreamingQuery:
     # After the session: files shipped to it are in place. The job's function carries only where the
     # model and snapshots are and their hashes; each Python worker reads them once (ModelSource.load).
     model_source, model, _ = ModelSource.of(options.model_path, options.features_path)
-    sys.stderr.write(f"{options.query}: model {model.version}, {partitions} partitions, mode {options.mode}\n")
+    shadow = " (shadow: no outbox requests)" if topics.outbox is None else ""
+    sys.stderr.write(
+        f"{options.query}: model {model.version}, {partitions} partitions, mode {options.mode}, "
+        f"decisions to {topics.decisions}{shadow}\n"
+    )
 
     bound = options.max_offsets_per_trigger or default_max_offsets_per_trigger(options.transaction_timeout_ms)
     source = kafka_source(spark, options.bootstrap_servers, options.input_topic, bound)
@@ -96,10 +108,12 @@ def start_query(spark: SparkSession, options: InferOptions) -> StreamingQuery:
     rows = source.select("key", "value", "topic", "partition", "offset")
     config = SinkConfig(
         app=options.app, query=options.query, bootstrap_servers=options.bootstrap_servers,
-        output_topics=(topics.decisions, topics.outbox, topics.dlq), partitions=partitions, order_by=ORDER_BY,
+        output_topics=topics.written, partitions=partitions, order_by=ORDER_BY,
         source_topic=options.input_topic, transaction_timeout_ms=options.transaction_timeout_ms,
         retry_deadline_s=retry_deadline_s(options.transaction_timeout_ms),
         partition_column="input_partition",  # one Spark task per input partition, no shuffle: written in place
+        # A new model continues the query from its markers: the marker records the cut (query_handover).
+        writer_version=model.version, after_query=options.after_query, start_offsets=options.start_offsets,
     )  # fmt: skip
     # The model runs inside the sink's write task: one mapInArrow per task decides and writes the
     # partition's transaction (at-least-once: a mapInArrow before Spark's own sink, as before).
@@ -129,7 +143,15 @@ def run_infer(options: InferOptions) -> None:
 @click.option("--partitions", type=int, help="Pinned partition count of every topic [default: the decisions topic's].")
 @click.option("--create-topics", is_flag=True, help="Create missing topics with --partitions partitions first.")
 @click.option("--mode", type=click.Choice(MODES), default="exactly-once", show_default=True)
-@click.option("--query", default="infer", show_default=True, help="Query name; part of every transactional.id.")
+@click.option(
+    "--query", help="Query name; part of every transactional.id [default: infer, with --shadow infer.shadow]."
+)
+@click.option(
+    "--shadow", is_flag=True,
+    help="Run a candidate model beside the live one: decisions to <decisions>.shadow, dead letters to "
+    "<dlq>.shadow, no outbox requests (compare with `ikkai jobs compare`).",
+)  # fmt: skip
+@handover_options
 @continuous_options
 @batch_bound_options
 @click.option("--master", default="local[2]", show_default=True)
@@ -144,19 +166,23 @@ def main(**kw: Any) -> None:
 
     bootstrap = bootstrap_servers("infer", kw["bootstrap"])
     topics = Topics(kw["decisions"], kw["outbox"], kw["dlq"])
+    if kw["shadow"]:
+        topics = topics.shadow()
+    query = kw["query"] or ("infer.shadow" if kw["shadow"] else "infer")
     if kw["create_topics"]:
         if not kw["partitions"]:
             raise click.UsageError("--create-topics needs --partitions")
-        ensure_topics(bootstrap, [kw["input_topic"], topics.decisions, topics.outbox, topics.dlq], kw["partitions"])
+        ensure_topics(bootstrap, [kw["input_topic"], *topics.written], kw["partitions"])
     run_infer(InferOptions(
-        bootstrap_servers=bootstrap, checkpoint=kw["checkpoint"] or ikkai_home() / "checkpoints" / kw["query"],
-        input_topic=kw["input_topic"], topics=topics, partitions=kw["partitions"], mode=kw["mode"], query=kw["query"],
+        bootstrap_servers=bootstrap, checkpoint=kw["checkpoint"] or ikkai_home() / "checkpoints" / query,
+        input_topic=kw["input_topic"], topics=topics, partitions=kw["partitions"], mode=kw["mode"], query=query,
         available_now=not kw["continuous"], trigger_interval=kw["trigger_interval"],
         max_offsets_per_trigger=kw["max_offsets_per_trigger"],
         transaction_timeout_ms=kw["transaction_timeout_ms"], master=kw["master"],
         crash_after_batch=kw["crash_after_batch"],
         model_path=Path(kw["model"]) if kw["model"] else MODEL_PATH,
         features_path=Path(kw["features"]) if kw["features"] else FEATURES_PATH,
+        after_query=kw["after_query"], start_offsets=kw["start_offsets"],
     ))  # fmt: skip
 
 

@@ -130,14 +130,16 @@ def check_markers(config: SinkConfig, markers: Mapping[int, CommitMarker]) -> No
                 config.commits_topic,
                 f"query {config.query} committed batch {marker.batch_id} with {marker.partitions} partitions, "
                 f"now {config.partitions}",
-                fix="keep the partition count, or start a new query name with a fresh checkpoint",
+                fix="keep the partition count its markers were written with (to add partitions, follow "
+                "docs/exactly-once.md, 'What an operator may change, and how')",
             )
         if marker.source_topic != config.source_topic:
             raise CommitMarkerError(
                 config.commits_topic,
                 f"query {config.query} committed the output of input topic {marker.source_topic!r}, "
                 f"now it reads {config.source_topic!r}: its offsets mean nothing there",
-                fix="a new input topic needs a new query name (--query) with a fresh checkpoint",
+                fix=f"run it on {marker.source_topic!r} again; another input is another query with a checkpoint "
+                "of its own (--query, --checkpoint), beside this one",
             )
 
 

@@ -3,9 +3,10 @@
 Every commit marker names the topics its query writes (``output_topics``). At start, before the
 query runs, ``check_output_owners`` reads the newest marker of every query on the cluster (every
 ``_ikkai.commits.<app>.<query>`` topic) and refuses, in one line naming the other query and the
-fix, when this query has committed nothing yet and another query's markers name one of its
-output topics: starting from the beginning would decide every event a second time, under new
-decision ids and so new Idempotency-Keys. It goes on only when told where to start:
+fix, when this query has committed nothing yet and another query that reads the same input has
+markers naming one of its output topics: starting from the beginning would decide every event a
+second time, under new decision ids and so new Idempotency-Keys. (A query of another input writes
+other events: enrich's CDC query beside the API's.) It goes on only when told where to start:
 
 - ``after_query`` (``--after-query Q``): a handover. ``hand_over`` makes Q's markers final and
   Q unable to write again, the Kafka way: for each output partition p it initialises a producer
@@ -56,8 +57,9 @@ def check_output_owners(config: SinkConfig) -> SinkConfig:
     """Refuse a query over another query's output unless told where to start; hand over when told to.
 
     Returns the config the writers run with: a query that took over once names its origin from then
-    on (``after_query`` from its markers), so an output partition that has no marker of its own yet
-    still starts at the origin's offsets after a restart without ``--after-query``.
+    on (``after_query``: from its markers, or from the origin's, which say whom they handed over to),
+    so an output partition that has no marker of its own yet still starts at the origin's offsets
+    after a restart without ``--after-query``.
     """
     topics = commits_topics(config.bootstrap_servers)
     markers = {
@@ -69,10 +71,18 @@ def check_output_owners(config: SinkConfig) -> SinkConfig:
     own = markers.get((config.app, config.query), [])
     if config.after_query and not own:
         hand_over(config)
-    origin = next((m.started_after for m in own if m.started_after), "")
+    origin = _origin(config, markers)
     if origin and not config.after_query and not config.start_offsets:
         return dataclasses.replace(config, after_query=origin)
     return config
+
+
+def _origin(config: SinkConfig, markers: Markers) -> str:
+    """The query this one took over from: named by ``--after-query``, in its own markers, or by the origin's."""
+    own = markers.get((config.app, config.query), [])
+    handed = (q for (app, q), theirs in sorted(markers.items()) if app == config.app
+              for m in theirs if m.handed_over_to == config.query)  # fmt: skip
+    return config.after_query or next((m.started_after for m in own if m.started_after), "") or next(handed, "")
 
 
 def owners_refusal(config: SinkConfig, markers: Markers) -> CommitMarkerError | None:
@@ -101,7 +111,9 @@ def owners_refusal(config: SinkConfig, markers: Markers) -> CommitMarkerError | 
     accepted = _predecessors(config, markers)
     ours = set(config.output_topics)
     for (app, query), theirs in sorted(markers.items()):
-        overlap = sorted(ours & {t for m in theirs for t in m.output_topics})
+        # Another input's records are other events (enrich's CDC query writes events.payments beside the API's).
+        same_input = [m for m in theirs if m.source_topic == config.source_topic]
+        overlap = sorted(ours & {t for m in same_input for t in m.output_topics})
         if (app, query) == (config.app, config.query) or not overlap or (app == config.app and query in accepted):
             continue
         if app == config.app and any(m.started_after == config.query for m in theirs):
@@ -136,7 +148,7 @@ def _successor(app: str, query: str, markers: Markers) -> str:
 def _predecessors(config: SinkConfig, markers: Markers) -> set[str]:
     """The queries this one took over from, directly or through the queries that took over from them."""
     found: set[str] = set()
-    step = {config.after_query} | {m.started_after for m in markers.get((config.app, config.query), [])}
+    step = {_origin(config, markers)}
     while step - found - {""}:
         found |= step - {""}
         step = {m.started_after for q in found for m in markers.get((config.app, q), [])}

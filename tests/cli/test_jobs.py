@@ -285,3 +285,21 @@ def test_spark_submit_accepts_the_kubernetes_line_uploads_the_files_and_creates_
     script = args[args.index("org.apache.spark.deploy.PythonRunner") + 1]
     assert script.startswith(uploads.as_uri()) and script.endswith("/infer.py"), args
     assert args[-2:] == ["--bootstrap", "b:9092"]
+
+
+def test_compare_prints_one_row_per_version_pair_with_its_sample() -> None:
+    from dataclasses import asdict
+
+    from cli.jobs import _comparison_text
+    from spark_jobs.decision_compare import compare
+
+    def decision(event: str, version: str, action: str) -> dict[str, Any]:
+        return {"event_id": event, "payment_id": f"p{event}", "model_version": version, "action": action, "score": 0.25}
+
+    result = compare([decision("1", "live-v1", "hold"), decision("2", "live-v1", "approve")],
+                     [decision("1", "cand-v2", "approve"), decision("2", "cand-v2", "approve")])  # fmt: skip
+    text = _comparison_text({"live": "decisions.fraud", "shadow": "decisions.fraud.shadow", **asdict(result)})
+    lines = text.splitlines()
+    assert lines[1].split() == ["live-v1", "cand-v2", "2", "1"]
+    assert lines[2].strip() == "event 1 payment p1: live hold (0.2500), shadow approve (0.2500)"
+    assert lines[-1] == "decided by decisions.fraud only: 0; by decisions.fraud.shadow only: 0"

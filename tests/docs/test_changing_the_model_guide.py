@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,25 +49,59 @@ def test_training_prints_the_version_of_the_artifact_it_wrote(trained: tuple[Pat
     assert version != FraudModel.from_bytes(MODEL_PATH.read_bytes()).version  # another seed: another model
 
 
+def read_decisions(bootstrap: str, topic: str) -> list[dict[str, Any]]:
+    codec = default_codec()
+    return [codec.decode("fraud_decision", value) for _, value in flat(by_partition(bootstrap, topic)) if value]
+
+
+def run_ok(command: list[str], bootstrap: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IKKAI_")} | {"IKKAI_BOOTSTRAP_SERVERS": bootstrap}
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
 @pytest.mark.integration
-def test_the_infer_job_run_as_the_guide_says_decides_with_the_new_version(
+def test_the_guides_shadow_compare_and_cutover_decide_every_event_once(
     bootstrap: str, trained: tuple[Path, str], tmp_path: Path
 ) -> None:
+    """The live query runs with the shipped model; then the guide's shadow run, its comparison and its cutover,
+    each as written followed by this test's own topics, query and checkpoint (later options win)."""
     out, version = trained
-    [command] = read_guide(GUIDE).runs["infer"]
+    runs = read_guide(GUIDE).runs
     name = unique("guide")
-    payments = payment_records(simulate(3, payments=40).payments)
+    payments = payment_records(simulate(3, payments=60).payments)
+    first = {str(p["event_id"]) for p in payments[:40]}
     source = create_topic(bootstrap, f"events.{name}", 2)
-    produce_payments(bootstrap, source, payments, 2)
-    # The guide's command as written, then this test's own topics and checkpoint (later options win).
-    own = ["--input", source, "--decisions", f"decisions.{name}", "--outbox", f"outbox.{name}",
-           "--dlq", f"dlq.{name}", "--query", name, "--checkpoint", str(tmp_path / "checkpoint")]  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if not k.startswith("IKKAI_")} | {"IKKAI_BOOTSTRAP_SERVERS": bootstrap}
-    run = subprocess.run([*as_run(command, out), *own], capture_output=True, text=True, timeout=600, env=env)
-    assert run.returncode == 0, run.stderr[-3000:]
-    codec = default_codec()
-    decisions = [
-        codec.decode("fraud_decision", value) for _, value in flat(by_partition(bootstrap, f"decisions.{name}"))
-    ]
-    assert sorted(d["event_id"] for d in decisions) == sorted(str(p["event_id"]) for p in payments)
-    assert {d["model_version"] for d in decisions} == {version}
+    decisions, outbox = f"decisions.{name}", f"outbox.{name}"
+    for topic in (decisions, outbox, f"dlq.{name}"):
+        create_topic(bootstrap, topic, 2)
+    produce_payments(bootstrap, source, payments[:40], 2)
+    topics = ["--input", source, "--decisions", decisions, "--outbox", outbox, "--dlq", f"dlq.{name}"]
+    live = [*topics, "--query", name, "--checkpoint", str(tmp_path / "live")]
+    run_ok([str(IKKAI), "jobs", "run", "infer", *live], bootstrap)  # the live query, shipped model
+    old = FraudModel.from_bytes(MODEL_PATH.read_bytes()).version
+    asked = by_partition(bootstrap, outbox)
+
+    [shadow] = runs["shadow"]
+    run_ok(
+        [*as_run(shadow, out), *topics, "--query", f"{name}.shadow", "--checkpoint", str(tmp_path / "shadow")],
+        bootstrap,
+    )
+    assert by_partition(bootstrap, outbox) == asked  # a shadow asks for no side effect
+    shadowed = read_decisions(bootstrap, f"{decisions}.shadow")
+    assert sorted(d["event_id"] for d in shadowed) == sorted(first)
+    assert {d["model_version"] for d in shadowed} == {version}
+
+    [compare] = runs["compare"]
+    report = run_ok([*as_run(compare, out), "--live", decisions], bootstrap).stdout.splitlines()
+    rows = [line.split() for line in report if line.startswith(old)]
+    assert [row[:3] for row in rows] == [[old, version, "40"]], report
+
+    produce_payments(bootstrap, source, payments[40:], 2)
+    [cutover] = runs["cutover"]
+    run_ok([*as_run(cutover, out), *live], bootstrap)
+    decided = read_decisions(bootstrap, decisions)
+    assert sorted(d["event_id"] for d in decided) == sorted(str(p["event_id"]) for p in payments)
+    assert {d["event_id"] for d in decided if d["model_version"] == old} == first
+    assert {d["model_version"] for d in decided if d["event_id"] not in first} == {version}
