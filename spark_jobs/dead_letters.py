@@ -8,18 +8,31 @@ value over ``DEAD_LETTER_VALUE_BYTES`` is copied cut to its first bytes, a key o
 ``DEAD_LETTER_KEY_BYTES`` likewise, and headers say so: the original's size and, for a value,
 its sha-256. The original itself stays where the dead letter points (source topic, partition,
 offset) for as long as that topic's retention keeps it.
+
+The same cut serves the transactional sink when the producer would refuse an output record as too
+large (over its ``message.max.bytes``, a transform's large column, a topic with a smaller
+``max.message.bytes``): ``too_large_letter`` is the dead letter, error class ``too_large``, that
+takes the place of that input record's outputs, so the batch commits instead of failing on every
+restart. Its value is the refused output record (cut), ``ikkai.dlq.output_topic`` names where it was
+to go, and source topic, partition and offset point to the input record it came from.
 """
 
 from __future__ import annotations
 
 import hashlib
-from typing import Final
+from typing import Any, Final
 
 DEAD_LETTER_VALUE_BYTES: Final = 512 * 1024
 DEAD_LETTER_KEY_BYTES: Final = 16 * 1024
 VALUE_BYTES_HEADER: Final = "ikkai.dlq.value_bytes"
 VALUE_SHA256_HEADER: Final = "ikkai.dlq.value_sha256"
 KEY_BYTES_HEADER: Final = "ikkai.dlq.key_bytes"
+# Kafka-header-style names of a dead letter's headers map (and its Kafka record headers), in every stage.
+REASON_HEADER: Final = "ikkai.dlq.reason"
+ERROR_CLASS_HEADER: Final = "ikkai.dlq.error_class"
+STAGE_HEADER: Final = "ikkai.dlq.stage"
+OUTPUT_TOPIC_HEADER: Final = "ikkai.dlq.output_topic"  # too_large: the topic the refused record was for
+TOO_LARGE: Final = "too_large"
 
 
 def cut_copy(key: bytes | None, value: bytes | None) -> tuple[bytes | None, bytes | None, dict[str, str]]:
@@ -33,3 +46,33 @@ def cut_copy(key: bytes | None, value: bytes | None) -> tuple[bytes | None, byte
         headers[VALUE_SHA256_HEADER] = hashlib.sha256(value).hexdigest()
         value = value[:DEAD_LETTER_VALUE_BYTES]
     return key, value, headers
+
+
+def too_large_letter(
+    stage: str,
+    source: tuple[str, int, int],
+    output: tuple[str, bytes | None, bytes | None, int | None],
+    size: int,
+    limit: int,
+) -> tuple[bytes, dict[str, Any], dict[str, str]]:
+    """(key, ``dead_letter`` record, headers) for an output record the producer refuses as too large.
+
+    ``source`` is the input record (topic, partition, offset), ``output`` the refused record (topic,
+    key, value, timestamp); ``size`` is its size as the producer counts it, ``limit`` the producer's.
+    The reason quotes no value, only sizes and the topic.
+    """
+    source_topic, source_partition, source_offset = source
+    topic, key, value, timestamp = output
+    copied_key, copied_value, cut = cut_copy(key, value)
+    reason = (
+        f"its output record for {topic} is {size:,} bytes, over the {limit:,} bytes the producer takes "
+        "(message.max.bytes): set aside here instead of failing the batch"
+    )
+    headers = {STAGE_HEADER: stage, ERROR_CLASS_HEADER: TOO_LARGE, REASON_HEADER: reason, OUTPUT_TOPIC_HEADER: topic,
+               **cut}  # fmt: skip
+    letter = {
+        "stage": stage, "source_topic": source_topic, "source_partition": source_partition,
+        "source_offset": source_offset, "key": copied_key, "value": copied_value, "reason": reason,
+        "error_class": TOO_LARGE, "source_timestamp": timestamp or 0, "headers": headers,
+    }  # fmt: skip
+    return copied_key or b"", letter, headers

@@ -58,6 +58,7 @@ from spark_jobs.enrich_records import (
     encode_dead_letters,
     encode_events,
 )
+from spark_jobs.input_identity import input_recreated_option, input_topic_id, rebase_on_recreated_input
 from spark_jobs.job_shell import (
     DEFAULT_TRIGGER_INTERVAL,
     MODES,
@@ -67,6 +68,7 @@ from spark_jobs.job_shell import (
     continuous_options,
     crash_hook,
     default_max_offsets_per_trigger,
+    default_max_transaction_bytes,
     ensure_topics,
     kafka_source,
     main_entry,
@@ -129,6 +131,7 @@ class EnrichOptions:
     master_data_timeout_s: float = 600.0
     master: str = "local[2]"
     crash_after_batch: int | None = None  # fault injection for tests: SIGKILL itself after this batch's write
+    input_recreated: str = ""  # --input-recreated: the recreated input topic's id, to start over on it
     after_query: str = ""  # a new query taking over another's output (query_handover)
     start_offsets: dict[int, int] = field(default_factory=dict)  # or told where to start
 
@@ -213,10 +216,18 @@ def start_query(spark: SparkSession, options: EnrichOptions) -> StreamingQuery:
         output_topics=(options.events_topic, options.dlq_topic), partitions=partitions, order_by=ORDER_BY,
         source_topic=options.input_topic, transaction_timeout_ms=options.transaction_timeout_ms,
         retry_deadline_s=retry_deadline_s(options.transaction_timeout_ms),
+        # No input may stop the job: the input by id (a recreated topic is refused), a record too large for
+        # the producer set aside as a dead letter, transactions bounded in bytes too.
+        source_topic_id=input_topic_id("enrich", options.bootstrap_servers, options.input_topic),
+        input_recreated=options.input_recreated, dlq_topic=options.dlq_topic, dlq_stage="enrich",
+        dead_letter_codec=environment_codec(),
+        max_transaction_bytes=default_max_transaction_bytes(options.transaction_timeout_ms),
         writer_version=writer_version(options.lateness_ms, settings.exponents, options.transforms),
         after_query=options.after_query, start_offsets=options.start_offsets,
     )  # fmt: skip
     writer = batch_writer(options.mode, config, crash_hook(options.query, options.crash_after_batch))
+    if options.mode == "exactly-once":
+        rebase_on_recreated_input(config, options.checkpoint)  # --input-recreated: start over on the new topic
     writer.prepare(spark)
     codec = environment_codec()  # the wire format (IKKAI_SCHEMA_REGISTRY_URL), chosen once on the driver
     master_data = MasterData(options.bootstrap_servers, options.master_data, options.master_data_timeout_s, codec)
@@ -251,6 +262,7 @@ def run_enrich(options: EnrichOptions) -> None:
 @click.option("--mode", type=click.Choice(MODES), default="exactly-once", show_default=True)
 @click.option("--query", default="enrich", show_default=True, help="Query name; part of every transactional.id.")
 @handover_options
+@input_recreated_option
 @continuous_options
 @batch_bound_options
 @click.option("--master-data-timeout", type=float, default=600.0, show_default=True,
@@ -277,6 +289,7 @@ def main(**kw: Any) -> None:
         max_offsets_per_trigger=kw["max_offsets_per_trigger"],
         transaction_timeout_ms=kw["transaction_timeout_ms"],
         master_data_timeout_s=kw["master_data_timeout"], master=kw["master"], crash_after_batch=kw["crash_after_batch"],
+        input_recreated=kw["input_recreated"],
         after_query=kw["after_query"], start_offsets=kw["start_offsets"],
     ))  # fmt: skip
 

@@ -31,6 +31,11 @@ key_mismatch         has a Kafka key that differs from its payment_id
 wrong_partition      sits on a partition other than Kafka's default partition of its key
 ==================== ===================================================================
 
+Set aside by the sink (``partition_transactions``), not by enrich's checks: ``too_large``, an
+output record the producer refuses as too large (``dead_letters.too_large_letter``; its value is the
+refused record cut, ``ikkai.dlq.output_topic`` names its topic). The field bounds of ``enrich_parse``
+keep every event far below that; the class is the sink's guarantee that no size stops the job.
+
 Event-time rules (decided by ``enrich_dedupe``, per input partition, in offset order):
 
 ==================== ===================================================================
@@ -78,9 +83,9 @@ EVENT_TIME_CLASSES: Final = (LATE, DUPLICATE, STALE)
 ERROR_CLASSES: Final = BAD_INPUT_CLASSES + EVENT_TIME_CLASSES
 
 # Kafka-header-style names the DeadLetter's ``headers`` map carries (the same names the outbox DLQ uses).
-REASON_HEADER: Final = "ikkai.dlq.reason"
-ERROR_CLASS_HEADER: Final = "ikkai.dlq.error_class"
-STAGE_HEADER: Final = "ikkai.dlq.stage"
+REASON_HEADER: Final = dead_letters.REASON_HEADER
+ERROR_CLASS_HEADER: Final = dead_letters.ERROR_CLASS_HEADER
+STAGE_HEADER: Final = dead_letters.STAGE_HEADER
 # Only on a dead letter whose copy of the raw key or value was cut (``spark_jobs.dead_letters``).
 KEY_BYTES_HEADER: Final = dead_letters.KEY_BYTES_HEADER
 VALUE_BYTES_HEADER: Final = dead_letters.VALUE_BYTES_HEADER

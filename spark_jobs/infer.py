@@ -38,6 +38,7 @@ import click
 from ikkai.contract import topics
 from ikkai.contract.wire_format import environment_codec
 from spark_jobs.fraud_decisions import ORDER_BY, OUTPUT_SCHEMA, Topics, decide_arrow_batches
+from spark_jobs.input_identity import input_recreated_option, input_topic_id, rebase_on_recreated_input
 from spark_jobs.job_shell import (
     DEFAULT_TRIGGER_INTERVAL,
     MODES,
@@ -47,6 +48,7 @@ from spark_jobs.job_shell import (
     continuous_options,
     crash_hook,
     default_max_offsets_per_trigger,
+    default_max_transaction_bytes,
     ensure_topics,
     kafka_source,
     main_entry,
@@ -83,6 +85,7 @@ class InferOptions:
     features_path: Path = FEATURES_PATH
     master: str = "local[2]"
     crash_after_batch: int | None = None  # fault injection for tests: SIGKILL itself after this batch's write
+    input_recreated: str = ""  # --input-recreated: the recreated input topic's id, to start over on it
     after_query: str = ""  # a new query taking over another's output (query_handover)
     start_offsets: dict[int, int] = field(default_factory=dict)  # or told where to start
 
@@ -111,6 +114,12 @@ def start_query(spark: SparkSession, options: InferOptions) -> StreamingQuery:
         output_topics=topics.written, partitions=partitions, order_by=ORDER_BY,
         source_topic=options.input_topic, transaction_timeout_ms=options.transaction_timeout_ms,
         retry_deadline_s=retry_deadline_s(options.transaction_timeout_ms),
+        # No input may stop the job: the input by id (a recreated topic is refused), a record too large for
+        # the producer set aside as a dead letter, transactions bounded in bytes too.
+        source_topic_id=input_topic_id("infer", options.bootstrap_servers, options.input_topic),
+        input_recreated=options.input_recreated, dlq_topic=topics.dlq, dlq_stage="infer",
+        dead_letter_codec=environment_codec(),
+        max_transaction_bytes=default_max_transaction_bytes(options.transaction_timeout_ms),
         partition_column="input_partition",  # one Spark task per input partition, no shuffle: written in place
         # A new model continues the query from its markers: the marker records the cut (query_handover).
         writer_version=model.version, after_query=options.after_query, start_offsets=options.start_offsets,
@@ -119,6 +128,8 @@ def start_query(spark: SparkSession, options: InferOptions) -> StreamingQuery:
     # partition's transaction (at-least-once: a mapInArrow before Spark's own sink, as before).
     after_batch = crash_hook(options.query, options.crash_after_batch)
     writer = batch_writer(options.mode, config, after_batch, RowTransform(decide, OUTPUT_SCHEMA))
+    if options.mode == "exactly-once":
+        rebase_on_recreated_input(config, options.checkpoint)  # --input-recreated: start over on the new topic
     writer.prepare(spark)
     stream = rows.writeStream.queryName(options.query).option("checkpointLocation", str(options.checkpoint))
     trigger = stream_trigger(options.available_now, options.trigger_interval)
@@ -152,6 +163,7 @@ def run_infer(options: InferOptions) -> None:
     "<dlq>.shadow, no outbox requests (compare with `ikkai jobs compare`).",
 )  # fmt: skip
 @handover_options
+@input_recreated_option
 @continuous_options
 @batch_bound_options
 @click.option("--master", default="local[2]", show_default=True)
@@ -179,7 +191,7 @@ def main(**kw: Any) -> None:
         available_now=not kw["continuous"], trigger_interval=kw["trigger_interval"],
         max_offsets_per_trigger=kw["max_offsets_per_trigger"],
         transaction_timeout_ms=kw["transaction_timeout_ms"], master=kw["master"],
-        crash_after_batch=kw["crash_after_batch"],
+        crash_after_batch=kw["crash_after_batch"], input_recreated=kw["input_recreated"],
         model_path=Path(kw["model"]) if kw["model"] else MODEL_PATH,
         features_path=Path(kw["features"]) if kw["features"] else FEATURES_PATH,
         after_query=kw["after_query"], start_offsets=kw["start_offsets"],

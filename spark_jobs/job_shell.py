@@ -54,6 +54,19 @@ def default_max_offsets_per_trigger(transaction_timeout_ms: int = DEFAULT_TRANSA
     return max(100, int(budget_s * WRITE_FLOOR_PER_S / OUTPUTS_PER_INPUT))
 
 
+# The same bound in bytes: dead letters carry up to 512 KiB each, so 25,000 records may be gigabytes.
+# A transaction over it is written as several (partition_transactions.transaction_chunks). The floor
+# is far below what one producer writes to a broker on the development machine, for a loaded machine
+# or a slow cluster: 60 MiB must be written in 15 s for the default 60 s timeout.
+WRITE_FLOOR_BYTES_PER_S = 4 * 1024 * 1024
+
+
+def default_max_transaction_bytes(transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS) -> int:
+    """The default bound of one transaction in bytes: a quarter of the timeout at the floor rate (60 MiB for 60 s)."""
+    budget_s = transaction_timeout_ms / 1000 / 4
+    return max(4 * 1024 * 1024, int(budget_s * WRITE_FLOOR_BYTES_PER_S))
+
+
 def batch_bound_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """The jobs' ``--max-offsets-per-trigger`` and ``--transaction-timeout-ms`` options (click)."""
     import click

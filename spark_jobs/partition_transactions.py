@@ -41,7 +41,7 @@ from typing import Any
 from confluent_kafka import KafkaException, Producer
 
 from ikkai.contract import kafka
-from ikkai.contract.codec import default_codec
+from ikkai.contract.codec import RecordCodec, default_codec
 from ikkai.errors import ConfigError
 from spark_jobs.commit_markers import (
     CommitMarker,
@@ -52,9 +52,13 @@ from spark_jobs.commit_markers import (
     marker_key,
     read_marker,
 )
+from spark_jobs.dead_letters import too_large_letter
 from spark_jobs.kafka_errors import ErrorKind, TransactionError, call_with_retries, classify
 
 DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
+# Bound of one transaction in bytes, for the default timeout (job_shell.default_max_transaction_bytes).
+DEFAULT_MAX_TRANSACTION_BYTES = 60 * 1024 * 1024
+PRODUCER_MESSAGE_MAX_BYTES = 1_000_000  # librdkafka's message.max.bytes default
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,20 @@ class SinkConfig:
     # from (a handover, --after-query: query_handover), or explicit input offsets (--start-offsets).
     after_query: str = ""
     start_offsets: Mapping[int, int] = field(default_factory=dict)
+    # Kafka's topic id of source_topic (KIP-516), looked up at start: every marker records it, and a
+    # marker of another id (the topic was deleted and recreated) is refused. "": not known, not checked.
+    source_topic_id: str = ""
+    # --input-recreated: the recreated input's topic id the operator accepted; markers of another id are
+    # rebased to offset 0 of this one before the query starts (rebase_on_recreated_input).
+    input_recreated: str = ""
+    # Where a record too large to produce is set aside, as a dead letter of stage dlq_stage ("": not set
+    # aside, the batch fails), and how large a record the producer takes (its message.max.bytes).
+    dlq_topic: str = ""
+    dlq_stage: str = ""
+    dead_letter_codec: RecordCodec | None = None  # the job's wire format; None: the default codec
+    # Bytes of output one transaction holds at most (besides the records bound of the Spark source):
+    # a batch over it is written as several transactions, split only between input records.
+    max_transaction_bytes: int = DEFAULT_MAX_TRANSACTION_BYTES
 
     def __post_init__(self) -> None:
         check_names(self.app, self.query)
@@ -106,6 +124,9 @@ class SinkConfig:
         return marker_key(self.app, self.query, partition).decode()
 
 
+OPERATOR_GUIDE = "docs/exactly-once.md, 'What an operator may change, and how'"
+
+
 @dataclass(frozen=True)
 class PartitionResult:
     partition: int
@@ -125,6 +146,15 @@ def check_markers(config: SinkConfig, markers: Mapping[int, CommitMarker]) -> No
     so a concurrent instance with another layout is caught where the markers are read anyway.
     """
     for marker in markers.values():
+        if marker.source_topic_id and config.source_topic_id and marker.source_topic_id != config.source_topic_id:
+            raise CommitMarkerError(
+                config.commits_topic,
+                f"query {config.query}, partition {marker.partition}: input topic {config.source_topic!r} was "
+                f"deleted and recreated (the marker's topic id {marker.source_topic_id}, now {config.source_topic_id}):"
+                " offsets committed on the old topic mean nothing on the new one",
+                fix=f"to decide every record of the new topic once, start with --input-recreated "
+                f"{config.source_topic_id} and a fresh --checkpoint ({OPERATOR_GUIDE}: topic recreation)",
+            )
         if marker.partitions != config.partitions:
             raise CommitMarkerError(
                 config.commits_topic,
@@ -330,14 +360,128 @@ Record = tuple[str, bytes, "bytes | None", "int | None", "Headers | None", int, 
 
 
 def write_partition(config: SinkConfig, batch_id: int, partition: int, records: Sequence[Record]) -> PartitionResult:
-    """One transaction for (query, batch_id, partition), ``records`` in their final order; runs on an executor.
+    """(query, batch_id, partition)'s ``records``, in their final order, as one or more transactions; on an executor.
+
+    No size stops the write: a record the producer would refuse as too large is set aside as a
+    dead letter first (``set_aside_too_large``), and a batch of more than ``max_transaction_bytes``
+    is written as several transactions, each with its own marker, cut only between input records
+    (``transaction_chunks``). A crash between two of them leaves the first committed and marked:
+    the re-run leaves those records out and writes the rest.
+    """
+    if not records:  # nothing to vouch for: no producer, no transaction
+        return PartitionResult(partition, batch_id, 0, skipped=False)
+    records = set_aside_too_large(config, records)
+    chunks = transaction_chunks(records, config.max_transaction_bytes)
+    results = [_write_transaction(config, batch_id, partition, chunk) for chunk in chunks]
+    return PartitionResult(
+        partition, batch_id, sum(r.records for r in results), skipped=all(r.skipped for r in results),
+        already_committed=sum(r.already_committed for r in results),
+        new_producer=any(r.new_producer for r in results), seconds=sum(r.seconds for r in results),
+    )  # fmt: skip
+
+
+# Room for a record's framing in the producer's count against message.max.bytes (librdkafka adds at
+# most a few dozen bytes per record, the broker 61 per batch): a record within the limit minus this fits.
+RECORD_FRAMING_BYTES = 1024
+
+
+def record_bytes(record: Record) -> int:
+    """A record's size as the producer's limit counts it (key, value, headers), with room for its framing."""
+    _, key, value, _, headers, _, _ = record
+    size = len(key or b"") + len(value or b"") + RECORD_FRAMING_BYTES
+    if headers:
+        pairs = headers.items() if isinstance(headers, Mapping) else headers
+        size += sum(len(name.encode()) + len(text.encode()) + 10 for name, text in pairs)
+    return size
+
+
+def producer_record_limit(config: SinkConfig) -> int:
+    """The largest record (``record_bytes``) the sink's producer takes: its ``message.max.bytes``."""
+    return int(config.producer_config.get("message.max.bytes", PRODUCER_MESSAGE_MAX_BYTES))
+
+
+def set_aside_too_large(config: SinkConfig, records: Sequence[Record]) -> Sequence[Record]:
+    """``records`` with every input record that has an output too large to produce turned into one dead letter.
+
+    Pure. The dead letter (``dead_letters.too_large_letter``: on ``config.dlq_topic``, error class
+    ``too_large``, the refused record cut like every dead letter) takes the place of all of that
+    input record's outputs in this partition: its outcome is the dead letter, never half of its
+    outputs. Without a DLQ topic nothing is set aside, and the producer's refusal fails the batch.
+    """
+    limit = producer_record_limit(config)
+    too_large: dict[tuple[int, int], Record] = {}
+    for record in records:
+        if record_bytes(record) > limit:
+            too_large.setdefault((record[5], record[6]), record)
+    if not too_large or not config.dlq_topic:
+        return records
+    codec = config.dead_letter_codec or default_codec()
+    out: list[Record] = []
+    set_aside: set[tuple[int, int]] = set()
+    for record in records:
+        origin = (record[5], record[6])
+        if origin not in too_large:
+            out.append(record)
+        elif origin not in set_aside:  # the first output of that input record becomes its dead letter
+            set_aside.add(origin)
+            refused = too_large[origin]
+            key, letter, headers = too_large_letter(
+                config.dlq_stage or config.query, (config.source_topic, *origin), refused[:4], record_bytes(refused),
+                limit,
+            )  # fmt: skip
+            out.append((config.dlq_topic, key, codec.encode("dead_letter", letter), refused[3], headers, *origin))
+    return out
+
+
+def transaction_chunks(records: Sequence[Record], max_bytes: int) -> list[Sequence[Record]]:
+    """``records`` cut into transactions of at most ``max_bytes`` (``record_bytes``), only between input records.
+
+    Pure. A cut is safe only where every record after it is past, in its source partition, every
+    record before it: the first transaction's marker claims its source offsets, and a record below
+    them left for the second would be skipped as committed after a crash in between. So records
+    whose source offsets go back, or whose outputs of one input record are not adjacent, are not
+    cut (one transaction, as before); the outputs of one input record are never split. One input
+    record larger than ``max_bytes`` is a transaction of its own.
+    """
+    if not _cuttable(records):
+        return [records]
+    inputs: list[list[int]] = []  # per input record, in order: [its first index, its outputs' bytes]
+    for i, record in enumerate(records):
+        if i == 0 or (record[5], record[6]) != (records[i - 1][5], records[i - 1][6]):
+            inputs.append([i, 0])
+        inputs[-1][1] += record_bytes(record)
+    chunks: list[Sequence[Record]] = []
+    start, size = 0, 0
+    for first, bytes_ in inputs:
+        if first > start and size + bytes_ > max_bytes:
+            chunks.append(records[start:first])
+            start, size = first, 0
+        size += bytes_
+    chunks.append(records[start:])
+    return chunks
+
+
+def _cuttable(records: Sequence[Record]) -> bool:
+    """Per source partition, offsets only grow, and the outputs of one input record are adjacent."""
+    last: dict[int, int] = {}
+    previous: tuple[int, int] | None = None
+    for record in records:
+        origin = (record[5], record[6])
+        if origin != previous:
+            if record[6] <= last.get(record[5], -1):
+                return False
+            last[record[5]] = record[6]
+            previous = origin
+    return True
+
+
+def _write_transaction(config: SinkConfig, batch_id: int, partition: int, records: Sequence[Record]) -> PartitionResult:
+    """One transaction for (query, batch_id, partition).
 
     The worker's producer for this transactional.id is reused when it has one. If that one
     turns out fenced (another worker or instance initialised the same id since its last commit),
     the write is done again from the start with a fresh producer, which re-reads the marker.
     """
-    if not records:  # nothing to vouch for: no producer, no transaction
-        return PartitionResult(partition, batch_id, 0, skipped=False)
     started = time.monotonic()
     txn_id = config.transactional_id(partition)
     writer = _cached_writer(config, txn_id)
@@ -395,6 +539,7 @@ def _write(
                 config.source_topic, covered, output_topics=config.output_topics, writer_version=lineage.version,
                 cuts=lineage.cuts, started_after=lineage.started_after,
             )  # fmt: skip
+            marker = dataclasses.replace(marker, source_topic_id=config.source_topic_id)  # which input, by id
             _produce(producer, config.commits_topic, marker.key, marker.encode(default_codec()), partition, None)
         except KafkaException as exc:  # produce() itself refused: fatal (fenced) or the transaction must abort
             error = exc.args[0]
