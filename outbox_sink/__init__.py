@@ -24,6 +24,7 @@ from outbox_sink.contract import (
 )
 from outbox_sink.emitter import OutboxEmitter, TransactionalConsumer, rewind
 from outbox_sink.errors import (
+    BadReceiptError,
     ConsumedOffsetsError,
     InputRewindError,
     OutboxDeliveryError,
@@ -31,7 +32,7 @@ from outbox_sink.errors import (
     OutboxRequestError,
     ReceiptReadError,
 )
-from outbox_sink.receipts import ReceiptReader, decode_receipt
+from outbox_sink.receipts import BadReceipt, ReceiptReader, decode_receipt
 from outbox_sink.topics import create_outbox_topics
 
 __all__ = [
@@ -39,6 +40,8 @@ __all__ = [
     "RECEIPTS_TOPIC",
     "REQUESTS_TOPIC",
     "AsyncOutboxEmitter",
+    "BadReceipt",
+    "BadReceiptError",
     "ConsumedOffsetsError",
     "InputRewindError",
     "OutboxDeliveryError",

@@ -62,3 +62,19 @@ class ReceiptReadError(OutboxError):
         )
         self.topic = topic
         self.problem = problem
+
+
+class BadReceiptError(ReceiptReadError):
+    """A record on the receipts topic is no receipt (it does not decode); the reader stays at it."""
+
+    def __init__(self, topic: str, partition: int, offset: int, problem: str) -> None:
+        OutboxError.__init__(
+            self,
+            f"{topic}[{partition}]@{offset} is not a receipt: {problem}",
+            fix="the reader stays at this record; pass on_bad_record= to ReceiptReader to report it (to a "
+            "dead-letter store of your own) and read on",
+        )
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.problem = problem

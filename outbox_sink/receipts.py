@@ -10,7 +10,12 @@ Repeats are counted in ``duplicates``, corrections (a DEAD_LETTERED replaced by 
 
 The reader is incremental: its consumer keeps its position between calls, so each ``poll`` reads
 only what arrived since the last one, and it remembers the verdicts of the last ``remember``
-effects, not the whole topic. Where it starts:
+effects, not the whole topic. "DELIVERED wins" holds within that window only: a DEAD_LETTERED
+receipt of an effect whose DELIVERED receipt was forgotten (``forgotten`` counts them; a new or
+restarted reader has forgotten everything before it) is returned as news. A service that acts on
+DEAD_LETTERED (compensates, alerts) keeps its own durable verdict per (decision_id, effect_id)
+and applies ``prevailing`` to it, or sizes ``remember`` above the effects receipted between a
+delivery and its latest possible redelivery (docs/outbox.md). Where it starts:
 
 * without ``group_id``: at ``start`` — ``"earliest"`` (every receipt on the topic) or
   ``"latest"`` (only receipts committed after the reader was created; the position is fixed in
@@ -20,6 +25,15 @@ effects, not the whole topic. Where it starts:
   ``wait_for`` that reads on, ``close``), never when it is read: a crash re-delivers the receipts
   of the last call instead of skipping them. (A ``wait_for`` answered from what was already read
   reads nothing and commits nothing.)
+
+A record that is no receipt (it does not decode) is never skipped silently, and never costs
+its neighbours: the receipts before it are handed back first, and then, without
+``on_bad_record``, the reader raises ``BadReceiptError`` (topic, partition, offset) and stays at
+the record (nothing at or after it is marked seen, returned or committed; every call raises
+again). With ``on_bad_record``, the reader hands the record to it as a ``BadReceipt`` (topic,
+partition, offset, key, value, problem) and reads on: the callback is where it is handled, and
+its offset is committed like a returned receipt's. If the callback raises, the reader stays at
+the record as if there were none.
 
 It reads with ``read_committed`` (``ikkai.contract.kafka.consumer_config``); ``consumer_config``
 adds client settings with Kafka's own names (``security.protocol``, ``sasl.*``, ``ssl.*``), which
@@ -31,17 +45,18 @@ from __future__ import annotations
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from ikkai.contract import kafka
 from ikkai.contract.codec import RecordCodec
 from ikkai.contract.wire_format import environment_codec
 from ikkai.errors import ConfigError
 from outbox_sink.contract import RECEIPT_SCHEMA, RECEIPTS_TOPIC, Receipt, prevailing
-from outbox_sink.errors import ReceiptReadError
+from outbox_sink.errors import BadReceiptError, ReceiptReadError
 
 Start = Literal["earliest", "latest"]
 K = TypeVar("K", bound=Hashable)
@@ -54,6 +69,18 @@ READER_OWNS = {
     "enable.auto.offset.store": "the reader stores offsets itself; drop it",
     "auto.offset.reset": "pass start='earliest' or start='latest' instead",
 }
+
+
+@dataclass(frozen=True)
+class BadReceipt:
+    """A record of the receipts topic that is no receipt, as ``on_bad_record`` gets it."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    problem: str
 
 
 def decode_receipt(value: bytes, codec: RecordCodec | None = None) -> Receipt:
@@ -107,6 +134,7 @@ class ReceiptReader:
         consumer_config: Mapping[str, Any] | None = None,
         remember: int = 100_000,
         timeout_s: float = 30.0,
+        on_bad_record: Callable[[BadReceipt], None] | None = None,
     ) -> None:
         if remember < 1:
             raise ConfigError("ReceiptReader", "remember", f"is {remember}", fix="keep at least one effect")
@@ -116,10 +144,13 @@ class ReceiptReader:
         self._grouped = group_id is not None
         self._consumer = Consumer(reader_config(bootstrap_servers, group_id, start, consumer_config))
         self._pending: dict[int, int] = {}  # partition -> next offset, read but not yet handed back (grouped only)
+        self._on_bad_record = on_bad_record
+        self._deferred: ReceiptReadError | Exception | None = None  # raised by the next read: neighbours first
         self._closed = False
         self.seen: OrderedDict[tuple[str, str], Receipt] = OrderedDict()  # prevailing receipt per effect, oldest first
         self.duplicates = 0  # receipts that changed nothing (redeliveries after a restart)
         self.corrected = 0  # DEAD_LETTERED receipts replaced by a later DELIVERED one
+        self.forgotten = 0  # effects dropped from ``seen`` (the window): a later receipt of one is news again
         try:
             if self._grouped:
                 self._consumer.subscribe([topic])
@@ -195,22 +226,66 @@ class ReceiptReader:
         return positions
 
     def _read(self, timeout_s: float) -> list[Receipt]:
+        """The new or changed receipts of one consumed batch, handed back whole or up to a record that stops it.
+
+        A record that stops the batch (a consumer error, a bad record without ``on_bad_record``, a
+        callback that raises) and every record after it are put back (the partitions sought to
+        them): not believed, not returned, not committed. Its error is raised at once if nothing
+        came before it in this batch, else by the next read, after the caller got what came before.
+        """
+        if self._deferred is not None:
+            deferred, self._deferred = self._deferred, None
+            raise deferred
         fresh: list[Receipt] = []
-        for message in self._consumer.consume(500, timeout_s):
-            error = message.error()
-            if error is not None:
-                if error.code() != KafkaError._PARTITION_EOF:
-                    raise ReceiptReadError(self.topic, error.str())
-                continue
-            if self._grouped:
-                self._pending[message.partition() or 0] = (message.offset() or 0) + 1
-            value = message.value()
-            if value is None:
-                continue
-            receipt = decode_receipt(value, self._codec)
-            if self._believe(receipt):
+        messages = self._consumer.consume(500, timeout_s)
+        for at, message in enumerate(messages):
+            try:
+                receipt = self._take(message)
+            except Exception as stop:
+                self._put_back(messages[at:])
+                if at == 0:
+                    raise
+                self._deferred = stop
+                return fresh
+            if receipt is not None and self._believe(receipt):
                 fresh.append(receipt)
+            if self._grouped and message.error() is None:
+                self._pending[message.partition() or 0] = (message.offset() or 0) + 1
         return fresh
+
+    def _take(self, message: Message) -> Receipt | None:
+        """The receipt in ``message``; None for an end-of-partition event, a tombstone, or a reported bad record."""
+        error = message.error()
+        if error is not None:
+            if error.code() != KafkaError._PARTITION_EOF:
+                raise ReceiptReadError(self.topic, error.str())
+            return None
+        value = message.value()
+        if value is None:
+            return None
+        try:
+            return decode_receipt(value, self._codec)
+        except Exception as exc:  # untrusted bytes: any decoder failure is this record's, not the reader's
+            problem = f"{type(exc).__name__}: {exc}"[:500]
+            partition, offset = message.partition() or 0, message.offset() or 0
+            if self._on_bad_record is None:
+                raise BadReceiptError(self.topic, partition, offset, problem) from exc
+            self._on_bad_record(BadReceipt(self.topic, partition, offset, message.key(), value, problem))
+            return None
+
+    def _put_back(self, messages: Sequence[Message]) -> None:
+        """Seek each partition of ``messages`` back to its first one: they are read again, none skipped."""
+        first: dict[int, int] = {}
+        for message in messages:
+            offset = message.offset()
+            if message.error() is None and offset is not None and offset >= 0:
+                first.setdefault(message.partition() or 0, offset)
+        try:
+            for partition, offset in first.items():
+                self._consumer.seek(TopicPartition(self.topic, partition, offset))
+        except KafkaException as exc:
+            error: KafkaError = exc.args[0]
+            raise ReceiptReadError(self.topic, f"putting unread records back failed: {error.str()}") from exc
 
     def _believe(self, receipt: Receipt) -> bool:
         """Record ``receipt`` under its effect; whether it is new or changes the verdict."""
@@ -225,6 +300,7 @@ class ReceiptReader:
         self.seen.move_to_end(effect)
         while len(self.seen) > self.remember:
             self.seen.popitem(last=False)
+            self.forgotten += 1
         return True
 
     def _wait(self, wanted: set[K], key: Callable[[Receipt], K], timeout_s: float) -> dict[K, Receipt]:

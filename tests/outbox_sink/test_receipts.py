@@ -7,6 +7,7 @@ resumes after what it handed back and reads again what a crash held.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -16,7 +17,7 @@ from demo.pipeline_io import create_topic, unique
 from ikkai.contract.codec import default_codec
 from ikkai.errors import ConfigError
 from ikkai.settings import Endpoints
-from outbox_sink import Receipt, ReceiptReader
+from outbox_sink import BadReceipt, BadReceiptError, Receipt, ReceiptReader
 from outbox_sink.receipts import reader_config
 from tests.kafka_helpers import transactional_producer
 
@@ -101,6 +102,95 @@ def test_a_reader_remembers_only_the_last_effects_yet_finds_every_one_it_waits_f
         assert sorted(found) == [f"d-{i}" for i in range(5)]
         assert [d for d, _ in reader.seen] == ["d-3", "d-4"]
         assert reader.wait_for("d-4", 0)["d-4"].delivered  # one decision id: not its characters
+        assert reader.forgotten == 3
+
+        # After its DELIVERED receipt, d-0 gets a DEAD_LETTERED one (a redelivery that ran out of budget),
+        # and d-4, still remembered, too. The window is the bound docs/outbox.md states: within it
+        # DELIVERED wins; beyond it the reader cannot know, returns the receipt as news, and says so
+        # by `forgotten` (a reader acting on DEAD_LETTERED keeps its own verdicts).
+        write(producer, topic, receipt_of("d-0", "DEAD_LETTERED"), receipt_of("d-4", "DEAD_LETTERED"))
+        later = poll_until(reader, 2)
+        assert [(r.decision_id, r.outcome) for r in later] == [("d-0", "DEAD_LETTERED")]
+        assert reader.duplicates == 1 and reader.seen[("d-4", "payments-api")].delivered
+
+
+def poll_until(reader: ReceiptReader, records: int, timeout: float = 30.0) -> list[Receipt]:
+    """What ``poll`` returns until ``records`` more records of the topic were read (returned or not)."""
+    got: list[Receipt] = []
+    start = reader.duplicates + len(reader.seen) + reader.forgotten + reader.corrected
+    deadline = time.monotonic() + timeout
+    while reader.duplicates + len(reader.seen) + reader.forgotten + reader.corrected < start + records:
+        assert time.monotonic() < deadline, f"fewer than {records} records arrived in {timeout}s"
+        got += reader.poll(0.5)
+    return got
+
+
+NOT_A_RECEIPT = b"\xc3\x01" + b"\x00" * 8 + b"not a receipt"  # single-object marker, unknown fingerprint
+
+
+def read_until_error(reader: ReceiptReader, timeout: float = 30.0) -> tuple[list[str], BadReceiptError]:
+    got: list[str] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            got += [r.decision_id for r in reader.poll(0.5)]
+        except BadReceiptError as exc:
+            return got, exc
+    raise AssertionError(f"no BadReceiptError in {timeout}s; read {got}")
+
+
+def write_with_a_bad_record(producer: Producer, topic: str) -> None:
+    write(producer, topic, receipt_of("d-1"), receipt_of("d-2"))
+    producer.produce(topic, key=b"d-bad", value=NOT_A_RECEIPT)
+    write(producer, topic, receipt_of("d-3"), receipt_of("d-4"))  # one partition: offsets 0, 1, bad 2, 3, 4
+
+
+@pytest.mark.integration
+def test_a_bad_record_stops_the_reader_at_it_after_handing_back_what_came_before(
+    receipts_topic: tuple[str, Producer], bootstrap: str
+) -> None:
+    topic, producer = receipts_topic
+    write_with_a_bad_record(producer, topic)
+    with ReceiptReader(bootstrap, topic=topic) as reader:
+        got, caught = read_until_error(reader)
+        assert got == ["d-1", "d-2"]  # its neighbours before it: handed back, not lost
+        assert (caught.topic, caught.partition, caught.offset) == (topic, 0, 2)
+        with pytest.raises(BadReceiptError) as again:  # it stays at the record: d-3 and d-4 are not skipped
+            reader.poll(1.0)
+        assert again.value.offset == 2
+        assert [d for d, _ in reader.seen] == ["d-1", "d-2"]  # nothing at or after it marked seen
+
+
+@pytest.mark.integration
+def test_a_bad_record_reported_to_the_callback_costs_no_neighbour(
+    receipts_topic: tuple[str, Producer], bootstrap: str
+) -> None:
+    topic, producer = receipts_topic
+    write_with_a_bad_record(producer, topic)
+    bad: list[BadReceipt] = []
+    with ReceiptReader(bootstrap, topic=topic, on_bad_record=bad.append) as reader:
+        got = [r.decision_id for r in poll_until(reader, 4)]
+    assert got == ["d-1", "d-2", "d-3", "d-4"]
+    assert [(b.partition, b.offset, b.key, b.value) for b in bad] == [(0, 2, b"d-bad", NOT_A_RECEIPT)]
+    assert "UnknownWriterSchemaError" in bad[0].problem
+
+
+@pytest.mark.integration
+def test_a_group_never_commits_past_a_bad_record_it_did_not_hand_back(
+    receipts_topic: tuple[str, Producer], bootstrap: str
+) -> None:
+    topic, producer = receipts_topic
+    group = unique("receipts-group")
+    write_with_a_bad_record(producer, topic)
+    with ReceiptReader(bootstrap, topic=topic, group_id=group) as reader:
+        got, _ = read_until_error(reader)
+        assert got == ["d-1", "d-2"]
+    # Closed normally: d-1 and d-2 were handed back and are committed; the bad record and what follows are not.
+    bad: list[BadReceipt] = []
+    with ReceiptReader(bootstrap, topic=topic, group_id=group, on_bad_record=bad.append) as reader:
+        got = [r.decision_id for r in poll_until(reader, 2)]
+        assert got == ["d-3", "d-4"]
+    assert [b.offset for b in bad] == [2]
 
 
 @pytest.mark.integration
