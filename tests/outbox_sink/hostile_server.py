@@ -164,6 +164,13 @@ def normalised(target: str) -> str:
     return "/" + "/".join(out)
 
 
+def idempotency_key(value: str | None) -> str | None:
+    """The key an Idempotency-Key header carries: a bare token, or a structured-field string (RFC 8941) unquoted."""
+    if value is not None and len(value) >= 2 and value[0] == value[-1] == '"':
+        return value[1:-1].replace('\\"', '"').replace("\\\\", "\\")
+    return value
+
+
 def parse_script(target: str) -> tuple[str, Behaviour, int]:
     """(nonce, behaviour, times) of a request-target under ``BASE``; unknown scripts are ``ok``."""
     parts = target.split("?", 1)[0].split("/")  # "", "api", behaviour, times, nonce, ...
@@ -334,7 +341,7 @@ class HostileServer:
     async def _answer(self, request: _Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
         """Answers one request; False when the connection is done."""
         nonce, behaviour, times = parse_script(request.target)
-        key = request.headers.get("idempotency-key")
+        key = idempotency_key(request.headers.get("idempotency-key"))
         state = self._state
         with state.lock:
             state.numbers[nonce] += 1

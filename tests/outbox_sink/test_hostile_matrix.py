@@ -262,6 +262,7 @@ class Deployment:
         self._receipts = self._reader(bootstrap, self.sink.receipts_topic)
         self._dlq = self._reader(bootstrap, self.sink.dlq_topic)
         self.batches = 0
+        self.last_batch: list[Written] = []
 
     @staticmethod
     def _reader(bootstrap: str, topic: str) -> Consumer:
@@ -356,8 +357,12 @@ class Deployment:
 
     def run(self, specs: Sequence[Spec]) -> list[Written]:
         """Write the batch, wait for every outcome, check every invariant."""
-        assert self.task_failure() is None, f"the sink was not running before the batch: {self.task_failure()}"
-        batch = self.write(specs)
+        failure = self.task_failure()
+        assert failure is None, (
+            f"the sink was not running before the batch: {failure}; the batch before was:\n  "
+            + "\n  ".join(w.spec.describe() for w in self.last_batch)
+        )
+        batch = self.last_batch = self.write(specs)
         self.wait(batch)
         check(self, batch)
         return batch
