@@ -23,6 +23,19 @@ The semantics are ``OutboxEmitter``'s, unchanged (its docstring and docs/outbox.
 
 ``emit`` returns once the request is queued, as the sync ``emit`` does; a request is on the
 broker after ``flush`` (idempotent) or the transaction's commit (transactional).
+
+Cancellation. A producer call cannot be stopped half-way, so the transaction's begin, commit and
+abort run to their end on the emitter's thread whatever happens to the awaiting task, and the
+task resumes only after they finished:
+
+* leaving ``async with emitter.transaction()`` normally means **committed**, even when the task
+  was cancelled while the commit ran: the cancellation is requested again and raised at the
+  task's next ``await`` after the block;
+* ``CancelledError`` (or any exception) out of the block means **not committed**: aborted, the
+  input consumer rewound (or, with a fatal ``OutboxDeliveryError``, never committable);
+* a cancellation while the abort runs (a second one, say) waits for the abort and the rewind to
+  finish, then goes on as ``CancelledError``; a cancellation while the transaction begins waits
+  for the begin, aborts the empty transaction, then goes on.
 """
 
 from __future__ import annotations
@@ -32,7 +45,7 @@ import contextvars
 import functools
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager, asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 from confluent_kafka import TopicPartition
@@ -44,12 +57,6 @@ from outbox_sink.emitter import OutboxEmitter, TransactionalConsumer
 from outbox_sink.errors import OutboxDeliveryError
 
 T = TypeVar("T")
-
-
-def _abandon(manager: AbstractContextManager[Any], exc: BaseException) -> None:
-    """Leave a transaction whose ``async with`` was cancelled while it began: aborted, if it began at all."""
-    with suppress(BaseException):  # the cancellation goes on to the caller; a failed abort shows on the next call
-        manager.__exit__(type(exc), exc, None)
 
 
 class AsyncOutboxEmitter:
@@ -85,11 +92,14 @@ class AsyncOutboxEmitter:
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ikkai-outbox-emitter")
         self._emitter: OutboxEmitter | None = None
         self._closed = False
+        self._cancels_caught = 0  # set by _to_the_end: how often the task was cancelled while its call ran
 
     async def start(self) -> AsyncOutboxEmitter:
         """Create the producer (and initialise its transactions) on the emitter's thread; once."""
         if self._emitter is None:
-            self._emitter = await self._run(self._create)
+            self._emitter, cancelled = await self._to_the_end(self._create)
+            if cancelled:  # created all the same: kept, so close() lets it go
+                raise asyncio.CancelledError
         return self
 
     # -- writing -------------------------------------------------------------------------------
@@ -112,25 +122,34 @@ class AsyncOutboxEmitter:
 
         The sync context manager is entered and left on the emitter's thread; an exception
         leaving the block (``asyncio.CancelledError`` included) aborts the transaction there and
-        rewinds ``consumer``, and then goes on to the caller.
+        rewinds ``consumer``, and then goes on to the caller. Leaving the block normally means
+        committed; the module docstring says what a cancellation during the begin, the commit or
+        the abort does (the task resumes only once each has finished).
         """
         emitter = self._started()
         manager = emitter.transaction(consumer)
-        try:
-            await self._run(manager.__enter__)
-        except asyncio.CancelledError as exc:
-            # The transaction may begin on the thread all the same: end it there, aborted, right after (one thread).
-            self._thread.submit(contextvars.copy_context().run, _abandon, manager, exc)
-            raise
+        _, cancelled = await self._to_the_end(manager.__enter__)
+        if cancelled:  # begun all the same: end it aborted before the cancellation goes on
+            stop = asyncio.CancelledError()
+            await self._to_the_end(manager.__exit__, asyncio.CancelledError, stop, None)
+            raise stop
         try:
             yield self
         except BaseException as exc:
-            # The abort runs to its end on the emitter's thread even if this task is cancelled again meanwhile.
-            suppressed = await asyncio.shield(self._run(manager.__exit__, type(exc), exc, exc.__traceback__))
+            suppressed, again = await self._to_the_end(manager.__exit__, type(exc), exc, exc.__traceback__)
+            if again and not isinstance(exc, asyncio.CancelledError):
+                raise asyncio.CancelledError from exc  # aborted and rewound; now the cancellation goes on
             if not suppressed:
                 raise
         else:
-            await self._run(manager.__exit__, None, None, None)
+            try:
+                _, cancelled = await self._to_the_end(manager.__exit__, None, None, None)
+            except BaseException as failed:  # not committed (aborted, or fenced): raised as it is ...
+                if self._cancels_caught:  # ... unless the task was cancelled meanwhile: not done, cancelled
+                    raise asyncio.CancelledError from failed
+                raise
+            if cancelled:  # committed: the block reports it, and the cancellation waits for the next await
+                self._cancel_again()
 
     async def send_offsets(self, offsets: Sequence[TopicPartition] | None = None) -> None:
         """``OutboxEmitter.send_offsets``: these input offsets commit with the open transaction."""
@@ -178,3 +197,29 @@ class AsyncOutboxEmitter:
         """``call(*args)`` on the emitter's thread, in submission order; the caller's context goes along."""
         context = contextvars.copy_context()
         return await asyncio.get_running_loop().run_in_executor(self._thread, context.run, call, *args)
+
+    async def _to_the_end(self, call: Callable[..., T], *args: Any) -> tuple[T, bool]:
+        """``call(*args)`` on the emitter's thread, awaited to its end even if this task is cancelled meanwhile.
+
+        Returns its result and whether the task was cancelled while it ran; its exception is raised
+        (``_cancels_caught`` then says whether the task was cancelled too). The caller raises the
+        cancellation, or requests it again (``_cancel_again``).
+        """
+        self._cancels_caught = 0
+        future = asyncio.ensure_future(self._run(call, *args))
+        while not future.done():
+            try:
+                await asyncio.shield(future)
+            except asyncio.CancelledError:
+                if future.done() and future.cancelled():  # the emitter's thread went away: nothing left to wait for
+                    raise
+                self._cancels_caught += 1
+        return future.result(), self._cancels_caught > 0
+
+    def _cancel_again(self) -> None:
+        """Request once more the cancellation ``_to_the_end`` caught: raised at the task's next ``await``."""
+        task = asyncio.current_task()
+        if task is not None:
+            for _ in range(self._cancels_caught):
+                task.uncancel()
+            task.cancel()

@@ -8,11 +8,13 @@ written), input offsets committed with the requests.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Producer, TopicPartition
 
 from demo.pipeline_io import create_topic, unique
 from ikkai.contract.codec import default_codec
@@ -135,6 +137,170 @@ def test_a_cancelled_transaction_is_aborted_and_the_emitter_goes_on(bootstrap: s
     assert requests_on(bootstrap, requests_topic) == [after]
     written = requests_on(bootstrap, requests_topic, isolation="read_uncommitted")
     assert {r.decision_id for r in written} == {cancelled.decision_id, after.decision_id}
+
+
+class Gate:
+    """The emitter's real producer, with one of its calls (``commit_transaction``, ``abort_transaction``)
+    held at a gate: the test knows the call is running on the emitter's thread, and lets it go on."""
+
+    def __init__(self, emitter: AsyncOutboxEmitter, call: str) -> None:
+        inner = emitter._started()
+        self._producer, self._call = inner._producer, call
+        self.running, self.open, self.returned = threading.Event(), threading.Event(), threading.Event()
+        inner._producer = self  # type: ignore[assignment]
+
+    def __getattr__(self, name: str) -> Any:
+        if name != self._call:
+            return getattr(self._producer, name)
+
+        def held(*args: Any) -> Any:
+            self.running.set()
+            assert self.open.wait(60), "the test never opened the gate"
+            result = getattr(self._producer, name)(*args)
+            self.returned.set()
+            return result
+
+        return held
+
+    async def wait_running(self) -> None:
+        assert await asyncio.to_thread(self.running.wait, 60), f"{self._call} never ran"
+
+
+class RewindWatched(TransactionalConsumer):
+    """A TransactionalConsumer that says when it was sought back (``rewind``)."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        super().__init__(config)
+        self.rewound = threading.Event()
+
+    def seek(self, partition: TopicPartition) -> None:
+        super().seek(partition)
+        self.rewound.set()
+
+
+async def settle() -> None:
+    """Let the tasks woken so far run (the ready queue is FIFO: a cancelled task runs before this resumes)."""
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+@pytest.mark.integration
+def test_a_cancellation_during_the_commit_reports_the_commit_and_goes_on_at_the_next_await(
+    bootstrap: str, topics: tuple[str, str]
+) -> None:
+    requests_topic, _ = topics
+    request = make_request(1, "pay-1")
+    reported: list[str] = []
+
+    async def scenario() -> None:
+        async with AsyncOutboxEmitter(bootstrap, transactional_id=unique("svc"), topic=requests_topic) as emitter:
+            gate = Gate(emitter, "commit_transaction")
+
+            async def service() -> None:
+                async with emitter.transaction():
+                    await emitter.emit(request)
+                reported.append("committed")  # the block ended normally: the service believes it committed
+                await asyncio.sleep(0)  # the cancellation goes on here
+                reported.append("not cancelled")
+
+            task = asyncio.create_task(service())
+            await gate.wait_running()
+            task.cancel()
+            await settle()
+            assert not task.done(), "the task resumed while the commit was still running"
+            gate.open.set()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+    asyncio.run(scenario())
+    assert requests_on(bootstrap, requests_topic) == [request]
+    assert reported == ["committed"], "committed on the broker, so the block must say so (and the cancel still lands)"
+
+
+@pytest.mark.integration
+def test_a_cancellation_during_a_failing_commit_is_not_done(bootstrap: str, topics: tuple[str, str]) -> None:
+    """The commit fails (fenced meanwhile) while the task is cancelled: CancelledError, and nothing committed."""
+    requests_topic, _ = topics
+    transactional_id = unique("svc")
+
+    async def scenario() -> None:
+        async with AsyncOutboxEmitter(bootstrap, transactional_id=transactional_id, topic=requests_topic) as emitter:
+            gate = Gate(emitter, "commit_transaction")
+
+            async def service() -> None:
+                async with emitter.transaction():
+                    await emitter.emit(make_request(1, "pay-1"))
+
+            task = asyncio.create_task(service())
+            await gate.wait_running()
+            await asyncio.to_thread(
+                lambda: OutboxEmitter(bootstrap, transactional_id=transactional_id, topic=requests_topic).close()
+            )  # a newer instance fences this one before its commit reaches the broker
+            task.cancel()
+            await settle()
+            gate.open.set()
+            with pytest.raises(asyncio.CancelledError) as caught:
+                await task
+            assert isinstance(caught.value.__cause__, OutboxDeliveryError) and caught.value.__cause__.fatal
+
+    asyncio.run(scenario())
+    assert requests_on(bootstrap, requests_topic) == []
+
+
+@pytest.mark.integration
+def test_a_second_cancellation_during_the_abort_resumes_the_task_only_after_the_abort_and_rewind(
+    bootstrap: str, topics: tuple[str, str]
+) -> None:
+    requests_topic, _ = topics
+    input_topic = create_topic(bootstrap, unique("decisions.in"))
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for i in range(3):
+        producer.produce(input_topic, key=f"pay-{i}".encode(), value=str(i).encode())
+    assert producer.flush(30) == 0
+    consumer = RewindWatched({
+        "bootstrap.servers": bootstrap, "group.id": unique("svc-group"), "auto.offset.reset": "earliest",
+    })  # fmt: skip
+    consumer.subscribe([input_topic])
+    cancelled, after = make_request(1, "pay-1"), make_request(2, "pay-2")
+    resumed: list[tuple[bool, bool]] = []
+
+    async def scenario() -> None:
+        async with AsyncOutboxEmitter(bootstrap, transactional_id=unique("svc"), topic=requests_topic) as emitter:
+            read: list[int] = []
+            while len(read) < 3:
+                read += [m.offset() or 0 for m in await asyncio.to_thread(consumer.consume, 3, 1.0) if not m.error()]
+            gate = Gate(emitter, "abort_transaction")
+            emitted = asyncio.Event()
+
+            async def service() -> None:
+                try:
+                    async with emitter.transaction(consumer):
+                        await emitter.emit(cancelled)
+                        await emitter.flush()
+                        emitted.set()
+                        await asyncio.Event().wait()  # cancelled here: the abort starts
+                finally:  # the task resumes: were the abort and the rewind finished by then?
+                    resumed.append((gate.returned.is_set(), consumer.rewound.is_set()))
+
+            task = asyncio.create_task(service())
+            await emitted.wait()
+            task.cancel()  # the first: the block is left, the abort runs (and is held)
+            await gate.wait_running()
+            task.cancel()  # the second, during the shielded abort
+            await settle()
+            assert not task.done(), "the task resumed before its abort and rewind finished"
+            gate.open.set()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            async with emitter.transaction():
+                await emitter.emit(after)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        consumer.close()
+    assert resumed == [(True, True)], "the task resumed before its abort and rewind finished"
+    assert requests_on(bootstrap, requests_topic) == [after]
 
 
 @pytest.mark.integration
