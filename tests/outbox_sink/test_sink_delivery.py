@@ -45,7 +45,8 @@ def test_each_request_is_applied_once_with_its_own_key_and_receipted(
         assert a.path == alias_base + request.path
         assert a.method == ("POST" if request.target == "payments-api" else "PUT")
         assert a.body == request.body
-        assert a.headers["idempotency-key"] == request.idempotency_key
+        # An RFC 8941 sf-string, as the IETF Idempotency-Key draft writes it (outbox.idempotency.key.format).
+        assert a.headers["idempotency-key"] == f'"{request.idempotency_key}"'
         assert a.headers["x-ikkai-decision-id"] == request.decision_id
         assert a.headers["x-ikkai-effect"] == request.effect_name
         assert a.headers["content-type"] == "application/json"

@@ -20,21 +20,78 @@ final class HttpRequests {
     /** W3C trace context headers are copied from the Kafka record when the request does not carry them. */
     static final String[] TRACE_HEADERS = {"traceparent", "tracestate"};
 
+    /**
+     * The longest header value the sink sends, in characters (each one byte on the wire): most servers
+     * refuse a header line much longer (nginx and Tomcat default to 8 KiB a line), so a longer value is
+     * the record's fault and it is dead-lettered rather than sent.
+     */
+    static final int MAX_HEADER_VALUE_CHARS = 4096;
+
+    /** How the Idempotency-Key header's value is written. */
+    enum KeyFormat {
+        /** An RFC 8941 sf-string, {@code "<hex>"}, as the IETF Idempotency-Key draft specifies (the default). */
+        STRUCTURED,
+        /** The bare token {@code <hex>}, for APIs that compare the header's raw text with the key. */
+        TOKEN
+    }
+
     private HttpRequests() {
     }
 
-    static HttpRequest build(Targets.Resolved resolved, OutboxRequest request, SinkRecord record, int attempt, Duration timeout) {
+    /**
+     * The request for one attempt, every header checked first (the JDK throws on a value it cannot
+     * carry, which must never escape put()).
+     *
+     * @throws RejectedRequest a header value HTTP cannot carry ({@link RejectedRequest#BAD_HEADER}); permanent
+     */
+    static HttpRequest build(Targets.Resolved resolved, OutboxRequest request, SinkRecord record, int attempt,
+                             Duration timeout, KeyFormat keyFormat) throws RejectedRequest {
+        Map<String, String> headers = headers(resolved, request, record, attempt, keyFormat);
+        for (Map.Entry<String, String> header : headers.entrySet()) {
+            checkValue(header.getKey(), header.getValue());
+        }
         HttpRequest.Builder builder = HttpRequest.newBuilder(resolved.uri())
             .timeout(timeout)
             .method(resolved.method(), HttpRequest.BodyPublishers.ofByteArray(request.body()));
-        for (Map.Entry<String, String> header : headers(resolved, request, record, attempt).entrySet()) {
-            builder.header(header.getKey(), header.getValue());
-        }
+        headers.forEach(builder::header);
         return builder.build();
     }
 
-    /** Every header the sink sends: the record's own, then the ones only the sink may set. */
+    /**
+     * A header value the sink sends: visible ASCII, space and tab only (RFC 9110 field-value without
+     * obs-text: a Latin-1 byte would not be the character the record meant), at most
+     * {@link #MAX_HEADER_VALUE_CHARS}. The JDK refuses control characters and anything above U+00FF.
+     */
+    static void checkValue(String name, String value) throws RejectedRequest {
+        if (value == null) {
+            throw new RejectedRequest(RejectedRequest.BAD_HEADER, "header '" + bounded(name) + "' has no value");
+        }
+        if (value.length() > MAX_HEADER_VALUE_CHARS) {
+            throw new RejectedRequest(RejectedRequest.BAD_HEADER, "header '" + bounded(name) + "' is " + value.length()
+                + " characters long, over the " + MAX_HEADER_VALUE_CHARS + " an HTTP header line may carry here");
+        }
+        for (int i = 0; i < value.length(); i++) {
+            char c = value.charAt(i);
+            if (!(c == ' ' || c == '\t' || c >= 0x21 && c <= 0x7e)) {
+                throw new RejectedRequest(RejectedRequest.BAD_HEADER, "header '" + bounded(name) + "' has the character "
+                    + String.format("U+%04X", (int) c) + " at " + i + ": an HTTP header value is printable ASCII, "
+                    + "space and tab (percent-encode or drop it in the emitter)");
+            }
+        }
+    }
+
+    private static String bounded(String name) {
+        return Bounded.text(name, 200);
+    }
+
+    /** Every header the sink sends (Idempotency-Key in the draft's sf-string form). */
     static Map<String, String> headers(Targets.Resolved resolved, OutboxRequest request, SinkRecord record, int attempt) {
+        return headers(resolved, request, record, attempt, KeyFormat.STRUCTURED);
+    }
+
+    /** Every header the sink sends: the record's own, then the ones only the sink may set. */
+    static Map<String, String> headers(Targets.Resolved resolved, OutboxRequest request, SinkRecord record, int attempt,
+                                       KeyFormat keyFormat) {
         Map<String, String> headers = new java.util.TreeMap<>(String.CASE_INSENSITIVE_ORDER);
         headers.putAll(request.headers());
         if (record != null) {
@@ -46,7 +103,8 @@ final class HttpRequests {
             }
             headers.put("X-Ikkai-Source", record.topic() + "/" + record.kafkaPartition() + "/" + record.kafkaOffset());
         }
-        headers.put("Idempotency-Key", request.idempotencyKey());
+        headers.put("Idempotency-Key", keyFormat == KeyFormat.STRUCTURED ? "\"" + request.idempotencyKey() + "\""
+            : request.idempotencyKey());
         headers.put("Content-Type", request.contentType());
         headers.put("User-Agent", OutboxSinkTask.USER_AGENT);
         headers.put("X-Ikkai-Decision-Id", request.decisionId());

@@ -33,6 +33,12 @@ public final class OutboxSinkConfig extends AbstractConfig {
     public static final String EXCERPT_BYTES = "outbox.dlq.response.excerpt.bytes";
     public static final String MAX_IN_FLIGHT = "outbox.max.in.flight.requests";
     public static final String RECEIPTS_FORMAT = "outbox.receipts.format";
+    public static final String RESPONSE_MAX_BYTES = "outbox.http.response.max.bytes";
+    public static final String IDEMPOTENCY_KEY_FORMAT = "outbox.idempotency.key.format";
+    public static final String KEY_FORMAT_STRUCTURED = "structured";
+    public static final String KEY_FORMAT_TOKEN = "token";
+    /** How long put() or preCommit() waits for the DLQ to confirm a dead letter before the task fails. */
+    static final Duration DLQ_WRITE_TIMEOUT = Duration.ofSeconds(60);
     // The schema registry's keys are named as Confluent's serializers and converters name them.
     public static final String REGISTRY_URL = "schema.registry.url";
     public static final String REGISTRY_USER_INFO = "schema.registry.basic.auth.user.info";
@@ -54,7 +60,15 @@ public final class OutboxSinkConfig extends AbstractConfig {
         .define(HTTP_CONNECT_TIMEOUT, Type.LONG, 5_000L, ConfigDef.Range.atLeast(1), Importance.MEDIUM,
             "TCP connect timeout of one HTTP attempt.")
         .define(HTTP_REQUEST_TIMEOUT, Type.LONG, 30_000L, ConfigDef.Range.atLeast(1), Importance.MEDIUM,
-            "Time limit of one HTTP attempt; a timeout is retried like a connection error.")
+            "Time limit of one HTTP attempt, from sending to the last byte of the response body (headers and body: "
+                + "a server that sends its headers and stalls is timed out too); a timeout is retried like a connection error.")
+        .define(RESPONSE_MAX_BYTES, Type.INT, 64 * 1024, ConfigDef.Range.between(0, 16 * 1024 * 1024), Importance.LOW,
+            "How much of a response body is read: the status decides the outcome, the body is only digested (receipt) "
+                + "and quoted (dead letter). A longer body is cut here: the rest is not read and the connection closed.")
+        .define(IDEMPOTENCY_KEY_FORMAT, Type.STRING, KEY_FORMAT_STRUCTURED,
+            ConfigDef.ValidString.in(KEY_FORMAT_STRUCTURED, KEY_FORMAT_TOKEN), Importance.MEDIUM,
+            "How the Idempotency-Key header is written: structured (an RFC 8941 sf-string, \"<hex>\", as the IETF "
+                + "Idempotency-Key draft specifies) or token (the bare <hex>, for APIs that expect it).")
         .define(BACKOFF_INITIAL, Type.LONG, 500L, ConfigDef.Range.atLeast(1), Importance.MEDIUM,
             "Backoff before the second attempt; doubles per attempt, with jitter.")
         .define(BACKOFF_MAX, Type.LONG, 30_000L, ConfigDef.Range.atLeast(1), Importance.MEDIUM,
@@ -64,7 +78,8 @@ public final class OutboxSinkConfig extends AbstractConfig {
         .define(PUT_MAX_DURATION, Type.LONG, 60_000L, ConfigDef.Range.atLeast(1), Importance.LOW,
             "How long one put() may send before handing control back to the worker (keeps the consumer polling).")
         .define(MAX_IN_FLIGHT, Type.INT, 8, ConfigDef.Range.between(1, 256), Importance.MEDIUM,
-            "HTTP requests one task has in flight at once, each for a different key (a key's requests never overlap).")
+            "HTTP requests one task has in flight at once per partition, each for a different key (a key's requests "
+                + "never overlap): a stalled target holds at most its own partitions' slots.")
         .define(EXCERPT_BYTES, Type.INT, 512, ConfigDef.Range.atLeast(0), Importance.LOW,
             "How much of a rejecting response body goes into the dead-letter headers.")
         .define(RECEIPTS_FORMAT, Type.STRING, SINGLE_OBJECT, ConfigDef.ValidString.in(SINGLE_OBJECT, CONFLUENT),
@@ -140,6 +155,11 @@ public final class OutboxSinkConfig extends AbstractConfig {
     OutboxCodec codec() {
         return new OutboxCodec(schemaRegistry(), CONFLUENT.equals(getString(RECEIPTS_FORMAT)),
             getString(RECEIPTS_TOPIC) + "-value");
+    }
+
+    HttpRequests.KeyFormat keyFormat() {
+        return KEY_FORMAT_TOKEN.equals(getString(IDEMPOTENCY_KEY_FORMAT)) ? HttpRequests.KeyFormat.TOKEN
+            : HttpRequests.KeyFormat.STRUCTURED;
     }
 
     public Map<String, Target> targets() {

@@ -40,7 +40,7 @@ import org.slf4j.LoggerFactory;
  *
  * <p>Records are held per partition ({@link PendingRecords}) until their outcome is final. Each
  * put() sends every held request whose turn it is (the oldest held request of each key, up to
- * {@code outbox.max.in.flight.requests} at once), so a key's requests are sent one after the other
+ * {@code outbox.max.in.flight.requests} at once per partition), so a key's requests are sent one after the other
  * while different keys overlap, and goes on as answers come in; it hands the thread back to the
  * worker once nothing is due and no answer came for {@link #ANSWER_WAIT}. A request that fails
  * transiently (408, 409 - its key still being processed -, 429, 5xx, connection error or timeout)
@@ -55,7 +55,13 @@ import org.slf4j.LoggerFactory;
  * commits, per partition, only up to its oldest held record: a crash or a rebalance redelivers
  * what was held, and a revoked partition's held records are dropped in close() for its next owner.
  *
- * <p>Final outcomes: 2xx is delivered; any other status, an unknown alias, a bad path or an
+ * <p>Nothing a record holds and nothing a server does stops the task: a value that does not decode, a
+ * header value HTTP cannot carry, anything thrown while building its request is that record's dead
+ * letter; every attempt ends within its deadline, headers and body ({@link HttpSender}). A dead
+ * letter's receipt is written once the DLQ confirms it, and no offset is committed before; a DLQ
+ * write that fails (Kafka itself failing) is the one thing that stops the task, without committing.
+ *
+ * <p>Final outcomes: 2xx and 303 are delivered; any other status, an unknown alias, a bad path or an
  * undecodable value goes to the dead-letter queue through the errant record reporter; a request
  * still failing transiently after {@code outbox.retry.max.duration.ms} too, or told by Retry-After
  * to wait longer than that (capped first: no answer can overflow the clock). Each final outcome
@@ -97,6 +103,11 @@ public final class OutboxSinkTask extends SinkTask {
     private String receiptsTopic;
     private ErrantRecordReporter reporter;
     private OutboxMetrics metrics;
+    private HttpRequests.KeyFormat keyFormat;
+    /** Dead letters the DLQ has not confirmed yet, oldest first; each one's receipt is written once it has. */
+    private final List<DeadLetterWrite> deadLetterWrites = new ArrayList<>();
+    /** Why the DLQ failed to take a dead letter: the task stops, and commits nothing more. */
+    private Exception deadLetterFailure;
     private final AtomicReference<Exception> receiptFailure = new AtomicReference<>();
 
     private final PendingRecords pending = new PendingRecords();
@@ -132,7 +143,9 @@ public final class OutboxSinkTask extends SinkTask {
             throw new ConnectException("the outbox sink needs a dead-letter queue: set errors.tolerance=all and "
                 + "errors.deadletterqueue.topic.name (the worker gave this task no errant record reporter)");
         }
-        http = new HttpSender(config.duration(OutboxSinkConfig.HTTP_CONNECT_TIMEOUT), "outbox-http", clock);
+        http = new HttpSender(config.duration(OutboxSinkConfig.HTTP_CONNECT_TIMEOUT), "outbox-http", clock,
+            config.getInt(OutboxSinkConfig.RESPONSE_MAX_BYTES));
+        keyFormat = config.keyFormat();
         receiptsTopic = config.getString(OutboxSinkConfig.RECEIPTS_TOPIC);
         receipts = producers.apply(config.receiptProducerConfig());
         metrics = new OutboxMetrics(context.pluginMetrics());
@@ -153,6 +166,7 @@ public final class OutboxSinkTask extends SinkTask {
     @Override
     public void put(Collection<SinkRecord> records) {
         failIfReceiptsBroken();
+        confirmDeadLetters(null);
         pending.add(records);
         Instant sliceEnd = clock.instant().plus(config.duration(OutboxSinkConfig.PUT_MAX_DURATION));
         while (true) {
@@ -169,6 +183,7 @@ public final class OutboxSinkTask extends SinkTask {
                 break;
             }
         }
+        confirmDeadLetters(null);
         holdBackPartitionsThatWait();
         askToBeCalledAgain(sliceEnd);
     }
@@ -190,13 +205,12 @@ public final class OutboxSinkTask extends SinkTask {
         return any;
     }
 
-    /** Starts an attempt for every record whose turn it is, as far as in-flight slots allow; true if there was any. */
+    /**
+     * Starts an attempt for every record whose turn it is, as far as its partition's in-flight slots allow
+     * (slots are per partition: a stalled target holds only its own partitions' slots); true if there was any.
+     */
     private boolean sendDue() {
-        int slots = config.getInt(OutboxSinkConfig.MAX_IN_FLIGHT) - inFlight.size();
-        if (slots <= 0) {
-            return false;
-        }
-        List<PendingRecords.Pending> due = pending.due(clock.instant(), slots);
+        List<PendingRecords.Pending> due = pending.due(clock.instant(), config.getInt(OutboxSinkConfig.MAX_IN_FLIGHT));
         for (PendingRecords.Pending p : due) {
             Sent sent = send(p);
             if (sent == null) {
@@ -254,7 +268,8 @@ public final class OutboxSinkTask extends SinkTask {
         }
         Instant now = clock.instant();
         long wait;
-        if (!inFlight.isEmpty() || !now.isBefore(sliceEnd) || !pending.due(now, 1).isEmpty()) {
+        if (!inFlight.isEmpty() || !now.isBefore(sliceEnd)
+            || !pending.due(now, config.getInt(OutboxSinkConfig.MAX_IN_FLIGHT)).isEmpty()) {
             wait = 1;  // answers to collect, or requests due that this put() had no time or slot for
         } else {
             // Rounded up: woken a fraction of a millisecond early, put() would find nothing due.
@@ -283,6 +298,9 @@ public final class OutboxSinkTask extends SinkTask {
         } catch (RejectedRequest e) {
             deadLetter(record, null, e, null, null);
             return null;
+        } catch (RuntimeException e) {  // OutboxCodec turns decoding failures into RejectedRequest; this is the backstop
+            deadLetter(record, null, new RejectedRequest(RejectedRequest.UNDECODABLE, "decoding failed: " + e), null, null);
+            return null;
         } catch (SchemaRegistryClient.Unavailable e) {
             waitForRegistry(p, e);
             return null;
@@ -304,13 +322,25 @@ public final class OutboxSinkTask extends SinkTask {
             deadLetter(record, request, e, state, null);
             return null;
         }
+        HttpRequest httpRequest;
+        try {
+            httpRequest = HttpRequests.build(resolved, request, record, state.attempts + 1,
+                config.duration(OutboxSinkConfig.HTTP_REQUEST_TIMEOUT), keyFormat);
+        } catch (RejectedRequest e) {
+            state.lastAttemptAt = clock.instant();
+            deadLetter(record, request, e, state, null);
+            return null;
+        } catch (RuntimeException e) {  // whatever else the JDK refuses in this record's request is its own failure
+            state.lastAttemptAt = clock.instant();
+            deadLetter(record, request, new RejectedRequest(RejectedRequest.UNSENDABLE,
+                "the HTTP request could not be built: " + e), state, null);
+            return null;
+        }
         state.attempts++;
         Instant sentAt = clock.instant();
         if (state.attempts > 1) {
             state.lastAttemptAt = sentAt;
         }
-        HttpRequest httpRequest = HttpRequests.build(resolved, request, record, state.attempts,
-            config.duration(OutboxSinkConfig.HTTP_REQUEST_TIMEOUT));
         return new Sent(p, resolved, sentAt, http.send(httpRequest));
     }
 
@@ -382,43 +412,143 @@ public final class OutboxSinkTask extends SinkTask {
         return false;
     }
 
+    /**
+     * Sends the record to the DLQ (through the errant record reporter); its receipt is written once
+     * the DLQ confirms it ({@link #confirmDeadLetters}), so a receipt never says a dead letter is on the
+     * DLQ when it is not. The copy is bounded ({@link Bounded}): value, key and the record's headers cut,
+     * every ikkai.dlq.* header at most {@link Bounded#FIELD_BYTES}.
+     */
     private void deadLetter(SinkRecord record, OutboxRequest request, RejectedRequest why, Attempts state, String excerpt) {
         metrics.deadLettered();
-        SinkRecord copy = new SinkRecord(record.topic(), record.kafkaPartition(), record.keySchema(), record.key(),
-            record.valueSchema(), record.value(), record.kafkaOffset(), record.timestamp(), record.timestampType());
-        for (Header h : record.headers()) {
-            copy.headers().add(h);
+        Map<String, String> cut = new java.util.LinkedHashMap<>();
+        Object key = record.key();
+        if (key instanceof byte[] bytes && bytes.length > Bounded.DEAD_LETTER_KEY_BYTES) {
+            cut.put("ikkai.dlq.key_bytes", String.valueOf(bytes.length));
+            key = Bounded.bytes(bytes, Bounded.DEAD_LETTER_KEY_BYTES);
+        } else if (key instanceof String text && text.length() > Bounded.DEAD_LETTER_KEY_BYTES / 3) {
+            String bounded = Bounded.text(text, Bounded.DEAD_LETTER_KEY_BYTES);
+            if (!bounded.equals(text)) {
+                cut.put("ikkai.dlq.key_bytes", String.valueOf(OutboxCodec.utf8(text).length));
+                key = bounded;
+            }
         }
-        copy.headers().addString("ikkai.dlq.stage", "outbox");
-        copy.headers().addString("ikkai.dlq.error_class", why.kind());
-        copy.headers().addString("ikkai.dlq.reason", why.getMessage());
+        Object value = record.value();
+        if (value instanceof byte[] bytes && bytes.length > Bounded.DEAD_LETTER_VALUE_BYTES) {
+            cut.put("ikkai.dlq.value_bytes", String.valueOf(bytes.length));
+            cut.put("ikkai.dlq.value_sha256", HttpRequests.sha256Hex(bytes));
+            value = Bounded.bytes(bytes, Bounded.DEAD_LETTER_VALUE_BYTES);
+        }
+        SinkRecord copy = new SinkRecord(record.topic(), record.kafkaPartition(), record.keySchema(), key,
+            record.valueSchema(), value, record.kafkaOffset(), record.timestamp(), record.timestampType());
+        long headerBytes = 0;
+        int headersLeftOut = 0;
+        for (Header h : record.headers()) {
+            headerBytes += h.key().length() + headerSize(h.value());
+            if (headerBytes <= Bounded.DEAD_LETTER_HEADER_BYTES) {
+                copy.headers().add(h);
+            } else {
+                headersLeftOut++;
+            }
+        }
+        if (headersLeftOut > 0) {
+            cut.put("ikkai.dlq.headers_left_out", String.valueOf(headersLeftOut));
+        }
+        Map<String, String> dlq = new java.util.LinkedHashMap<>();
+        dlq.put("ikkai.dlq.stage", "outbox");
+        dlq.put("ikkai.dlq.error_class", why.kind());
+        dlq.put("ikkai.dlq.reason", why.getMessage());
         if (request != null) {
-            copy.headers().addString("ikkai.dlq.decision_id", request.decisionId());
-            copy.headers().addString("ikkai.dlq.target", request.target());
-            copy.headers().addString("ikkai.dlq.effect", request.effectName());
+            dlq.put("ikkai.dlq.decision_id", request.decisionId());
+            dlq.put("ikkai.dlq.target", request.target());
+            dlq.put("ikkai.dlq.effect", request.effectName());
         }
         if (state != null && state.lastStatus != null) {
-            copy.headers().addString("ikkai.dlq.status_code", String.valueOf(state.lastStatus));
+            dlq.put("ikkai.dlq.status_code", String.valueOf(state.lastStatus));
         }
         if (state != null) {
-            copy.headers().addString("ikkai.dlq.attempts", String.valueOf(state.attempts));
+            dlq.put("ikkai.dlq.attempts", String.valueOf(state.attempts));
         }
         if (excerpt != null) {
-            copy.headers().addString("ikkai.dlq.response_excerpt", excerpt);
+            dlq.put("ikkai.dlq.response_excerpt", excerpt);
         }
+        dlq.putAll(cut);
+        dlq.forEach((name, text) -> copy.headers().addString(name, Bounded.text(text, Bounded.FIELD_BYTES)));
         log.warn("outbox request at {}-{}@{} dead-lettered ({}): {}", record.topic(), record.kafkaPartition(),
-            record.kafkaOffset(), why.kind(), why.getMessage());
-        reporter.report(copy, why);
-        if (request != null) {
-            writeReceipt(request, Receipt.Outcome.DEAD_LETTERED, state, why.kind() + ": " + why.getMessage());
+            record.kafkaOffset(), why.kind(), Bounded.text(why.getMessage(), Bounded.FIELD_BYTES));
+        java.util.concurrent.Future<Void> written;
+        try {
+            written = reporter.report(copy, why);
+        } catch (RuntimeException e) {  // the reporter could not even take it: Kafka (the DLQ) is failing
+            written = CompletableFuture.failedFuture(e);
+        }
+        Runnable receipt = request == null ? () -> { }
+            : () -> writeReceipt(request, Receipt.Outcome.DEAD_LETTERED, state, why.kind() + ": " + why.getMessage());
+        deadLetterWrites.add(new DeadLetterWrite(record.topic() + "-" + record.kafkaPartition() + "@" + record.kafkaOffset(),
+            written, receipt));
+    }
+
+    private static long headerSize(Object value) {
+        if (value == null) {
+            return 0;
+        }
+        if (value instanceof byte[] bytes) {
+            return bytes.length;
+        }
+        return (long) String.valueOf(value).length() * 3;  // at most 3 UTF-8 bytes per UTF-16 unit
+    }
+
+    /**
+     * Writes the receipt of each dead letter the DLQ has confirmed, oldest first; with {@code until}, waits
+     * for every one up to then. A dead letter the DLQ refused, or not confirmed by {@code until}, is Kafka
+     * failing: the task stops (a ConnectException, now and on every later call) and commits nothing more,
+     * so the restarted task dead-letters the record again.
+     */
+    private void confirmDeadLetters(Instant until) {
+        failIfDeadLettersBroken();
+        for (Iterator<DeadLetterWrite> it = deadLetterWrites.iterator(); it.hasNext(); ) {
+            DeadLetterWrite write = it.next();
+            if (until == null && !write.written().isDone()) {
+                continue;
+            }
+            try {
+                long nanos = until == null ? 0 : Math.max(0, Duration.between(clock.instant(), until).toNanos());
+                write.written().get(nanos, TimeUnit.NANOSECONDS);
+            } catch (ExecutionException e) {
+                deadLetterFailure = new ConnectException("the dead-letter queue did not take the dead letter of " + write.where()
+                    + ": " + e.getCause(), e.getCause());
+            } catch (TimeoutException e) {
+                deadLetterFailure = new ConnectException("the dead-letter queue did not confirm the dead letter of "
+                    + write.where() + " within " + OutboxSinkConfig.DLQ_WRITE_TIMEOUT.toSeconds() + " s");
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new ConnectException("interrupted while waiting for the dead-letter queue", e);
+            } catch (RuntimeException e) {  // a cancelled write
+                deadLetterFailure = new ConnectException("the dead letter of " + write.where() + " was not written: " + e, e);
+            }
+            failIfDeadLettersBroken();
+            it.remove();
+            write.receipt().run();
         }
     }
 
+    private void failIfDeadLettersBroken() {
+        if (deadLetterFailure != null) {
+            throw new ConnectException("stopping so that no dead-lettered request is committed without its dead letter "
+                + "(the restarted task dead-letters it again): " + deadLetterFailure.getMessage(), deadLetterFailure);
+        }
+    }
+
+    /**
+     * One receipt on outbox.receipts, each text field at most {@link Bounded#FIELD_BYTES} (cut with a
+     * digest), so a receipt is never larger than a few KiB whatever the record held.
+     */
     private void writeReceipt(OutboxRequest request, Receipt.Outcome outcome, Attempts state, String reason) {
-        Receipt receipt = new Receipt(request.decisionId(), request.key(), request.target(), outcome, state.lastStatus,
-            state.attempts, state.firstAttemptAt.toEpochMilli(), state.lastAttemptAt.toEpochMilli(),
-            state.lastDigest, reason, request.effectName(), request.idempotencyKey());
-        receipts.send(new ProducerRecord<>(receiptsTopic, OutboxCodec.utf8(request.decisionId()), codec.encodeReceipt(receipt)),
+        int max = Bounded.FIELD_BYTES;
+        String decisionId = Bounded.text(request.decisionId(), max);
+        Receipt receipt = new Receipt(decisionId, Bounded.text(request.key(), max), Bounded.text(request.target(), max),
+            outcome, state.lastStatus, state.attempts, state.firstAttemptAt.toEpochMilli(), state.lastAttemptAt.toEpochMilli(),
+            state.lastDigest, Bounded.text(reason, max), Bounded.text(request.effectName(), max), request.idempotencyKey());
+        receipts.send(new ProducerRecord<>(receiptsTopic, OutboxCodec.utf8(decisionId), codec.encodeReceipt(receipt)),
             (metadata, error) -> {
                 if (error != null) {
                     receiptFailure.compareAndSet(null, error);
@@ -433,6 +563,7 @@ public final class OutboxSinkTask extends SinkTask {
      */
     @Override
     public Map<TopicPartition, OffsetAndMetadata> preCommit(Map<TopicPartition, OffsetAndMetadata> currentOffsets) {
+        confirmDeadLetters(clock.instant().plus(OutboxSinkConfig.DLQ_WRITE_TIMEOUT));
         receipts.flush();
         failIfReceiptsBroken();
         return pending.committable(currentOffsets);
@@ -473,6 +604,10 @@ public final class OutboxSinkTask extends SinkTask {
         if (receipts != null) {
             receipts.close(Duration.ofSeconds(30));
         }
+    }
+
+    /** A dead letter handed to the reporter, and its receipt, written once the DLQ has it. */
+    record DeadLetterWrite(String where, java.util.concurrent.Future<Void> written, Runnable receipt) {
     }
 
     /** One attempt in flight. */

@@ -2,10 +2,8 @@ package dev.ikkai.outbox;
 
 import java.nio.ByteBuffer;
 import java.time.Instant;
-import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Collection;
-import java.util.Deque;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.Iterator;
@@ -97,31 +95,30 @@ final class PendingRecords {
     }
 
     /**
-     * Up to {@code limit} records whose turn it is at {@code now}: the oldest held record of each key,
-     * unless it is in flight or waiting for a retry. Taken from the partitions in turn, so one busy
-     * partition does not fill every slot.
+     * The records whose turn it is at {@code now}: the oldest held record of each key, unless it is in
+     * flight or waiting for a retry; of each partition at most {@code perPartition} in flight at once
+     * (counting those already in flight). The limit is per partition so that a target that stalls
+     * holds only the slots of the partitions whose records go to it: the others keep theirs.
      */
-    List<Pending> due(Instant now, int limit) {
-        List<Deque<Pending>> ready = new ArrayList<>();
+    List<Pending> due(Instant now, int perPartition) {
+        List<List<Pending>> ready = new ArrayList<>();
         for (Partition partition : partitions.values()) {
-            Deque<Pending> turn = new ArrayDeque<>();
+            int slots = perPartition - (int) partition.records.stream().filter(p -> p.inFlight).count();
+            List<Pending> turn = new ArrayList<>();
             Set<Object> keys = new HashSet<>();
-            for (Pending p : partition.records) {
+            for (Iterator<Pending> it = partition.records.iterator(); it.hasNext() && turn.size() < slots; ) {
+                Pending p = it.next();
                 if (keys.add(p.key) && !p.inFlight && !p.waitingAt(now)) {
                     turn.add(p);
                 }
             }
-            if (!turn.isEmpty()) {
-                ready.add(turn);
-            }
+            ready.add(turn);
         }
-        List<Pending> due = new ArrayList<>();
-        while (due.size() < limit && !ready.isEmpty()) {
-            for (Iterator<Deque<Pending>> it = ready.iterator(); it.hasNext() && due.size() < limit; ) {
-                Deque<Pending> turn = it.next();
-                due.add(turn.poll());
-                if (turn.isEmpty()) {
-                    it.remove();
+        List<Pending> due = new ArrayList<>();  // the partitions in turn: each one's first, then each one's second...
+        while (ready.stream().anyMatch(turn -> !turn.isEmpty())) {
+            for (List<Pending> turn : ready) {
+                if (!turn.isEmpty()) {
+                    due.add(turn.remove(0));
                 }
             }
         }

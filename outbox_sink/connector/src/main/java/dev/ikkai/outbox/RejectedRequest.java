@@ -14,6 +14,10 @@ public final class RejectedRequest extends Exception {
     public static final String BAD_PATH = "bad-path";
     public static final String BAD_METHOD = "bad-method";
     public static final String RESERVED_HEADER = "reserved-header";
+    /** A header value (the record's own, or one the sink derives from its fields) HTTP cannot carry. */
+    public static final String BAD_HEADER = "bad-header";
+    /** Anything else that kept one record's request from being built (never the task's failure). */
+    public static final String UNSENDABLE = "unsendable";
     public static final String REJECTED_BY_TARGET = "rejected-by-target";
     public static final String RETRIES_EXHAUSTED = "retries-exhausted";
 

@@ -11,6 +11,7 @@ import java.net.ConnectException;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.net.URI;
+import java.net.http.HttpTimeoutException;
 import java.net.http.HttpRequest;
 import java.nio.charset.StandardCharsets;
 import java.time.Clock;
@@ -127,6 +128,98 @@ class HttpSenderTest {
         assertTrue(hung.stream().noneMatch(CompletableFuture::isDone));
         release.countDown();
         hung.forEach(f -> assertEquals(201, f.orTimeout(5, TimeUnit.SECONDS).join().response().statusCode()));
+    }
+
+    /**
+     * A raw HTTP/1.1 server that reads one request per connection and answers with {@code head}, then
+     * either stalls (until the test ends) or, with {@code endless}, sends chunks until the client hangs up.
+     */
+    private static final class ScriptedServer implements AutoCloseable {
+        final ServerSocket socket;
+        final CountDownLatch hungUp = new CountDownLatch(1);
+        final CountDownLatch done = new CountDownLatch(1);
+        final java.util.concurrent.atomic.AtomicLong written = new java.util.concurrent.atomic.AtomicLong();
+        private final Thread thread;
+
+        ScriptedServer(String head, boolean endless) throws IOException {
+            socket = new ServerSocket(0, 50, java.net.InetAddress.getLoopbackAddress());
+            thread = new Thread(() -> {
+                try (java.net.Socket client = socket.accept()) {
+                    java.io.InputStream in = client.getInputStream();
+                    int matched = 0;
+                    while (matched < 4) {  // the request's head ends with CR LF CR LF; its 2-byte body follows
+                        int b = in.read();
+                        if (b < 0) {
+                            return;
+                        }
+                        matched = b == "\r\n\r\n".charAt(matched) ? matched + 1 : b == '\r' ? 1 : 0;
+                    }
+                    in.readNBytes(2);
+                    java.io.OutputStream out = client.getOutputStream();
+                    out.write(head.getBytes(StandardCharsets.ISO_8859_1));
+                    out.flush();
+                    if (endless) {
+                        byte[] chunk = ("10000\r\n" + "x".repeat(0x10000) + "\r\n").getBytes(StandardCharsets.ISO_8859_1);
+                        try {
+                            while (true) {
+                                out.write(chunk);
+                                written.addAndGet(0x10000);
+                            }
+                        } catch (IOException e) {
+                            hungUp.countDown();
+                        }
+                    } else {
+                        await(done);
+                    }
+                } catch (IOException e) {
+                    hungUp.countDown();
+                }
+            }, "scripted-server");
+            thread.setDaemon(true);
+            thread.start();
+        }
+
+        URI uri() {
+            return URI.create("http://127.0.0.1:" + socket.getLocalPort() + "/x");
+        }
+
+        @Override
+        public void close() throws IOException {
+            done.countDown();
+            socket.close();
+        }
+    }
+
+    @Test
+    void headersThenAStalledBodyIsATimeoutAndTheThreadServesTheNextAttempt() throws Exception {
+        try (ScriptedServer stalling = new ScriptedServer("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\nabc", false)) {
+            HttpRequest request = HttpRequest.newBuilder(stalling.uri()).timeout(Duration.ofMillis(300))
+                .POST(HttpRequest.BodyPublishers.ofString("{}")).build();
+
+            HttpSender.Answer answer = sender.send(request).orTimeout(30, TimeUnit.SECONDS).join();
+
+            assertNull(answer.response(), "the headers came, the body never ended: no response");
+            assertInstanceOf(HttpTimeoutException.class, answer.error());
+            assertTrue(answer.error().getMessage().contains("headers and body"), answer.error().getMessage());
+        }
+        // The deadline interrupted the attempt's thread; the pool reuses it, and the next attempt is not hit.
+        assertEquals(201, sender.send(post("/payments/2")).orTimeout(30, TimeUnit.SECONDS).join().response().statusCode());
+    }
+
+    @Test
+    void anEndlessBodyIsReadUpToTheLimitThenTheConnectionIsClosed() throws Exception {
+        HttpSender limited = new HttpSender(Duration.ofSeconds(5), "limited-http", Clock.fixed(NOW, ZoneOffset.UTC), 1000);
+        try (limited; ScriptedServer endless = new ScriptedServer(
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", true)) {
+            HttpRequest request = HttpRequest.newBuilder(endless.uri()).timeout(Duration.ofSeconds(60))
+                .POST(HttpRequest.BodyPublishers.ofString("{}")).build();
+
+            HttpSender.Answer answer = limited.send(request).orTimeout(30, TimeUnit.SECONDS).join();
+
+            assertEquals(200, answer.response().statusCode(), "the status is the answer; the body is only digested");
+            assertEquals(1000, answer.response().body().length);
+            assertTrue(endless.hungUp.await(30, TimeUnit.SECONDS), "the sink hung up instead of reading on");
+        }
     }
 
     @Test

@@ -20,6 +20,10 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Function;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -62,6 +66,16 @@ class OutboxSinkTaskTest {
     private final AtomicInteger inProgress = new AtomicInteger();
     private final AtomicInteger mostInProgress = new AtomicInteger();
     private final List<String> overlapping = Collections.synchronizedList(new ArrayList<>());
+    private final CountDownLatch slowRelease = new CountDownLatch(1);
+    private final AtomicInteger kAnswered = new AtomicInteger();
+    private volatile boolean slowReleasedInTime;
+    private final CountDownLatch holdArrived = new CountDownLatch(8);
+    private final CountDownLatch firstHoldArrived = new CountDownLatch(1);
+    private final CountDownLatch holdRelease = new CountDownLatch(1);
+    private final CountDownLatch stallRelease = new CountDownLatch(1);
+    private final Set<String> stalls = ConcurrentHashMap.newKeySet();
+    /** What the DLQ answers for each dead letter; by default it takes it at once. */
+    private Function<SinkRecord, Future<Void>> dlq = record -> CompletableFuture.completedFuture(null);
     private final MockProducer<byte[], byte[]> receipts =
         new MockProducer<>(true, null, new ByteArraySerializer(), new ByteArraySerializer());
     private final List<SinkRecord> deadLettered = new ArrayList<>();
@@ -78,8 +92,25 @@ class OutboxSinkTaskTest {
         server.createContext("/", exchange -> {
             String key = exchange.getRequestHeaders().getFirst("X-Ikkai-Decision-Id");  // the test names requests by decision
             received.add(key);
-            if (key.startsWith("slow")) {
-                sleep(4_000);
+            if (key.startsWith("slow")) {  // hangs until released: by the test, or once 120 k-requests are answered
+                try {
+                    slowReleasedInTime = slowRelease.await(60, TimeUnit.SECONDS);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }
+            if (key.startsWith("hold")) {  // in flight until the test releases it
+                holdArrived.countDown();
+                firstHoldArrived.countDown();
+                await(holdRelease);
+            }
+            if (key.startsWith("stall") && stalls.add(key)) {  // the first attempt: headers, 3 bytes of 1000, then nothing
+                exchange.sendResponseHeaders(201, 1000);
+                exchange.getResponseBody().write("{\"a".getBytes(StandardCharsets.UTF_8));
+                exchange.getResponseBody().flush();
+                await(stallRelease);
+                exchange.close();
+                return;
             }
             if (key.startsWith("k")) {
                 String kafkaKey = key.substring(0, key.indexOf('.'));
@@ -101,25 +132,45 @@ class OutboxSinkTaskTest {
             exchange.sendResponseHeaders(status, body.length);
             exchange.getResponseBody().write(body);
             exchange.close();
+            if (key.startsWith("k") && kAnswered.incrementAndGet() == 120) {
+                slowRelease.countDown();
+            }
         });
         server.start();
         task = startTask(ANSWER_WAIT);
     }
 
     private OutboxSinkTask startTask(Duration answerWait) {
+        return startTask(answerWait, Map.of());
+    }
+
+    private OutboxSinkTask startTask(Duration answerWait, Map<String, String> more) {
         OutboxSinkTask task = new OutboxSinkTask(Clock.systemUTC(), config -> receipts, answerWait);
         task.initialize(new FakeContext());
-        task.start(Map.of(
+        Map<String, String> config = new HashMap<>(Map.of(
             "outbox.targets", "payments-api",
             "outbox.target.payments-api.url", "http://127.0.0.1:" + server.getAddress().getPort() + "/payments",
             "outbox.receipts.bootstrap.servers", "unused:9092",
             "outbox.retry.backoff.initial.ms", "1",
             "outbox.retry.backoff.max.ms", "2"));
+        config.putAll(more);
+        task.start(config);
         return task;
+    }
+
+    private static void await(CountDownLatch latch) {
+        try {
+            latch.await(60, TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
     }
 
     @AfterEach
     void stop() {
+        holdRelease.countDown();
+        stallRelease.countDown();
+        slowRelease.countDown();
         task.stop();
         server.stop(0);
         ((ExecutorService) server.getExecutor()).shutdownNow();
@@ -130,6 +181,12 @@ class OutboxSinkTaskTest {
     }
 
     private SinkRecord record(int partition, long offset, String key, String decisionId, String target) {
+        return record(partition, offset, key, decisionId, target, r -> { });
+    }
+
+    /** A request whose fields {@code change} may overwrite before it is encoded. */
+    private SinkRecord record(int partition, long offset, String key, String decisionId, String target,
+                              java.util.function.Consumer<GenericRecord> change) {
         GenericRecord r = new GenericData.Record(codec.requestSchema());
         r.put("decision_id", decisionId);
         r.put("key", key);
@@ -139,6 +196,7 @@ class OutboxSinkTaskTest {
         r.put("body", ByteBuffer.wrap(new byte[] {'{', '}'}));
         r.put("headers", Map.of());
         r.put("created_at", 1L);
+        change.accept(r);
         ByteBuffer b;
         try {
             b = new BinaryMessageEncoder<GenericRecord>(GenericData.get(), codec.requestSchema()).encode(r);
@@ -205,7 +263,7 @@ class OutboxSinkTaskTest {
     @Test
     void slotsAreRefilledAsAnswersComeInWhileEachKeyKeepsItsOffsetOrder() {
         List<SinkRecord> batch = new ArrayList<>();
-        batch.add(record(0, 0, "S", "slow.0", "payments-api"));  // holds one slot for 4 s, and nothing else
+        batch.add(record(0, 0, "S", "slow.0", "payments-api"));  // holds one slot until the 120 others are answered
         for (int offset = 1; offset <= 120; offset++) {  // 12 keys, 10 requests each, interleaved
             int key = offset % 12;
             batch.add(record(0, offset, "K" + key, "k" + key + "." + offset, "payments-api"));
@@ -222,7 +280,7 @@ class OutboxSinkTaskTest {
             assertEquals(10, sent.size(), "each request of key K" + key + " sent once");
         }
         assertTrue(mostInProgress.get() > 1 && mostInProgress.get() <= 8, "keys overlap, up to the 8 slots: " + mostInProgress);
-        assertEquals("slow.0", receiptKeys().get(120), "the other 120 went on through the free slots while it hung");
+        assertTrue(slowReleasedInTime, "the other 120 went on through the free slots while slow.0 hung in its own");
         assertEquals(121, receiptKeys().size());
     }
 
@@ -319,13 +377,14 @@ class OutboxSinkTaskTest {
 
     @Test
     void aSlowAnswerDoesNotHoldBackOtherPartitions() {
-        task = startTask(Duration.ofSeconds(1));  // the slow answer takes 4 s; the first task is idle (stop() closes receipts)
+        task = startTask(Duration.ofSeconds(1));  // slow1 hangs until released; the first task is idle (stop() closes receipts)
         put(List.of(record(0, 0, "A", "slow1", "payments-api"), record(1, 0, "B", "b1", "payments-api")));
         put(List.of(record(1, 1, "B", "b2", "payments-api")));
 
         assertTrue(received.contains("slow1"));
         assertEquals(List.of("b1", "b2"), receiptKeys(), "put() handed back the thread while slow1 was in flight");
         assertEquals(1, timeout, "and asks to be called again at once, to collect the answer");
+        slowRelease.countDown();
         putUntilDone(List.of());
         assertEquals(List.of("b1", "b2", "slow1"), receiptKeys());
         assertEquals(Set.of(), paused);
@@ -410,6 +469,152 @@ class OutboxSinkTaskTest {
         }
     }
 
+    private String header(SinkRecord deadLetter, String name) {
+        org.apache.kafka.connect.header.Header h = deadLetter.headers().lastWithName(name);
+        return h == null ? null : String.valueOf(h.value());
+    }
+
+    private GenericRecord receipt(int i) {
+        try {
+            return new org.apache.avro.message.BinaryMessageDecoder<GenericRecord>(GenericData.get(), codec.receiptSchema())
+                .decode(receipts.history().get(i).value());
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    @Test
+    void aRequestTrulyInFlightWhenItsPartitionIsRevokedIsNeitherReceiptedNorRetried() {
+        task = startTask(Duration.ofSeconds(5));  // the first task is idle (stop() would close the shared receipts)
+        SinkRecord held = record(0, 5, "A", "hold.r1", "payments-api");
+        put(List.of(held));  // hands the thread back after 5 s without an answer: hold.r1 is in flight
+        await(firstHoldArrived);
+        assertEquals(List.of("hold.r1"), received);
+        assertEquals(Set.of(P0), paused);
+
+        task.close(List.of(P0));
+        holdRelease.countDown();  // the server answers 201 now, for a partition the task no longer owns
+        put(List.of());  // with the answer still counted in flight, this put() would wait for it and receipt it
+
+        assertEquals(List.of(), receiptKeys(), "an answer for a revoked partition is ignored: its next owner delivers it");
+        assertEquals(-1, timeout, "nothing held, no wake-up asked");
+        task.open(List.of(P0));
+        putUntilDone(List.of(held));
+        assertEquals(List.of("hold.r1"), receiptKeys());
+        assertEquals(List.of("hold.r1", "hold.r1"), received, "sent again by the new owner, with the same key");
+    }
+
+    @Test
+    void eightStalledKeysOnOnePartitionDoNotTakeAnotherPartitionsSlots() {
+        task = startTask(Duration.ofMillis(200));
+        List<SinkRecord> batch = new ArrayList<>();
+        for (int k = 0; k < 8; k++) {
+            batch.add(record(0, k, "S" + k, "hold.s" + k, "payments-api"));  // 8 keys of partition 0, all hanging
+        }
+        put(batch);
+        await(holdArrived);  // all eight are in flight at the server, each holding a slot
+
+        put(List.of(record(1, 0, "B", "b1", "payments-api")));  // then partition 1 gets a record
+        for (int round = 0; round < 50 && !receiptKeys().contains("b1"); round++) {
+            put(List.of());
+        }
+
+        assertEquals(List.of("b1"), receiptKeys(), "partition 1 has slots of its own while partition 0's target hangs");
+        assertEquals(Set.of(P0), paused);
+        holdRelease.countDown();
+        putUntilDone(List.of());
+        assertEquals(9, receipts.history().size());
+    }
+
+    @Test
+    @org.junit.jupiter.api.Timeout(120)
+    void aBodyThatStallsAfterTheHeadersIsATimeoutRetriedLikeAnyOther() {
+        task = startTask(Duration.ofSeconds(1), Map.of("outbox.http.request.timeout.ms", "500"));
+
+        putUntilDone(List.of(record(0, 0, "A", "stall.1", "payments-api")));
+
+        assertEquals(List.of("stall.1", "stall.1"), received, "the first attempt timed out (body stalled), the second answered");
+        assertEquals("DELIVERED", receipt(0).get("outcome").toString());
+        assertEquals(2, receipt(0).get("attempts"));
+    }
+
+    @Test
+    void aHeaderValueHttpCannotCarryIsTheRecordsDeadLetterAndThePartitionGoesOn() {
+        SinkRecord traced = record(0, 2, "C", "c1", "payments-api");
+        traced.headers().addBytes("traceparent", "00-abc\r\nX-Injected: 1".getBytes(StandardCharsets.UTF_8));
+        List<SinkRecord> batch = List.of(
+            record(0, 0, "A", "a1", "payments-api", r -> r.put("effect", "notify-客户")),
+            record(0, 1, "B", "b1", "payments-api", r -> r.put("headers", Map.of("X-Tenant", "t\u0000"))),
+            traced,
+            record(0, 3, "D", "d\n1", "payments-api", r -> r.put("path", "/holds/d1")),
+            record(0, 4, "E", "e1", "payments-api", r -> r.put("model_version", "m".repeat(8 * 1024))),
+            record(0, 5, "F", "f1", "payments-api", r -> r.put("content_type", "application/json; charset=ü")),
+            record(0, 6, "G", "g1", "payments-api"));
+
+        assertEquals(1, putUntilDone(batch), "put() never throws for a record's values");
+
+        assertEquals(List.of("g1"), received, "only the sendable request is sent");
+        assertEquals(6, deadLettered.size());
+        deadLettered.forEach(d -> assertEquals("bad-header", header(d, "ikkai.dlq.error_class")));
+        assertTrue(header(deadLettered.get(0), "ikkai.dlq.reason").contains("X-Ikkai-Effect"),
+            header(deadLettered.get(0), "ikkai.dlq.reason"));
+        assertEquals(7, receipts.history().size(), "one receipt each: six DEAD_LETTERED, one DELIVERED");
+        assertEquals(Set.of(), paused);
+    }
+
+    @Test
+    void aDeadLetterTheDlqRefusesStopsTheTaskWithoutCommittingOrReceiptingIt() {
+        dlq = record -> CompletableFuture.failedFuture(new org.apache.kafka.common.errors.RecordTooLargeException("too large"));
+        put(List.of(record(0, 0, "A", "a1", "payments-api")));
+        Map<TopicPartition, OffsetAndMetadata> consumed = Map.of(P0, new OffsetAndMetadata(2));
+
+        assertThrows(org.apache.kafka.connect.errors.ConnectException.class,
+            () -> task.put(List.of(record(0, 1, "B", "bad1", "payments-api"))));
+
+        assertEquals(List.of("a1"), receiptKeys(), "no receipt says bad1 is on the DLQ");
+        assertThrows(org.apache.kafka.connect.errors.ConnectException.class, () -> task.preCommit(consumed),
+            "no offset is committed past it");
+        assertThrows(org.apache.kafka.connect.errors.ConnectException.class, () -> task.put(List.of()), "and it stays stopped");
+    }
+
+    @Test
+    void aDeadLettersReceiptIsWrittenOnlyOnceTheDlqHasIt() {
+        CompletableFuture<Void> written = new CompletableFuture<>();
+        dlq = record -> written;
+        put(List.of(record(0, 0, "A", "bad1", "payments-api")));
+        assertEquals(List.of(), receiptKeys(), "the DLQ has not confirmed it yet");
+
+        written.complete(null);
+        Map<TopicPartition, OffsetAndMetadata> consumed = Map.of(P0, new OffsetAndMetadata(1));
+        assertEquals(consumed, task.preCommit(consumed));
+        assertEquals(List.of("bad1"), receiptKeys());
+        assertEquals("DEAD_LETTERED", receipt(0).get("outcome").toString());
+    }
+
+    @Test
+    void aReceiptAndADeadLetterStayBoundedWhateverTheRecordHolds() {
+        String path = "/" + "p".repeat(2 * 1024 * 1024) + "/../x";  // 2 MB: the reason and the default effect quote it
+        byte[] bigBody = new byte[600 * 1024];
+        put(List.of(record(0, 0, "A", "x".repeat(100_000), "payments-api", r -> r.put("path", path)),
+            record(0, 1, "B", "b1", "nowhere-api", r -> r.put("body", ByteBuffer.wrap(bigBody)))));
+
+        assertEquals(2, receipts.history().size());
+        for (int i = 0; i < 2; i++) {
+            assertTrue(receipts.history().get(i).value().length <= 8 * 1024, "receipt " + i + " within 8 KiB");
+            assertTrue(receipts.history().get(i).key().length <= Bounded.FIELD_BYTES);
+        }
+        GenericRecord first = receipt(0);
+        assertTrue(first.get("reason").toString().contains("…sha256:"), "cut with the digest of the whole reason");
+        assertEquals("bad-path", header(deadLettered.get(0), "ikkai.dlq.error_class"));
+        deadLettered.get(0).headers().forEach(h -> assertTrue(
+            String.valueOf(h.value()).getBytes(StandardCharsets.UTF_8).length <= Bounded.FIELD_BYTES, h.key()));
+        SinkRecord big = deadLettered.get(1);
+        assertEquals(Bounded.DEAD_LETTER_VALUE_BYTES, ((byte[]) big.value()).length);
+        assertEquals(String.valueOf(((byte[]) record(0, 1, "B", "b1", "nowhere-api",
+            r -> r.put("body", ByteBuffer.wrap(bigBody))).value()).length), header(big, "ikkai.dlq.value_bytes"));
+        assertEquals(64, header(big, "ikkai.dlq.value_sha256").length());
+    }
+
     private final class FakeContext implements SinkTaskContext {
         private final PluginMetrics metrics = new PluginMetricsImpl(new Metrics(), new HashMap<>());
 
@@ -432,7 +637,7 @@ class OutboxSinkTaskTest {
         public ErrantRecordReporter errantRecordReporter() {
             return (record, error) -> {
                 deadLettered.add(record);
-                return CompletableFuture.completedFuture(null);
+                return dlq.apply(record);
             };
         }
     }

@@ -43,7 +43,16 @@ class PendingRecordsTest {
 
         assertEquals(List.of("0@0", "1@0", "0@2", "1@1", "0@3"), described(pending.due(NOW, 10)),
             "0@1 waits behind 0@0 (same key); key A of partition 1 is another key");
-        assertEquals(List.of("0@0", "1@0", "0@2"), described(pending.due(NOW, 3)));
+        assertEquals(List.of("0@0", "1@0"), described(pending.due(NOW, 1)), "at most one per partition");
+    }
+
+    @Test
+    void aPartitionsRequestsInFlightTakeOnlyItsOwnSlots() {
+        pending.add(List.of(record(0, 0, "A"), record(0, 1, "B"), record(0, 2, "C"), record(1, 0, "D"), record(1, 1, "E")));
+        pending.due(NOW, 2).stream().filter(p -> p.partition.equals(P0)).forEach(p -> p.inFlight = true);  // 0@0, 0@1 stall
+
+        assertEquals(List.of("1@0", "1@1"), described(pending.due(NOW, 2)),
+            "partition 0's stalled requests fill its two slots, not partition 1's");
     }
 
     @Test
