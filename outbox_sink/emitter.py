@@ -11,7 +11,8 @@ Two modes, chosen by whether the service writes output of its own:
   ``TransactionalConsumer``: ``with emitter.transaction(consumer): ...`` commits the consumed
   input offsets in the same transaction (KIP-447), so after a crash the restarted service
   resumes exactly after the last committed requests — none repeated, none missing. An aborted
-  transaction rewinds the consumer to its committed offsets (``rewind``). docs/outbox.md shows
+  transaction rewinds the consumer to its committed offsets, or where it started reading a
+  partition that has none (``rewind``). docs/outbox.md shows
   the loop.
 * **idempotent** (no ``transactional_id``): ``enable.idempotence`` producer; ``emit`` then
   ``flush``, which raises if any request did not make it.
@@ -23,11 +24,11 @@ single-object encoding of ``schemas/outbox_request``.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, NoReturn
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from ikkai.contract import kafka
 from ikkai.contract.codec import RecordCodec
@@ -70,10 +71,17 @@ class TransactionalConsumer(Consumer):
     A confluent-kafka ``Consumer`` (same config, Kafka's dotted names, ``group.id`` required) with
     auto-commit off and ``read_committed`` on; its offsets are committed only by
     ``with emitter.transaction(consumer): ...``, so ``commit()`` is refused.
+
+    It remembers where it started reading each partition since the partition was assigned (the
+    first record or end-of-partition event ``consume``/``poll`` handed out: where its own
+    ``auto.offset.reset`` put it). A partition with no committed offset is rewound there after an
+    abort (``rewind``), never to the topic's start: a new service whose first transaction aborts
+    reads only what it had read, not the retained history its ``latest`` reset skipped.
     """
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         super().__init__(transactional_consumer_config(config))
+        self._starts: dict[tuple[str, int], int] = {}  # (topic, partition) -> first offset handed out since assigned
 
     def commit(self, *args: Any, **kwargs: Any) -> NoReturn:
         raise ConsumedOffsetsError(
@@ -81,13 +89,73 @@ class TransactionalConsumer(Consumer):
             fix="let `with emitter.transaction(consumer):` commit them (or emitter.send_offsets(...) inside it)",
         )
 
+    def started_at(self, topic: str, partition: int) -> int | None:
+        """The first offset handed out from this partition since it was assigned; None before any."""
+        return self._starts.get((topic, partition))
+
+    def subscribe(
+        self,
+        topics: list[str],
+        on_assign: Callable[[Consumer, list[TopicPartition]], None] | None = None,
+        on_revoke: Callable[[Consumer, list[TopicPartition]], None] | None = None,
+        on_lost: Callable[[Consumer, list[TopicPartition]], None] | None = None,
+    ) -> None:
+        """``Consumer.subscribe``; the callbacks run after the consumer forgets the partitions' start positions."""
+
+        def forgetting(
+            callback: Callable[[Consumer, list[TopicPartition]], None] | None,
+        ) -> Callable[[Consumer, list[TopicPartition]], None]:
+            def handle(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+                self._forget(partitions)
+                if callback is not None:
+                    callback(consumer, partitions)
+
+            return handle
+
+        lost = forgetting(on_lost if on_lost is not None else on_revoke)  # Kafka's default: a loss is a revoke
+        super().subscribe(topics, on_assign=forgetting(on_assign), on_revoke=forgetting(on_revoke), on_lost=lost)
+
+    def assign(self, partitions: list[TopicPartition]) -> None:
+        self._forget(partitions)
+        super().assign(partitions)
+
+    def incremental_assign(self, partitions: list[TopicPartition]) -> None:
+        self._forget(partitions)
+        super().incremental_assign(partitions)
+
+    def consume(self, *args: Any, **kwargs: Any) -> list[Message]:
+        messages: list[Message] = super().consume(*args, **kwargs)
+        for message in messages:
+            self._note(message)
+        return messages
+
+    def poll(self, *args: Any, **kwargs: Any) -> Message | None:
+        message: Message | None = super().poll(*args, **kwargs)
+        if message is not None:
+            self._note(message)
+        return message
+
+    def _note(self, message: Message) -> None:
+        error = message.error()
+        place = (message.topic() or "", message.partition() or 0)
+        offset = message.offset()
+        if (error is None or error.code() == KafkaError._PARTITION_EOF) and offset is not None and offset >= 0:
+            self._starts.setdefault(place, offset)
+
+    def _forget(self, partitions: Sequence[TopicPartition]) -> None:
+        for tp in partitions:
+            self._starts.pop((tp.topic, tp.partition), None)
+
 
 def rewind(consumer: Consumer, timeout_s: float = 30.0) -> None:
-    """Seek each partition assigned to ``consumer`` back to its committed offset.
+    """Seek each partition assigned to ``consumer`` back to where the aborted input began.
 
-    After an aborted transaction this makes the aborted input be read again. A partition whose
-    group has no committed offset goes back to its start: its first records are read again
-    rather than skipped.
+    That is the partition's committed offset; with none (a new group), the offset the consumer
+    started from when the partition was assigned (``TransactionalConsumer.started_at``: where its
+    ``auto.offset.reset`` put it), so nothing read is skipped and nothing it never read — history
+    a ``latest`` reset passed over — is read. A partition it has read nothing from is left where
+    it is. A plain ``Consumer`` does not know where it started: with no committed offset its
+    rewind is refused (``InputRewindError``).
     """
     try:
         assigned = consumer.assignment()
@@ -96,7 +164,16 @@ def rewind(consumer: Consumer, timeout_s: float = 30.0) -> None:
         for committed in consumer.committed(assigned, timeout=timeout_s):
             if committed.error is not None:
                 raise InputRewindError(f"{committed.topic}[{committed.partition}]: {committed.error.str()}")
-            offset = committed.offset if committed.offset >= 0 else OFFSET_BEGINNING
+            offset: int | None = committed.offset if committed.offset >= 0 else None
+            if offset is None:
+                if not isinstance(consumer, TransactionalConsumer):
+                    raise InputRewindError(
+                        f"{committed.topic}[{committed.partition}] has no committed offset, and a plain Consumer "
+                        "does not know where it started reading (use a TransactionalConsumer)"
+                    )
+                offset = consumer.started_at(committed.topic, committed.partition)
+                if offset is None:  # nothing read from it since it was assigned: nothing to read again
+                    continue
             consumer.seek(TopicPartition(committed.topic, committed.partition, offset))
     except KafkaException as exc:
         error: KafkaError = exc.args[0]

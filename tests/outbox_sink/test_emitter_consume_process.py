@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Message, Producer
+from confluent_kafka import KafkaError, Message, Producer, TopicPartition
 
 from demo.pipeline_io import create_topic, unique
 from outbox_sink import OutboxDeliveryError, OutboxEmitter
@@ -134,6 +134,115 @@ def test_an_aborted_transaction_rewinds_the_consumer_to_read_its_input_again(boo
         emitter.close()
 
     assert service.requests_per_input() == Counter(everyone())
+
+
+def read_to_end(consumer: TransactionalConsumer, timeout: float = 60.0) -> list[Message]:
+    """Records until every assigned partition reported its end (``enable.partition.eof``), after a first assignment."""
+    records: list[Message] = []
+    at_end: set[int] = set()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for message in consumer.consume(100, timeout=0.5):
+            error = message.error()
+            if error is None:
+                records.append(message)
+                at_end.discard(message.partition() or 0)
+            else:
+                assert error.code() == KafkaError._PARTITION_EOF, error.str()
+                at_end.add(message.partition() or 0)
+        assigned = {tp.partition for tp in consumer.assignment()}
+        if assigned and assigned <= at_end:
+            return records
+    raise AssertionError(f"the consumer did not reach the end of {sorted(at_end)} in {timeout}s")
+
+
+def test_a_new_service_whose_first_transaction_aborts_reads_only_its_own_input_again(bootstrap: str) -> None:
+    """The documented consumer: no auto.offset.reset, so librdkafka's default, latest. The input holds
+    INPUTS records of history the new service never read; its first transaction aborts. The rewind
+    must put it back where it started, not at the start of the retained input."""
+    service = ServiceRun(bootstrap)  # the history: INPUTS records, before the service exists
+    emitter = OutboxEmitter(bootstrap, transactional_id=service.transactional_id, topic=service.outbox)
+    consumer = TransactionalConsumer({
+        "bootstrap.servers": bootstrap, "group.id": service.group, "enable.partition.eof": True,
+    })  # fmt: skip
+    consumer.subscribe([service.input])
+    try:
+        assert read_to_end(consumer) == []  # started at the end: the history is not this service's input
+        producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+        fresh = {f"new-{i:03d}" for i in range(BATCH)}
+        for key in sorted(fresh):
+            producer.produce(service.input, key=key, value=b"{}")
+        assert producer.flush(30) == 0
+        first = consume(consumer, BATCH)
+        assert {(m.key() or b"").decode() for m in first} == fresh
+        with pytest.raises(RuntimeError), emitter.transaction(consumer):
+            for message in first:
+                emitter.emit(decide(message))
+            raise RuntimeError("the service failed in its first transaction")
+
+        again = read_to_end(consumer)  # rewound: the aborted batch, and nothing of the history
+        assert sorted((m.key() or b"").decode() for m in again) == sorted(fresh)
+        with emitter.transaction(consumer):
+            for message in again:
+                emitter.emit(decide(message))
+    finally:
+        consumer.close()
+        emitter.close()
+    assert service.requests_per_input() == Counter(fresh)
+
+
+def next_offsets(batch: list[Message]) -> list[TopicPartition]:
+    """The offsets to commit after ``batch``: each partition's last offset + 1."""
+    last: dict[tuple[str, int], int] = {}
+    for m in batch:
+        place = (m.topic() or "", m.partition() or 0)
+        last[place] = max(last.get(place, -1), m.offset() or 0)
+    return [TopicPartition(topic, partition, offset + 1) for (topic, partition), offset in sorted(last.items())]
+
+
+def test_an_instance_that_lost_its_partitions_in_a_rebalance_cannot_commit_them(bootstrap: str) -> None:
+    """The generation fencing docs/outbox.md claims, built: instance A holds an open transaction over its
+    batch and stalls (no poll) past max.poll.interval.ms while instance B joins the group; the group
+    rebalances without A, B takes every partition, reads the same input, emits and commits. Then A
+    ends its block. A's commit must fail: each input record has exactly one request, B's."""
+    service = ServiceRun(bootstrap)
+    member = {
+        "bootstrap.servers": bootstrap, "group.id": service.group, "auto.offset.reset": "earliest",
+        "session.timeout.ms": 6000, "max.poll.interval.ms": 6000, "heartbeat.interval.ms": 500,
+    }  # fmt: skip
+    emitter_a = OutboxEmitter(bootstrap, transactional_id=service.transactional_id + ".a", topic=service.outbox)
+    emitter_b = OutboxEmitter(bootstrap, transactional_id=service.transactional_id + ".b", topic=service.outbox)
+    consumer_a, consumer_b = TransactionalConsumer(member), TransactionalConsumer(member)
+    consumer_a.subscribe([service.input])
+    taken_by_b: list[Message] = []
+    try:
+        batch = consume(consumer_a, INPUTS)
+        assert len(batch) == INPUTS  # A alone in the group: every partition
+        with pytest.raises(OutboxDeliveryError) as caught, emitter_a.transaction(consumer_a):
+            for message in batch:
+                emitter_a.emit(decide(message))
+            emitter_a.flush()
+            # A stalls here (a long GC, a slow call): B joins; the group gives B everything once A is out.
+            consumer_b.subscribe([service.input])
+            taken_by_b = consume(consumer_b, INPUTS, timeout=90)
+            with emitter_b.transaction(consumer_b):
+                for message in taken_by_b:
+                    emitter_b.emit(decide(message))
+            # A comes back and names its offsets itself (no assignment check of the emitter's in the way):
+            # only the group generation in its transaction can stop it now.
+            emitter_a.send_offsets(next_offsets(batch))
+        # The broker refuses A's offsets (Unknown member / Illegal generation): abortable, so A aborts and rewinds.
+        assert not caught.value.fatal
+        assert "member" in str(caught.value).lower() or "generation" in str(caught.value).lower(), caught.value
+    finally:
+        consumer_a.close()
+        consumer_b.close()
+        emitter_a.close()
+        emitter_b.close()
+    assert len(taken_by_b) == INPUTS, "B did not take A's partitions over: no rebalance was built"
+    seen = service.requests_per_input()
+    assert {key: n for key, n in seen.items() if n > 1} == {}, "the zombie's requests were committed too"
+    assert set(seen) == everyone()
 
 
 def test_a_fenced_emitter_stops_with_a_fatal_error(bootstrap: str) -> None:
