@@ -196,9 +196,15 @@ def pinned_partitions(job: str, bootstrap: str, given: int | None, layout_topic:
         raise ConfigError(job, "--partitions", f"the topic {layout_topic} does not exist",
                           fix="create the topics (--create-topics) or pass --partitions")  # fmt: skip
     input_partitions = topic_partitions(bootstrap, input_topic)
+    if input_partitions is None:
+        raise ConfigError(job, input_topic, "the input topic does not exist",
+                          fix="create it (--create-topics) or name the right one (--input)")  # fmt: skip
     if input_partitions != partitions:
-        raise ConfigError(job, input_topic, f"has {input_partitions} partitions, the job {partitions}",
-                          fix="input and output topics must share one partition layout")  # fmt: skip
+        raise ConfigError(
+            job, input_topic, f"has {input_partitions} partitions, {layout_topic} {partitions}",
+            fix="input and output topics share one partition layout: grow every topic of the job to the same count "
+            "(docs/exactly-once.md, 'What an operator may change, and how': partitions), then start it again",
+        )  # fmt: skip
     return partitions
 
 

@@ -26,7 +26,9 @@ How it stays exactly-once (the protocol in docs/exactly-once.md):
     ``maxRecordsPerPartition``, which the jobs never set); each row names its input partition in
     ``partition_column``, and the task writes its rows to that same partition of every output
     topic, in the stage that computed them. The task checks that its rows name exactly one
-    partition; the driver checks that no partition was written by two tasks. With input and
+    partition; before any task writes, the driver checks that no two tasks hold one partition
+    (``refuse_shared_partitions``: from the plan of a plain Kafka read, else by asking which
+    partition each task's rows name), and again after the write. With input and
     output keyed alike and the input written by Kafka's default partitioner, this is the same
     partition the routed write picks; otherwise records follow their input's partition, and
     the batch's progress line counts them.
@@ -59,16 +61,17 @@ import dataclasses
 import functools
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 from confluent_kafka.admin import AdminClient
 
 from ikkai.contract import kafka
+from ikkai.contract.kafka import TOPIC_DEADLINE_S
 from ikkai.contract.partitioning import kafka_partitions, spark_partition_routes
 from ikkai.errors import ConfigError
-from spark_jobs.commit_markers import CommitMarkerError, ensure_commits_topic, read_markers
+from spark_jobs.commit_markers import CommitMarker, CommitMarkerError, ensure_commits_topic, read_markers
 from spark_jobs.partition_transactions import (
     PartitionResult,
     Record,
@@ -139,6 +142,10 @@ class TransactionalBatchWriter:
     def prepare(self, spark: SparkSession) -> None:
         """Checks before the query starts: speculation off, commits topic present, layout unchanged."""
         refuse_speculation(spark)
+        # Topics grown since the last run: refused, naming the query that goes on, before the count checks.
+        config = self.config
+        markers = read_markers(config.bootstrap_servers, config.app, config.query, topic=config.commits_topic)
+        refuse_a_grown_layout(config, markers)
         ensure_commits_topic(self.config.bootstrap_servers, self.config.commits_topic, self.config.partitions)
         self._admin = AdminClient(kafka.client_config(self.config.bootstrap_servers))
         check_layout(self.config, self._admin)
@@ -198,6 +205,7 @@ class TransactionalBatchWriter:
     def _write_in_place(self, rows: DataFrame, batch_id: int) -> list[PartitionResult]:
         config = self.config
         transform = None if self.transform is None else self.transform.function
+        refuse_shared_partitions(rows, batch_id, config, self.transform)  # before any task writes, not after
         write = functools.partial(write_in_place, config=config, batch_id=batch_id, transform=transform)
         collected = _collect(rows, write)
         partitions = [r.partition for r in collected]
@@ -210,6 +218,105 @@ class TransactionalBatchWriter:
                 "or maxRecordsPerPartition, or a shuffle before the sink; write it routed (no partition_column)",
             )
         return collected
+
+
+def refuse_shared_partitions(
+    rows: DataFrame, batch_id: int, config: SinkConfig, transform: RowTransform | None
+) -> None:
+    """Refuse an in-place batch in which two Spark tasks would hold rows of one Kafka partition, before any writes.
+
+    Two such tasks would each commit part of the partition's rows under one marker: whichever
+    commits second overwrites the first's offsets, and records are lost or written twice. So the
+    check runs before the write tasks: from the physical plan alone when it is a plain Kafka read
+    (``planned_kafka_partitions``, no task runs), else by a Spark job that reads which partition
+    each task's rows name (with a transform, of the rows it yields).
+    """
+    from pyspark.sql import functions as F
+
+    column = config.partition_column
+    assert column is not None
+    held = planned_kafka_partitions(rows)
+    if held is None:  # a Spark job of its own; with a transform, the Kafka source's partition column if there is one
+        named = "partition" if transform is not None and "partition" in rows.columns else column
+        output = rows if transform is None or named == "partition" else transform.apply(rows)
+        held = {}
+        for row in output.select(F.spark_partition_id().alias("_task"), named).distinct().collect():
+            held.setdefault(int(row["_task"]), set()).add(row[named])
+    tasks_of: dict[object, int] = {}
+    for partitions in held.values():
+        for partition in partitions:
+            tasks_of[partition] = tasks_of.get(partition, 0) + 1
+    shared = sorted(p for p, tasks in tasks_of.items() if tasks > 1)  # type: ignore[type-var]
+    if shared:
+        raise CommitMarkerError(
+            config.commits_topic,
+            f"batch {batch_id}: partitions {shared} would be written by more than one Spark task; nothing was written",
+            fix=f"the batch is not partitioned by {column}: a source read with minPartitions or "
+            "maxRecordsPerPartition, or a shuffle before the sink; write it routed (no partition_column)",
+        )
+
+
+def planned_kafka_partitions(rows: DataFrame) -> dict[int, set[int]] | None:
+    """Per Spark partition of ``rows``, the Kafka partition it reads, from the physical plan (no task runs).
+
+    Only for a chain of one-child operators that keep every row in its partition (no Exchange, no
+    Coalesce) above one scan of one Kafka topic: then Spark partition i holds the rows of the
+    scan's input partition i, one offset range of one Kafka partition. The scan is Spark's Kafka
+    scan itself, or (what ``foreachBatch`` hands its function) an existing RDD whose one-to-one
+    lineage ends in it. Anything else: None.
+    """
+    from py4j.protocol import Py4JError  # type: ignore[import-untyped]
+
+    try:
+        node = rows._jdf.queryExecution().executedPlan()
+        while node.children().size() == 1:
+            if any(word in str(node.nodeName()) for word in ("Exchange", "Coalesce", "ShuffleRead", "Union")):
+                return None
+            node = node.children().apply(0)
+        if node.children().size() != 0:
+            return None
+        if "ExistingRDD" in str(node.nodeName()):  # foreachBatch's batch: the micro-batch's RDD, planned
+            parts = _source_rdd_partitions(node.rdd())
+            if parts is None:
+                return None
+            inputs = [part.inputPartitions() for part in parts]
+        else:  # a DataSource V2 scan (batch or micro-batch); other scans have no inputPartitions
+            scan = node.inputPartitions()
+            inputs = [_seq(scan.apply(i)) for i in range(scan.size())]
+        planned: dict[int, set[int]] = {}
+        topics = set()
+        for index, grouped in enumerate(inputs):
+            planned[index] = set()
+            for position in range(grouped.size()):
+                topic_partition = grouped.apply(position).offsetRange().topicPartition()  # Kafka's only
+                topics.add(str(topic_partition.topic()))
+                planned[index].add(int(topic_partition.partition()))
+    except (Py4JError, AttributeError, TypeError):  # not the plan this reads: the caller asks the tasks instead
+        return None
+    return planned if len(topics) <= 1 else None  # an empty batch plans no input partition
+
+
+def _seq(item: Any) -> Any:
+    """One input partition as a one-element sequence (py4j: ``apply``/``size``), like a grouped RDD partition's."""
+
+    class One:
+        def size(self) -> int:
+            return 1
+
+        def apply(self, _index: int) -> Any:
+            return item
+
+    return One()
+
+
+def _source_rdd_partitions(rdd: Any) -> list[Any] | None:
+    """The partitions of the DataSource V2 RDD at the end of ``rdd``'s one-to-one lineage, else None."""
+    while rdd.getClass().getSimpleName() != "DataSourceRDD":
+        dependencies = rdd.dependencies()
+        if dependencies.size() != 1 or dependencies.apply(0).getClass().getSimpleName() != "OneToOneDependency":
+            return None
+        rdd = dependencies.apply(0).rdd()
+    return list(rdd.partitions())
 
 
 def refuse_speculation(spark: SparkSession) -> None:
@@ -225,25 +332,78 @@ def refuse_speculation(spark: SparkSession) -> None:
 def check_layout(config: SinkConfig, admin: AdminClient | None = None) -> None:
     """Fail unless every output topic has ``partitions`` partitions and every marker agrees."""
     check_topics(config, admin)
-    check_markers(config, read_markers(config.bootstrap_servers, config.app, config.query, topic=config.commits_topic))
+    markers = read_markers(config.bootstrap_servers, config.app, config.query, topic=config.commits_topic)
+    refuse_a_grown_layout(config, markers)
+    check_markers(config, markers)
 
 
-def check_topics(config: SinkConfig, admin: AdminClient | None = None) -> None:
-    """Fail unless every output topic and the commits topic exist with ``partitions`` partitions."""
+# What an operator does to add partitions (docs/exactly-once.md, "What an operator may change, and how").
+REPARTITION_PROCEDURE = "docs/exactly-once.md, 'What an operator may change, and how': partitions"
+
+
+def check_topics(config: SinkConfig, admin: AdminClient | None = None, deadline_s: float = TOPIC_DEADLINE_S) -> None:
+    """Fail unless the input, every output topic and the commits topic exist with ``partitions`` partitions.
+
+    Metadata lags: a broker that has not yet learned of a topic created a moment ago answers that it
+    does not exist. A topic not shown is asked for again until ``deadline_s``; a partition count
+    that differs is final at once (counts only grow). An input that grew stops the job with the
+    procedure, before any write of the batch.
+    """
     client = admin or AdminClient(kafka.client_config(config.bootstrap_servers))
-    topics = client.list_topics(timeout=30).topics
-    for topic in (*config.output_topics, config.commits_topic):
-        if topic not in topics:
+    give_up_at = time.monotonic() + deadline_s
+    written = (*config.output_topics, config.commits_topic)
+    while True:
+        topics = client.list_topics(timeout=30).topics
+        absent = [t for t in written if t not in topics or topics[t].error is not None]
+        if not absent:
+            break
+        if time.monotonic() > give_up_at:
             raise CommitMarkerError(
-                topic, "the output topic does not exist", fix="create it (topics are never auto-created)"
-            )
+                absent[0], f"the output topic does not exist (asked for {deadline_s:.0f}s)",
+                fix="create it (topics are never auto-created)",
+            )  # fmt: skip
+        time.sleep(0.5)
+    for topic in written:
         count = len(topics[topic].partitions)
         if count != config.partitions:
             raise CommitMarkerError(
                 topic,
                 f"has {count} partitions but the job writes {config.partitions}",
-                fix="give every output topic the job's partition count; a changed layout needs a new query name",
+                fix=f"give every topic of the job the same partition count; to add partitions, {REPARTITION_PROCEDURE}",
             )
+    source = topics.get(config.source_topic)
+    if source is not None and source.error is None and len(source.partitions) != config.partitions:
+        raise CommitMarkerError(
+            config.source_topic,
+            f"the input has {len(source.partitions)} partitions, query {config.query}'s layout {config.partitions}",
+            fix="the input grew while the job ran; stop it, let it drain on the old layout if it can, grow every "
+            f"topic of the layout to one count, and start it again: its start says how ({REPARTITION_PROCEDURE})",
+        )
+
+
+def refuse_a_grown_layout(config: SinkConfig, markers: Mapping[int, CommitMarker]) -> None:
+    """Markers of another partition count: the topics grew. Refused with the new query that continues exactly.
+
+    The markers' layout is pinned (an output partition's marker vouches for what its writer wrote
+    with that count), so a grown layout is a new query that starts, per input partition, where this
+    one committed: the highest source offset any marker records (after a drain every record below
+    it is committed), and from the start on every partition no marker names (the new ones).
+    """
+    grown = [m for m in markers.values() if m.partitions != config.partitions]
+    if not grown:
+        return
+    offsets: dict[int, int] = {}
+    for marker in markers.values():
+        for partition, offset in marker.source_offsets.items():
+            offsets[partition] = max(offsets.get(partition, 0), offset)
+    start = ",".join(f"{p}:{o}" for p, o in sorted(offsets.items()))
+    raise CommitMarkerError(
+        config.commits_topic,
+        f"query {config.query} committed with {grown[0].partitions} partitions, the topics now have "
+        f"{config.partitions}",
+        fix=f"run the job as a new query that starts where this one stopped: --query {config.query}-p"
+        f"{config.partitions} --start-offsets {start} and a fresh --checkpoint ({REPARTITION_PROCEDURE})",
+    )
 
 
 def _with_route(schema: StructType) -> StructType:

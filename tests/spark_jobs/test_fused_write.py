@@ -71,10 +71,10 @@ def config(bootstrap: str, input_topic: str, topics: Topics, query: str) -> Sink
     )  # fmt: skip
 
 
-def source_rows(spark: Any, bootstrap: str, input_topic: str) -> Any:
+def source_rows(spark: Any, bootstrap: str, input_topic: str, **extra: str) -> Any:
     """What the infer job hands its writer: the Kafka source's rows, one Spark task per input partition."""
     source = spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", input_topic)
-    options = {"kafka.isolation.level": "read_committed", "startingOffsets": "earliest"}
+    options = {"kafka.isolation.level": "read_committed", "startingOffsets": "earliest", **extra}
     return source.options(**options).load().select("key", "value", "topic", "partition", "offset")
 
 
@@ -137,20 +137,50 @@ def test_the_fused_write_writes_the_two_hop_writes_bytes_headers_and_markers(
     assert fused.source_offsets(bootstrap) == two_hop.source_offsets(bootstrap)
 
 
+def fail_at_commit(how: str) -> None:
+    """Arm this Python worker: this task's commit fails instead, once every record of its transaction is on the broker.
+
+    Called by the transform, in the worker that then writes the task's rows, so the failure comes
+    after the producer exists, ``begin_transaction`` ran and the records and marker were produced:
+    between produce and commit, where a kill -9 or an exception hurts most. One shot, and only for
+    the task that armed it (a reused worker's later tasks pass through).
+    """
+    from pyspark import TaskContext
+
+    from spark_jobs import partition_transactions
+
+    def task() -> tuple[int, int, int] | None:
+        context = TaskContext.get()
+        return None if context is None else (context.stageId(), context.partitionId(), context.attemptNumber())
+
+    armed_for, passed_on = task(), partition_transactions.call_with_retries  # type: ignore[attr-defined]
+
+    def call_with_retries(txn_id: str, operation: str, call: Callable[[], Any], **kw: Any) -> Any:
+        if operation != "commit_transaction" or task() != armed_for:
+            return passed_on(txn_id, operation, call, **kw)
+        partition_transactions.call_with_retries = passed_on  # type: ignore[attr-defined]
+        writer = next(w for (_, t), w in partition_transactions._writers.items() if t == txn_id)
+        assert writer.producer.flush(10) == 0  # produced, sent, not committed
+        if how == "kill -9":
+            os.kill(os.getpid(), signal.SIGKILL)
+        raise RuntimeError("the write failed after producing, before its commit")
+
+    partition_transactions.call_with_retries = call_with_retries  # type: ignore[attr-defined,assignment]
+
+
 def failing_after_deciding(decide: Callable[[Iterator[Any]], Iterator[Any]], how: str) -> Callable[..., Iterator[Any]]:
-    """``decide``, failing once it has decided the task's rows: by an exception, a kill -9 of its Python worker,
-    or a record the producer refuses in the middle of the transaction (the decided rows, the last one too big)."""
+    """``decide``, and then the task fails after its transaction began and its records were produced: an exception
+    or a kill -9 of its Python worker between produce and commit (``fail_at_commit``), or a record the producer
+    refuses in the middle of the transaction (the decided rows, the last one too big)."""
 
     def transform(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa  # type: ignore[import-untyped]
 
         decided = pa.Table.from_batches(list(decide(batches)))
-        if how == "exception":
+        if how in ("exception", "kill -9"):
+            fail_at_commit(how)
             yield from decided.to_batches()
-            raise RuntimeError("the model failed after deciding")
-        if how == "kill -9":
-            yield from decided.to_batches()
-            os.kill(os.getpid(), signal.SIGKILL)
+            return
         ordered = decided.sort_by([(name, "ascending") for name in ORDER_BY])
         values = ordered.column("value").to_pylist()
         values[-1] = b"x" * 2_000_000  # over the producer's message.max.bytes: produce() refuses it
@@ -160,7 +190,7 @@ def failing_after_deciding(decide: Callable[[Iterator[Any]], Iterator[Any]], how
 
 
 FAILURES = {  # what the failed batch's error says, by case
-    "exception": "RuntimeError: the model failed after deciding",
+    "exception": "RuntimeError: the write failed after producing, before its commit",
     "kill -9": "Python worker exited unexpectedly (crashed)",
     "refused mid-transaction": "produce failed (MSG_SIZE_TOO_LARGE",  # begin_transaction done, records produced
 }
@@ -177,6 +207,8 @@ def test_a_fused_write_failing_between_decide_and_commit_commits_nothing_and_the
     with pytest.raises(Exception) as caught:  # Spark wraps the task's failure in its own errors
         broken(source_rows(spark, bootstrap, input_topic), 0)
     assert FAILURES[how] in str(caught.value)  # it failed where this case means it to, nowhere else
+    produced = written(bootstrap, topics, "read_uncommitted")
+    assert any(records for partitions in produced.values() for records in partitions.values()), "nothing was produced"
     assert all(not records for partitions in written(bootstrap, topics).values() for records in partitions.values())
     assert read_markers(bootstrap, "test", query, topic=commits_topic_for("test", query)) == {}
     fused_writer(bootstrap, input_topic, topics, query, decide)(source_rows(spark, bootstrap, input_topic), 0)
@@ -184,3 +216,26 @@ def test_a_fused_write_failing_between_decide_and_commit_commits_nothing_and_the
     rerun = Run(topics, query, written(bootstrap, topics))
     assert rerun.by_role() == two_hop.by_role()  # every record once, the bytes of the crash-free write
     assert rerun.source_offsets(bootstrap) == two_hop.source_offsets(bootstrap)
+
+
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "in place"])
+def test_two_tasks_holding_one_partition_are_refused_before_any_commit(
+    spark: Any, bootstrap: str, input_topic: str, fused: bool
+) -> None:
+    """issue 27, item 6: the Kafka source read with minPartitions splits each input partition's range over two Spark
+    tasks. Each would commit part of the partition under one marker (the second overwriting the first's offsets);
+    the check that two tasks wrote one partition ran after both had committed. Now nothing is written."""
+    topics, query = outputs(bootstrap), unique("split")
+    rows = source_rows(spark, bootstrap, input_topic, minPartitions=str(PARTITIONS * 2))
+    if fused:
+        writer = fused_writer(bootstrap, input_topic, topics, query, decide_function(topics))
+    else:
+        writer = TransactionalBatchWriter(config(bootstrap, input_topic, topics, query))
+        rows = rows.mapInArrow(decide_function(topics), OUTPUT_SCHEMA)
+    writer.prepare(spark)
+    with pytest.raises(Exception, match=r"would be written by more than one Spark task; nothing was written"):
+        writer(rows, 0)
+    produced = written(bootstrap, topics, "read_uncommitted")
+    assert all(not records for partitions in produced.values() for records in partitions.values())
+    assert read_markers(bootstrap, "test", query, topic=commits_topic_for("test", query)) == {}
+
