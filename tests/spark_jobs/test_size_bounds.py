@@ -108,6 +108,7 @@ def test_what_fits_is_left_alone_and_without_a_dlq_nothing_is_set_aside() -> Non
 
 
 @pytest.mark.integration
+@pytest.mark.timeout(1800)  # 100 MB through Kafka and the enrich job: slow on a loaded 2-core machine
 def test_a_batch_of_200_dead_letters_of_500_kib_commits_in_transactions_bounded_in_bytes(
     bootstrap: str, tmp_path: Path
 ) -> None:
