@@ -127,7 +127,7 @@ def test_a_batch_of_200_dead_letters_of_500_kib_commits_in_transactions_bounded_
     query = unique("big")
     job = EnrichProcess(bootstrap, topics, tmp_path, query, "--create-topics", "--partitions", str(partitions),
                         "--transaction-timeout-ms", str(timeout_ms))  # fmt: skip
-    assert job.wait() == 0, job.tail()
+    assert job.wait(1500) == 0, job.tail()
 
     codec = default_codec()
     letters = [codec.decode("dead_letter", value) for _, value in flat(by_partition(bootstrap, topics.dlq))]
