@@ -238,4 +238,3 @@ def test_two_tasks_holding_one_partition_are_refused_before_any_commit(
     produced = written(bootstrap, topics, "read_uncommitted")
     assert all(not records for partitions in produced.values() for records in partitions.values())
     assert read_markers(bootstrap, "test", query, topic=commits_topic_for("test", query)) == {}
-
