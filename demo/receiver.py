@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sqlite3
 import sys
 import threading
@@ -179,7 +180,7 @@ class ReferenceReceiver:
 
     def handle(self, method: str, path: str, headers: dict[str, str], body: bytes) -> tuple[int, dict[str, str], bytes]:
         """Answer one API request: (status, headers, body). Called on the server's threads."""
-        key = headers.get("idempotency-key")
+        key = idempotency_key(headers.get("idempotency-key"))
         answer = self._decide(headers, key)
         if answer is None:  # a new key, now in progress: apply it (slowly, if told to)
             assert key is not None
@@ -262,6 +263,16 @@ class _QuietServer(ThreadingHTTPServer):
     def handle_error(self, request: Any, client_address: Any) -> None:
         if not isinstance(sys.exc_info()[1], ConnectionError):
             super().handle_error(request, client_address)
+
+
+def idempotency_key(value: str | None) -> str | None:
+    """The key an ``Idempotency-Key`` header carries: an RFC 8941 string (the IETF draft's form), or a bare token.
+
+    ``"ab\\"c"`` is the key ``ab"c``; an unquoted value is taken as it is, for clients that send a token.
+    """
+    if value is None or len(value) < 2 or not (value.startswith('"') and value.endswith('"')):
+        return value
+    return re.sub(r"\\(.)", r"\1", value[1:-1])
 
 
 def _error(message: str) -> bytes:

@@ -34,6 +34,15 @@ def test_a_key_is_applied_once_and_repeats_get_the_stored_answer(receiver: Refer
     assert [d.replayed for d in receiver.deliveries()] == [False, True]
 
 
+def test_a_key_sent_as_a_structured_field_string_is_the_same_key_as_its_token(receiver: ReferenceReceiver) -> None:
+    # The outbox sink sends the IETF draft's form, "<hex>"; a client may send the bare token.
+    assert post(receiver, '"d-1"').status_code == 201
+    assert post(receiver, "d-1").status_code == 201
+    assert post(receiver, '"d-\\"2"').status_code == 201
+    assert [a.idempotency_key for a in receiver.applied()] == ["d-1", 'd-"2']
+    assert [d.replayed for d in receiver.deliveries()] == [False, True, False]
+
+
 def test_applied_keys_survive_a_restart(tmp_path: Path) -> None:
     with ReferenceReceiver(tmp_path / "r.sqlite") as r:
         post(r, "d-1")

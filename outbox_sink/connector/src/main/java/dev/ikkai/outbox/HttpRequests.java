@@ -25,7 +25,7 @@ final class HttpRequests {
      * refuse a header line much longer (nginx and Tomcat default to 8 KiB a line), so a longer value is
      * the record's fault and it is dead-lettered rather than sent.
      */
-    static final int MAX_HEADER_VALUE_CHARS = 4096;
+    static final int MAX_HEADER_VALUE_CHARS = 8192;
 
     /** How the Idempotency-Key header's value is written. */
     enum KeyFormat {

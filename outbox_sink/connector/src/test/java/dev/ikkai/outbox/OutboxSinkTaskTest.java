@@ -547,7 +547,7 @@ class OutboxSinkTaskTest {
             record(0, 1, "B", "b1", "payments-api", r -> r.put("headers", Map.of("X-Tenant", "t\u0000"))),
             traced,
             record(0, 3, "D", "d\n1", "payments-api", r -> r.put("path", "/holds/d1")),
-            record(0, 4, "E", "e1", "payments-api", r -> r.put("model_version", "m".repeat(8 * 1024))),
+            record(0, 4, "E", "e1", "payments-api", r -> r.put("model_version", "m".repeat(8 * 1024 + 1))),
             record(0, 5, "F", "f1", "payments-api", r -> r.put("content_type", "application/json; charset=ü")),
             record(0, 6, "G", "g1", "payments-api"));
 
