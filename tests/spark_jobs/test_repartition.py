@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions
 
-from demo.payments_simulation import generate_profiles
+from demo.payments_simulation import DAY_MS, START_MS, generate_profiles
 from demo.pipeline_io import by_partition, create_topic, flat, unique
 from demo.raw_payments import MixedStream, mixed_stream, produce_lines
 from ikkai.contract import kafka
@@ -130,7 +130,10 @@ def test_partitions_added_between_runs_go_on_as_a_new_query_with_nothing_lost_or
     decides the lines written with 3 partitions. A read_committed reader sees every line of both streams once, as
     an event or a dead letter, and no event twice. (Before: records of the new partition were dead-lettered as
     wrong_partition and the dead-letter key search never ended.)"""
-    before, after = mixed_stream(7, payments=120, partitions=2), mixed_stream(11, payments=120, partitions=3)
+    before = mixed_stream(7, payments=120, partitions=2)
+    # An hour later: the new query rebuilds each old partition's event-time state (watermark, dedupe) from the
+    # lines before the cut, so lines written after the growth must be later than those, as they are in life.
+    after = mixed_stream(11, payments=120, partitions=3, start_ms=START_MS + DAY_MS + 3_600_000)
     topics = enrich_topics(bootstrap, before, 2)
     produce_lines(bootstrap, topics.input, before.lines)
     query = unique("enrich")
