@@ -24,6 +24,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 import numpy as np
 import pandas as pd
@@ -86,18 +87,21 @@ def outbox_requests(decision: dict[str, Any], customer_id: str) -> list[dict[str
         "model_version": decision["model_version"],
     }  # fmt: skip
     payment = decision["payment_id"]
+    # The id is free text from the source system (enrich bounds its length): percent-encoded, it stays one
+    # path segment of visible ASCII, which the HTTP layer can carry; an ordinary id is unchanged.
+    segment = quote(payment, safe="")
     # Each side effect names itself: the sink keys it by sha-256 of (decision_id, effect), so the
     # hold and the notification of one decision never share an Idempotency-Key.
     if decision["action"] == "hold":
         return [
-            {**common, "target": "payments-api", "path": f"/payments/{payment}/hold", "effect": "hold-payment",
+            {**common, "target": "payments-api", "path": f"/payments/{segment}/hold", "effect": "hold-payment",
              "body": _body({"payment_id": payment, "decision_id": decision["decision_id"], "reason": "fraud-score",
                             "score": decision["score"]})},
             {**common, "target": "notifications-api", "path": "/notifications", "effect": "notify-customer",
              "body": _body({"customer_id": customer_id, "template": "payment-held", "payment_id": payment})},
         ]  # fmt: skip
     if decision["action"] == "review":
-        return [{**common, "target": "payments-api", "path": f"/payments/{payment}/review", "effect": "review-payment",
+        return [{**common, "target": "payments-api", "path": f"/payments/{segment}/review", "effect": "review-payment",
                  "body": _body({"payment_id": payment, "decision_id": decision["decision_id"]})}]  # fmt: skip
     return []
 

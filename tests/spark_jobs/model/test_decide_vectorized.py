@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import json
+import urllib.parse
 from typing import Any
 
 import numpy as np
@@ -125,3 +126,22 @@ def test_the_arrow_path_returns_the_same_rows() -> None:
     headers = [None if h is None else list(h.items()) for h in expected["headers"]]
     assert got.column("headers").to_pylist() == headers
     assert got.column("timestamp").null_count == len(expected)
+
+
+@pytest.mark.parametrize("payment_id", ["pay-1 2", "pay/../x", "pay-客户", "pay#1?x=\r\n"])
+def test_a_payment_id_becomes_one_path_segment_the_http_layer_can_carry(payment_id: str) -> None:
+    # The outbox contract's rule: a path of visible ASCII, no segment of its own made from the id.
+    decision = {"decision_id": "d-1", "payment_id": payment_id, "event_time": 1, "model_version": "m",
+                "action": "hold", "score": 0.9}  # fmt: skip
+    paths = [request["path"] for request in outbox_requests(decision, "c-1")]
+    hold = paths[0]
+    assert hold.startswith("/payments/") and hold.endswith("/hold")
+    segment = hold.removeprefix("/payments/").removesuffix("/hold")
+    assert "/" not in segment and segment.isascii() and segment.isprintable() and " " not in segment
+    assert urllib.parse.unquote(segment) == payment_id
+
+
+def test_an_ordinary_payment_id_is_written_as_it_is() -> None:
+    decision = {"decision_id": "d-1", "payment_id": "pay-000123_a.b~c", "event_time": 1, "model_version": "m",
+                "action": "review", "score": 0.5}  # fmt: skip
+    assert [r["path"] for r in outbox_requests(decision, "c-1")] == ["/payments/pay-000123_a.b~c/review"]
