@@ -207,8 +207,11 @@ def test_a_fused_write_failing_between_decide_and_commit_commits_nothing_and_the
     with pytest.raises(Exception) as caught:  # Spark wraps the task's failure in its own errors
         broken(source_rows(spark, bootstrap, input_topic), 0)
     assert FAILURES[how] in str(caught.value)  # it failed where this case means it to, nowhere else
-    produced = written(bootstrap, topics, "read_uncommitted")
-    assert any(records for partitions in produced.values() for records in partitions.values()), "nothing was produced"
+    if how != "refused mid-transaction":  # flushed before the failure (fail_at_commit): on the broker, uncommitted
+        produced = written(bootstrap, topics, "read_uncommitted")
+        assert any(records for partitions in produced.values() for records in partitions.values()), "nothing produced"
+    # A refusal comes from produce() itself: the records before it may still sit in the client's queue, which the
+    # failed write purges, so whether any reached the broker is a race; that nothing is committed is not.
     assert all(not records for partitions in written(bootstrap, topics).values() for records in partitions.values())
     assert read_markers(bootstrap, "test", query, topic=commits_topic_for("test", query)) == {}
     fused_writer(bootstrap, input_topic, topics, query, decide)(source_rows(spark, bootstrap, input_topic), 0)
