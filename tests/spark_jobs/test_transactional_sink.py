@@ -148,8 +148,10 @@ def test_a_changed_partition_count_stops_the_job(spark: Any, bootstrap: str, top
     with pytest.raises(CommitMarkerError, match="has 4 partitions but the job writes 3"):
         TransactionalBatchWriter(sink(bootstrap, wider, "q", commits)).prepare(spark)
     moved = SinkConfig(**{**sink(bootstrap, wider, "q", commits).__dict__, "partitions": PARTITIONS + 1})
-    with pytest.raises(CommitMarkerError, match="has 3 partitions but the job writes 4"):
+    # The same query over the grown layout: refused with the new query that starts where this one stopped.
+    with pytest.raises(CommitMarkerError, match=r"committed with 3 partitions, the topics now have 4") as grown:
         TransactionalBatchWriter(moved).prepare(spark)
+    assert "--query q-p4 --start-offsets 0:10" in str(grown.value)
 
 
 def test_a_missing_output_topic_is_refused(spark: Any, bootstrap: str, topics: tuple[str, str]) -> None:
