@@ -22,7 +22,7 @@ from ikkai.errors import IkkaiError
 CLUSTER_VARS = ("IKKAI_BOOTSTRAP_SERVERS", "IKKAI_CONNECT_URL")
 
 
-class ChildProcessError(IkkaiError):
+class DemoProcessError(IkkaiError):
     """A process the demo started did not come up, or ended when it should not have."""
 
     def __init__(self, name: str, problem: str, log: Path) -> None:
@@ -57,7 +57,7 @@ class Child:
 
     def check_alive(self) -> None:
         if not self.alive():
-            raise ChildProcessError(self.name, f"exited with code {self.process.returncode}", self.log)
+            raise DemoProcessError(self.name, f"exited with code {self.process.returncode}", self.log)
 
     def kill(self) -> None:
         """SIGKILL to the whole process group, then reap."""
@@ -83,7 +83,7 @@ class Child:
             return self.process.wait(timeout_s)
         except subprocess.TimeoutExpired as exc:
             self.kill()
-            raise ChildProcessError(self.name, f"still running after {timeout_s:.0f}s; killed", self.log) from exc
+            raise DemoProcessError(self.name, f"still running after {timeout_s:.0f}s; killed", self.log) from exc
         finally:
             self._log_file.close()
 
@@ -129,7 +129,7 @@ def wait_for_http(child: Child, url: str, timeout_s: float = 60.0) -> None:
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             pass
         time.sleep(0.2)
-    raise ChildProcessError(child.name, f"{url} did not answer within {timeout_s:.0f}s", child.log)
+    raise DemoProcessError(child.name, f"{url} did not answer within {timeout_s:.0f}s", child.log)
 
 
 def get_json(url: str, timeout_s: float = 30.0) -> object:

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from demo import chaos as chaos_
-from demo.children import CLUSTER_VARS, Child, ChildProcessError, child_env, wait_for_http
+from demo.children import CLUSTER_VARS, Child, DemoProcessError, child_env, wait_for_http
 from demo.collect import decoded, read_live, read_topics, receipt_identity, receiver_applied, receiver_deliveries
 from demo.facts import (
     DECISIONS,
@@ -496,7 +496,7 @@ class Demo:
             job.check_alive()
             if job.has_written(f"{name}: ") and chaos_.caught_up(name, self.counts):
                 return
-        raise ChildProcessError(name, "committed no batch after its restart", job.log)
+        raise DemoProcessError(name, "committed no batch after its restart", job.log)
 
     def _broker_victim(self, action: str) -> tuple[str, str]:
         """(broker, why): the broker that now leads the output partition or coordinates the transactions
@@ -581,9 +581,9 @@ class Demo:
                 spawned = self.replay_spawned[name]
                 code = job.wait(max(1.0, self.options.job_timeout_s - (time.monotonic() - spawned)))
                 if code != 0:
-                    raise ChildProcessError(name, f"exited with code {code}", job.log)
+                    raise DemoProcessError(name, f"exited with code {code}", job.log)
                 self.say(f"replay: {name} done after {time.monotonic() - spawned:.0f}s")
-        except ChildProcessError as exc:
+        except DemoProcessError as exc:
             self.say(f"replay failed: {exc}")
             return None
         with self.clock.phase("read replay topics"):
