@@ -42,6 +42,38 @@ def test_crc64_avro_matches_the_spec_and_fastavro() -> None:
         assert schema_fingerprint(schema).hex() == fastavro_fingerprint(canonical, "CRC-64-AVRO")
 
 
+# Every shipped schema file's fingerprint, as records on the topics carry it (the 8 bytes after the marker, in
+# hex). Fixed values: a change of how fingerprints are computed must leave every one of them as it is, or records
+# written before the change no longer find their writer schema.
+CATALOG_FINGERPRINTS = {
+    ("commit_marker", 1): "a001fbbd58968dff",
+    ("commit_marker", 2): "e41978a92a8ed8f7",
+    ("commit_marker", 3): "5e8a5d52f83fc251",
+    ("customer_profile", 1): "fcc496e315266215",
+    ("dead_letter", 1): "47402f43a9ef0fc8",
+    ("fraud_decision", 1): "88041bdd4b39f383",
+    ("merchant_profile", 1): "ab3165b29816e9b2",
+    ("outbox_receipt", 1): "6f930c58ae82ceda",
+    ("outbox_receipt", 2): "329844b28f8294a7",
+    ("outbox_request", 1): "a7796f4c54cedb41",
+    ("outbox_request", 2): "c7c9a54f45b6e1ae",
+    ("payment_event", 1): "cffa1a445a8a2669",
+    ("payment_event", 2): "2629874ed8729ba4",
+    ("payment_event", 3): "097dc0f4f5470af3",
+}
+
+
+def test_every_schema_in_the_catalog_keeps_its_fingerprint() -> None:
+    catalog = default_codec().catalog
+    versions = [v for name in catalog.names() for v in catalog.versions(name)]
+    assert {(v.name, v.version) for v in versions} == set(CATALOG_FINGERPRINTS)  # a new file adds its value here
+    for v in versions:
+        expected = CATALOG_FINGERPRINTS[(v.name, v.version)]
+        assert v.fingerprint.hex() == expected, v.label
+        assert schema_fingerprint(v.schema).hex() == expected, v.label
+        assert fastavro_fingerprint(to_parsing_canonical_form(v.schema), "CRC-64-AVRO") == expected, v.label
+
+
 def test_every_record_starts_with_the_marker_and_its_writer_fingerprint() -> None:
     codec = default_codec()
     data = codec.encode("payment_event", PAYMENT_V1, version=1)
