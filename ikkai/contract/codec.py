@@ -46,21 +46,6 @@ MARKER = b"\xc3\x01"
 HEADER_LENGTH = len(MARKER) + 8
 _VERSION_FILE = re.compile(r"^v([1-9][0-9]*)\.avsc$")
 
-_CRC64_EMPTY = 0xC15D213AA4D7A795
-
-
-def _crc64_table() -> list[int]:
-    table = []
-    for i in range(256):
-        fp = i
-        for _ in range(8):
-            fp = (fp >> 1) ^ (_CRC64_EMPTY & -(fp & 1))
-        table.append(fp)
-    return table
-
-
-_CRC64_TABLE = _crc64_table()
-
 
 class SchemaError(IkkaiError):
     """A schema file is missing, malformed or incompatible, or a record does not fit its schema."""
@@ -83,18 +68,12 @@ class UnknownWriterSchemaError(SchemaError):
         self.fingerprint = fingerprint
 
 
-def crc64_avro(data: bytes) -> int:
-    """The Avro spec's 64-bit Rabin fingerprint (CRC-64-AVRO)."""
-    fp = _CRC64_EMPTY
-    for byte in data:
-        fp = (fp >> 8) ^ _CRC64_TABLE[(fp ^ byte) & 0xFF]
-    return fp
-
-
 def schema_fingerprint(schema: Any) -> bytes:
-    """The 8 header bytes naming ``schema``: CRC-64-AVRO of its Parsing Canonical Form, little-endian."""
-    canonical = to_parsing_canonical_form(schema)
-    return crc64_avro(canonical.encode("utf-8")).to_bytes(8, "little")
+    """The 8 header bytes naming ``schema``: CRC-64-AVRO of its Parsing Canonical Form, little-endian.
+
+    fastavro computes it (its hex digits are already the little-endian bytes the spec's header carries).
+    """
+    return bytes.fromhex(fastavro.schema.fingerprint(to_parsing_canonical_form(schema), "CRC-64-AVRO"))
 
 
 def _without_logical_types(schema: Any) -> Any:

@@ -6,8 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-from fastavro.schema import fingerprint as fastavro_fingerprint
-from fastavro.schema import to_parsing_canonical_form
 
 from ikkai.contract.codec import (
     MARKER,
@@ -15,7 +13,6 @@ from ikkai.contract.codec import (
     SchemaError,
     SingleObjectCodec,
     UnknownWriterSchemaError,
-    crc64_avro,
     default_codec,
     schema_fingerprint,
 )
@@ -31,15 +28,6 @@ PAYMENT_V1 = {
     "card_present": False,
     "event_time": 1_767_225_600_000,
 }
-
-
-def test_crc64_avro_matches_the_spec_and_fastavro() -> None:
-    # The Avro spec's reference: the fingerprint of the empty string is the EMPTY constant itself.
-    assert crc64_avro(b"") == 0xC15D213AA4D7A795
-    for name in default_codec().catalog.names():
-        schema = default_codec().catalog.get(name).schema
-        canonical = to_parsing_canonical_form(schema)
-        assert schema_fingerprint(schema).hex() == fastavro_fingerprint(canonical, "CRC-64-AVRO")
 
 
 # Every shipped schema file's fingerprint, as records on the topics carry it (the 8 bytes after the marker, in
@@ -71,7 +59,6 @@ def test_every_schema_in_the_catalog_keeps_its_fingerprint() -> None:
         expected = CATALOG_FINGERPRINTS[(v.name, v.version)]
         assert v.fingerprint.hex() == expected, v.label
         assert schema_fingerprint(v.schema).hex() == expected, v.label
-        assert fastavro_fingerprint(to_parsing_canonical_form(v.schema), "CRC-64-AVRO") == expected, v.label
 
 
 def test_every_record_starts_with_the_marker_and_its_writer_fingerprint() -> None:
