@@ -43,7 +43,7 @@ final class Bounded {
         if (utf8.length <= maxBytes) {
             return text;
         }
-        return prefix(utf8, Math.max(0, maxBytes - SUFFIX_BYTES)) + CUT + HttpRequests.sha256Hex(utf8);
+        return prefix(utf8, Math.max(0, maxBytes - SUFFIX_BYTES)) + CUT + Sha256.hex(utf8);
     }
 
     /** The longest prefix of {@code utf8} of at most {@code maxBytes} bytes that ends on a character boundary. */

@@ -6,10 +6,7 @@ import java.nio.CharBuffer;
 import java.nio.charset.CharsetDecoder;
 import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
-import java.security.MessageDigest;
-import java.security.NoSuchAlgorithmException;
 import java.time.Duration;
-import java.util.HexFormat;
 import java.util.Map;
 
 import org.apache.kafka.connect.header.Header;
@@ -26,6 +23,9 @@ final class HttpRequests {
      * the record's fault and it is dead-lettered rather than sent.
      */
     static final int MAX_HEADER_VALUE_CHARS = 8192;
+
+    /** The User-Agent of every request the sink sends. */
+    static final String USER_AGENT = "ikkai-outbox-sink/" + SinkVersion.NUMBER;
 
     /** How the Idempotency-Key header's value is written. */
     enum KeyFormat {
@@ -106,7 +106,7 @@ final class HttpRequests {
         headers.put("Idempotency-Key", keyFormat == KeyFormat.STRUCTURED ? "\"" + request.idempotencyKey() + "\""
             : request.idempotencyKey());
         headers.put("Content-Type", request.contentType());
-        headers.put("User-Agent", OutboxSinkTask.USER_AGENT);
+        headers.put("User-Agent", USER_AGENT);
         headers.put("X-Ikkai-Decision-Id", request.decisionId());
         headers.put("X-Ikkai-Effect", request.effectName());
         headers.put("X-Ikkai-Attempt", String.valueOf(attempt));
@@ -118,14 +118,6 @@ final class HttpRequests {
             headers.put(target.authHeader(), target.authSecret());
         }
         return headers;
-    }
-
-    static String sha256Hex(byte[] body) {
-        try {
-            return HexFormat.of().formatHex(MessageDigest.getInstance("SHA-256").digest(body == null ? new byte[0] : body));
-        } catch (NoSuchAlgorithmException e) {
-            throw new IllegalStateException("every JDK has SHA-256", e);
-        }
     }
 
     /** At most {@code maxBytes} of the body as text (invalid UTF-8 replaced), for a dead-letter header. */

@@ -38,6 +38,6 @@ public record OutboxRequest(
      * all paths), and the same for every attempt and replay of this effect.
      */
     public String idempotencyKey() {
-        return HttpRequests.sha256Hex((decisionId + "\u001f" + effectName()).getBytes(StandardCharsets.UTF_8));
+        return Sha256.hex((decisionId + "\u001f" + effectName()).getBytes(StandardCharsets.UTF_8));
     }
 }

@@ -17,7 +17,6 @@ import org.apache.kafka.connect.sink.SinkConnector;
  * writes a receipt for every final outcome. See {@link OutboxSinkTask} for the delivery rules.
  */
 public final class OutboxSinkConnector extends SinkConnector {
-    public static final String VERSION = "0.1.0";
     static final String TOLERANCE = "errors.tolerance";
     static final String DLQ_TOPIC = "errors.deadletterqueue.topic.name";
 
@@ -25,7 +24,7 @@ public final class OutboxSinkConnector extends SinkConnector {
 
     @Override
     public String version() {
-        return VERSION;
+        return SinkVersion.NUMBER;
     }
 
     @Override

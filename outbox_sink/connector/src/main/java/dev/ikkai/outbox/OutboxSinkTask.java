@@ -82,7 +82,6 @@ import org.slf4j.LoggerFactory;
  */
 public final class OutboxSinkTask extends SinkTask {
     private static final Logger log = LoggerFactory.getLogger(OutboxSinkTask.class);
-    static final String USER_AGENT = "ikkai-outbox-sink/" + OutboxSinkConnector.VERSION;
     /**
      * How long put() waits for an answer when it has nothing else to do before handing the thread back
      * to the worker, which then polls the partitions that are not paused. It bounds how long a slow
@@ -128,7 +127,7 @@ public final class OutboxSinkTask extends SinkTask {
 
     @Override
     public String version() {
-        return OutboxSinkConnector.VERSION;
+        return SinkVersion.NUMBER;
     }
 
     @Override
@@ -376,7 +375,7 @@ public final class OutboxSinkTask extends SinkTask {
         } else {
             int status = response.statusCode();
             state.lastStatus = status;
-            state.lastDigest = HttpRequests.sha256Hex(response.body());
+            state.lastDigest = Sha256.hex(response.body());
             switch (RetryPolicy.classify(status)) {
                 case DELIVERED -> {
                     metrics.delivered();
@@ -435,7 +434,7 @@ public final class OutboxSinkTask extends SinkTask {
         Object value = record.value();
         if (value instanceof byte[] bytes && bytes.length > Bounded.DEAD_LETTER_VALUE_BYTES) {
             cut.put("ikkai.dlq.value_bytes", String.valueOf(bytes.length));
-            cut.put("ikkai.dlq.value_sha256", HttpRequests.sha256Hex(bytes));
+            cut.put("ikkai.dlq.value_sha256", Sha256.hex(bytes));
             value = Bounded.bytes(bytes, Bounded.DEAD_LETTER_VALUE_BYTES);
         }
         SinkRecord copy = new SinkRecord(record.topic(), record.kafkaPartition(), record.keySchema(), key,

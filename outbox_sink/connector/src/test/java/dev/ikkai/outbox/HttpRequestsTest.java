@@ -114,13 +114,6 @@ class HttpRequestsTest {
     }
 
     @Test
-    void digestIsSha256Hex() {
-        assertEquals("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", HttpRequests.sha256Hex(new byte[0]));
-        assertEquals("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
-            HttpRequests.sha256Hex("abc".getBytes(StandardCharsets.UTF_8)));
-    }
-
-    @Test
     void excerptIsBoundedAndNeverSplitsACharacter() {
         assertEquals("amount must…", HttpRequests.excerpt("amount must be positive".getBytes(StandardCharsets.UTF_8), 11));
         String cut = HttpRequests.excerpt("ab€".getBytes(StandardCharsets.UTF_8), 4);
