@@ -16,11 +16,11 @@ import org.apache.kafka.common.config.ConfigException;
 import org.apache.kafka.common.config.types.Password;
 
 /**
- * The connector's settings. The allow-list's keys ({@code outbox.targets} and the dynamic
- * {@code outbox.target.<alias>.*}) are named and parsed by {@link Targets}; everything else is declared here.
+ * The connector's settings. Targets are dynamic keys ({@code outbox.target.<alias>.*}) and are
+ * parsed by {@link Targets}; everything else is declared here.
  */
 public final class OutboxSinkConfig extends AbstractConfig {
-    public static final String TARGETS = Targets.ALIASES;
+    public static final String TARGETS = "outbox.targets";
     public static final String RECEIPTS_TOPIC = "outbox.receipts.topic";
     public static final String RECEIPTS_BOOTSTRAP = "outbox.receipts.bootstrap.servers";
     public static final String RECEIPTS_PRODUCER_PREFIX = "outbox.receipts.producer.";
