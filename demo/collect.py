@@ -26,7 +26,7 @@ from demo.facts import (
 from demo.measures import TopicRecord
 from demo.topics import read_topic
 from ikkai.contract.codec import default_codec
-from outbox_sink.contract import OutboxRequest
+from ikkai.contract.outbox import OutboxRequest
 from outbox_sink.receipts import decode_receipt
 
 

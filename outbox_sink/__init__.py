@@ -11,17 +11,17 @@ The sink's connector config is the ``outbox-sink`` bundle (connectors/bundles/ou
 (The demo's stand-in for the payments and notification APIs is ``demo.receiver``, not part of this package.)
 """
 
-from outbox_sink.async_emitter import AsyncOutboxEmitter
-from outbox_sink.contract import (
-    DLQ_TOPIC,
-    RECEIPTS_TOPIC,
-    REQUESTS_TOPIC,
+from ikkai.contract.outbox import (
     OutboxRequest,
     Receipt,
     derive_decision_id,
     derive_idempotency_key,
     prevailing,
 )
+from ikkai.contract.topics import DLQ_OUTBOX as DLQ_TOPIC
+from ikkai.contract.topics import OUTBOX_RECEIPTS as RECEIPTS_TOPIC
+from ikkai.contract.topics import OUTBOX_REQUESTS as REQUESTS_TOPIC
+from outbox_sink.async_emitter import AsyncOutboxEmitter
 from outbox_sink.emitter import OutboxEmitter, TransactionalConsumer, rewind
 from outbox_sink.errors import (
     BadReceiptError,

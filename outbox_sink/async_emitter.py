@@ -51,8 +51,9 @@ from typing import Any, TypeVar
 from confluent_kafka import TopicPartition
 
 from ikkai.contract.codec import RecordCodec
+from ikkai.contract.outbox import OutboxRequest
+from ikkai.contract.topics import OUTBOX_REQUESTS
 from ikkai.contract.wire_format import environment_codec
-from outbox_sink.contract import REQUESTS_TOPIC, OutboxRequest
 from outbox_sink.emitter import OutboxEmitter, TransactionalConsumer
 from outbox_sink.errors import OutboxDeliveryError
 
@@ -73,7 +74,7 @@ class AsyncOutboxEmitter:
         bootstrap_servers: str,
         *,
         transactional_id: str | None = None,
-        topic: str = REQUESTS_TOPIC,
+        topic: str = OUTBOX_REQUESTS,
         codec: RecordCodec | None = None,
         producer_config: Mapping[str, Any] | None = None,
         timeout_s: float = 30.0,

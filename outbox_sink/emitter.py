@@ -32,9 +32,10 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 
 from ikkai.contract import kafka
 from ikkai.contract.codec import RecordCodec
+from ikkai.contract.outbox import REQUEST_SCHEMA, OutboxRequest, check_kafka_headers
+from ikkai.contract.topics import OUTBOX_REQUESTS
 from ikkai.contract.wire_format import environment_codec
 from ikkai.errors import ConfigError
-from outbox_sink.contract import REQUEST_SCHEMA, REQUESTS_TOPIC, OutboxRequest, check_kafka_headers
 from outbox_sink.errors import ConsumedOffsetsError, InputRewindError, OutboxDeliveryError
 
 RETRY_DEADLINE_S = 60.0
@@ -186,7 +187,7 @@ class OutboxEmitter:
         bootstrap_servers: str,
         *,
         transactional_id: str | None = None,
-        topic: str = REQUESTS_TOPIC,
+        topic: str = OUTBOX_REQUESTS,
         codec: RecordCodec | None = None,
         producer_config: Mapping[str, Any] | None = None,
         timeout_s: float = 30.0,

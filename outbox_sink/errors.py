@@ -1,24 +1,22 @@
-"""Errors of the outbox: emitting requests, reading receipts, running the reference receiver."""
+"""Errors of the outbox: emitting requests, reading receipts, running the reference receiver.
+
+The root ``OutboxError`` and the contract's refusal ``OutboxRequestError`` live with the contract
+(``ikkai.contract.outbox``), which the jobs build requests with too; they are handed on here.
+"""
 
 from __future__ import annotations
 
-from ikkai.errors import IkkaiError
+from ikkai.contract.outbox import OutboxError, OutboxRequestError
 
-
-class OutboxError(IkkaiError):
-    """Base class of the outbox's errors."""
-
-
-class OutboxRequestError(OutboxError):
-    """An outbox request breaks the contract (schemas/outbox_request) before it is even sent."""
-
-    def __init__(self, decision_id: str, field: str, problem: str, fix: str | None = None) -> None:
-        shown = decision_id if decision_id.isascii() and decision_id.isprintable() else ascii(decision_id)
-        shown = shown if len(shown) <= 80 else shown[:64] + "..."
-        super().__init__(f"outbox request {shown or '?'}: {field}: {problem}", fix=fix)
-        self.decision_id = decision_id
-        self.field = field
-        self.problem = problem
+__all__ = [
+    "BadReceiptError",
+    "ConsumedOffsetsError",
+    "InputRewindError",
+    "OutboxDeliveryError",
+    "OutboxError",
+    "OutboxRequestError",
+    "ReceiptReadError",
+]
 
 
 class OutboxDeliveryError(OutboxError):

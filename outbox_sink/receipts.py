@@ -53,9 +53,10 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 
 from ikkai.contract import kafka
 from ikkai.contract.codec import RecordCodec
+from ikkai.contract.outbox import RECEIPT_SCHEMA, Receipt, prevailing
+from ikkai.contract.topics import OUTBOX_RECEIPTS
 from ikkai.contract.wire_format import environment_codec
 from ikkai.errors import ConfigError
-from outbox_sink.contract import RECEIPT_SCHEMA, RECEIPTS_TOPIC, Receipt, prevailing
 from outbox_sink.errors import BadReceiptError, ReceiptReadError
 
 Start = Literal["earliest", "latest"]
@@ -127,7 +128,7 @@ class ReceiptReader:
         self,
         bootstrap_servers: str,
         *,
-        topic: str = RECEIPTS_TOPIC,
+        topic: str = OUTBOX_RECEIPTS,
         group_id: str | None = None,
         codec: RecordCodec | None = None,
         start: Start = "earliest",

@@ -7,15 +7,15 @@ is its one definition, rendered by ``ikkai bundle apply``, the demo, the tests a
 from __future__ import annotations
 
 from ikkai.contract import kafka
-from outbox_sink.contract import DLQ_TOPIC, RECEIPTS_TOPIC, REQUESTS_TOPIC
+from ikkai.contract.topics import DLQ_OUTBOX, OUTBOX_RECEIPTS, OUTBOX_REQUESTS
 
 
 def create_outbox_topics(
     bootstrap_servers: str,
     *,
-    requests: str = REQUESTS_TOPIC,
-    receipts: str = RECEIPTS_TOPIC,
-    dlq: str = DLQ_TOPIC,
+    requests: str = OUTBOX_REQUESTS,
+    receipts: str = OUTBOX_RECEIPTS,
+    dlq: str = DLQ_OUTBOX,
     partitions: int = 3,
 ) -> None:
     """Create the outbox's topics if missing (``ikkai.contract.kafka.ensure_topics``: the brokers' replication).

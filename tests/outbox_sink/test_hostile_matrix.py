@@ -54,8 +54,8 @@ from demo.pipeline_io import unique
 from demo.receiver import ReferenceReceiver
 from deploy.connect_rest import ConnectRestError
 from ikkai.contract.codec import default_codec
+from ikkai.contract.outbox import REQUEST_SCHEMA, Receipt
 from ikkai.settings import Endpoints
-from outbox_sink.contract import REQUEST_SCHEMA, Receipt
 from outbox_sink.receipts import decode_receipt
 from tests.outbox_sink.conftest import DeployedSink, deploy_sink
 from tests.outbox_sink.hostile_server import ALWAYS, MAX_TARGET, Behaviour, HostileServer, script_path

@@ -28,8 +28,8 @@ from confluent_kafka import Producer
 
 from demo.receiver import ReferenceReceiver
 from ikkai.contract.codec import default_codec
+from ikkai.contract.outbox import REQUEST_SCHEMA
 from outbox_sink import OutboxRequest
-from outbox_sink.contract import REQUEST_SCHEMA
 from tests.outbox_sink.conftest import DeployedSink, SinkFactory, make_request
 from tests.outbox_sink.hostile_server import ALWAYS, Behaviour, HostileServer, script_path
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 
 from ikkai.contract.ids import decision_id, idempotency_key
-from outbox_sink.contract import derive_decision_id, derive_idempotency_key
+from ikkai.contract.outbox import derive_decision_id, derive_idempotency_key
 
 
 def test_decision_id_is_sha256_of_the_parts_joined_by_unit_separator() -> None:

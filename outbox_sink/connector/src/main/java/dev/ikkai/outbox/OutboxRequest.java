@@ -26,7 +26,7 @@ public record OutboxRequest(
     /**
      * Which side effect of its decision this is: the request's {@code effect} name, or, when it has
      * none, {@code target + path} (e.g. {@code payments-api/payments/p-1/hold}; unambiguous, since an
-     * alias has no '/' and a path starts with one). outbox_sink/contract.py derives the same.
+     * alias has no '/' and a path starts with one). ikkai/contract/outbox.py derives the same.
      */
     public String effectName() {
         return effect != null && !effect.isEmpty() ? effect : target + path;

@@ -3,7 +3,9 @@
 Requests go to ``outbox.requests`` keyed by their business key, receipts come back on
 ``outbox.receipts`` keyed by ``decision_id``; both are Avro single-object encoded with the
 schemas in ``schemas/outbox_request`` and ``schemas/outbox_receipt`` (ikkai.contract.codec).
-Pure: no Kafka, no clock.
+Every writer of requests builds them here, so each is checked against what the sink can carry
+before it is written: the services' emitter (``outbox_sink``) and the infer job
+(``spark_jobs.fraud_decisions``). Pure: no Kafka, no clock.
 """
 
 from __future__ import annotations
@@ -14,12 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import unquote
 
-from ikkai.contract import ids, topics
-from outbox_sink.errors import OutboxRequestError
+from ikkai.contract import ids
+from ikkai.errors import IkkaiError
 
-REQUESTS_TOPIC = topics.OUTBOX_REQUESTS
-RECEIPTS_TOPIC = topics.OUTBOX_RECEIPTS
-DLQ_TOPIC = topics.DLQ_OUTBOX
 REQUEST_SCHEMA = "outbox_request"
 RECEIPT_SCHEMA = "outbox_receipt"
 
@@ -47,6 +46,22 @@ KEY = re.compile(r"[^\x00-\x1f\x7f-\x9f]+")  # the Kafka key is no header: any c
 PATH = re.compile(r"[\x21-\x7e]+")  # the sink refuses the rest too ('\\' and '#' below): percent-encode them
 
 Outcome = Literal["DELIVERED", "DEAD_LETTERED"]
+
+
+class OutboxError(IkkaiError):
+    """Base class of the outbox's errors (the emitter's and the receipt reader's are in ``outbox_sink.errors``)."""
+
+
+class OutboxRequestError(OutboxError):
+    """An outbox request breaks the contract (schemas/outbox_request) before it is even sent."""
+
+    def __init__(self, decision_id: str, field: str, problem: str, fix: str | None = None) -> None:
+        shown = decision_id if decision_id.isascii() and decision_id.isprintable() else ascii(decision_id)
+        shown = shown if len(shown) <= 80 else shown[:64] + "..."
+        super().__init__(f"outbox request {shown or '?'}: {field}: {problem}", fix=fix)
+        self.decision_id = decision_id
+        self.field = field
+        self.problem = problem
 
 
 def value_problem(value: str, *, max_bytes: int, allowed: re.Pattern[str], what: str) -> str | None:
