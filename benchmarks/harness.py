@@ -150,8 +150,8 @@ class PeakMemory:
 def bench_stack(prefix: str) -> Iterator[tuple[str, str, Path]]:
     """(bootstrap, connect_url, scratch folder): the cluster named by IKKAI_BOOTSTRAP_SERVERS /
     IKKAI_CONNECT_URL, else an embedded stack in a temporary home, stopped afterwards."""
-    from deploy.local_stack import LocalStack
     from ikkai.settings import external_endpoints, jars_dir
+    from stack.local_stack import LocalStack
 
     with tempfile.TemporaryDirectory(prefix=f"ikkai-{prefix}-") as tmp:
         home = Path(tmp)
@@ -247,8 +247,8 @@ def python_module(module: str, *args: str, code: Path | None = None) -> tuple[li
 
 
 def kafka_classpath() -> str:
-    from deploy.artifacts import resolved_jars
     from ikkai.settings import jars_dir
+    from stack.artifacts import resolved_jars
 
     jars = resolved_jars(jars_dir())
     if jars is None:
@@ -257,7 +257,7 @@ def kafka_classpath() -> str:
 
 
 def java() -> str:
-    from deploy.prerequisites import java_executable
+    from stack.prerequisites import java_executable
 
     found = java_executable()
     if found is None:

@@ -31,9 +31,9 @@ sys.path.insert(0, str(REPO))
 from demo.infer_process import InferProcess, InferTopics  # noqa: E402
 from demo.payments_simulation import payment_records, simulate  # noqa: E402
 from demo.pipeline_io import by_partition, create_topic, flat, produce_payments, unique  # noqa: E402  # noqa: E402
-from deploy.local_stack import LocalStack  # noqa: E402
 from ikkai.contract.codec import default_codec  # noqa: E402
 from ikkai.settings import external_endpoints, jars_dir  # noqa: E402
+from stack.local_stack import LocalStack  # noqa: E402
 
 PARTITIONS = 2
 APP = "ikkai"  # the infer job's default --app: its transactional ids are <app>.<query>.<p>

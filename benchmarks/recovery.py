@@ -155,8 +155,8 @@ def assignment_delays(stamped: Sequence[tuple[float, str]], since: float) -> lis
 
 @contextmanager
 def own_stack(args: argparse.Namespace, home: Path) -> Iterator[object]:
-    from deploy.local_stack import LocalStack
     from ikkai.settings import jars_dir
+    from stack.local_stack import LocalStack
 
     stack = LocalStack(
         home / "stack", jars_dir(), broker_port=args.broker_port, connect_port=args.connect_port, progress=sys.stderr
@@ -404,7 +404,7 @@ class ConnectRound:
 @contextmanager
 def connect_settings(variant: str) -> Iterator[None]:
     """The worker properties the stack writes, with the old settings for ``old`` (the stack's own function, wrapped)."""
-    import deploy.local_stack as local_stack
+    import stack.local_stack as local_stack
 
     namespace = vars(local_stack)
     original: Callable[..., dict[str, str]] = namespace["connect_properties"]
@@ -485,8 +485,8 @@ def process_started_at(pid: int) -> float:
 
 
 def connect_round(stack: object, connect_url: str, names: Sequence[str], round_: int, variant: str) -> ConnectRound:
-    from deploy import processes
-    from deploy.stack_config import CONNECT
+    from stack import processes
+    from stack.stack_config import CONNECT
 
     log = stack.log_file(CONNECT)  # type: ignore[attr-defined]
     if wait_all_running(connect_url, names) is None:

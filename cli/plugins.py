@@ -14,8 +14,8 @@ from typing import Any
 import click
 
 from cli.output import emit, output_option
-from deploy.local_plugins import package_archives
 from ikkai.settings import jars_dir
+from stack.local_plugins import package_archives
 
 
 @click.group()

@@ -10,14 +10,14 @@ from typing import Any
 import click
 
 from cli.output import emit, output_option
-from deploy.artifacts import ensure_jars
-from deploy.local_plugins import ensure_local_plugins
-from deploy.local_stack import StackStatus
-from deploy.prerequisites import check_java, check_maven
-from deploy.runtime import RUNTIMES, Stack, select_stack
 from deploy.smoke import run_smoke
 from ikkai.errors import IkkaiError
 from ikkai.settings import Endpoints, jars_dir
+from stack.artifacts import ensure_jars
+from stack.local_plugins import ensure_local_plugins
+from stack.local_stack import StackStatus
+from stack.prerequisites import check_java, check_maven
+from stack.runtime import RUNTIMES, Stack, select_stack
 
 EXIT_NOT_RUNNING = 3
 

@@ -5,7 +5,7 @@ A bundle folder holds ``bundle.yaml`` (``manifest``), ``templates/*.j2`` and ``v
 checks those configs against the rules of docs/architecture.md. Everything here is pure apart
 from reading the bundle folder; talking to Kafka Connect is deploy.reconcile's job. Shipped
 bundles live in ``connectors/bundles/``; the sources of ikkai's single message transforms for
-source bundles in ``connectors/plugins/ikkai-smt/`` (a Maven module, built by deploy.local_plugins).
+source bundles in ``connectors/plugins/ikkai-smt/`` (a Maven module, built by stack.local_plugins).
 """
 
 from connectors.errors import BundleError, PolicyViolation

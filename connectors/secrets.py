@@ -25,7 +25,7 @@ from typing import Any
 REDACTED = "<redacted>"
 # What Kafka's ConfigTransformer resolves: ${provider:[path:]key}; here the whole value is one reference.
 PLACEHOLDER = re.compile(r"^\$\{(?P<provider>[A-Za-z][A-Za-z0-9_.-]*):(?:(?P<path>[^}]*?):)?(?P<key>[^}:]+)\}$")
-# The config providers the embedded stack's worker has (deploy/stack_config.py): the default of ``config_providers``.
+# The config providers the embedded stack's worker has (stack/stack_config.py): the default of ``config_providers``.
 DEFAULT_PROVIDERS = ("file", "dir", "env")
 _PROVIDER_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
 _SECRET_WORDS = ("password", "passwd", "secret", "token", "jaas", "credential")

@@ -64,11 +64,11 @@ from demo.topics import RecordCounter
 from deploy import bundle_ops
 from deploy.bundle_output import plan_text
 from deploy.connect_rest import ConnectClient, ConnectRestError
-from deploy.local_stack import CONNECT, LocalStack
-from deploy.ports import free_port
-from deploy.probes import broker_answers
 from ikkai.errors import IkkaiError
 from ikkai.settings import Endpoints, endpoints_connect_auth, ikkai_home, jars_dir
+from stack.local_stack import CONNECT, LocalStack
+from stack.ports import free_port
+from stack.probes import broker_answers
 
 POLL_S = 0.5  # the follow loop's look at the topics; drained = follow.STABLE_POLLS looks in a row
 
@@ -203,9 +203,9 @@ class Demo:
         )  # fmt: skip
 
     def _setup(self) -> None:
-        from deploy.artifacts import ensure_jars
-        from deploy.local_plugins import ensure_local_plugins
-        from deploy.prerequisites import check_java, check_maven
+        from stack.artifacts import ensure_jars
+        from stack.local_plugins import ensure_local_plugins
+        from stack.prerequisites import check_java, check_maven
 
         java = check_java()
         check_maven()

@@ -112,7 +112,7 @@ def resolve_connect_auth(target: ClusterTarget) -> ConnectAuth:
     if target.credentials:
         return connect_auth(target.credentials)
     if target.connect_url == LOCAL:
-        from deploy.runtime import select_stack
+        from stack.runtime import select_stack
 
         endpoints = external_endpoints() or select_stack().endpoints()
         if endpoints is not None:
@@ -124,7 +124,7 @@ def resolve_connect_url(target: ClusterTarget) -> str:
     """The URL to talk to; for ``local``: the external cluster of the environment, else the embedded stack."""
     if target.connect_url != LOCAL:
         return target.connect_url
-    from deploy.runtime import select_stack
+    from stack.runtime import select_stack
 
     external = external_endpoints()
     if external is not None:

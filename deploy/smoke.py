@@ -18,9 +18,9 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer
 
 from deploy.connect_rest import ConnectClient
-from deploy.errors import StackError
 from ikkai.contract import kafka
 from ikkai.settings import Endpoints, endpoints_connect_auth
+from stack.errors import StackError
 
 FILE_SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 

@@ -3,7 +3,7 @@
 | variable                     | meaning                                                   | default            |
 |------------------------------|-----------------------------------------------------------|--------------------|
 | IKKAI_HOME                   | state of the embedded stack (data, logs, pids)            | ~/.ikkai           |
-| IKKAI_JARS_DIR               | jars resolved from deploy/pom.xml, shared by every home   | $IKKAI_HOME/jars   |
+| IKKAI_JARS_DIR               | jars resolved from stack/pom.xml, shared by every home    | $IKKAI_HOME/jars   |
 | IKKAI_BOOTSTRAP_SERVERS      | use this Kafka cluster instead of starting one            | (unset)            |
 | IKKAI_CONNECT_URL            | use this Kafka Connect REST URL instead of starting one   | (unset)            |
 | IKKAI_KAFKA_CONFIG           | Kafka client properties: authentication and TLS (see      | (unset: PLAINTEXT) |

@@ -13,10 +13,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from deploy.local_stack import LocalStack
-from deploy.runtime import ExternalStack
 from ikkai.errors import IkkaiError
 from ikkai.settings import Endpoints, external_endpoints, jars_dir
+from stack.local_stack import LocalStack
+from stack.runtime import ExternalStack
 
 _skipped_integration: list[str] = []
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from deploy.processes import stack_processes
-from deploy.schema_registry import REGISTRY, LocalSchemaRegistry
 from ikkai.errors import IkkaiError
 from ikkai.settings import jars_dir
+from stack.processes import stack_processes
+from stack.schema_registry import REGISTRY, LocalSchemaRegistry
 
 PORT_VAR = "IKKAI_TEST_REGISTRY_PORT"
 

@@ -150,13 +150,13 @@ def test_the_installed_wheel_encodes_a_payment_and_loads_the_model(venv: Path, t
 def test_the_installed_wheel_builds_the_connect_plugins_from_its_own_sources(venv: Path, tmp_path: Path) -> None:
     """``ikkai setup`` from a wheel finds the Maven modules (and the schemas the sink copies in) in site-packages."""
     probe = (
-        "import json; from deploy import local_plugins as lp; "
+        "import json; from stack import local_plugins as lp; "
         "print(json.dumps({p.name: [str(p.module / 'pom.xml'), lp.fingerprint(p), *map(str, p.inputs)] "
         "for p in lp.PLUGINS}))"
     )
     out = _run(venv, str(venv / "bin" / "python"), "-c", probe, cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
-    from deploy import local_plugins as lp
+    from stack import local_plugins as lp
 
     installed = json.loads(out.stdout)
     assert set(installed) == {p.name for p in lp.PLUGINS}
@@ -171,10 +171,13 @@ def test_the_installed_wheel_builds_the_connect_plugins_from_its_own_sources(ven
 INSTALLS = {
     "ikkai": (["ikkai", "outbox_sink"], ["ikkai.contract.registry"]),  # the light client: emitter, receipts, codec
     "ikkai[registry]": (["ikkai", "outbox_sink"], []),  # and the schema-registry codec
-    "ikkai[control]": (["cli", "deploy", "connectors"], []),
+    "ikkai[control]": (["cli", "deploy", "stack", "connectors"], []),
     "ikkai[jobs]": (["spark_jobs", "transforms"], ["spark_jobs.model.training"]),
     "ikkai[train]": (["spark_jobs"], []),
-    "ikkai[all]": (["ikkai", "outbox_sink", "cli", "deploy", "connectors", "spark_jobs", "transforms", "demo"], []),
+    "ikkai[all]": (
+        ["ikkai", "outbox_sink", "cli", "deploy", "stack", "connectors", "spark_jobs", "transforms", "demo"],
+        [],
+    ),
 }
 _IMPORT_ALL = """
 import importlib, json, pkgutil, sys

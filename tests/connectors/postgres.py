@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from deploy.ports import free_port
 from spark_jobs.enrich_parse import RAW_FIELDS
+from stack.ports import free_port
 
 CDC_BUNDLE = Path(__file__).resolve().parents[2] / "connectors" / "bundles" / "postgres-cdc"
 PAYMENTS_TABLE = CDC_BUNDLE / "payments-table.sql"

@@ -47,7 +47,7 @@ def test_literals_and_broken_references_are_not_placeholders(value: str) -> None
 
 
 def test_the_default_providers_are_the_embedded_workers_and_strimzis_form_is_named_not_called_literal() -> None:
-    from deploy.stack_config import CONFIG_PROVIDERS
+    from stack.stack_config import CONFIG_PROVIDERS
 
     assert set(DEFAULT_PROVIDERS) == set(CONFIG_PROVIDERS)
     (message,) = secret_findings(STRIMZI)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from deploy.local_stack import LocalStack
 from ikkai.settings import jars_dir
+from stack.local_stack import LocalStack
 from tests.cli.cli_runner import run_ikkai
 
 pytestmark = pytest.mark.integration

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from deploy.local_stack import LocalStack
-from deploy.stack_security import StackSecrets
 from ikkai.settings import Endpoints, jars_dir
+from stack.local_stack import LocalStack
+from stack.stack_security import StackSecrets
 from tests.deploy.crd_schemas import NoSuitableJava, strimzi_crds
 
 

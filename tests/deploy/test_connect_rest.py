@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from deploy.connect_rest import ConnectClient, ConnectRestError, ConnectUnreachable
-from deploy.ports import free_port
+from stack.ports import free_port
 from tests.cli.cli_runner import run_ikkai
 
 

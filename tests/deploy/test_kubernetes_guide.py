@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-import deploy.local_plugins as lp
+import stack.local_plugins as lp
 from connectors.lint import blocking, lint_bundle
 from connectors.render import load_bundle, render_bundle
 from deploy.strimzi import StrimziTarget, kafka_connectors

@@ -20,8 +20,8 @@ from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from deploy.connect_rest import ConnectAccessDenied, ConnectClient
-from deploy.stack_security import StackSecrets, connect_security, ensure_secrets
 from ikkai.settings import ConnectAuth, Endpoints, endpoints_connect_auth
+from stack.stack_security import StackSecrets, connect_security, ensure_secrets
 
 CLUSTER = "env secure-test"
 

@@ -152,7 +152,7 @@ def test_the_serve_command_reconciles_its_bundles_on_an_interval(stack: Endpoint
     import os
     import subprocess
 
-    from deploy.ports import free_port
+    from stack.ports import free_port
 
     hex_ = uuid.uuid4().hex[:8]
     bundles = tmp_path / "bundles"

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import requests
 
-from deploy.ports import free_port
 from deploy.service import ServeTLS
-from deploy.stack_security import StackSecrets, ensure_secrets
 from ikkai.errors import ConfigError
+from stack.ports import free_port
+from stack.stack_security import StackSecrets, ensure_secrets
 from tests.cli.cli_runner import IKKAI, ROOT, run_ikkai
 
 TOKEN = "tls-test-token-" + "y" * 16

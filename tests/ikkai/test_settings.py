@@ -46,8 +46,8 @@ def test_home_and_jars_defaults(tmp_path: Path) -> None:
 
 
 def test_the_embedded_stack_records_its_endpoints_for_clients_that_do_not_import_it(tmp_path: Path) -> None:
-    from deploy.local_stack import LocalStack
-    from deploy.stack_config import Ports
+    from stack.local_stack import LocalStack
+    from stack.stack_config import Ports
 
     assert recorded_endpoints(tmp_path) is None  # never started here
     (tmp_path / "stack.json").write_text("{not json")

@@ -17,10 +17,10 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from demo.receiver import ReferenceReceiver
-from deploy.schema_registry import LocalSchemaRegistry
 from ikkai.contract.codec import default_codec
 from ikkai.contract.registry import RegistryCodec
 from outbox_sink import OutboxRequest
+from stack.schema_registry import LocalSchemaRegistry
 from tests.kafka_helpers import read_all
 from tests.outbox_sink.conftest import SinkFactory, make_request, read_dead_letters
 from tests.registry_helpers import running_registry

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from demo.receiver import ReferenceReceiver
-from deploy.local_stack import CONNECT, LocalStack
-from deploy.prerequisites import check_java
 from ikkai.settings import Endpoints, external_endpoints, jars_dir
 from outbox_sink import ReceiptReader
+from stack.local_stack import CONNECT, LocalStack
+from stack.prerequisites import check_java
 from tests.connect_helpers import wait_running
 from tests.outbox_sink.conftest import deploy_sink, make_request
 

@@ -2,7 +2,7 @@
 
 Nothing is started here: the home's state files say the stack was started with ``--registry``
 (as ``ikkai stack up --registry`` writes them), and the CLI must show and export the registry
-from them. Starting the registry for real is ``tests/deploy/test_schema_registry.py``'s business.
+from them. Starting the registry for real is ``tests/stack/test_schema_registry.py``'s business.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from deploy.schema_registry import REGISTRY, ccompat_url
+from stack.schema_registry import REGISTRY, ccompat_url
 from tests.cli.cli_runner import run_ikkai
 
 PORT = 1  # nothing listens there: the stack and its registry are down

@@ -13,7 +13,6 @@ from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from deploy.ports import free_port
 from ikkai.contract.codec import SchemaCatalog, SchemaError, SingleObjectCodec, default_codec
 from ikkai.contract.registry import (
     MAGIC,
@@ -24,6 +23,7 @@ from ikkai.contract.registry import (
     record_name,
     schema_id_of,
 )
+from stack.ports import free_port
 from tests.registry_helpers import running_registry
 
 PAYMENT_V1 = {

@@ -1,0 +1,23 @@
+"""The embedded stack: KRaft brokers and a Kafka Connect worker on this machine (or from Docker), its ports,
+processes, config files, security material, the local schema registry, and the Maven builds of its jars and
+of ikkai's own Connect plugins. It never imports the control plane (``deploy``)."""
+
+from stack.artifacts import JarSet, ensure_jars, resolved_jars
+from stack.errors import ArtifactError, NoFreePortError, PortInUseError, StackError
+from stack.local_stack import LocalStack, StackStatus
+from stack.runtime import ExternalStack, Stack, select_stack
+
+__all__ = [
+    "ArtifactError",
+    "ExternalStack",
+    "JarSet",
+    "LocalStack",
+    "NoFreePortError",
+    "PortInUseError",
+    "Stack",
+    "StackError",
+    "StackStatus",
+    "ensure_jars",
+    "resolved_jars",
+    "select_stack",
+]

@@ -1,0 +1,111 @@
+"""Which stack ikkai talks to: the embedded one, one from Docker, or an existing cluster.
+
+All three answer the same small protocol, so the CLI, the demo and the tests never care
+which one they got. ``select_stack`` makes the choice: an external cluster named in the
+environment always wins (nothing is started), then the ``runtime`` asked for.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Protocol, TextIO
+
+from ikkai.settings import Endpoints, endpoints_connect_auth, external_endpoints, ikkai_home, jars_dir
+from stack.errors import StackError
+from stack.local_stack import ComponentStatus, LocalStack, StackStatus
+from stack.probes import broker_answers, connect_plugins
+
+RUNTIMES = ("local", "docker")
+
+
+class Stack(Protocol):
+    def up(self) -> Endpoints: ...
+    def down(self, *, purge: bool = False) -> list[int]: ...
+    def status(self) -> StackStatus: ...
+    def endpoints(self) -> Endpoints | None: ...
+
+
+class ExternalStack:
+    """An existing Kafka + Kafka Connect cluster: probed, never started or stopped."""
+
+    def __init__(self, endpoints: Endpoints, progress: TextIO = sys.stderr) -> None:
+        self._endpoints = endpoints
+        self.progress = progress
+
+    def endpoints(self) -> Endpoints:
+        return self._endpoints
+
+    def status(self) -> StackStatus:
+        broker = broker_answers(self._endpoints.bootstrap_servers, timeout=5)
+        auth = endpoints_connect_auth(self._endpoints)
+        connect = connect_plugins(self._endpoints.connect_url, timeout=5, auth=auth) is not None
+        return StackStatus(
+            Path("-"),
+            self._endpoints,
+            [ComponentStatus("broker", [], broker, Path("-")), ComponentStatus("connect", [], connect, Path("-"))],
+        )
+
+    def up(self) -> Endpoints:
+        self.progress.write(
+            f"using the existing cluster named by the environment "
+            f"({self._endpoints.bootstrap_servers}, {self._endpoints.connect_url}); nothing started\n"
+        )
+        for component in self.status().components:
+            if not component.healthy:
+                where = self._endpoints.bootstrap_servers if component.name == "broker" else self._endpoints.connect_url
+                raise StackError(
+                    component.name,
+                    f"the external {component.name} at {where} does not answer",
+                    fix="check IKKAI_BOOTSTRAP_SERVERS / IKKAI_CONNECT_URL, or unset both to use the embedded stack",
+                )
+        return self._endpoints
+
+    def down(self, *, purge: bool = False) -> list[int]:
+        self.progress.write("external cluster: nothing to stop\n")
+        return []
+
+
+def select_stack(
+    runtime: str = "local",
+    *,
+    home: Path | None = None,
+    broker_port: int | None = None,
+    connect_port: int | None = None,
+    brokers: int | None = None,
+    secure: bool | None = None,
+    registry: bool | None = None,
+    registry_port: int | None = None,
+    progress: TextIO = sys.stderr,
+) -> Stack:
+    """``brokers``: the embedded stack's broker count (None: the home's, 1 for a new one); only it has a choice."""
+    external = external_endpoints()
+    if external is not None:
+        return ExternalStack(external, progress)
+    if brokers not in (None, 1) and runtime != "local":
+        raise StackError(
+            "stack", f"--brokers {brokers} is for the embedded stack only", fix="use --runtime local, or omit --brokers"
+        )
+    if secure and runtime != "local":
+        raise StackError(
+            "stack", "--secure is for the embedded stack only",
+            fix="for an existing cluster, name its client settings in IKKAI_KAFKA_CONFIG and IKKAI_CONNECT_CREDENTIALS",
+        )  # fmt: skip
+    if registry and runtime != "local":
+        raise StackError("stack", "--registry is for the embedded stack only",
+                         fix="for an existing registry, export IKKAI_SCHEMA_REGISTRY_URL")  # fmt: skip
+    if runtime == "docker":
+        from stack.docker_stack import DockerStack  # imported lazily: needs the docker SDK
+
+        return DockerStack(progress=progress)
+    return LocalStack(
+        home or ikkai_home(),
+        jars_dir(),
+        broker_port=broker_port,
+        connect_port=connect_port,
+        brokers=brokers,
+        progress=progress,
+        secure=secure,
+        registry=registry,
+        registry_port=registry_port,
+    )
