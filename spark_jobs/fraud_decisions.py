@@ -5,6 +5,10 @@ and returns the sink's output rows: one ``decisions.fraud`` record per event, pl
 requests its action asks for (``hold`` → hold the payment at payments-api and notify the
 customer; ``review`` → put the payment on the payments-api review queue; ``approve`` → none).
 A value that does not decode becomes a DeadLetter on the DLQ topic instead of stopping the job.
+Each outbox request is built through the outbox contract (``ikkai.contract.outbox.OutboxRequest``,
+the checks the sink's HTTP layer needs): one it refuses (a payment id over the 256-byte key, a
+control character in it) becomes a dead letter in its place, with the contract's reason; the
+decision itself is written.
 ``decide_arrow`` is the same from and to Arrow, what the job runs (``decide_arrow_batches``).
 
 The work is done for a whole chunk at once (``decided``): decoding into columns, the as-of
@@ -32,6 +36,7 @@ import pandas as pd
 from ikkai.contract import topics
 from ikkai.contract.codec import RecordCodec, SchemaError
 from ikkai.contract.ids import decision_id
+from ikkai.contract.outbox import OutboxRequest, OutboxRequestError
 from spark_jobs.avro_batch import SameKeys, decode_values, encode_columns, encode_records
 from spark_jobs.dead_letters import cut_copy
 from spark_jobs.model.fraud_model import FEATURES, FraudModel, ModelSource, as_of_snapshots, feature_frame
@@ -80,7 +85,10 @@ def _body(document: dict[str, Any]) -> bytes:
 
 
 def outbox_requests(decision: dict[str, Any], customer_id: str) -> list[dict[str, Any]]:
-    """The side effects a decision asks for, as outbox_request records (none for approve)."""
+    """The side effects a decision asks for, as outbox_request fields (none for approve), not yet checked.
+
+    ``requested`` builds each through the contract; only what it accepts is written.
+    """
     common = {
         "decision_id": decision["decision_id"], "key": decision["payment_id"], "method": "POST",
         "content_type": "application/json", "headers": {}, "created_at": decision["event_time"],
@@ -106,11 +114,25 @@ def outbox_requests(decision: dict[str, Any], customer_id: str) -> list[dict[str
     return []
 
 
+def requested(decision: dict[str, Any], customer_id: str) -> list[OutboxRequest | OutboxRequestError]:
+    """Each side effect the decision asks for as the contract's ``OutboxRequest``, or the contract's refusal of it."""
+    built: list[OutboxRequest | OutboxRequestError] = []
+    for fields in outbox_requests(decision, customer_id):
+        try:
+            built.append(OutboxRequest.from_record(fields))
+        except OutboxRequestError as refusal:
+            built.append(refusal)
+    return built
+
+
 def _dead_letter(
-    topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None, error: SchemaError,
-    codec: RecordCodec, topics: Topics,
+    topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None,
+    error: SchemaError | OutboxRequestError, codec: RecordCodec, topics: Topics,
 ) -> tuple[str, bytes, bytes, dict[str, str]]:  # fmt: skip
     """(topic, key, value, headers) of the DLQ record for an input record that does not decode.
+
+    Or for an outbox request of its decision that the contract refuses: the same copy of the
+    input record, the contract's error as the reason.
 
     A key or value too large is copied cut, with headers that say so (``dead_letters``).
     """
@@ -251,18 +273,23 @@ def decided(
         "input_topic": [source.topics[i] for i in good], "input_partition": partitions, "input_offset": offsets,
     }, len(payments))  # fmt: skip
     keys = [p.encode() for p in payment_ids]
-    requests: dict[int, list[bytes]] = {}  # position among the payments -> its encoded outbox requests
+    # position among the payments -> its encoded outbox requests, or the contract's refusal in a request's place
+    requests: dict[int, list[bytes | OutboxRequestError]] = {}
     asking = [n for n, action in enumerate(actions) if action != "approve" and topics.outbox is not None]
     if asking:
         wanted = [
-            outbox_requests({
+            requested({
                 "decision_id": ids[n], "payment_id": payment_ids[n], "event_time": columns["event_time"][n],
                 "model_version": model.version, "action": actions[n], "score": float(scores[n]),
             }, columns["customer_id"][n])
             for n in asking
         ]  # fmt: skip
-        encoded = iter(encode_records(codec, "outbox_request", [r for rs in wanted for r in rs]))
-        requests = {n: [next(encoded) for _ in rs] for n, rs in zip(asking, wanted, strict=True)}
+        accepted = [r.to_record() for rs in wanted for r in rs if isinstance(r, OutboxRequest)]
+        encoded = iter(encode_records(codec, "outbox_request", accepted))
+        requests = {
+            n: [next(encoded) if isinstance(r, OutboxRequest) else r for r in rs]
+            for n, rs in zip(asking, wanted, strict=True)
+        }
     for n, value in enumerate(decisions):
         out.topic.append(topics.decisions)
         out.key.append(keys[n])
@@ -272,13 +299,24 @@ def decided(
         out.seq.append(0)
         out.headers.append(None)
         for seq, request in enumerate(requests.get(n, ()), start=1):
-            out.topic.append(str(topics.outbox))
-            out.key.append(keys[n])
-            out.value.append(request)
+            if isinstance(request, OutboxRequestError):
+                i = good[n]
+                letter = _dead_letter(
+                    source.topics[i], source.partitions[i], source.offsets[i], source.keys[i], source.values[i],
+                    request, codec, topics,
+                )  # fmt: skip
+                out.topic.append(letter[0])
+                out.key.append(letter[1])
+                out.value.append(letter[2])
+                out.headers.append(letter[3])
+            else:
+                out.topic.append(str(topics.outbox))
+                out.key.append(keys[n])
+                out.value.append(request)
+                out.headers.append(None)
             out.input_partition.append(partitions[n])
             out.input_offset.append(offsets[n])
             out.seq.append(seq)
-            out.headers.append(None)
     return out
 
 
