@@ -27,6 +27,7 @@ import yaml
 from cli.output import emit, output_option
 from deploy import spark_kubernetes
 from deploy.spark_kubernetes import JobFiles, KubernetesTarget
+from ikkai.contract import topics
 from ikkai.resources import package_path
 from spark_jobs.shipping import build_app_zip
 
@@ -222,7 +223,7 @@ def submit(
 
 @jobs.command()
 @click.option("--bootstrap", help="Kafka bootstrap servers [default: IKKAI_BOOTSTRAP_SERVERS, else the local stack].")
-@click.option("--live", default="decisions.fraud", show_default=True, help="The live decisions topic.")
+@click.option("--live", default=topics.DECISIONS_FRAUD, show_default=True, help="The live decisions topic.")
 @click.option("--shadow", help="The shadow model's decisions topic [default: <live>.shadow].")
 @click.option("--sample", type=click.IntRange(min=0), default=5, show_default=True, help="Differences shown per pair.")
 @output_option

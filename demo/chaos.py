@@ -21,11 +21,15 @@ import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
-from demo.facts import DECISIONS as DECISIONS_TOPIC
-from demo.facts import DLQ_ENRICH, DLQ_INFER, INGEST
-from demo.facts import EVENTS as EVENTS_TOPIC
-from demo.facts import OUTBOX as OUTBOX_TOPIC
 from demo.progress import StageProgress
+from ikkai.contract.topics import (
+    DECISIONS_FRAUD,
+    DLQ_ENRICH,
+    DLQ_INFER,
+    EVENTS_PAYMENTS,
+    INGEST_PAYMENTS,
+    OUTBOX_REQUESTS,
+)
 
 KILL_INFER = "kill -9 infer"
 KILL_ENRICH = "kill -9 enrich"
@@ -153,11 +157,11 @@ def broker_target(number: int, partitions: int) -> tuple[str, str, int]:
     five kills hit each once; the partition alternates.
     """
     role, name = (
-        ("leader", DECISIONS_TOPIC),
+        ("leader", DECISIONS_FRAUD),
         ("coordinator", "ikkai.infer"),
-        ("leader", OUTBOX_TOPIC),
+        ("leader", OUTBOX_REQUESTS),
         ("coordinator", "ikkai.enrich"),
-        ("leader", EVENTS_TOPIC),
+        ("leader", EVENTS_PAYMENTS),
     )[number % 5]
     partition = number % partitions
     return role, (f"{name}.{partition}" if role == "coordinator" else name), partition
@@ -171,7 +175,7 @@ def caught_up(job: str, counts: Mapping[str, int]) -> bool:
     for this one: so a restarted job that has caught up counts as recovered, not as stalled.
     """
     if job == "infer":
-        done, given = counts.get(DECISIONS_TOPIC, 0) + counts.get(DLQ_INFER, 0), counts.get(EVENTS_TOPIC, 0)
+        done, given = counts.get(DECISIONS_FRAUD, 0) + counts.get(DLQ_INFER, 0), counts.get(EVENTS_PAYMENTS, 0)
     else:
-        done, given = counts.get(EVENTS_TOPIC, 0) + counts.get(DLQ_ENRICH, 0), counts.get(INGEST, 0)
+        done, given = counts.get(EVENTS_PAYMENTS, 0) + counts.get(DLQ_ENRICH, 0), counts.get(INGEST_PAYMENTS, 0)
     return given > 0 and done >= given

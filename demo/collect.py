@@ -12,21 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from demo.children import get_json
-from demo.facts import (
-    DECISIONS,
-    DLQ_ENRICH,
-    EVENTS,
-    LIVE_TOPICS,
-    OUTBOX,
-    RECEIPTS,
-    Decision,
-    ReceiptSeen,
-    SideEffectRequest,
-)
+from demo.facts import LIVE_TOPICS, Decision, ReceiptSeen, SideEffectRequest
 from demo.measures import TopicRecord
 from demo.topics import read_topic
 from ikkai.contract.codec import default_codec
 from ikkai.contract.outbox import OutboxRequest
+from ikkai.contract.topics import DECISIONS_FRAUD, DLQ_ENRICH, EVENTS_PAYMENTS, OUTBOX_RECEIPTS, OUTBOX_REQUESTS
 from outbox_sink.receipts import decode_receipt
 
 
@@ -57,21 +48,21 @@ def decoded(topics: Mapping[str, list[TopicRecord]]) -> dict[str, Any]:
     """event_ids, dead_letter_reasons, decisions, requests and receipts from the live topics."""
     codec = default_codec()
     decisions = []
-    for record, value in _values(topics[DECISIONS]):
+    for record, value in _values(topics[DECISIONS_FRAUD]):
         d = codec.decode("fraud_decision", value)
         decisions.append(Decision(d["decision_id"], d["payment_id"], d["event_id"], d["action"], record.timestamp))
     requests = []
-    for _, value in _values(topics[OUTBOX]):
+    for _, value in _values(topics[OUTBOX_REQUESTS]):
         o = OutboxRequest.from_record(codec.decode("outbox_request", value))
         requests.append(SideEffectRequest(o.decision_id, o.target, api_of(o.path), o.effect_name, o.idempotency_key))
     receipts = []
-    for record, value in _values(topics[RECEIPTS]):
+    for record, value in _values(topics[OUTBOX_RECEIPTS]):
         receipt = decode_receipt(value, codec)
         receipts.append(
             ReceiptSeen(receipt.decision_id, receipt.target, receipt.outcome, record.timestamp, receipt.effect_id)
         )
     return {
-        "event_ids": [codec.decode("payment_event", v)["event_id"] for _, v in _values(topics[EVENTS])],
+        "event_ids": [codec.decode("payment_event", v)["event_id"] for _, v in _values(topics[EVENTS_PAYMENTS])],
         "dead_letter_reasons": [codec.decode("dead_letter", v)["error_class"] for _, v in _values(topics[DLQ_ENRICH])],
         "decisions": decisions,
         "requests": requests,

@@ -13,16 +13,13 @@ from demo.measures import TopicRecord
 from demo.phases import Phase
 from ikkai.contract import topics
 
-INGEST = topics.INGEST_PAYMENTS
-EVENTS = topics.EVENTS_PAYMENTS
-DLQ_ENRICH = topics.DLQ_ENRICH
-DECISIONS = topics.DECISIONS_FRAUD
-OUTBOX = topics.OUTBOX_REQUESTS
-DLQ_INFER = topics.DLQ_INFER
-RECEIPTS = topics.OUTBOX_RECEIPTS
-DLQ_OUTBOX = topics.DLQ_OUTBOX
-LIVE_TOPICS = (INGEST, EVENTS, DLQ_ENRICH, DECISIONS, OUTBOX, DLQ_INFER, RECEIPTS, DLQ_OUTBOX)
-REPLAYED = (EVENTS, DLQ_ENRICH, DECISIONS, OUTBOX, DLQ_INFER)  # what the replay writes again, into fresh topics
+# The topics the demo reads, by the names of ikkai.contract.topics.
+LIVE_TOPICS = (
+    topics.INGEST_PAYMENTS, topics.EVENTS_PAYMENTS, topics.DLQ_ENRICH, topics.DECISIONS_FRAUD, topics.OUTBOX_REQUESTS,
+    topics.DLQ_INFER, topics.OUTBOX_RECEIPTS, topics.DLQ_OUTBOX,
+)  # fmt: skip
+# What the replay writes again, into fresh topics.
+REPLAYED = (topics.EVENTS_PAYMENTS, topics.DLQ_ENRICH, topics.DECISIONS_FRAUD, topics.OUTBOX_REQUESTS, topics.DLQ_INFER)
 
 
 def replay_topic(topic: str) -> str:

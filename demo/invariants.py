@@ -10,17 +10,9 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from demo.facts import (
-    DLQ_ENRICH,
-    DLQ_INFER,
-    DLQ_OUTBOX,
-    EVENTS,
-    INGEST,
-    REPLAYED,
-    Facts,
-    replay_topic,
-)
+from demo.facts import REPLAYED, Facts, replay_topic
 from demo.measures import topic_digest
+from ikkai.contract.topics import DLQ_ENRICH, DLQ_INFER, DLQ_OUTBOX, EVENTS_PAYMENTS, INGEST_PAYMENTS
 
 
 @dataclass(frozen=True)
@@ -39,20 +31,20 @@ def as_landed(line: bytes) -> bytes:
 
 
 def ingest_complete(f: Facts) -> Invariant:
-    landed = Counter(r.value or b"" for r in f.topics[INGEST])
+    landed = Counter(r.value or b"" for r in f.topics[INGEST_PAYMENTS])
     written = Counter(as_landed(line) for line in f.raw_lines)
     missing = sum((written - landed).values())
     extra = sum((landed - written).values())
     return Invariant(
         "every raw line landed once",
         missing == 0 and extra == 0,
-        f"{len(f.raw_lines)} lines written, {len(f.topics[INGEST])} records in {INGEST} "
+        f"{len(f.raw_lines)} lines written, {len(f.topics[INGEST_PAYMENTS])} records in {INGEST_PAYMENTS} "
         f"({missing} missing, {extra} extra or duplicated)",
     )
 
 
 def enrich_accounts(f: Facts) -> Invariant:
-    ingested, events, dead = (len(f.topics[t]) for t in (INGEST, EVENTS, DLQ_ENRICH))
+    ingested, events, dead = (len(f.topics[t]) for t in (INGEST_PAYMENTS, EVENTS_PAYMENTS, DLQ_ENRICH))
     return Invariant(
         "enrich: in = out + DLQ",
         ingested == events + dead,
@@ -65,8 +57,8 @@ def enrich_as_expected(f: Facts) -> Invariant:
     expected = f.expectation
     got = Counter(f.dead_letter_reasons)
     problems = []
-    if expected.events is not None and expected.events != len(f.topics[EVENTS]):
-        problems.append(f"events {len(f.topics[EVENTS])}, generator expects {expected.events}")
+    if expected.events is not None and expected.events != len(f.topics[EVENTS_PAYMENTS]):
+        problems.append(f"events {len(f.topics[EVENTS_PAYMENTS])}, generator expects {expected.events}")
     if expected.dead_letters is not None:
         for reason in sorted(set(expected.dead_letters) | set(got)):
             if expected.dead_letters.get(reason, 0) != got.get(reason, 0):
@@ -74,7 +66,8 @@ def enrich_as_expected(f: Facts) -> Invariant:
     return Invariant(
         "enrich: outcome per line as the generator expects",
         not problems,
-        "; ".join(problems) or f"{len(f.topics[EVENTS])} events and {sum(got.values())} dead letters by reason",
+        "; ".join(problems)
+        or f"{len(f.topics[EVENTS_PAYMENTS])} events and {sum(got.values())} dead letters by reason",
     )
 
 

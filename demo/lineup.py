@@ -11,8 +11,16 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from demo.facts import DECISIONS, DLQ_ENRICH, DLQ_INFER, EVENTS, INGEST, OUTBOX, replay_topic
+from demo.facts import replay_topic
 from deploy.bundle_ops import BundleRequest
+from ikkai.contract.topics import (
+    DECISIONS_FRAUD,
+    DLQ_ENRICH,
+    DLQ_INFER,
+    EVENTS_PAYMENTS,
+    INGEST_PAYMENTS,
+    OUTBOX_REQUESTS,
+)
 
 
 def python_module(module: str, *args: str) -> list[str]:
@@ -46,8 +54,9 @@ class Lineup:
         name = "enrich-replay" if replay else "enrich"
         out = replay_topic if replay else str
         return name, self._job(
-            "spark_jobs.enrich", name, not replay, "--input", INGEST, "--output", out(EVENTS), "--dlq", out(DLQ_ENRICH)
-        )
+            "spark_jobs.enrich", name, not replay, "--input", INGEST_PAYMENTS, "--output", out(EVENTS_PAYMENTS),
+            "--dlq", out(DLQ_ENRICH),
+        )  # fmt: skip
 
     def infer(self, *, replay: bool = False) -> tuple[str, list[str]]:
         """(name, command): events.payments → decisions.fraud + outbox.requests (or their .replay twins).
@@ -59,8 +68,8 @@ class Lineup:
         name = "infer-replay" if replay else "infer"
         out = replay_topic if replay else str
         return name, self._job(
-            "spark_jobs.infer", name, not replay, "--input", EVENTS, "--decisions", out(DECISIONS),
-            "--outbox", out(OUTBOX), "--dlq", out(DLQ_INFER),
+            "spark_jobs.infer", name, not replay, "--input", EVENTS_PAYMENTS, "--decisions", out(DECISIONS_FRAUD),
+            "--outbox", out(OUTBOX_REQUESTS), "--dlq", out(DLQ_INFER),
         )  # fmt: skip
 
     def receiver(self, port: int) -> list[str]:

@@ -10,34 +10,31 @@ from collections import Counter
 from typing import Any
 
 from demo.chaos import kind_of
-from demo.facts import (
-    DECISIONS,
-    DLQ_ENRICH,
-    DLQ_INFER,
-    DLQ_OUTBOX,
-    EVENTS,
-    INGEST,
-    LIVE_TOPICS,
-    OUTBOX,
-    RECEIPTS,
-    REPLAYED,
-    Facts,
-    replay_topic,
-)
+from demo.facts import LIVE_TOPICS, REPLAYED, Facts, replay_topic
 from demo.invariants import check_all, duplicate_decisions
 from demo.measures import first_seen, latencies, latency_summary, topic_digest
 from demo.phases import phase_lines
+from ikkai.contract.topics import (
+    DECISIONS_FRAUD,
+    DLQ_ENRICH,
+    DLQ_INFER,
+    DLQ_OUTBOX,
+    EVENTS_PAYMENTS,
+    INGEST_PAYMENTS,
+    OUTBOX_RECEIPTS,
+    OUTBOX_REQUESTS,
+)
 
 STAGES = (
-    ("ingested", (INGEST,)),
-    ("enriched", (EVENTS, DLQ_ENRICH)),
-    ("decided", (DECISIONS, OUTBOX, DLQ_INFER)),
-    ("delivered", (RECEIPTS, DLQ_OUTBOX)),
+    ("ingested", (INGEST_PAYMENTS,)),
+    ("enriched", (EVENTS_PAYMENTS, DLQ_ENRICH)),
+    ("decided", (DECISIONS_FRAUD, OUTBOX_REQUESTS, DLQ_INFER)),
+    ("delivered", (OUTBOX_RECEIPTS, DLQ_OUTBOX)),
 )
 
 
 def _latencies(f: Facts) -> dict[str, dict[str, float | int | None]]:
-    ingested = {key.decode(errors="replace"): ts for key, ts in first_seen(f.topics[INGEST]).items()}
+    ingested = {key.decode(errors="replace"): ts for key, ts in first_seen(f.topics[INGEST_PAYMENTS]).items()}
     decided = {d.decision_id: d.timestamp for d in f.decisions}
     first_receipts: dict[tuple[str, str], int] = {}
     for receipt in f.receipts:
@@ -162,8 +159,8 @@ def report_text(r: dict[str, Any]) -> str:
     ]
     notes = {
         DLQ_ENRICH: _by(r["dead_letters_by_reason"]),
-        DECISIONS: _by(r["decisions_by_action"]),
-        RECEIPTS: f"delivered {r['receipts']['delivered']}, dead-lettered {r['receipts']['dead_lettered']}, "
+        DECISIONS_FRAUD: _by(r["decisions_by_action"]),
+        OUTBOX_RECEIPTS: f"delivered {r['receipts']['delivered']}, dead-lettered {r['receipts']['dead_lettered']}, "
         f"repeats {r['receipts']['repeats']}",
     }
     for stage, topics in r["stages"].items():
@@ -188,7 +185,11 @@ def report_text(r: dict[str, Any]) -> str:
         m = r["latency_ms"][name]
         lines.append(f"{label:<20} {_ms(m['p50']):>8} {_ms(m['p95']):>8} {_ms(m['p99']):>8} {_ms(m['max']):>8}")
     live, replay = r["digests"]["live"], r["digests"]["replay"] or {}
-    lines += ["", f"{DECISIONS} sha256 {live[DECISIONS]}", f"{'replayed':>15} sha256 {replay.get(DECISIONS, '-')}"]
+    lines += [
+        "",
+        f"{DECISIONS_FRAUD} sha256 {live[DECISIONS_FRAUD]}",
+        f"{'replayed':>15} sha256 {replay.get(DECISIONS_FRAUD, '-')}",
+    ]
     lines += ["", "INVARIANTS"]
     lines += [f"  {'ok  ' if i['ok'] else 'FAIL'}  {i['name']}: {i['detail']}" for i in r["invariants"]]
     phases = phase_lines(r.get("phases", []), r["seconds"].get("total"))

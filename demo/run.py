@@ -38,21 +38,7 @@ from typing import Any, TextIO
 from demo import chaos as chaos_
 from demo.children import CLUSTER_VARS, Child, DemoProcessError, child_env, wait_for_http
 from demo.collect import decoded, read_live, read_topics, receipt_identity, receiver_applied, receiver_deliveries
-from demo.facts import (
-    DECISIONS,
-    DLQ_ENRICH,
-    DLQ_INFER,
-    DLQ_OUTBOX,
-    EVENTS,
-    INGEST,
-    OUTBOX,
-    RECEIPTS,
-    REPLAYED,
-    ChaosEvent,
-    Expectation,
-    Facts,
-    replay_topic,
-)
+from demo.facts import LIVE_TOPICS, REPLAYED, ChaosEvent, Expectation, Facts, replay_topic
 from demo.follow import Look, stop_following
 from demo.lineup import Lineup
 from demo.phases import PhaseClock
@@ -64,6 +50,14 @@ from demo.topics import RecordCounter
 from deploy import bundle_ops
 from deploy.bundle_output import plan_text
 from deploy.connect_rest import ConnectClient, ConnectRestError
+from ikkai.contract.topics import (
+    DECISIONS_FRAUD,
+    DLQ_ENRICH,
+    DLQ_INFER,
+    EVENTS_PAYMENTS,
+    INGEST_PAYMENTS,
+    OUTBOX_RECEIPTS,
+)
 from ikkai.errors import IkkaiError
 from ikkai.settings import Endpoints, endpoints_connect_auth, ikkai_home, jars_dir
 from stack.local_stack import CONNECT, LocalStack
@@ -263,7 +257,7 @@ class Demo:
         assert self.endpoints is not None
         bootstrap = self.endpoints.bootstrap_servers
         p = self.options.partitions
-        ensure_topics(bootstrap, [INGEST, EVENTS, DLQ_ENRICH, DECISIONS, DLQ_INFER], p)
+        ensure_topics(bootstrap, [INGEST_PAYMENTS, EVENTS_PAYMENTS, DLQ_ENRICH, DECISIONS_FRAUD, DLQ_INFER], p)
         ensure_topics(bootstrap, [replay_topic(t) for t in REPLAYED], p)
         create_outbox_topics(bootstrap, partitions=p)
         count = write_master_data(bootstrap, stream.world, self.options.seed)
@@ -353,8 +347,8 @@ class Demo:
         pipeline = PipelineCounts(expectation, {})
         counter = RecordCounter(
             self.endpoints.bootstrap_servers,
-            [INGEST, EVENTS, DLQ_ENRICH, DECISIONS, OUTBOX, DLQ_INFER, RECEIPTS, DLQ_OUTBOX],
-            distinct={RECEIPTS: receipt_identity},  # a receipt repeated after the worker restart is not progress
+            LIVE_TOPICS,
+            distinct={OUTBOX_RECEIPTS: receipt_identity},  # a receipt repeated after the worker restart is not progress
         )
         stop = threading.Event()
         writer = threading.Thread(target=self._write_lines, args=(lines, stop), name="demo-writer", daemon=True)
@@ -375,7 +369,7 @@ class Demo:
         try:
             while True:
                 pipeline = PipelineCounts(expectation, counter.poll(POLL_S))
-                if pipeline.counts.get(DECISIONS):
+                if pipeline.counts.get(DECISIONS_FRAUD):
                     self.flowing.set()
                 stages = pipeline.stages()
                 for stage, phase in (("ingested", "ingest"), ("enriched", "enrich"), ("decided", "decide")):
@@ -554,7 +548,7 @@ class Demo:
             phase = f"replay: {name}"
             self.clock.start(phase)
             threading.Thread(target=self._time_exit, args=(job, phase), name=f"demo-{phase}", daemon=True).start()
-            source = INGEST if name == "enrich" else EVENTS
+            source = INGEST_PAYMENTS if name == "enrich" else EVENTS_PAYMENTS
             state = "complete now" if ready is not None else "as far as the pipeline got"
             self.say(f"replay: {name} (pid {job.pid}) from the start of {source}, {state}, into fresh *.replay "
                      "topics with a fresh checkpoint")  # fmt: skip

@@ -16,8 +16,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from demo.facts import DECISIONS, DLQ_ENRICH, DLQ_INFER, EVENTS, INGEST, OUTBOX, RECEIPTS, Expectation
+from demo.facts import Expectation
 from demo.progress import StageProgress
+from ikkai.contract.topics import (
+    DECISIONS_FRAUD,
+    DLQ_ENRICH,
+    DLQ_INFER,
+    EVENTS_PAYMENTS,
+    INGEST_PAYMENTS,
+    OUTBOX_RECEIPTS,
+    OUTBOX_REQUESTS,
+)
 
 
 @dataclass(frozen=True)
@@ -28,23 +37,25 @@ class PipelineCounts:
     def stages(self) -> dict[str, StageProgress]:
         c, lines = self.counts, self.expectation.lines
         return {
-            "ingested": StageProgress("ingested", c.get(INGEST, 0), lines),
-            "enriched": StageProgress("enriched", c.get(EVENTS, 0) + c.get(DLQ_ENRICH, 0), lines),
-            "decided": StageProgress("decided", c.get(DECISIONS, 0), self.expectation.events),
-            "delivered": StageProgress("delivered", c.get(RECEIPTS, 0), c.get(OUTBOX, 0) if c.get(DECISIONS) else None),
+            "ingested": StageProgress("ingested", c.get(INGEST_PAYMENTS, 0), lines),
+            "enriched": StageProgress("enriched", c.get(EVENTS_PAYMENTS, 0) + c.get(DLQ_ENRICH, 0), lines),
+            "decided": StageProgress("decided", c.get(DECISIONS_FRAUD, 0), self.expectation.events),
+            "delivered": StageProgress(
+                "delivered", c.get(OUTBOX_RECEIPTS, 0), c.get(OUTBOX_REQUESTS, 0) if c.get(DECISIONS_FRAUD) else None
+            ),
         }
 
     def drained(self) -> bool:
         c, lines = self.counts, self.expectation.lines
         return (
-            c.get(INGEST, 0) >= lines
-            and c.get(EVENTS, 0) + c.get(DLQ_ENRICH, 0) >= lines
-            and c.get(DECISIONS, 0) + c.get(DLQ_INFER, 0) >= c.get(EVENTS, 0) > 0
-            and c.get(RECEIPTS, 0) >= c.get(OUTBOX, 0)
+            c.get(INGEST_PAYMENTS, 0) >= lines
+            and c.get(EVENTS_PAYMENTS, 0) + c.get(DLQ_ENRICH, 0) >= lines
+            and c.get(DECISIONS_FRAUD, 0) + c.get(DLQ_INFER, 0) >= c.get(EVENTS_PAYMENTS, 0) > 0
+            and c.get(OUTBOX_RECEIPTS, 0) >= c.get(OUTBOX_REQUESTS, 0)
         )
 
     def replay_inputs_complete(self) -> dict[str, bool]:
         """Per replay job (``enrich``, ``infer``): whether its input topic is complete."""
         c, lines = self.counts, self.expectation.lines
-        ingested = c.get(INGEST, 0) >= lines
-        return {"enrich": ingested, "infer": ingested and c.get(EVENTS, 0) + c.get(DLQ_ENRICH, 0) >= lines}
+        ingested = c.get(INGEST_PAYMENTS, 0) >= lines
+        return {"enrich": ingested, "infer": ingested and c.get(EVENTS_PAYMENTS, 0) + c.get(DLQ_ENRICH, 0) >= lines}

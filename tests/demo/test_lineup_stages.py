@@ -7,9 +7,15 @@ from pathlib import Path
 import pytest
 
 from demo.children import child_env
-from demo.facts import DECISIONS, DLQ_ENRICH, DLQ_INFER, EVENTS, INGEST, OUTBOX, RECEIPTS, Expectation
+from demo.facts import Expectation
 from demo.lineup import Lineup
 from demo.stages import PipelineCounts
+from ikkai.contract.topics import DECISIONS_FRAUD as DECISIONS
+from ikkai.contract.topics import DLQ_ENRICH, DLQ_INFER
+from ikkai.contract.topics import EVENTS_PAYMENTS as EVENTS
+from ikkai.contract.topics import INGEST_PAYMENTS as INGEST
+from ikkai.contract.topics import OUTBOX_RECEIPTS as RECEIPTS
+from ikkai.contract.topics import OUTBOX_REQUESTS as OUTBOX
 
 LINEUP = Lineup(Path("/run"), "127.0.0.1:9092", "http://127.0.0.1:8083", partitions=2, batch=150)
 

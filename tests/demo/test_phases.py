@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 
-from demo.facts import DECISIONS, DLQ_ENRICH, EVENTS, INGEST, Expectation
+from demo.facts import Expectation
 from demo.phases import Phase, PhaseClock, phase_lines
 from demo.report import build_report, report_text
 from demo.stages import PipelineCounts
+from ikkai.contract.topics import DECISIONS_FRAUD as DECISIONS
+from ikkai.contract.topics import DLQ_ENRICH
+from ikkai.contract.topics import EVENTS_PAYMENTS as EVENTS
+from ikkai.contract.topics import INGEST_PAYMENTS as INGEST
 from tests.demo.test_report import clean_facts
 
 

@@ -8,27 +8,16 @@ import json
 import pytest
 
 from demo.chaos import ACTIONS, KILL_INFER, RESTART_WORKER
-from demo.facts import (
-    DECISIONS,
-    DLQ_ENRICH,
-    DLQ_INFER,
-    DLQ_OUTBOX,
-    EVENTS,
-    INGEST,
-    OUTBOX,
-    RECEIPTS,
-    REPLAYED,
-    ChaosEvent,
-    Decision,
-    Expectation,
-    Facts,
-    ReceiptSeen,
-    SideEffectRequest,
-    replay_topic,
-)
+from demo.facts import REPLAYED, ChaosEvent, Decision, Expectation, Facts, ReceiptSeen, SideEffectRequest, replay_topic
 from demo.invariants import as_landed
 from demo.measures import TopicRecord
 from demo.report import build_report, report_text
+from ikkai.contract.topics import DECISIONS_FRAUD as DECISIONS
+from ikkai.contract.topics import DLQ_ENRICH, DLQ_INFER, DLQ_OUTBOX
+from ikkai.contract.topics import EVENTS_PAYMENTS as EVENTS
+from ikkai.contract.topics import INGEST_PAYMENTS as INGEST
+from ikkai.contract.topics import OUTBOX_RECEIPTS as RECEIPTS
+from ikkai.contract.topics import OUTBOX_REQUESTS as OUTBOX
 
 
 def records(values: list[tuple[bytes, bytes]], ts: int = 1000) -> list[TopicRecord]:

@@ -19,9 +19,12 @@ from demo.chaos import (
     number_of,
     parse_kills,
 )
-from demo.facts import DECISIONS, DLQ_ENRICH, DLQ_INFER, EVENTS, INGEST
 from demo.progress import StageProgress
 from demo.report import chaos_lines
+from ikkai.contract.topics import DECISIONS_FRAUD as DECISIONS
+from ikkai.contract.topics import DLQ_ENRICH, DLQ_INFER
+from ikkai.contract.topics import EVENTS_PAYMENTS as EVENTS
+from ikkai.contract.topics import INGEST_PAYMENTS as INGEST
 
 
 def stages(decided: int) -> dict[str, StageProgress]:
