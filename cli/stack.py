@@ -15,9 +15,9 @@ from ikkai.errors import IkkaiError
 from ikkai.settings import Endpoints, jars_dir
 from stack.artifacts import ensure_jars
 from stack.local_plugins import ensure_local_plugins
-from stack.local_stack import StackStatus
 from stack.prerequisites import check_java, check_maven
 from stack.runtime import RUNTIMES, Stack, select_stack
+from stack.status import StackStatus
 
 EXIT_NOT_RUNNING = 3
 

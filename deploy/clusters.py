@@ -26,7 +26,9 @@ from ikkai.settings import (
     connect_auth,
     endpoints_connect_auth,
     external_endpoints,
+    ikkai_home,
 )
+from stack.status import embedded_endpoints
 
 CLUSTERS_VAR = "IKKAI_CLUSTERS"
 DEFAULT_CLUSTERS = package_path("connectors", "clusters.yaml")
@@ -112,9 +114,7 @@ def resolve_connect_auth(target: ClusterTarget) -> ConnectAuth:
     if target.credentials:
         return connect_auth(target.credentials)
     if target.connect_url == LOCAL:
-        from stack.runtime import select_stack
-
-        endpoints = external_endpoints() or select_stack().endpoints()
+        endpoints = external_endpoints() or embedded_endpoints(ikkai_home())
         if endpoints is not None:
             return endpoints_connect_auth(endpoints)
     return connect_auth(os.environ.get(CONNECT_CREDENTIALS_VAR, "").strip() or None)
@@ -124,12 +124,10 @@ def resolve_connect_url(target: ClusterTarget) -> str:
     """The URL to talk to; for ``local``: the external cluster of the environment, else the embedded stack."""
     if target.connect_url != LOCAL:
         return target.connect_url
-    from stack.runtime import select_stack
-
     external = external_endpoints()
     if external is not None:
         return external.connect_url
-    endpoints = select_stack().endpoints()
+    endpoints = embedded_endpoints(ikkai_home())
     if endpoints is None:
         raise ConfigError(
             "environment",

@@ -1,7 +1,7 @@
 """ikkai (一回, "once"): exactly-once ML inference on Kafka, Kafka Connect and Spark.
 
 This package holds only what every component shares: the version and the root error.
-The components live in their own top-level packages (deploy, connectors, spark_jobs,
+The components live in their own top-level packages (deploy, stack, connectors, spark_jobs,
 transforms, outbox_sink); see docs/architecture.md.
 """
 

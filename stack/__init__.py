@@ -4,11 +4,13 @@ of ikkai's own Connect plugins. It never imports the control plane (``deploy``).
 
 from stack.artifacts import JarSet, ensure_jars, resolved_jars
 from stack.errors import ArtifactError, NoFreePortError, PortInUseError, StackError
-from stack.local_stack import LocalStack, StackStatus
+from stack.local_stack import LocalStack
 from stack.runtime import ExternalStack, Stack, select_stack
+from stack.status import ComponentStatus, StackStatus, embedded_endpoints
 
 __all__ = [
     "ArtifactError",
+    "ComponentStatus",
     "ExternalStack",
     "JarSet",
     "LocalStack",
@@ -17,6 +19,7 @@ __all__ = [
     "Stack",
     "StackError",
     "StackStatus",
+    "embedded_endpoints",
     "ensure_jars",
     "resolved_jars",
     "select_stack",

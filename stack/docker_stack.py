@@ -18,9 +18,9 @@ from typing import Any, TextIO
 
 from ikkai.settings import Endpoints
 from stack.errors import StackError
-from stack.local_stack import ComponentStatus, StackStatus
 from stack.probes import broker_answers, connect_plugins
 from stack.stack_config import CONFIG_PROVIDERS, Ports, connect_properties, render_properties
+from stack.status import ComponentStatus, StackStatus
 
 IMAGE = "apache/kafka:4.3.1"
 LABEL = "dev.ikkai.stack"

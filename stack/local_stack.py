@@ -21,7 +21,6 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
-import re
 import shutil
 import signal
 import subprocess
@@ -30,14 +29,14 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
 from ikkai.contract.kafka_security import SecurityConfig, librdkafka_settings
-from ikkai.settings import STACK_STATE, Endpoints, endpoints_connect_auth
+from ikkai.settings import Endpoints, endpoints_connect_auth
 from stack import processes
 from stack.artifacts import JarSet, ensure_jars
+from stack.config_files import broker_config, write_configs
 from stack.errors import PortInUseError, StackError
 from stack.leaders import partition_leaders, transaction_coordinator, under_replicated
 from stack.local_plugins import local_plugin_dirs_for_stack
@@ -50,30 +49,24 @@ from stack.stack_config import CONNECT as CONNECT
 from stack.stack_config import (
     CONTROLLER,
     HOST,
+    NODE,
     Ports,
     bootstrap_servers,
     broker_components,
-    broker_properties,
-    connect_properties,
-    connect_url,
-    log4j2_properties,
-    render_properties,
+    broker_node_id,
 )
 from stack.stack_security import (
     SECURE_DIR,
     StackSecrets,
     broker_jvm_options,
-    broker_security,
     client_settings,
     connect_jvm_options,
-    connect_security,
-    ensure_secrets,
     scram_credentials,
-    with_extra_listeners,
 )
+from stack.state import LISTENERS_KEY, StackHome
+from stack.status import ComponentStatus, StackStatus
 
 COMPONENTS = (BROKER, CONNECT)  # a one-broker stack's; ``LocalStack.components`` has the others'
-_NODE = re.compile(rf"{BROKER}-([1-9][0-9]*)")
 
 BROKER_MAIN = "kafka.Kafka"
 STORAGE_TOOL = "kafka.tools.StorageTool"
@@ -82,42 +75,7 @@ FILE_SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 
 READY_TIMEOUT = {BROKER: 90.0, CONNECT: 180.0}
 STOP_GRACE = {CONNECT: 20.0, BROKER: 30.0}
-LISTENERS_KEY = "secure_listeners"  # stack.json: a secured one-broker stack's extra listener ports
 EXTRA_LISTENERS = ("mtls", "oauth")
-
-
-@dataclass(frozen=True)
-class ComponentStatus:
-    name: str
-    pids: list[int]
-    healthy: bool
-    log: Path
-
-    def as_dict(self) -> dict[str, object]:
-        return {"name": self.name, "pids": self.pids, "healthy": self.healthy, "log": str(self.log)}
-
-
-@dataclass(frozen=True)
-class StackStatus:
-    home: Path
-    endpoints: Endpoints | None
-    components: list[ComponentStatus] = field(default_factory=list)
-
-    @property
-    def running(self) -> bool:
-        return bool(self.components) and all(c.healthy and len(c.pids) <= 1 for c in self.components)
-
-    @property
-    def stopped(self) -> bool:
-        return all(not c.pids for c in self.components)
-
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "home": str(self.home),
-            "state": "running" if self.running else "stopped" if self.stopped else "degraded",
-            **(self.endpoints.as_dict() if self.endpoints else {"runtime": "local"}),
-            "components": [c.as_dict() for c in self.components],
-        }
 
 
 class LocalStack:
@@ -146,6 +104,7 @@ class LocalStack:
         if brokers is not None:
             broker_components(brokers)  # at least one
         self.home = home.resolve()
+        self._home = StackHome(self.home)
         self.jars_dir = jars_dir
         self.requested = {BROKER: broker_port, CONNECT: connect_port}
         self.requested_brokers = brokers
@@ -157,34 +116,33 @@ class LocalStack:
         self.requested_registry = registry  # the local schema registry too; None keeps the home's choice
         self.registry_port = registry_port
 
-    # -- paths ---------------------------------------------------------------------------------
+    # -- paths (the home's, stack.state) ----------------------------------------------------------
 
     @property
     def state_file(self) -> Path:
-        return self.home / STACK_STATE
+        return self._home.state_file
 
     @property
     def config_dir(self) -> Path:
-        return self.home / "config"
+        return self._home.config_dir
 
     @property
     def data_dir(self) -> Path:
-        return self.home / "kafka" / "data"
+        return self._home.data_dir
 
     @property
     def logs_dir(self) -> Path:
-        return self.home / "logs"
+        return self._home.logs_dir
 
     def log_file(self, component: str) -> Path:
-        return self.logs_dir / f"{component}.log"
+        return self._home.log_file(component)
 
     def node_data_dir(self, component: str) -> Path:
         """A broker's log.dirs: ``kafka/data`` on a one-broker stack, ``kafka/data-<i>`` for node i of more."""
-        return self.data_dir if component == BROKER else self.home / "kafka" / f"data-{_node_id(component)}"
+        return self._home.node_data_dir(component)
 
     def _server_properties(self, component: str) -> Path:
-        name = "server.properties" if component == BROKER else f"server-{_node_id(component)}.properties"
-        return self.config_dir / name
+        return self._home.server_properties(component)
 
     # -- the cluster's shape -------------------------------------------------------------------
 
@@ -196,23 +154,22 @@ class LocalStack:
     @property
     def secure(self) -> bool:
         """Whether this home's stack is secured: as recorded once it exists, else as requested."""
-        saved = self._saved_state().get("secure")
-        return bool(saved) if isinstance(saved, bool) else bool(self.requested_secure)
+        saved = self._home.saved_secure()
+        return saved if saved is not None else bool(self.requested_secure)
 
     def stack_secrets(self) -> StackSecrets | None:
         """The secured stack's certificates and credentials (made on first use); None for a plaintext stack."""
-        return ensure_secrets(self.home) if self.secure else None
+        return self._home.secrets(self.secure)
 
     def secure_listeners(self) -> dict[str, str]:
         """A secured one-broker stack's extra listeners by name (``mtls``, ``oauth``): their ``host:port``."""
-        saved = self._saved_state().get(LISTENERS_KEY)
-        return {name: f"{HOST}:{port}" for name, port in saved.items()} if isinstance(saved, dict) else {}
+        return self._home.secure_listeners()
 
     @property
     def with_registry(self) -> bool:
         """Whether this home's stack runs the local schema registry: as asked, else as recorded, else not."""
-        saved = self._saved_state().get("registry")
-        return self.requested_registry if self.requested_registry is not None else saved is True
+        requested = self.requested_registry
+        return requested if requested is not None else self._home.saved_registry()
 
     def schema_registry(self) -> LocalSchemaRegistry:
         return LocalSchemaRegistry(self.home, self.jars_dir, port=self.registry_port, progress=self.progress)
@@ -268,20 +225,10 @@ class LocalStack:
     # -- public API ----------------------------------------------------------------------------
 
     def endpoints(self) -> Endpoints | None:
-        ports = self._saved_ports()
-        if ports is None:
-            return None
-        endpoints = self._endpoints(ports)
-        url = self.schema_registry().url() if self.with_registry else None
-        return dataclasses.replace(endpoints, schema_registry_url=url) if url else endpoints
+        return self._home.endpoints(secure=self.secure, registry=self.with_registry)
 
     def _endpoints(self, ports: Ports) -> Endpoints:
-        stack = self.stack_secrets()
-        if stack is None:
-            return Endpoints(bootstrap_servers(ports), connect_url(ports), runtime="local")
-        https = connect_url(ports).replace("http://", "https://", 1)
-        return Endpoints(bootstrap_servers(ports), https, runtime="local", kafka_config=str(stack.client_properties),
-                         connect_credentials=str(stack.rest_credentials))  # fmt: skip
+        return self._home.endpoints_at(ports, secure=self.secure)
 
     def status(self) -> StackStatus:
         live = processes.stack_processes(self.home)
@@ -410,7 +357,7 @@ class LocalStack:
         return endpoints
 
     def _update_state(self, **entries: object) -> None:
-        self.state_file.write_text(json.dumps({**self._saved_state(), **entries}, indent=2) + "\n")
+        self._home.update_state(**entries)
 
     def _check_component(self, component: str) -> None:
         if component not in self.components:
@@ -423,32 +370,20 @@ class LocalStack:
         if component == BROKER:
             return broker_answers(bootstrap_servers(ports), settings=client)
         if component != CONNECT:  # one node of several: it answers at its own address and is registered
-            node_id = _node_id(component)
+            node_id = broker_node_id(component)
             return broker_answers(f"{HOST}:{ports.nodes[node_id - 1].broker}", node_id=node_id, settings=client)
         endpoints = self._endpoints(ports)
         plugins = connect_plugins(endpoints.connect_url, auth=endpoints_connect_auth(endpoints))
         return plugins is not None and FILE_SOURCE in plugins
 
     def _saved_state(self) -> dict[str, object]:
-        try:
-            state = json.loads(self.state_file.read_text())
-        except (OSError, ValueError):
-            return {}
-        return state if isinstance(state, dict) else {}
+        return self._home.saved_state()
 
     def _saved_ports(self) -> Ports | None:
-        try:
-            return Ports.from_dict(self._saved_state()["ports"])  # type: ignore[arg-type]
-        except (KeyError, TypeError, ValueError, AttributeError):
-            return None
+        return self._home.saved_ports()
 
     def _saved_broker_count(self) -> int | None:
-        """From stack.json: ``brokers``, else (a state file of an older ikkai) the nodes of its ports."""
-        count = self._saved_state().get("brokers")
-        if isinstance(count, int) and count >= 1:
-            return count
-        ports = self._saved_ports()
-        return len(ports.nodes) if ports else None
+        return self._home.saved_broker_count()
 
     def _choose_ports(self) -> Ports:
         """Requested ports must be free; otherwise reuse last run's ports if free and outside the kernel's
@@ -520,52 +455,16 @@ class LocalStack:
 
     def _write_configs(self, ports: Ports, jars: JarSet, *, connect: bool = True) -> None:
         """Every component's files; the brokers' only without ``connect`` (a broker restart builds no plugin)."""
-        self.config_dir.mkdir(parents=True, exist_ok=True)
-        self.logs_dir.mkdir(parents=True, exist_ok=True)
-        header = "written by ikkai (stack/local_stack.py); edits are overwritten on the next `ikkai stack up`"
-        brokers = broker_components(len(ports.nodes))
-        files = {
-            **{
-                self._server_properties(broker).name: self._broker_properties(ports, broker, node_id)
-                for node_id, broker in enumerate(brokers, start=1)
-            },
-            **{f"log4j2-{broker}.properties": log4j2_properties(self.log_file(broker)) for broker in brokers},
-        }
+        plugin_path = None
         if connect:
-            files |= self._connect_configs(ports, jars)
-        for name, properties in files.items():
-            (self.config_dir / name).write_text(render_properties(properties, header))
+            built = local_plugin_dirs_for_stack(self.jars_dir, progress=self.progress)
+            plugin_path = [jars.plugins, *built, *self.extra_plugin_dirs]
+        write_configs(
+            self._home, ports, self.stack_secrets(), plugin_path=plugin_path, scan_plugins=bool(self.extra_plugin_dirs)
+        )
 
     def _broker_properties(self, ports: Ports, broker: str, node_id: int) -> dict[str, str]:
-        properties = broker_properties(ports, self.node_data_dir(broker), node_id)
-        stack = self.stack_secrets()
-        if stack is not None:
-            for key in ("listeners", "advertised.listeners"):
-                properties[key] = properties[key].replace("PLAINTEXT://", "SASL_SSL://")
-            properties |= broker_security(stack)
-            listeners = self._saved_state().get(LISTENERS_KEY)
-            if isinstance(listeners, dict) and len(ports.nodes) == 1:
-                properties = with_extra_listeners(properties, stack, listeners, HOST)
-        return properties
-
-    def _connect_configs(self, ports: Ports, jars: JarSet) -> dict[str, dict[str, str]]:
-        worker = connect_properties(
-            ports,
-            [
-                jars.plugins,
-                *local_plugin_dirs_for_stack(self.jars_dir, progress=self.progress),
-                *self.extra_plugin_dirs,
-            ],
-        )
-        if self.extra_plugin_dirs:  # plugins from elsewhere may lack ServiceLoader manifests: scan them too
-            worker["plugin.discovery"] = "hybrid_warn"
-        stack = self.stack_secrets()
-        if stack is not None:
-            worker |= connect_security(stack, ports.connect, HOST)
-        return {
-            "connect-distributed.properties": worker,
-            f"log4j2-{CONNECT}.properties": log4j2_properties(self.log_file(CONNECT)),
-        }
+        return broker_config(self._home, ports, broker, node_id, self.stack_secrets())
 
     def _format_storage(self, broker: str, java: Path, jars: JarSet) -> None:
         data_dir = self.node_data_dir(broker)
@@ -618,7 +517,7 @@ class LocalStack:
                 config, main_class, address = self.config_dir / "connect-distributed.properties", CONNECT_MAIN, \
                     self._endpoints(ports).connect_url  # fmt: skip
             else:
-                port = ports.nodes[_node_id(component) - 1].broker
+                port = ports.nodes[broker_node_id(component) - 1].broker
                 config, main_class, address = self._server_properties(component), BROKER_MAIN, f"{HOST}:{port}"
             self._say(f"starting {component} on {address}")
             process = processes.start_java(
@@ -735,19 +634,9 @@ def _register_catalog(url: str) -> int:
         codec.close()
 
 
-def _node_id(broker: str) -> int:
-    """``broker`` is node 1 of a one-broker stack; ``broker-<i>`` is node i."""
-    if broker == BROKER:
-        return 1
-    match = _NODE.fullmatch(broker)
-    if match is None:
-        raise StackError(broker, "is not a broker's name", fix=f"name `{BROKER}` or `{BROKER}-<node id>`")
-    return int(match.group(1))
-
-
 def _kind(component: str) -> str:
     """``broker`` for every broker, else the component's own name."""
-    return BROKER if component == BROKER or _NODE.fullmatch(component) else component
+    return BROKER if component == BROKER or NODE.fullmatch(component) else component
 
 
 def _new_cluster_id() -> str:

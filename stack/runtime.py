@@ -13,8 +13,9 @@ from typing import Protocol, TextIO
 
 from ikkai.settings import Endpoints, endpoints_connect_auth, external_endpoints, ikkai_home, jars_dir
 from stack.errors import StackError
-from stack.local_stack import ComponentStatus, LocalStack, StackStatus
+from stack.local_stack import LocalStack
 from stack.probes import broker_answers, connect_plugins
+from stack.status import ComponentStatus, StackStatus
 
 RUNTIMES = ("local", "docker")
 

@@ -183,6 +183,20 @@ class RegistryStatus:
         return {"name": REGISTRY, "url": self.url, "pids": self.pids, "healthy": self.healthy, "log": str(self.log)}
 
 
+def recorded_url(home: Path) -> str | None:
+    """The ccompat base URL the registry of ``home`` listens (or last listened) on; None if it never started there."""
+    port = _saved_port(home.resolve())
+    return ccompat_url(port) if port is not None else None
+
+
+def _saved_port(home: Path) -> int | None:
+    try:
+        port = json.loads((home / STATE_FILE).read_text()).get("port")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return port if isinstance(port, int) else None
+
+
 class LocalSchemaRegistry:
     """Start, inspect and stop the schema registry of the stack home ``home``."""
 
@@ -211,8 +225,7 @@ class LocalSchemaRegistry:
 
     def url(self) -> str | None:
         """The ccompat base URL it listens (or last listened) on; None if it never started here."""
-        port = self._saved_port()
-        return ccompat_url(port) if port is not None else None
+        return recorded_url(self.home)
 
     def status(self) -> RegistryStatus:
         pids = sorted(processes.stack_processes(self.home).get(REGISTRY, []))
@@ -270,11 +283,7 @@ class LocalSchemaRegistry:
         return pids
 
     def _saved_port(self) -> int | None:
-        try:
-            port = json.loads(self.state_file.read_text()).get("port")
-        except (OSError, ValueError, AttributeError):
-            return None
-        return port if isinstance(port, int) else None
+        return _saved_port(self.home)
 
     def _choose_port(self) -> int:
         """The requested port (it must be free), else the last one if free and safe, else a new free one."""

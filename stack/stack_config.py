@@ -12,9 +12,12 @@ A stack has one or more KRaft nodes, each a combined broker+controller. One node
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from stack.errors import StackError
 
 HOST = "127.0.0.1"
 
@@ -34,6 +37,7 @@ BROKER = "broker"
 CONTROLLER = "controller"
 CONNECT = "connect"
 MAX_REPLICATION = 3
+NODE = re.compile(rf"{BROKER}-([1-9][0-9]*)")  # node i of a stack of N > 1: ``broker-<i>``
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,16 @@ def broker_components(count: int) -> tuple[str, ...]:
     if count < 1:
         raise ValueError(f"a stack needs at least one broker, not {count}")
     return (BROKER,) if count == 1 else tuple(f"{BROKER}-{node_id}" for node_id in range(1, count + 1))
+
+
+def broker_node_id(broker: str) -> int:
+    """``broker`` is node 1 of a one-broker stack; ``broker-<i>`` is node i."""
+    if broker == BROKER:
+        return 1
+    match = NODE.fullmatch(broker)
+    if match is None:
+        raise StackError(broker, "is not a broker's name", fix=f"name `{BROKER}` or `{BROKER}-<node id>`")
+    return int(match.group(1))
 
 
 def port_roles(count: int) -> tuple[str, ...]:

@@ -1,0 +1,81 @@
+"""Writing the embedded stack's configuration files into ``<home>/config/``.
+
+The text of each file is stack.stack_config's (pure); this module decides which files a stack of
+N brokers, plaintext or secured, gets and writes them. Every file starts with a header that says
+it is overwritten on the next ``up``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from stack.stack_config import (
+    CONNECT,
+    HOST,
+    Ports,
+    broker_components,
+    broker_properties,
+    connect_properties,
+    log4j2_properties,
+    render_properties,
+)
+from stack.stack_security import StackSecrets, broker_security, connect_security, with_extra_listeners
+from stack.state import LISTENERS_KEY, StackHome
+
+HEADER = "written by ikkai (stack/config_files.py); edits are overwritten on the next `ikkai stack up`"
+
+
+def write_configs(
+    home: StackHome,
+    ports: Ports,
+    secrets: StackSecrets | None,
+    *,
+    plugin_path: list[Path] | None,
+    scan_plugins: bool = False,
+) -> None:
+    """Every component's files; the brokers' only when ``plugin_path`` is None (a broker restart builds no plugin).
+    ``scan_plugins``: plugins from elsewhere may lack ServiceLoader manifests, so the worker scans them too."""
+    home.config_dir.mkdir(parents=True, exist_ok=True)
+    home.logs_dir.mkdir(parents=True, exist_ok=True)
+    brokers = broker_components(len(ports.nodes))
+    files = {
+        **{
+            home.server_properties(broker).name: broker_config(home, ports, broker, node_id, secrets)
+            for node_id, broker in enumerate(brokers, start=1)
+        },
+        **{f"log4j2-{broker}.properties": log4j2_properties(home.log_file(broker)) for broker in brokers},
+    }
+    if plugin_path is not None:
+        files |= connect_configs(home, ports, secrets, plugin_path, scan_plugins=scan_plugins)
+    for name, properties in files.items():
+        (home.config_dir / name).write_text(render_properties(properties, HEADER))
+
+
+def broker_config(
+    home: StackHome, ports: Ports, broker: str, node_id: int, secrets: StackSecrets | None
+) -> dict[str, str]:
+    """One broker's server.properties: plaintext, or SASL_SSL (plus the mTLS and OAuth listeners of one broker)."""
+    properties = broker_properties(ports, home.node_data_dir(broker), node_id)
+    if secrets is not None:
+        for key in ("listeners", "advertised.listeners"):
+            properties[key] = properties[key].replace("PLAINTEXT://", "SASL_SSL://")
+        properties |= broker_security(secrets)
+        listeners = home.saved_state().get(LISTENERS_KEY)
+        if isinstance(listeners, dict) and len(ports.nodes) == 1:
+            properties = with_extra_listeners(properties, secrets, listeners, HOST)
+    return properties
+
+
+def connect_configs(
+    home: StackHome, ports: Ports, secrets: StackSecrets | None, plugin_path: list[Path], *, scan_plugins: bool
+) -> dict[str, dict[str, str]]:
+    """The Connect worker's properties and its log4j2 file."""
+    worker = connect_properties(ports, plugin_path)
+    if scan_plugins:
+        worker["plugin.discovery"] = "hybrid_warn"
+    if secrets is not None:
+        worker |= connect_security(secrets, ports.connect, HOST)
+    return {
+        "connect-distributed.properties": worker,
+        f"log4j2-{CONNECT}.properties": log4j2_properties(home.log_file(CONNECT)),
+    }
