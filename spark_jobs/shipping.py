@@ -16,15 +16,14 @@ cluster-side cache can keep it.
 from __future__ import annotations
 
 import hashlib
-import io
-import zipfile
 from importlib.resources import files
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
+from ikkai.archives import deterministic_zip
+
 PACKAGES = ("ikkai", "spark_jobs", "transforms")  # what a job imports; never the control plane, stack or demo
 _SKIPPED_SUFFIXES = (".pyc", ".pyo")
-_EPOCH = (1980, 1, 1, 0, 0, 0)  # zip's earliest timestamp: entries carry no build time
 
 
 def _entries(folder: Traversable, prefix: str) -> list[tuple[str, bytes]]:
@@ -36,17 +35,6 @@ def _entries(folder: Traversable, prefix: str) -> list[tuple[str, bytes]]:
         elif entry.is_file() and not entry.name.endswith(_SKIPPED_SUFFIXES):
             found.append((name, entry.read_bytes()))
     return found
-
-
-def _deterministic_zip(entries: list[tuple[str, bytes]]) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        for name, content in sorted(entries):
-            info = zipfile.ZipInfo(name, date_time=_EPOCH)
-            info.external_attr = 0o644 << 16
-            info.compress_type = zipfile.ZIP_DEFLATED
-            archive.writestr(info, content)
-    return buffer.getvalue()
 
 
 def _write(dist: Path, stem: str, content: bytes) -> Path:
@@ -62,4 +50,4 @@ def _write(dist: Path, stem: str, content: bytes) -> Path:
 def build_app_zip(dist: Path, packages: tuple[str, ...] = PACKAGES) -> Path:
     """``dist/ikkai-app-<hash>.zip``: the packages with their data, importable straight from the zip."""
     entries = [entry for package in packages for entry in _entries(files(package), package.replace(".", "/"))]
-    return _write(dist, "ikkai-app", _deterministic_zip(entries))
+    return _write(dist, "ikkai-app", deterministic_zip(entries))

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,10 +17,9 @@ from typing import TextIO
 
 from ikkai.settings import SPARK_JARS
 from stack.errors import ArtifactError
-from stack.prerequisites import check_java, check_maven
+from stack.maven_build import COMPLETE, build_once
 
 POM = Path(__file__).with_name("pom.xml")
-COMPLETE = ".complete"
 
 
 @dataclass(frozen=True)
@@ -89,35 +86,24 @@ def record_spark_jars(jars_dir: Path, jars: JarSet) -> None:
 
 
 def _resolve(jars_dir: Path, progress: TextIO) -> JarSet:
-    check_java()
-    mvn = check_maven()
-    jars_dir.mkdir(parents=True, exist_ok=True)
     target = jars_dir / fingerprint()
-    staging = jars_dir / f".{target.name}.partial-{os.getpid()}"
-    log_path = jars_dir / f"maven-{target.name}.log"
-    shutil.rmtree(staging, ignore_errors=True)
-    command = [
-        str(mvn), "-B", "-f", str(POM),
-        "dependency:copy-dependencies", f"-Dikkai.jars.dir={staging}",
-    ]  # fmt: skip
-    progress.write(f"resolving stack jars with Maven into {target} (first run downloads ~150 MB)\n")
     downloaded = 0
-    with log_path.open("w") as log:
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=POM.parent)
-        assert process.stdout is not None
-        for line in process.stdout:
-            log.write(line)
-            if line.startswith("Downloaded from"):
-                downloaded += 1
-                if downloaded % 25 == 0:
-                    progress.write(f"  {downloaded} artifacts downloaded\n")
-        code = process.wait()
-    if code != 0:
-        shutil.rmtree(staging, ignore_errors=True)
-        errors = [line.strip() for line in log_path.read_text().splitlines() if line.startswith("[ERROR]")]
-        raise ArtifactError(POM, errors[0] if errors else f"mvn exited {code}", log=log_path)
-    (staging / COMPLETE).write_text(" ".join(command) + "\n")
-    shutil.rmtree(target, ignore_errors=True)
-    staging.rename(target)
+
+    def count(line: str) -> None:
+        nonlocal downloaded
+        if line.startswith("Downloaded from"):
+            downloaded += 1
+            if downloaded % 25 == 0:
+                progress.write(f"  {downloaded} artifacts downloaded\n")
+
+    build_once(
+        target,
+        lambda staging: ["-f", str(POM), "dependency:copy-dependencies", f"-Dikkai.jars.dir={staging}"],
+        cwd=POM.parent,
+        failure=lambda problem, log: ArtifactError(POM, problem, log=log),
+        progress=progress,
+        announce=f"resolving stack jars with Maven into {target} (first run downloads ~150 MB)",
+        on_line=count,
+    )
     progress.write(f"stack jars ready ({downloaded} artifacts downloaded)\n")
     return JarSet(target)

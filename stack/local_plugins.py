@@ -32,23 +32,19 @@ from __future__ import annotations
 
 import hashlib
 import importlib.resources
-import io
 import json
 import os
 import shutil
-import subprocess
 import sys
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 from xml.etree import ElementTree
 
+from ikkai.archives import deterministic_zip
 from ikkai.contract.codec import schemas_dir
 from ikkai.errors import IkkaiError
-from stack.prerequisites import check_java, check_maven
-
-COMPLETE = ".complete"
+from stack.maven_build import COMPLETE, build_once
 
 
 @dataclass(frozen=True)
@@ -146,37 +142,31 @@ def _ensure(jars_dir: Path, plugin: LocalPlugin, progress: TextIO) -> Path:
     target = plugin_path_entry(jars_dir, plugin)
     if (target / COMPLETE).exists():
         return target
-    check_java()
-    mvn = check_maven()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = target.parent / f".{target.name}.partial-{os.getpid()}"
-    build_dir = staging / ".build"
-    log_path = target.parent / f"maven-{target.name}.log"
-    shutil.rmtree(staging, ignore_errors=True)
-    command = [str(mvn), "-B", "-f", str(plugin.module / "pom.xml"), "package", f"-Dikkai.build.dir={build_dir}"]
-    if plugin.schemas is not None:
-        command.append(f"-Dikkai.schemas.dir={plugin.schemas}")
-    progress.write(f"building the Connect plugin {plugin.name} with Maven (JUnit tests included)\n")
-    progress.flush()
-    with log_path.open("w") as log:
-        code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, cwd=plugin.module, check=False).returncode
-    if code != 0:
-        shutil.rmtree(staging, ignore_errors=True)
-        lines = log_path.read_text(errors="replace").splitlines()
-        errors = [line.strip() for line in lines if line.startswith("[ERROR]") and line.strip() != "[ERROR]"]
-        raise PluginBuildError(plugin.name, errors[0] if errors else f"mvn exited {code}", log=log_path)
-    folder = staging / plugin.name
-    folder.mkdir()
-    for jar in [*build_dir.glob(f"{plugin.name}-*.jar"), *(build_dir / "plugin-deps").glob("*.jar")]:
-        shutil.copy2(jar, folder / jar.name)
-    shutil.rmtree(build_dir)
-    (staging / COMPLETE).write_text(" ".join(command) + "\n")
-    try:
-        staging.rename(target)
-    except OSError:  # another process finished the same build first; its result is as good as ours
-        shutil.rmtree(staging, ignore_errors=True)
-        if not (target / COMPLETE).exists():
-            raise
+
+    def arguments(staging: Path) -> list[str]:
+        command = ["-f", str(plugin.module / "pom.xml"), "package", f"-Dikkai.build.dir={staging / '.build'}"]
+        if plugin.schemas is not None:
+            command.append(f"-Dikkai.schemas.dir={plugin.schemas}")
+        return command
+
+    def plugin_folder(staging: Path) -> None:
+        """``<staging>/<plugin>/``: the plugin jar and its runtime dependencies, without Maven's build folder."""
+        build_dir = staging / ".build"
+        folder = staging / plugin.name
+        folder.mkdir()
+        for jar in [*build_dir.glob(f"{plugin.name}-*.jar"), *(build_dir / "plugin-deps").glob("*.jar")]:
+            shutil.copy2(jar, folder / jar.name)
+        shutil.rmtree(build_dir)
+
+    build_once(
+        target,
+        arguments,
+        cwd=plugin.module,
+        failure=lambda problem, log: PluginBuildError(plugin.name, problem, log=log),
+        progress=progress,
+        announce=f"building the Connect plugin {plugin.name} with Maven (JUnit tests included)",
+        finish=plugin_folder,
+    )
     progress.write(f"Connect plugin {plugin.name} ready in {target}\n")
     return target
 
@@ -195,7 +185,6 @@ def local_plugin_dirs_for_stack(jars_dir: Path, *, progress: TextIO = sys.stderr
         return built_plugin_dirs(jars_dir)
 
 
-_EPOCH = (1980, 1, 1, 0, 0, 0)  # zip's earliest timestamp: entries carry no build time
 _POM_NS = {"m": "http://maven.apache.org/POM/4.0.0"}
 
 
@@ -244,14 +233,7 @@ def write_archive(plugin: LocalPlugin, built: Path, out_dir: Path, version: str 
     top = f"{plugin.name}-{version}"
     entries = [(f"{top}/lib/{jar.name}", jar.read_bytes()) for jar in jars]
     entries.append((f"{top}/manifest.json", json.dumps(archive_manifest(plugin, version), indent=2).encode() + b"\n"))
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        for name, content in sorted(entries):
-            info = zipfile.ZipInfo(name, date_time=_EPOCH)
-            info.external_attr = 0o644 << 16
-            info.compress_type = zipfile.ZIP_DEFLATED
-            archive.writestr(info, content)
-    content = buffer.getvalue()
+    content = deterministic_zip(entries)
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / f"{top}.zip"
     partial = out_dir / f".{top}.zip.{os.getpid()}"

@@ -21,9 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
-import subprocess
 import sys
 import time
 import zipfile
@@ -36,8 +33,9 @@ import requests
 from ikkai.errors import IkkaiError
 from stack import processes
 from stack.errors import ArtifactError, PortInUseError, StackError
+from stack.maven_build import COMPLETE, build_once
 from stack.ports import ephemeral_range, free_port, port_is_free, reserved_ports
-from stack.prerequisites import check_java, check_maven
+from stack.prerequisites import check_java
 from stack.stack_config import HOST
 
 REGISTRY = "schema-registry"
@@ -48,7 +46,6 @@ AVRO_CONVERTER = "io.apicurio.registry.utils.converter.AvroConverter"
 NATIVE_API_PATH = "/apis/registry/v2"  # what Apicurio's own clients (the converter) are given
 CCOMPAT_PATH = "/apis/ccompat/v7"
 STATE_FILE = f"{REGISTRY}.json"
-COMPLETE = ".complete"
 RUNNER_SUFFIX = "-runner.jar"
 
 READY_TIMEOUT = 180.0
@@ -115,26 +112,15 @@ def _maven_once(
     pom: Path, parent: Path, goals: list[str], dir_property: str, subdir: str, progress: TextIO, *, what: str
 ) -> Path:
     """Run Maven on ``pom`` into ``<parent>/<fingerprint>/<subdir>``: staged, then renamed, then marked complete."""
-    check_java()
-    mvn = check_maven()
-    parent.mkdir(parents=True, exist_ok=True)
     target = parent / fingerprint(pom)
-    staging = parent / f".{target.name}.partial-{os.getpid()}"
-    log_path = parent / f"maven-{target.name}.log"
-    shutil.rmtree(staging, ignore_errors=True)
-    command = [str(mvn), "-B", "-f", str(pom), *goals, f"-D{dir_property}={staging / subdir}"]
-    progress.write(f"building {what} with Maven into {target}\n")
-    progress.flush()
-    with log_path.open("w") as log:
-        code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, cwd=pom.parent, check=False).returncode
-    if code != 0:
-        shutil.rmtree(staging, ignore_errors=True)
-        errors = [line.strip() for line in log_path.read_text().splitlines() if line.startswith("[ERROR]")]
-        raise ArtifactError(pom, errors[0] if errors else f"mvn exited {code}", log=log_path)
-    (staging / COMPLETE).write_text(" ".join(command) + "\n")
-    shutil.rmtree(target, ignore_errors=True)
-    staging.rename(target)
-    return target
+    return build_once(
+        target,
+        lambda staging: ["-f", str(pom), *goals, f"-D{dir_property}={staging / subdir}"],
+        cwd=pom.parent,
+        failure=lambda problem, log: ArtifactError(pom, problem, log=log),
+        progress=progress,
+        announce=f"building {what} with Maven into {target}",
+    )
 
 
 def ccompat_url(port: int) -> str:
