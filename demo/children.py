@@ -96,6 +96,10 @@ class Child:
             time.sleep(0.5)
         return False
 
+    def quiet_for(self) -> float:
+        """Seconds since this process last wrote to its log (a Spark job's stage progress counts)."""
+        return max(0.0, time.time() - self.log.stat().st_mtime)
+
     def has_written(self, needle: str) -> bool:
         """Whether this run of the process has written ``needle`` to its log so far."""
         return needle.encode() in self.log.read_bytes()[self._log_start :]

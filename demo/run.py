@@ -482,15 +482,28 @@ class Demo:
                 self.chaos_events.append(ChaosEvent(action, at, where, recovered, failure))
 
     def _wait_job_recovered(self, name: str, job: Child) -> None:
-        """Until the restarted job commits a batch, or it runs its query and has caught up (``chaos.caught_up``)."""
-        deadline = time.monotonic() + self.options.idle_timeout_s
-        while time.monotonic() < deadline:
+        """Until the restarted job commits a batch, or it runs its query and has caught up (``chaos.caught_up``).
+
+        A job that is still working (its log grows: Spark reports each stage's progress) is given time: on a
+        loaded machine the first batch after a restart may take longer than ``idle_timeout_s``. It fails when
+        it has been silent for ``idle_timeout_s``, exits, or works for four times that without a batch.
+        """
+        began = time.monotonic()
+        while time.monotonic() - began < 4 * self.options.idle_timeout_s:
             if job.wait_for_output(f"{name}: batch", 2.0):
                 return
             job.check_alive()
             if job.has_written(f"{name}: ") and chaos_.caught_up(name, self.counts):
                 return
-        raise DemoProcessError(name, "committed no batch after its restart", job.log)
+            if job.quiet_for() > self.options.idle_timeout_s:
+                raise DemoProcessError(
+                    name,
+                    f"committed no batch after its restart and wrote nothing for {job.quiet_for():.0f}s",
+                    job.log,
+                )
+        raise DemoProcessError(
+            name, f"committed no batch within {4 * self.options.idle_timeout_s:.0f}s of its restart", job.log
+        )
 
     def _broker_victim(self, action: str) -> tuple[str, str]:
         """(broker, why): the broker that now leads the output partition or coordinates the transactions
