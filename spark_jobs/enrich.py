@@ -36,7 +36,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import click
 
@@ -53,38 +53,27 @@ from spark_jobs.enrich_records import (
     ORDER_BY,
     SINK_SCHEMA,
     TRANSFORM_COLUMNS,
-    Settings,
+    EnrichParameters,
     classify_with_state,
     encode_dead_letters,
     encode_events,
 )
-from spark_jobs.input_identity import input_recreated_option, input_topic_id, rebase_on_recreated_input
-from spark_jobs.job_shell import (
-    DEFAULT_TRIGGER_INTERVAL,
-    MODES,
-    batch_bound_options,
-    batch_writer,
-    bootstrap_servers,
-    continuous_options,
-    crash_hook,
-    default_max_offsets_per_trigger,
-    default_max_transaction_bytes,
-    ensure_topics,
-    kafka_source,
-    main_entry,
-    pinned_partitions,
-    retry_deadline_s,
-    run_until_done,
-    stream_trigger,
-)
+from spark_jobs.job_shell import main_entry
 from spark_jobs.master_data import ensure_master_topics
-from spark_jobs.partition_transactions import DEFAULT_TRANSACTION_TIMEOUT_MS
-from spark_jobs.query_handover import handover_options
-from spark_jobs.transactional_sink import AtLeastOnceBatchWriter, SinkConfig, TransactionalBatchWriter
+from spark_jobs.streaming_job import (
+    BatchPlan,
+    BatchWriter,
+    StreamingOptions,
+    crash_option,
+    input_options,
+    layout_options,
+    master_option,
+    run_job,
+    run_options,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.streaming.query import StreamingQuery
 
     from transforms import TransformPipeline
 
@@ -111,29 +100,57 @@ def load_enrich_spec(path: str | Path = TRANSFORMS_SPEC) -> TransformPipeline:
 
 
 @dataclass(frozen=True)
-class EnrichOptions:
-    bootstrap_servers: str
-    checkpoint: Path
-    input_topic: str = topics.INGEST_PAYMENTS
+class EnrichJob:
+    """The enrich job's own options; the streaming-job template does the rest (``streaming_job``)."""
+
+    name: ClassVar[str] = "enrich"
     events_topic: str = topics.EVENTS_PAYMENTS
     dlq_topic: str = topics.DLQ_ENRICH
     master_data: MasterDataTopics = field(default_factory=MasterDataTopics)
-    partitions: int | None = None
     lateness_ms: int = DEFAULT_LATENESS_MS
     transforms: Path = TRANSFORMS_SPEC
-    mode: str = "exactly-once"
-    app: str = "ikkai"
-    query: str = "enrich"
-    available_now: bool = True
-    trigger_interval: str = DEFAULT_TRIGGER_INTERVAL  # with available_now False
-    max_offsets_per_trigger: int | None = None  # None: default_max_offsets_per_trigger(transaction_timeout_ms)
-    transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
     master_data_timeout_s: float = 600.0
-    master: str = "local[2]"
-    crash_after_batch: int | None = None  # fault injection for tests: SIGKILL itself after this batch's write
-    input_recreated: str = ""  # --input-recreated: the recreated input topic's id, to start over on it
-    after_query: str = ""  # a new query taking over another's output (query_handover)
-    start_offsets: dict[int, int] = field(default_factory=dict)  # or told where to start
+
+    @property
+    def layout_topic(self) -> str:
+        return self.events_topic
+
+    @property
+    def output_topics(self) -> tuple[str, str]:
+        return (self.events_topic, self.dlq_topic)
+
+    def plan(self, spark: SparkSession, options: StreamingOptions, partitions: int) -> BatchPlan:
+        from pyspark.sql import functions as F
+
+        from transforms import CURRENCY_EXPONENTS
+
+        pipeline = load_enrich_spec(self.transforms)  # a bad spec or a missing column stops the job here
+        parameters = EnrichParameters(options.input_topic, self.events_topic, self.dlq_topic, partitions,
+                                      self.lateness_ms, dict(CURRENCY_EXPONENTS))  # fmt: skip
+        sys.stderr.write(
+            f"{options.query}: {partitions} partitions, lateness {self.lateness_ms} ms, transforms "
+            f"{', '.join(pipeline.names)}, mode {options.mode}\n"
+        )
+
+        def classified(source: DataFrame) -> DataFrame:
+            return (
+                source.select("key", "value", "partition", "offset", F.unix_millis("timestamp").alias("ingested_at"))
+                .groupBy("partition")
+                .applyInPandasWithState(
+                    classify_with_state(parameters), CLASSIFIED_SCHEMA, GATE_STATE_SCHEMA, "update", "NoTimeout"
+                )
+            )
+
+        def enrich_batch(writer: BatchWriter) -> EnrichBatch:
+            codec = environment_codec()  # the wire format (IKKAI_SCHEMA_REGISTRY_URL), chosen once on the driver
+            master_data = MasterData(options.bootstrap_servers, self.master_data, self.master_data_timeout_s, codec)
+            return EnrichBatch(parameters, master_data, pipeline, writer, codec)
+
+        return BatchPlan(
+            output_topics=self.output_topics, dlq_topic=self.dlq_topic, order_by=ORDER_BY,
+            writer_version=writer_version(self.lateness_ms, parameters.exponents, self.transforms),
+            rows=classified, batch_function=enrich_batch, output_mode="update",
+        )  # fmt: skip
 
 
 def writer_version(lateness_ms: int, exponents: Mapping[str, int], transforms: Path) -> str:
@@ -151,13 +168,13 @@ class EnrichBatch:
 
     def __init__(
         self,
-        settings: Settings,
+        parameters: EnrichParameters,
         master_data: MasterData,
         pipeline: TransformPipeline,
-        writer: TransactionalBatchWriter | AtLeastOnceBatchWriter,
+        writer: BatchWriter,
         codec: RecordCodec | None = None,
     ) -> None:
-        self.settings = settings
+        self.parameters = parameters
         self.codec = codec or default_codec()
         self.master_data = master_data
         self.pipeline = pipeline
@@ -166,7 +183,7 @@ class EnrichBatch:
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         from pyspark.sql import functions as F
 
-        settings, codec = self.settings, self.codec
+        parameters, codec = self.parameters, self.codec
         snapshot = batch.sparkSession.sparkContext.broadcast(self.master_data.snapshot(batch.sparkSession))
         batch = batch.persist()  # the state store is updated once; events and dead letters read the same rows
         try:
@@ -174,11 +191,11 @@ class EnrichBatch:
                 batch.where(F.col("outcome") == EVENT).select(*(name for name, _ in TRANSFORM_COLUMNS))
             )
             rows = events.mapInPandas(
-                lambda c: encode_events((join_as_of(chunk, snapshot.value) for chunk in c), codec, settings),
+                lambda c: encode_events((join_as_of(chunk, snapshot.value) for chunk in c), codec, parameters),
                 SINK_SCHEMA,
             ).unionByName(
                 batch.where(F.col("outcome") != EVENT).mapInPandas(
-                    lambda c: encode_dead_letters(c, codec, settings), SINK_SCHEMA
+                    lambda c: encode_dead_letters(c, codec, parameters), SINK_SCHEMA
                 )
             )
             self.writer(rows, batch_id)
@@ -187,68 +204,8 @@ class EnrichBatch:
             snapshot.unpersist()
 
 
-def start_query(spark: SparkSession, options: EnrichOptions) -> StreamingQuery:
-    from pyspark.sql import functions as F
-
-    from transforms import CURRENCY_EXPONENTS
-
-    pipeline = load_enrich_spec(options.transforms)  # a bad spec or a missing column stops the job here
-    partitions = pinned_partitions(
-        "enrich", options.bootstrap_servers, options.partitions, options.events_topic, options.input_topic
-    )
-    settings = Settings(options.input_topic, options.events_topic, options.dlq_topic, partitions,
-                        options.lateness_ms, dict(CURRENCY_EXPONENTS))  # fmt: skip
-    sys.stderr.write(
-        f"{options.query}: {partitions} partitions, lateness {options.lateness_ms} ms, transforms "
-        f"{', '.join(pipeline.names)}, mode {options.mode}\n"
-    )
-    bound = options.max_offsets_per_trigger or default_max_offsets_per_trigger(options.transaction_timeout_ms)
-    source = kafka_source(spark, options.bootstrap_servers, options.input_topic, bound)
-    classified = (
-        source.select("key", "value", "partition", "offset", F.unix_millis("timestamp").alias("ingested_at"))
-        .groupBy("partition")
-        .applyInPandasWithState(
-            classify_with_state(settings), CLASSIFIED_SCHEMA, GATE_STATE_SCHEMA, "update", "NoTimeout"
-        )
-    )
-    config = SinkConfig(
-        app=options.app, query=options.query, bootstrap_servers=options.bootstrap_servers,
-        output_topics=(options.events_topic, options.dlq_topic), partitions=partitions, order_by=ORDER_BY,
-        source_topic=options.input_topic, transaction_timeout_ms=options.transaction_timeout_ms,
-        retry_deadline_s=retry_deadline_s(options.transaction_timeout_ms),
-        # No input may stop the job: the input by id (a recreated topic is refused), a record too large for
-        # the producer set aside as a dead letter, transactions bounded in bytes too.
-        source_topic_id=input_topic_id("enrich", options.bootstrap_servers, options.input_topic),
-        input_recreated=options.input_recreated, dlq_topic=options.dlq_topic, dlq_stage="enrich",
-        dead_letter_codec=environment_codec(),
-        max_transaction_bytes=default_max_transaction_bytes(options.transaction_timeout_ms),
-        writer_version=writer_version(options.lateness_ms, settings.exponents, options.transforms),
-        after_query=options.after_query, start_offsets=options.start_offsets,
-    )  # fmt: skip
-    writer = batch_writer(options.mode, config, crash_hook(options.query, options.crash_after_batch))
-    if options.mode == "exactly-once":
-        rebase_on_recreated_input(config, options.checkpoint)  # --input-recreated: start over on the new topic
-    writer.prepare(spark)
-    codec = environment_codec()  # the wire format (IKKAI_SCHEMA_REGISTRY_URL), chosen once on the driver
-    master_data = MasterData(options.bootstrap_servers, options.master_data, options.master_data_timeout_s, codec)
-    batch = EnrichBatch(settings, master_data, pipeline, writer, codec)
-    stream = classified.writeStream.queryName(options.query).option("checkpointLocation", str(options.checkpoint))
-    trigger = stream_trigger(options.available_now, options.trigger_interval)
-    return stream.outputMode("update").foreachBatch(batch).trigger(**trigger).start()
-
-
-def run_enrich(options: EnrichOptions) -> None:
-    run_until_done(f"{options.app}-{options.query}", options.master, lambda spark: start_query(spark, options))
-
-
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--bootstrap", help="Kafka bootstrap servers [default: IKKAI_BOOTSTRAP_SERVERS, else the local stack].")
-@click.option(
-    "--checkpoint",
-    type=click.Path(path_type=Path),
-    help="Spark checkpoint folder [default: $IKKAI_HOME/checkpoints/<query>].",
-)
-@click.option("--input", "input_topic", default=topics.INGEST_PAYMENTS, show_default=True)
+@input_options(topics.INGEST_PAYMENTS)
 @click.option("--output", "events_topic", default=topics.EVENTS_PAYMENTS, show_default=True)
 @click.option("--dlq", default=topics.DLQ_ENRICH, show_default=True)
 @click.option("--merchants", default=MasterDataTopics.merchants, show_default=True, help="Merchant profile versions.")
@@ -257,41 +214,27 @@ def run_enrich(options: EnrichOptions) -> None:
               help="Allowed event-time lateness in ms; older events go to the DLQ as 'late'.")  # fmt: skip
 @click.option("--transforms", "transforms_spec", type=click.Path(path_type=Path, dir_okay=False),
               default=TRANSFORMS_SPEC, show_default=True, help="Transform spec file (YAML).")  # fmt: skip
-@click.option("--partitions", type=int, help="Pinned partition count of every topic [default: the events topic's].")
-@click.option("--create-topics", is_flag=True, help="Create missing topics with --partitions partitions first.")
-@click.option("--mode", type=click.Choice(MODES), default="exactly-once", show_default=True)
+@layout_options("events topic")
 @click.option("--query", default="enrich", show_default=True, help="Query name; part of every transactional.id.")
-@handover_options
-@input_recreated_option
-@continuous_options
-@batch_bound_options
+@run_options
 @click.option("--master-data-timeout", type=float, default=600.0, show_default=True,
               help="Seconds a batch waits for unreadable master data; then the job stops.")  # fmt: skip
-@click.option("--master", default="local[2]", show_default=True)
-@click.option("--crash-after-batch", type=int, hidden=True)
+@master_option
+@crash_option
 def main(**kw: Any) -> None:
     """Run the enrich job until the input is drained (or forever with --continuous)."""
-    from ikkai.settings import ikkai_home
-
     load_enrich_spec(kw["transforms_spec"])  # a bad spec fails here, before Spark or Kafka are touched
-    bootstrap = bootstrap_servers("enrich", kw["bootstrap"])
+    job = EnrichJob(
+        events_topic=kw["events_topic"], dlq_topic=kw["dlq"],
+        master_data=MasterDataTopics(kw["merchants"], kw["customers"]), lateness_ms=kw["lateness"],
+        transforms=kw["transforms_spec"], master_data_timeout_s=kw["master_data_timeout"],
+    )  # fmt: skip
+    options = StreamingOptions.from_cli("enrich", kw, kw["query"], job.output_topics)
     if kw["create_topics"]:
-        if not kw["partitions"]:
-            raise click.UsageError("--create-topics needs --partitions")
-        ensure_topics(bootstrap, [kw["input_topic"], kw["events_topic"], kw["dlq"]], kw["partitions"])
-        ensure_master_topics(bootstrap, merchants_topic=kw["merchants"], customers_topic=kw["customers"])
-    run_enrich(EnrichOptions(
-        bootstrap_servers=bootstrap, checkpoint=kw["checkpoint"] or ikkai_home() / "checkpoints" / kw["query"],
-        input_topic=kw["input_topic"], events_topic=kw["events_topic"], dlq_topic=kw["dlq"],
-        master_data=MasterDataTopics(kw["merchants"], kw["customers"]), partitions=kw["partitions"],
-        lateness_ms=kw["lateness"], transforms=kw["transforms_spec"], mode=kw["mode"], query=kw["query"],
-        available_now=not kw["continuous"], trigger_interval=kw["trigger_interval"],
-        max_offsets_per_trigger=kw["max_offsets_per_trigger"],
-        transaction_timeout_ms=kw["transaction_timeout_ms"],
-        master_data_timeout_s=kw["master_data_timeout"], master=kw["master"], crash_after_batch=kw["crash_after_batch"],
-        input_recreated=kw["input_recreated"],
-        after_query=kw["after_query"], start_offsets=kw["start_offsets"],
-    ))  # fmt: skip
+        ensure_master_topics(
+            options.bootstrap_servers, merchants_topic=kw["merchants"], customers_topic=kw["customers"]
+        )
+    run_job(options, job)
 
 
 if __name__ == "__main__":

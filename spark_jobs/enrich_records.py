@@ -72,7 +72,7 @@ _SINK_COLUMNS = [c.split()[0] for c in SINK_SCHEMA.split(", ")]
 
 
 @dataclass(frozen=True)
-class Settings:
+class EnrichParameters:
     """What decides the output besides the input: part of the job's identity (change it → new query)."""
 
     input_topic: str
@@ -83,7 +83,7 @@ class Settings:
     exponents: Mapping[str, int]
 
 
-def classify(rows: pd.DataFrame, gate: EventTimeGate, settings: Settings) -> pd.DataFrame:
+def classify(rows: pd.DataFrame, gate: EventTimeGate, parameters: EnrichParameters) -> pd.DataFrame:
     """Rows (``partition, offset, ingested_at, key, value``) of one input partition → ``CLASSIFIED_COLUMNS``."""
     out: list[tuple[Any, ...]] = []
     empty = (None,) * len(PARSED_COLUMNS)
@@ -91,9 +91,9 @@ def classify(rows: pd.DataFrame, gate: EventTimeGate, settings: Settings) -> pd.
         key = None if row.key is None else bytes(row.key)
         value = None if row.value is None else bytes(row.value)
         partition, offset, ingested = int(row.partition), int(row.offset), int(row.ingested_at)
-        if not 0 <= partition < settings.partitions:  # the input grew while the job ran: stop, never dead-letter
-            raise outside_layout(settings.input_topic, partition, settings.partitions)
-        parsed = parse_record(key, value, partition, settings.partitions, ingested, settings.exponents)
+        if not 0 <= partition < parameters.partitions:  # the input grew while the job ran: stop, never dead-letter
+            raise outside_layout(parameters.input_topic, partition, parameters.partitions)
+        parsed = parse_record(key, value, partition, parameters.partitions, ingested, parameters.exponents)
         if isinstance(parsed, Rejection):
             out.append((partition, offset, ingested, key, value, parsed.error_class, parsed.reason, *empty))
             continue
@@ -108,13 +108,13 @@ def classify(rows: pd.DataFrame, gate: EventTimeGate, settings: Settings) -> pd.
     return frame.astype({"input_partition": np.int32, "input_offset": np.int64, "ingested_at": np.int64})
 
 
-def classify_with_state(settings: Settings) -> Any:
+def classify_with_state(parameters: EnrichParameters) -> Any:
     """The ``applyInPandasWithState`` function: ``classify`` with the partition's gate in the state store."""
 
     def run(key: tuple[Any, ...], chunks: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
-        gate = EventTimeGate.from_json(state.get[0] if state.exists else None, settings.lateness_ms)
+        gate = EventTimeGate.from_json(state.get[0] if state.exists else None, parameters.lateness_ms)
         rows = pd.concat(list(chunks), ignore_index=True)
-        result = classify(rows, gate, settings)
+        result = classify(rows, gate, parameters)
         state.update((gate.to_json(),))
         yield result
 
@@ -267,8 +267,10 @@ def event_columns(chunk: pd.DataFrame, schema: SchemaVersion) -> dict[str, Any]:
     return columns
 
 
-def encode_events(chunks: Iterator[pd.DataFrame], codec: RecordCodec, settings: Settings) -> Iterator[pd.DataFrame]:
-    """``mapInPandas``: events → sink rows on ``settings.events_topic``, keyed by payment_id.
+def encode_events(
+    chunks: Iterator[pd.DataFrame], codec: RecordCodec, parameters: EnrichParameters
+) -> Iterator[pd.DataFrame]:
+    """``mapInPandas``: events → sink rows on ``parameters.events_topic``, keyed by payment_id.
 
     The values are encoded a chunk at a time (``avro_batch.encode_columns``): the bytes of
     ``codec.encode(EVENT_SCHEMA, event_record(row))`` for every row.
@@ -278,40 +280,40 @@ def encode_events(chunks: Iterator[pd.DataFrame], codec: RecordCodec, settings: 
         count = len(chunk)
         values = encode_columns(codec, EVENT_SCHEMA, event_columns(chunk, schema), count, version=schema.version)
         yield pd.DataFrame({
-            "topic": settings.events_topic, "key": [payment.encode() for payment in chunk["payment_id"].tolist()],
+            "topic": parameters.events_topic, "key": [payment.encode() for payment in chunk["payment_id"].tolist()],
             "value": values, "timestamp": [None] * count, "input_partition": chunk["input_partition"].to_numpy(),
             "input_offset": chunk["input_offset"].to_numpy(), "seq": 0, "headers": [None] * count,
         }, index=range(count), columns=_SINK_COLUMNS).astype(_SINK_TYPES)  # fmt: skip
 
 
-def dead_letter_record(row: Any, settings: Settings) -> dict[str, Any]:
+def dead_letter_record(row: Any, parameters: EnrichParameters) -> dict[str, Any]:
     """The ``dead_letter`` for a rejected row; a key or value too large is copied cut (``dead_letters``)."""
     key, value, cut = cut_copy(
         None if row.key is None else bytes(row.key), None if row.value is None else bytes(row.value)
     )
     headers = {r.STAGE_HEADER: STAGE, r.ERROR_CLASS_HEADER: row.outcome, r.REASON_HEADER: row.reason, **cut}
     return {
-        "stage": STAGE, "source_topic": settings.input_topic, "source_partition": int(row.input_partition),
+        "stage": STAGE, "source_topic": parameters.input_topic, "source_partition": int(row.input_partition),
         "source_offset": int(row.input_offset), "key": key, "value": value, "reason": row.reason,
         "error_class": row.outcome, "source_timestamp": int(row.ingested_at), "headers": headers,
     }  # fmt: skip
 
 
 def encode_dead_letters(
-    chunks: Iterator[pd.DataFrame], codec: RecordCodec, settings: Settings
+    chunks: Iterator[pd.DataFrame], codec: RecordCodec, parameters: EnrichParameters
 ) -> Iterator[pd.DataFrame]:
-    """``mapInPandas``: rejected rows → sink rows on ``settings.dlq_topic`` (values encoded a chunk at a time)."""
+    """``mapInPandas``: rejected rows → sink rows on ``parameters.dlq_topic`` (values encoded a chunk at a time)."""
     for chunk in chunks:
         keys, records, positions = [], [], []
         for row in chunk.itertuples(index=False):
             partition, offset = int(row.input_partition), int(row.input_offset)
             raw_key = None if row.key is None or len(row.key) > DEAD_LETTER_KEY_BYTES else bytes(row.key)
-            keys.append(dlq_key(raw_key, settings.input_topic, partition, offset, settings.partitions))
-            records.append(dead_letter_record(row, settings))
+            keys.append(dlq_key(raw_key, parameters.input_topic, partition, offset, parameters.partitions))
+            records.append(dead_letter_record(row, parameters))
             positions.append((partition, offset))
         values = encode_records(codec, "dead_letter", records)
         out = [
-            (settings.dlq_topic, key, value, None, partition, offset, 0, record["headers"])
+            (parameters.dlq_topic, key, value, None, partition, offset, 0, record["headers"])
             for key, value, (partition, offset), record in zip(keys, values, positions, records, strict=True)
         ]
         yield pd.DataFrame(out, columns=_SINK_COLUMNS).astype(_SINK_TYPES)

@@ -1,8 +1,8 @@
-"""What every streaming job's entry point shares: topics, the bootstrap servers, the writer, the run loop.
+"""The parts every streaming job is built of: topics, the bootstrap servers, the writer, batch bounds, triggers.
 
 The enrich and infer jobs differ in what a micro-batch computes; how they find Kafka, create
-and pin their topics, pick the exactly-once or at-least-once writer, inject a crash for the
-tests, and run until drained is the same, and lives here once.
+and pin their topics, pick the exactly-once or at-least-once writer and inject a crash for the
+tests is the same, and lives here once; ``streaming_job`` assembles these parts into a job's start.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from spark_jobs.transactional_sink import (
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.streaming.query import StreamingQuery
 
 MODES = ("exactly-once", "at-least-once")
 AfterBatch = Callable[[int, list[PartitionResult]], None]
@@ -222,17 +221,6 @@ def kafka_source(spark: SparkSession, bootstrap: str, topic: str, max_offsets_pe
     if max_offsets_per_trigger:
         source = source.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
     return source.load()
-
-
-def run_until_done(app: str, master: str, start: Callable[[SparkSession], StreamingQuery]) -> None:
-    """One session, one query, until it drains (or forever when continuous); the session is always stopped."""
-    from spark_jobs.session import spark_session
-
-    spark = spark_session(app, master=master)
-    try:
-        start(spark).awaitTermination()
-    finally:
-        spark.stop()
 
 
 def main_entry(command: Callable[..., Any], argv: Sequence[str] | None = None) -> None:

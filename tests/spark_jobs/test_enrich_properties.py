@@ -33,14 +33,14 @@ from spark_jobs.enrich_records import (
     CLASSIFIED_SCHEMA,
     EVENT,
     PARSED_COLUMNS,
-    Settings,
+    EnrichParameters,
     classify,
     encode_dead_letters,
 )
 from tests.spark_jobs.test_enrich_parse import INGESTED, PARTITIONS, VALID
 from transforms import CURRENCY_EXPONENTS, load_spec
 
-SETTINGS = Settings("ingest.payments", "events.payments", "dlq.enrich", PARTITIONS, DEFAULT_LATENESS_MS,
+SETTINGS = EnrichParameters("ingest.payments", "events.payments", "dlq.enrich", PARTITIONS, DEFAULT_LATENESS_MS,
                     CURRENCY_EXPONENTS)  # fmt: skip
 INGEST_SCHEMA = "partition int, offset long, ingested_at long, key binary, value binary"
 _ARROW = {"string": pa.string(), "int": pa.int32(), "long": pa.int64(), "binary": pa.binary(), "boolean": pa.bool_()}

@@ -26,7 +26,7 @@ from spark_jobs.enrich_dedupe import EventTimeGate
 from spark_jobs.enrich_records import (
     EVENT,
     EVENT_SCHEMA,
-    Settings,
+    EnrichParameters,
     classify,
     dead_letter_record,
     dlq_key,
@@ -39,8 +39,8 @@ from transforms import CURRENCY_EXPONENTS
 INGESTED = 1_790_000_000_000  # the ingest records' Kafka timestamp (2026-09), after every event time
 
 
-def settings(stream: MixedStream) -> Settings:
-    return Settings("ingest.payments", "events.payments", "dlq.enrich", stream.partitions, stream.lateness_ms,
+def settings(stream: MixedStream) -> EnrichParameters:
+    return EnrichParameters("ingest.payments", "events.payments", "dlq.enrich", stream.partitions, stream.lateness_ms,
                     CURRENCY_EXPONENTS)  # fmt: skip
 
 
@@ -261,7 +261,7 @@ def test_a_dead_letter_of_a_huge_key_and_value_fits_one_producer_request() -> No
         "input_partition": [0], "input_offset": [7], "ingested_at": [INGESTED], "key": [key], "value": [value],
         "outcome": [r.KEY_MISMATCH], "reason": ["the key differs from payment_id"],
     })  # fmt: skip
-    config = Settings("ingest.payments", "events.payments", "dlq.enrich", 2, 10_000, CURRENCY_EXPONENTS)
+    config = EnrichParameters("ingest.payments", "events.payments", "dlq.enrich", 2, 10_000, CURRENCY_EXPONENTS)
     [out] = list(encode_dead_letters(iter([rows]), default_codec(), config))
     letter = default_codec().decode("dead_letter", out["value"].iat[0])
     assert len(out["value"].iat[0]) + len(out["key"].iat[0]) < 1_000_000
@@ -278,7 +278,7 @@ def test_a_dead_letter_of_an_ordinary_line_carries_it_whole() -> None:
         "input_partition": [0], "input_offset": [7], "ingested_at": [INGESTED], "key": [b"pay-1"],
         "value": [b"v" * DEAD_LETTER_VALUE_BYTES], "outcome": [r.NOT_JSON], "reason": ["not JSON"],
     })  # fmt: skip
-    config = Settings("ingest.payments", "events.payments", "dlq.enrich", 2, 10_000, CURRENCY_EXPONENTS)
+    config = EnrichParameters("ingest.payments", "events.payments", "dlq.enrich", 2, 10_000, CURRENCY_EXPONENTS)
     [out] = list(encode_dead_letters(iter([rows]), default_codec(), config))
     letter = default_codec().decode("dead_letter", out["value"].iat[0])
     assert letter["value"] == rows["value"].iat[0] and letter["key"] == b"pay-1"
@@ -311,7 +311,7 @@ def _enriched_chunk(seed: int, count: int) -> pd.DataFrame:
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_events_encoded_a_chunk_at_a_time_are_the_bytes_of_one_record_at_a_time(seed: int) -> None:
-    codec, config = default_codec(), Settings("ingest.payments", "events.payments", "dlq.enrich", 2, 10_000, {})
+    codec, config = default_codec(), EnrichParameters("ingest.payments", "events.payments", "dlq.enrich", 2, 10_000, {})
     chunk = _enriched_chunk(seed, 300)
     schema = codec.catalog.get(EVENT_SCHEMA)
     [out] = list(encode_events(iter([chunk]), codec, config))
@@ -336,7 +336,7 @@ def test_events_encoded_a_chunk_at_a_time_are_the_bytes_of_one_record_at_a_time(
 def test_a_chunk_with_bad_rows_fails_as_its_first_bad_row_fails_alone(
     bad: dict[int, dict[str, object]], problem: str
 ) -> None:
-    codec, config = default_codec(), Settings("ingest.payments", "events.payments", "dlq.enrich", 2, 10_000, {})
+    codec, config = default_codec(), EnrichParameters("ingest.payments", "events.payments", "dlq.enrich", 2, 10_000, {})
     chunk = _enriched_chunk(9, 8).astype({"amount_minor": object})
     for i, changes in bad.items():
         for column, value in changes.items():

@@ -1,0 +1,268 @@
+"""The streaming-job template: the shared options, the start sequence and the exactly-once wiring, once.
+
+A job (enrich, infer) supplies its name, the topic that pins its partition layout, and a
+``BatchPlan`` once the partition count is known: what it writes, what decides its output
+(``writer_version``), how the Kafka source becomes the streamed rows and what runs per
+micro-batch. The template does the rest, in this order::
+
+    pinned_partitions → the job's plan → kafka_source → SinkConfig (input identity, handover,
+    start offsets) → batch_writer(crash_hook) → rebase on a recreated input → prepare → trigger
+
+An ``IkkaiError`` raised inside ``foreachBatch`` reaches the driver wrapped in Spark's
+``StreamingQueryException`` (a page of JVM and Python traceback); the template raises the
+``IkkaiError`` itself instead, so the job prints its one line and exits 1 (``job_shell.main_entry``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ikkai.contract.wire_format import environment_codec
+from ikkai.errors import IkkaiError
+from spark_jobs.input_identity import input_recreated_option, input_topic_id, rebase_on_recreated_input
+from spark_jobs.job_shell import (
+    DEFAULT_TRIGGER_INTERVAL,
+    MODES,
+    batch_bound_options,
+    batch_writer,
+    bootstrap_servers,
+    continuous_options,
+    crash_hook,
+    default_max_offsets_per_trigger,
+    default_max_transaction_bytes,
+    ensure_topics,
+    kafka_source,
+    pinned_partitions,
+    retry_deadline_s,
+    stream_trigger,
+)
+from spark_jobs.partition_transactions import DEFAULT_TRANSACTION_TIMEOUT_MS
+from spark_jobs.query_handover import handover_options
+from spark_jobs.transactional_sink import AtLeastOnceBatchWriter, RowTransform, SinkConfig, TransactionalBatchWriter
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+
+BatchWriter = TransactionalBatchWriter | AtLeastOnceBatchWriter
+BatchFunction = Callable[["DataFrame", int], None]
+
+
+@dataclass(frozen=True)
+class StreamingOptions:
+    """What every streaming job is started with: where it reads and keeps its state, how fast, which writer."""
+
+    bootstrap_servers: str
+    checkpoint: Path
+    input_topic: str
+    query: str
+    partitions: int | None = None
+    mode: str = "exactly-once"
+    app: str = "ikkai"
+    available_now: bool = True
+    trigger_interval: str = DEFAULT_TRIGGER_INTERVAL  # with available_now False
+    max_offsets_per_trigger: int | None = None  # None: default_max_offsets_per_trigger(transaction_timeout_ms)
+    transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
+    master: str = "local[2]"
+    crash_after_batch: int | None = None  # fault injection for tests: SIGKILL itself after this batch's write
+    input_recreated: str = ""  # --input-recreated: the recreated input topic's id, to start over on it
+    after_query: str = ""  # a new query taking over another's output (query_handover)
+    start_offsets: dict[int, int] = field(default_factory=dict)  # or told where to start
+
+    @classmethod
+    def from_cli(cls, job: str, kw: dict[str, Any], query: str, output_topics: tuple[str, ...]) -> StreamingOptions:
+        """The shared options as the command line gave them; the servers checked, ``--create-topics`` done."""
+        import click
+
+        from ikkai.settings import ikkai_home
+
+        bootstrap = bootstrap_servers(job, kw["bootstrap"])
+        if kw["create_topics"]:
+            if not kw["partitions"]:
+                raise click.UsageError("--create-topics needs --partitions")
+            ensure_topics(bootstrap, [kw["input_topic"], *output_topics], kw["partitions"])
+        return cls(
+            bootstrap_servers=bootstrap, checkpoint=kw["checkpoint"] or ikkai_home() / "checkpoints" / query,
+            input_topic=kw["input_topic"], query=query, partitions=kw["partitions"], mode=kw["mode"],
+            available_now=not kw["continuous"], trigger_interval=kw["trigger_interval"],
+            max_offsets_per_trigger=kw["max_offsets_per_trigger"], transaction_timeout_ms=kw["transaction_timeout_ms"],
+            master=kw["master"], crash_after_batch=kw["crash_after_batch"], input_recreated=kw["input_recreated"],
+            after_query=kw["after_query"], start_offsets=kw["start_offsets"],
+        )  # fmt: skip
+
+    @property
+    def max_offsets(self) -> int:
+        """Input records per micro-batch at most: the given bound, else the one the transaction timeout allows."""
+        return self.max_offsets_per_trigger or default_max_offsets_per_trigger(self.transaction_timeout_ms)
+
+
+def _identity(writer: BatchWriter) -> BatchFunction:
+    return writer
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """A job's part of the start, once its partition count is known."""
+
+    output_topics: tuple[str, ...]
+    dlq_topic: str
+    order_by: tuple[str, ...]
+    writer_version: str  # what decides the output besides the input: a change is a cutover the markers record
+    rows: Callable[[DataFrame], DataFrame]  # the Kafka source → the rows each micro-batch gets
+    batch_function: Callable[[BatchWriter], BatchFunction] = _identity  # the sink's writer → foreachBatch's function
+    transform: RowTransform | None = None  # run inside the sink's write task (infer's model)
+    partition_column: str | None = None  # rows already in their output partition: written in place
+    output_mode: str | None = None  # "update" for a stateful job
+
+
+class StreamingJob(Protocol):
+    """What a job gives the template."""
+
+    @property
+    def name(self) -> str:
+        """The job in refusals and the dead letters' stage: enrich, infer."""
+
+    @property
+    def layout_topic(self) -> str:
+        """The output topic whose partition count the job's topics share (``--partitions``' default)."""
+
+    def plan(self, spark: SparkSession, options: StreamingOptions, partitions: int) -> BatchPlan: ...
+
+
+class ErrorKeepingBatch:
+    """``foreachBatch``'s function, keeping the ``IkkaiError`` a batch raised for the driver to raise unwrapped.
+
+    The function runs in the driver's Python process (called back from the JVM), so the error
+    object is still here when ``awaitTermination`` raises Spark's ``StreamingQueryException``.
+    """
+
+    def __init__(self, function: BatchFunction) -> None:
+        self.function = function
+        self.error: IkkaiError | None = None
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        try:
+            self.function(batch, batch_id)
+        except IkkaiError as exc:
+            self.error = exc
+            raise
+
+
+@dataclass(frozen=True)
+class RunningQuery:
+    """A started query and the function its batches run: awaited, it raises a batch's ``IkkaiError`` as itself."""
+
+    query: StreamingQuery
+    batch: ErrorKeepingBatch
+
+    def await_termination(self) -> None:
+        from pyspark.errors import StreamingQueryException
+
+        try:
+            self.query.awaitTermination()
+        except StreamingQueryException:
+            if self.batch.error is not None:
+                raise self.batch.error from None
+            raise
+
+
+def start_query(spark: SparkSession, options: StreamingOptions, job: StreamingJob) -> RunningQuery:
+    """The start sequence (module docstring): the job's plan wired to the source, the sink and the trigger."""
+    partitions = pinned_partitions(
+        job.name, options.bootstrap_servers, options.partitions, job.layout_topic, options.input_topic
+    )
+    plan = job.plan(spark, options, partitions)
+    rows = plan.rows(kafka_source(spark, options.bootstrap_servers, options.input_topic, options.max_offsets))
+    config = SinkConfig(
+        app=options.app, query=options.query, bootstrap_servers=options.bootstrap_servers,
+        output_topics=plan.output_topics, partitions=partitions, order_by=plan.order_by,
+        source_topic=options.input_topic, transaction_timeout_ms=options.transaction_timeout_ms,
+        retry_deadline_s=retry_deadline_s(options.transaction_timeout_ms),
+        # No input may stop the job: the input by id (a recreated topic is refused), a record too large for
+        # the producer set aside as a dead letter, transactions bounded in bytes too.
+        source_topic_id=input_topic_id(job.name, options.bootstrap_servers, options.input_topic),
+        input_recreated=options.input_recreated, dlq_topic=plan.dlq_topic, dlq_stage=job.name,
+        dead_letter_codec=environment_codec(),
+        max_transaction_bytes=default_max_transaction_bytes(options.transaction_timeout_ms),
+        partition_column=plan.partition_column,
+        # A new version continues the query from its markers: the marker records the cut (query_handover).
+        writer_version=plan.writer_version, after_query=options.after_query, start_offsets=options.start_offsets,
+    )  # fmt: skip
+    after_batch = crash_hook(options.query, options.crash_after_batch)
+    writer = batch_writer(options.mode, config, after_batch, plan.transform)
+    if options.mode == "exactly-once":
+        rebase_on_recreated_input(config, options.checkpoint)  # --input-recreated: start over on the new topic
+    writer.prepare(spark)
+    batch = ErrorKeepingBatch(plan.batch_function(writer))
+    stream = rows.writeStream.queryName(options.query).option("checkpointLocation", str(options.checkpoint))
+    if plan.output_mode:
+        stream = stream.outputMode(plan.output_mode)
+    trigger = stream_trigger(options.available_now, options.trigger_interval)
+    return RunningQuery(stream.foreachBatch(batch).trigger(**trigger).start(), batch)
+
+
+def run_job(options: StreamingOptions, job: StreamingJob) -> None:
+    """One session, one query, until it drains (or forever when continuous); the session is always stopped."""
+    from spark_jobs.session import spark_session
+
+    spark = spark_session(f"{options.app}-{options.query}", master=options.master)
+    try:
+        start_query(spark, options, job).await_termination()
+    finally:
+        spark.stop()
+
+
+def input_options(input_topic: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--bootstrap``, ``--checkpoint`` and ``--input`` (click), the input defaulting to ``input_topic``."""
+    import click
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        command = click.option("--input", "input_topic", default=input_topic, show_default=True)(command)
+        command = click.option(
+            "--checkpoint",
+            type=click.Path(path_type=Path),
+            help="Spark checkpoint folder [default: $IKKAI_HOME/checkpoints/<query>].",
+        )(command)
+        return click.option(
+            "--bootstrap", help="Kafka bootstrap servers [default: IKKAI_BOOTSTRAP_SERVERS, else the local stack]."
+        )(command)
+
+    return decorate
+
+
+def layout_options(layout_topic: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--partitions``, ``--create-topics`` and ``--mode`` (click); the partitions default to ``layout_topic``'s."""
+    import click
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        command = click.option("--mode", type=click.Choice(MODES), default="exactly-once", show_default=True)(command)
+        command = click.option(
+            "--create-topics", is_flag=True, help="Create missing topics with --partitions partitions first."
+        )(command)
+        return click.option(
+            "--partitions", type=int, help=f"Pinned partition count of every topic [default: the {layout_topic}'s]."
+        )(command)
+
+    return decorate
+
+
+def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Where a query starts (handover, start offsets, a recreated input), when it stops, how big a batch is (click)."""
+    return handover_options(input_recreated_option(continuous_options(batch_bound_options(command))))
+
+
+def master_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``--master`` (click)."""
+    import click
+
+    return click.option("--master", default="local[2]", show_default=True)(command)
+
+
+def crash_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The tests' hidden ``--crash-after-batch`` (click): SIGKILL after that batch is written."""
+    import click
+
+    return click.option("--crash-after-batch", type=int, hidden=True)(command)

@@ -1,0 +1,73 @@
+"""The streaming-job template: a refusal inside a micro-batch reaches the operator as its one line, exit 1."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+
+from ikkai.errors import ConfigError
+from spark_jobs.job_shell import main_entry
+from spark_jobs.streaming_job import ErrorKeepingBatch, RunningQuery, StreamingOptions
+
+REFUSAL = ConfigError("infer", "input partition 3", "outside the pinned layout of 2", fix="grow every topic")
+
+
+def _started(spark: Any, tmp_path: Path, function: Any) -> RunningQuery:
+    """A real streaming query over one text file whose one micro-batch runs ``function``."""
+    (tmp_path / "input").mkdir()
+    (tmp_path / "input" / "part.txt").write_text("one record\n")
+    batch = ErrorKeepingBatch(function)
+    query = (
+        spark.readStream.text(str(tmp_path / "input"))
+        .writeStream.option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .foreachBatch(batch)
+        .trigger(availableNow=True)
+        .start()
+    )
+    return RunningQuery(query, batch)
+
+
+def _refuse(_batch: Any, _batch_id: int) -> None:
+    raise REFUSAL
+
+
+def test_an_ikkai_error_in_a_batch_is_raised_as_itself(spark: Any, tmp_path: Path) -> None:
+    running = _started(spark, tmp_path, _refuse)
+    with pytest.raises(ConfigError) as raised:
+        running.await_termination()
+    assert raised.value is REFUSAL
+
+
+def test_any_other_error_in_a_batch_stays_sparks(spark: Any, tmp_path: Path) -> None:
+    from pyspark.errors import StreamingQueryException
+
+    def fail(_batch: Any, _batch_id: int) -> None:
+        raise RuntimeError("a bug")
+
+    running = _started(spark, tmp_path, fail)
+    with pytest.raises(StreamingQueryException, match="a bug"):
+        running.await_termination()
+
+
+def test_the_job_prints_the_refusal_in_one_line_and_exits_1(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    @click.command()
+    def job() -> None:
+        _started(spark, tmp_path, _refuse).await_termination()
+
+    with pytest.raises(SystemExit) as exited:
+        main_entry(job, [])
+    assert exited.value.code == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.strip().splitlines() == [f"ikkai: error: {REFUSAL}"]
+
+
+def test_the_batch_bound_defaults_from_the_transaction_timeout() -> None:
+    options = StreamingOptions("localhost:9092", Path("cp"), "in", "q", transaction_timeout_ms=60_000)
+    assert options.max_offsets == 25_000
+    assert StreamingOptions("localhost:9092", Path("cp"), "in", "q", max_offsets_per_trigger=7).max_offsets == 7
