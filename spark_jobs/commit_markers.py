@@ -25,6 +25,7 @@ names are validated so that ``<app>.<query>.<p>`` and the topic name are unambig
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 import uuid
@@ -38,6 +39,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec, Resou
 from ikkai.contract import kafka
 from ikkai.contract.codec import RecordCodec, default_codec
 from ikkai.errors import ConfigError, IkkaiError
+from spark_jobs.partition_ends import records_to_end
 
 COMMITS_TOPIC_PREFIX = "_ikkai.commits."
 _APP = re.compile(r"[A-Za-z0-9_-]{1,64}")  # no dots: <app>.<query>.<p> then splits one way only
@@ -321,31 +323,33 @@ def read_markers(bootstrap: str, app: str, query: str, *, topic: str) -> dict[in
         metadata = consumer.list_topics(topic, timeout=10).topics.get(topic)
         if metadata is None or metadata.error is not None:
             return {}
-        pending = set(metadata.partitions)  # until each reports EOF (an empty one too)
-        consumer.assign([TopicPartition(topic, p, -2) for p in pending])
         markers: dict[int, CommitMarker] = {}
-        give_up_at = time.monotonic() + 60
-        while pending and time.monotonic() < give_up_at:
-            message: Any = consumer.poll(0.5)
-            if message is None:
-                continue
-            error = message.error()
-            if error is not None:
-                if error.code() != KafkaError._PARTITION_EOF:
-                    raise CommitMarkerError(topic, f"reading failed: {error.str()}", fix="check the broker")
-                pending.discard(message.partition())
-                continue
+        partitions = [(topic, p) for p in metadata.partitions]  # until each reports EOF (an empty one too)
+        late = functools.partial(_partitions_not_read, topic, deadline_s=60)
+        # Every error is named by the topic read (an error of no partition has no topic of its own).
+        for message in records_to_end(consumer, partitions, 60, failed=lambda _, e: _read_failed(topic, e), late=late):
             marker = CommitMarker.decode(message.value(), codec)
             if (marker.app, marker.query, marker.partition) != (app, query, message.partition()):
                 raise _foreign(topic, message.partition(), marker, app, query)
             markers[marker.partition] = marker
-        if pending:
-            raise CommitMarkerError(
-                topic, f"partitions {sorted(pending)} could not be read in 60s", fix="check the broker"
-            )
         return markers
     finally:
         consumer.close()
+
+
+def _read_failed(topic: str, error: KafkaError) -> CommitMarkerError:
+    return CommitMarkerError(topic, f"reading failed: {error.str()}", fix="check the broker")
+
+
+def _partitions_not_read(topic: str, pending: set[tuple[str, int]], deadline_s: float) -> CommitMarkerError:
+    partitions = sorted(p for _, p in pending)
+    return CommitMarkerError(topic, f"partitions {partitions} could not be read in {deadline_s:.0f}s",
+                             fix="check the broker")  # fmt: skip
+
+
+def _topics_not_read(pending: set[tuple[str, int]], deadline_s: float) -> CommitMarkerError:
+    topics = ", ".join(sorted({t for t, _ in pending}))
+    return CommitMarkerError(topics, f"could not be read in {deadline_s:.0f}s", fix="check the broker")
 
 
 def _foreign(topic: str, partition: int, marker: CommitMarker, app: str, query: str) -> CommitMarkerError:
@@ -377,31 +381,13 @@ def read_all_markers(bootstrap: str, topics: list[str], deadline_s: float = 60.0
     consumer = _consumer(bootstrap)
     try:
         metadata = consumer.list_topics(timeout=10).topics
-        pending = {
+        partitions = [
             (t, p) for t in topics if t in metadata and metadata[t].error is None for p in metadata[t].partitions
-        }
-        consumer.assign([TopicPartition(t, p, -2) for t, p in sorted(pending)])
+        ]
+        late = functools.partial(_topics_not_read, deadline_s=deadline_s)
         newest: dict[tuple[str, int], CommitMarker] = {}
-        give_up_at = time.monotonic() + deadline_s
-        while pending and time.monotonic() < give_up_at:
-            message: Any = consumer.poll(0.5)
-            if message is None:
-                continue
-            error = message.error()
-            if error is not None:
-                if error.code() != KafkaError._PARTITION_EOF:
-                    raise CommitMarkerError(
-                        message.topic() or "?", f"reading failed: {error.str()}", fix="check the broker"
-                    )
-                pending.discard((message.topic(), message.partition()))
-                continue
+        for message in records_to_end(consumer, partitions, deadline_s, failed=_read_failed, late=late):
             newest[(message.topic(), message.partition())] = CommitMarker.decode(message.value(), codec)
-        if pending:
-            raise CommitMarkerError(
-                ", ".join(sorted({t for t, _ in pending})),
-                f"could not be read in {deadline_s:.0f}s",
-                fix="check the broker",
-            )
         markers: dict[str, list[CommitMarker]] = {t: [] for t in topics}
         for (topic, _), marker in sorted(newest.items()):
             markers[topic].append(marker)

@@ -8,17 +8,17 @@ still-open transaction of a running job is never compared. ``ikkai jobs compare`
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer
 
 from ikkai.contract import kafka
 from ikkai.contract.codec import RecordCodec
 from ikkai.errors import IkkaiError
+from spark_jobs.partition_ends import records_to_end
 
 Decision = Mapping[str, Any]  # a decoded fraud_decision
 
@@ -104,26 +104,18 @@ def read_decisions(bootstrap: str, topic: str, codec: RecordCodec, deadline_s: f
         metadata = consumer.list_topics(topic, timeout=10).topics.get(topic)
         if metadata is None or metadata.error is not None:
             raise CompareError(topic, "the topic does not exist", fix="name the live and the shadow decisions topics")
-        pending = set(metadata.partitions)
-        consumer.assign([TopicPartition(topic, p, -2) for p in sorted(pending)])
-        decisions: dict[int, list[dict[str, Any]]] = {p: [] for p in pending}
-        give_up_at = time.monotonic() + deadline_s
-        while pending and time.monotonic() < give_up_at:
-            message: Any = consumer.poll(0.5)
-            if message is None:
-                continue
-            error = message.error()
-            if error is not None:
-                if error.code() != KafkaError._PARTITION_EOF:
-                    raise CompareError(topic, f"reading failed: {error.str()}", fix="check the broker and the ACLs")
-                pending.discard(message.partition())
-                continue
-            decisions[message.partition()].append(codec.decode("fraud_decision", message.value()))
-        if pending:
-            raise CompareError(
-                topic, f"partitions {sorted(pending)} not read to their end in {deadline_s:.0f}s",
+        decisions: dict[int, list[dict[str, Any]]] = {p: [] for p in metadata.partitions}
+        for message in records_to_end(
+            consumer, [(topic, p) for p in metadata.partitions], deadline_s,
+            failed=lambda _, error: CompareError(
+                topic, f"reading failed: {error.str()}", fix="check the broker and the ACLs"
+            ),
+            late=lambda pending: CompareError(
+                topic, f"partitions {sorted(p for _, p in pending)} not read to their end in {deadline_s:.0f}s",
                 fix="check the broker; a transaction open for long holds read_committed readers back",
-            )  # fmt: skip
+            ),
+        ):  # fmt: skip
+            decisions[message.partition()].append(codec.decode("fraud_decision", message.value()))
         return [d for p in sorted(decisions) for d in decisions[p]]
     finally:
         consumer.close()
