@@ -1,6 +1,6 @@
 """The one place a SparkSession is built: Spark's Kafka jars on the classpath, nothing fetched at run time.
 
-The connector jars are the ones ``ikkai setup`` resolved (deploy/pom.xml) and recorded in
+The connector jars are the ones ``ikkai setup`` resolved (stack/pom.xml) and recorded in
 ``<jars_dir>/spark-jars.txt`` (``ikkai.settings.recorded_spark_jars``), passed through
 ``spark.jars``; ``spark.jars.packages`` is never used, so a job starts the same way offline as
 online. Speculative execution is off: the transactional sink relies on one attempt per partition

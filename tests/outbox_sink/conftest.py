@@ -188,7 +188,7 @@ def deploy_sink(
     classes = {p["class"] for p in client.connector_plugins()}
     assert connector.connector_class in classes, (
         f"the worker at {endpoints.connect_url} has no {connector.connector_class}; `ikkai setup` builds it "
-        "(deploy/local_plugins.py) and the embedded stack puts it on plugin.path"
+        "(stack/local_plugins.py) and the embedded stack puts it on plugin.path"
     )
     Reconciler(client).apply(rendered)
     return DeployedSink(connector.name, endpoints, client, receiver, topics["requests"], topics["receipts"], dlq_topic)

@@ -3,7 +3,7 @@
 A service that writes requests with ``RegistryCodec`` (``00`` + schema id) gets them delivered,
 and its receipts back in the same format, readable by any Confluent deserializer; a request naming
 an id the registry does not hold is parked on the DLQ with the reason. The registry is the local
-Apicurio (deploy/schema_registry.py), which the worker reaches over its Confluent-compatible API.
+Apicurio (stack/schema_registry.py), which the worker reaches over its Confluent-compatible API.
 """
 
 from __future__ import annotations

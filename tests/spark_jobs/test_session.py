@@ -1,4 +1,4 @@
-"""Spark, with the connector jars from deploy/pom.xml, reads the stack through read_committed."""
+"""Spark, with the connector jars from stack/pom.xml, reads the stack through read_committed."""
 
 from __future__ import annotations
 
