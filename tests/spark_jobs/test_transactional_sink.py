@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import io
 from typing import Any
 
@@ -11,6 +12,7 @@ from confluent_kafka import KafkaException, Producer
 from demo.pipeline_io import by_partition, create_topic, unique
 from ikkai.contract.partitioning import kafka_partition
 from ikkai.errors import ConfigError
+from spark_jobs import transactional_sink
 from spark_jobs.commit_markers import CommitMarkerError, read_markers
 from spark_jobs.kafka_errors import ErrorKind, TransactionError, classify
 from spark_jobs.transactional_sink import (
@@ -154,9 +156,15 @@ def test_a_changed_partition_count_stops_the_job(spark: Any, bootstrap: str, top
     assert "--query q-p4 --start-offsets 0:10" in str(grown.value)
 
 
-def test_a_missing_output_topic_is_refused(spark: Any, bootstrap: str, topics: tuple[str, str]) -> None:
+def test_a_missing_output_topic_is_refused(
+    spark: Any, bootstrap: str, topics: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The job asks again for up to two minutes (a lagging broker); the test gives it 3 s of the same rule.
+    monkeypatch.setattr(
+        transactional_sink, "check_topics", functools.partial(transactional_sink.check_topics, deadline_s=3)
+    )
     _, commits = topics
-    with pytest.raises(CommitMarkerError, match="does not exist"):
+    with pytest.raises(CommitMarkerError, match=r"does not exist \(asked for 3s\)"):
         TransactionalBatchWriter(sink(bootstrap, unique("test.missing"), "q", commits)).prepare(spark)
 
 
