@@ -488,22 +488,19 @@ class Demo:
         loaded machine the first batch after a restart may take longer than ``idle_timeout_s``. It fails when
         it has been silent for ``idle_timeout_s``, exits, or works for four times that without a batch.
         """
+        idle, limit = self.options.idle_timeout_s, 4 * self.options.idle_timeout_s
         began = time.monotonic()
-        while time.monotonic() - began < 4 * self.options.idle_timeout_s:
+        while time.monotonic() - began < limit:
             if job.wait_for_output(f"{name}: batch", 2.0):
                 return
             job.check_alive()
             if job.has_written(f"{name}: ") and chaos_.caught_up(name, self.counts):
                 return
-            if job.quiet_for() > self.options.idle_timeout_s:
+            if (quiet := job.quiet_for()) > idle:
                 raise DemoProcessError(
-                    name,
-                    f"committed no batch after its restart and wrote nothing for {job.quiet_for():.0f}s",
-                    job.log,
+                    name, f"committed no batch after its restart and wrote nothing for {quiet:.0f}s", job.log
                 )
-        raise DemoProcessError(
-            name, f"committed no batch within {4 * self.options.idle_timeout_s:.0f}s of its restart", job.log
-        )
+        raise DemoProcessError(name, f"committed no batch within {limit:.0f}s of its restart", job.log)
 
     def _broker_victim(self, action: str) -> tuple[str, str]:
         """(broker, why): the broker that now leads the output partition or coordinates the transactions
