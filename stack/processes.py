@@ -2,8 +2,9 @@
 
 Every JVM ikkai starts carries two system properties on its command line,
 ``-Dikkai.stack=<home>`` and ``-Dikkai.component=<name>``. They are the identity of the
-process: ``stack_processes`` finds them by reading /proc, so a lost pid file, a reused pid
-or a crashed CLI can never make ikkai stop a stranger's process or miss one of its own.
+process: ``stack_processes`` finds them by their command lines (psutil lists them), so a
+lost pid file, a reused pid or a crashed CLI can never make ikkai stop a stranger's process or
+miss one of its own.
 """
 
 from __future__ import annotations
@@ -16,8 +17,12 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import psutil
+
 STACK_PROPERTY = "-Dikkai.stack="
 COMPONENT_PROPERTY = "-Dikkai.component="
+# A process whose main thread has exited: its exit status not yet collected, or being torn down.
+EXITED = frozenset({psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD})
 
 
 def identity_options(home: Path, component: str) -> list[str]:
@@ -25,34 +30,34 @@ def identity_options(home: Path, component: str) -> list[str]:
 
 
 def _cmdline(pid: int) -> list[str]:
+    """The command line of ``pid``; empty once it is gone or a zombie (its command line reads empty then)."""
     try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
+        return psutil.Process(pid).cmdline()
+    except psutil.Error:
         return []
-    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
 
 
-def _is_zombie(pid: int, thread: int | None = None) -> bool:
-    path = f"/proc/{pid}/task/{thread}/stat" if thread else f"/proc/{pid}/stat"
+def _is_zombie(pid: int) -> bool:
+    """True if ``pid``'s main thread has exited (zombie) or ``pid`` is gone."""
     try:
-        stat = Path(path).read_text()
-    except OSError:
+        return psutil.Process(pid).status() in EXITED
+    except psutil.Error:
         return True
-    return stat.rsplit(")", 1)[-1].split()[0] in {"Z", "X"}
 
 
 def has_exited(pid: int) -> bool:
     """True once every thread of ``pid`` has exited, so its files are closed and its ports free.
 
     The main thread of a killed JVM turns zombie, and its command line reads empty, while its
-    other threads are still exiting and holding its sockets; only after those is it gone.
+    other threads are still exiting and holding its sockets; only after those is it gone (a
+    zombie that counts no thread but its main one).
     """
     _reap(pid)
     try:
-        threads = [int(entry.name) for entry in Path(f"/proc/{pid}/task").iterdir()]
-    except OSError:
+        process = psutil.Process(pid)
+        return process.status() in EXITED and process.num_threads() <= 1
+    except psutil.Error:
         return True
-    return all(_is_zombie(pid, thread) for thread in threads)
 
 
 def wait_exited(pids: Sequence[int], timeout: float) -> bool:
@@ -75,11 +80,9 @@ def stack_processes(home: Path) -> dict[str, list[int]]:
     """Live processes of the stack rooted at ``home``, by component name."""
     marker = f"{STACK_PROPERTY}{home}"
     found: dict[str, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        pid = int(entry.name)
-        args = _cmdline(pid)
+    for process in psutil.process_iter(["pid", "cmdline"]):
+        pid: int = process.info["pid"]
+        args: list[str] = process.info["cmdline"] or []
         if marker not in args:
             continue
         _reap(pid)
@@ -110,8 +113,8 @@ def start_java(
 ) -> subprocess.Popen[bytes]:
     """Start a detached JVM (its own session, stdin closed, output to a file).
 
-    The caller watches start-up through the returned handle: right after exec, /proc may not
-    show the new command line yet, so identity checks are only for processes found later.
+    The caller watches start-up through the returned handle: right after exec, the new
+    command line may not show yet, so identity checks are only for processes found later.
     """
     command = [
         str(java), *jvm_options, *identity_options(home, component),
