@@ -33,7 +33,7 @@ from demo.payments_simulation import payment_records, simulate  # noqa: E402
 from demo.pipeline_io import by_partition, create_topic, flat, produce_payments, unique  # noqa: E402  # noqa: E402
 from ikkai.contract.codec import default_codec  # noqa: E402
 from ikkai.settings import external_endpoints, jars_dir  # noqa: E402
-from stack.local_stack import LocalStack  # noqa: E402
+from stack.chaos import ChaosStack  # noqa: E402
 
 PARTITIONS = 2
 APP = "ikkai"  # the infer job's default --app: its transactional ids are <app>.<query>.<p>
@@ -51,7 +51,7 @@ def schedule(job_kills: int, broker_kills: int) -> list[str]:
     return order
 
 
-def broker_victim(stack: LocalStack, topics: InferTopics, query: str, rng: random.Random) -> tuple[str, str]:
+def broker_victim(stack: ChaosStack, topics: InferTopics, query: str, rng: random.Random) -> tuple[str, str]:
     """A broker that matters to the job now: an output partition's leader, or a transaction coordinator."""
     partition = rng.randrange(PARTITIONS)
     if rng.random() < 0.5:
@@ -97,7 +97,7 @@ def main() -> int:
     print(f"seed {args.seed}", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="ikkai-chaos-") as tmp:
         home = Path(tmp)
-        stack = None if external else LocalStack(home / "stack", jars_dir(), brokers=args.brokers, progress=sys.stderr)
+        stack = None if external else ChaosStack(home / "stack", jars_dir(), brokers=args.brokers, progress=sys.stderr)
         bootstrap = external.bootstrap_servers if external else stack.up().bootstrap_servers  # type: ignore[union-attr]
         try:
             payments = payment_records(simulate(args.seed, payments=args.events).payments)

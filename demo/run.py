@@ -60,7 +60,8 @@ from ikkai.contract.topics import (
 )
 from ikkai.errors import IkkaiError
 from ikkai.settings import Endpoints, endpoints_connect_auth, ikkai_home, jars_dir
-from stack.local_stack import CONNECT, LocalStack
+from stack.chaos import ChaosStack
+from stack.local_stack import CONNECT
 from stack.ports import free_port
 from stack.probes import broker_answers
 
@@ -99,7 +100,7 @@ class Demo:
         self._lock = threading.Lock()
         self.home = (options.home or ikkai_home()) / "demo"
         self.run_dir = self.home / "run"
-        self.stack = LocalStack(
+        self.stack = ChaosStack(
             self.home,
             jars_dir(),
             brokers=options.brokers,

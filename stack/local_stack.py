@@ -38,7 +38,6 @@ from stack import processes
 from stack.artifacts import JarSet, ensure_jars
 from stack.config_files import broker_config, write_configs
 from stack.errors import PortInUseError, StackError
-from stack.leaders import partition_leaders, transaction_coordinator, under_replicated
 from stack.local_plugins import local_plugin_dirs_for_stack
 from stack.ports import choose_ports, ephemeral_range, free_port, port_is_free, reserved_ports
 from stack.prerequisites import check_java
@@ -183,45 +182,6 @@ class LocalStack:
     def components(self) -> tuple[str, ...]:
         return (*self.brokers, CONNECT)
 
-    def broker_of(self, node_id: int) -> str:
-        """The component name of the broker with ``node.id`` ``node_id``."""
-        if not 1 <= node_id <= self.broker_count:
-            raise StackError(f"node {node_id}", f"no such broker in {self.home} (node ids 1..{self.broker_count})")
-        return self.brokers[node_id - 1]
-
-    def leader_of(self, topic: str, partition: int) -> str:
-        """The broker leading ``topic``/``partition`` now (chaos tests kill it)."""
-        leader = partition_leaders(self._bootstrap(), topic).get(partition, -1)
-        if leader < 0:
-            raise StackError(f"{topic}/{partition}", "has no leader now", fix="wait until a broker leads it")
-        return self.broker_of(leader)
-
-    def coordinator_of(self, transactional_id: str) -> str:
-        """The broker coordinating ``transactional_id``'s transactions now (the leader of its
-        ``__transaction_state`` partition, which exists once a transactional producer has started)."""
-        coordinator = transaction_coordinator(self._bootstrap(), transactional_id)
-        if coordinator < 0:
-            raise StackError(transactional_id, "has no transaction coordinator now", fix="wait until a broker leads it")
-        return self.broker_of(coordinator)
-
-    def wait_in_sync(self, timeout: float = 120) -> None:
-        """Wait until every partition has a leader and all its replicas in sync (after a broker restart)."""
-        deadline = time.monotonic() + timeout
-        lagging = under_replicated(self._bootstrap())
-        while lagging:
-            if time.monotonic() > deadline:
-                shown = ", ".join(lagging[:5]) + (f" and {len(lagging) - 5} more" if len(lagging) > 5 else "")
-                raise StackError("cluster", f"{shown} still under-replicated after {timeout:.0f}s",
-                                 fix="check that every broker runs (`ikkai stack status`) and their logs")  # fmt: skip
-            time.sleep(0.5)
-            lagging = under_replicated(self._bootstrap())
-
-    def _bootstrap(self) -> str:
-        endpoints = self.endpoints()
-        if endpoints is None:
-            raise StackError("stack", f"never started in {self.home}", fix="run `ikkai stack up` first")
-        return endpoints.bootstrap_servers
-
     # -- public API ----------------------------------------------------------------------------
 
     def endpoints(self) -> Endpoints | None:
@@ -304,8 +264,8 @@ class LocalStack:
 
     def kill(self, component: str, sig: signal.Signals = signal.SIGKILL) -> list[int]:
         """Send ``sig`` to one component (chaos tests, the demo's worker restart): ``connect``, ``broker``
-        on a one-broker stack, ``broker-<i>`` on a stack of more (``leader_of`` and ``coordinator_of``
-        name the one that matters)."""
+        on a one-broker stack, ``broker-<i>`` on a stack of more (stack.chaos's ``ChaosStack.leader_of``
+        and ``coordinator_of`` name the one that matters)."""
         self._check_component(component)
         pids = processes.stack_processes(self.home).get(component, [])
         for pid in pids:

@@ -27,8 +27,9 @@ from ikkai.settings import jars_dir
 from spark_jobs import commit_markers
 from spark_jobs.commit_markers import CommitMarker, ensure_commits_topic, read_marker
 from spark_jobs.partition_transactions import SinkConfig
+from stack.chaos import ChaosStack
 from stack.leaders import TRANSACTION_STATE_TOPIC
-from stack.local_stack import CONNECT, LocalStack
+from stack.local_stack import CONNECT
 from stack.processes import stack_processes
 from tests.kafka_helpers import transactional_producer
 
@@ -41,8 +42,8 @@ BROKERS = ("broker-1", "broker-2", "broker-3")
 
 
 @pytest.fixture
-def stack(tmp_path: Path) -> Iterator[LocalStack]:
-    local = LocalStack(tmp_path / "home", jars_dir(), brokers=3, heap="512m", progress=sys.stderr)
+def stack(tmp_path: Path) -> Iterator[ChaosStack]:
+    local = ChaosStack(tmp_path / "home", jars_dir(), brokers=3, heap="512m", progress=sys.stderr)
     try:
         yield local
     finally:
@@ -72,7 +73,7 @@ def replication(admin: AdminClient, topic: str, timeout: float = 30) -> tuple[se
 
 
 def test_three_brokers_replicate_and_exactly_once_survives_an_output_leaders_kill_9(
-    stack: LocalStack, tmp_path: Path
+    stack: ChaosStack, tmp_path: Path
 ) -> None:
     bootstrap = stack.up().bootstrap_servers
     assert len(bootstrap.split(",")) == 3
@@ -113,7 +114,7 @@ def test_three_brokers_replicate_and_exactly_once_survives_an_output_leaders_kil
     assert stack.status().running, "the restarted broker is back"
 
 
-def test_a_marker_read_after_the_commits_leader_restarted_asks_the_new_leader(stack: LocalStack) -> None:
+def test_a_marker_read_after_the_commits_leader_restarted_asks_the_new_leader(stack: ChaosStack) -> None:
     """Found by the soak: the marker reader's cached admin client kept asking the old leader (NOT_LEADER, or
     no answer while it was down) for 15 minutes of stale metadata; the read gave up and stopped the enrich job."""
     bootstrap = stack.up().bootstrap_servers
