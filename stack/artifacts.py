@@ -8,7 +8,6 @@ a fresh folder, so a half-updated classpath can never be used.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ikkai.settings import SPARK_JARS
+from stack import maven_build
 from stack.errors import ArtifactError
 from stack.maven_build import COMPLETE, build_once
 
@@ -52,13 +52,8 @@ def pom_files() -> list[Path]:
 
 
 def fingerprint(poms: list[Path] | None = None, base: Path = POM.parent) -> str:
-    """A short digest of the pom files' names (relative to ``base``) and contents."""
-    digest = hashlib.sha256()
-    for pom in poms or pom_files():
-        digest.update(pom.relative_to(base).as_posix().encode())
-        digest.update(b"\0")
-        digest.update(pom.read_bytes())
-    return digest.hexdigest()[:16]
+    """``maven_build.fingerprint`` of the pom files, named relative to ``base``."""
+    return maven_build.fingerprint((pom.relative_to(base).as_posix(), pom) for pom in poms or pom_files())
 
 
 def resolved_jars(jars_dir: Path) -> JarSet | None:

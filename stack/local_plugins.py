@@ -44,6 +44,7 @@ from xml.etree import ElementTree
 from ikkai.archives import deterministic_zip
 from ikkai.contract.codec import schemas_dir
 from ikkai.errors import IkkaiError
+from stack import maven_build
 from stack.maven_build import COMPLETE, build_once
 
 
@@ -112,14 +113,8 @@ def _name(path: Path, plugin: LocalPlugin) -> str:
 
 
 def fingerprint(plugin: LocalPlugin) -> str:
-    """A short digest of the plugin's source files' names and contents."""
-    digest = hashlib.sha256()
-    for path in _source_files(plugin):
-        digest.update(_name(path, plugin).encode())
-        digest.update(b"\0")
-        digest.update(path.read_bytes())
-        digest.update(b"\0")
-    return digest.hexdigest()[:16]
+    """``maven_build.fingerprint`` of the plugin's source files."""
+    return maven_build.fingerprint((_name(path, plugin), path) for path in _source_files(plugin))
 
 
 def plugin_path_entry(jars_dir: Path, plugin: LocalPlugin) -> Path:

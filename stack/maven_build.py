@@ -1,20 +1,22 @@
 """Running Maven once per content of its inputs: into a staging folder, then renamed into place, then marked.
 
 Every Maven product of the stack (the stack's jars, the schema registry and its converter, ikkai's
-own Connect plugins) lands in ``<parent>/<name>/``, where ``<name>`` carries a fingerprint of what it
-was built from. ``build_once`` runs Maven with the staging folder ``<parent>/.<name>.partial-<pid>``
-as its output, keeps the whole output in ``<parent>/maven-<name>.log``, and on failure raises the
-caller's error with the first ``[ERROR]`` line. Only a complete build is renamed into place and
+own Connect plugins) lands in ``<parent>/<name>/``, where ``<name>`` carries the ``fingerprint`` of
+what it was built from: one rule for all of them, over the input files' names and contents.
+``build_once`` runs Maven with the staging folder ``<parent>/.<name>.partial-<pid>`` as its output,
+keeps the whole output in ``<parent>/maven-<name>.log``, and on failure raises the caller's error
+with the first ``[ERROR]`` line. Only a complete build is renamed into place and
 gets its ``.complete`` marker, so a half-built folder is never used; when another process finished
 the same build first, its result is kept.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TextIO
 
@@ -22,6 +24,22 @@ from ikkai.errors import IkkaiError
 from stack.prerequisites import check_java, check_maven
 
 COMPLETE = ".complete"
+
+
+def fingerprint(files: Iterable[tuple[str, Path]]) -> str:
+    """What a Maven product is built from, in 16 hex digits: each file's name and content, in the order given.
+
+    The names are the caller's, relative to where the sources sit (``pom.xml``, ``src/main/...``), so a
+    checkout and an installed wheel give the same fingerprint. Each name and each content is closed by
+    a NUL, so no file runs into the next.
+    """
+    digest = hashlib.sha256()
+    for name, path in files:
+        digest.update(name.encode())
+        digest.update(b"\0")
+        digest.update(path.read_bytes())
+        digest.update(b"\0")
+    return digest.hexdigest()[:16]
 
 
 def build_once(

@@ -19,7 +19,6 @@ writers register their schemas again (the catalog is the source of truth, the re
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 import time
@@ -31,7 +30,7 @@ from typing import TextIO
 import requests
 
 from ikkai.errors import IkkaiError
-from stack import processes
+from stack import maven_build, processes
 from stack.errors import ArtifactError, PortInUseError, StackError
 from stack.maven_build import COMPLETE, build_once
 from stack.ports import ephemeral_range, free_port, port_is_free, reserved_ports
@@ -76,7 +75,8 @@ class RegistryBuild:
 
 
 def fingerprint(pom: Path = POM) -> str:
-    return hashlib.sha256(pom.read_bytes()).hexdigest()[:16]
+    """``maven_build.fingerprint`` of the one pom a registry build is made from."""
+    return maven_build.fingerprint([(pom.name, pom)])
 
 
 def built_registry(jars_dir: Path) -> RegistryBuild | None:
