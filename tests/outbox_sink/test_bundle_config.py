@@ -19,7 +19,9 @@ from connectors.render import RenderedConnector, load_bundle, render_bundle
 
 REPO = Path(__file__).resolve().parents[2]
 BUNDLE = REPO / "connectors" / "bundles" / "outbox-sink"
-JAVA_CONFIG = REPO / "outbox_sink/connector/src/main/java/dev/ikkai/outbox/OutboxSinkConfig.java"
+JAVA_SOURCES = REPO / "outbox_sink/connector/src/main/java/dev/ikkai/outbox"
+JAVA_CONFIG = JAVA_SOURCES / "OutboxSinkConfig.java"
+JAVA_TARGETS = JAVA_SOURCES / "Targets.java"  # owns the key that lists the target aliases; the config names it
 DEV_SETS = ["kafka.bootstrap_servers=127.0.0.1:9092"]
 ONE_TARGET = ["targets.payments-api.url=http://payments/v1"]
 # Bundle values that are left out unless set, and the connector keys they render.
@@ -56,7 +58,11 @@ def bare_bundle(tmp_path: Path) -> Path:
 def java_declared_keys() -> set[str]:
     """The config keys OutboxSinkConfig's ConfigDef declares (its String constants passed to ``define``)."""
     source = JAVA_CONFIG.read_text()
-    constants = dict(re.findall(r'static final String (\w+) = "([^"]+)";', source))
+    literal = r'static final String (\w+) = "([^"]+)";'
+    constants = dict(re.findall(literal, source))
+    targets = dict(re.findall(literal, JAVA_TARGETS.read_text()))
+    borrowed = re.findall(r"static final String (\w+) = Targets\.(\w+);", source)
+    constants |= {name: targets[key] for name, key in borrowed}
     return {constants[name] for name in re.findall(r"\.define\((\w+),", source)}
 
 

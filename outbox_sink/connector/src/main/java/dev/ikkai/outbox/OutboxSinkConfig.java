@@ -20,7 +20,7 @@ import org.apache.kafka.common.config.types.Password;
  * parsed by {@link Targets}; everything else is declared here.
  */
 public final class OutboxSinkConfig extends AbstractConfig {
-    public static final String TARGETS = "outbox.targets";
+    public static final String TARGETS = Targets.ALIASES;
     public static final String RECEIPTS_TOPIC = "outbox.receipts.topic";
     public static final String RECEIPTS_BOOTSTRAP = "outbox.receipts.bootstrap.servers";
     public static final String RECEIPTS_PRODUCER_PREFIX = "outbox.receipts.producer.";

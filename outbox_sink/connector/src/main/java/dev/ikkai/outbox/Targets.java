@@ -16,6 +16,8 @@ import org.apache.kafka.common.config.ConfigException;
  * headers must follow before anything is sent. Pure: no I/O.
  */
 public final class Targets {
+    /** The config key that lists the target aliases; each alias's own settings are under {@link #PREFIX}. */
+    public static final String ALIASES = "outbox.targets";
     public static final String PREFIX = "outbox.target.";
     public static final Set<String> METHODS = Set.of("POST", "PUT", "PATCH", "DELETE");
     /** Headers the sink sets itself (or the HTTP client owns); a record may not set them. */
@@ -31,17 +33,17 @@ public final class Targets {
     public static Map<String, Target> parse(List<String> aliases, Map<String, String> config) {
         Map<String, Target> targets = new TreeMap<>();
         if (aliases.isEmpty()) {
-            throw new ConfigException(OutboxSinkConfig.TARGETS, "", "name at least one target alias");
+            throw new ConfigException(ALIASES, "", "name at least one target alias");
         }
         for (String alias : aliases) {
             if (!ALIAS.matcher(alias).matches()) {
-                throw new ConfigException(OutboxSinkConfig.TARGETS, alias,
+                throw new ConfigException(ALIASES, alias,
                     "an alias is lower-case letters, digits and '-' (e.g. payments-api)");
             }
             String prefix = PREFIX + alias + ".";
             String url = config.get(prefix + "url");
             if (url == null || url.isBlank()) {
-                throw new ConfigException(prefix + "url", url, "every alias in " + OutboxSinkConfig.TARGETS + " needs a base URL");
+                throw new ConfigException(prefix + "url", url, "every alias in " + ALIASES + " needs a base URL");
             }
             URI base = baseUrl(prefix + "url", url.strip());
             String method = config.getOrDefault(prefix + "method", "POST").strip().toUpperCase(Locale.ROOT);
@@ -62,7 +64,7 @@ public final class Targets {
             if (key.startsWith(PREFIX)) {
                 String alias = key.substring(PREFIX.length()).split("\\.", 2)[0];
                 if (!targets.containsKey(alias)) {
-                    throw new ConfigException(key, "(hidden)", "alias '" + alias + "' is not listed in " + OutboxSinkConfig.TARGETS);
+                    throw new ConfigException(key, "(hidden)", "alias '" + alias + "' is not listed in " + ALIASES);
                 }
             }
         }
