@@ -13,6 +13,7 @@ from cli.output import emit, output_option
 from deploy.smoke import run_smoke
 from ikkai.errors import IkkaiError
 from ikkai.settings import Endpoints, jars_dir
+from spark_jobs.class_archive import ensure_class_archive
 from stack.artifacts import ensure_jars
 from stack.local_plugins import ensure_local_plugins
 from stack.prerequisites import check_java, check_maven
@@ -42,13 +43,20 @@ def status_text(data: dict[str, Any]) -> str:
 
 @click.command()
 def setup() -> None:
-    """Check Java and Maven, resolve the stack's jars and build ikkai's own Connect plugins (no-ops when current)."""
+    """Check Java and Maven, resolve the stack's jars, build ikkai's own Connect plugins and the Spark driver's
+    class archive (each a no-op when current)."""
     java = check_java()
     check_maven()
     jars = ensure_jars(jars_dir())
     plugins = ensure_local_plugins(jars_dir())
+    try:
+        archive: Path | str | None = ensure_class_archive(jars_dir())
+    except IkkaiError as exc:  # an optimisation only: jobs start without it, slower
+        click.echo(f"warning: {exc}", err=True)
+        archive = "(none: see the warning above)"
     click.echo(f"java   {java.version} ({java.executable})")
     click.echo(f"jars   {jars.root}")
+    click.echo(f"spark  class archive {archive or '(none: no java found the way spark-submit finds it)'}")
     for plugin in plugins:
         click.echo(f"plugin {plugin}")  # an external worker needs these on its plugin.path too
 

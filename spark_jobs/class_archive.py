@@ -1,0 +1,157 @@
+"""A class-data archive for the Spark driver's JVM: a job starts without loading Spark's classes from scratch.
+
+Most of a local job's start is its JVM loading and verifying the classes of pyspark's jars, every
+run again. Java 17 can write the classes one run loaded into an archive (``-XX:ArchiveClassesAtExit``)
+and map them at the next start (``-XX:SharedArchiveFile``, AppCDS). ``ikkai setup`` writes one archive
+per Java and pyspark under ``<jars_dir>/spark-cds/``; ``spark_session`` hands it to a driver it starts
+when it is there, and starts exactly as before when it is not. Measured side by side on the 2-core
+machine: BENCHMARKS.md, "Job start-up".
+
+The archive only changes where class bytes come from, never which classes run: the JVM checks it
+against its own build and class path and, on any mismatch, says so in one warning line and loads the
+classes as usual. A half-written archive would crash it instead, so an archive is written under a
+temporary name, mapped once by a JVM that must start cleanly, and only then renamed into place.
+
+The training run exercises what every job does on the driver: a session, a Python ``mapInArrow``
+task, and a streaming query with ``foreachBatch`` (its Python callback server). Kafka's classes come
+from ``spark.jars`` through Spark's own class loader and stay out of the archive.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from importlib.metadata import version
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from ikkai.errors import ConfigError
+from ikkai.settings import recorded_spark_jars
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+ARCHIVE_DIR = "spark-cds"
+_CHECK_TIMEOUT_S = 60
+_TRAIN_TIMEOUT_S = 600
+
+
+def java_executable(env: dict[str, str] | os._Environ[str] = os.environ) -> Path | None:
+    """The ``java`` that ``spark-submit`` runs: ``$JAVA_HOME/bin/java``, else the first on PATH (resolved)."""
+    home = env.get("JAVA_HOME")
+    found = str(Path(home) / "bin" / "java") if home else shutil.which("java", path=env.get("PATH"))
+    return Path(found).resolve() if found and Path(found).exists() else None
+
+
+def archive_path(jars_dir: Path, java: Path | None = None) -> Path | None:
+    """Where the archive for this Java and this pyspark lives (None without a Java): a new either is a new file."""
+    java = java or java_executable()
+    if java is None:
+        return None
+    import pyspark
+
+    stat = java.stat()
+    jars = sorted(p.name for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar"))
+    identity = "\n".join([str(java), str(stat.st_size), str(stat.st_mtime_ns), version("pyspark"), *jars])
+    return jars_dir / ARCHIVE_DIR / f"spark-driver-{hashlib.sha256(identity.encode()).hexdigest()[:16]}.jsa"
+
+
+def driver_java_options(jars_dir: Path, given: str | None = None) -> str | None:
+    """``spark.driver.extraJavaOptions`` with the archive added when there is one; ``given`` options are kept."""
+    archive = archive_path(jars_dir)
+    if archive is None or not archive.is_file():
+        return given
+    return " ".join(part for part in (f"-XX:SharedArchiveFile={archive}", given) if part)
+
+
+def ensure_class_archive(jars_dir: Path, *, progress: TextIO = sys.stderr) -> Path | None:
+    """Write the archive for this Java and pyspark if it is missing; its path, or None without a Java."""
+    target = archive_path(jars_dir)
+    if target is None or target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    progress.write("writing the Spark driver's class archive (one Spark run, about a minute)\n")
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".training-") as scratch:
+        partial = Path(scratch) / target.name
+        training = subprocess.run(  # our own interpreter and module
+            [sys.executable, "-m", "spark_jobs.class_archive", str(partial), str(jars_dir)],
+            capture_output=True, text=True, timeout=_TRAIN_TIMEOUT_S, check=False,
+        )  # fmt: skip
+        if training.returncode != 0 or not partial.is_file():
+            raise ConfigError(
+                "spark", str(target), f"the class archive's training run failed: {_last_line(training.stderr)}",
+                fix="run `ikkai setup` again; jobs still start without the archive, only slower",
+            )  # fmt: skip
+        _check_maps(partial)
+        partial.replace(target)
+    progress.write(f"class archive ready: {target}\n")
+    return target
+
+
+def _check_maps(archive: Path) -> None:
+    """A JVM must start cleanly with ``archive`` mapped: a broken archive crashes the JVM, so it never goes live."""
+    java = java_executable()
+    check = subprocess.run(  # the Java spark-submit runs
+        [str(java), f"-XX:SharedArchiveFile={archive}", "-Xshare:auto", "-version"],
+        capture_output=True, text=True, timeout=_CHECK_TIMEOUT_S, check=False,
+    )  # fmt: skip
+    if check.returncode != 0:
+        raise ConfigError(
+            "spark", str(archive), f"a JVM cannot start with the new class archive: {_last_line(check.stderr)}",
+            fix="run `ikkai setup` again; jobs still start without the archive, only slower",
+        )  # fmt: skip
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else "(no output)"
+
+
+def _numbers(_: Iterator[object]) -> Iterator[object]:
+    import pyarrow as pa  # type: ignore[import-untyped]
+
+    yield pa.RecordBatch.from_pydict({"n": [1, 2, 3]})
+
+
+def _collect_numbers(batch: DataFrame, _batch_id: int) -> None:
+    batch.mapInArrow(_numbers, "n long").collect()
+
+
+def _train(target: Path, jars_dir: Path) -> None:
+    """Run what a job's driver does once, then let the JVM exit so that it writes ``target``."""
+    from pyspark import SparkContext
+
+    from spark_jobs.session import spark_session
+
+    spark = spark_session(
+        "ikkai-class-archive",
+        jars=recorded_spark_jars(jars_dir),
+        conf={"spark.driver.extraJavaOptions": f"-XX:ArchiveClassesAtExit={target}"},
+        class_archive=False,
+    )
+    with tempfile.TemporaryDirectory() as folder:
+        Path(folder, "in").mkdir()
+        Path(folder, "in", "0.json").write_text('{"n": 1}\n{"n": 2}\n')
+        spark.range(4).mapInArrow(_numbers, "n long").collect()
+        stream = spark.readStream.schema("n long").json(str(Path(folder, "in")))
+        query = (
+            stream.writeStream.foreachBatch(_collect_numbers)
+            .option("checkpointLocation", str(Path(folder, "checkpoint")))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+    gateway = SparkContext._gateway  # private, but the one handle on the JVM process pyspark started
+    spark.stop()
+    if gateway is not None and gateway.proc is not None:
+        gateway.proc.stdin.close()  # the gateway JVM exits on end of input, writing the archive on its way out
+        gateway.proc.wait(_TRAIN_TIMEOUT_S)
+
+
+if __name__ == "__main__":
+    _train(Path(sys.argv[1]), Path(sys.argv[2]))
