@@ -56,7 +56,7 @@ def setup() -> None:
         archive = "(none: see the warning above)"
     click.echo(f"java   {java.version} ({java.executable})")
     click.echo(f"jars   {jars.root}")
-    click.echo(f"spark  class archive {archive or '(none: no java found the way spark-submit finds it)'}")
+    click.echo(f"spark  class archive {archive or '(none: no pyspark here, or no java the way spark-submit finds it)'}")
     for plugin in plugins:
         click.echo(f"plugin {plugin}")  # an external worker needs these on its plugin.path too
 

@@ -27,6 +27,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from importlib.metadata import version
+from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -49,9 +50,9 @@ def java_executable(env: dict[str, str] | os._Environ[str] = os.environ) -> Path
 
 
 def archive_path(jars_dir: Path, java: Path | None = None) -> Path | None:
-    """Where the archive for this Java and this pyspark lives (None without a Java): a new either is a new file."""
+    """Where the archive for this Java and this pyspark lives (None without either): a new either is a new file."""
     java = java or java_executable()
-    if java is None:
+    if java is None or find_spec("pyspark") is None:  # a control-plane install runs no Spark
         return None
     import pyspark
 
@@ -70,7 +71,7 @@ def driver_java_options(jars_dir: Path, given: str | None = None) -> str | None:
 
 
 def ensure_class_archive(jars_dir: Path, *, progress: TextIO = sys.stderr) -> Path | None:
-    """Write the archive for this Java and pyspark if it is missing; its path, or None without a Java."""
+    """Write the archive for this Java and pyspark if it is missing; its path, or None without Java or pyspark."""
     target = archive_path(jars_dir)
     if target is None or target.is_file():
         return target
