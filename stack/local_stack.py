@@ -14,19 +14,23 @@ one home folder::
 The processes are found by their command line (stack/processes.py), not by trusting a pid
 file, so ``up`` after a crash notices the half-dead stack, stops what is left and starts
 clean, and ``down`` leaves no process of this home behind.
+
+This module is the lifecycle: ``up``, ``down``, ``kill``, ``start`` and the waits until each component
+answers. The home's paths, its ``stack.json`` and the choice of ports are stack/state.py's; the text of
+the config files is stack/stack_config.py's and their writing stack/config_files.py's; each JVM's main
+class, options, storage format and start-up diagnosis are stack/launch.py's. The broker-failure queries
+(which broker leads a partition or coordinates a transaction, waiting until replicas are in sync) are
+``ChaosStack`` in stack/chaos.py, which only the demo, benchmarks and tests import.
 """
 
 from __future__ import annotations
 
-import base64
 import dataclasses
-import json
 import shutil
 import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -37,44 +41,32 @@ from ikkai.settings import Endpoints, endpoints_connect_auth
 from stack import processes
 from stack.artifacts import JarSet, ensure_jars
 from stack.config_files import broker_config, write_configs
-from stack.errors import PortInUseError, StackError
+from stack.errors import StackError
+from stack.launch import READY_TIMEOUT as READY_TIMEOUT  # re-exported: the readiness tests read them here
+from stack.launch import (
+    STOP_GRACE,
+    component_kind,
+    format_storage,
+    jvm_options,
+    main_and_config,
+    register_catalog,
+    startup_failure,
+)
 from stack.local_plugins import local_plugin_dirs_for_stack
-from stack.ports import choose_ports, ephemeral_range, free_port, port_is_free, reserved_ports
 from stack.prerequisites import check_java
 from stack.probes import broker_answers, connect_plugins
 from stack.schema_registry import REGISTRY, LocalSchemaRegistry
 from stack.stack_config import BROKER as BROKER  # re-exported: callers name components by these
 from stack.stack_config import CONNECT as CONNECT
-from stack.stack_config import (
-    CONTROLLER,
-    HOST,
-    NODE,
-    Ports,
-    bootstrap_servers,
-    broker_components,
-    broker_node_id,
-)
-from stack.stack_security import (
-    SECURE_DIR,
-    StackSecrets,
-    broker_jvm_options,
-    client_settings,
-    connect_jvm_options,
-    scram_credentials,
-)
-from stack.state import LISTENERS_KEY, StackHome
+from stack.stack_config import HOST, Ports, bootstrap_servers, broker_components, broker_node_id
+from stack.stack_security import SECURE_DIR, StackSecrets, client_settings
+from stack.state import StackHome
+from stack.state import new_cluster_id as _new_cluster_id  # noqa: F401  (tests/stack/test_ports.py reads it here)
 from stack.status import ComponentStatus, StackStatus
 
 COMPONENTS = (BROKER, CONNECT)  # a one-broker stack's; ``LocalStack.components`` has the others'
 
-BROKER_MAIN = "kafka.Kafka"
-STORAGE_TOOL = "kafka.tools.StorageTool"
-CONNECT_MAIN = "org.apache.kafka.connect.cli.ConnectDistributed"
 FILE_SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
-
-READY_TIMEOUT = {BROKER: 90.0, CONNECT: 180.0}
-STOP_GRACE = {CONNECT: 20.0, BROKER: 30.0}
-EXTRA_LISTENERS = ("mtls", "oauth")
 
 
 class LocalStack:
@@ -140,15 +132,12 @@ class LocalStack:
         """A broker's log.dirs: ``kafka/data`` on a one-broker stack, ``kafka/data-<i>`` for node i of more."""
         return self._home.node_data_dir(component)
 
-    def _server_properties(self, component: str) -> Path:
-        return self._home.server_properties(component)
-
     # -- the cluster's shape -------------------------------------------------------------------
 
     @property
     def broker_count(self) -> int:
         """The brokers this home holds (from stack.json), else those asked for, else 1."""
-        return self._saved_broker_count() or self.requested_brokers or 1
+        return self._home.saved_broker_count() or self.requested_brokers or 1
 
     @property
     def secure(self) -> bool:
@@ -205,27 +194,7 @@ class LocalStack:
 
     def up(self) -> Endpoints:
         """Bring the stack to running; a no-op (bar a health check) when it already is."""
-        saved = self._saved_broker_count()
-        if saved is not None and self.requested_brokers not in (None, saved):
-            raise StackError(
-                "stack",
-                f"{self.home} holds a stack of {saved} broker(s), not {self.requested_brokers}: "
-                "a KRaft cluster's storage cannot change its node count",
-                fix=f"keep {saved} (omit --brokers), or delete it first with "
-                f"`ikkai stack --home {self.home} down --purge`",
-            )
-        saved_secure = self._saved_state().get("secure")
-        if (
-            isinstance(saved_secure, bool)
-            and self.requested_secure is not None
-            and saved_secure != self.requested_secure
-        ):
-            kind = "a secured" if saved_secure else "a plaintext"
-            raise StackError(
-                "stack", f"{self.home} holds {kind} stack: its storage and clients were made that way",
-                fix=f"omit --secure/--plaintext to keep it, or delete it first with "
-                f"`ikkai stack --home {self.home} down --purge`",
-            )  # fmt: skip
+        self._home.check_request(brokers=self.requested_brokers, secure=self.requested_secure)
         current = self.status()
         current = dataclasses.replace(current, components=[c for c in current.components if c.name != REGISTRY])
         if current.running and current.endpoints:
@@ -244,7 +213,7 @@ class LocalStack:
         self._write_state(ports)
         self._write_configs(ports, jars)
         for broker in self.brokers:
-            self._format_storage(broker, java.executable, jars)
+            format_storage(self._home, broker, java.executable, jars, self.stack_secrets())
         # All nodes at once: a node of three is ready only once a quorum of controllers has formed.
         self._start(self.brokers, java.executable, jars, ports)
         self._start([CONNECT], java.executable, jars, ports)
@@ -282,7 +251,7 @@ class LocalStack:
         self._check_component(component)
         if processes.stack_processes(self.home).get(component):
             return
-        self._check_ports_free(component, ports)  # before the JVM: a taken port can never be bound
+        self._home.check_ports_free(component, ports)  # before the JVM: a taken port can never be bound
         java = check_java()
         jars = ensure_jars(self.jars_dir, progress=self.progress)
         self._write_configs(ports, jars, connect=component == CONNECT)
@@ -306,27 +275,28 @@ class LocalStack:
                 self._say(f"starting {REGISTRY}")
             url = registry.up()
             if fresh:
-                versions = _register_catalog(url)
+                versions = register_catalog(url)
                 self._say(f"{REGISTRY} ready in {time.monotonic() - started:.1f}s on {url}; the catalog's {versions} "
                           "schema versions registered in catalog order (the same ids after every restart)")  # fmt: skip
         if self.requested_registry is not None:
-            self._update_state(registry=self.requested_registry)
+            self._home.update_state(registry=self.requested_registry)
         endpoints = self.endpoints()
         assert endpoints is not None
-        self._update_state(endpoints=endpoints.as_dict())  # for clients that read stack.json (the jobs)
+        self._home.update_state(endpoints=endpoints.as_dict())  # for clients that read stack.json (the jobs)
         return endpoints
-
-    def _update_state(self, **entries: object) -> None:
-        self._home.update_state(**entries)
 
     def _check_component(self, component: str) -> None:
         if component not in self.components:
             raise StackError(component, f"no such component in {self.home}",
                              fix=f"name one of {', '.join(self.components)}")  # fmt: skip
 
-    def _answers(self, component: str, ports: Ports) -> bool:
+    def _client_settings(self) -> dict[str, str]:
+        """librdkafka settings that reach this stack's brokers (none for a plaintext stack)."""
         stack = self.stack_secrets()
-        client = librdkafka_settings(SecurityConfig(client_settings(stack), str(stack.dir))) if stack else {}
+        return librdkafka_settings(SecurityConfig(client_settings(stack), str(stack.dir))) if stack else {}
+
+    def _answers(self, component: str, ports: Ports) -> bool:
+        client = self._client_settings()
         if component == BROKER:
             return broker_answers(bootstrap_servers(ports), settings=client)
         if component != CONNECT:  # one node of several: it answers at its own address and is registered
@@ -336,82 +306,18 @@ class LocalStack:
         plugins = connect_plugins(endpoints.connect_url, auth=endpoints_connect_auth(endpoints))
         return plugins is not None and FILE_SOURCE in plugins
 
-    def _saved_state(self) -> dict[str, object]:
-        return self._home.saved_state()
-
     def _saved_ports(self) -> Ports | None:
         return self._home.saved_ports()
 
-    def _saved_broker_count(self) -> int | None:
-        return self._home.saved_broker_count()
-
     def _choose_ports(self) -> Ports:
-        """Requested ports must be free; otherwise reuse last run's ports if free and outside the kernel's
-        ephemeral range, else pick new ones outside it (stack/ports.py says why)."""
-        previous, ephemeral = self._saved_ports(), ephemeral_range()
-        chosen = choose_ports(
-            self.requested, previous, ephemeral=ephemeral, reserved=reserved_ports(), brokers=self.broker_count
-        )
-        for role, port in chosen.as_dict().items():
-            old = previous.as_dict().get(role) if previous else None
-            if old in ephemeral and old != port:
-                self._say(
-                    f"{role} port {old} is inside the kernel's ephemeral range {ephemeral}, where an outbound "
-                    f"connection may take it while the stack is down; moving it to {port}"
-                )
-            elif port in ephemeral:  # only a pinned port can be
-                flag = f"--{role.split('-')[0]}-port"
-                self._say(
-                    f"note: {role} port {port} is inside the kernel's ephemeral range {ephemeral}: an outbound "
-                    f"connection may take it while the {role} is down (omit {flag} to pick one outside it)"
-                )
+        """Requested ports, else last run's, else new ones (``StackHome.choose_ports``); says which moved."""
+        chosen, notes = self._home.choose_ports(self.requested, self.broker_count)
+        for note in notes:
+            self._say(note)
         return chosen
-
-    def _choose_listener_ports(self, ports: Ports, saved: dict[str, int]) -> dict[str, int]:
-        """The MTLS and OAUTH listeners' ports: requested (must be free), else last run's if free, else new."""
-        taken = set(ports.as_dict().values())
-        chosen: dict[str, int] = {}
-        for name in EXTRA_LISTENERS:
-            port = self.requested_listeners.get(name)
-            if port is not None and not port_is_free(port):
-                raise PortInUseError(
-                    HOST, port, f"{name} listener", fix=f"free it (ss -ltnp 'sport = :{port}' shows who holds it)"
-                )
-            if port is None:
-                old = saved.get(name)
-                free = isinstance(old, int) and old not in taken and port_is_free(old)
-                port = old if free and isinstance(old, int) else free_port(avoid=taken)
-            taken.add(port)
-            chosen[name] = port
-        return chosen
-
-    def _check_ports_free(self, component: str, ports: Ports) -> None:
-        roles = (CONNECT,) if component == CONNECT else (component, component.replace(BROKER, CONTROLLER, 1))
-        for role in roles:
-            port = ports.as_dict()[role]
-            if not port_is_free(port):
-                raise PortInUseError(
-                    HOST, port, role,
-                    fix=f"another process holds it (ss -ltnp 'sport = :{port}' shows which): stop it, or move "
-                        f"the stack to free ports with `ikkai stack --home {self.home} down` and "
-                        f"`ikkai stack --home {self.home} up`",
-                )  # fmt: skip
 
     def _write_state(self, ports: Ports) -> None:
-        self.home.mkdir(parents=True, exist_ok=True)
-        try:
-            state = json.loads(self.state_file.read_text())
-        except (OSError, ValueError):
-            state = {}
-        state["ports"] = ports.as_dict()
-        state["brokers"] = len(ports.nodes)
-        state["secure"] = self.secure
-        if self.secure and len(ports.nodes) == 1:
-            saved = state.get(LISTENERS_KEY)
-            state[LISTENERS_KEY] = self._choose_listener_ports(ports, saved if isinstance(saved, dict) else {})
-        state["endpoints"] = self._endpoints(ports).as_dict()
-        state.setdefault("cluster_id", _new_cluster_id())
-        self.state_file.write_text(json.dumps(state, indent=2) + "\n")
+        self._home.write_state(ports, secure=self.secure, listener_ports=self.requested_listeners)
 
     def _write_configs(self, ports: Ports, jars: JarSet, *, connect: bool = True) -> None:
         """Every component's files; the brokers' only without ``connect`` (a broker restart builds no plugin)."""
@@ -426,59 +332,16 @@ class LocalStack:
     def _broker_properties(self, ports: Ports, broker: str, node_id: int) -> dict[str, str]:
         return broker_config(self._home, ports, broker, node_id, self.stack_secrets())
 
-    def _format_storage(self, broker: str, java: Path, jars: JarSet) -> None:
-        data_dir = self.node_data_dir(broker)
-        if (data_dir / "meta.properties").exists():
-            return
-        cluster_id = json.loads(self.state_file.read_text())["cluster_id"]
-        data_dir.mkdir(parents=True, exist_ok=True)
-        result = processes.run_java(
-            java,
-            classpath=jars.kafka_classpath(),
-            main_class=STORAGE_TOOL,
-            args=[
-                "format",
-                "--cluster-id",
-                cluster_id,
-                "--config",
-                str(self._server_properties(broker)),
-                "--ignore-formatted",
-                *(scram_credentials(stack) if (stack := self.stack_secrets()) else []),
-            ],
-            jvm_options=[f"-Dlog4j2.configurationFile={self.config_dir / f'log4j2-{broker}.properties'}"],
-        )
-        if result.returncode != 0:
-            raise StackError(
-                "storage format" if broker == BROKER else f"{broker} storage format",
-                (result.stderr or result.stdout).strip().splitlines()[-1]
-                if (result.stderr or result.stdout).strip()
-                else f"exit {result.returncode}",
-                fix=f"run `ikkai stack down --purge` to start from empty storage in {data_dir}",
-            )
-
-    def _jvm_options(self, component: str) -> list[str]:
-        stack = self.stack_secrets()
-        security = [] if stack is None else connect_jvm_options(stack) if component == CONNECT else \
-            broker_jvm_options(stack)  # fmt: skip
-        return [*security,
-            "-Xms128m", f"-Xmx{self.heap}",
-            "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:+ExitOnOutOfMemoryError",
-            "-Djava.awt.headless=true",
-            f"-Dlog4j2.configurationFile={self.config_dir / f'log4j2-{component}.properties'}",
-            f"-Dkafka.logs.dir={self.logs_dir}",
-        ]  # fmt: skip
-
     def _start(self, components: Iterable[str], java: Path, jars: JarSet, ports: Ports) -> None:
         """Start ``components`` together, then wait until each answers."""
         started = time.monotonic()
         launched = []
         for component in components:
+            main_class, config = main_and_config(self._home, component)
             if component == CONNECT:
-                config, main_class, address = self.config_dir / "connect-distributed.properties", CONNECT_MAIN, \
-                    self._endpoints(ports).connect_url  # fmt: skip
+                address = self._endpoints(ports).connect_url
             else:
-                port = ports.nodes[broker_node_id(component) - 1].broker
-                config, main_class, address = self._server_properties(component), BROKER_MAIN, f"{HOST}:{port}"
+                address = f"{HOST}:{ports.nodes[broker_node_id(component) - 1].broker}"
             self._say(f"starting {component} on {address}")
             process = processes.start_java(
                 java,
@@ -487,7 +350,7 @@ class LocalStack:
                 main_class=main_class,
                 classpath=jars.kafka_classpath(),
                 args=[str(config)],
-                jvm_options=self._jvm_options(component),
+                jvm_options=jvm_options(self._home, component, self.stack_secrets(), self.heap),
                 output=self.logs_dir / f"{component}.out",
             )
             launched.append((component, process))
@@ -504,8 +367,7 @@ class LocalStack:
         registered (INVALID_REPLICATION_FACTOR otherwise), and a broker whose metadata still lacks a
         peer gives the next client a stale answer.
         """
-        stack = self.stack_secrets()
-        client = librdkafka_settings(SecurityConfig(client_settings(stack), str(stack.dir))) if stack else {}
+        client = self._client_settings()
         nodes = range(1, len(ports.nodes) + 1)
         deadline = started + READY_TIMEOUT[BROKER]
         while True:
@@ -529,32 +391,15 @@ class LocalStack:
     def _wait_ready(
         self, component: str, process: subprocess.Popen[bytes], ready: Callable[[], bool], started: float
     ) -> None:
-        deadline = started + READY_TIMEOUT[_kind(component)]
+        deadline = started + READY_TIMEOUT[component_kind(component)]
         while time.monotonic() < deadline:
             if process.poll() is not None:
-                raise self._startup_failure(component, f"exited with code {process.returncode} during start-up")
+                raise startup_failure(self._home, component, f"exited with code {process.returncode} during start-up")
             if ready():
                 return
             time.sleep(0.25)
         processes.stop(process.pid, self.home, component, grace_seconds=5)
-        raise self._startup_failure(component, f"not ready after {READY_TIMEOUT[_kind(component)]:.0f}s")
-
-    def _startup_failure(self, component: str, problem: str) -> Exception:
-        log = self.log_file(component)
-        text = ""
-        for path in (log, self.logs_dir / f"{component}.out"):
-            if path.exists():
-                text += path.read_text(errors="replace")
-        if "Address already in use" in text:
-            ports = self._saved_ports()
-            port = ports.as_dict().get(component, 0) if ports else 0
-            return PortInUseError(
-                HOST, port, component,
-                fix="another process took it during start-up; run `ikkai stack up` again to pick free ports",
-            )  # fmt: skip
-        errors = [line for line in text.splitlines() if " ERROR " in line or "Exception" in line]
-        detail = f"; last error: {errors[-1].strip()[:300]}" if errors else ""
-        return StackError(component, problem + detail, log=log)
+        raise startup_failure(self._home, component, f"not ready after {READY_TIMEOUT[component_kind(component)]:.0f}s")
 
     def _stop_all(self) -> list[int]:
         # Connect first: it needs the brokers to leave cleanly. Brokers all at once: a node stopped after
@@ -568,44 +413,6 @@ class LocalStack:
         if targets:
             with ThreadPoolExecutor(max_workers=len(targets)) as pool:
                 for component, pid in targets:
-                    grace = STOP_GRACE.get(_kind(component), 5) if grace_seconds is None else grace_seconds
+                    grace = STOP_GRACE.get(component_kind(component), 5) if grace_seconds is None else grace_seconds
                     pool.submit(processes.stop, pid, self.home, component, grace_seconds=grace)
         return [pid for _, pid in targets]
-
-
-def _register_catalog(url: str) -> int:
-    """Register every schema version of the catalog, in order, into the empty registry at ``url``; how many.
-
-    The registry keeps its schemas in memory and numbers them as they come: registered in one fixed
-    order right after each start, the catalog's schemas get the same ids every time, so records kept
-    in the stack's topics across ``down``/``up`` still name the schema they were written with.
-    """
-    try:
-        from ikkai.contract.registry import RegistryCodec  # the registry extra
-    except ImportError as exc:
-        raise StackError(REGISTRY, f"the schema registry client cannot load: {exc}",
-                         fix="pip install 'ikkai[registry]'") from exc  # fmt: skip
-    from ikkai.contract.codec import default_codec
-
-    codec = RegistryCodec(default_codec().catalog, {"url": url})
-    try:
-        return sum(len(ids) for ids in codec.register_catalog().values())
-    finally:
-        codec.close()
-
-
-def _kind(component: str) -> str:
-    """``broker`` for every broker, else the component's own name."""
-    return BROKER if component == BROKER or NODE.fullmatch(component) else component
-
-
-def _new_cluster_id() -> str:
-    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (as StorageTool makes).
-
-    Never one that starts with '-' (1 in 64 do): kafka-storage would read it as an option and fail
-    with "expected one argument", as Kafka's own Uuid.randomUuid avoids too.
-    """
-    while True:
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        if not cluster_id.startswith("-"):
-            return cluster_id

@@ -1,0 +1,127 @@
+"""How the embedded stack's JVMs are launched, and what their logs say when one fails to start.
+
+The lifecycle (stack.local_stack) decides when a component starts and waits for it to answer; this
+module names what it runs: each component's main class, its JVM options (heap, GC, log4j2, and the
+secured stack's trust and JAAS settings), the KRaft storage format that must precede a broker's
+first start, the catalog registered into a freshly started schema registry, and the error a failed
+start-up becomes (a port someone else took, else the last ERROR line of its log).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from stack import processes
+from stack.artifacts import JarSet
+from stack.errors import PortInUseError, StackError
+from stack.schema_registry import REGISTRY
+from stack.stack_config import BROKER, CONNECT, HOST, NODE
+from stack.stack_security import StackSecrets, broker_jvm_options, connect_jvm_options, scram_credentials
+from stack.state import StackHome
+
+BROKER_MAIN = "kafka.Kafka"
+STORAGE_TOOL = "kafka.tools.StorageTool"
+CONNECT_MAIN = "org.apache.kafka.connect.cli.ConnectDistributed"
+
+READY_TIMEOUT = {BROKER: 90.0, CONNECT: 180.0}
+STOP_GRACE = {CONNECT: 20.0, BROKER: 30.0}
+
+
+def component_kind(component: str) -> str:
+    """``broker`` for every broker, else the component's own name."""
+    return BROKER if component == BROKER or NODE.fullmatch(component) else component
+
+
+def main_and_config(home: StackHome, component: str) -> tuple[str, Path]:
+    """The main class ``component``'s JVM runs and the properties file it is given."""
+    if component == CONNECT:
+        return CONNECT_MAIN, home.config_dir / "connect-distributed.properties"
+    return BROKER_MAIN, home.server_properties(component)
+
+
+def jvm_options(home: StackHome, component: str, secrets: StackSecrets | None, heap: str) -> list[str]:
+    """The options of ``component``'s JVM: the secured stack's first, then heap, GC and logging."""
+    security = [] if secrets is None else connect_jvm_options(secrets) if component == CONNECT else \
+        broker_jvm_options(secrets)  # fmt: skip
+    return [*security,
+        "-Xms128m", f"-Xmx{heap}",
+        "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:+ExitOnOutOfMemoryError",
+        "-Djava.awt.headless=true",
+        f"-Dlog4j2.configurationFile={home.config_dir / f'log4j2-{component}.properties'}",
+        f"-Dkafka.logs.dir={home.logs_dir}",
+    ]  # fmt: skip
+
+
+def format_storage(home: StackHome, broker: str, java: Path, jars: JarSet, secrets: StackSecrets | None) -> None:
+    """Format ``broker``'s empty log.dirs with the home's cluster id (and the SCRAM users of a secured
+    stack); a no-op once formatted."""
+    data_dir = home.node_data_dir(broker)
+    if (data_dir / "meta.properties").exists():
+        return
+    cluster_id = json.loads(home.state_file.read_text())["cluster_id"]
+    data_dir.mkdir(parents=True, exist_ok=True)
+    result = processes.run_java(
+        java,
+        classpath=jars.kafka_classpath(),
+        main_class=STORAGE_TOOL,
+        args=[
+            "format",
+            "--cluster-id",
+            cluster_id,
+            "--config",
+            str(home.server_properties(broker)),
+            "--ignore-formatted",
+            *(scram_credentials(secrets) if secrets else []),
+        ],
+        jvm_options=[f"-Dlog4j2.configurationFile={home.config_dir / f'log4j2-{broker}.properties'}"],
+    )
+    if result.returncode != 0:
+        raise StackError(
+            "storage format" if broker == BROKER else f"{broker} storage format",
+            (result.stderr or result.stdout).strip().splitlines()[-1]
+            if (result.stderr or result.stdout).strip()
+            else f"exit {result.returncode}",
+            fix=f"run `ikkai stack down --purge` to start from empty storage in {data_dir}",
+        )
+
+
+def startup_failure(home: StackHome, component: str, problem: str) -> Exception:
+    """The error of a component that exited or never answered: a taken port, else ``problem`` and
+    the last error its log and JVM output show."""
+    log = home.log_file(component)
+    text = ""
+    for path in (log, home.logs_dir / f"{component}.out"):
+        if path.exists():
+            text += path.read_text(errors="replace")
+    if "Address already in use" in text:
+        ports = home.saved_ports()
+        port = ports.as_dict().get(component, 0) if ports else 0
+        return PortInUseError(
+            HOST, port, component,
+            fix="another process took it during start-up; run `ikkai stack up` again to pick free ports",
+        )  # fmt: skip
+    errors = [line for line in text.splitlines() if " ERROR " in line or "Exception" in line]
+    detail = f"; last error: {errors[-1].strip()[:300]}" if errors else ""
+    return StackError(component, problem + detail, log=log)
+
+
+def register_catalog(url: str) -> int:
+    """Register every schema version of the catalog, in order, into the empty registry at ``url``; how many.
+
+    The registry keeps its schemas in memory and numbers them as they come: registered in one fixed
+    order right after each start, the catalog's schemas get the same ids every time, so records kept
+    in the stack's topics across ``down``/``up`` still name the schema they were written with.
+    """
+    try:
+        from ikkai.contract.registry import RegistryCodec  # the registry extra
+    except ImportError as exc:
+        raise StackError(REGISTRY, f"the schema registry client cannot load: {exc}",
+                         fix="pip install 'ikkai[registry]'") from exc  # fmt: skip
+    from ikkai.contract.codec import default_codec
+
+    codec = RegistryCodec(default_codec().catalog, {"url": url})
+    try:
+        return sum(len(ids) for ids in codec.register_catalog().values())
+    finally:
+        codec.close()
