@@ -404,9 +404,9 @@ class ConnectRound:
 @contextmanager
 def connect_settings(variant: str) -> Iterator[None]:
     """The worker properties the stack writes, with the old settings for ``old`` (the stack's own function, wrapped)."""
-    import stack.local_stack as local_stack
+    import stack.config_files as config_files
 
-    namespace = vars(local_stack)
+    namespace = vars(config_files)
     original: Callable[..., dict[str, str]] = namespace["connect_properties"]
     if variant == "old":
         namespace["connect_properties"] = lambda *a, **kw: {**original(*a, **kw), **OLD_CONNECT_SETTINGS}
