@@ -98,7 +98,6 @@ def test_a_recreated_input_topic_is_refused_in_one_line_with_the_fix(bootstrap: 
     assert decisions_per_event(bootstrap, case.topics) == event_ids(case.before)  # nothing of the new topic
 
 
-@pytest.mark.soak  # left out of make test: the suite must fit CI; python -m pytest -m soak
 @pytest.mark.integration
 @pytest.mark.timeout(2400)  # three or four job processes one after another: slow on a loaded 2-core machine
 def test_starting_over_on_a_recreated_input_decides_every_new_event_once(bootstrap: str, tmp_path: Path) -> None:

@@ -120,7 +120,6 @@ def error_lines(job: EnrichProcess) -> list[str]:
     return [line for line in job.log if line.startswith("ikkai: error: ")]
 
 
-@pytest.mark.soak  # left out of make test: the suite must fit CI; python -m pytest -m soak
 @pytest.mark.integration
 @pytest.mark.timeout(2400)  # three enrich runs in a row: slow on a loaded 2-core machine
 def test_partitions_added_between_runs_go_on_as_a_new_query_with_nothing_lost_or_twice(

@@ -159,7 +159,6 @@ def test_a_new_query_over_another_querys_output_is_refused_in_one_line(
     assert markers(bootstrap, second) == {}
 
 
-@pytest.mark.soak  # left out of make test: the suite must fit CI; python -m pytest -m soak
 @pytest.mark.integration
 @pytest.mark.timeout(1800)  # several job processes one after another: slow on a loaded 2-core machine
 def test_a_handover_from_a_running_query_fences_it_and_continues_with_no_duplicate_and_no_gap(
@@ -195,7 +194,6 @@ def test_a_handover_from_a_running_query_fences_it_and_continues_with_no_duplica
     assert_exactly_once(bootstrap, topics, events)
 
 
-@pytest.mark.soak  # left out of make test: the suite must fit CI; python -m pytest -m soak
 @pytest.mark.integration
 @pytest.mark.timeout(1800)  # several job processes one after another: slow on a loaded 2-core machine
 def test_a_shadow_model_asks_for_no_side_effect_and_compare_counts_each_version_pair(

@@ -107,7 +107,6 @@ def test_what_fits_is_left_alone_and_without_a_dlq_nothing_is_set_aside() -> Non
     assert set_aside_too_large(smaller, [record(0, 400_000)])[0][0] == "dlq"
 
 
-@pytest.mark.soak  # left out of make test: the suite must fit CI; python -m pytest -m soak
 @pytest.mark.integration
 @pytest.mark.timeout(1800)  # 100 MB through Kafka and the enrich job: slow on a loaded 2-core machine
 def test_a_batch_of_200_dead_letters_of_500_kib_commits_in_transactions_bounded_in_bytes(
