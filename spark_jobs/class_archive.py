@@ -99,6 +99,7 @@ def _check_maps(archive: Path) -> None:
     java = java_executable()
     check = subprocess.run(  # the Java spark-submit runs
         [str(java), f"-XX:SharedArchiveFile={archive}", "-Xshare:auto", "-version"],
+        cwd=archive.parent,  # a crash report (hs_err_pid*.log) lands beside the refused archive
         capture_output=True, text=True, timeout=_CHECK_TIMEOUT_S, check=False,
     )  # fmt: skip
     if check.returncode != 0:

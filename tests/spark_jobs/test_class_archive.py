@@ -44,14 +44,19 @@ def test_a_truncated_archive_is_refused_before_it_could_crash_a_driver(tmp_path:
     """A JVM given a half-written archive crashes (it does not fall back): the check must catch it."""
     assert JAVA is not None
     whole = tmp_path / "small.jsa"
-    subprocess.run([str(JAVA), f"-XX:ArchiveClassesAtExit={whole}", "-version"], capture_output=True, check=True)
+    subprocess.run(
+        [str(JAVA), f"-XX:ArchiveClassesAtExit={whole}", "-version"], capture_output=True, check=True, cwd=tmp_path
+    )
     class_archive._check_maps(whole)  # a whole archive maps
     cut = tmp_path / "cut.jsa"
     cut.write_bytes(whole.read_bytes()[: whole.stat().st_size // 3])
-    crash = subprocess.run([str(JAVA), f"-XX:SharedArchiveFile={cut}", "-version"], capture_output=True, check=False)
+    crash = subprocess.run(
+        [str(JAVA), f"-XX:SharedArchiveFile={cut}", "-version"], capture_output=True, check=False, cwd=tmp_path
+    )
     assert crash.returncode != 0  # what the check is there for
     with pytest.raises(ConfigError, match="cannot start with the new class archive"):
         class_archive._check_maps(cut)
+    assert list(Path.cwd().glob("hs_err_pid*.log")) == []  # the crash reports stay beside the archives
 
 
 def test_without_java_there_is_no_archive_and_no_option(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
