@@ -61,7 +61,6 @@ from stack.stack_config import CONNECT as CONNECT
 from stack.stack_config import HOST, Ports, bootstrap_servers, broker_components, broker_node_id
 from stack.stack_security import SECURE_DIR, StackSecrets, client_settings
 from stack.state import StackHome
-from stack.state import new_cluster_id as _new_cluster_id  # noqa: F401  (tests/stack/test_ports.py reads it here)
 from stack.status import ComponentStatus, StackStatus
 
 COMPONENTS = (BROKER, CONNECT)  # a one-broker stack's; ``LocalStack.components`` has the others'

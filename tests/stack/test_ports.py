@@ -177,7 +177,7 @@ def test_chosen_ports_keep_saved_ones_outside_the_range_and_replace_those_inside
 
 def test_a_new_cluster_id_never_starts_with_a_dash() -> None:
     """kafka-storage reads "--cluster-id -abc" as a missing argument: 1 in 64 random ids did, and the stack failed."""
-    from stack.local_stack import _new_cluster_id
+    from stack.state import new_cluster_id as _new_cluster_id
 
     ids = [_new_cluster_id() for _ in range(2000)]
     assert not [i for i in ids if i.startswith("-")]
