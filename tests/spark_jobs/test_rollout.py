@@ -201,7 +201,9 @@ def test_a_shadow_model_asks_for_no_side_effect_and_compare_counts_each_version_
 ) -> None:
     """--shadow decides into <decisions>.shadow and writes no outbox request; `ikkai jobs compare` matches the
     two topics by event and counts, per (live, shadow) version pair, the events both decided and those whose
-    action differs, checked here against a join of the two topics done by the test."""
+    action differs, checked here against a join of the two topics done by the test. With a shadow that keeps the
+    live outbox (mutation: ``Topics.shadow`` passing ``self.outbox`` on) this test fails: the shadow query is
+    refused for writing the live query's outbox topic, and would otherwise change what a reader of it sees."""
     topics, live, (model, version) = pipeline(bootstrap), unique("live"), new_model
     produce_payments(bootstrap, topics.input, events[:FIRST], PARTITIONS)
     run_to_end(bootstrap, topics, tmp_path / "live", live)
