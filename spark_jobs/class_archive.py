@@ -9,7 +9,8 @@ machine: BENCHMARKS.md, "Job start-up".
 
 The archive only changes where class bytes come from, never which classes run: the JVM checks it
 against its own build and class path and, on any mismatch, says so in one warning line and loads the
-classes as usual. A half-written archive would crash it instead, so an archive is written under a
+classes as usual (that warning, like every JVM warning of a driver started here, goes to stderr, never
+into a command's output). A half-written archive would crash it instead, so an archive is written under a
 temporary name, mapped once by a JVM that must start cleanly, and only then renamed into place.
 
 The training run exercises what every job does on the driver: a session, a Python ``mapInArrow``
@@ -38,6 +39,9 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 ARCHIVE_DIR = "spark-cds"
+# The JVM writes its own warnings (a refused archive among them) to stdout, which is the job's stdout: a
+# command's `-o json` would no longer parse. These send every JVM warning to stderr instead.
+WARNINGS_TO_STDERR = ("-Xlog:disable", "-Xlog:all=warning:stderr")
 _CHECK_TIMEOUT_S = 60
 _TRAIN_TIMEOUT_S = 600
 
@@ -57,8 +61,10 @@ def archive_path(jars_dir: Path, java: Path | None = None) -> Path | None:
     import pyspark
 
     stat = java.stat()
-    jars = sorted(p.name for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar"))
-    identity = "\n".join([str(java), str(stat.st_size), str(stat.st_mtime_ns), version("pyspark"), *jars])
+    # The JVM checks the archive against its class path: the jars' folder (each virtualenv has its own) and names.
+    folder = Path(pyspark.__file__).resolve().parent / "jars"
+    jars = sorted(p.name for p in folder.glob("*.jar"))
+    identity = "\n".join([str(java), str(stat.st_size), str(stat.st_mtime_ns), version("pyspark"), str(folder), *jars])
     return jars_dir / ARCHIVE_DIR / f"spark-driver-{hashlib.sha256(identity.encode()).hexdigest()[:16]}.jsa"
 
 
@@ -67,7 +73,7 @@ def driver_java_options(jars_dir: Path, given: str | None = None) -> str | None:
     archive = archive_path(jars_dir)
     if archive is None or not archive.is_file():
         return given
-    return " ".join(part for part in (f"-XX:SharedArchiveFile={archive}", given) if part)
+    return " ".join(part for part in (f"-XX:SharedArchiveFile={archive}", *WARNINGS_TO_STDERR, given) if part)
 
 
 def ensure_class_archive(jars_dir: Path, *, progress: TextIO = sys.stderr) -> Path | None:

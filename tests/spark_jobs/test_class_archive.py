@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -24,8 +25,9 @@ def test_a_driver_maps_the_archive_only_when_it_is_there_and_keeps_given_options
     assert archive is not None and archive.parent == tmp_path / "spark-cds"
     archive.parent.mkdir()
     archive.write_bytes(b"x")
-    assert driver_java_options(tmp_path, "-Dgiven=1") == f"-XX:SharedArchiveFile={archive} -Dgiven=1"
-    assert driver_java_options(tmp_path) == f"-XX:SharedArchiveFile={archive}"
+    options = f"-XX:SharedArchiveFile={archive} -Xlog:disable -Xlog:all=warning:stderr"
+    assert driver_java_options(tmp_path, "-Dgiven=1") == f"{options} -Dgiven=1"
+    assert driver_java_options(tmp_path) == options
 
 
 @needs_java
@@ -37,6 +39,50 @@ def test_another_java_gets_another_archive(tmp_path: Path) -> None:
     other.write_bytes(other.read_bytes() + b"\0")  # another build: another size
     assert archive_path(tmp_path, other) != archive_path(tmp_path, JAVA)
     assert archive_path(tmp_path, JAVA) == archive_path(tmp_path)  # stable for one Java and one pyspark
+
+
+@needs_java
+def test_another_virtualenv_gets_another_archive(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The JVM checks an archive against its class path: pyspark's jars in another virtualenv are another path."""
+    import pyspark
+
+    here = archive_path(tmp_path)
+    other = tmp_path / "other-venv" / "pyspark"
+    (other / "jars").mkdir(parents=True)
+    for jar in (Path(pyspark.__file__).parent / "jars").glob("*.jar"):
+        (other / "jars" / jar.name).touch()  # the same jar names, another folder
+    monkeypatch.setattr(pyspark, "__file__", str(other / "__init__.py"))
+    assert archive_path(tmp_path) != here
+
+
+@needs_java
+def test_a_refused_archive_warns_on_stderr_and_leaves_the_drivers_stdout_alone(tmp_path: Path) -> None:
+    """An archive of another class path is refused with a JVM warning, which must not land in a command's
+    ``-o json`` output: found when a fresh clone's venv met the archive of another checkout's venv."""
+    assert JAVA is not None
+    javac = JAVA.with_name("javac")
+    if not javac.exists():
+        pytest.skip("no javac beside java")
+    (tmp_path / "Hello.java").write_text(
+        'class Hello { public static void main(String[] a) { System.out.println("hello"); } }'
+    )
+    subprocess.run([str(javac), "-d", str(tmp_path), str(tmp_path / "Hello.java")], check=True, cwd=tmp_path)
+    for name in ("a", "b"):  # two class paths holding the same class: jars of different sizes
+        with zipfile.ZipFile(tmp_path / f"{name}.jar", "w") as jar:
+            jar.write(tmp_path / "Hello.class", "Hello.class")
+            jar.writestr(f"{name}.txt", name * (1 if name == "a" else 100))
+    archive = tmp_path / "hello.jsa"
+    subprocess.run(
+        [str(JAVA), "-cp", str(tmp_path / "a.jar"), f"-XX:ArchiveClassesAtExit={archive}", "Hello"],
+        capture_output=True, check=True, cwd=tmp_path,
+    )  # fmt: skip
+    options = [f"-XX:SharedArchiveFile={archive}", *class_archive.WARNINGS_TO_STDERR]
+    run = subprocess.run(
+        [str(JAVA), "-cp", str(tmp_path / "b.jar"), *options, "Hello"],
+        capture_output=True, text=True, check=True, cwd=tmp_path,
+    )  # fmt: skip
+    assert "Unable to use shared archive" in run.stderr or "shared class paths mismatch" in run.stderr, run.stderr
+    assert run.stdout == "hello\n"
 
 
 @needs_java
