@@ -2,6 +2,12 @@
 
 Pure apart from reading the bundle folder. Jinja2 runs with StrictUndefined, so a missing
 value is an error that names the template file, the line and the value, never an empty string.
+
+A template is code written by a bundle's author, and render, lint, plan and ``ikkai serve`` all
+run it (a bundle from a pull request, linted in CI, included). It therefore runs in Jinja's
+``ImmutableSandboxedEnvironment``: it may read values and use Jinja's filters and tests, but not
+reach Python internals (``cycler.__init__.__globals__.os`` ...) nor change the values it is given;
+trying is a ``BundleError`` naming the template and line.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+import jinja2.sandbox
 
 from connectors.errors import BundleError
 from connectors.manifest import BundleManifest, ConnectorSpec, load_manifest
@@ -130,7 +137,7 @@ def _unused_override(bundle: str, assignment: str, values: Mapping[str, Any]) ->
 
 def _render(bundle: ConnectorBundle, env: str, overrides: Iterable[str] = ()) -> RenderedBundle:
     values = layered_values(bundle.folder, bundle.name, env, bundle.manifest.defaults, overrides)
-    jinja = jinja2.Environment(  # noqa: S701 - renders JSON configs, not HTML
+    jinja = jinja2.sandbox.ImmutableSandboxedEnvironment(  # no autoescape: renders JSON configs, not HTML
         loader=jinja2.FileSystemLoader(str(bundle.folder)),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
@@ -177,6 +184,14 @@ def _render_template(
         ) from exc
     except jinja2.TemplateSyntaxError as exc:
         raise BundleError(bundle.name, template, f"template syntax error: {exc.message}", line=exc.lineno) from exc
+    except jinja2.exceptions.SecurityError as exc:
+        raise BundleError(
+            bundle.name,
+            template,
+            f"the template reaches for {_unsafe_name(exc)}, which the sandbox refuses",
+            line=_template_line(exc, bundle.folder / template),
+            fix="remove that expression: a template may only read values and use Jinja's filters and tests",
+        ) from exc
     except jinja2.UndefinedError as exc:
         match = _UNDEFINED.search(exc.message or "")
         missing = (match.group(1) or match.group(2)) if match else None
@@ -196,6 +211,12 @@ def _render_template(
             line=_template_line(exc, bundle.folder / template),
             fix="check the values the template uses",
         ) from exc
+
+
+def _unsafe_name(exc: jinja2.exceptions.SecurityError) -> str:
+    """What the sandbox refused, from its message (Jinja gives no field for it)."""
+    match = re.search(r"attribute '([^']+)' of '([^']+)' object", str(exc))
+    return f"'{match.group(1)}' of a '{match.group(2)}' object" if match else str(exc).rstrip(".")
 
 
 def _tojson(value: Any) -> str:

@@ -150,3 +150,28 @@ def test_a_set_equal_to_a_templates_own_default_is_used_and_a_typo_beside_it_is_
     assert config["outbox.target.down-api.method"] == "POST"
     with pytest.raises(BundleError, match=r"targets.down-api.metod is used by no template.*did you mean"):
         render_bundle(bundle, "dev", [*sets, "targets.down-api.metod=POST"])
+
+
+@pytest.mark.parametrize(
+    "reach",
+    [
+        "cycler.__init__.__globals__.os.popen('touch ' ~ marker).read()",
+        "joiner.__init__.__globals__.os.system('touch ' ~ marker)",
+        "namespace.__init__.__globals__['os'].system('touch ' ~ marker)",
+    ],
+)
+def test_a_template_reaching_for_python_internals_is_refused_and_runs_nothing(
+    make_bundle: BundleFactory, tmp_path: Path, reach: str
+) -> None:
+    """A template is code from a bundle author: it renders in Jinja's sandbox, so it cannot run a command."""
+    marker = tmp_path / "ran"
+    template = '{\n  "topic": "ingest.x",\n  "file": "{{ ' + reach + ' }}"\n}\n'
+    folder = make_bundle(manifest(), {"templates/one.json.j2": template}, {"dev": {"marker": str(marker)}})
+    with pytest.raises(BundleError) as caught:
+        render_bundle(load_bundle(folder), "dev")
+    assert not marker.exists(), "the template ran a shell command"
+    error = caught.value
+    assert (error.file, error.line) == ("templates/one.json.j2", 3)
+    assert "\n" not in str(error)
+    assert str(error).startswith("bundle b templates/one.json.j2 line 3: the template reaches for '__init__'")
+    assert "a template may only read values" in str(error)
