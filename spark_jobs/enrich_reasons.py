@@ -3,7 +3,13 @@
 A DeadLetter's ``error_class`` is one of the names below (never a Python exception name, never
 free text), and its ``reason`` is a sentence for a person that names the field and the value.
 Consumers branch on ``error_class``; the names are a public contract and are never renamed.
-A reason quotes values with ``quote``: short, and always text that UTF-8 can hold, whatever the input.
+A reason quotes values from the input only with ``quote``: short, always text that UTF-8 can hold,
+whatever the input, and never a card number. Any field may carry one (a sender's bug, or the card
+number sent as a JSON number where a string belongs), so every quoted value is masked first
+(``ikkai.contract.masking``: a run of 12 or more digits shows its last four only), and a bad-input
+reason writes instants as ISO-8601 text, never as epoch millis, so none holds a run of 12 to 19
+digits. (The event-time reasons of ``enrich_dedupe`` name instants the job computed as epoch
+millis; the values they quote from the input go through ``quote`` too.)
 
 Bad input (decided by ``enrich_parse``, record by record, from the record alone):
 
@@ -50,6 +56,7 @@ from __future__ import annotations
 import json
 from typing import Final
 
+from ikkai.contract.masking import mask_card_numbers
 from spark_jobs import dead_letters
 
 EMPTY_VALUE: Final = "empty_value"
@@ -95,11 +102,12 @@ QUOTED_CHARS: Final = 60  # characters of an offending value quoted in a reason
 
 
 def quote(value: object) -> str:
-    """``value`` as a reason quotes it: as JSON (bytes as a Python literal), cut to ``QUOTED_CHARS``.
+    """``value`` as a reason quotes it: as JSON (bytes as a Python literal), masked, cut to ``QUOTED_CHARS``.
 
     Always valid UTF-8: a lone surrogate (which a JSON escape can name, but no UTF-8 text can hold)
     is written as its escape ``\\ud800``, so a dead letter and its Kafka headers can always be written.
+    Card-number-like digits are masked before the cut, so the cut never leaves a PAN's first digits.
     """
     text = repr(value) if isinstance(value, bytes) else json.dumps(value, ensure_ascii=False)
-    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    text = mask_card_numbers(text.encode("utf-8", "backslashreplace").decode("utf-8"))
     return text if len(text) <= QUOTED_CHARS else text[: QUOTED_CHARS - 1] + "…"

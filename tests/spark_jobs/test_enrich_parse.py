@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,14 @@ from click.testing import CliRunner
 from ikkai.contract.partitioning import kafka_partition
 from spark_jobs import enrich_reasons as r
 from spark_jobs.enrich import main
-from spark_jobs.enrich_parse import MAX_ID_CHARS, ParsedPayment, Rejection, parse_event_time, parse_record
+from spark_jobs.enrich_parse import (
+    MAX_ID_CHARS,
+    RAW_FIELDS,
+    ParsedPayment,
+    Rejection,
+    parse_event_time,
+    parse_record,
+)
 from transforms import CURRENCY_EXPONENTS, TransformSpecError
 
 PARTITIONS = 3
@@ -153,6 +161,45 @@ def test_a_valid_line_just_under_1_mib_with_a_long_id_is_a_dead_letter_that_quot
 def test_a_reason_never_quotes_the_card_number() -> None:
     rejection = parse(line(card_number="41111111111111112222"))
     assert isinstance(rejection, Rejection) and "4111" not in rejection.reason
+
+
+PAN = "4111111111111111"
+CARD_LIKE = re.compile(r"\d(?:[ -]?\d){11,}")  # 12 or more digits, maybe split by single spaces or dashes
+CARD_FORMS = (int(PAN), float(PAN), PAN, "4111 1111 1111 1111", "4111-1111-1111-1111", f"card {PAN} at m-001",
+              PAN * 10, "x" * 50 + PAN)  # fmt: skip
+
+
+def test_a_reason_never_quotes_a_card_number_whichever_field_holds_it() -> None:
+    """Issue 30 item 3: a card number sent as a JSON number was quoted whole ("card_number is 4111…, not a string")."""
+    reasons = []
+    for field in RAW_FIELDS:
+        for form in CARD_FORMS:
+            key = str(form).encode() if field == "payment_id" else KEY
+            for partition in range(PARTITIONS):  # the home partition, and the others (wrong_partition quotes the key)
+                rejection = parse(line(**{field: form}), key, partition)
+                if isinstance(rejection, Rejection):
+                    reasons.append(rejection.reason)
+    reasons += [parse(line(), PAN.encode()).reason, parse(json.dumps({**VALID, PAN: "\ud800"}).encode()).reason]  # type: ignore[union-attr]
+    assert len(reasons) > len(RAW_FIELDS) * len(CARD_FORMS)
+    assert [reason for reason in reasons if CARD_LIKE.search(reason)] == []
+    assert "card_number is ************1111, not a string" in reasons  # masked, not dropped: the last four show
+
+
+@pytest.mark.parametrize(
+    ("error_class", "value", "key", "partition"), BAD, ids=[f"{b[0]}-{i}" for i, b in enumerate(BAD)]
+)
+def test_no_bad_input_reason_holds_a_card_like_run_of_digits(
+    error_class: str, value: bytes | None, key: bytes | None, partition: int
+) -> None:
+    """Not even an instant: the future is named as ISO-8601 text, not as 13 digits of epoch millis."""
+    rejection = parse(value, key, partition)
+    assert isinstance(rejection, Rejection) and not CARD_LIKE.search(rejection.reason), rejection.reason
+
+
+def test_a_quoted_value_is_masked_before_it_is_cut() -> None:
+    """Cutting first would leave a card number's first digits at the end of the quote."""
+    quoted = r.quote("x" * (r.QUOTED_CHARS - 10) + PAN)
+    assert len(quoted) == r.QUOTED_CHARS and not re.search(r"[0-9]", quoted), quoted
 
 
 def test_a_reason_is_always_utf8_and_bounded() -> None:

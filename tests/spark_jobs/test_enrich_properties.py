@@ -2,10 +2,13 @@
 
 Hypothesis feeds ``classify`` (parse, validation, event-time gate) arbitrary bytes, arbitrary JSON
 documents and the raw payment shape with fields replaced by hostile text: lone surrogates, control
-characters, trailing newlines, digits of other scripts, huge numbers, nested values. Each record
-must come out as exactly one event or one dead letter, never as an exception; the classified rows
-must survive the Arrow conversion Spark applies to them; every dead letter encodes (Avro, UTF-8
-headers). The Spark test sends the same kind of records through the job's own batch function
+characters, trailing newlines, digits of other scripts, huge numbers, nested values, and card
+numbers in every field (as text, as JSON numbers, split by spaces or dashes, inside other text).
+Each record must come out as exactly one event or one dead letter, never as an exception; the
+classified rows must survive the Arrow conversion Spark applies to them; every dead letter encodes
+(Avro, UTF-8 headers), and its reason quotes no card number: no bad-input reason holds a run of 12
+to 19 digits at all, and no reason holds one that the input held (PCI DSS: a stored PAN is
+unreadable). The Spark test sends the same kind of records through the job's own batch function
 (transforms, as-of join, encoding) and checks what the sink would write.
 """
 
@@ -61,6 +64,18 @@ hostile_char = st.one_of(
     st.sampled_from(["\n", "\r", "\x00", "\t", " ", "\x85", "\u2028", "\ufeff", "\\", '"']),
 )
 hostile_text = st.lists(hostile_char, max_size=30).map("".join)  # st.text() would drop the surrogates
+# A card number wherever a sender might put one: a 12-19 digit string, the same split by spaces or
+# dashes, inside other text, or a JSON number where a string belongs (int and float).
+pan_digits = st.integers(10**11, 10**19 - 1).map(str)
+pan_text = st.one_of(
+    pan_digits,
+    pan_digits.map(lambda pan: " ".join(pan[i : i + 4] for i in range(0, len(pan), 4))),
+    pan_digits.map(lambda pan: "-".join(pan[i : i + 4] for i in range(0, len(pan), 4))),
+    st.builds(lambda before, pan, after: before + pan + after, hostile_text, pan_digits, hostile_text),
+)
+card_like = st.one_of(pan_text, st.integers(10**11, 10**19 - 1), st.integers(10**11, 10**19 - 1).map(float))
+# A run of 12 or more digits (any script), also when single spaces or dashes split it: a card number's shape.
+CARD_LIKE = re.compile(r"\d(?:[ -]?\d){11,}")
 
 
 def _digits_of(text: str, zero: int) -> str:
@@ -101,9 +116,9 @@ def shaped_documents(draw: st.DrawFn) -> dict[str, Any]:
     document: dict[str, Any] = {**VALID, "event_id": f"evt-{n}", "payment_id": f"pay-{n}"}
     for field in draw(st.lists(st.sampled_from(RAW_FIELDS), max_size=3, unique=True)):
         text = mutations(str(document[field]))
-        document[field] = draw(st.one_of(text, text, text, json_values))  # mostly text: past the type checks
+        document[field] = draw(st.one_of(text, text, text, json_values, card_like))  # mostly text: past type checks
     if draw(st.booleans()):
-        document.update(draw(st.dictionaries(hostile_text, json_values, max_size=2)))
+        document.update(draw(st.dictionaries(hostile_text | pan_text, json_values | card_like, max_size=2)))
     return document
 
 
@@ -153,6 +168,23 @@ def check_dead_letter(value: bytes, headers: dict[str, str], raw: dict[tuple[int
                        r.REASON_HEADER: letter["reason"]}  # fmt: skip
     for text in (*headers, *headers.values()):
         text.encode("utf-8")  # Kafka headers go out as UTF-8: a lone surrogate would raise here
+    check_no_card_number(letter["error_class"], letter["reason"], letter["value"])
+
+
+def _card_digits(text: str) -> set[str]:
+    return {"".join(c for c in run if c.isdigit()) for run in CARD_LIKE.findall(text)}
+
+
+def check_no_card_number(error_class: str, reason: str, raw_value: bytes | None) -> None:
+    """A reason quotes no card number: a bad-input reason has no card-like run at all, none has one of the input's.
+
+    The event-time reasons (``enrich_dedupe``) also name instants as epoch millis, 13 digits the job
+    computed: those may be card-shaped, but they are not the input's.
+    """
+    if error_class in r.BAD_INPUT_CLASSES:
+        assert not CARD_LIKE.search(reason), reason
+    quoted = _card_digits((raw_value or b"").decode("utf-8", "replace"))
+    assert not quoted & _card_digits(reason), reason
 
 
 def check_admitted(row: Any, raw_value: bytes) -> None:
