@@ -247,7 +247,8 @@ def serve(
     import threading
 
     from deploy.auto_restart import RestartBackoff, RestartStateFile
-    from deploy.service import ControlPlane, ReconcileLoop, ServeTLS, make_server, read_token
+    from deploy.serve_http import make_server
+    from deploy.service import ControlPlane, ReconcileLoop, ServeTLS, read_token
     from ikkai.settings import ikkai_home
 
     plane = ControlPlane(read_token(dict(os.environ), token_file), bundles_dir, connect_url, clusters)
@@ -271,7 +272,7 @@ def serve(
         )
         threading.Thread(target=loop.run, name="ikkai-reconcile", daemon=True).start()
     scheme = "https" if tls else "http"
-    click.echo(f"serving on {scheme}://{host}:{server.server_address[1]}", err=True)
+    click.echo(f"serving on {scheme}://{host}:{server.port}", err=True)
     try:
         server.serve_forever()
     finally:

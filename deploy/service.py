@@ -1,5 +1,8 @@
 """``ikkai serve``: the bundle operations over HTTP for automation, plus an optional reconcile loop.
 
+This module holds what the routes do and the loop; the routes themselves are ``deploy.serve_app``
+(Starlette) and the server ``deploy.serve_http`` (uvicorn, with its timeouts and limits).
+
   GET  /healthz                              liveness, no token needed
   GET  /metrics                              Prometheus text format
   GET  /bundles/<bundle>/<env>/plan          plan (JSON); ?prune=true
@@ -19,20 +22,14 @@ most ``max_restarts`` times; restart counts and times live in a state file
 
 from __future__ import annotations
 
-import hmac
-import json
-import re
-import socket
 import ssl
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 from deploy import bundle_ops
 from deploy.auto_restart import RestartBackoff, RestartStateFile
@@ -44,9 +41,6 @@ TOKEN_VAR = "IKKAI_SERVE_TOKEN"  # noqa: S105 - the variable's name, not a token
 TLS_CERT_VAR = "IKKAI_SERVE_TLS_CERT"
 TLS_KEY_VAR = "IKKAI_SERVE_TLS_KEY"
 TLS_CLIENT_CA_VAR = "IKKAI_SERVE_TLS_CLIENT_CA"
-HANDSHAKE_SECONDS = 10.0  # a client that connects and says nothing holds one thread this long, not for ever
-_ROUTE = re.compile(r"^/bundles/([a-z0-9][a-z0-9._-]*)/([a-z0-9][a-z0-9_-]*)/(plan|apply|status|restart)$")
-_METHOD = {"plan": "GET", "status": "GET", "apply": "POST", "restart": "POST"}
 
 
 def read_token(env: dict[str, str], token_file: Path | None) -> str:
@@ -142,60 +136,6 @@ class ControlPlane:
         with self.metrics.lock:
             self.metrics.applies[(bundle, env, "ok")] += 1
         return 200, data
-
-
-def handler_for(plane: ControlPlane) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        server_version = "ikkai"
-
-        def log_message(self, format: str, *args: Any) -> None:
-            return  # access logs would go to stderr; metrics count requests instead
-
-        def do_GET(self) -> None:
-            self._handle("GET")
-
-        def do_POST(self) -> None:
-            self._handle("POST")
-
-        def _handle(self, method: str) -> None:
-            url = urlsplit(self.path)
-            route = url.path if url.path in ("/healthz", "/metrics") else "/bundles"
-            if url.path == "/healthz":
-                return self._send(route, 200, {"status": "ok"})
-            if not self._authorized():
-                return self._send(route, 401, {"error": "missing or wrong bearer token"})
-            if url.path == "/metrics":
-                return self._send(route, 200, plane.metrics.render(), content_type="text/plain; version=0.0.4")
-            match = _ROUTE.match(url.path)
-            if not match:
-                return self._send(route, 404, {"error": f"no route {url.path}"})
-            bundle, env, verb = match.groups()
-            if method != _METHOD[verb]:
-                return self._send(route, 405, {"error": f"{verb} needs {_METHOD[verb]}"})
-            try:
-                status, data = plane.run(bundle, env, verb, parse_qs(url.query))
-            except IkkaiError as exc:
-                status, data = 422, {"error": str(exc), "kind": type(exc).__name__}
-            self._send(route, status, data)
-
-        def _authorized(self) -> bool:
-            header = self.headers.get("Authorization", "")
-            scheme, _, supplied = header.partition(" ")
-            return scheme.lower() == "bearer" and hmac.compare_digest(supplied.strip().encode(), plane.token.encode())
-
-        def _send(self, route: str, status: int, body: Any, content_type: str = "application/json") -> None:
-            with plane.metrics.lock:
-                plane.metrics.requests[(route, status)] += 1
-            payload = (body if isinstance(body, str) else json.dumps(body, sort_keys=True)).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(payload)))
-            if status == 401:
-                self.send_header("WWW-Authenticate", 'Bearer realm="ikkai"')
-            self.end_headers()
-            self.wfile.write(payload)
-
-    return Handler
 
 
 class ReconcileLoop:
@@ -342,35 +282,3 @@ class ServeTLS:
                 ) from exc
             context.verify_mode = ssl.CERT_REQUIRED
         return context
-
-
-class _TLSServer(ThreadingHTTPServer):
-    """HTTPS: each connection's handshake runs on its own thread, so a slow client never blocks ``accept``."""
-
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], context: ssl.SSLContext):
-        super().__init__(address, handler)
-        self.context = context
-
-    def get_request(self) -> tuple[socket.socket, Any]:
-        connection, address = super().get_request()
-        return self.context.wrap_socket(connection, server_side=True, do_handshake_on_connect=False), address
-
-    def finish_request(self, request: Any, client_address: Any) -> None:
-        request.settimeout(HANDSHAKE_SECONDS)
-        try:
-            request.do_handshake()
-        except (ssl.SSLError, OSError):
-            return  # a client that does not trust our certificate, or brings none when one is required
-        request.settimeout(None)
-        super().finish_request(request, client_address)
-
-
-def make_server(
-    plane: ControlPlane, host: str = "127.0.0.1", port: int = 0, tls: ServeTLS | None = None
-) -> ThreadingHTTPServer:
-    """HTTP, or HTTPS with ``tls`` (its files are checked here, before the port is bound)."""
-    context = tls.context() if tls else None
-    server = _TLSServer((host, port), handler_for(plane), context) if context else \
-        ThreadingHTTPServer((host, port), handler_for(plane))  # fmt: skip
-    server.daemon_threads = True
-    return server

@@ -17,7 +17,8 @@ import yaml
 from deploy.auto_restart import RestartBackoff, RestartStateFile
 from deploy.connect_rest import ConnectClient
 from deploy.health import reached
-from deploy.service import ControlPlane, ReconcileLoop, make_server, read_token
+from deploy.serve_http import make_server
+from deploy.service import ControlPlane, ReconcileLoop, read_token
 from ikkai.errors import ConfigError
 from ikkai.settings import Endpoints
 from tests.cli.cli_runner import IKKAI
@@ -32,9 +33,10 @@ def serve(plane: ControlPlane) -> Iterator[str]:
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        yield f"http://127.0.0.1:{server.port}"
     finally:
         server.shutdown()
+        thread.join(30)
         server.server_close()
 
 

@@ -1,0 +1,119 @@
+"""The routes of ``ikkai serve`` as a Starlette application: bearer token, size limit, request metrics.
+
+What each route does lives in ``deploy.service`` (``ControlPlane``); this module only maps HTTP onto
+it. Every route but ``/healthz`` needs ``Authorization: Bearer <token>``, checked before routing so
+that a caller without the token learns nothing about which paths exist. No route takes a body: a
+request announcing one larger than ``MAX_BODY_BYTES`` (or a chunked one, whose size is unknown) is
+refused with 413 before any route runs. Bundle operations call Connect and may take minutes, so they
+run on Starlette's thread pool, never on the event loop that serves ``/healthz``.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import re
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from deploy.service import ControlPlane
+from ikkai.errors import IkkaiError
+
+MAX_BODY_BYTES = 64 * 1024  # no route reads a body: this only bounds what a client may announce
+_BUNDLE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+_ENV = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+_METHOD = {"plan": "GET", "status": "GET", "apply": "POST", "restart": "POST"}
+_OPEN = ("/healthz",)
+
+
+def json_response(status: int, data: Any, headers: dict[str, str] | None = None) -> Response:
+    return Response(json.dumps(data, sort_keys=True), status_code=status, media_type="application/json",
+                    headers=headers)  # fmt: skip
+
+
+def metric_route(path: str) -> str:
+    """The ``route`` label: the two fixed paths by name, everything else as ``/bundles`` (bounded cardinality)."""
+    return path if path in ("/healthz", "/metrics") else "/bundles"
+
+
+class Guard:
+    """Counts every response, refuses oversized bodies (413) and a missing or wrong token (401)."""
+
+    def __init__(self, app: ASGIApp, plane: ControlPlane) -> None:
+        self.app = app
+        self.plane = plane
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        route = metric_route(scope["path"])
+
+        async def counted(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                with self.plane.metrics.lock:
+                    self.plane.metrics.requests[(route, message["status"])] += 1
+            await send(message)
+
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        refusal = self._refusal(scope["path"], headers)
+        if refusal is not None:
+            await refusal(scope, receive, counted)
+            return
+        await self.app(scope, receive, counted)
+
+    def _refusal(self, path: str, headers: dict[str, str]) -> Response | None:
+        length = headers.get("content-length", "0")
+        if "transfer-encoding" in headers or not length.isdigit() or int(length) > MAX_BODY_BYTES:
+            return json_response(413, {"error": f"no route takes a body over {MAX_BODY_BYTES} bytes"})
+        if path in _OPEN:
+            return None
+        scheme, _, supplied = headers.get("authorization", "").partition(" ")
+        if scheme.lower() == "bearer" and hmac.compare_digest(supplied.strip().encode(), self.plane.token.encode()):
+            return None
+        return json_response(
+            401, {"error": "missing or wrong bearer token"}, {"WWW-Authenticate": 'Bearer realm="ikkai"'}
+        )
+
+
+def app_for(plane: ControlPlane) -> ASGIApp:
+    async def healthz(request: Request) -> Response:
+        return json_response(200, {"status": "ok"})
+
+    async def metrics(request: Request) -> Response:
+        return Response(plane.metrics.render(), media_type="text/plain; version=0.0.4")
+
+    async def bundle_verb(request: Request) -> Response:
+        bundle, env = request.path_params["bundle"], request.path_params["env"]
+        verb = request.url.path.rsplit("/", 1)[1]
+        if not (_BUNDLE.match(bundle) and _ENV.match(env)):
+            return json_response(404, {"error": f"no route {request.url.path}"})
+        query = {name: request.query_params.getlist(name) for name in request.query_params}
+        try:
+            status, data = await run_in_threadpool(plane.run, bundle, env, verb, query)
+        except IkkaiError as exc:
+            status, data = 422, {"error": str(exc), "kind": type(exc).__name__}
+        return json_response(status, data)
+
+    async def no_route(request: Request, exc: Exception) -> Response:
+        return json_response(404, {"error": f"no route {request.url.path}"})
+
+    async def wrong_method(request: Request, exc: Exception) -> Response:
+        verb = request.url.path.rsplit("/", 1)[-1]
+        if verb in _METHOD:
+            return json_response(405, {"error": f"{verb} needs {_METHOD[verb]}"})
+        return json_response(405, {"error": f"{request.method} is not served on {request.url.path}"})
+
+    routes = [Route("/healthz", healthz, methods=["GET"]), Route("/metrics", metrics, methods=["GET"])]
+    routes += [
+        Route(f"/bundles/{{bundle}}/{{env}}/{verb}", bundle_verb, methods=[method], name=verb)
+        for verb, method in _METHOD.items()
+    ]
+    app = Starlette(routes=routes, exception_handlers={404: no_route, 405: wrong_method})
+    return Guard(app, plane)
