@@ -1,0 +1,94 @@
+"""``ikkai serve`` against a slowloris: hundreds of connections that send half a request and wait.
+
+The real command is started as a user would; each idle half-request must be closed by the server
+within its header deadline (plus a margin for a loaded machine), and an ordinary authenticated
+request must still be answered while they hang. Today's ``http.server`` kept every one of them,
+a thread each, for as long as the client liked.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import requests
+
+from deploy.serve_http import HEADER_SECONDS
+from stack.ports import free_port
+from tests.cli.cli_runner import IKKAI, ROOT
+
+TOKEN = "slowloris-token-" + "z" * 16
+HALF_REQUESTS = 300
+MARGIN_SECONDS = 10.0  # a behavioural bound on a shared machine, not a speed benchmark
+
+
+@contextmanager
+def serving(tmp_path: Path) -> Iterator[int]:
+    port = free_port()
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("IKKAI_")} | {"IKKAI_SERVE_TOKEN": TOKEN}
+    process = subprocess.Popen(
+        [str(IKKAI), "serve", "--port", str(port), "--bundles-dir", str(tmp_path)],
+        env=environment, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert process.stderr is not None
+        line = process.stderr.readline()  # written once the port is bound
+        assert line.startswith("serving on http://"), line + process.stderr.read()
+        yield port
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
+def half_request(port: int) -> socket.socket:
+    """A connection that sent a request line and one header, never the blank line that ends them."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+    sock.setblocking(False)
+    return sock
+
+
+def closed_by_peer(sock: socket.socket) -> bool:
+    try:
+        return sock.recv(4096) == b""  # an answer to half a request (a 408, say) is read and waited past
+    except ConnectionResetError:
+        return True
+    except BlockingIOError:
+        return False
+
+
+def test_idle_half_requests_are_closed_and_a_real_request_is_answered_meanwhile(tmp_path: Path) -> None:
+    with serving(tmp_path) as port:
+        sockets = [half_request(port) for _ in range(HALF_REQUESTS)]
+        opened = time.monotonic()
+        try:
+            answered = requests.get(
+                f"http://127.0.0.1:{port}/metrics", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=5
+            )
+            assert answered.status_code == 200
+
+            open_ = set(sockets)
+            with selectors.DefaultSelector() as selector:
+                for sock in sockets:
+                    selector.register(sock, selectors.EVENT_READ)
+                deadline = opened + HEADER_SECONDS + MARGIN_SECONDS
+                while open_ and time.monotonic() < deadline:
+                    for key, _ in selector.select(timeout=0.5):
+                        sock = key.fileobj
+                        assert isinstance(sock, socket.socket)
+                        if closed_by_peer(sock):
+                            selector.unregister(sock)
+                            open_.discard(sock)
+            assert not open_, (
+                f"{len(open_)} of {HALF_REQUESTS} half-requests still open "
+                f"{HEADER_SECONDS + MARGIN_SECONDS:.0f} s after they were sent"
+            )
+        finally:
+            for sock in sockets:
+                sock.close()
