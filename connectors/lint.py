@@ -5,7 +5,9 @@ Each check has an id, says how to fix what it found, and can be waived per conne
 What a plugin declares (source or sink, which keys are PASSWORD-typed) comes from the Connect
 cluster when one is reachable (``PluginCatalog``); offline, the class name decides the kind and
 only key names mark secrets. A secret must be a placeholder of one of the config providers the
-environment's workers have (``RenderedBundle.config_providers``, from the value ``config_providers``).
+environment's workers have (``RenderedBundle.config_providers``, from the value ``config_providers``);
+a URL under any key may not carry a literal credential (user info, a password-like parameter: the
+rule of ``ikkai.redaction``).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from connectors.render import RenderedBundle, RenderedConnector
 from connectors.secrets import DEFAULT_PROVIDERS, named_like_secret, placeholder_provider
 from ikkai.contract.topics import DLQ_PREFIX
 from ikkai.contract.topics import INGEST_PREFIX as INGEST
+from ikkai.redaction import carries_url_credentials
 
 TOPIC_NAME = re.compile(r"^(ingest|events|outbox|dlq)\.[a-z0-9$][a-zA-Z0-9._$-]*$")  # $1: a RegexRouter group
 KEY_SETTING_TRANSFORMS = (
@@ -203,10 +206,22 @@ def source_exactly_once(c: RenderedConnector, plugin: PluginInfo) -> Iterator[Fi
 def secrets_as_placeholders(
     c: RenderedConnector, plugin: PluginInfo, providers: Collection[str] = DEFAULT_PROVIDERS
 ) -> Iterator[Finding]:
-    """A secret is a reference to a config provider the environment's workers have, never a literal."""
+    """A secret is a reference to a config provider the environment's workers have, never a literal,
+    also inside a URL."""
     for key in sorted(c.config):
         value = c.config[key]
         typed = key in plugin.password_keys
+        if not (typed or named_like_secret(key)) and carries_url_credentials(value):
+            yield _finding(
+                c,
+                "secret-placeholder",
+                f"{key} holds a URL with a literal credential in it (user info or a password-like parameter)",
+                "take it out of the URL: into the connector's own password key, or write the parameter's value "
+                f"as a config-provider placeholder (e.g. ?password=${{file:/etc/ikkai/secrets.properties:{key}}}); "
+                f"this environment's config_providers: {', '.join(providers)}",
+                key,
+            )
+            continue
         if not ((typed or named_like_secret(key)) and value.strip()):
             continue
         why = "is PASSWORD-typed" if typed else "is named like a secret"

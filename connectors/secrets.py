@@ -14,6 +14,9 @@ vault. The connector config (and so Connect's config topic) holds only the refer
 The provider name is whatever the worker's ``config.providers`` calls it, so which names a bundle
 may use is configured per environment: the value ``config_providers`` (platform default: the
 embedded worker's ``file``, ``dir`` and ``env``; a Strimzi environment sets e.g. ``[secrets, env]``).
+
+A value under any key may be a URL with a credential inside (``jdbc:postgresql://db/x?password=…``,
+``http://user:pass@host``): ``redact`` hides those too, by the one rule of ``ikkai.redaction``.
 """
 
 from __future__ import annotations
@@ -22,7 +25,13 @@ import re
 from collections.abc import Collection, Mapping
 from typing import Any
 
-REDACTED = "<redacted>"
+from ikkai.redaction import REDACTED, redact_urls
+
+__all__ = [
+    "DEFAULT_PROVIDERS", "PLACEHOLDER", "REDACTED", "is_placeholder", "named_like_secret", "parse_providers",
+    "placeholder_provider", "redact", "redact_value", "secret_keys",
+]  # fmt: skip
+
 # What Kafka's ConfigTransformer resolves: ${provider:[path:]key}; here the whole value is one reference.
 PLACEHOLDER = re.compile(r"^\$\{(?P<provider>[A-Za-z][A-Za-z0-9_.-]*):(?:(?P<path>[^}]*?):)?(?P<key>[^}:]+)\}$")
 # The config providers the embedded stack's worker has (stack/stack_config.py): the default of ``config_providers``.
@@ -72,9 +81,13 @@ def secret_keys(config: Mapping[str, str], password_keys: Collection[str] = ()) 
 
 
 def redact(config: Mapping[str, str], password_keys: Collection[str] = ()) -> dict[str, str]:
-    """A copy safe to print: secret values replaced, placeholders kept (they are references, not secrets)."""
+    """A copy safe to print: secret values replaced, credentials inside URLs replaced, placeholders kept
+    (they are references, not secrets)."""
     hidden = secret_keys(config, password_keys)
-    return {k: (v if k not in hidden or is_placeholder(v) or v == "" else REDACTED) for k, v in config.items()}
+    return {
+        k: (REDACTED if k in hidden and not (is_placeholder(v) or v == "") else redact_urls(v))
+        for k, v in config.items()
+    }
 
 
 def redact_value(key: str, value: str | None, password_keys: Collection[str] = ()) -> str | None:

@@ -2,7 +2,8 @@
 
 Live configs are normalized before comparing (Connect adds ``name``; every value is compared
 as a string; ``${file:…}`` placeholders are compared literally, never resolved). Secret values
-are redacted in everything a plan can print.
+are redacted in everything a plan can print, and so are credentials inside URLs, in config values
+and in Connect's validation messages (which may quote a value: ``ikkai.redaction``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from connectors.secrets import redact_value
+from ikkai.redaction import redact_urls
 
 SERVER_ADDED_KEYS = frozenset({"name"})
 CREATE, UPDATE, DELETE, UNCHANGED = "create", "update", "delete", "unchanged"
@@ -64,7 +66,7 @@ class ConnectorPlan:
             "live_state": self.live_state,
             "state_change": self.state_change,
             "changes": [c.as_dict() for c in self.changes],
-            "validation_errors": [{"key": k, "message": m} for k, m in self.validation_errors],
+            "validation_errors": [{"key": k, "message": redact_urls(m)} for k, m in self.validation_errors],
             "failed_tasks": list(self.failed_tasks),
         }
 

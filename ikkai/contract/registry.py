@@ -22,7 +22,8 @@ registered under its full record name (RecordNameStrategy). ``subjects`` overrid
 
 The client is confluent-kafka's ``SchemaRegistryClient``, configured with its own keys
 (``url``, ``basic.auth.user.info``, ``ssl.ca.location``, ...). It is created on first use, so the
-codec pickles (to Spark executors) without it and each process opens its own.
+codec pickles (to Spark executors) without it and each process opens its own. Its URL is printed
+(errors, repr, schema sources) with any credentials in it redacted (``ikkai.redaction``).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from ikkai.contract.topics import (
     OUTBOX_REQUESTS,
 )
 from ikkai.errors import IkkaiError
+from ikkai.redaction import redact_urls
 
 MAGIC = b"\x00"
 WIRE_HEADER_LENGTH = 5  # magic byte + 4-byte schema id
@@ -73,9 +75,11 @@ TOPIC_SUBJECTS: Mapping[str, str] = {
 
 
 class RegistryError(IkkaiError):
-    """The schema registry refused a request or could not be reached."""
+    """The schema registry refused a request or could not be reached. Credentials in a URL are redacted,
+    in ``url`` and in ``problem`` (a transport error may quote the URL it called)."""
 
     def __init__(self, url: str, operation: str, problem: str, *, status: int | None = None, fix: str) -> None:
+        url, problem = redact_urls(url), redact_urls(problem)
         super().__init__(f"schema registry {url}: {operation}: {problem}", fix=fix)
         self.url = url
         self.operation = operation
@@ -132,10 +136,11 @@ class RegistryCodec:
 
     @property
     def url(self) -> str:
-        return str(self._conf["url"])
+        """The registry's URL as printed: credentials in it redacted (the client reads the config itself)."""
+        return redact_urls(str(self._conf["url"]))
 
     def __repr__(self) -> str:
-        shown = {k: ("***" if k in SECRET_KEYS else v) for k, v in self._conf.items()}
+        shown = {k: ("***" if k in SECRET_KEYS else redact_urls(v) if k == "url" else v) for k, v in self._conf.items()}
         return f"RegistryCodec({shown}, auto_register={self.auto_register})"
 
     def __getstate__(self) -> dict[str, Any]:

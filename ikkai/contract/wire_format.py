@@ -17,7 +17,8 @@ exception: they are the jobs' own bookkeeping, always single-object.
 The config file takes the client's own keys (``basic.auth.user.info``, ``ssl.ca.location``,
 ``bearer.auth.*``, ...) plus the serializers' ``auto.register.schemas=false`` for writers that
 may only look schemas up. Secrets stay in the file; ``RegistrySettings`` masks them in its repr.
-The URL must not carry credentials (it is printed): they go into ``basic.auth.user.info``.
+The URL must not carry credentials (it is printed): they go into ``basic.auth.user.info``. A URL is
+printed with credentials redacted all the same (``ikkai.redaction``), in errors and in the repr.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from urllib.parse import urlsplit
 from ikkai.contract.codec import RecordCodec, default_codec
 from ikkai.contract.kafka_security import read_properties
 from ikkai.errors import ConfigError
+from ikkai.redaction import redact_urls
 
 URL_VAR: Final = "IKKAI_SCHEMA_REGISTRY_URL"
 CONFIG_VAR: Final = "IKKAI_SCHEMA_REGISTRY_CONFIG"
@@ -62,7 +64,8 @@ class RegistrySettings:
 
     def __repr__(self) -> str:
         shown = {k: ("****" if k in SECRET_KEYS else v) for k, v in sorted(self.client.items())}
-        return f"RegistrySettings({self.url}, {shown}, auto_register={self.auto_register}, from {self.source})"
+        url = redact_urls(self.url)
+        return f"RegistrySettings({url}, {shown}, auto_register={self.auto_register}, from {self.source})"
 
     __str__ = __repr__
 
@@ -77,7 +80,8 @@ def check_url(url: str, where: str = URL_VAR) -> str:
     for one in urls:
         parts = urlsplit(one)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ConfigError("environment", where, f"{one!r} is not an http(s) URL",
+            shown = repr(redact_urls(one)) if "://" in one or "@" not in one else "a value with user info"
+            raise ConfigError("environment", where, f"{shown} is not an http(s) URL",
                               fix="name the registry's Confluent-compatible API, e.g. http://registry:8081 "
                               "(Apicurio: http://host:port/apis/ccompat/v7)")  # fmt: skip
         if parts.username or parts.password:

@@ -165,3 +165,23 @@ def test_a_waiver_for_an_unknown_check_is_an_error(tmp_path: Path) -> None:
 def test_repr_of_a_rendered_connector_hides_literal_secrets() -> None:
     text = repr(connector({**GOOD_SOURCE, "database.password": "hunter2"}))
     assert "hunter2" not in text and "<redacted>" in text
+
+
+@pytest.mark.parametrize(
+    ("key", "url"),
+    [
+        ("connection.url", "jdbc:postgresql://db/x?user=a&password=hunter2"),
+        ("outbox.target.api.url", "http://svc:hunter2@api.internal/v1"),
+        ("http.endpoint", "https://api.internal/hook?api_key=hunter2"),
+    ],
+)
+def test_a_url_carrying_a_credential_is_a_finding_under_any_key(key: str, url: str) -> None:
+    """Key names cannot mark a credential inside a URL: the URL itself is checked, and never printed in clear."""
+    findings = lint_connector(connector({**GOOD_SOURCE, key: url}))
+    assert [(f.check, f.key) for f in findings] == [("secret-placeholder", key)]
+    assert "hunter2" not in f"{findings[0].message} {findings[0].fix}"
+
+
+def test_a_url_whose_credentials_are_placeholders_passes() -> None:
+    url = "jdbc:postgresql://db/x?user=a&password=${file:/etc/ikkai/db.properties:password}"
+    assert checks_fired({**GOOD_SOURCE, "connection.url": url, "registry.url": "https://registry:8081"}) == []

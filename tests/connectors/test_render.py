@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from connectors.errors import BundleError
-from connectors.render import load_bundle, render_bundle
+from connectors.render import RenderedConnector, load_bundle, render_bundle
+from connectors.secrets import redact
 from tests.connectors.conftest import SHIPPED, BundleFactory
 
 TEMPLATE = """{
@@ -175,3 +176,16 @@ def test_a_template_reaching_for_python_internals_is_refused_and_runs_nothing(
     assert "\n" not in str(error)
     assert str(error).startswith("bundle b templates/one.json.j2 line 3: the template reaches for '__init__'")
     assert "a template may only read values" in str(error)
+
+
+def test_credentials_inside_urls_are_masked_in_the_printed_config_and_the_repr() -> None:
+    """``redact`` (render's masked output, plan, describe) hides a URL's credentials under any key name."""
+    config = {"connection.url": "jdbc:postgresql://db/x?user=a&password=hunter2", "api.url": "http://svc:pw@h/v1"}
+    shown = redact(config)
+    assert shown == {
+        "connection.url": "jdbc:postgresql://db/x?user=a&password=<redacted>",
+        "api.url": "http://<redacted>@h/v1",
+    }
+    spec = load_bundle(SHIPPED / "payments-ingest").manifest.connectors[0]
+    text = repr(RenderedConnector(name="b.one", spec=spec, config=config))
+    assert "hunter2" not in text and "svc:pw" not in text

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from deploy.plan import Plan, connector_plan, diff_config, normalize, owned_leftovers
+from deploy.plan import ConnectorPlan, Plan, connector_plan, diff_config, normalize, owned_leftovers
 
 DESIRED = {"connector.class": "X", "tasks.max": "1", "file": "${file:/s/p.properties:path}", "name": "b.one"}
 
@@ -56,3 +56,19 @@ def test_plan_dict_is_sorted_and_stable() -> None:
     assert first == Plan("b", "dev", plans).as_dict()
     assert first["summary"] == {"create": 1, "update": 0, "delete": 0, "unchanged": 0}
     assert [c["key"] for c in first["connectors"][0]["changes"]] == sorted(k for k in DESIRED if k != "name")
+
+
+def test_credentials_inside_urls_are_redacted_in_changes_and_in_connects_validation_messages() -> None:
+    """A URL can carry a credential under a key no name rule marks: the plan prints it redacted, both sides."""
+    desired = {**DESIRED, "connection.url": "jdbc:postgresql://db/x?user=a&password=hunter2"}
+    live = {**DESIRED, "connection.url": "http://svc:oldpass@db/x"}
+    changes = {c.key: (c.live, c.desired) for c in diff_config(desired, live)}
+    assert changes == {
+        "connection.url": ("http://<redacted>@db/x", "jdbc:postgresql://db/x?user=a&password=<redacted>")
+    }
+    invalid = ConnectorPlan(
+        "b.one", "create", "X", "running", None,
+        validation_errors=(("connection.url", "Invalid value http://svc:hunter2@db/x for configuration url"),),
+    )  # fmt: skip
+    printed = str(Plan("b", "dev", (invalid,)).as_dict())
+    assert "hunter2" not in printed and "http://<redacted>@db/x" in printed
