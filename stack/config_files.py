@@ -2,7 +2,8 @@
 
 The text of each file is stack.stack_config's (pure); this module decides which files a stack of
 N brokers, plaintext or secured, gets and writes them. Every file starts with a header that says
-it is overwritten on the next ``up``.
+it is overwritten on the next ``up``. A secured stack's broker and worker files hold its passwords,
+so every file here is written 0600 from its first byte, in a folder only its user may enter (0700).
 """
 
 from __future__ import annotations
@@ -19,7 +20,14 @@ from stack.stack_config import (
     log4j2_properties,
     render_properties,
 )
-from stack.stack_security import StackSecrets, broker_security, connect_security, with_extra_listeners
+from stack.stack_security import (
+    StackSecrets,
+    broker_security,
+    connect_security,
+    private_dir,
+    with_extra_listeners,
+    write_private,
+)
 from stack.state import LISTENERS_KEY, StackHome
 
 HEADER = "written by ikkai (stack/config_files.py); edits are overwritten on the next `ikkai stack up`"
@@ -35,7 +43,7 @@ def write_configs(
 ) -> None:
     """Every component's files; the brokers' only when ``plugin_path`` is None (a broker restart builds no plugin).
     ``scan_plugins``: plugins from elsewhere may lack ServiceLoader manifests, so the worker scans them too."""
-    home.config_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(home.config_dir)  # the secured stack's files hold its passwords
     home.logs_dir.mkdir(parents=True, exist_ok=True)
     brokers = broker_components(len(ports.nodes))
     files = {
@@ -48,7 +56,7 @@ def write_configs(
     if plugin_path is not None:
         files |= connect_configs(home, ports, secrets, plugin_path, scan_plugins=scan_plugins)
     for name, properties in files.items():
-        (home.config_dir / name).write_text(render_properties(properties, HEADER))
+        write_private(home.config_dir / name, render_properties(properties, HEADER))
 
 
 def broker_config(

@@ -17,7 +17,13 @@ from stack.artifacts import JarSet
 from stack.errors import PortInUseError, StackError
 from stack.schema_registry import REGISTRY
 from stack.stack_config import BROKER, CONNECT, HOST, NODE
-from stack.stack_security import StackSecrets, broker_jvm_options, connect_jvm_options, scram_credentials
+from stack.stack_security import (
+    StackSecrets,
+    broker_jvm_options,
+    connect_jvm_options,
+    scram_credentials,
+    write_private,
+)
 from stack.state import StackHome
 
 BROKER_MAIN = "kafka.Kafka"
@@ -55,27 +61,31 @@ def jvm_options(home: StackHome, component: str, secrets: StackSecrets | None, h
 
 def format_storage(home: StackHome, broker: str, java: Path, jars: JarSet, secrets: StackSecrets | None) -> None:
     """Format ``broker``'s empty log.dirs with the home's cluster id (and the SCRAM users of a secured
-    stack); a no-op once formatted."""
+    stack, from an argument file that exists only while the tool runs); a no-op once formatted."""
     data_dir = home.node_data_dir(broker)
     if (data_dir / "meta.properties").exists():
         return
     cluster_id = json.loads(home.state_file.read_text())["cluster_id"]
     data_dir.mkdir(parents=True, exist_ok=True)
-    result = processes.run_java(
-        java,
-        classpath=jars.kafka_classpath(),
-        main_class=STORAGE_TOOL,
-        args=[
-            "format",
-            "--cluster-id",
-            cluster_id,
-            "--config",
-            str(home.server_properties(broker)),
-            "--ignore-formatted",
-            *(scram_credentials(secrets) if secrets else []),
-        ],
-        jvm_options=[f"-Dlog4j2.configurationFile={home.config_dir / f'log4j2-{broker}.properties'}"],
-    )
+    args = ["format", "--cluster-id", cluster_id, "--config", str(home.server_properties(broker)), "--ignore-formatted"]
+    arguments_file = None
+    if secrets is not None:
+        # The SCRAM user's password must not be on a command line (every local user reads those): the
+        # tool reads arguments from a file named ``@<path>`` (argparse4j's fromFilePrefix), one a line.
+        arguments_file = secrets.storage_arguments
+        write_private(arguments_file, "".join(f"{arg}\n" for arg in scram_credentials(secrets)))
+        args.append(f"@{arguments_file}")
+    try:
+        result = processes.run_java(
+            java,
+            classpath=jars.kafka_classpath(),
+            main_class=STORAGE_TOOL,
+            args=args,
+            jvm_options=[f"-Dlog4j2.configurationFile={home.config_dir / f'log4j2-{broker}.properties'}"],
+        )
+    finally:
+        if arguments_file is not None:
+            arguments_file.unlink(missing_ok=True)
     if result.returncode != 0:
         raise StackError(
             "storage format" if broker == BROKER else f"{broker} storage format",

@@ -129,6 +129,11 @@ class StackSecrets:
     def rest_credentials(self) -> Path:
         return self.dir / "connect-rest.json"
 
+    @property
+    def storage_arguments(self) -> Path:
+        """``kafka-storage format``'s argument file (``@file``, one argument a line), there only while it runs."""
+        return self.dir / "storage-format.args"
+
     def __repr__(self) -> str:
         return f"StackSecrets({self.dir})"
 
@@ -232,7 +237,11 @@ def broker_security(stack: StackSecrets) -> dict[str, str]:
 
 
 def scram_credentials(stack: StackSecrets) -> list[str]:
-    """``kafka-storage format --add-scram`` arguments: the client user exists before the broker first starts."""
+    """``kafka-storage format --add-scram`` arguments: the client user exists before the broker first starts.
+
+    They hold the client password, so they go into an argument file (``storage_arguments``), never on
+    the command line, where every local user reads them (``ps``, ``/proc/<pid>/cmdline``).
+    """
     return ["--add-scram", f"{CLIENT_MECHANISM}=[name={CLIENT_USER},password={stack.client_password}]"]
 
 
@@ -277,24 +286,24 @@ def ensure_secrets(home: Path) -> StackSecrets:
             if not all(path.is_file() for path in client_files):  # read on every health poll: write only what is gone
                 _write_client_files(stack)
             return stack
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.chmod(directory, 0o700)
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)  # a new home is the user's only; an existing one is kept
+    private_dir(directory)
     stack = StackSecrets(directory, secrets.token_urlsafe(24), secrets.token_urlsafe(24), secrets.token_urlsafe(24))
-    _write_secret(passwords, json.dumps({"client": stack.client_password, "broker": stack.broker_password,
+    write_private(passwords, json.dumps({"client": stack.client_password, "broker": stack.broker_password,
                                          "rest": stack.rest_password}))  # fmt: skip
     ca_key, ca_cert = _certificate_authority()
-    _write_secret(stack.ca, ca_cert.public_bytes(serialization.Encoding.PEM).decode())
+    write_private(stack.ca, ca_cert.public_bytes(serialization.Encoding.PEM).decode())
     for path, name, usage in (
         (stack.broker_pem, "ikkai-broker", ExtendedKeyUsageOID.SERVER_AUTH),
         (stack.connect_pem, "ikkai-connect", ExtendedKeyUsageOID.SERVER_AUTH),
         (stack.client_pem, CLIENT_USER, ExtendedKeyUsageOID.CLIENT_AUTH),
     ):
         key, cert = _signed(ca_key, ca_cert, name, usage)
-        _write_secret(path, _pem_key(key) + cert.public_bytes(serialization.Encoding.PEM).decode())
+        write_private(path, _pem_key(key) + cert.public_bytes(serialization.Encoding.PEM).decode())
         if path == stack.connect_pem:
             encryption = serialization.BestAvailableEncryption(stack.rest_password.encode())
             p12 = pkcs12.serialize_key_and_certificates(b"connect", key, cert, [ca_cert], encryption)
-            _write_secret_bytes(stack.connect_keystore, p12)
+            write_private(stack.connect_keystore, p12)
     _write_client_files(stack)
     return stack
 
@@ -303,7 +312,7 @@ def _write_client_files(stack: StackSecrets) -> None:
     for path, settings in ((stack.client_properties, client_settings(stack)),
                            (stack.mtls_properties, mtls_client_settings(stack))):  # fmt: skip
         lines = [f"{k}={v}" for k, v in settings.items()]
-        _write_secret(path, "# written by ikkai stack up --secure\n" + "\n".join(lines) + "\n")
+        write_private(path, "# written by ikkai stack up --secure\n" + "\n".join(lines) + "\n")
     if not stack.client_keystore.is_file():  # from client.pem: a home made before it existed gets one too
         pem = stack.client_pem.read_bytes()
         key = serialization.load_pem_private_key(pem, password=None)
@@ -311,20 +320,20 @@ def _write_client_files(stack: StackSecrets) -> None:
         ca = x509.load_pem_x509_certificate(stack.ca.read_bytes())
         encryption = serialization.BestAvailableEncryption(stack.client_password.encode())
         p12 = pkcs12.serialize_key_and_certificates(b"client", key, cert, [*chain, ca], encryption)  # type: ignore[arg-type]
-        _write_secret_bytes(stack.client_keystore, p12)
+        write_private(stack.client_keystore, p12)
     if not stack.connect_truststore.is_file():  # the stack's own CA: a home made before it existed keeps its CA
         ca = x509.load_pem_x509_certificate(stack.ca.read_bytes())
         encryption = serialization.BestAvailableEncryption(stack.rest_password.encode())
         p12 = pkcs12.serialize_java_truststore([pkcs12.PKCS12Certificate(ca, b"ikkai-ca")], encryption)
-        _write_secret_bytes(stack.connect_truststore, p12)
+        write_private(stack.connect_truststore, p12)
     if not stack.jwks.is_file():
         _write_oauth_issuer(stack)
-    _write_secret(stack.rest_users, f"{CONNECT_REST_USER}: {stack.rest_password}\n")
-    _write_secret(stack.jaas, (
+    write_private(stack.rest_users, f"{CONNECT_REST_USER}: {stack.rest_password}\n")
+    write_private(stack.jaas, (
         "KafkaConnect {\n  org.apache.kafka.connect.rest.basic.auth.extension.PropertyFileLoginModule required\n"
         f'  file="{stack.rest_users}";\n}};\n'
     ))  # fmt: skip
-    _write_secret(stack.rest_credentials, json.dumps({
+    write_private(stack.rest_credentials, json.dumps({
         "username": CONNECT_REST_USER, "password": stack.rest_password, "ca": str(stack.ca),
         "client_cert": str(stack.client_pem),  # key and certificate in one PEM file, as requests reads it
     }))  # fmt: skip
@@ -340,19 +349,31 @@ def _write_oauth_issuer(stack: StackSecrets) -> None:
         return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
     jwk = {"kty": "RSA", "use": "sig", "alg": "RS256", "kid": OAUTH_KEY_ID, "n": b64(numbers.n), "e": b64(numbers.e)}
-    _write_secret(stack.oauth_signing_key, _pem_key(key))
-    _write_secret(stack.jwks, json.dumps({"keys": [jwk]}))
+    write_private(stack.oauth_signing_key, _pem_key(key))
+    write_private(stack.jwks, json.dumps({"keys": [jwk]}))
 
 
-def _write_secret(path: Path, text: str) -> None:
-    _write_secret_bytes(path, text.encode())
+def private_dir(path: Path) -> None:
+    """``path`` as a folder only its user may enter (0700), made so or narrowed before anything is written in it.
+
+    The folders above it are made with the default mode (a stack's home is made 0700 where it is made).
+    """
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(path, 0o700)  # an existing folder (a home made by an older ikkai) is narrowed too
 
 
-def _write_secret_bytes(path: Path, data: bytes) -> None:
+def write_private(path: Path, data: str | bytes) -> None:
+    """Write ``path`` as a file only its user may read (0600) from its first byte: a new file, renamed over.
+
+    The content goes into a fresh ``.<name>.partial`` created 0600 (a leftover one, or a link planted
+    in its place, is removed first), so no reader ever sees the content under a wider mode, and an
+    older file of mode 0644 is replaced, not rewritten in place.
+    """
     partial = path.with_name(f".{path.name}.partial")
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    partial.unlink(missing_ok=True)
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
+        handle.write(data.encode() if isinstance(data, str) else data)
     partial.replace(path)
 
 

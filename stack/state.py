@@ -121,7 +121,7 @@ class StackHome:
         """Record a start on ``ports``: the broker count, ``secure``, a secured one-broker stack's extra
         listener ports (``listener_ports`` asked for, else ``choose_listener_ports``'s), the endpoints,
         and a cluster id once (kept for good: the brokers' storage is formatted with it)."""
-        self.home.mkdir(parents=True, exist_ok=True)
+        self.home.mkdir(mode=0o700, parents=True, exist_ok=True)  # a new home is its user's only
         try:
             state = json.loads(self.state_file.read_text())
         except (OSError, ValueError):
