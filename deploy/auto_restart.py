@@ -7,7 +7,9 @@ first restart is immediate, the (n+1)-th waits ``min(cap, base * 2**(n-1))`` aft
 restarts it. Once the connector has been healthy for ``reset_after`` seconds the count starts again
 from zero. Times are wall-clock seconds (``time.time()``) so that the state file stays true when the
 service restarts; ``RestartBackoff`` itself is pure, the file is read and written by
-``RestartStateFile``.
+``RestartStateFile``: owner-only, written whole to a fresh ``.partial`` file (``O_EXCL``, no link
+followed) and renamed over the old one, so that neither a crash nor a planted link leaves it half
+written or writes it elsewhere. Counts are unbounded; the backoff they give is capped at any count.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 from ikkai.errors import ConfigError
 
 STATE_VERSION = 1
+MAX_DOUBLINGS = 64  # base · 2**64 is past any cap; 2**(count-1) itself overflows a float from count 1,025
 
 
 @dataclass
@@ -37,7 +40,9 @@ class RestartBackoff:
     def delay(self, connector: str) -> float:
         """Seconds to wait after the previous restart: 0 before the first, then base, 2·base, … up to cap."""
         count = self._count.get(connector, 0)
-        return 0.0 if count == 0 else min(self.cap, self.base * 2 ** (count - 1))
+        if count == 0:
+            return 0.0
+        return min(self.cap, self.base * 2.0 ** min(count - 1, MAX_DOUBLINGS))  # no overflow at any count
 
     def exhausted(self, connector: str) -> bool:
         """True when ``max_restarts`` restarts were made and the connector has not been healthy since."""
@@ -140,7 +145,14 @@ class RestartStateFile:
         return backoff
 
     def save(self, backoff: RestartBackoff) -> None:
+        """Write ``<name>.partial`` afresh (never through a link or into a file found there), then rename it."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        data = (json.dumps(backoff.state(), indent=2, sort_keys=True) + "\n").encode()
         partial = self.path.with_name(self.path.name + ".partial")
-        partial.write_text(json.dumps(backoff.state(), indent=2, sort_keys=True) + "\n")
+        partial.unlink(missing_ok=True)  # a leftover, or a planted link: unlink removes the link, not its target
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        with os.fdopen(os.open(partial, flags, 0o600), "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
         os.replace(partial, self.path)

@@ -84,7 +84,7 @@ class Guard:
 
 def app_for(plane: ControlPlane) -> ASGIApp:
     async def healthz(request: Request) -> Response:
-        return json_response(200, {"status": "ok"})
+        return json_response(200, plane.health())
 
     async def metrics(request: Request) -> Response:
         return Response(plane.metrics.render(), media_type="text/plain; version=0.0.4")

@@ -3,7 +3,8 @@
 This module holds what the routes do and the loop; the routes themselves are ``deploy.serve_app``
 (Starlette) and the server ``deploy.serve_http`` (uvicorn, with its timeouts and limits).
 
-  GET  /healthz                              liveness, no token needed
+  GET  /healthz                              liveness, no token needed; "degraded" with a reason
+                                             while the reconcile loop's last pass failed
   GET  /metrics                              Prometheus text format
   GET  /bundles/<bundle>/<env>/plan          plan (JSON); ?prune=true
   POST /bundles/<bundle>/<env>/apply         apply (JSON); ?prune=true
@@ -17,11 +18,13 @@ signed by that CA (mutual TLS); the bearer token is needed all the same. Bundles
 looked up by name in one folder only (no paths from the request). The loop re-applies
 its bundles every interval and restarts failed connectors with capped exponential backoff, at
 most ``max_restarts`` times; restart counts and times live in a state file
-(``$IKKAI_HOME/auto-restart.json``) so that a restarted service goes on where it stopped.
+(``$IKKAI_HOME/auto-restart.json``) so that a restarted service goes on where it stopped. No
+exception ends the loop (see ``ReconcileLoop``).
 """
 
 from __future__ import annotations
 
+import logging
 import ssl
 import threading
 import time
@@ -41,6 +44,10 @@ TOKEN_VAR = "IKKAI_SERVE_TOKEN"  # noqa: S105 - the variable's name, not a token
 TLS_CERT_VAR = "IKKAI_SERVE_TLS_CERT"
 TLS_KEY_VAR = "IKKAI_SERVE_TLS_KEY"
 TLS_CLIENT_CA_VAR = "IKKAI_SERVE_TLS_CLIENT_CA"
+MAX_PAUSE_SECONDS = 300.0  # the longest wait after failed reconcile passes
+KEPT_ERRORS = 100  # a long-running loop keeps only its latest errors
+
+log = logging.getLogger("ikkai.serve")
 
 
 def read_token(env: dict[str, str], token_file: Path | None) -> str:
@@ -66,6 +73,7 @@ class Metrics:
     restarts_exhausted: dict[str, bool] = field(default_factory=dict)  # FAILED after max restarts: a person's turn
     connector_states: dict[tuple[str, str, str], str] = field(default_factory=dict)
     reconcile_runs: int = 0
+    reconcile_failures: Counter[str] = field(default_factory=Counter)  # by exception class
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def render(self) -> str:
@@ -96,6 +104,10 @@ class Metrics:
             ]
             lines.append("# TYPE ikkai_reconcile_runs_total counter")
             lines.append(f"ikkai_reconcile_runs_total {self.reconcile_runs}")
+            lines.append("# TYPE ikkai_reconcile_failures_total counter")
+            lines += [
+                f'ikkai_reconcile_failures_total{{kind="{k}"}} {n}' for k, n in sorted(self.reconcile_failures.items())
+            ]
         return "\n".join(lines) + "\n"
 
 
@@ -108,6 +120,11 @@ class ControlPlane:
     connect_url: str | None = None
     clusters: Path | None = None
     metrics: Metrics = field(default_factory=Metrics)
+    degraded: str | None = None  # why the reconcile loop is not well, for /healthz; None while it is
+
+    def health(self) -> dict[str, str]:
+        reason = self.degraded
+        return {"status": "ok"} if reason is None else {"status": "degraded", "reason": reason}
 
     def request(self, bundle: str, env: str) -> BundleRequest:
         folder = self.bundles_dir / bundle
@@ -139,7 +156,14 @@ class ControlPlane:
 
 
 class ReconcileLoop:
-    """Re-apply bundles every ``interval`` and restart failed connectors with capped backoff."""
+    """Re-apply bundles every ``interval`` and restart failed connectors with capped backoff.
+
+    No exception ends the loop: whatever a pass raises (an ``IkkaiError``, or anything else, such as
+    a proxy's non-JSON answer) is logged, counted in ``ikkai_reconcile_failures_total`` by kind and
+    shown in ``/healthz`` as ``degraded`` with its reason; after a failed pass the loop waits twice as
+    long as after the one before, up to ``MAX_PAUSE_SECONDS`` (or ``interval``, when that is longer),
+    and the first clean pass clears it all.
+    """
 
     def __init__(
         self,
@@ -160,20 +184,44 @@ class ReconcileLoop:
         if state_file is not None:
             state_file.load_into(self.backoff)
         self.stopping = threading.Event()
-        self.errors: list[str] = []
+        self.errors: list[str] = []  # the latest KEPT_ERRORS, newest last
+        self.failed_passes = 0  # in a row
 
     def once(self) -> None:
+        failures = []
         for bundle, env in self.targets:
-            try:
-                self.plane.run(bundle, env, "apply", {})
-            except IkkaiError as exc:
-                self.errors.append(str(exc))
-            try:
-                self._restart_failed(bundle, env)
-            except IkkaiError as exc:
-                self.errors.append(str(exc))
+            for step in (self._apply, self._restart_failed):
+                try:
+                    step(bundle, env)
+                except Exception as exc:  # noqa: BLE001 - the loop outlives any one failure; each is logged and counted
+                    failures.append(self._failed(bundle, env, exc))
+        self.failed_passes = self.failed_passes + 1 if failures else 0
+        self.plane.degraded = f"reconcile: {failures[-1]}" if failures else None
         with self.plane.metrics.lock:
             self.plane.metrics.reconcile_runs += 1
+
+    def _failed(self, bundle: str, env: str, exc: Exception) -> str:
+        kind = type(exc).__name__
+        reason = f"{bundle}/{env}: {exc}" if isinstance(exc, IkkaiError) else f"{bundle}/{env}: {kind}: {exc}"
+        reason = reason.splitlines()[0]
+        if isinstance(exc, IkkaiError):
+            log.warning("%s", reason)
+        else:  # not one of ours: the trace is what a person needs
+            log.error("%s", reason, exc_info=exc)
+        self.errors = [*self.errors, str(exc)][-KEPT_ERRORS:]
+        with self.plane.metrics.lock:
+            self.plane.metrics.reconcile_failures[kind] += 1
+        return reason
+
+    def pause(self) -> float:
+        """Seconds until the next pass: ``interval``, doubled for each failed pass in a row, capped."""
+        if self.failed_passes == 0:
+            return self.interval
+        longest = max(self.interval, MAX_PAUSE_SECONDS)
+        return min(longest, self.interval * 2.0 ** min(self.failed_passes, 32))
+
+    def _apply(self, bundle: str, env: str) -> None:
+        self.plane.run(bundle, env, "apply", {})
 
     def _restart_failed(self, bundle: str, env: str) -> None:
         request = self.plane.request(bundle, env)
@@ -202,9 +250,13 @@ class ReconcileLoop:
             self.state_file.save(self.backoff)
 
     def run(self) -> None:
-        while not self.stopping.is_set():
-            self.once()
-            self.stopping.wait(self.interval)
+        try:
+            while not self.stopping.is_set():
+                self.once()
+                self.stopping.wait(self.pause())
+        finally:
+            if not self.stopping.is_set():  # only BaseException gets here (the interpreter is going)
+                self.plane.degraded = "reconcile loop stopped"
 
 
 @dataclass(frozen=True)

@@ -72,3 +72,36 @@ def test_a_state_file_that_is_not_ours_is_an_error_naming_it(tmp_path: Path) -> 
     with pytest.raises(ConfigError) as caught:
         RestartStateFile(path).load_into(RestartBackoff())
     assert caught.value.source == str(path) and caught.value.fix == "delete the file"
+
+
+@pytest.mark.parametrize("count", [1_025, 5_000])
+def test_the_backoff_is_finite_and_capped_at_any_count(count: int) -> None:
+    backoff = RestartBackoff(base=2.0, cap=300.0)  # floats, as `ikkai serve --backoff-base` gives them
+    backoff.restore({"version": 1, "connectors": {"dev/c": {"restarts": count, "last_restart": 1000.0}}})
+    assert backoff.delay("dev/c") == 300
+    assert backoff.next_restart_at("dev/c") == 1300.0 and backoff.due("dev/c", 1300.0)
+    assert backoff.state()["connectors"]["dev/c"]["next_backoff_seconds"] == 300
+
+
+def test_a_saved_state_with_huge_counts_loads_and_saves_again(tmp_path: Path) -> None:
+    file = RestartStateFile(tmp_path / "auto-restart.json")
+    state = {"version": 1, "connectors": {"dev/c": {"restarts": 5_000, "last_restart": 1000.0}}}
+    file.path.write_text(json.dumps(state))
+    backoff = file.load_into(RestartBackoff(base=2.0, cap=300.0))
+    backoff.restarted("dev/c", 2000.0)
+    file.save(backoff)
+    assert json.loads(file.path.read_text())["connectors"]["dev/c"]["restarts"] == 5_001
+
+
+def test_a_link_planted_at_the_partial_path_is_not_followed(tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    file = RestartStateFile(tmp_path / "home" / "auto-restart.json")
+    file.path.parent.mkdir()
+    file.path.with_name("auto-restart.json.partial").symlink_to(victim)
+    backoff = RestartBackoff()
+    backoff.restarted("dev/c", 1000.0)
+    file.save(backoff)
+    assert victim.read_text() == "precious\n"
+    assert not file.path.is_symlink() and json.loads(file.path.read_text())["connectors"]["dev/c"]["restarts"] == 1
+    assert file.path.stat().st_mode & 0o777 == 0o600
