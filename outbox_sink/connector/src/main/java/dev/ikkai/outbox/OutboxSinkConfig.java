@@ -113,10 +113,11 @@ public final class OutboxSinkConfig extends AbstractConfig {
             try {
                 uri = new URI(url);
             } catch (URISyntaxException e) {
-                throw new ConfigException(REGISTRY_URL, url, "not a URL: " + e.getMessage());
+                throw new ConfigException(REGISTRY_URL, Targets.shown(url), "not a URL: " + e.getReason() + " at index "
+                    + e.getIndex());
             }
             if (!("http".equals(uri.getScheme()) || "https".equals(uri.getScheme())) || uri.getHost() == null) {
-                throw new ConfigException(REGISTRY_URL, url, "not an http(s) URL with a host: name the registry's "
+                throw new ConfigException(REGISTRY_URL, Targets.shown(url), "not an http(s) URL with a host: name the registry's "
                     + "Confluent-compatible API, e.g. https://registry:8081");
             }
             if (uri.getUserInfo() != null) {

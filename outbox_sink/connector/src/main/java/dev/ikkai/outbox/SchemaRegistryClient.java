@@ -64,6 +64,7 @@ final class SchemaRegistryClient {
     }
 
     private final String url;
+    private final String shown;  // the URL as printed: credentials redacted (Urls)
     private final String authorization;
     private final HttpClient http;
     private final Duration timeout;
@@ -71,6 +72,7 @@ final class SchemaRegistryClient {
 
     SchemaRegistryClient(String url, String userInfo, SSLContext ssl, Duration timeout) {
         this.url = url.endsWith("/") ? url.substring(0, url.length() - 1) : url;
+        this.shown = Urls.redact(this.url);
         this.authorization = userInfo == null || userInfo.isEmpty() ? null
             : "Basic " + Base64.getEncoder().encodeToString(userInfo.getBytes(StandardCharsets.UTF_8));
         HttpClient.Builder builder = HttpClient.newBuilder().connectTimeout(timeout).followRedirects(HttpClient.Redirect.NEVER);
@@ -81,8 +83,9 @@ final class SchemaRegistryClient {
         this.timeout = timeout;
     }
 
+    /** The registry's URL as printed: credentials in it redacted. */
     String url() {
-        return url;
+        return shown;
     }
 
     /** An SSL context trusting the certificates of a truststore file (JKS or PKCS12). */
@@ -153,10 +156,10 @@ final class SchemaRegistryClient {
         try {
             response = http.send(request.build(), HttpResponse.BodyHandlers.ofString());
         } catch (IOException e) {
-            throw new Unavailable("schema registry " + url + ": " + what + " failed: " + e, e);
+            throw new Unavailable("schema registry " + shown + ": " + what + " failed: " + Urls.redact(String.valueOf(e)), e);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-            throw new Unavailable("schema registry " + url + ": " + what + " was interrupted", e);
+            throw new Unavailable("schema registry " + shown + ": " + what + " was interrupted", e);
         }
         int status = response.statusCode();
         String text = response.body() == null ? "" : response.body();
@@ -165,11 +168,11 @@ final class SchemaRegistryClient {
             try {
                 return JSON.readTree(text);
             } catch (IOException e) {
-                throw new Unavailable("schema registry " + url + ": " + what + " answered " + status + " with no JSON: "
+                throw new Unavailable("schema registry " + shown + ": " + what + " answered " + status + " with no JSON: "
                     + excerpt, e);
             }
         }
-        String problem = "schema registry " + url + ": " + what + " returned " + status + ": " + excerpt;
+        String problem = "schema registry " + shown + ": " + what + " returned " + status + ": " + excerpt;
         // A 404 is about the id only with the API's "not found" code (40403 schema, 40401 subject); a bare 404 is a
         // URL that names no registry API, which a fixed config cures.
         int code = errorCode(text);

@@ -76,16 +76,28 @@ public final class Targets {
         try {
             uri = new URI(url.endsWith("/") ? url.substring(0, url.length() - 1) : url);
         } catch (URISyntaxException e) {
-            throw new ConfigException(key, url, "not a URL: " + e.getMessage());
+            throw new ConfigException(key, shown(url), "not a URL: " + e.getReason() + " at index " + e.getIndex());
         }
         String scheme = uri.getScheme() == null ? "" : uri.getScheme().toLowerCase(Locale.ROOT);
         if (!(scheme.equals("http") || scheme.equals("https")) || uri.getHost() == null) {
-            throw new ConfigException(key, url, "an absolute http(s) URL with a host, e.g. https://payments.internal/v1");
+            throw new ConfigException(key, shown(url), "an absolute http(s) URL with a host, e.g. https://payments.internal/v1");
         }
         if (uri.getRawQuery() != null || uri.getRawFragment() != null || uri.getRawUserInfo() != null) {
-            throw new ConfigException(key, url, "a base URL has no query, fragment or user info");
+            throw new ConfigException(key, shown(url), "a base URL has no query, fragment or user info");
         }
         return uri;
+    }
+
+    /**
+     * A URL as a config error may print it: Connect's validation output and ikkai's plan show it, so its
+     * credentials are redacted; a value that is no {@code scheme://} URL but has an '@' before any '/' is
+     * hidden whole (it may be {@code user:password@host}).
+     */
+    static String shown(String url) {
+        if (!url.contains("://") && url.split("/", 2)[0].contains("@")) {
+            return "(hidden: it may hold credentials)";
+        }
+        return Urls.redact(url);
     }
 
     /** The URL and method for one request, or why it may not be sent. */
