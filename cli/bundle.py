@@ -184,8 +184,12 @@ def delete(
 @click.option(
     "--token-file",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="File holding the bearer token [default: $IKKAI_SERVE_TOKEN].",
+    help="File (mode 600) holding the bearer token, or 'env, env: token' lines [default: $IKKAI_SERVE_TOKEN].",
 )
+@click.option(
+    "--insecure-http", is_flag=True,
+    help="Allow plain HTTP on a non-loopback --host (the token travels in clear): behind a TLS proxy only.",
+)  # fmt: skip
 @click.option(
     "--bundles-dir",
     type=click.Path(file_okay=False, path_type=Path),
@@ -229,6 +233,7 @@ def serve(
     host: str,
     port: int,
     token_file: Path | None,
+    insecure_http: bool,
     bundles_dir: Path,
     connect_url: str | None,
     clusters: Path | None,
@@ -248,10 +253,10 @@ def serve(
 
     from deploy.auto_restart import RestartBackoff, RestartStateFile
     from deploy.serve_http import make_server
-    from deploy.service import ControlPlane, ReconcileLoop, ServeTLS, read_token
+    from deploy.service import ControlPlane, ReconcileLoop, ServeTLS, check_plain_http, read_tokens
     from ikkai.settings import ikkai_home
 
-    plane = ControlPlane(read_token(dict(os.environ), token_file), bundles_dir, connect_url, clusters)
+    plane = ControlPlane(read_tokens(os.environ, token_file), bundles_dir, connect_url, clusters)
     pairs = []
     for target in targets:
         bundle_name, sep, env = target.partition("/")
@@ -260,6 +265,7 @@ def serve(
         plane.request(bundle_name, env)
         pairs.append((bundle_name, env))
     tls = ServeTLS.of(tls_cert, tls_key, tls_client_ca)
+    check_plain_http(host, tls, insecure_http)
     server = make_server(plane, host, port, tls)
     loop = None
     if pairs:

@@ -2,7 +2,8 @@
 
 What each route does lives in ``deploy.service`` (``ControlPlane``); this module only maps HTTP onto
 it. Every route but ``/healthz`` needs ``Authorization: Bearer <token>``, checked before routing so
-that a caller without the token learns nothing about which paths exist. No route takes a body: a
+that a caller without the token learns nothing about which paths exist; a bundle route also needs a
+token that covers its environment (``deploy.serve_tokens``), else 403. No route takes a body: a
 request announcing one larger than ``MAX_BODY_BYTES`` (or a chunked one, whose size is unknown) is
 refused with 413 before any route runs. Bundle operations call Connect and may take minutes, so they
 run on Starlette's thread pool, never on the event loop that serves ``/healthz``.
@@ -10,7 +11,6 @@ run on Starlette's thread pool, never on the event loop that serves ``/healthz``
 
 from __future__ import annotations
 
-import hmac
 import json
 import re
 from typing import Any
@@ -22,7 +22,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from deploy.service import ControlPlane
+from deploy.service import ControlPlane, ServeTokens
 from ikkai.errors import IkkaiError
 
 MAX_BODY_BYTES = 64 * 1024  # no route reads a body: this only bounds what a client may announce
@@ -30,6 +30,7 @@ _BUNDLE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _ENV = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 _METHOD = {"plan": "GET", "status": "GET", "apply": "POST", "restart": "POST"}
 _OPEN = ("/healthz",)
+ENVIRONMENTS = "ikkai.environments"  # set in the ASGI scope by Guard: what the caller's token covers
 
 
 def json_response(status: int, data: Any, headers: dict[str, str] | None = None) -> Response:
@@ -62,20 +63,22 @@ class Guard:
             await send(message)
 
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        refusal = self._refusal(scope["path"], headers)
+        refusal = self._refusal(scope, headers)
         if refusal is not None:
             await refusal(scope, receive, counted)
             return
         await self.app(scope, receive, counted)
 
-    def _refusal(self, path: str, headers: dict[str, str]) -> Response | None:
+    def _refusal(self, scope: Scope, headers: dict[str, str]) -> Response | None:
         length = headers.get("content-length", "0")
         if "transfer-encoding" in headers or not length.isdigit() or int(length) > MAX_BODY_BYTES:
             return json_response(413, {"error": f"no route takes a body over {MAX_BODY_BYTES} bytes"})
-        if path in _OPEN:
+        if scope["path"] in _OPEN:
             return None
         scheme, _, supplied = headers.get("authorization", "").partition(" ")
-        if scheme.lower() == "bearer" and hmac.compare_digest(supplied.strip().encode(), self.plane.token.encode()):
+        environments = self.plane.tokens.environments(supplied.strip()) if scheme.lower() == "bearer" else None
+        if environments is not None:
+            scope[ENVIRONMENTS] = environments
             return None
         return json_response(
             401, {"error": "missing or wrong bearer token"}, {"WWW-Authenticate": 'Bearer realm="ikkai"'}
@@ -94,6 +97,8 @@ def app_for(plane: ControlPlane) -> ASGIApp:
         verb = request.url.path.rsplit("/", 1)[1]
         if not (_BUNDLE.match(bundle) and _ENV.match(env)):
             return json_response(404, {"error": f"no route {request.url.path}"})
+        if not ServeTokens.covers(request.scope[ENVIRONMENTS], env):
+            return json_response(403, {"error": f"this token is not for environment {env}"})
         query = {name: request.query_params.getlist(name) for name in request.query_params}
         try:
             status, data = await run_in_threadpool(plane.run, bundle, env, verb, query)

@@ -24,6 +24,7 @@ exception ends the loop (see ``ReconcileLoop``).
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import ssl
 import threading
@@ -38,9 +39,9 @@ from deploy import bundle_ops
 from deploy.auto_restart import RestartBackoff, RestartStateFile
 from deploy.bundle_ops import BundleRequest
 from deploy.health import failure
+from deploy.serve_tokens import TOKEN_VAR, ServeTokens, read_token, read_tokens
 from ikkai.errors import ConfigError, IkkaiError
 
-TOKEN_VAR = "IKKAI_SERVE_TOKEN"  # noqa: S105 - the variable's name, not a token
 TLS_CERT_VAR = "IKKAI_SERVE_TLS_CERT"
 TLS_KEY_VAR = "IKKAI_SERVE_TLS_KEY"
 TLS_CLIENT_CA_VAR = "IKKAI_SERVE_TLS_CLIENT_CA"
@@ -48,19 +49,6 @@ MAX_PAUSE_SECONDS = 300.0  # the longest wait after failed reconcile passes
 KEPT_ERRORS = 100  # a long-running loop keeps only its latest errors
 
 log = logging.getLogger("ikkai.serve")
-
-
-def read_token(env: dict[str, str], token_file: Path | None) -> str:
-    token = token_file.read_text().strip() if token_file else env.get(TOKEN_VAR, "").strip()
-    if len(token) < 16:
-        where = str(token_file) if token_file else f"${TOKEN_VAR}"
-        raise ConfigError(
-            where,
-            "token",
-            "missing or shorter than 16 characters",
-            fix="e.g. export IKKAI_SERVE_TOKEN=$(openssl rand -hex 24)",
-        )
-    return token
 
 
 @dataclass
@@ -115,12 +103,16 @@ class Metrics:
 class ControlPlane:
     """What the HTTP handler and the loop share: where bundles are, how to reach Connect, metrics."""
 
-    token: str
+    token: str | ServeTokens  # a str: one token for every environment
     bundles_dir: Path
     connect_url: str | None = None
     clusters: Path | None = None
     metrics: Metrics = field(default_factory=Metrics)
     degraded: str | None = None  # why the reconcile loop is not well, for /healthz; None while it is
+
+    @property
+    def tokens(self) -> ServeTokens:
+        return ServeTokens.single(self.token) if isinstance(self.token, str) else self.token
 
     def health(self) -> dict[str, str]:
         reason = self.degraded
@@ -259,6 +251,23 @@ class ReconcileLoop:
                 self.plane.degraded = "reconcile loop stopped"
 
 
+def check_plain_http(host: str, tls: ServeTLS | None, insecure_http: bool) -> None:
+    """Plain HTTP sends the bearer token in clear: on a non-loopback address only when asked for by name."""
+    if tls is not None or insecure_http or host == "localhost":
+        return
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False  # a host name: it may resolve to anything
+    if not loopback:
+        raise ConfigError(
+            "serve",
+            f"--host {host}",
+            "plain HTTP on a non-loopback address would send the bearer token in clear",
+            fix="serve HTTPS (--tls-cert/--tls-key), or add --insecure-http behind a TLS-terminating proxy",
+        )
+
+
 @dataclass(frozen=True)
 class ServeTLS:
     """The server's certificate chain and key (PEM), and the CA its clients' certificates must chain to."""
@@ -334,3 +343,9 @@ class ServeTLS:
                 ) from exc
             context.verify_mode = ssl.CERT_REQUIRED
         return context
+
+
+__all__ = [
+    "TOKEN_VAR", "ControlPlane", "Metrics", "ReconcileLoop", "ServeTLS", "ServeTokens", "check_plain_http",
+    "read_token", "read_tokens",
+]  # fmt: skip

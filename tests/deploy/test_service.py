@@ -72,6 +72,7 @@ def test_the_token_must_exist_and_be_long_enough(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="IKKAI_SERVE_TOKEN"):
         read_token({}, None)
     (tmp_path / "token").write_text("short\n")
+    (tmp_path / "token").chmod(0o600)  # a token file others may read is refused (test_serve_tokens.py)
     with pytest.raises(ConfigError):
         read_token({}, tmp_path / "token")
     (tmp_path / "token").write_text(TOKEN + "\n")
@@ -169,6 +170,7 @@ def test_the_serve_command_reconciles_its_bundles_on_an_interval(stack: Endpoint
     (bundles / "payments-ingest" / "values" / "ci.yaml").write_text(yaml.safe_dump({"sources": sources}))
     token_file = tmp_path / "token"
     token_file.write_text(TOKEN)
+    token_file.chmod(0o600)
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("IKKAI_")}
     server = subprocess.Popen(

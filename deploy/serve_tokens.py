@@ -1,0 +1,114 @@
+"""The bearer tokens of ``ikkai serve``: where they come from, and which environments each one covers.
+
+One token, from ``$IKKAI_SERVE_TOKEN`` or a token file holding just that token, covers every
+environment, as before. A token file may instead scope its tokens, one per line::
+
+    # environments: token
+    dev, staging: 3b8f...        (this token may plan/apply/status/restart dev and staging only)
+    prod: 9c41...
+    *: 77d0...                   (every environment, like a single token)
+
+Blank lines and ``#`` comments are skipped; every token is at least ``MIN_LENGTH`` characters and
+used once. ``/metrics`` takes any of the tokens; a bundle route takes only a token that covers its
+environment (403 otherwise). Like ssh with a private key, a token file that its group or others may
+read is refused, with the ``chmod`` that fixes it.
+"""
+
+from __future__ import annotations
+
+import hmac
+import re
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from ikkai.errors import ConfigError
+
+TOKEN_VAR = "IKKAI_SERVE_TOKEN"  # noqa: S105 - the variable's name, not a token
+MIN_LENGTH = 16
+EVERY = "*"
+_SCOPED = re.compile(r"^\s*([a-z0-9*][a-z0-9_*,\s-]*?)\s*:\s*(\S+)\s*$")
+_ENV = re.compile(r"^(\*|[a-z0-9][a-z0-9_-]*)$")
+
+
+@dataclass(frozen=True)
+class ServeTokens:
+    """Each token with the environments it covers (``*``: all of them)."""
+
+    scopes: tuple[tuple[str, frozenset[str]], ...]
+
+    @classmethod
+    def single(cls, token: str) -> ServeTokens:
+        return cls(((token, frozenset({EVERY})),))
+
+    def environments(self, supplied: str) -> frozenset[str] | None:
+        """The environments ``supplied`` covers; None when it is no token of ours. Constant time per token."""
+        found = None
+        for token, envs in self.scopes:
+            if hmac.compare_digest(supplied.encode(), token.encode()):
+                found = envs
+        return found
+
+    @staticmethod
+    def covers(environments: frozenset[str], env: str) -> bool:
+        return EVERY in environments or env in environments
+
+
+def _too_short(where: str) -> ConfigError:
+    return ConfigError(
+        where, "token", f"missing or shorter than {MIN_LENGTH} characters",
+        fix="e.g. export IKKAI_SERVE_TOKEN=$(openssl rand -hex 24)",
+    )  # fmt: skip
+
+
+def read_token_file(path: Path) -> str:
+    """The file's text, once it is known that only its owner may read it (as ssh checks a key)."""
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(str(path), "token file", f"cannot be read: {exc.strerror}") from exc
+    if mode & 0o077:
+        raise ConfigError(
+            str(path), "token file", f"permissions {mode:04o} are too open: group or others may read it",
+            fix=f"chmod 600 {path}",
+        )  # fmt: skip
+    return text
+
+
+def read_token(env: Mapping[str, str], token_file: Path | None) -> str:
+    """One token for every environment: the whole token file, or ``$IKKAI_SERVE_TOKEN``."""
+    token = read_token_file(token_file).strip() if token_file else env.get(TOKEN_VAR, "").strip()
+    if len(token) < MIN_LENGTH:
+        raise _too_short(str(token_file) if token_file else f"${TOKEN_VAR}")
+    return token
+
+
+def read_tokens(env: Mapping[str, str], token_file: Path | None) -> ServeTokens:
+    """The tokens of ``token_file`` (one token, or ``environments: token`` lines), else ``$IKKAI_SERVE_TOKEN``."""
+    if token_file is None:
+        return ServeTokens.single(read_token(env, None))
+    lines = [
+        (number, line.strip())
+        for number, line in enumerate(read_token_file(token_file).splitlines(), 1)
+        if line.strip() and not line.strip().startswith("#")
+    ]
+    if len(lines) == 1 and ":" not in lines[0][1]:
+        return ServeTokens.single(read_token(env, token_file))
+    scopes: list[tuple[str, frozenset[str]]] = []
+    for number, line in lines:
+        where = f"{token_file} line {number}"
+        match = _SCOPED.match(line)
+        envs = frozenset(e.strip() for e in match.group(1).split(",")) if match else frozenset()
+        if match is None or not envs or not all(_ENV.match(e) for e in envs):
+            raise ConfigError(where, "token", "not 'environments: token'", fix="e.g. 'dev, staging: <token>'")
+        token = match.group(2)
+        if len(token) < MIN_LENGTH:
+            raise _too_short(where)
+        if any(token == known for known, _ in scopes):
+            raise ConfigError(where, "token", "used on an earlier line too", fix="give each line its own token")
+        scopes.append((token, envs))
+    if not scopes:
+        raise _too_short(str(token_file))
+    return ServeTokens(tuple(scopes))
