@@ -1,7 +1,8 @@
 """The same topology from containers, for machines with a Docker engine.
 
 Two ``apache/kafka`` containers on a private Docker network: a KRaft broker+controller and a
-Kafka Connect distributed worker with the same settings as the embedded stack. They carry
+Kafka Connect distributed worker with the same settings as the embedded stack, published on the
+host's loopback only. They carry
 the label ``dev.ikkai.stack`` so ``down`` and ``status`` find them from any process. The
 docker SDK (a dependency of testcontainers) drives them; containers outlive the CLI call.
 
@@ -19,7 +20,7 @@ from typing import Any, TextIO
 from ikkai.settings import Endpoints
 from stack.errors import StackError
 from stack.probes import broker_answers, connect_plugins
-from stack.stack_config import CONFIG_PROVIDERS, Ports, connect_properties, render_properties
+from stack.stack_config import CONFIG_PROVIDERS, HOST, Ports, connect_properties, render_properties
 from stack.status import ComponentStatus, StackStatus
 
 IMAGE = "apache/kafka:4.3.1"
@@ -64,8 +65,16 @@ def _broker_environment() -> dict[str, str]:
     }
 
 
+def published(container_port: str, component: str) -> dict[str, tuple[str, int]]:
+    """Docker's ``ports`` for one component: published on the host's loopback only (127.0.0.1), never on
+    every interface (Docker's default), since the plaintext broker and the Connect REST API ask no one
+    who they are."""
+    return {container_port: (HOST, HOST_PORT[component])}
+
+
 def _connect_command() -> list[str]:
-    properties = connect_properties(Ports(9092, 9093, 8083), [Path("/opt/kafka/libs")])
+    container_tmp = Path("/tmp")  # noqa: S108 - the container's own: the providers may read there, no host file is mounted
+    properties = connect_properties(Ports(9092, 9093, 8083), [Path("/opt/kafka/libs")], secret_dirs=[container_tmp])
     properties.update(
         {"bootstrap.servers": "broker:9092", "listeners": "http://0.0.0.0:8083", "rest.advertised.host.name": "connect"}
     )
@@ -107,12 +116,12 @@ class DockerStack:
         if "broker" not in running:
             client.containers.run(
                 IMAGE, name="ikkai-broker", hostname="broker", network=NETWORK, detach=True,
-                environment=_broker_environment(), ports={"19092/tcp": HOST_PORT["broker"]}, labels={LABEL: "broker"},
+                environment=_broker_environment(), ports=published("19092/tcp", "broker"), labels={LABEL: "broker"},
             )  # fmt: skip
         if "connect" not in running:
             client.containers.run(
                 IMAGE, name="ikkai-connect", hostname="connect", network=NETWORK, detach=True,
-                command=_connect_command(), ports={"8083/tcp": HOST_PORT["connect"]}, labels={LABEL: "connect"},
+                command=_connect_command(), ports=published("8083/tcp", "connect"), labels={LABEL: "connect"},
             )  # fmt: skip
         endpoints = self.endpoints()
         assert endpoints is not None

@@ -13,7 +13,8 @@ A stack has one or more KRaft nodes, each a combined broker+controller. One node
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +32,23 @@ CONFIG_PROVIDERS = {
     "dir": "org.apache.kafka.common.config.provider.DirectoryConfigProvider",
     "env": "org.apache.kafka.common.config.provider.EnvVarConfigProvider",
 }
+PATH_PROVIDERS = ("file", "dir")  # read files: only under the worker's ``allowed.paths`` (KIP-993)
+# The environment variables ``${env:…}`` may read (EnvVarConfigProvider's ``allowlist.pattern``, a full
+# match, KIP-887): a connector secret put in the worker's environment on purpose, never its PATH, HOME
+# or a cloud key it inherited.
+ENV_SECRETS_PATTERN = "IKKAI_SECRET_[A-Za-z0-9_]+"
+# The client settings a connector may override (``producer.override.<name>``, ``consumer.override.<name>``;
+# Kafka 4.2+'s Allowlist policy, KIP-1188): those the shipped bundles set, and no other, so a connector
+# cannot point its clients at another cluster, log in as someone else or load a class of its choosing.
+CONNECTOR_CLIENT_OVERRIDES = (
+    "acks",  # payments-ingest, postgres-cdc: producer.override.acks=all
+    "enable.idempotence",  # payments-ingest, postgres-cdc
+    "max.in.flight.requests.per.connection",  # payments-ingest
+    "isolation.level",  # outbox-sink: consumer.override.isolation.level=read_committed (rule 3)
+    "auto.offset.reset",  # outbox-sink
+    "session.timeout.ms",  # outbox-sink
+    "heartbeat.interval.ms",  # outbox-sink
+)
 
 
 BROKER = "broker"
@@ -156,8 +174,13 @@ def broker_properties(ports: Ports, data_dir: Path, node_id: int = 1) -> dict[st
     }
 
 
-def connect_properties(ports: Ports, plugin_path: list[Path]) -> dict[str, str]:
-    """A Kafka Connect distributed worker with exactly-once source support and secret providers."""
+def connect_properties(ports: Ports, plugin_path: list[Path], *, secret_dirs: Sequence[Path] = ()) -> dict[str, str]:
+    """A Kafka Connect distributed worker with exactly-once source support and secret providers.
+
+    ``secret_dirs``: the folders the ``file`` and ``dir`` providers may read (each must exist when the
+    worker starts); none given, the system's temporary folder, where the dev values, ``ikkai smoke``
+    and the tests put their secret files.
+    """
     factor = str(replication(len(ports.nodes))[0])
     properties = {
         "bootstrap.servers": bootstrap_servers(ports),
@@ -179,9 +202,10 @@ def connect_properties(ports: Ports, plugin_path: list[Path]) -> dict[str, str]:
         "key.converter": "org.apache.kafka.connect.storage.StringConverter",
         "value.converter": "org.apache.kafka.connect.storage.StringConverter",
         "exactly.once.source.support": "enabled",
-        # Connectors may override client settings (consumer.override.isolation.level=read_committed,
-        # producer.override.acks=all); the policy lint decides which overrides are required.
-        "connector.client.config.override.policy": "All",
+        # Connectors may override the client settings the bundles need (consumer.override.isolation.level=
+        # read_committed, producer.override.acks=all) and no other; the policy lint decides which are required.
+        "connector.client.config.override.policy": "Allowlist",
+        "connector.client.config.override.allowlist": ",".join(CONNECTOR_CLIENT_OVERRIDES),
         "offset.flush.interval.ms": "1000",
         # One worker, so no other can take over: a restarted worker gets its connectors back at once
         # instead of after a scheduled rebalance (default 5 minutes), and a kill -9'd worker's old
@@ -200,6 +224,10 @@ def connect_properties(ports: Ports, plugin_path: list[Path]) -> dict[str, str]:
     }
     for name, cls in CONFIG_PROVIDERS.items():
         properties[f"config.providers.{name}.class"] = cls
+    allowed = ",".join(str(path) for path in secret_dirs) or tempfile.gettempdir()
+    for name in PATH_PROVIDERS:
+        properties[f"config.providers.{name}.param.allowed.paths"] = allowed
+    properties["config.providers.env.param.allowlist.pattern"] = ENV_SECRETS_PATTERN
     return properties
 
 
