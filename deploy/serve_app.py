@@ -20,8 +20,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.schemas import SchemaGenerator
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from deploy.serve_metrics import CONTENT_TYPE
 from deploy.service import ControlPlane, ServeTokens
 from ikkai.errors import IkkaiError
 
@@ -40,7 +42,7 @@ def json_response(status: int, data: Any, headers: dict[str, str] | None = None)
 
 def metric_route(path: str) -> str:
     """The ``route`` label: the two fixed paths by name, everything else as ``/bundles`` (bounded cardinality)."""
-    return path if path in ("/healthz", "/metrics") else "/bundles"
+    return path if path in ("/healthz", "/metrics", "/openapi.json") else "/bundles"
 
 
 class Guard:
@@ -85,12 +87,53 @@ class Guard:
         )
 
 
+_BUNDLE_PARAMETERS = """
+parameters:
+  - {name: bundle, in: path, required: true, schema: {type: string, pattern: "^[a-z0-9][a-z0-9._-]*$"}}
+  - {name: env, in: path, required: true, schema: {type: string, pattern: "^[a-z0-9][a-z0-9_-]*$"}}"""
+_BUNDLE_RESPONSES = """
+responses:
+  "200": {description: "The result, as JSON (as `ikkai bundle ... -o json` prints it)."}
+  "401": {description: "No token, or not one of ours."}
+  "403": {description: "The token does not cover this environment."}
+  "422": {description: "The bundle, its values or Connect said no: {error, kind}."}"""
+
+
+def _documented(summary: str, flag: str | None = None) -> str:
+    """The OpenAPI operation of a bundle route, as Starlette's SchemaGenerator reads it from a docstring."""
+    query = "" if flag is None else (
+        f"\n  - {{name: {flag}, in: query, required: false, schema: {{type: string, enum: ['true', 'false']}}}}"
+    )  # fmt: skip
+    return f"---\nsummary: {summary}\nsecurity: [{{bearer: []}}]{_BUNDLE_PARAMETERS}{query}{_BUNDLE_RESPONSES}\n"
+
+
 def app_for(plane: ControlPlane) -> ASGIApp:
     async def healthz(request: Request) -> Response:
+        """---
+        summary: Liveness, and the reconcile loop's health; no token needed.
+        responses:
+          "200": {description: '{"status": "ok"}, or {"status": "degraded", "reason": ...}'}
+        """
         return json_response(200, plane.health())
 
     async def metrics(request: Request) -> Response:
-        return Response(plane.metrics.render(), media_type="text/plain; version=0.0.4")
+        """---
+        summary: Prometheus metrics (any of the tokens).
+        security: [{bearer: []}]
+        responses:
+          "200": {description: Prometheus text exposition format.}
+          "401": {description: No token, or not one of ours.}
+        """
+        return Response(plane.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
+
+    async def openapi(request: Request) -> Response:
+        """---
+        summary: This document.
+        security: [{bearer: []}]
+        responses:
+          "200": {description: OpenAPI 3 as JSON.}
+        """
+        return json_response(200, _SCHEMAS.get_schema(routes=starlette.routes))
 
     async def bundle_verb(request: Request) -> Response:
         bundle, env = request.path_params["bundle"], request.path_params["env"]
@@ -106,6 +149,14 @@ def app_for(plane: ControlPlane) -> ASGIApp:
             status, data = 422, {"error": str(exc), "kind": type(exc).__name__}
         return json_response(status, data)
 
+    def operation(verb: str, doc: str) -> Any:
+        async def endpoint(request: Request) -> Response:
+            return await bundle_verb(request)
+
+        endpoint.__doc__ = doc
+        endpoint.__name__ = verb
+        return endpoint
+
     async def no_route(request: Request, exc: Exception) -> Response:
         return json_response(404, {"error": f"no route {request.url.path}"})
 
@@ -115,10 +166,29 @@ def app_for(plane: ControlPlane) -> ASGIApp:
             return json_response(405, {"error": f"{verb} needs {_METHOD[verb]}"})
         return json_response(405, {"error": f"{request.method} is not served on {request.url.path}"})
 
-    routes = [Route("/healthz", healthz, methods=["GET"]), Route("/metrics", metrics, methods=["GET"])]
+    docs = {
+        "plan": _documented("What apply would change (the plan).", "prune"),
+        "apply": _documented("Apply the bundle and wait for its connectors and tasks.", "prune"),
+        "status": _documented("The connectors' and tasks' states."),
+        "restart": _documented("Restart the bundle's connectors and tasks.", "failed"),
+    }
+    routes = [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+        Route("/openapi.json", openapi, methods=["GET"], include_in_schema=False),
+    ]
     routes += [
-        Route(f"/bundles/{{bundle}}/{{env}}/{verb}", bundle_verb, methods=[method], name=verb)
+        Route(f"/bundles/{{bundle}}/{{env}}/{verb}", operation(verb, docs[verb]), methods=[method], name=verb)
         for verb, method in _METHOD.items()
     ]
-    app = Starlette(routes=routes, exception_handlers={404: no_route, 405: wrong_method})
-    return Guard(app, plane)
+    starlette = Starlette(routes=routes, exception_handlers={404: no_route, 405: wrong_method})
+    return Guard(starlette, plane)
+
+
+_SCHEMAS = SchemaGenerator(
+    {
+        "openapi": "3.0.3",
+        "info": {"title": "ikkai serve", "version": "1"},
+        "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+    }
+)

@@ -29,7 +29,6 @@ import logging
 import ssl
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +38,7 @@ from deploy import bundle_ops
 from deploy.auto_restart import RestartBackoff, RestartStateFile
 from deploy.bundle_ops import BundleRequest
 from deploy.health import failure
+from deploy.serve_metrics import Metrics
 from deploy.serve_tokens import TOKEN_VAR, ServeTokens, read_token, read_tokens
 from ikkai.errors import ConfigError, IkkaiError
 
@@ -49,54 +49,6 @@ MAX_PAUSE_SECONDS = 300.0  # the longest wait after failed reconcile passes
 KEPT_ERRORS = 100  # a long-running loop keeps only its latest errors
 
 log = logging.getLogger("ikkai.serve")
-
-
-@dataclass
-class Metrics:
-    """Counters and gauges, rendered in Prometheus' text format."""
-
-    requests: Counter[tuple[str, int]] = field(default_factory=Counter)
-    applies: Counter[tuple[str, str, str]] = field(default_factory=Counter)
-    restarts: Counter[str] = field(default_factory=Counter)
-    restarts_exhausted: dict[str, bool] = field(default_factory=dict)  # FAILED after max restarts: a person's turn
-    connector_states: dict[tuple[str, str, str], str] = field(default_factory=dict)
-    reconcile_runs: int = 0
-    reconcile_failures: Counter[str] = field(default_factory=Counter)  # by exception class
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def render(self) -> str:
-        with self.lock:
-            lines = ["# TYPE ikkai_http_requests_total counter"]
-            lines += [
-                f'ikkai_http_requests_total{{route="{r}",code="{c}"}} {n}'
-                for (r, c), n in sorted(self.requests.items())
-            ]
-            lines.append("# TYPE ikkai_bundle_applies_total counter")
-            lines += [
-                f'ikkai_bundle_applies_total{{bundle="{b}",env="{e}",result="{r}"}} {n}'
-                for (b, e, r), n in sorted(self.applies.items())
-            ]
-            lines.append("# TYPE ikkai_connector_auto_restarts_total counter")
-            lines += [
-                f'ikkai_connector_auto_restarts_total{{connector="{c}"}} {n}' for c, n in sorted(self.restarts.items())
-            ]
-            lines.append("# TYPE ikkai_connector_auto_restart_exhausted gauge")
-            lines += [
-                f'ikkai_connector_auto_restart_exhausted{{connector="{c}"}} {int(v)}'
-                for c, v in sorted(self.restarts_exhausted.items())
-            ]
-            lines.append("# TYPE ikkai_connector_state gauge")
-            lines += [
-                f'ikkai_connector_state{{bundle="{b}",env="{e}",connector="{c}",state="{s}"}} 1'
-                for (b, e, c), s in sorted(self.connector_states.items())
-            ]
-            lines.append("# TYPE ikkai_reconcile_runs_total counter")
-            lines.append(f"ikkai_reconcile_runs_total {self.reconcile_runs}")
-            lines.append("# TYPE ikkai_reconcile_failures_total counter")
-            lines += [
-                f'ikkai_reconcile_failures_total{{kind="{k}"}} {n}' for k, n in sorted(self.reconcile_failures.items())
-            ]
-        return "\n".join(lines) + "\n"
 
 
 @dataclass
