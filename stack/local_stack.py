@@ -6,7 +6,8 @@ one home folder::
 
     <home>/stack.json          broker count, ports and cluster id (kept across down/up: stable endpoints)
     <home>/config/             rendered server.properties (server-<i>.properties per node of N > 1),
-                               connect-distributed.properties, log4j2 per component
+                               connect-distributed.properties, log4j2 per component (0700, files 0600:
+                               a secured stack's hold its passwords)
     <home>/kafka/data/         the broker's log.dirs (KRaft metadata included); kafka/data-<i>/ per node of N > 1
     <home>/logs/               broker.log (broker-<i>.log), connect.log (log4j2) and *.out (JVM stdout/stderr)
     <home>/schema-registry.json  with ``registry``: the local schema registry's port (stack/schema_registry.py)

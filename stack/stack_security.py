@@ -18,7 +18,9 @@ Written once under ``<home>/secure/`` (mode 0700, files 0600) and kept across re
   basic-auth REST extension; ``connect-rest.json`` its user name and password, the CA and the client
   certificate for ikkai's REST client.
 
-Passwords come from ``secrets`` and never leave these files. Pure functions render the broker's
+Passwords come from ``secrets`` and never leave these files (and ``<home>/config/``'s, also 0600 in a
+0700 folder); none goes on a command line: ``storage-format.args`` holds the SCRAM user for
+``kafka-storage format`` while it runs. Pure functions render the broker's
 and the worker's settings from them (``stack_config`` keeps the plaintext ones).
 """
 
