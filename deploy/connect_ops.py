@@ -5,12 +5,16 @@ List, describe (config with secrets masked, status, tasks, topics), offsets get 
 deploy.connect_output. Offsets change only while a connector is STOPPED: ``change_offsets`` stops
 it, waits until Connect reports it stopped, changes the offsets and brings it back to the state it
 was in (RUNNING, PAUSED, or left STOPPED), saying each step through ``progress``.
+
+A trace or message from Connect may quote a config value (a JDBC URL with its password, say): it is
+redacted where it enters that data (``shown_trace``: literal secrets and URL credentials), so text
+and ``-o json`` alike print it redacted.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +23,7 @@ from deploy.connect_rest import ConnectClient, ConnectRestError
 from deploy.errors import ConnectorNotFound, ConnectorStateError
 from deploy.health import trace_summary
 from ikkai.errors import ConfigError
+from ikkai.redaction import redact_urls
 
 Progress = Callable[[str], None]
 LEVELS = ("TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF")
@@ -80,20 +85,31 @@ def password_keys(client: ConnectClient, connector_class: str) -> frozenset[str]
     return frozenset(d["name"] for d in definitions if d.get("type") == "PASSWORD")
 
 
+def shown_trace(trace: str | None, hidden: Collection[str] = ()) -> str | None:
+    """What ikkai shows of a Connect trace: its summary, with the literal secret values ``hidden`` and the
+    credentials of any URL in it (``ikkai.redaction``) replaced by ``REDACTED``. Pure."""
+    summary = trace_summary(trace)
+    if summary is None:
+        return None
+    for secret in hidden:
+        summary = summary.replace(secret, REDACTED)
+    return redact_urls(summary)
+
+
 def describe_data(client: ConnectClient, name: str) -> dict[str, Any]:
     """Config (secrets masked: PASSWORD-typed keys and keys named like secrets), status, tasks and topics."""
     status = require_connector(client, name)
     info = client.connector_info(name)
+    passwords = password_keys(client, (info.get("config") or {}).get("connector.class", ""))
+    return describe_view(name, status, info, passwords, client.connector_topics(name))
+
+
+def describe_view(
+    name: str, status: Mapping[str, Any], info: Mapping[str, Any], passwords: Collection[str], topics: Collection[str]
+) -> dict[str, Any]:
+    """``describe_data`` from Connect's answers: status, info, the plugin's PASSWORD keys, the topics. Pure."""
     config = info.get("config") or {}
-    passwords = password_keys(client, config.get("connector.class", ""))
     hidden = [v for k in secret_keys(config, passwords) if (v := config[k]) and not is_placeholder(v)]
-
-    def trace(text: str | None) -> str | None:
-        summary = trace_summary(text)
-        for secret in hidden:
-            summary = summary.replace(secret, REDACTED) if summary else summary
-        return summary
-
     connector = status.get("connector", {})
     return {
         "name": name,
@@ -101,13 +117,18 @@ def describe_data(client: ConnectClient, name: str) -> dict[str, Any]:
         "class": config.get("connector.class", ""),
         "state": connector.get("state"),
         "worker": connector.get("worker_id"),
-        "trace": trace(connector.get("trace")),
+        "trace": shown_trace(connector.get("trace"), hidden),
         "config": dict(sorted(redact(config, passwords).items())),
         "tasks": [
-            {"id": t.get("id"), "state": t.get("state"), "worker": t.get("worker_id"), "trace": trace(t.get("trace"))}
+            {
+                "id": t.get("id"),
+                "state": t.get("state"),
+                "worker": t.get("worker_id"),
+                "trace": shown_trace(t.get("trace"), hidden),
+            }
             for t in status.get("tasks") or []
         ],
-        "topics": sorted(client.connector_topics(name)),
+        "topics": sorted(topics),
     }
 
 
@@ -172,7 +193,7 @@ def change_offsets(
     return {
         "connector": name,
         "action": verb,
-        "message": (answer or {}).get("message", ""),
+        "message": redact_urls((answer or {}).get("message", "")),
         "state_before": before,
         "state_after": restored,
     }

@@ -6,19 +6,22 @@ changed connectors, writes only what drifted, so an unchanged bundle is applied 
 write calls. Nothing is written unless every connector of the bundle renders, lints and
 validates. After writing it waits until each connector *and every task* reached the target
 state; when one does not, the previous configs are restored and the failure reported with
-the task's trace.
+the task's trace. A trace or validation message may quote a config value (a JDBC URL with its
+password, say): literal secrets and URL credentials are cut out of it where it enters ikkai's data
+(``ApplyFailed``, ``status_rows``, the validation errors), so every output gets it redacted.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from connectors.lint import Finding, PluginCatalog, PluginInfo, lint_bundle, require_clean
 from connectors.render import RenderedBundle
 from connectors.secrets import REDACTED, is_placeholder, secret_keys
+from deploy.connect_ops import shown_trace
 from deploy.connect_rest import ConnectClient, ConnectRestError
 from deploy.health import failure, reached, trace_summary
 from deploy.plan import (
@@ -33,6 +36,7 @@ from deploy.plan import (
     prune_plan,
 )
 from ikkai.errors import IkkaiError
+from ikkai.redaction import redact_urls
 
 STABLE_POLLS = 3  # a state counts once seen this many polls in a row (status lags a config write)
 HEARTBEAT = 10.0  # seconds between "still waiting" lines when no state changed
@@ -57,6 +61,7 @@ class ApplyFailed(IkkaiError):
     """A connector or task did not reach its target state; the previous configs were restored."""
 
     def __init__(self, connector: str, state: str, trace: str, rolled_back: list[str]) -> None:
+        trace = redact_urls(trace)
         first = trace_summary(trace) or "no trace"
         super().__init__(
             f"connector {connector} is {state} after apply: {first}; "
@@ -178,16 +183,10 @@ class Reconciler:
             result = self.client.validate_config(cls, config)
         except ConnectRestError as exc:
             if exc.status in (400, 404, 500):
-                return (("connector.class", exc.connect_message),)
+                return (("connector.class", redact_urls(exc.connect_message)),)
             raise
         hidden = [config[k] for k in secret_keys(config, passwords) if config[k] and not is_placeholder(config[k])]
-        errors = []
-        for entry in result.get("configs", []):
-            for message in entry.get("value", {}).get("errors") or []:
-                for secret in hidden:
-                    message = message.replace(secret, REDACTED)
-                errors.append((entry["value"]["name"], message))
-        return tuple(sorted(errors))
+        return validation_errors(result, hidden)
 
     # -- apply ---------------------------------------------------------------------------------
 
@@ -331,47 +330,7 @@ class Reconciler:
     # -- day-2 operations ----------------------------------------------------------------------
 
     def status(self, rendered: RenderedBundle) -> list[dict[str, Any]]:
-        live = self.live()
-        names = sorted({c.name for c in rendered.connectors} | {n for n in live if n.startswith(rendered.owner_prefix)})
-        # A trace may quote a config value (a JDBC URL, say): literal secrets are cut out of it.
-        hidden = [
-            v
-            for c in rendered.connectors
-            for k in secret_keys(c.config)
-            if (v := c.config[k]) and not is_placeholder(v)
-        ]
-
-        def trace(text: str | None) -> str | None:
-            summary = trace_summary(text)
-            for secret in hidden:
-                summary = summary.replace(secret, REDACTED) if summary else summary
-            return summary
-
-        rows = []
-        for name in names:
-            current = live.get(name)
-            spec = next((c for c in rendered.connectors if c.name == name), None)
-            tasks = current.tasks if current else []
-            rows.append(
-                {
-                    "name": name,
-                    "in_bundle": spec is not None,
-                    "target_state": spec.state if spec else None,
-                    "state": current.state if current else "ABSENT",
-                    "worker": (current.status.get("connector", {}).get("worker_id") if current else None),
-                    "trace": trace((current.status.get("connector", {}).get("trace")) if current else None),
-                    "tasks": [
-                        {
-                            "id": t.get("id"),
-                            "state": t.get("state"),
-                            "worker": t.get("worker_id"),
-                            "trace": trace(t.get("trace")),
-                        }
-                        for t in tasks
-                    ],
-                }
-            )
-        return rows
+        return status_rows(rendered, self.live())
 
     def restart(self, rendered: RenderedBundle, *, failed_only: bool) -> list[str]:
         live = self.live()
@@ -396,6 +355,52 @@ class Reconciler:
         return deleted
 
 
+def validation_errors(answer: Mapping[str, Any], hidden: Collection[str]) -> tuple[tuple[str, str], ...]:
+    """(key, message) of each error in Connect's validate answer, sorted; a message may quote a value, so
+    the literal secret values ``hidden`` and URL credentials are cut out of it. Pure."""
+    errors = []
+    for entry in answer.get("configs", []):
+        for message in entry.get("value", {}).get("errors") or []:
+            for secret in hidden:
+                message = message.replace(secret, REDACTED)
+            errors.append((entry["value"]["name"], redact_urls(message)))
+    return tuple(sorted(errors))
+
+
+def status_rows(rendered: RenderedBundle, live: Mapping[str, LiveConnector]) -> list[dict[str, Any]]:
+    """The bundle's connectors (and live leftovers under its prefix): state, worker, tasks, traces. Pure."""
+    names = sorted({c.name for c in rendered.connectors} | {n for n in live if n.startswith(rendered.owner_prefix)})
+    # A trace may quote a config value (a JDBC URL, say): literal secrets are cut out of it.
+    hidden = [
+        v for c in rendered.connectors for k in secret_keys(c.config) if (v := c.config[k]) and not is_placeholder(v)
+    ]
+    rows = []
+    for name in names:
+        current = live.get(name)
+        spec = next((c for c in rendered.connectors if c.name == name), None)
+        tasks = current.tasks if current else []
+        rows.append(
+            {
+                "name": name,
+                "in_bundle": spec is not None,
+                "target_state": spec.state if spec else None,
+                "state": current.state if current else "ABSENT",
+                "worker": (current.status.get("connector", {}).get("worker_id") if current else None),
+                "trace": shown_trace(current.status.get("connector", {}).get("trace") if current else None, hidden),
+                "tasks": [
+                    {
+                        "id": t.get("id"),
+                        "state": t.get("state"),
+                        "worker": t.get("worker_id"),
+                        "trace": shown_trace(t.get("trace"), hidden),
+                    }
+                    for t in tasks
+                ],
+            }
+        )
+    return rows
+
+
 def _status_line(status: Mapping[str, Any]) -> str:
     """``connector RUNNING, tasks 0:RUNNING 1:UNASSIGNED``: what a person watching apply needs."""
     if not status:
@@ -405,7 +410,8 @@ def _status_line(status: Mapping[str, Any]) -> str:
 
 
 def _cut_secrets(trace: str, rendered: RenderedBundle) -> str:
-    """A trace may quote a config value (a JDBC URL, say): literal secrets are cut out of it."""
+    """A trace may quote a config value (a JDBC URL, say): literal secrets are cut out of it (its URL
+    credentials are, by ``ApplyFailed``)."""
     for c in rendered.connectors:
         for key in secret_keys(c.config):
             value = c.config[key]
