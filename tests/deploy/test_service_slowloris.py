@@ -25,6 +25,7 @@ from tests.cli.cli_runner import IKKAI, ROOT
 
 TOKEN = "slowloris-token-" + "z" * 16
 HALF_REQUESTS = 300
+TRICKLERS = 20
 MARGIN_SECONDS = 10.0  # a behavioural bound on a shared machine, not a speed benchmark
 
 
@@ -52,6 +53,17 @@ def half_request(port: int) -> socket.socket:
     sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
     sock.setblocking(False)
     return sock
+
+
+def trickle(sock: socket.socket, byte: bytes) -> bool:
+    """Send one more byte of a header that never ends; False once the server has closed the connection."""
+    try:
+        sock.send(byte)
+    except (BrokenPipeError, ConnectionResetError):
+        return False
+    except BlockingIOError:
+        pass
+    return not closed_by_peer(sock)
 
 
 def closed_by_peer(sock: socket.socket) -> bool:
@@ -89,6 +101,22 @@ def test_idle_half_requests_are_closed_and_a_real_request_is_answered_meanwhile(
                 f"{len(open_)} of {HALF_REQUESTS} half-requests still open "
                 f"{HEADER_SECONDS + MARGIN_SECONDS:.0f} s after they were sent"
             )
+        finally:
+            for sock in sockets:
+                sock.close()
+
+
+def test_a_header_trickled_a_byte_at_a_time_is_cut_off_at_the_same_deadline(tmp_path: Path) -> None:
+    """Every byte received restarts uvicorn's (and hypercorn's) idle timers: the deadline must be absolute."""
+    with serving(tmp_path) as port:
+        sockets = [half_request(port) for _ in range(TRICKLERS)]
+        deadline = time.monotonic() + HEADER_SECONDS + MARGIN_SECONDS
+        try:
+            open_ = set(sockets)
+            while open_ and time.monotonic() < deadline:
+                open_ = {sock for sock in open_ if trickle(sock, b"a")}
+                time.sleep(0.5)
+            assert not open_, f"{len(open_)} of {TRICKLERS} trickling clients still connected"
         finally:
             for sock in sockets:
                 sock.close()
