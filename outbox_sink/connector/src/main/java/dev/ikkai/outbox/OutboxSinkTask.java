@@ -384,7 +384,8 @@ public final class OutboxSinkTask extends SinkTask {
                 }
                 case REJECT -> {
                     RejectedRequest why = new RejectedRequest(RejectedRequest.REJECTED_BY_TARGET,
-                        sent.resolved().method() + " " + sent.resolved().target().alias() + request.path() + " returned " + status);
+                        sent.resolved().method() + " " + sent.resolved().target().alias() + Urls.redactPath(request.path())
+                            + " returned " + status);
                     deadLetter(sent.pending().record, request, why, state,
                         HttpRequests.excerpt(response.body(), config.getInt(OutboxSinkConfig.EXCERPT_BYTES)));
                     return true;

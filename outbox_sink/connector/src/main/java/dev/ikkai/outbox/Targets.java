@@ -125,33 +125,36 @@ public final class Targets {
         return new Resolved(target, uri, method);
     }
 
-    /** base + path, where path must stay under base: no scheme, authority, dot segments or fragment. */
+    /**
+     * base + path, where path must stay under base: no scheme, authority, dot segments or fragment. A path
+     * may carry a token in its query: a refusal quotes it redacted ({@link Urls#redactPath}).
+     */
     static URI join(URI base, String path) throws RejectedRequest {
         if (path == null || !path.startsWith("/") || path.startsWith("//")) {
-            throw new RejectedRequest(RejectedRequest.BAD_PATH, "path '" + path + "' must start with a single '/'");
+            throw new RejectedRequest(RejectedRequest.BAD_PATH, "path '" + Urls.redactPath(path) + "' must start with a single '/'");
         }
         for (int i = 0; i < path.length(); i++) {
             char c = path.charAt(i);
             if (c < 0x21 || c > 0x7e || c == '\\' || c == '#') {
                 throw new RejectedRequest(RejectedRequest.BAD_PATH,
-                    "path '" + path + "' has a character that must be percent-encoded (space, control, non-ASCII, '\\' or '#')");
+                    "path '" + Urls.redactPath(path) + "' has a character that must be percent-encoded (space, control, non-ASCII, '\\' or '#')");
             }
         }
         URI joined;
         try {
             joined = new URI(base.toString() + path);
         } catch (URISyntaxException e) {
-            throw new RejectedRequest(RejectedRequest.BAD_PATH, "path '" + path + "' is not a valid URL path: " + e.getReason());
+            throw new RejectedRequest(RejectedRequest.BAD_PATH, "path '" + Urls.redactPath(path) + "' is not a valid URL path: " + e.getReason());
         }
         String rawPath = joined.getRawPath();
         String lower = rawPath.toLowerCase(Locale.ROOT);
         if (lower.contains("%2f") || lower.contains("%5c")) {
-            throw new RejectedRequest(RejectedRequest.BAD_PATH, "path '" + path + "' has an encoded '/' or '\\' (%2F, %5C), "
+            throw new RejectedRequest(RejectedRequest.BAD_PATH, "path '" + Urls.redactPath(path) + "' has an encoded '/' or '\\' (%2F, %5C), "
                 + "which some servers decode into a segment boundary");
         }
         boolean dotSegment = List.of(rawPath.split("/", -1)).stream().anyMatch(Targets::isDotSegment);
         if (dotSegment || !joined.getRawAuthority().equals(base.getRawAuthority())) {
-            throw new RejectedRequest(RejectedRequest.BAD_PATH, "path '" + path + "' would leave the target's base URL");
+            throw new RejectedRequest(RejectedRequest.BAD_PATH, "path '" + Urls.redactPath(path) + "' would leave the target's base URL");
         }
         return joined;
     }

@@ -2,6 +2,7 @@ package dev.ikkai.outbox;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -82,5 +83,38 @@ class UrlsTest {
         SchemaRegistryClient client = new SchemaRegistryClient("https://registry:8081/?api_key=s3cret", null, null,
             java.time.Duration.ofSeconds(1));
         assertEquals("https://registry:8081/?api_key=<redacted>", client.url());
+    }
+
+    @ParameterizedTest
+    @CsvSource(delimiter = '|', value = {
+        "/v1/charges?token=t0k | /v1/charges?token=<redacted>",
+        "/holds/p-1?page=2&access_token=t0k&sig=ab | /holds/p-1?page=2&access_token=<redacted>&sig=<redacted>",
+        "/a;jsessionid=1;password=p;x=1 | /a;jsessionid=1;password=<redacted>;x=1",
+        "//svc:s3cret@evil.example/x?api_key=k | //<redacted>@evil.example/x?api_key=<redacted>",
+        "https://svc:s3cret@evil.example/x | https://<redacted>@evil.example/x",
+        "x y?token=t0k | x y?token=<redacted>",
+    })
+    void aRecordsPathLosesItsPasswordLikeParametersAndUserInfo(String path, String shown) {
+        assertEquals(shown, Urls.redactPath(path));
+        assertEquals(shown, Urls.redactPath(shown), "redacting twice changes nothing");
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"/holds/pay-1", "/search?keyword=fraud&page=2", "/p?token=${env:TOKEN}", "/users/a@b.example",
+        "/p?token=", ""})
+    void aPathWithoutACredentialIsLeftAsItWas(String path) {
+        assertEquals(path, Urls.redactPath(path));
+        assertNull(Urls.redactPath(null));
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"holds?token=s3cret", "//svc:s3cret@evil.example/x", "/a b?token=s3cret",
+        "/a?token=s3cret#frag", "/a/../b?token=s3cret", "/a%2Fb?access_token=s3cret", "/a?token=s3cret&x=%zz"})
+    void aRefusedPathIsNeverPrintedWithItsCredentials(String path) {
+        RejectedRequest e = assertThrows(RejectedRequest.class, () -> Targets.resolve(TargetsTest.TARGETS,
+            TargetsTest.request("payments-api", path, null, Map.of())));
+        assertEquals(RejectedRequest.BAD_PATH, e.kind());
+        assertFalse(e.getMessage().contains("s3cret"), e.getMessage());
+        assertTrue(e.getMessage().contains(Urls.REDACTED), e.getMessage());
     }
 }
