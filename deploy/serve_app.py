@@ -5,8 +5,9 @@ it. Every route but ``/healthz`` needs ``Authorization: Bearer <token>``, checke
 that a caller without the token learns nothing about which paths exist; a bundle route also needs a
 token that covers its environment (``deploy.serve_tokens``), else 403. No route takes a body: a
 request announcing one larger than ``MAX_BODY_BYTES`` (or a chunked one, whose size is unknown) is
-refused with 413 before any route runs. Bundle operations call Connect and may take minutes, so they
-run on Starlette's thread pool, never on the event loop that serves ``/healthz``.
+refused with 413 before any route runs, and a request line and headers over ``MAX_HEADER_BYTES``
+with 431. Bundle operations call Connect and may take minutes, so they run on Starlette's thread
+pool, never on the event loop that serves ``/healthz``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from deploy.service import ControlPlane, ServeTokens
 from ikkai.errors import IkkaiError
 
 MAX_BODY_BYTES = 64 * 1024  # no route reads a body: this only bounds what a client may announce
+MAX_HEADER_BYTES = 16 * 1024  # request line and headers together
 _BUNDLE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _ENV = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 _METHOD = {"plan": "GET", "status": "GET", "apply": "POST", "restart": "POST"}
@@ -46,7 +48,7 @@ def metric_route(path: str) -> str:
 
 
 class Guard:
-    """Counts every response, refuses oversized bodies (413) and a missing or wrong token (401)."""
+    """Counts every response; refuses oversized headers (431) or bodies (413), and a missing or wrong token (401)."""
 
     def __init__(self, app: ASGIApp, plane: ControlPlane) -> None:
         self.app = app
@@ -72,6 +74,9 @@ class Guard:
         await self.app(scope, receive, counted)
 
     def _refusal(self, scope: Scope, headers: dict[str, str]) -> Response | None:
+        size = len(scope["raw_path"]) + len(scope["query_string"]) + sum(len(k) + len(v) for k, v in scope["headers"])
+        if size > MAX_HEADER_BYTES:
+            return json_response(431, {"error": f"request line and headers over {MAX_HEADER_BYTES} bytes"})
         length = headers.get("content-length", "0")
         if "transfer-encoding" in headers or not length.isdigit() or int(length) > MAX_BODY_BYTES:
             return json_response(413, {"error": f"no route takes a body over {MAX_BODY_BYTES} bytes"})

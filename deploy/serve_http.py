@@ -2,7 +2,8 @@
 
 uvicorn (h11) serves the Starlette app of ``deploy.serve_app``. Its own limits are used as they are:
 at most ``MAX_CONNECTIONS`` connections at once (a request beyond that is answered 503, not queued),
-request line and headers at most ``MAX_HEADER_BYTES``, an idle keep-alive connection closed after
+request line and headers at most ``MAX_HEADER_BYTES`` while they arrive (h11 checks only an incomplete
+request; the app answers 431 to a complete one over it), an idle keep-alive connection closed after
 ``KEEP_ALIVE_SECONDS``. One limit uvicorn lacks: its keep-alive timer starts only after a response and
 is cancelled by every byte received, so a connection that sends half a request line and waits (a
 slowloris) is kept for ever. ``HeaderDeadline`` adds it: from the moment a connection is made, and again
@@ -24,13 +25,12 @@ from typing import Any
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from deploy.serve_app import app_for
+from deploy.serve_app import MAX_HEADER_BYTES, app_for
 from deploy.service import ControlPlane, ServeTLS
 
 HEADER_SECONDS = 10.0
 KEEP_ALIVE_SECONDS = 5
 MAX_CONNECTIONS = 512
-MAX_HEADER_BYTES = 16 * 1024
 SHUTDOWN_SECONDS = 5
 
 

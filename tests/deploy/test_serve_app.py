@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from deploy.serve_app import MAX_BODY_BYTES
+from deploy.serve_app import MAX_BODY_BYTES, MAX_HEADER_BYTES
 from deploy.serve_http import make_server
 from deploy.service import ControlPlane
 
@@ -53,3 +53,9 @@ def test_a_request_announcing_a_large_body_is_refused_before_the_token_is_looked
     assert refused.status_code == 413
     small = requests.post(f"{url}/bundles/payments-ingest/dev/apply", data=b"{}", timeout=5)
     assert small.status_code == 401
+
+
+def test_headers_over_the_limit_are_refused(url: str) -> None:
+    headers = {"Authorization": f"Bearer {TOKEN}", "X-Padding": "p" * MAX_HEADER_BYTES}
+    assert requests.get(f"{url}/metrics", headers=headers, timeout=5).status_code == 431
+    assert requests.get(f"{url}/metrics", headers={**headers, "X-Padding": "p" * 1024}, timeout=5).status_code == 200

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import requests
 
-from deploy.serve_http import HEADER_SECONDS
+from deploy.serve_http import HEADER_SECONDS, MAX_CONNECTIONS
 from stack.ports import free_port
 from tests.cli.cli_runner import IKKAI, ROOT
 
@@ -117,6 +117,19 @@ def test_a_header_trickled_a_byte_at_a_time_is_cut_off_at_the_same_deadline(tmp_
                 open_ = {sock for sock in open_ if trickle(sock, b"a")}
                 time.sleep(0.5)
             assert not open_, f"{len(open_)} of {TRICKLERS} trickling clients still connected"
+        finally:
+            for sock in sockets:
+                sock.close()
+
+
+def test_past_the_connection_limit_a_request_is_answered_503_at_once(tmp_path: Path) -> None:
+    with serving(tmp_path) as port:
+        sockets = [half_request(port) for _ in range(MAX_CONNECTIONS)]
+        try:
+            shed = requests.get(
+                f"http://127.0.0.1:{port}/metrics", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=5
+            )
+            assert shed.status_code == 503
         finally:
             for sock in sockets:
                 sock.close()
