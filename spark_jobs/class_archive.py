@@ -26,24 +26,22 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
 from importlib.metadata import version
 from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from ikkai.errors import ConfigError
-from ikkai.settings import recorded_spark_jars
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    pass
 
 ARCHIVE_DIR = "spark-cds"
 # The JVM writes its own warnings (a refused archive among them) to stdout, which is the job's stdout: a
 # command's `-o json` would no longer parse. These send every JVM warning to stderr instead.
 WARNINGS_TO_STDERR = ("-Xlog:disable", "-Xlog:all=warning:stderr")
 _CHECK_TIMEOUT_S = 60
-_TRAIN_TIMEOUT_S = 600
+TRAIN_TIMEOUT_S = 600
 
 
 def java_executable(env: dict[str, str] | os._Environ[str] = os.environ) -> Path | None:
@@ -86,8 +84,8 @@ def ensure_class_archive(jars_dir: Path, *, progress: TextIO = sys.stderr) -> Pa
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".training-") as scratch:
         partial = Path(scratch) / target.name
         training = subprocess.run(  # our own interpreter and module
-            [sys.executable, "-m", "spark_jobs.class_archive", str(partial), str(jars_dir)],
-            capture_output=True, text=True, timeout=_TRAIN_TIMEOUT_S, check=False,
+            [sys.executable, "-m", "spark_jobs.class_archive_training", str(partial), str(jars_dir)],
+            capture_output=True, text=True, timeout=TRAIN_TIMEOUT_S, check=False,
         )  # fmt: skip
         if training.returncode != 0 or not partial.is_file():
             raise ConfigError(
@@ -118,48 +116,3 @@ def _check_maps(archive: Path) -> None:
 def _last_line(text: str) -> str:
     lines = [line for line in text.splitlines() if line.strip()]
     return lines[-1] if lines else "(no output)"
-
-
-def _numbers(_: Iterator[object]) -> Iterator[object]:
-    import pyarrow as pa  # type: ignore[import-untyped]
-
-    yield pa.RecordBatch.from_pydict({"n": [1, 2, 3]})
-
-
-def _collect_numbers(batch: DataFrame, _batch_id: int) -> None:
-    batch.mapInArrow(_numbers, "n long").collect()
-
-
-def _train(target: Path, jars_dir: Path) -> None:
-    """Run what a job's driver does once, then let the JVM exit so that it writes ``target``."""
-    from pyspark import SparkContext
-
-    from spark_jobs.session import spark_session
-
-    spark = spark_session(
-        "ikkai-class-archive",
-        jars=recorded_spark_jars(jars_dir),
-        conf={"spark.driver.extraJavaOptions": f"-XX:ArchiveClassesAtExit={target}"},
-        class_archive=False,
-    )
-    with tempfile.TemporaryDirectory() as folder:
-        Path(folder, "in").mkdir()
-        Path(folder, "in", "0.json").write_text('{"n": 1}\n{"n": 2}\n')
-        spark.range(4).mapInArrow(_numbers, "n long").collect()
-        stream = spark.readStream.schema("n long").json(str(Path(folder, "in")))
-        query = (
-            stream.writeStream.foreachBatch(_collect_numbers)
-            .option("checkpointLocation", str(Path(folder, "checkpoint")))
-            .trigger(availableNow=True)
-            .start()
-        )
-        query.awaitTermination()
-    gateway = SparkContext._gateway  # private, but the one handle on the JVM process pyspark started
-    spark.stop()
-    if gateway is not None and gateway.proc is not None:
-        gateway.proc.stdin.close()  # the gateway JVM exits on end of input, writing the archive on its way out
-        gateway.proc.wait(_TRAIN_TIMEOUT_S)
-
-
-if __name__ == "__main__":
-    _train(Path(sys.argv[1]), Path(sys.argv[2]))
