@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.harness import bench_stack, java, kafka_classpath, print_table  # noqa: E402
 from demo.pipeline_io import create_topic, unique  # noqa: E402
-from ikkai.contract import kafka  # noqa: E402
+from ikkai.contract.kafka import KafkaContext  # noqa: E402
 
 Row = list[object]
 
@@ -92,7 +92,7 @@ def python_client(bootstrap: str, records: int, size: int, txn_records: int) -> 
     rows: list[Row] = []
     value = b"x" * size
     keys = [f"pay-{i:09d}".encode() for i in range(records)]
-    base = kafka.producer_config(bootstrap, **{"linger.ms": 5})
+    base = KafkaContext.of(bootstrap).producer_config(**{"linger.ms": 5})
     topic = create_topic(bootstrap, unique("bench.py"), 2)
     producer = Producer(base)
     started = time.perf_counter()
@@ -114,7 +114,7 @@ def python_client(bootstrap: str, records: int, size: int, txn_records: int) -> 
     seconds = time.perf_counter() - started
     rows.append(["confluent-kafka produce", f"transactions of {txn_records:,}", records, records / seconds,
                  records * size / seconds / 1e6, None])  # fmt: skip
-    consumer = Consumer(kafka.consumer_config(bootstrap, unique("bench.py"), **{
+    consumer = Consumer(KafkaContext.of(bootstrap).consumer_config(unique("bench.py"), **{
         "auto.offset.reset": "earliest", "enable.auto.commit": False,
     }))  # fmt: skip
     consumer.subscribe([topic])

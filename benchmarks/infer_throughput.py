@@ -50,8 +50,8 @@ from benchmarks.harness import (  # noqa: E402
 from demo.infer_process import InferTopics  # noqa: E402
 from demo.payments_simulation import payment_records, simulate  # noqa: E402
 from demo.pipeline_io import by_partition, create_topic, produce_payments, unique  # noqa: E402  # noqa: E402
-from ikkai.contract import kafka  # noqa: E402
 from ikkai.contract.codec import default_codec  # noqa: E402
+from ikkai.contract.kafka import KafkaContext  # noqa: E402
 from ikkai.contract.partitioning import kafka_partition  # noqa: E402
 
 EOS, ALOS = "exactly-once", "at-least-once"
@@ -167,7 +167,7 @@ class DecisionWatch:
         self.count = 0  # every record, duplicates included
         self.last: float | None = None  # wall clock of the newest record
         self._stop = threading.Event()
-        self._consumer = Consumer(kafka.consumer_config(bootstrap, unique("bench.latency"), **{
+        self._consumer = Consumer(KafkaContext.of(bootstrap).consumer_config(unique("bench.latency"), **{
             "auto.offset.reset": "earliest", "enable.auto.commit": False, "fetch.wait.max.ms": 10,
         }))  # fmt: skip
         self._consumer.subscribe([topic])
@@ -209,7 +209,7 @@ def fixed_load(bootstrap: str, variant: Variant, args: argparse.Namespace, scrat
     ]  # before the clock starts
     watch = DecisionWatch(bootstrap, topics.decisions)
     job = start_infer(bootstrap, topics, scratch / unique("fixed").replace(".", "-"), variant, "--continuous")
-    producer = Producer(kafka.producer_config(bootstrap, **{"linger.ms": 1}))
+    producer = Producer(KafkaContext.of(bootstrap).producer_config(**{"linger.ms": 1}))
     sent: dict[bytes, float] = {}
     try:
         job.wait_started()

@@ -62,8 +62,8 @@ from benchmarks.infer_throughput import EOS, DecisionWatch, Variant, fresh_outpu
 from demo.infer_process import InferTopics  # noqa: E402
 from demo.payments_simulation import payment_records, simulate  # noqa: E402
 from demo.pipeline_io import by_partition, create_topic, produce_payments, unique  # noqa: E402
-from ikkai.contract import kafka  # noqa: E402
 from ikkai.contract.codec import default_codec, schemas_dir  # noqa: E402
+from ikkai.contract.kafka import KafkaContext  # noqa: E402
 from ikkai.contract.partitioning import kafka_partition  # noqa: E402
 
 PEER = REPO / "benchmarks" / "peers" / "kafka-streams"
@@ -127,7 +127,7 @@ def source_rows(bootstrap: str, topic: str) -> Any:
     import pandas as pd
     from confluent_kafka import Consumer
 
-    consumer = Consumer(kafka.consumer_config(bootstrap, unique("bench.check"), **{
+    consumer = Consumer(KafkaContext.of(bootstrap).consumer_config(unique("bench.check"), **{
         "auto.offset.reset": "earliest", "enable.auto.commit": False, "enable.partition.eof": True,
     }))  # fmt: skip
     consumer.subscribe([topic])
@@ -355,7 +355,7 @@ def fixed_load(
     ]
     watch = DecisionWatch(bootstrap, topics.decisions)
     job = start(topics, scratch)
-    producer = Producer(kafka.producer_config(bootstrap, **{"linger.ms": 1}))
+    producer = Producer(KafkaContext.of(bootstrap).producer_config(**{"linger.ms": 1}))
     sent: dict[bytes, float] = {}
     try:
         job.wait_started()

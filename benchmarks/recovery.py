@@ -175,14 +175,14 @@ class Load:
         from confluent_kafka import Producer
 
         from demo.payments_simulation import payment_records, simulate
-        from ikkai.contract import kafka
         from ikkai.contract.codec import default_codec
+        from ikkai.contract.kafka import KafkaContext
         from ikkai.contract.partitioning import kafka_partition
 
         self.sent: list[str] = []
         self._payments = iter(payment_records(simulate(seed, payments=count).payments))
         self._codec, self._partition, self._partitions = default_codec(), kafka_partition, partitions
-        self._producer = Producer(kafka.producer_config(bootstrap, **{"linger.ms": 5}))
+        self._producer = Producer(KafkaContext.of(bootstrap).producer_config(**{"linger.ms": 5}))
         self._topic, self._rate = topic, rate
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -217,15 +217,15 @@ class CommittedWatch:
         from confluent_kafka import Consumer
 
         from demo.pipeline_io import unique
-        from ikkai.contract import kafka
+        from ikkai.contract.kafka import KafkaContext
 
         self.arrivals: list[tuple[float, int, int]] = []  # (monotonic, partition, offset)
         self.topic = topic
-        self._consumer = Consumer(kafka.consumer_config(bootstrap, unique("bench.recovery"), **{
+        self._consumer = Consumer(KafkaContext.of(bootstrap).consumer_config(unique("bench.recovery"), **{
             "auto.offset.reset": "earliest", "enable.auto.commit": False, "fetch.wait.max.ms": 10,
         }))  # fmt: skip
         self._consumer.subscribe([topic])
-        self._ends = Consumer(kafka.consumer_config(bootstrap, unique("bench.recovery.ends")))
+        self._ends = Consumer(KafkaContext.of(bootstrap).consumer_config(unique("bench.recovery.ends")))
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()

@@ -237,9 +237,9 @@ def compare(bootstrap: str | None, live: str, shadow: str | None, sample: int, o
     from ikkai.contract.wire_format import environment_codec
     from spark_jobs.decision_compare import compare as compare_decisions
     from spark_jobs.decision_compare import read_decisions
-    from spark_jobs.job_shell import bootstrap_servers
+    from spark_jobs.job_shell import kafka_cluster
 
-    servers = bootstrap_servers("compare", bootstrap)
+    servers = kafka_cluster("compare", bootstrap)
     shadow = shadow or f"{live}.shadow"
     codec = environment_codec()
     result = compare_decisions(read_decisions(servers, live, codec), read_decisions(servers, shadow, codec), sample)

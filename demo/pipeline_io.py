@@ -12,6 +12,7 @@ from confluent_kafka import Consumer, Producer
 
 from ikkai.contract import kafka
 from ikkai.contract.codec import default_codec
+from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.partitioning import kafka_partition
 
 Record = tuple[bytes | None, bytes | None]  # (key, value); a tombstone or an unkeyed record holds None
@@ -24,13 +25,13 @@ def unique(prefix: str) -> str:
 
 def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> str:
     """``name`` with ``partitions`` partitions and the brokers' default replication (``kafka.ensure_topics``)."""
-    kafka.ensure_topics(bootstrap, [name], partitions, config=config)
+    kafka.ensure_topics(KafkaContext.of(bootstrap), [name], partitions, config=config)
     return name
 
 
 def by_partition(bootstrap: str, topic: str, isolation: str = "read_committed") -> Partitioned:
     """Every record of ``topic`` per partition, in offset order, up to the current end."""
-    consumer = Consumer(kafka.client_config(bootstrap, **{
+    consumer = Consumer(KafkaContext.of(bootstrap).client_config(**{
         "group.id": unique("test.reader"), "auto.offset.reset": "earliest",
         "enable.auto.commit": False, "isolation.level": isolation, "enable.partition.eof": True,
     }))  # fmt: skip
@@ -61,7 +62,7 @@ def flat(records: Partitioned) -> list[Record]:
 def produce_payments(bootstrap: str, topic: str, payments: list[dict[str, object]], partitions: int) -> None:
     """Payments as single-object Avro, keyed by payment_id, on Kafka's default partition of the key."""
     codec = default_codec()
-    producer = Producer(kafka.producer_config(bootstrap))
+    producer = Producer(KafkaContext.of(bootstrap).producer_config())
     for payment in payments:
         key = str(payment["payment_id"]).encode()
         value = codec.encode("payment_event", payment, version=1)

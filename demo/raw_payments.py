@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from demo.payments_simulation import DAY_MS, START_MS, PaymentsWorld, simulate
-from ikkai.contract import kafka
+from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.partitioning import kafka_partition
 from spark_jobs import enrich_reasons as r
 from spark_jobs.enrich_dedupe import DEFAULT_LATENESS_MS
@@ -305,7 +305,7 @@ def produce_lines(bootstrap: str, topic: str, lines: Iterable[RawLine]) -> int:
     """
     from confluent_kafka import Producer
 
-    producer = Producer(kafka.producer_config(bootstrap, **{"linger.ms": 5}))
+    producer = Producer(KafkaContext.of(bootstrap).producer_config(**{"linger.ms": 5}))
     count = 0
     for line in lines:
         producer.produce(topic, value=line.value, key=line.key, partition=line.partition)
@@ -327,6 +327,6 @@ def write_master_data(
 
     merchants, customers = generate_profiles(world, seed)
     return publish_profiles(
-        bootstrap, merchants, customers, merchants_topic=merchants_topic or MERCHANTS_TOPIC,
+        KafkaContext.of(bootstrap), merchants, customers, merchants_topic=merchants_topic or MERCHANTS_TOPIC,
         customers_topic=customers_topic or CUSTOMERS_TOPIC,
     )  # fmt: skip

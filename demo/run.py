@@ -252,15 +252,17 @@ class Demo:
 
     def _topics_and_master_data(self, stream: Any) -> None:
         from demo.raw_payments import write_master_data
+        from ikkai.contract.kafka import KafkaContext
         from outbox_sink.topics import create_outbox_topics
         from spark_jobs.job_shell import ensure_topics
 
         assert self.endpoints is not None
         bootstrap = self.endpoints.bootstrap_servers
+        cluster = KafkaContext(bootstrap)  # the demo's own stack: plaintext
         p = self.options.partitions
-        ensure_topics(bootstrap, [INGEST_PAYMENTS, EVENTS_PAYMENTS, DLQ_ENRICH, DECISIONS_FRAUD, DLQ_INFER], p)
-        ensure_topics(bootstrap, [replay_topic(t) for t in REPLAYED], p)
-        create_outbox_topics(bootstrap, partitions=p)
+        ensure_topics(cluster, [INGEST_PAYMENTS, EVENTS_PAYMENTS, DLQ_ENRICH, DECISIONS_FRAUD, DLQ_INFER], p)
+        ensure_topics(cluster, [replay_topic(t) for t in REPLAYED], p)
+        create_outbox_topics(cluster, partitions=p)
         count = write_master_data(bootstrap, stream.world, self.options.seed)
         self.say(f"topics created ({p} partitions each); {count} master-data profile versions published")
 

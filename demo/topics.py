@@ -13,7 +13,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from demo.measures import TopicRecord
-from ikkai.contract import kafka
+from ikkai.contract.kafka import KafkaContext
 from ikkai.errors import IkkaiError
 
 
@@ -27,7 +27,7 @@ class DemoKafkaError(IkkaiError):
 
 def _consumer(bootstrap: str) -> Consumer:
     settings = {"enable.auto.commit": False, "auto.offset.reset": "earliest", "enable.partition.eof": True}
-    return Consumer(kafka.consumer_config(bootstrap, f"ikkai.demo.{uuid.uuid4().hex[:12]}", **settings))
+    return Consumer(KafkaContext.of(bootstrap).consumer_config(f"ikkai.demo.{uuid.uuid4().hex[:12]}", **settings))
 
 
 def _partitions(consumer: Consumer, topic: str) -> list[TopicPartition]:

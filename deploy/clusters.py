@@ -1,10 +1,12 @@
-"""Which Kafka Connect cluster an environment's bundles go to: a small YAML file, typed and strict.
+"""Which Kafka Connect and Kafka cluster an environment's bundles go to: a small YAML file, typed and strict.
 
 The default file is ``connectors/clusters.yaml``; ``--clusters`` or ``$IKKAI_CLUSTERS`` name
 another. ``connect_url: local`` means ``$IKKAI_CONNECT_URL`` when set, else the embedded stack.
 ``credentials`` names a JSON file with the REST API's basic-auth user and password, the CA of its
 certificate and a client certificate (``ikkai.settings.connect_auth``): the clusters file names
-where the secrets are and never holds them.
+where the secrets are and never holds them. ``bootstrap_servers`` and ``kafka_config`` name the
+environment's Kafka cluster and its client-properties file (``local``, the default: the cluster the
+environment or the embedded stack names); ``kafka_cluster`` resolves them into the one ``KafkaContext``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 import yaml
 
 from deploy.connect_rest import CONNECT_TIMEOUT
+from ikkai.contract.kafka import KafkaContext, resolve_cluster
 from ikkai.errors import ConfigError
 from ikkai.resources import package_path
 from ikkai.settings import (
@@ -33,7 +36,8 @@ from stack.status import embedded_endpoints
 CLUSTERS_VAR = "IKKAI_CLUSTERS"
 DEFAULT_CLUSTERS = package_path("connectors", "clusters.yaml")
 LOCAL = "local"
-_KEYS = {"connect_url", "wait_timeout_seconds", "connect_timeout_seconds", "credentials"}
+_KEYS = {"connect_url", "wait_timeout_seconds", "connect_timeout_seconds", "credentials", "bootstrap_servers",
+         "kafka_config"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,8 @@ class ClusterTarget:
     wait_timeout_seconds: float = 120.0
     connect_timeout_seconds: float = CONNECT_TIMEOUT  # to open a TCP connection; an unreachable worker fails this fast
     credentials: str = ""  # the REST credentials file ("": none, or IKKAI_CONNECT_CREDENTIALS / the stack's)
+    bootstrap_servers: str = LOCAL  # the environment's Kafka cluster; "local": the environment's or the stack's
+    kafka_config: str = ""  # its client-properties file ("": PLAINTEXT, or IKKAI_KAFKA_CONFIG for "local")
 
 
 def clusters_file(explicit: Path | None = None, env: Mapping[str, str] = os.environ) -> Path:
@@ -74,7 +80,12 @@ def parse_clusters(data: Any, source: str) -> dict[str, ClusterTarget]:
             wait_timeout_seconds=timeout,
             connect_timeout_seconds=connect_timeout,
             credentials=str(entry.get("credentials") or ""),
+            bootstrap_servers=str(entry.get("bootstrap_servers") or LOCAL).strip(),
+            kafka_config=str(entry.get("kafka_config") or ""),
         )
+        if targets[str(env_name)].kafka_config and targets[str(env_name)].bootstrap_servers == LOCAL:
+            raise ConfigError(source, f"{env_name}.kafka_config", "names a client file for the local cluster",
+                              fix="name bootstrap_servers, or set IKKAI_KAFKA_CONFIG for the local one")  # fmt: skip
     return targets
 
 
@@ -118,6 +129,18 @@ def resolve_connect_auth(target: ClusterTarget) -> ConnectAuth:
         if endpoints is not None:
             return endpoints_connect_auth(endpoints)
     return connect_auth(os.environ.get(CONNECT_CREDENTIALS_VAR, "").strip() or None)
+
+
+def kafka_cluster(target: ClusterTarget) -> KafkaContext:
+    """The environment's Kafka cluster: its own entry, else (``local``) the environment's or the embedded stack's."""
+    if target.bootstrap_servers != LOCAL:
+        return KafkaContext.at(target.bootstrap_servers, target.kafka_config or None)
+    cluster = resolve_cluster()
+    if cluster is None:
+        raise ConfigError("environment", target.env, "names no Kafka cluster and the embedded stack never started here",
+                          fix="run `ikkai stack up`, set IKKAI_BOOTSTRAP_SERVERS, or name bootstrap_servers in the "
+                          "clusters file")  # fmt: skip
+    return cluster
 
 
 def resolve_connect_url(target: ClusterTarget) -> str:

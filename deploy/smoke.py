@@ -19,6 +19,7 @@ from confluent_kafka import Consumer, Producer
 
 from deploy.connect_rest import ConnectClient
 from ikkai.contract import kafka
+from ikkai.contract.kafka import KafkaContext
 from ikkai.settings import Endpoints, endpoints_connect_auth
 from stack.errors import StackError
 
@@ -37,13 +38,13 @@ class SmokeReport:
         self.checks.append({"check": name, "ok": ok, "detail": detail, "seconds": round(seconds, 2)})
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
-    kafka.ensure_topics(bootstrap, [topic], partitions)
+def create_topic(cluster: KafkaContext, topic: str, partitions: int = 1) -> None:
+    kafka.ensure_topics(cluster, [topic], partitions)
 
 
-def consume_all(bootstrap: str, topic: str, isolation: str, expected: int, timeout: float = 30.0) -> list[bytes]:
+def consume_all(cluster: KafkaContext, topic: str, isolation: str, expected: int, timeout: float = 30.0) -> list[bytes]:
     """Values of ``topic`` from the beginning, until ``expected`` arrived or the topic stays quiet."""
-    consumer = Consumer(kafka.client_config(bootstrap, **{
+    consumer = Consumer(cluster.client_config(**{
         "group.id": f"ikkai-smoke-{uuid.uuid4()}",
         "auto.offset.reset": "earliest",
         "enable.auto.commit": False,
@@ -73,10 +74,9 @@ def consume_all(bootstrap: str, topic: str, isolation: str, expected: int, timeo
 def check_transactions(endpoints: Endpoints, report: SmokeReport) -> None:
     started = time.monotonic()
     topic = f"_ikkai.smoke.txn.{uuid.uuid4().hex[:8]}"
-    create_topic(endpoints.bootstrap_servers, topic)
-    producer = Producer(
-        kafka.producer_config(endpoints.bootstrap_servers, **{"transactional.id": f"ikkai.smoke.{topic}"})
-    )
+    cluster = KafkaContext.at(endpoints.bootstrap_servers, endpoints.kafka_config)
+    create_topic(cluster, topic)
+    producer = Producer(cluster.producer_config(**{"transactional.id": f"ikkai.smoke.{topic}"}))
     producer.init_transactions(30)
     producer.begin_transaction()
     for i in range(3):
@@ -87,8 +87,8 @@ def check_transactions(endpoints: Endpoints, report: SmokeReport) -> None:
         producer.produce(topic, key=f"k{i}", value=f"aborted-{i}")
     producer.flush(30)
     producer.abort_transaction(30)
-    committed = consume_all(endpoints.bootstrap_servers, topic, "read_committed", 3)
-    everything = consume_all(endpoints.bootstrap_servers, topic, "read_uncommitted", 5)
+    committed = consume_all(cluster, topic, "read_committed", 3)
+    everything = consume_all(cluster, topic, "read_uncommitted", 5)
     ok = sorted(committed) == [b"committed-0", b"committed-1", b"committed-2"] and len(everything) == 5
     report.add(
         "transactions",
@@ -107,7 +107,8 @@ def check_file_source(endpoints: Endpoints, report: SmokeReport) -> None:
     suffix = uuid.uuid4().hex[:8]
     topic = f"_ikkai.smoke.file.{suffix}"
     name = f"ikkai-smoke-{suffix}"
-    create_topic(endpoints.bootstrap_servers, topic)
+    cluster = KafkaContext.at(endpoints.bootstrap_servers, endpoints.kafka_config)
+    create_topic(cluster, topic)
     with tempfile.TemporaryDirectory(prefix="ikkai-smoke-") as tmp:
         source = Path(tmp) / "lines.txt"
         source.write_text("".join(f'{{"payment_id": "p-{i}"}}\n' for i in range(3)))
@@ -120,7 +121,7 @@ def check_file_source(endpoints: Endpoints, report: SmokeReport) -> None:
             "topic": topic,
         })  # fmt: skip
         try:
-            values = consume_all(endpoints.bootstrap_servers, topic, "read_committed", 3)
+            values = consume_all(cluster, topic, "read_committed", 3)
         finally:
             client.delete_connector(name)
     ok = values == [f'{{"payment_id": "p-{i}"}}'.encode() for i in range(3)]

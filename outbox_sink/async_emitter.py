@@ -51,6 +51,7 @@ from typing import Any, TypeVar
 from confluent_kafka import TopicPartition
 
 from ikkai.contract.codec import RecordCodec
+from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.outbox import OutboxRequest
 from ikkai.contract.topics import OUTBOX_REQUESTS
 from ikkai.contract.wire_format import environment_codec
@@ -71,7 +72,7 @@ class AsyncOutboxEmitter:
 
     def __init__(
         self,
-        bootstrap_servers: str,
+        bootstrap_servers: KafkaContext | str,
         *,
         transactional_id: str | None = None,
         topic: str = OUTBOX_REQUESTS,
@@ -83,7 +84,7 @@ class AsyncOutboxEmitter:
         self.transactional = transactional_id is not None
         self._create = functools.partial(
             OutboxEmitter,
-            bootstrap_servers,
+            KafkaContext.of(bootstrap_servers),  # resolved here, on the caller's thread
             transactional_id=transactional_id,
             topic=topic,
             codec=codec or environment_codec(),  # picked here, on the caller's thread

@@ -30,8 +30,8 @@ from typing import Any, NoReturn
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
-from ikkai.contract import kafka
 from ikkai.contract.codec import RecordCodec
+from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.outbox import REQUEST_SCHEMA, OutboxRequest, check_kafka_headers
 from ikkai.contract.topics import OUTBOX_REQUESTS
 from ikkai.contract.wire_format import environment_codec
@@ -184,7 +184,7 @@ def rewind(consumer: Consumer, timeout_s: float = 30.0) -> None:
 class OutboxEmitter:
     def __init__(
         self,
-        bootstrap_servers: str,
+        bootstrap_servers: KafkaContext | str,
         *,
         transactional_id: str | None = None,
         topic: str = OUTBOX_REQUESTS,
@@ -197,7 +197,8 @@ class OutboxEmitter:
         self.timeout_s = timeout_s
         self._codec = codec or environment_codec()  # IKKAI_SCHEMA_REGISTRY_URL picks the wire format
         self._failures: list[tuple[str, KafkaError]] = []
-        config = kafka.producer_config(bootstrap_servers, **(producer_config or {}))
+        # A bare address: the cluster there, as IKKAI_KAFKA_CONFIG's client file says (read now, once).
+        config = KafkaContext.of(bootstrap_servers).producer_config(**(producer_config or {}))
         if transactional_id is not None:
             config["transactional.id"] = transactional_id
         self._producer = Producer(config)

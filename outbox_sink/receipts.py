@@ -35,7 +35,7 @@ partition, offset, key, value, problem) and reads on: the callback is where it i
 its offset is committed like a returned receipt's. If the callback raises, the reader stays at
 the record as if there were none.
 
-It reads with ``read_committed`` (``ikkai.contract.kafka.consumer_config``); ``consumer_config``
+It reads with ``read_committed`` (``KafkaContext.consumer_config``); ``consumer_config``
 adds client settings with Kafka's own names (``security.protocol``, ``sasl.*``, ``ssl.*``), which
 are handed to the client and never printed.
 """
@@ -51,8 +51,8 @@ from typing import Any, Literal, TypeVar
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from ikkai.contract import kafka
 from ikkai.contract.codec import RecordCodec
+from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.outbox import RECEIPT_SCHEMA, Receipt, prevailing
 from ikkai.contract.topics import OUTBOX_RECEIPTS
 from ikkai.contract.wire_format import environment_codec
@@ -89,15 +89,16 @@ def decode_receipt(value: bytes, codec: RecordCodec | None = None) -> Receipt:
 
 
 def reader_config(
-    bootstrap_servers: str, group_id: str | None, start: Start, extra: Mapping[str, Any] | None
+    bootstrap_servers: KafkaContext | str, group_id: str | None, start: Start, extra: Mapping[str, Any] | None
 ) -> dict[str, Any]:
     """The receipts consumer's settings: read_committed, ``extra`` passed through, the reader's own keys refused."""
     source = "ReceiptReader consumer_config"
+    cluster = KafkaContext.of(bootstrap_servers)  # a bare address: IKKAI_KAFKA_CONFIG's client file, read now
     extra = dict(extra or {})
     for key, fix in READER_OWNS.items():
         if key in extra:
             raise ConfigError(source, key, "is set by the reader", fix=fix)
-    if "bootstrap.servers" in extra and extra["bootstrap.servers"] != bootstrap_servers:
+    if "bootstrap.servers" in extra and extra["bootstrap.servers"] != cluster.bootstrap_servers:
         raise ConfigError(
             source, "bootstrap.servers", "differs from the bootstrap_servers argument", fix="name the cluster once"
         )
@@ -112,7 +113,7 @@ def reader_config(
     settings = {"auto.offset.reset": start, "enable.auto.commit": group_id is not None}
     if group_id is not None:
         settings["enable.auto.offset.store"] = False  # stored when the caller comes back for more
-    return kafka.consumer_config(bootstrap_servers, group, **{**extra, **settings})
+    return cluster.consumer_config(group, **{**extra, **settings})
 
 
 class ReceiptReader:
@@ -126,7 +127,7 @@ class ReceiptReader:
 
     def __init__(
         self,
-        bootstrap_servers: str,
+        bootstrap_servers: KafkaContext | str,
         *,
         topic: str = OUTBOX_RECEIPTS,
         group_id: str | None = None,

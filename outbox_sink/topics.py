@@ -7,11 +7,12 @@ is its one definition, rendered by ``ikkai bundle apply``, the demo, the tests a
 from __future__ import annotations
 
 from ikkai.contract import kafka
+from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.topics import DLQ_OUTBOX, OUTBOX_RECEIPTS, OUTBOX_REQUESTS
 
 
 def create_outbox_topics(
-    bootstrap_servers: str,
+    bootstrap_servers: KafkaContext | str,
     *,
     requests: str = OUTBOX_REQUESTS,
     receipts: str = OUTBOX_RECEIPTS,
@@ -22,5 +23,6 @@ def create_outbox_topics(
 
     Receipts are not compacted although keyed by decision_id: one decision may have a receipt per target.
     """
-    kafka.ensure_topics(bootstrap_servers, (requests, receipts), partitions)
-    kafka.ensure_topics(bootstrap_servers, (dlq,), 1)
+    cluster = KafkaContext.of(bootstrap_servers)
+    kafka.ensure_topics(cluster, (requests, receipts), partitions)
+    kafka.ensure_topics(cluster, (dlq,), 1)

@@ -38,6 +38,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec, Resou
 
 from ikkai.contract import kafka
 from ikkai.contract.codec import RecordCodec, default_codec
+from ikkai.contract.kafka import KafkaContext
 from ikkai.errors import ConfigError, IkkaiError
 from spark_jobs.partition_ends import records_to_end
 
@@ -139,13 +140,13 @@ def marker_key(app: str, query: str, partition: int) -> bytes:
 COMMITS_TOPIC_CONFIG = {"cleanup.policy": "compact", "min.compaction.lag.ms": "60000", "segment.ms": "600000"}
 
 
-def ensure_commits_topic(bootstrap: str, topic: str, partitions: int) -> None:
+def ensure_commits_topic(cluster: KafkaContext, topic: str, partitions: int) -> None:
     """Create the query's commits topic (compacted, ``partitions`` partitions) unless it exists with that many."""
-    admin = AdminClient(kafka.client_config(bootstrap))
+    admin = AdminClient(cluster.client_config())
     existing = admin.list_topics(timeout=30).topics.get(topic)
     if existing is None:
         try:
-            kafka.ensure_topics(bootstrap, [topic], partitions, config=COMMITS_TOPIC_CONFIG)
+            kafka.ensure_topics(cluster, [topic], partitions, config=COMMITS_TOPIC_CONFIG)
         except ConfigError as exc:
             raise CommitMarkerError(
                 topic, f"cannot create it: {exc}", fix=f"create it compacted with {partitions} partitions"
@@ -211,7 +212,7 @@ _LEADER_MOVED = frozenset({
 })  # fmt: skip
 
 
-def _high_watermark(bootstrap: str, topic: str, partition: int) -> int | None:
+def _high_watermark(cluster: KafkaContext, topic: str, partition: int) -> int | None:
     """The partition's high watermark, open transactions included (a read_uncommitted offset query).
 
     None when a leader just moved (retriable: ask again); any other error stops the read.
@@ -220,9 +221,9 @@ def _high_watermark(bootstrap: str, topic: str, partition: int) -> int | None:
     client kept across a broker's restart asks the wrong broker until ``metadata.max.age.ms``
     (15 minutes) passes. A new client reads fresh metadata.
     """
-    admin = _admins.get(bootstrap)
+    admin = _admins.get(cluster.bootstrap_servers)
     if admin is None:
-        admin = _admins[bootstrap] = AdminClient(kafka.client_config(bootstrap))
+        admin = _admins[cluster.bootstrap_servers] = AdminClient(cluster.client_config())
     request = {TopicPartition(topic, partition): OffsetSpec.latest()}  # type: ignore[no-untyped-call]
     try:
         future = admin.list_offsets(request, isolation_level=IsolationLevel.READ_UNCOMMITTED, request_timeout=10)
@@ -230,19 +231,19 @@ def _high_watermark(bootstrap: str, topic: str, partition: int) -> int | None:
     except KafkaException as exc:
         error = exc.args[0]
         if error.retriable() or error.code() in _LEADER_MOVED:
-            _admins.pop(bootstrap, None)
+            _admins.pop(cluster.bootstrap_servers, None)
             return None
         raise CommitMarkerError(
             topic, f"partition {partition}: its high watermark cannot be read ({error.name()}: {error.str()})",
             fix="check the broker's health and this client's ACLs (Describe and Read on the commits topic)",
         ) from exc  # fmt: skip
     if offset < 0:  # no answer from a leader that is gone (OFFSET_INVALID): not a watermark, ask again
-        _admins.pop(bootstrap, None)
+        _admins.pop(cluster.bootstrap_servers, None)
         return None
     return offset
 
 
-def _consumer(bootstrap: str) -> Consumer:
+def _consumer(cluster: KafkaContext) -> Consumer:
     settings = {
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",  # a cached position compacted away: read from the start again
@@ -255,11 +256,11 @@ def _consumer(bootstrap: str) -> Consumer:
         "enable.sparse.connections": False,
     }
     # The group is never joined (partitions are assigned); read_committed comes with consumer_config.
-    return Consumer(kafka.consumer_config(bootstrap, f"_ikkai.commits.reader.{uuid.uuid4().hex}", **settings))
+    return Consumer(cluster.consumer_config(f"_ikkai.commits.reader.{uuid.uuid4().hex}", **settings))
 
 
 def read_marker(
-    bootstrap: str, app: str, query: str, partition: int, *, topic: str, deadline_s: float = 120.0
+    cluster: KafkaContext, app: str, query: str, partition: int, *, topic: str, deadline_s: float = 120.0
 ) -> CommitMarker | None:
     """The newest committed marker of (app, query, partition): call it after ``init_transactions``.
 
@@ -268,8 +269,8 @@ def read_marker(
     aborts or completes that transaction (``transaction.timeout.ms``) or ``deadline_s`` passes.
     """
     codec = default_codec()
-    position, latest = _seen.get((bootstrap, topic, partition), (-2, None))  # -2: OFFSET_BEGINNING
-    consumer = _consumer(bootstrap)
+    position, latest = _seen.get((cluster.bootstrap_servers, topic, partition), (-2, None))  # -2: OFFSET_BEGINNING
+    consumer = _consumer(cluster)
     give_up_at = time.monotonic() + deadline_s
     try:
         if not _has_leaders(consumer, topic, partition + 1):
@@ -294,8 +295,8 @@ def read_marker(
             at_end = True
             here = message.offset() if message is not None else consumer.position([assigned])[0].offset
             if here >= 0:
-                _seen[(bootstrap, topic, partition)] = (here, latest)
-            high = _high_watermark(bootstrap, topic, partition)
+                _seen[(cluster.bootstrap_servers, topic, partition)] = (here, latest)
+            high = _high_watermark(cluster, topic, partition)
             if high is not None and here >= high:
                 return latest
             time.sleep(0.2)  # a leader moved, or someone else's transaction is open here: ask again
@@ -310,7 +311,7 @@ def read_marker(
         consumer.close()
 
 
-def read_markers(bootstrap: str, app: str, query: str, *, topic: str) -> dict[int, CommitMarker]:
+def read_markers(cluster: KafkaContext, app: str, query: str, *, topic: str) -> dict[int, CommitMarker]:
     """Every partition's newest committed marker as read_committed sees it now, without waiting.
 
     For the driver's layout check before the query starts: a killed job's open transactions are
@@ -318,7 +319,7 @@ def read_markers(bootstrap: str, app: str, query: str, *, topic: str) -> dict[in
     finds is what they will find at least.
     """
     codec = default_codec()
-    consumer = _consumer(bootstrap)
+    consumer = _consumer(cluster)
     try:
         metadata = consumer.list_topics(topic, timeout=10).topics.get(topic)
         if metadata is None or metadata.error is not None:
@@ -361,24 +362,26 @@ def _foreign(topic: str, partition: int, marker: CommitMarker, app: str, query: 
     )
 
 
-def commits_topics(bootstrap: str) -> dict[str, tuple[str, str]]:
+def commits_topics(cluster: KafkaContext) -> dict[str, tuple[str, str]]:
     """Every query's commits topic on the cluster: topic -> (app, query), read from its name."""
     found: dict[str, tuple[str, str]] = {}
-    for topic in AdminClient(kafka.client_config(bootstrap)).list_topics(timeout=30).topics:
+    for topic in AdminClient(cluster.client_config()).list_topics(timeout=30).topics:
         app, _, query = topic.removeprefix(COMMITS_TOPIC_PREFIX).partition(".")
         if topic.startswith(COMMITS_TOPIC_PREFIX) and _APP.fullmatch(app) and _QUERY.fullmatch(query):
             found[topic] = (app, query)  # an app has no dots: the name splits one way only
     return found
 
 
-def read_all_markers(bootstrap: str, topics: list[str], deadline_s: float = 60.0) -> dict[str, list[CommitMarker]]:
+def read_all_markers(
+    cluster: KafkaContext, topics: list[str], deadline_s: float = 60.0
+) -> dict[str, list[CommitMarker]]:
     """The newest committed marker of every partition of every topic in ``topics``, read by one consumer.
 
     Like ``read_markers`` (read_committed, no wait for open transactions), for the start-up checks
     that look at other queries' markers: what they name is read from each marker, not assumed.
     """
     codec = default_codec()
-    consumer = _consumer(bootstrap)
+    consumer = _consumer(cluster)
     try:
         metadata = consumer.list_topics(timeout=10).topics
         partitions = [

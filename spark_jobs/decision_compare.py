@@ -15,8 +15,8 @@ from typing import Any
 
 from confluent_kafka import Consumer
 
-from ikkai.contract import kafka
 from ikkai.contract.codec import RecordCodec
+from ikkai.contract.kafka import KafkaContext
 from ikkai.errors import IkkaiError
 from spark_jobs.partition_ends import records_to_end
 
@@ -96,10 +96,12 @@ def compare(live: Iterable[Decision], shadow: Iterable[Decision], sample: int = 
     return Comparison(pairs, live_only, len(set(shadows) - seen))
 
 
-def read_decisions(bootstrap: str, topic: str, codec: RecordCodec, deadline_s: float = 120.0) -> list[dict[str, Any]]:
+def read_decisions(
+    cluster: KafkaContext, topic: str, codec: RecordCodec, deadline_s: float = 120.0
+) -> list[dict[str, Any]]:
     """Every committed decision of ``topic`` (read_committed), partition by partition, up to its end now."""
     settings = {"enable.auto.commit": False, "auto.offset.reset": "earliest", "enable.partition.eof": True}
-    consumer = Consumer(kafka.consumer_config(bootstrap, f"_ikkai.compare.{uuid.uuid4().hex}", **settings))
+    consumer = Consumer(cluster.consumer_config(f"_ikkai.compare.{uuid.uuid4().hex}", **settings))
     try:
         metadata = consumer.list_topics(topic, timeout=10).topics.get(topic)
         if metadata is None or metadata.error is not None:

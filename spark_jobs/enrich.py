@@ -143,7 +143,7 @@ class EnrichJob:
 
         def enrich_batch(writer: BatchWriter) -> EnrichBatch:
             codec = environment_codec()  # the wire format (IKKAI_SCHEMA_REGISTRY_URL), chosen once on the driver
-            master_data = MasterData(options.bootstrap_servers, self.master_data, self.master_data_timeout_s, codec)
+            master_data = MasterData(options.cluster, self.master_data, self.master_data_timeout_s, codec)
             return EnrichBatch(parameters, master_data, pipeline, writer, codec)
 
         return BatchPlan(
@@ -231,9 +231,7 @@ def main(**kw: Any) -> None:
     )  # fmt: skip
     options = StreamingOptions.from_cli("enrich", kw, kw["query"], job.output_topics)
     if kw["create_topics"]:
-        ensure_master_topics(
-            options.bootstrap_servers, merchants_topic=kw["merchants"], customers_topic=kw["customers"]
-        )
+        ensure_master_topics(options.cluster, merchants_topic=kw["merchants"], customers_topic=kw["customers"])
     run_job(options, job)
 
 

@@ -43,8 +43,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from ikkai.contract import kafka
 from ikkai.contract.codec import RecordCodec, default_codec
+from ikkai.contract.kafka import KafkaContext
 from ikkai.errors import IkkaiError
 from spark_jobs.master_data import CUSTOMER_SCHEMA, CUSTOMERS_TOPIC, MERCHANT_SCHEMA, MERCHANTS_TOPIC
 
@@ -81,12 +81,12 @@ _SIDES = (
 )  # fmt: skip
 
 
-def end_offsets(bootstrap: str, topic: str) -> tuple[EndOffsets | None, str | None]:
+def end_offsets(cluster: KafkaContext, topic: str) -> tuple[EndOffsets | None, str | None]:
     """((topic, partition, read_committed end), ...) or (None, why the topic cannot be read completely)."""
     from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
     from confluent_kafka.admin import AdminClient, OffsetSpec
 
-    admin = AdminClient(kafka.client_config(bootstrap))
+    admin = AdminClient(cluster.client_config())
     try:
         metadata = admin.list_topics(topic, timeout=10).topics.get(topic)
         if metadata is None or metadata.error is not None:
@@ -106,11 +106,11 @@ def end_offsets(bootstrap: str, topic: str) -> tuple[EndOffsets | None, str | No
     return tuple((topic, p, committed[p]) for p in sorted(committed)), None
 
 
-def wait_for_master_data(bootstrap: str, topic: str, timeout_s: float, poll_s: float = 1.0) -> EndOffsets:
+def wait_for_master_data(cluster: KafkaContext, topic: str, timeout_s: float, poll_s: float = 1.0) -> EndOffsets:
     start = time.monotonic()
     reported = False
     while True:
-        offsets, problem = end_offsets(bootstrap, topic)
+        offsets, problem = end_offsets(cluster, topic)
         if offsets is not None:
             return offsets
         waited = time.monotonic() - start
@@ -177,7 +177,7 @@ def join_as_of(events: pd.DataFrame, snapshot: Snapshot) -> pd.DataFrame:
 class MasterData:
     """Reads the profile topics per batch (cached while their end offsets stay the same) into a ``Snapshot``."""
 
-    bootstrap_servers: str
+    cluster: KafkaContext
     topics: MasterDataTopics = field(default_factory=MasterDataTopics)
     timeout_s: float = 600.0
     codec: RecordCodec = field(default_factory=default_codec, repr=False)  # how profiles are read
@@ -188,7 +188,7 @@ class MasterData:
         from pyspark.sql import functions as F
 
         topic = getattr(self.topics, side)
-        offsets = wait_for_master_data(self.bootstrap_servers, topic, self.timeout_s)
+        offsets = wait_for_master_data(self.cluster, topic, self.timeout_s)
         cached = self._cache.get(topic)
         if cached is not None and cached[0] == offsets:
             return cached[1]
@@ -198,8 +198,7 @@ class MasterData:
         ending = "{" + ", ".join(f'"{p}": {end}' for _, p, end in offsets) + "}"
         raw = (
             spark.read.format("kafka")
-            .options(**kafka.spark_options())
-            .option("kafka.bootstrap.servers", self.bootstrap_servers)
+            .options(**self.cluster.spark_options())
             .option("subscribe", topic)
             .option("kafka.isolation.level", "read_committed")
             .option("startingOffsets", "earliest")

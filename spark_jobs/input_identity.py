@@ -33,8 +33,8 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient
 
-from ikkai.contract import kafka
 from ikkai.contract.codec import default_codec
+from ikkai.contract.kafka import KafkaContext
 from ikkai.errors import ConfigError
 from spark_jobs.commit_markers import CommitMarker, read_marker, read_markers
 from spark_jobs.kafka_errors import call_with_retries
@@ -43,13 +43,13 @@ from spark_jobs.partition_transactions import OPERATOR_GUIDE, SinkConfig, _produ
 RECREATION_GUIDE = f"{OPERATOR_GUIDE}: topic recreation"
 
 
-def input_topic_id(job: str, bootstrap: str, topic: str, deadline_s: float = 60.0) -> str:
+def input_topic_id(job: str, cluster: KafkaContext, topic: str, deadline_s: float = 60.0) -> str:
     """Kafka's id of ``topic`` (KIP-516, base64 as Kafka's tools print it), asked until ``deadline_s``.
 
     A topic created a moment ago may be unknown to the broker that answers: asked again until the
     deadline; any other error stops the job here.
     """
-    admin = AdminClient(kafka.client_config(bootstrap))
+    admin = AdminClient(cluster.client_config())
     give_up_at = time.monotonic() + deadline_s
     while True:
         future = admin.describe_topics(TopicCollection([topic]), request_timeout=15)[topic]
@@ -96,7 +96,7 @@ def rebase_on_recreated_input(config: SinkConfig, checkpoint: Path) -> list[int]
             fix="pass the id the refusal named, once you have checked that the topic holding it is the input to "
             f"start over on ({RECREATION_GUIDE})",
         )  # fmt: skip
-    markers = read_markers(config.bootstrap_servers, config.app, config.query, topic=config.commits_topic)
+    markers = read_markers(config.cluster, config.app, config.query, topic=config.commits_topic)
     stale = sorted(p for p, marker in markers.items() if _of_another_topic(config, marker))
     if stale and not checkpoint_is_fresh(checkpoint):
         raise ConfigError(
@@ -117,7 +117,7 @@ def _rebase(config: SinkConfig, partition: int) -> bool:
 
     try:
         step("init_transactions", lambda: producer.init_transactions(deadline))  # fences every older writer
-        marker = read_marker(config.bootstrap_servers, config.app, config.query, partition, topic=config.commits_topic)
+        marker = read_marker(config.cluster, config.app, config.query, partition, topic=config.commits_topic)
         if marker is None or not _of_another_topic(config, marker):
             return False  # another instance rebased it in between
         fresh = CommitMarker(**{**marker.__dict__, "source_topic_id": config.source_topic_id, "source_offsets": {},

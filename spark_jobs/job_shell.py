@@ -17,9 +17,8 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka.admin import AdminClient
 
 from ikkai.contract import kafka
-from ikkai.contract.kafka_security import CONFIG_VAR
+from ikkai.contract.kafka import KafkaContext, resolve_cluster
 from ikkai.errors import ConfigError, IkkaiError
-from ikkai.settings import ikkai_home, recorded_endpoints
 from spark_jobs.partition_transactions import DEFAULT_TRANSACTION_TIMEOUT_MS
 from spark_jobs.transactional_sink import (
     AtLeastOnceBatchWriter,
@@ -134,36 +133,27 @@ def retry_deadline_s(transaction_timeout_ms: int) -> float:
     return min(30.0, transaction_timeout_ms / 2000)
 
 
-def topic_partitions(bootstrap: str, topic: str) -> int | None:
-    metadata = AdminClient(kafka.client_config(bootstrap)).list_topics(timeout=30).topics.get(topic)
+def topic_partitions(cluster: KafkaContext, topic: str) -> int | None:
+    metadata = AdminClient(cluster.client_config()).list_topics(timeout=30).topics.get(topic)
     return None if metadata is None or metadata.error is not None else len(metadata.partitions)
 
 
-def ensure_topics(bootstrap: str, names: Iterable[str], partitions: int) -> None:
+def ensure_topics(cluster: KafkaContext, names: Iterable[str], partitions: int) -> None:
     """Create the missing ones with ``partitions`` partitions (topics are never auto-created)."""
-    kafka.ensure_topics(bootstrap, names, partitions)
+    kafka.ensure_topics(cluster, names, partitions)
 
 
-def bootstrap_servers(job: str, given: str | None) -> str:
-    """--bootstrap, else $IKKAI_BOOTSTRAP_SERVERS, else the embedded stack ``ikkai stack up`` started;
-    checked before Spark starts, so wrong credentials or a wrong CA are one line within seconds.
-
-    A secured embedded stack's client file becomes ``IKKAI_KAFKA_CONFIG`` when none is set: the
-    job's Spark source, its Python workers and its producers all read that variable.
+def kafka_cluster(job: str, given: str | None) -> KafkaContext:
+    """The job's Kafka cluster, resolved once (``kafka.resolve_cluster``: --bootstrap, the environment,
+    or the embedded stack's record) and checked before Spark starts, so wrong credentials or a wrong
+    CA are one line within seconds. The context then travels with the job's configuration, into the
+    Spark source, the sink and its Python workers; nothing reads the environment again.
     """
-    if given or os.environ.get("IKKAI_BOOTSTRAP_SERVERS"):
-        bootstrap = given or os.environ["IKKAI_BOOTSTRAP_SERVERS"]
-    else:
-        endpoints = recorded_endpoints(ikkai_home())
-        if endpoints is None:
-            raise ConfigError(
-                job, "--bootstrap", "no cluster configured", fix="run `ikkai stack up` or pass --bootstrap"
-            )
-        if endpoints.kafka_config:
-            os.environ.setdefault(CONFIG_VAR, endpoints.kafka_config)
-        bootstrap = endpoints.bootstrap_servers
-    kafka.check_access(bootstrap, timeout=30)
-    return bootstrap
+    cluster = resolve_cluster(given)
+    if cluster is None:
+        raise ConfigError(job, "--bootstrap", "no cluster configured", fix="run `ikkai stack up` or pass --bootstrap")
+    kafka.check_access(cluster, timeout=30)
+    return cluster
 
 
 def crash_hook(query: str, crash_after_batch: int | None) -> AfterBatch:
@@ -184,17 +174,17 @@ def batch_writer(
     """The exactly-once writer; or Spark's own at-least-once sink, the benchmarks' baseline."""
     if mode == "exactly-once":
         return TransactionalBatchWriter(config, after_batch=after_batch, transform=transform)
-    return AtLeastOnceBatchWriter(config.bootstrap_servers, after_batch=after_batch, query=config.query,
+    return AtLeastOnceBatchWriter(config.cluster, after_batch=after_batch, query=config.query,
                                   transform=transform)  # fmt: skip
 
 
-def pinned_partitions(job: str, bootstrap: str, given: int | None, layout_topic: str, input_topic: str) -> int:
+def pinned_partitions(job: str, cluster: KafkaContext, given: int | None, layout_topic: str, input_topic: str) -> int:
     """The partition count every topic of the job shares; the input must already have it."""
-    partitions = given or topic_partitions(bootstrap, layout_topic)
+    partitions = given or topic_partitions(cluster, layout_topic)
     if partitions is None:
         raise ConfigError(job, "--partitions", f"the topic {layout_topic} does not exist",
                           fix="create the topics (--create-topics) or pass --partitions")  # fmt: skip
-    input_partitions = topic_partitions(bootstrap, input_topic)
+    input_partitions = topic_partitions(cluster, input_topic)
     if input_partitions is None:
         raise ConfigError(job, input_topic, "the input topic does not exist",
                           fix="create it (--create-topics) or name the right one (--input)")  # fmt: skip
@@ -207,12 +197,13 @@ def pinned_partitions(job: str, bootstrap: str, given: int | None, layout_topic:
     return partitions
 
 
-def kafka_source(spark: SparkSession, bootstrap: str, topic: str, max_offsets_per_trigger: int | None) -> DataFrame:
+def kafka_source(
+    spark: SparkSession, cluster: KafkaContext, topic: str, max_offsets_per_trigger: int | None
+) -> DataFrame:
     """The job's input from the start, committed records only (rule 3), failing loudly if records were lost."""
     source = (
         spark.readStream.format("kafka")
-        .options(**kafka.spark_options())
-        .option("kafka.bootstrap.servers", bootstrap)
+        .options(**cluster.spark_options())
         .option("subscribe", topic)
         .option("kafka.isolation.level", "read_committed")
         .option("startingOffsets", "earliest")

@@ -31,6 +31,7 @@ from typing import Any
 
 from ikkai.contract import kafka, topics
 from ikkai.contract.codec import RecordCodec
+from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.wire_format import environment_codec
 
 MERCHANTS_TOPIC = topics.MASTERDATA_MERCHANTS
@@ -79,14 +80,14 @@ def encode_profile(profile: Profile, codec: RecordCodec | None = None) -> tuple[
 
 
 def ensure_master_topics(
-    bootstrap: str, *, merchants_topic: str = MERCHANTS_TOPIC, customers_topic: str = CUSTOMERS_TOPIC
+    cluster: KafkaContext, *, merchants_topic: str = MERCHANTS_TOPIC, customers_topic: str = CUSTOMERS_TOPIC
 ) -> None:
     """Create missing master-data topics: one partition, compacted, LogAppendTime."""
-    kafka.ensure_topics(bootstrap, (merchants_topic, customers_topic), 1, config=TOPIC_CONFIG)
+    kafka.ensure_topics(cluster, (merchants_topic, customers_topic), 1, config=TOPIC_CONFIG)
 
 
 def publish_profiles(
-    bootstrap: str,
+    cluster: KafkaContext,
     merchants: Iterable[MerchantProfile] = (),
     customers: Iterable[CustomerProfile] = (),
     *,
@@ -99,11 +100,11 @@ def publish_profiles(
     from confluent_kafka import Producer
 
     if create_topics:
-        ensure_master_topics(bootstrap, merchants_topic=merchants_topic, customers_topic=customers_topic)
+        ensure_master_topics(cluster, merchants_topic=merchants_topic, customers_topic=customers_topic)
     codec = environment_codec()
     records = [(merchants_topic, *encode_profile(p, codec)) for p in merchants]
     records += [(customers_topic, *encode_profile(p, codec)) for p in customers]
-    producer = Producer(kafka.producer_config(bootstrap, **{"transactional.id": transactional_id, "linger.ms": 5}))
+    producer = Producer(cluster.producer_config(**{"transactional.id": transactional_id, "linger.ms": 5}))
     producer.init_transactions(60)
     producer.begin_transaction()
     try:

@@ -42,6 +42,7 @@ from confluent_kafka import KafkaException, Producer
 
 from ikkai.contract import kafka
 from ikkai.contract.codec import RecordCodec, default_codec
+from ikkai.contract.kafka import KafkaContext
 from ikkai.errors import ConfigError
 from spark_jobs.commit_markers import (
     CommitMarker,
@@ -65,7 +66,7 @@ PRODUCER_MESSAGE_MAX_BYTES = 1_000_000  # librdkafka's message.max.bytes default
 class SinkConfig:
     app: str
     query: str
-    bootstrap_servers: str
+    cluster: KafkaContext  # where and as whom: pickled into the tasks with the config
     output_topics: tuple[str, ...]
     partitions: int
     order_by: tuple[str, ...]
@@ -196,7 +197,7 @@ def _committed_offsets(config: SinkConfig, partition: int) -> tuple[dict[int, in
     offsets the query it took over from committed (final: the handover fenced that query's writers
     and recorded itself there first), or at ``start_offsets``; otherwise from the beginning.
     """
-    marker = read_marker(config.bootstrap_servers, config.app, config.query, partition, topic=config.commits_topic)
+    marker = read_marker(config.cluster, config.app, config.query, partition, topic=config.commits_topic)
     if marker is not None:
         check_markers(config, {partition: marker})
         if marker.handed_over_to:
@@ -208,7 +209,7 @@ def _committed_offsets(config: SinkConfig, partition: int) -> tuple[dict[int, in
         return dict(marker.source_offsets), Lineage(marker.writer_version, marker.cuts, marker.started_after)
     if config.after_query:
         origin_topic = commits_topic_for(config.app, config.after_query)
-        origin = read_marker(config.bootstrap_servers, config.app, config.after_query, partition, topic=origin_topic)
+        origin = read_marker(config.cluster, config.app, config.after_query, partition, topic=origin_topic)
         if origin is None or origin.handed_over_to != config.query:
             raise CommitMarkerError(
                 origin_topic, f"partition {partition}: query {config.after_query} did not hand over to {config.query}",
@@ -221,9 +222,8 @@ def _committed_offsets(config: SinkConfig, partition: int) -> tuple[dict[int, in
 
 def _producer(config: SinkConfig, transactional_id: str) -> Producer:
     return Producer({
-        **kafka.security_settings(),  # IKKAI_KAFKA_CONFIG: the executors inherit the driver's environment
+        **config.cluster.client_config(),
         **config.producer_config,
-        "bootstrap.servers": config.bootstrap_servers,
         "transactional.id": transactional_id,
         "transaction.timeout.ms": config.transaction_timeout_ms,
         **kafka.IDEMPOTENT_PRODUCER,
@@ -296,15 +296,15 @@ def _still_owner(bootstrap: str, transactional_id: str, token: str) -> bool:
 
 
 def _cached_writer(config: SinkConfig, transactional_id: str) -> _Writer | None:
-    writer = _writers.get((config.bootstrap_servers, transactional_id))
+    writer = _writers.get((config.cluster.bootstrap_servers, transactional_id))
     if writer is None:
         return None
     if writer.settings != _settings(config) or not _still_owner(
-        config.bootstrap_servers, transactional_id, writer.token
+        config.cluster.bootstrap_servers, transactional_id, writer.token
     ):
         _discard(config, transactional_id)
         return None
-    _writers.move_to_end((config.bootstrap_servers, transactional_id))
+    _writers.move_to_end((config.cluster.bootstrap_servers, transactional_id))
     return writer
 
 
@@ -316,17 +316,20 @@ def _fresh_writer(config: SinkConfig, transactional_id: str, partition: int) -> 
     call_with_retries(
         transactional_id, "init_transactions", lambda: producer.init_transactions(deadline), deadline_s=deadline
     )
-    writer = _Writer(producer, _settings(config), _claim(config.bootstrap_servers, transactional_id))
-    _writers[(config.bootstrap_servers, transactional_id)] = writer
+    writer = _Writer(producer, _settings(config), _claim(config.cluster.bootstrap_servers, transactional_id))
+    _writers[(config.cluster.bootstrap_servers, transactional_id)] = writer
     while len(_writers) > MAX_CACHED_PRODUCERS:
-        bootstrap, oldest = next(iter(_writers))
-        _discard(dataclasses.replace(config, bootstrap_servers=bootstrap), oldest)
+        _discard_key(next(iter(_writers)))
     writer.committed[config.commits_topic], writer.lineage[config.commits_topic] = _committed_offsets(config, partition)
     return writer
 
 
 def _discard(config: SinkConfig, transactional_id: str) -> None:
-    writer = _writers.pop((config.bootstrap_servers, transactional_id), None)
+    _discard_key((config.cluster.bootstrap_servers, transactional_id))
+
+
+def _discard_key(key: tuple[str, str]) -> None:
+    writer = _writers.pop(key, None)
     if writer is not None:
         writer.producer.purge()  # nothing of an unfinished transaction goes out
         with contextlib.suppress(KafkaException):  # a fenced producer cannot abort; its successor did

@@ -61,10 +61,8 @@ def check_output_owners(config: SinkConfig) -> SinkConfig:
     so an output partition that has no marker of its own yet still starts at the origin's offsets
     after a restart without ``--after-query``.
     """
-    topics = commits_topics(config.bootstrap_servers)
-    markers = {
-        topics[topic]: found for topic, found in read_all_markers(config.bootstrap_servers, list(topics)).items()
-    }
+    topics = commits_topics(config.cluster)
+    markers = {topics[topic]: found for topic, found in read_all_markers(config.cluster, list(topics)).items()}
     refusal = owners_refusal(config, markers)
     if refusal is not None:
         raise refusal
@@ -158,7 +156,7 @@ def _predecessors(config: SinkConfig, markers: Markers) -> set[str]:
 def hand_over(config: SinkConfig) -> None:
     """Fence ``config.after_query``'s writers and record, on each of its partitions, that this query continues."""
     topic = commits_topic_for(config.app, config.after_query)
-    if not read_all_markers(config.bootstrap_servers, [topic]).get(topic):
+    if not read_all_markers(config.cluster, [topic]).get(topic):
         raise CommitMarkerError(
             topic, f"query {config.after_query} has committed nothing: there is nothing to hand over from",
             fix="check the query name (--after-query), or start without it",
@@ -171,7 +169,7 @@ def _hand_over_partition(config: SinkConfig, topic: str, partition: int) -> None
     origin, deadline = config.after_query, config.retry_deadline_s
     transactional_id = marker_key(config.app, origin, partition).decode()
     producer = Producer({
-        **kafka.security_settings(), **config.producer_config, "bootstrap.servers": config.bootstrap_servers,
+        **config.cluster.client_config(), **config.producer_config,
         "transactional.id": transactional_id, "transaction.timeout.ms": config.transaction_timeout_ms,
         **kafka.IDEMPOTENT_PRODUCER,
     })  # fmt: skip
@@ -181,7 +179,7 @@ def _hand_over_partition(config: SinkConfig, topic: str, partition: int) -> None
         call_with_retries(
             transactional_id, "init_transactions", lambda: producer.init_transactions(deadline), deadline_s=deadline
         )
-        marker = read_marker(config.bootstrap_servers, config.app, origin, partition, topic=topic)
+        marker = read_marker(config.cluster, config.app, origin, partition, topic=topic)
         if marker is not None and marker.handed_over_to == config.query:
             return
         if marker is not None and marker.handed_over_to:

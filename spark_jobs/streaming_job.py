@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.wire_format import environment_codec
 from ikkai.errors import IkkaiError
 from spark_jobs.input_identity import input_recreated_option, input_topic_id, rebase_on_recreated_input
@@ -28,12 +29,12 @@ from spark_jobs.job_shell import (
     MODES,
     batch_bound_options,
     batch_writer,
-    bootstrap_servers,
     continuous_options,
     crash_hook,
     default_max_offsets_per_trigger,
     default_max_transaction_bytes,
     ensure_topics,
+    kafka_cluster,
     kafka_source,
     pinned_partitions,
     retry_deadline_s,
@@ -55,7 +56,7 @@ BatchFunction = Callable[["DataFrame", int], None]
 class StreamingOptions:
     """What every streaming job is started with: where it reads and keeps its state, how fast, which writer."""
 
-    bootstrap_servers: str
+    cluster: KafkaContext
     checkpoint: Path
     input_topic: str
     query: str
@@ -79,13 +80,13 @@ class StreamingOptions:
 
         from ikkai.settings import ikkai_home
 
-        bootstrap = bootstrap_servers(job, kw["bootstrap"])
+        cluster = kafka_cluster(job, kw["bootstrap"])
         if kw["create_topics"]:
             if not kw["partitions"]:
                 raise click.UsageError("--create-topics needs --partitions")
-            ensure_topics(bootstrap, [kw["input_topic"], *output_topics], kw["partitions"])
+            ensure_topics(cluster, [kw["input_topic"], *output_topics], kw["partitions"])
         return cls(
-            bootstrap_servers=bootstrap, checkpoint=kw["checkpoint"] or ikkai_home() / "checkpoints" / query,
+            cluster=cluster, checkpoint=kw["checkpoint"] or ikkai_home() / "checkpoints" / query,
             input_topic=kw["input_topic"], query=query, partitions=kw["partitions"], mode=kw["mode"],
             available_now=not kw["continuous"], trigger_interval=kw["trigger_interval"],
             max_offsets_per_trigger=kw["max_offsets_per_trigger"], transaction_timeout_ms=kw["transaction_timeout_ms"],
@@ -171,19 +172,17 @@ class RunningQuery:
 
 def start_query(spark: SparkSession, options: StreamingOptions, job: StreamingJob) -> RunningQuery:
     """The start sequence (module docstring): the job's plan wired to the source, the sink and the trigger."""
-    partitions = pinned_partitions(
-        job.name, options.bootstrap_servers, options.partitions, job.layout_topic, options.input_topic
-    )
+    partitions = pinned_partitions(job.name, options.cluster, options.partitions, job.layout_topic, options.input_topic)
     plan = job.plan(spark, options, partitions)
-    rows = plan.rows(kafka_source(spark, options.bootstrap_servers, options.input_topic, options.max_offsets))
+    rows = plan.rows(kafka_source(spark, options.cluster, options.input_topic, options.max_offsets))
     config = SinkConfig(
-        app=options.app, query=options.query, bootstrap_servers=options.bootstrap_servers,
+        app=options.app, query=options.query, cluster=options.cluster,
         output_topics=plan.output_topics, partitions=partitions, order_by=plan.order_by,
         source_topic=options.input_topic, transaction_timeout_ms=options.transaction_timeout_ms,
         retry_deadline_s=retry_deadline_s(options.transaction_timeout_ms),
         # No input may stop the job: the input by id (a recreated topic is refused), a record too large for
         # the producer set aside as a dead letter, transactions bounded in bytes too.
-        source_topic_id=input_topic_id(job.name, options.bootstrap_servers, options.input_topic),
+        source_topic_id=input_topic_id(job.name, options.cluster, options.input_topic),
         input_recreated=options.input_recreated, dlq_topic=plan.dlq_topic, dlq_stage=job.name,
         dead_letter_codec=environment_codec(),
         max_transaction_bytes=default_max_transaction_bytes(options.transaction_timeout_ms),

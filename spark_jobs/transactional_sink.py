@@ -67,8 +67,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from confluent_kafka.admin import AdminClient
 
-from ikkai.contract import kafka
-from ikkai.contract.kafka import TOPIC_DEADLINE_S
+from ikkai.contract.kafka import TOPIC_DEADLINE_S, KafkaContext
 from ikkai.contract.partitioning import kafka_partitions, spark_partition_routes
 from ikkai.errors import ConfigError
 from spark_jobs.commit_markers import CommitMarker, CommitMarkerError, ensure_commits_topic, read_markers
@@ -144,10 +143,10 @@ class TransactionalBatchWriter:
         refuse_speculation(spark)
         # Topics grown since the last run: refused, naming the query that goes on, before the count checks.
         config = self.config
-        markers = read_markers(config.bootstrap_servers, config.app, config.query, topic=config.commits_topic)
+        markers = read_markers(config.cluster, config.app, config.query, topic=config.commits_topic)
         refuse_a_grown_layout(config, markers)
-        ensure_commits_topic(self.config.bootstrap_servers, self.config.commits_topic, self.config.partitions)
-        self._admin = AdminClient(kafka.client_config(self.config.bootstrap_servers))
+        ensure_commits_topic(self.config.cluster, self.config.commits_topic, self.config.partitions)
+        self._admin = AdminClient(self.config.cluster.client_config())
         check_layout(self.config, self._admin)
         self.config = check_output_owners(self.config)  # another query's output: refused, or handed over
         self._routes = spark_partition_routes(self.config.partitions)
@@ -332,7 +331,7 @@ def refuse_speculation(spark: SparkSession) -> None:
 def check_layout(config: SinkConfig, admin: AdminClient | None = None) -> None:
     """Fail unless every output topic has ``partitions`` partitions and every marker agrees."""
     check_topics(config, admin)
-    markers = read_markers(config.bootstrap_servers, config.app, config.query, topic=config.commits_topic)
+    markers = read_markers(config.cluster, config.app, config.query, topic=config.commits_topic)
     refuse_a_grown_layout(config, markers)
     check_markers(config, markers)
 
@@ -349,7 +348,7 @@ def check_topics(config: SinkConfig, admin: AdminClient | None = None, deadline_
     that differs is final at once (counts only grow). An input that grew stops the job with the
     procedure, before any write of the batch.
     """
-    client = admin or AdminClient(kafka.client_config(config.bootstrap_servers))
+    client = admin or AdminClient(config.cluster.client_config())
     give_up_at = time.monotonic() + deadline_s
     written = (*config.output_topics, config.commits_topic)
     while True:
@@ -537,14 +536,14 @@ class AtLeastOnceBatchWriter:
 
     def __init__(
         self,
-        bootstrap_servers: str,
+        cluster: KafkaContext,
         *,
         progress: TextIO = sys.stderr,
         after_batch: Callable[[int, list[PartitionResult]], None] | None = None,
         query: str = "alos",
         transform: RowTransform | None = None,
     ) -> None:
-        self.bootstrap_servers = bootstrap_servers
+        self.cluster = cluster
         self.progress = progress
         self.after_batch = after_batch
         self.query = query
@@ -563,8 +562,7 @@ class AtLeastOnceBatchWriter:
         if HEADERS_COLUMN in batch.columns:  # Spark's sink wants array<struct<key string, value binary>>
             entry = lambda e: F.struct(e["key"].alias("key"), e["value"].cast("binary").alias("value"))  # noqa: E731
             columns.append(F.transform(F.map_entries(HEADERS_COLUMN), entry).alias(HEADERS_COLUMN))
-        writer = batch.select(*columns).write.format("kafka").options(**kafka.spark_options())
-        writer.option("kafka.bootstrap.servers", self.bootstrap_servers).save()
+        batch.select(*columns).write.format("kafka").options(**self.cluster.spark_options()).save()
         self.progress.write(
             f"{self.query}: batch {batch_id} written in {time.monotonic() - started:.2f} s (at-least-once)\n"
         )

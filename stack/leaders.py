@@ -12,7 +12,7 @@ import logging
 
 from confluent_kafka.admin import AdminClient
 
-from ikkai.contract import kafka
+from ikkai.contract.kafka import KafkaContext
 from stack.errors import StackError
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
@@ -45,7 +45,7 @@ def transaction_state_partition(transactional_id: str, partitions: int) -> int:
 
 
 def _admin(bootstrap: str) -> AdminClient:
-    return AdminClient(kafka.client_config(bootstrap), logger=_quiet)
+    return AdminClient(KafkaContext.of(bootstrap).client_config(), logger=_quiet)
 
 
 def partition_leaders(bootstrap: str, topic: str, timeout: float = 10) -> dict[int, int]:

@@ -9,7 +9,6 @@ from typing import Any
 import requests
 from confluent_kafka.admin import AdminClient
 
-from ikkai.contract import kafka
 from ikkai.settings import ConnectAuth
 
 # librdkafka reports every refused connection while a broker starts; a probe expects those.
@@ -26,9 +25,9 @@ def broker_answers(
     settings: Mapping[str, str] | None = None,
 ) -> bool:
     """True when the cluster answers a metadata request with at least one broker; with ``node_id``,
-    when that broker is among them (registered and unfenced: ask it at its own address)."""
-    security = kafka.security_settings() if settings is None else settings  # None: IKKAI_KAFKA_CONFIG's
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers, **security}, logger=_quiet)
+    when that broker is among them (registered and unfenced: ask it at its own address). ``settings``:
+    how to authenticate, in librdkafka's names (a ``KafkaContext``'s ``client_config()``; none: PLAINTEXT)."""
+    admin = AdminClient({**(settings or {}), "bootstrap.servers": bootstrap_servers}, logger=_quiet)
     try:
         metadata = admin.list_topics(timeout=timeout)
     except Exception:  # noqa: BLE001 - any failure means "not answering yet"

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Protocol, TextIO
 
+from ikkai.contract.kafka import KafkaContext
 from ikkai.settings import Endpoints, endpoints_connect_auth, external_endpoints, ikkai_home, jars_dir
 from stack.errors import StackError
 from stack.local_stack import LocalStack
@@ -38,7 +39,8 @@ class ExternalStack:
         return self._endpoints
 
     def status(self) -> StackStatus:
-        broker = broker_answers(self._endpoints.bootstrap_servers, timeout=5)
+        cluster = KafkaContext.at(self._endpoints.bootstrap_servers, self._endpoints.kafka_config)
+        broker = broker_answers(cluster.bootstrap_servers, timeout=5, settings=cluster.client_config())
         auth = endpoints_connect_auth(self._endpoints)
         connect = connect_plugins(self._endpoints.connect_url, timeout=5, auth=auth) is not None
         return StackStatus(

@@ -7,22 +7,36 @@ Topics are never auto-created: ``ensure_topics`` creates the missing ones with t
 default replication factor (-1), so the same code makes one replica on the embedded stack and
 three on a three-broker cluster.
 
-Every client also authenticates and encrypts as the client-properties file named by
-``IKKAI_KAFKA_CONFIG`` says (``kafka_security``); without it, clients speak PLAINTEXT.
+Where the cluster is and as whom to talk to it travel together, as one ``KafkaContext``: resolved
+once where a command or a service starts (a flag, ``IKKAI_BOOTSTRAP_SERVERS`` and the client-properties
+file ``IKKAI_KAFKA_CONFIG`` names, a clusters-file entry, or the embedded stack's record), then passed
+to every client explicitly; no client reads the environment on its own. Without security settings,
+clients speak PLAINTEXT.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from ikkai.contract.kafka_security import SecurityConfig, client_security, librdkafka_settings, spark_kafka_options
+from ikkai.contract.kafka_security import (
+    NO_SECURITY,
+    SecurityConfig,
+    client_security,
+    librdkafka_settings,
+    load_security,
+    spark_kafka_options,
+)
 from ikkai.errors import ConfigError, KafkaAccessError
+from ikkai.settings import BOOTSTRAP_VAR, KAFKA_CONFIG_VAR, ikkai_home, recorded_endpoints
 
 IDEMPOTENT_PRODUCER: Mapping[str, Any] = {
     "enable.idempotence": True,
@@ -50,33 +64,76 @@ class _Lines(logging.Handler):
         self.lines.append(record.getMessage())
 
 
-def security_settings() -> dict[str, str]:
-    """This process's authentication and encryption settings in librdkafka's names (none: PLAINTEXT)."""
-    return librdkafka_settings(client_security())
+@dataclass(frozen=True)
+class KafkaContext:
+    """One Kafka cluster and how to reach it: its bootstrap servers and the client security settings.
 
-
-def spark_options() -> dict[str, str]:
-    """``kafka.<key>`` options of Spark's Kafka source and sink: the security file's settings, as written."""
-    return spark_kafka_options(client_security())
-
-
-def client_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
-    """Any client's settings: the cluster, how to authenticate to it, and ``extra``.
-
-    For admin clients, and for the few readers that must see uncommitted records on purpose
-    (the smoke test's and the tests' read_uncommitted checks); every other reader takes ``consumer_config``.
+    Every producer, consumer and admin client ikkai builds takes its settings from one of these
+    (quix-streams' ``ConnectionConfig``, kcctl's context: one object for "where and as whom").
+    Pickled into Spark tasks, the security settings travel as the path of their file, never as
+    the secrets themselves (``SecurityConfig.__reduce__``).
     """
-    return {"bootstrap.servers": bootstrap, **security_settings(), **extra}
+
+    bootstrap_servers: str
+    security: SecurityConfig = NO_SECURITY
+
+    def __post_init__(self) -> None:
+        if not self.bootstrap_servers.strip():
+            raise ConfigError("kafka", "bootstrap servers", "empty", fix="name at least one broker as host:port")
+
+    @classmethod
+    def of(cls, where: KafkaContext | str, env: Mapping[str, str] = os.environ) -> KafkaContext:
+        """``where`` itself, or the cluster at that address as the environment's client file says (read now)."""
+        return where if isinstance(where, KafkaContext) else cls(where, client_security(env))
+
+    @classmethod
+    def at(cls, bootstrap_servers: str, security_file: str | Path | None) -> KafkaContext:
+        """The cluster at ``bootstrap_servers`` with the settings of ``security_file`` (none: PLAINTEXT)."""
+        return cls(bootstrap_servers, load_security(Path(security_file)) if security_file else NO_SECURITY)
+
+    def broker(self, address: str) -> KafkaContext:
+        """One broker of this cluster, asked at its own address, as the same client."""
+        return KafkaContext(address, self.security)
+
+    def describe(self) -> str:
+        """``host:9092 (SASL_SSL, SCRAM-SHA-512 as 'ikkai' (from ...))`` — safe to print."""
+        return f"{self.bootstrap_servers} ({self.security.describe()})"
+
+    def client_config(self, **extra: Any) -> dict[str, Any]:
+        """Any client's settings: the cluster, how to authenticate to it, and ``extra``.
+
+        For admin clients, and for the few readers that must see uncommitted records on purpose
+        (the smoke test's and the tests' read_uncommitted checks); every other reader takes ``consumer_config``.
+        """
+        return {"bootstrap.servers": self.bootstrap_servers, **librdkafka_settings(self.security), **extra}
+
+    def consumer_config(self, group_id: str, **extra: Any) -> dict[str, Any]:
+        """A read_committed consumer's settings; ``extra`` adds to them (offsets, EOF events), never weakens them."""
+        return {**self.client_config(), "group.id": group_id, **extra, **READ_COMMITTED}
+
+    def producer_config(self, **extra: Any) -> dict[str, Any]:
+        """An idempotent producer's settings; ``extra`` adds to them (a transactional.id), never weakens them."""
+        return {**self.client_config(), **extra, **IDEMPOTENT_PRODUCER}
+
+    def spark_options(self) -> dict[str, str]:
+        """Spark's Kafka source and sink options: ``kafka.bootstrap.servers`` and the security keys as written."""
+        return {"kafka.bootstrap.servers": self.bootstrap_servers, **spark_kafka_options(self.security)}
 
 
-def consumer_config(bootstrap: str, group_id: str, **extra: Any) -> dict[str, Any]:
-    """A read_committed consumer's settings; ``extra`` adds to them (offsets, EOF events), never weakens them."""
-    return {"bootstrap.servers": bootstrap, **security_settings(), "group.id": group_id, **extra, **READ_COMMITTED}
+def resolve_cluster(given: str | None = None, env: Mapping[str, str] = os.environ) -> KafkaContext | None:
+    """The Kafka cluster a command means, resolved once; None when nothing names one.
 
-
-def producer_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
-    """An idempotent producer's settings; ``extra`` adds to them (a transactional.id, linger.ms), never weakens them."""
-    return {"bootstrap.servers": bootstrap, **security_settings(), **extra, **IDEMPOTENT_PRODUCER}
+    ``given`` (a ``--bootstrap`` flag), else ``IKKAI_BOOTSTRAP_SERVERS``, each with the client file
+    ``IKKAI_KAFKA_CONFIG`` names; else the embedded stack ``ikkai stack up`` recorded in ``IKKAI_HOME``,
+    with the client file it recorded (a secured stack's) unless ``IKKAI_KAFKA_CONFIG`` names another.
+    """
+    bootstrap = (given or env.get(BOOTSTRAP_VAR, "")).strip()
+    if bootstrap:
+        return KafkaContext.of(bootstrap, env)
+    endpoints = recorded_endpoints(ikkai_home(env))
+    if endpoints is None:
+        return None
+    return KafkaContext.at(endpoints.bootstrap_servers, env.get(KAFKA_CONFIG_VAR, "").strip() or endpoints.kafka_config)
 
 
 # A cluster that has not caught up answers these for a moment: a broker re-registering after missed
@@ -91,7 +148,7 @@ TOPIC_DEADLINE_S = 120.0
 
 
 def ensure_topics(
-    bootstrap: str,
+    kafka: KafkaContext,
     names: Iterable[str],
     partitions: int,
     *,
@@ -106,7 +163,7 @@ def ensure_topics(
     a topic someone else created meanwhile is as good as ours.
     """
     wanted = list(dict.fromkeys(names))
-    admin = AdminClient(client_config(bootstrap))
+    admin = AdminClient(kafka.client_config())
     give_up_at = time.monotonic() + deadline_s
     created: list[str] = []
     while True:
@@ -129,7 +186,7 @@ def ensure_topics(
         if not again:
             break
         time.sleep(0.5)
-    wait_until_usable(bootstrap, wanted, give_up_at)
+    wait_until_usable(kafka, wanted, give_up_at)
     return created
 
 
@@ -146,13 +203,13 @@ def _unusable(metadata: Any, names: Iterable[str]) -> list[str]:
     ]
 
 
-def wait_until_usable(bootstrap: str, names: Iterable[str], give_up_at: float) -> None:
+def wait_until_usable(kafka: KafkaContext, names: Iterable[str], give_up_at: float) -> None:
     """Wait until each broker, asked at its own address, shows every topic of ``names`` with its leaders."""
     names = list(names)
-    brokers = AdminClient(client_config(bootstrap)).list_topics(timeout=30).brokers
+    brokers = AdminClient(kafka.client_config()).list_topics(timeout=30).brokers
     for broker in sorted(brokers.values(), key=lambda b: b.id):
         address = f"{broker.host}:{broker.port}"
-        client = AdminClient(client_config(address))
+        client = AdminClient(kafka.broker(address).client_config())
         while True:
             try:
                 lagging = _unusable(client.list_topics(timeout=10), names)
@@ -174,18 +231,18 @@ def _without_client_certificate(security: SecurityConfig) -> bool:
     return security.protocol.endswith("SSL") and not any(k in security.properties for k in keys)
 
 
-def check_access(bootstrap: str, timeout: float = 10.0) -> None:
+def check_access(kafka: KafkaContext, timeout: float = 10.0) -> None:
     """Ask the cluster for its metadata as every client will; one clear error when it refuses or cannot be reached.
 
     librdkafka retries a failed login quietly for ever; a command that is about to start a job or
     an emitter asks first, so wrong credentials or a wrong CA read as one line within seconds.
     """
-    security = client_security()
+    security, bootstrap = kafka.security, kafka.bootstrap_servers
     failures: list[KafkaError] = []
     lines = _Lines()
     logger = logging.Logger("ikkai.kafka.access")  # not registered: one per check, dropped with it
     logger.addHandler(lines)
-    admin = AdminClient(client_config(bootstrap, error_cb=failures.append), logger=logger)
+    admin = AdminClient(kafka.client_config(error_cb=failures.append), logger=logger)
     codes = {KafkaError._AUTHENTICATION: "authentication", KafkaError._SSL: "tls"}
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -27,7 +27,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from ikkai.errors import ConfigError
 
@@ -54,6 +54,14 @@ class SecurityConfig:
 
     properties: Mapping[str, str] = field(default_factory=dict)
     source: str = "<none>"
+    file: str = ""  # the file they were read from ("": built in memory)
+
+    def __reduce__(self) -> str | tuple[Any, ...]:
+        """Read from a file, they are pickled (into Spark tasks) as that file's path, read again where they
+        arrive, so no secret travels inside a task; built in memory, as they are."""
+        if self.file:
+            return (load_security, (Path(self.file),))
+        return (SecurityConfig, (dict(self.properties), self.source))
 
     def __repr__(self) -> str:
         shown = {k: ("****" if k in SECRET_KEYS else v) for k, v in sorted(self.properties.items())}
@@ -164,7 +172,7 @@ def load_security(path: Path) -> SecurityConfig:
                 f"ssl.{kind}.type=PEM and point ssl.{kind}.location at a PEM file "
                 f"(keytool -exportcert -rfc, or openssl pkcs12 -nodes)",
             )  # fmt: skip
-    return SecurityConfig(properties, where)
+    return SecurityConfig(properties, where, file=where)
 
 
 def client_security(env: Mapping[str, str] = os.environ) -> SecurityConfig:

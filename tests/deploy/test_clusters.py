@@ -11,6 +11,7 @@ from deploy.clusters import (
     DEFAULT_CLUSTERS,
     ClusterTarget,
     cluster_for,
+    kafka_cluster,
     load_clusters,
     parse_clusters,
     resolve_connect_auth,
@@ -69,3 +70,21 @@ def test_a_cluster_names_its_credentials_file_and_never_holds_the_secret(tmp_pat
     assert (auth.username, auth.password, auth.ca) == ("ops", "pw", "/etc/ikkai/ca.pem")
     assert "pw" not in repr(auth)
     assert auth.requests_options() == {"verify": "/etc/ikkai/ca.pem", "auth": ("ops", "pw")}
+
+
+def test_an_environment_names_its_kafka_cluster_and_client_file(tmp_path: Path) -> None:
+    client = tmp_path / "client.properties"
+    client.write_text("security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location=/etc/ca.pem\n")
+    targets = parse_clusters({"prod": {"connect_url": "https://c:8083", "bootstrap_servers": "k1:9093,k2:9093",
+                                       "kafka_config": str(client)}}, "clusters.yaml")  # fmt: skip
+    cluster = kafka_cluster(targets["prod"])
+    assert cluster.bootstrap_servers == "k1:9093,k2:9093" and cluster.security.protocol == "SSL"
+    assert load_clusters(DEFAULT_CLUSTERS)["prod"].bootstrap_servers.startswith("kafka-1.prod")
+    with pytest.raises(ConfigError, match=r"dev\.kafka_config: names a client file for the local cluster"):
+        parse_clusters({"dev": {"connect_url": "local", "kafka_config": str(client)}}, "clusters.yaml")
+
+
+def test_a_local_environment_takes_the_kafka_cluster_the_environment_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("IKKAI_BOOTSTRAP_SERVERS", "elsewhere:9092")
+    monkeypatch.delenv("IKKAI_KAFKA_CONFIG", raising=False)
+    assert kafka_cluster(ClusterTarget("dev", "local")).bootstrap_servers == "elsewhere:9092"

@@ -21,6 +21,7 @@ from demo.pipeline_io import by_partition, create_topic, flat, produce_payments,
 from demo.raw_payments import mixed_stream, produce_lines
 from ikkai.contract import kafka
 from ikkai.contract.codec import default_codec
+from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.kafka_security import CONFIG_VAR, client_security
 from ikkai.errors import KafkaAccessError
 from ikkai.settings import Endpoints, endpoints_connect_auth
@@ -40,13 +41,13 @@ def _properties(path: Path, settings: dict[str, str]) -> Path:
 
 def _round_trip(bootstrap: str, topic: str, value: bytes) -> None:
     """One committed transaction on a new topic, read back by a read_committed consumer."""
-    assert kafka.ensure_topics(bootstrap, [topic], 1) == [topic]
-    producer = Producer(kafka.producer_config(bootstrap, **{"transactional.id": f"t-{topic}"}))
+    assert kafka.ensure_topics(KafkaContext.of(bootstrap), [topic], 1) == [topic]
+    producer = Producer(KafkaContext.of(bootstrap).producer_config(**{"transactional.id": f"t-{topic}"}))
     producer.init_transactions(30)
     producer.begin_transaction()
     producer.produce(topic, key=b"k", value=value)
     producer.commit_transaction(30)
-    consumer = Consumer(kafka.consumer_config(bootstrap, f"g-{topic}", **{"auto.offset.reset": "earliest"}))
+    consumer = Consumer(KafkaContext.of(bootstrap).consumer_config(f"g-{topic}", **{"auto.offset.reset": "earliest"}))
     consumer.subscribe([topic])
     try:
         message = None
@@ -65,10 +66,10 @@ def test_a_transaction_goes_through_sasl_ssl_with_the_one_client_file(
     endpoints, secrets = secure_stack
     monkeypatch.setenv(CONFIG_VAR, endpoints.kafka_config)
     bootstrap = endpoints.bootstrap_servers
-    kafka.check_access(bootstrap)
+    kafka.check_access(KafkaContext.of(bootstrap))
     _round_trip(bootstrap, f"secure.{uuid.uuid4().hex[:8]}", b"over TLS, as ikkai")
     assert secrets.client_password not in repr(client_security())  # the settings never show it in a repr
-    assert kafka.producer_config(bootstrap)["security.protocol"] == "SASL_SSL"
+    assert KafkaContext.of(bootstrap).producer_config()["security.protocol"] == "SASL_SSL"
 
 
 def test_a_plain_login_from_the_client_file_is_accepted_too(
@@ -82,14 +83,14 @@ def test_a_plain_login_from_the_client_file_is_accepted_too(
     }
     monkeypatch.setenv(CONFIG_VAR, str(_properties(tmp_path / "plain.properties", settings)))
     bootstrap = endpoints.bootstrap_servers
-    assert kafka.producer_config(bootstrap)["sasl.mechanism"] == "PLAIN"
-    kafka.check_access(bootstrap, timeout=10)
+    assert KafkaContext.of(bootstrap).producer_config()["sasl.mechanism"] == "PLAIN"
+    kafka.check_access(KafkaContext.of(bootstrap), timeout=10)
     _round_trip(bootstrap, f"secure.plain.{uuid.uuid4().hex[:8]}", b"over PLAIN")
     # The wrong password through PLAIN is refused in one line, like SCRAM's.
     settings["sasl.jaas.config"] = f'{PLAIN_MODULE} required username="{CLIENT_USER}" password="not-it";'
     monkeypatch.setenv(CONFIG_VAR, str(_properties(tmp_path / "plain-wrong.properties", settings)))
     with pytest.raises(KafkaAccessError) as caught:
-        kafka.check_access(bootstrap, timeout=10)
+        kafka.check_access(KafkaContext.of(bootstrap), timeout=10)
     assert caught.value.reason == "authentication" and "\n" not in str(caught.value)
 
 
@@ -105,7 +106,7 @@ def test_a_client_the_cluster_refuses_gets_one_line_naming_the_cluster_and_what_
         settings = {"security.protocol": "PLAINTEXT"}
     monkeypatch.setenv(CONFIG_VAR, str(_properties(tmp_path / "client.properties", settings)))
     with pytest.raises(KafkaAccessError) as caught:
-        kafka.check_access(endpoints.bootstrap_servers, timeout=10)
+        kafka.check_access(KafkaContext.of(endpoints.bootstrap_servers), timeout=10)
     error = caught.value
     assert error.reason == {"wrong password": "authentication", "wrong CA": "tls", "plaintext": "protocol"}[case]
     assert endpoints.bootstrap_servers in str(error) and error.fix
@@ -143,7 +144,7 @@ def test_a_bundle_applied_through_https_and_basic_auth_lands_its_lines_through_s
     monkeypatch.setenv(CONFIG_VAR, endpoints.kafka_config)
     name = uuid.uuid4().hex[:8]
     topics = {"payments": f"ingest.sec-{name}", "refunds": f"ingest.sec-refunds-{name}"}
-    kafka.ensure_topics(endpoints.bootstrap_servers, list(topics.values()), 1)
+    kafka.ensure_topics(KafkaContext.of(endpoints.bootstrap_servers), list(topics.values()), 1)
     files = {source: tmp_path / f"{source}.jsonl" for source in topics}
     for path in files.values():
         path.write_text("")
@@ -154,7 +155,7 @@ def test_a_bundle_applied_through_https_and_basic_auth_lands_its_lines_through_s
     assert applied.returncode == 0, applied.stderr
     files["payments"].write_text('{"payment_id": "pay-secure-1", "amount": "1.00"}\n')
     consumer = Consumer(
-        kafka.consumer_config(endpoints.bootstrap_servers, f"g-{name}", **{"auto.offset.reset": "earliest"})
+        KafkaContext.of(endpoints.bootstrap_servers).consumer_config(f"g-{name}", **{"auto.offset.reset": "earliest"})
     )
     consumer.subscribe([topics["payments"]])
     try:
@@ -219,7 +220,7 @@ def test_the_enrich_job_works_through_sasl_ssl(
     name = unique("sec")
     topics = EnrichTopics(f"ingest.{name}", f"events.{name}", f"dlq.{name}", f"md.m.{name}", f"md.c.{name}")
     merchants, customers = generate_profiles(stream.world, 11)
-    publish_profiles(bootstrap, merchants, customers, merchants_topic=topics.merchants,
+    publish_profiles(KafkaContext.of(bootstrap), merchants, customers, merchants_topic=topics.merchants,
                      customers_topic=topics.customers, transactional_id=unique("test.masterdata"))  # fmt: skip
     for topic in (topics.input, topics.events, topics.dlq):
         create_topic(bootstrap, topic, 1)

@@ -23,9 +23,9 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from demo.infer_process import InferProcess, InferTopics
 from demo.payments_simulation import payment_records, simulate
 from demo.pipeline_io import by_partition, create_topic, flat, unique
-from ikkai.contract import kafka
 from ikkai.contract.codec import default_codec
 from ikkai.contract.ids import decision_id
+from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.partitioning import kafka_partition
 from ikkai.contract.registry import MAGIC, RegistryCodec
 from ikkai.contract.wire_format import CONFIG_VAR, URL_VAR, environment_codec
@@ -108,7 +108,7 @@ def test_the_receipts_reader_reads_what_confluents_serializer_wrote(bootstrap: s
     }  # fmt: skip
     value = serializer(receipt, SerializationContext(topic, MessageField.VALUE))
     assert value is not None and value[:1] == MAGIC
-    producer = Producer(kafka.producer_config(bootstrap))
+    producer = Producer(KafkaContext.of(bootstrap).producer_config())
     producer.produce(topic, key=b"pay-1", value=value)
     assert producer.flush(30) == 0
     with ReceiptReader(bootstrap, topic=topic) as reader:  # no codec: the environment's
@@ -123,7 +123,7 @@ def test_the_infer_job_writes_decisions_and_requests_confluents_deserializer_rea
     source = create_topic(bootstrap, unique("events.payments"), PARTITIONS)
     codec = environment_codec()  # the input as enrich writes it in this environment: the wire format too
     assert isinstance(codec, RegistryCodec)
-    producer = Producer(kafka.producer_config(bootstrap))
+    producer = Producer(KafkaContext.of(bootstrap).producer_config())
     for payment in payments:
         key = str(payment["payment_id"]).encode()
         value = codec.encode("payment_event", payment, version=1)

@@ -17,6 +17,7 @@ from confluent_kafka import KafkaException, Producer
 
 from demo.pipeline_io import by_partition, create_topic, unique
 from ikkai.contract.codec import default_codec
+from ikkai.contract.kafka import KafkaContext
 from ikkai.errors import ConfigError
 from spark_jobs import commit_markers, partition_transactions
 from spark_jobs.commit_markers import (
@@ -35,7 +36,7 @@ PARTITIONS = 2
 
 def config_for(bootstrap: str, out: str, query: str, **extra: object) -> SinkConfig:
     return SinkConfig(
-        app="test", query=query, bootstrap_servers=bootstrap, output_topics=(out,), partitions=PARTITIONS,
+        app="test", query=query, cluster=KafkaContext.of(bootstrap), output_topics=(out,), partitions=PARTITIONS,
         order_by=("seq",), source_topic="test.in", retry_deadline_s=20, **extra,  # type: ignore[arg-type]
     )  # fmt: skip
 
@@ -48,7 +49,7 @@ def new_worker() -> None:
     """Forget every producer and marker position of this process, as a restarted worker would."""
     for bootstrap, txn_id in list(partition_transactions._writers):
         config = SinkConfig(
-            app="x", query="x", bootstrap_servers=bootstrap, output_topics=(), partitions=1, order_by=("x",),
+            app="x", query="x", cluster=KafkaContext.of(bootstrap), output_topics=(), partitions=1, order_by=("x",),
             source_topic="x",
         )  # fmt: skip
         partition_transactions._discard(config, txn_id)
@@ -85,14 +86,14 @@ def killed_before_commit(
 
     def stop_at_commit(txn_id: str, operation: str, call: Callable[[], object], **kw: Any) -> object:
         if operation == "commit_transaction":
-            producer = partition_transactions._writers[(config.bootstrap_servers, txn_id)].producer
+            producer = partition_transactions._writers[(config.cluster.bootstrap_servers, txn_id)].producer
             assert producer.flush(10) == 0  # every record of the transaction is on the broker, uncommitted
             zombie.append(producer)
             raise _Killed
         return real_call(txn_id, operation, call, **kw)
 
     def forget(config: SinkConfig, txn_id: str) -> None:  # no purge, no close: a killed process cleans nothing up
-        partition_transactions._writers.pop((config.bootstrap_servers, txn_id), None)
+        partition_transactions._writers.pop((config.cluster.bootstrap_servers, txn_id), None)
 
     with monkeypatch.context() as patched:
         patched.setattr(partition_transactions, "call_with_retries", stop_at_commit)
@@ -121,7 +122,7 @@ def test_a_marker_committed_behind_another_writers_open_transaction_is_seen(
     it. Without the wait it finds the older marker and writes offsets 5-9 a second time."""
     out = create_topic(bootstrap, unique("test.out"), PARTITIONS)
     config = config_for(bootstrap, out, unique("q"))
-    ensure_commits_topic(bootstrap, config.commits_topic, PARTITIONS)
+    ensure_commits_topic(KafkaContext.of(bootstrap), config.commits_topic, PARTITIONS)
     assert write_partition(config, 0, 0, records(out, 0, range(5))).records == 5  # marker {0: 5} committed
     stranger = transactional_producer(bootstrap, unique("test.stranger"))
     stranger.begin_transaction()
@@ -135,9 +136,9 @@ def test_a_marker_committed_behind_another_writers_open_transaction_is_seen(
         gaps: list[tuple[int, int, dict[int, int]]] = []
         real_high_watermark = commit_markers._high_watermark
 
-        def high_watermark(bootstrap_: str, topic: str, partition: int) -> int | None:
-            high = real_high_watermark(bootstrap_, topic, partition)
-            here, seen = commit_markers._seen[(bootstrap_, topic, partition)]
+        def high_watermark(cluster: KafkaContext, topic: str, partition: int) -> int | None:
+            high = real_high_watermark(cluster, topic, partition)
+            here, seen = commit_markers._seen[(cluster.bootstrap_servers, topic, partition)]
             if high is not None and here < high and open_:
                 gaps.append((here, high, dict(seen.source_offsets) if seen else {}))
                 end(open_.pop())  # the stranger's transaction ends only while the reader waits at the LSO
@@ -166,7 +167,7 @@ def test_another_querys_zombie_does_not_stall_or_hide_anything(bootstrap: str, m
     theirs_out = create_topic(bootstrap, unique("test.out"), PARTITIONS)
     theirs = config_for(bootstrap, theirs_out, f"{mine.query}.v2", transaction_timeout_ms=ZOMBIE_TIMEOUT_MS)
     for config in (mine, theirs):
-        ensure_commits_topic(bootstrap, config.commits_topic, PARTITIONS)
+        ensure_commits_topic(KafkaContext.of(bootstrap), config.commits_topic, PARTITIONS)
     assert write_partition(mine, 0, 0, records(out, 0, range(5))).records == 5
     write_partition(theirs, 0, 0, records(theirs_out, 0, range(20)))  # committed: <q>.v2 is further on partition 0
     new_worker()
@@ -195,7 +196,7 @@ def test_query_names_that_share_a_prefix_never_read_each_others_markers(bootstra
     shared = unique("_ikkai.commits.shared")
     base = unique("infer")
     v2, v1 = (config_for(bootstrap, out, query, commits_topic=shared) for query in (f"{base}.v2", base))
-    ensure_commits_topic(bootstrap, shared, PARTITIONS)
+    ensure_commits_topic(KafkaContext.of(bootstrap), shared, PARTITIONS)
     assert write_partition(v2, 0, 1, records(out, 1, range(6))).records == 6  # infer.v2's marker of partition 1
     new_worker()
     assert write_partition(v1, 0, 0, records(out, 0, range(6))).records == 6  # partition 0: nobody else's marker
@@ -204,7 +205,7 @@ def test_query_names_that_share_a_prefix_never_read_each_others_markers(bootstra
     with pytest.raises(CommitMarkerError, match=theirs):  # partition 1 holds infer.v2's: refused, never adopted
         write_partition(v1, 0, 1, records(out, 1, range(6)))
     with pytest.raises(CommitMarkerError, match=theirs):  # and the driver's check before a query starts says so
-        read_markers(bootstrap, "test", base, topic=shared)
+        read_markers(KafkaContext.of(bootstrap), "test", base, topic=shared)
     assert values_of(bootstrap, out) == {p: [f"value-{o}".encode() for o in range(6)] for p in (0, 1)}
 
 
@@ -213,7 +214,7 @@ def test_a_commits_topic_shared_by_two_queries_is_refused(bootstrap: str) -> Non
     out = create_topic(bootstrap, unique("test.out"), PARTITIONS)
     shared = unique("_ikkai.commits.shared")
     first, second = (config_for(bootstrap, out, unique(q), commits_topic=shared) for q in ("a", "b"))
-    ensure_commits_topic(bootstrap, shared, PARTITIONS)
+    ensure_commits_topic(KafkaContext.of(bootstrap), shared, PARTITIONS)
     write_partition(first, 0, 0, records(out, 0, range(3)))
     new_worker()
     with pytest.raises(CommitMarkerError, match=f"holds a marker of app 'test', query '{first.query}'"):
@@ -227,9 +228,9 @@ def test_a_commits_topic_that_deletes_is_refused_at_start_with_the_fix(bootstrap
     query then writes everything again. ``ensure_commits_topic`` (the sink's prepare) refuses it in one line."""
     topic = create_topic(bootstrap, unique("_ikkai.commits.test"), PARTITIONS, config={"cleanup.policy": policy})
     with pytest.raises(CommitMarkerError, match=re.escape(f"cleanup.policy is {policy!r}")) as refused:
-        ensure_commits_topic(bootstrap, topic, PARTITIONS)
+        ensure_commits_topic(KafkaContext.of(bootstrap), topic, PARTITIONS)
     assert f"--entity-name {topic} --add-config cleanup.policy=compact" in str(refused.value)
-    ensure_commits_topic(bootstrap, create_topic(bootstrap, unique("_ikkai.commits.test"), PARTITIONS,
+    ensure_commits_topic(KafkaContext.of(bootstrap), create_topic(bootstrap, unique("_ikkai.commits.test"), PARTITIONS,
                                                  config={"cleanup.policy": "compact"}), PARTITIONS)  # fmt: skip
 
 
@@ -293,10 +294,10 @@ def test_a_leader_that_moved_is_asked_again_and_other_errors_stop_the_read() -> 
         answers = []
         for _ in range(3):
             commit_markers._admins["fake:1"] = moved  # type: ignore[assignment]
-            answers.append(commit_markers._high_watermark("fake:1", "t", 0))
+            answers.append(commit_markers._high_watermark(KafkaContext("fake:1"), "t", 0))
         assert answers == [None, None, 7]
         with pytest.raises(CommitMarkerError, match="TOPIC_AUTHORIZATION_FAILED"):
-            commit_markers._high_watermark("fake:2", "t", 0)
+            commit_markers._high_watermark(KafkaContext("fake:2"), "t", 0)
     finally:
         commit_markers._admins.pop("fake:1", None)
         commit_markers._admins.pop("fake:2", None)
@@ -312,7 +313,7 @@ def test_a_client_that_asked_a_moved_leader_is_replaced_not_asked_again(answer: 
     stale = _Offsets([KafkaError.NOT_LEADER_FOR_PARTITION], 7) if answer == "leader moved" else _Offsets([], -1001)
     commit_markers._admins["fake:3"] = stale  # type: ignore[assignment]
     try:
-        assert commit_markers._high_watermark("fake:3", "t", 0) is None
+        assert commit_markers._high_watermark(KafkaContext("fake:3"), "t", 0) is None
         assert "fake:3" not in commit_markers._admins  # the next call builds a new client
     finally:
         commit_markers._admins.pop("fake:3", None)

@@ -20,8 +20,8 @@ import pytest
 from demo.payments_simulation import generate_profiles
 from demo.pipeline_io import Partitioned, by_partition, create_topic, flat, unique
 from demo.raw_payments import EVENT, MixedStream, RawLine, mixed_stream, produce_lines
-from ikkai.contract import kafka
 from ikkai.contract.codec import default_codec
+from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.partitioning import kafka_partition
 from spark_jobs import enrich_reasons as r
 from spark_jobs.master_data import CustomerProfile, MerchantProfile, publish_profiles
@@ -57,7 +57,7 @@ def ingest(bootstrap: str) -> tuple[EnrichTopics, MixedStream]:
     name = unique("enrich")
     topics = EnrichTopics(f"ingest.{name}", "", "", f"masterdata.merchants.{name}", f"masterdata.customers.{name}")
     merchants, customers = generate_profiles(stream.world, SEED)
-    publish_profiles(bootstrap, merchants, customers, merchants_topic=topics.merchants,
+    publish_profiles(KafkaContext.of(bootstrap), merchants, customers, merchants_topic=topics.merchants,
                      customers_topic=topics.customers, transactional_id=unique("test.masterdata"))  # fmt: skip
     create_topic(bootstrap, topics.input, PARTITIONS)
     produce_lines(bootstrap, topics.input, stream.lines)
@@ -185,7 +185,7 @@ def test_a_version_published_after_the_events_changes_nothing_and_a_replay_is_by
                       for p in merchants if p.valid_from == before_everything]  # fmt: skip
     late_customers = [CustomerProfile(p.customer_id, before_everything + 1, "late", p.home_country)
                       for p in customers if p.valid_from == before_everything]  # fmt: skip
-    publish_profiles(bootstrap, late_merchants, late_customers, merchants_topic=topics.merchants,
+    publish_profiles(KafkaContext.of(bootstrap), late_merchants, late_customers, merchants_topic=topics.merchants,
                      customers_topic=topics.customers, transactional_id=unique("test.masterdata"))  # fmt: skip
     # ...but they were published after the events were ingested: a replay (one big batch) ignores them.
     replay = outputs(bootstrap, topics)
@@ -319,7 +319,7 @@ def test_a_raw_line_near_the_size_limit_is_dead_lettered_cut_and_the_job_goes_on
     big_topics = replace(outputs(bootstrap, topics), input=unique("ingest.big"))
     create_topic(bootstrap, big_topics.input, PARTITIONS)
     produce_lines(bootstrap, big_topics.input, valid[:1])
-    producer = Producer(kafka.producer_config(bootstrap, **{"message.max.bytes": 1_048_576}))
+    producer = Producer(KafkaContext.of(bootstrap).producer_config(**{"message.max.bytes": 1_048_576}))
     for line in big:
         producer.produce(big_topics.input, value=line.value, key=line.key, partition=line.partition)
     assert producer.flush(60) == 0

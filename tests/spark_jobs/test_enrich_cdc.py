@@ -28,6 +28,7 @@ from deploy.bundle_ops import BundleRequest
 from deploy.connect_rest import ConnectClient
 from ikkai.contract.codec import default_codec
 from ikkai.contract.ids import decision_id
+from ikkai.contract.kafka import KafkaContext
 from ikkai.settings import Endpoints
 from spark_jobs import enrich_reasons as r
 from spark_jobs.master_data import CustomerProfile, MerchantProfile, publish_profiles
@@ -91,7 +92,7 @@ def cdc_run(stack: Endpoints, tmp_path_factory: pytest.TempPathFactory) -> CdcRu
                   infer_topics.dlq):  # fmt: skip
         create_topic(bootstrap, topic, PARTITIONS)
     publish_profiles(
-        bootstrap, [MerchantProfile("m-1", BEFORE_EVENTS, "Corner Shop", "DE", "low")],
+        KafkaContext.of(bootstrap), [MerchantProfile("m-1", BEFORE_EVENTS, "Corner Shop", "DE", "low")],
         [CustomerProfile("cust-00001", BEFORE_EVENTS, "retail", "DE")],
         merchants_topic=enrich_topics.merchants, customers_topic=enrich_topics.customers,
         transactional_id=unique("test.masterdata"),

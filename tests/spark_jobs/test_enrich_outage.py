@@ -19,6 +19,7 @@ from demo.payments_simulation import generate_profiles
 from demo.pipeline_io import by_partition, create_topic, flat, unique
 from demo.raw_payments import mixed_stream, produce_lines
 from ikkai.contract.codec import default_codec
+from ikkai.contract.kafka import KafkaContext
 from spark_jobs.master_data import (
     MerchantProfile,
     encode_profile,
@@ -46,7 +47,7 @@ def test_a_publish_in_flight_holds_the_batch_and_is_then_used(bootstrap: str, tm
     stream = mixed_stream(SEED, partitions=PARTITIONS)
     topics = topics_for(bootstrap)
     merchants, customers = generate_profiles(stream.world, SEED)
-    publish_profiles(bootstrap, merchants, customers, merchants_topic=topics.merchants,
+    publish_profiles(KafkaContext.of(bootstrap), merchants, customers, merchants_topic=topics.merchants,
                      customers_topic=topics.customers, transactional_id=unique("test.masterdata"))  # fmt: skip
     # A new version for every merchant, valid from before all events, appended now but not yet committed.
     start = min(p.valid_from for p in merchants)
@@ -91,7 +92,9 @@ def test_a_publish_in_flight_holds_the_batch_and_is_then_used(bootstrap: str, tm
 def test_unreadable_master_data_stops_the_job_and_writes_nothing(bootstrap: str, tmp_path: Path) -> None:
     stream = mixed_stream(SEED, partitions=PARTITIONS)
     topics = topics_for(bootstrap)
-    ensure_master_topics(bootstrap, merchants_topic=topics.merchants, customers_topic=f"{topics.customers}.other")
+    ensure_master_topics(
+        KafkaContext.of(bootstrap), merchants_topic=topics.merchants, customers_topic=f"{topics.customers}.other"
+    )
     produce_lines(bootstrap, topics.input, stream.lines)  # the customers topic the job reads does not exist
     job = EnrichProcess(bootstrap, topics, tmp_path, unique("outage"), "--master-data-timeout", "3")
     assert job.wait() != 0

@@ -21,8 +21,8 @@ from confluent_kafka import Producer
 
 from demo.payments_simulation import payment_records, simulate
 from demo.pipeline_io import Partitioned, by_partition, create_topic, produce_payments, unique
-from ikkai.contract import kafka
 from ikkai.contract.codec import default_codec
+from ikkai.contract.kafka import KafkaContext
 from spark_jobs.commit_markers import commits_topic_for, read_markers
 from spark_jobs.fraud_decisions import ORDER_BY, OUTPUT_SCHEMA, Topics, decide_arrow_batches
 from spark_jobs.model.fraud_model import FEATURES_PATH, MODEL_PATH, ModelSource
@@ -42,7 +42,7 @@ def input_topic(bootstrap: str) -> str:
     topic = create_topic(bootstrap, unique("events.payments"), PARTITIONS)
     payments = payment_records(simulate(7, payments=EVENTS).payments)
     produce_payments(bootstrap, topic, payments[: EVENTS // 2], PARTITIONS)
-    producer = Producer(kafka.producer_config(bootstrap))
+    producer = Producer(KafkaContext.of(bootstrap).producer_config())
     for n, value in enumerate(MALFORMED):
         producer.produce(topic, key=f"bad-{n}".encode(), value=value, partition=n % PARTITIONS)
     assert producer.flush(30) == 0
@@ -65,7 +65,7 @@ def outputs(bootstrap: str) -> Topics:
 
 def config(bootstrap: str, input_topic: str, topics: Topics, query: str) -> SinkConfig:
     return SinkConfig(
-        app="test", query=query, bootstrap_servers=bootstrap, output_topics=(topics.decisions, topics.outbox,
+        app="test", query=query, cluster=KafkaContext.of(bootstrap), output_topics=(topics.decisions, topics.outbox,
         topics.dlq), partitions=PARTITIONS, order_by=ORDER_BY, source_topic=input_topic, retry_deadline_s=20,
         partition_column="input_partition",
     )  # fmt: skip
@@ -97,7 +97,9 @@ class Run:
     def source_offsets(self, bootstrap: str) -> dict[int, dict[int, int]]:
         return {
             p: dict(m.source_offsets)
-            for p, m in read_markers(bootstrap, "test", self.query, topic=commits_topic_for("test", self.query)).items()
+            for p, m in read_markers(
+                KafkaContext.of(bootstrap), "test", self.query, topic=commits_topic_for("test", self.query)
+            ).items()
         }
 
 
@@ -213,7 +215,7 @@ def test_a_fused_write_failing_between_decide_and_commit_commits_nothing_and_the
     # A refusal comes from produce() itself: the records before it may still sit in the client's queue, which the
     # failed write purges, so whether any reached the broker is a race; that nothing is committed is not.
     assert all(not records for partitions in written(bootstrap, topics).values() for records in partitions.values())
-    assert read_markers(bootstrap, "test", query, topic=commits_topic_for("test", query)) == {}
+    assert read_markers(KafkaContext.of(bootstrap), "test", query, topic=commits_topic_for("test", query)) == {}
     fused_writer(bootstrap, input_topic, topics, query, decide)(source_rows(spark, bootstrap, input_topic), 0)
     fused_writer(bootstrap, input_topic, topics, query, decide)(source_rows(spark, bootstrap, input_topic), 0)
     rerun = Run(topics, query, written(bootstrap, topics))
@@ -240,4 +242,4 @@ def test_two_tasks_holding_one_partition_are_refused_before_any_commit(
         writer(rows, 0)
     produced = written(bootstrap, topics, "read_uncommitted")
     assert all(not records for partitions in produced.values() for records in partitions.values())
-    assert read_markers(bootstrap, "test", query, topic=commits_topic_for("test", query)) == {}
+    assert read_markers(KafkaContext.of(bootstrap), "test", query, topic=commits_topic_for("test", query)) == {}

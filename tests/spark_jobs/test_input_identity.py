@@ -20,8 +20,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from demo.infer_process import InferProcess, InferTopics
 from demo.payments_simulation import payment_records, simulate
 from demo.pipeline_io import by_partition, create_topic, flat, produce_payments, unique
-from ikkai.contract import kafka
 from ikkai.contract.codec import default_codec
+from ikkai.contract.kafka import KafkaContext
 from ikkai.errors import ConfigError
 from spark_jobs.commit_markers import CommitMarker, CommitMarkerError, read_markers
 from spark_jobs.input_identity import checkpoint_is_fresh, input_topic_id, rebase_on_recreated_input
@@ -33,7 +33,7 @@ BEFORE, AFTER = 200, 300  # events of the first topic, then of the recreated one
 
 def recreate(bootstrap: str, topic: str) -> None:
     """Delete ``topic`` and create it again with the same name and partition count (offsets from 0)."""
-    admin = AdminClient(kafka.client_config(bootstrap))
+    admin = AdminClient(KafkaContext.of(bootstrap).client_config())
     admin.delete_topics([topic], operation_timeout=60)[topic].result(90)
     give_up_at = time.monotonic() + 90
     while True:  # the deletion completes in the background: "already exists" (marked for deletion) until then
@@ -69,13 +69,13 @@ class Recreated:
             create_topic(bootstrap, topic, PARTITIONS)
         self.before = payment_records(simulate(11, payments=BEFORE).payments)
         produce_payments(bootstrap, self.topics.input, self.before, PARTITIONS)
-        self.old_id = input_topic_id("test", bootstrap, self.topics.input)
+        self.old_id = input_topic_id("test", KafkaContext.of(bootstrap), self.topics.input)
         self.run(tmp_path / "first", expect=0)
         assert decisions_per_event(bootstrap, self.topics) == event_ids(self.before)
         recreate(bootstrap, self.topics.input)
         self.after = payment_records(simulate(12, payments=AFTER).payments)
         produce_payments(bootstrap, self.topics.input, self.after, PARTITIONS)
-        self.new_id = input_topic_id("test", bootstrap, self.topics.input)
+        self.new_id = input_topic_id("test", KafkaContext.of(bootstrap), self.topics.input)
         assert self.new_id != self.old_id
 
     def run(self, checkpoint: Path, *extra: str, expect: int) -> InferProcess:
@@ -108,7 +108,7 @@ def test_starting_over_on_a_recreated_input_decides_every_new_event_once(bootstr
 
     case.run(tmp_path / "fresh", *flag, expect=0)
     assert decisions_per_event(bootstrap, case.topics) == event_ids(case.before) + event_ids(case.after)
-    markers = read_markers(bootstrap, "ikkai", case.query, topic=f"_ikkai.commits.ikkai.{case.query}")
+    markers = read_markers(KafkaContext.of(bootstrap), "ikkai", case.query, topic=f"_ikkai.commits.ikkai.{case.query}")
     assert {m.source_topic_id for m in markers.values()} == {case.new_id}
 
     # The flag names one recreation: left on the command line, it changes nothing more.
@@ -118,7 +118,7 @@ def test_starting_over_on_a_recreated_input_decides_every_new_event_once(bootstr
 
 def sink(**changes: str) -> SinkConfig:
     return SinkConfig(
-        app="ikkai", query="infer", bootstrap_servers="localhost:1", output_topics=("decisions.fraud",),
+        app="ikkai", query="infer", cluster=KafkaContext.of("localhost:1"), output_topics=("decisions.fraud",),
         partitions=2, order_by=("input_partition", "input_offset"), source_topic="events.payments", **changes,
     )  # fmt: skip
 

@@ -23,6 +23,7 @@ from demo.pipeline_io import by_partition, create_topic, flat, unique
 from demo.raw_payments import MixedStream, mixed_stream, produce_lines
 from ikkai.contract import kafka
 from ikkai.contract.codec import default_codec
+from ikkai.contract.kafka import KafkaContext
 from spark_jobs import transactional_sink
 from spark_jobs.commit_markers import CommitMarker, CommitMarkerError
 from spark_jobs.master_data import publish_profiles
@@ -32,7 +33,7 @@ from tests.spark_jobs.enrich_process import EnrichProcess, EnrichTopics
 
 def config(partitions: int = 3) -> SinkConfig:
     return SinkConfig(
-        app="ikkai", query="enrich", bootstrap_servers="b:9092", output_topics=("events.x", "dlq.x"),
+        app="ikkai", query="enrich", cluster=KafkaContext.of("b:9092"), output_topics=("events.x", "dlq.x"),
         partitions=partitions, order_by=("input_partition", "input_offset"), source_topic="ingest.x",
     )  # fmt: skip
 
@@ -102,7 +103,7 @@ def enrich_topics(bootstrap: str, stream: MixedStream, partitions: int) -> Enric
     topics = EnrichTopics(f"ingest.{name}", f"events.{name}", f"dlq.{name}", f"masterdata.merchants.{name}",
                           f"masterdata.customers.{name}")  # fmt: skip
     merchants, customers = generate_profiles(stream.world, stream.seed)
-    publish_profiles(bootstrap, merchants, customers, merchants_topic=topics.merchants,
+    publish_profiles(KafkaContext.of(bootstrap), merchants, customers, merchants_topic=topics.merchants,
                      customers_topic=topics.customers, transactional_id=unique("test.masterdata"))  # fmt: skip
     for topic in (topics.input, topics.events, topics.dlq):
         create_topic(bootstrap, topic, partitions)
@@ -110,10 +111,10 @@ def enrich_topics(bootstrap: str, stream: MixedStream, partitions: int) -> Enric
 
 
 def grow(bootstrap: str, count: int, *names: str) -> None:
-    admin = AdminClient(kafka.client_config(bootstrap))
+    admin = AdminClient(KafkaContext.of(bootstrap).client_config())
     for future in admin.create_partitions([NewPartitions(name, count) for name in names]).values():
         future.result(timeout=60)
-    kafka.wait_until_usable(bootstrap, names, give_up_at=time.monotonic() + 120)
+    kafka.wait_until_usable(KafkaContext.of(bootstrap), names, give_up_at=time.monotonic() + 120)
 
 
 def error_lines(job: EnrichProcess) -> list[str]:

@@ -21,6 +21,7 @@ from demo.infer_process import InferProcess, InferTopics
 from demo.payments_simulation import payment_records, simulate
 from demo.pipeline_io import by_partition, create_topic, flat, produce_payments, unique
 from ikkai.contract.codec import default_codec
+from ikkai.contract.kafka import KafkaContext
 from spark_jobs.commit_markers import CommitMarker, VersionCut, commits_topic_for, read_markers
 from spark_jobs.decision_compare import compare
 from spark_jobs.model.fraud_model import MODEL_PATH, FraudModel
@@ -98,7 +99,7 @@ def assert_exactly_once(bootstrap: str, topics: InferTopics, events: list[dict[s
 
 
 def markers(bootstrap: str, query: str) -> dict[int, CommitMarker]:
-    return read_markers(bootstrap, "ikkai", query, topic=commits_topic_for("ikkai", query))
+    return read_markers(KafkaContext.of(bootstrap), "ikkai", query, topic=commits_topic_for("ikkai", query))
 
 
 def first_offsets(decided: Decisions, version: str) -> dict[int, int]:
@@ -234,8 +235,8 @@ def test_a_shadow_model_asks_for_no_side_effect_and_compare_counts_each_version_
 
 def config(query: str, **extra: Any) -> SinkConfig:
     settings: dict[str, Any] = {"output_topics": ("decisions.fraud", "outbox"), "source_topic": "events", **extra}
-    return SinkConfig(app="ikkai", query=query, bootstrap_servers="", partitions=2, order_by=("input_offset",),
-                      **settings)  # fmt: skip
+    return SinkConfig(app="ikkai", query=query, cluster=KafkaContext("unused:9092"), partitions=2,
+                      order_by=("input_offset",), **settings)  # fmt: skip
 
 
 def marker(query: str, outputs: tuple[str, ...] = ("decisions.fraud", "outbox"), **extra: Any) -> CommitMarker:

@@ -14,8 +14,8 @@ import pytest
 from confluent_kafka import Producer
 
 from demo.pipeline_io import by_partition, create_topic, flat, unique
-from ikkai.contract import kafka
 from ikkai.contract.codec import default_codec
+from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.partitioning import kafka_partition
 from spark_jobs import enrich_reasons as r
 from spark_jobs.commit_markers import CommitMarker
@@ -118,7 +118,7 @@ def test_a_batch_of_200_dead_letters_of_500_kib_commits_in_transactions_bounded_
     topics = EnrichTopics(f"ingest.{name}", f"events.{name}", f"dlq.{name}", f"masterdata.merchants.{name}",
                           f"masterdata.customers.{name}")  # fmt: skip
     create_topic(bootstrap, topics.input, partitions)
-    producer = Producer(kafka.producer_config(bootstrap))
+    producer = Producer(KafkaContext.of(bootstrap).producer_config())
     for i in range(count):  # not JSON: each line is a dead letter carrying all of its 500 KiB
         key = f"pay-big-{i}".encode()
         producer.produce(topics.input, key=key, value=b"{" + b"x" * (size - 1), partition=kafka_partition(key, 2))

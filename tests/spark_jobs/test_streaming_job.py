@@ -8,6 +8,7 @@ from typing import Any
 import click
 import pytest
 
+from ikkai.contract.kafka import KafkaContext
 from ikkai.errors import ConfigError
 from spark_jobs.job_shell import main_entry
 from spark_jobs.streaming_job import ErrorKeepingBatch, RunningQuery, StreamingOptions
@@ -68,6 +69,9 @@ def test_the_job_prints_the_refusal_in_one_line_and_exits_1(
 
 
 def test_the_batch_bound_defaults_from_the_transaction_timeout() -> None:
-    options = StreamingOptions("localhost:9092", Path("cp"), "in", "q", transaction_timeout_ms=60_000)
+    options = StreamingOptions(KafkaContext("localhost:9092"), Path("cp"), "in", "q", transaction_timeout_ms=60_000)
     assert options.max_offsets == 25_000
-    assert StreamingOptions("localhost:9092", Path("cp"), "in", "q", max_offsets_per_trigger=7).max_offsets == 7
+    assert (
+        StreamingOptions(KafkaContext("localhost:9092"), Path("cp"), "in", "q", max_offsets_per_trigger=7).max_offsets
+        == 7
+    )

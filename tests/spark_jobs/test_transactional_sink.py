@@ -10,6 +10,7 @@ import pytest
 from confluent_kafka import KafkaException, Producer
 
 from demo.pipeline_io import by_partition, create_topic, unique
+from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.partitioning import kafka_partition
 from ikkai.errors import ConfigError
 from spark_jobs import transactional_sink
@@ -31,7 +32,7 @@ PARTITIONS = 3
 
 def sink(bootstrap: str, topic: str, query: str, commits: str) -> SinkConfig:
     return SinkConfig(
-        app="test", query=query, bootstrap_servers=bootstrap, output_topics=(topic,), partitions=PARTITIONS,
+        app="test", query=query, cluster=KafkaContext.of(bootstrap), output_topics=(topic,), partitions=PARTITIONS,
         order_by=("seq",), source_topic="test.in", commits_topic=commits, retry_deadline_s=20,
     )  # fmt: skip
 
@@ -62,7 +63,7 @@ def test_each_record_once_on_its_key_partition_in_order(spark: Any, bootstrap: s
         assert all(kafka_partition(key, PARTITIONS) == partition for key, _ in records)
         numbers = [int(value.decode().split("-")[1]) for _, value in records]
         assert numbers == sorted(numbers)
-    markers = read_markers(bootstrap, "test", "q", topic=commits)
+    markers = read_markers(KafkaContext.of(bootstrap), "test", "q", topic=commits)
     assert {p: m.batch_id for p, m in markers.items()} == {p: 1 for p in range(PARTITIONS)}
 
 
@@ -80,7 +81,11 @@ def test_a_headers_column_becomes_kafka_record_headers(
         "input_partition int, input_offset long",
     )
     config = sink(bootstrap, out, "q", commits)
-    writer = TransactionalBatchWriter(config) if mode == "exactly-once" else AtLeastOnceBatchWriter(bootstrap)
+    writer = (
+        TransactionalBatchWriter(config)
+        if mode == "exactly-once"
+        else AtLeastOnceBatchWriter(KafkaContext.of(bootstrap))
+    )
     writer.prepare(spark)
     writer(frame, 0)
     seen = headers_by_value(bootstrap, out, expect=2)
@@ -139,7 +144,7 @@ def test_a_producer_fenced_between_batches_starts_anew(spark: Any, bootstrap: st
     writer(batch(spark, out, 40, 40), 1)  # and a re-run is still skipped
     seen = by_partition(bootstrap, out)
     assert sorted(int(v.decode().split("-")[1]) for records in seen.values() for _, v in records) == list(range(80))
-    markers = read_markers(bootstrap, "test", "q", topic=commits)
+    markers = read_markers(KafkaContext.of(bootstrap), "test", "q", topic=commits)
     assert {p: m.batch_id for p, m in markers.items()} == {p: 1 for p in range(PARTITIONS)}
 
 
@@ -170,7 +175,7 @@ def test_a_missing_output_topic_is_refused(
 
 def in_place(bootstrap: str, topic: str, query: str, commits: str) -> SinkConfig:
     return SinkConfig(
-        app="test", query=query, bootstrap_servers=bootstrap, output_topics=(topic,), partitions=PARTITIONS,
+        app="test", query=query, cluster=KafkaContext.of(bootstrap), output_topics=(topic,), partitions=PARTITIONS,
         order_by=("input_partition", "input_offset"), source_topic="test.in", commits_topic=commits,
         retry_deadline_s=20, partition_column="input_partition",
     )  # fmt: skip
@@ -213,7 +218,7 @@ def test_in_place_each_record_goes_to_its_input_partition_once(
     writer(kafka_batch(spark, input_topic, out, bootstrap), 0)  # a re-run of the batch is skipped
     seen = by_partition(bootstrap, out)
     assert {p: [key for key, _ in records] for p, records in seen.items()} == placed  # in input-offset order
-    markers = read_markers(bootstrap, "test", "q", topic=commits)
+    markers = read_markers(KafkaContext.of(bootstrap), "test", "q", topic=commits)
     assert {p: m.batch_id for p, m in markers.items()} == {p: 0 for p in range(PARTITIONS)}
     outside = sum(kafka_partition(key, PARTITIONS) != p for p, keys in placed.items() for key in keys)
     assert outside > 0  # the fixture is meant to disagree with the default partitioner

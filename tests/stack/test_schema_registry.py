@@ -16,7 +16,7 @@ from fastavro.schema import to_parsing_canonical_form
 from demo.pipeline_io import create_topic, unique
 from deploy.connect_rest import ConnectClient
 from ikkai.contract.codec import default_codec
-from ikkai.contract.kafka import producer_config
+from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.registry import RegistryCodec
 from ikkai.errors import IkkaiError
 from ikkai.settings import Endpoints, jars_dir
@@ -140,7 +140,7 @@ def test_a_sink_with_the_registry_converter_reads_records_our_codec_wrote(
     endpoints, registry_url = connect_with_converter
     topic = create_topic(endpoints.bootstrap_servers, unique("events.payments"))
     codec = RegistryCodec(default_codec().catalog, {"url": registry_url}, subjects={"payment_event": f"{topic}-value"})
-    producer = Producer(producer_config(endpoints.bootstrap_servers))
+    producer = Producer(KafkaContext.of(endpoints.bootstrap_servers).producer_config())
     for i in range(3):
         payment = {**PAYMENT, "payment_id": f"pay-{i}", "event_id": f"evt-{i}", "amount_minor": 100 + i}
         producer.produce(topic, key=f"pay-{i}".encode(), value=codec.encode("payment_event", payment))

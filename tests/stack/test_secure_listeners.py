@@ -25,6 +25,7 @@ from demo.payments_simulation import payment_records, simulate
 from demo.pipeline_io import by_partition, create_topic, flat, produce_payments, unique
 from ikkai.contract import kafka
 from ikkai.contract.codec import default_codec
+from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.kafka_security import CONFIG_VAR, client_security
 from ikkai.errors import KafkaAccessError
 from ikkai.settings import jars_dir
@@ -78,16 +79,16 @@ def _use(monkeypatch: pytest.MonkeyPatch, path: Path, settings: dict[str, str]) 
 def _transaction_round_trip(bootstrap: str) -> None:
     """A transactional write, an aborted one, and what a read_committed consumer sees: only the committed."""
     topic = f"listener.{uuid.uuid4().hex[:8]}"
-    assert kafka.ensure_topics(bootstrap, [topic], 1) == [topic]
-    producer = Producer(kafka.producer_config(bootstrap, **{"transactional.id": f"t-{topic}"}))
+    assert kafka.ensure_topics(KafkaContext.of(bootstrap), [topic], 1) == [topic]
+    producer = Producer(KafkaContext.of(bootstrap).producer_config(**{"transactional.id": f"t-{topic}"}))
     producer.init_transactions(30)
     for value, commit in ((b"aborted", False), (b"committed", True)):
         producer.begin_transaction()
         producer.produce(topic, key=b"pay-1", value=value)
         producer.flush(30)
         (producer.commit_transaction if commit else producer.abort_transaction)(30)
-    consumer = Consumer(kafka.consumer_config(bootstrap, f"g-{topic}", **{"auto.offset.reset": "earliest"}))
-    assert kafka.consumer_config(bootstrap, "g")["isolation.level"] == "read_committed"
+    consumer = Consumer(KafkaContext.of(bootstrap).consumer_config(f"g-{topic}", **{"auto.offset.reset": "earliest"}))
+    assert KafkaContext.of(bootstrap).consumer_config("g")["isolation.level"] == "read_committed"
     consumer.subscribe([topic])
     seen: list[bytes] = []
     try:
@@ -108,8 +109,8 @@ def test_a_transaction_goes_through_the_mutual_tls_listener_with_a_client_certif
 ) -> None:
     secrets, listeners = secured
     _use(monkeypatch, tmp_path / "mtls.properties", mtls_client_settings(secrets, keystore=keystore))
-    assert kafka.producer_config(listeners["mtls"])["security.protocol"] == "SSL"
-    kafka.check_access(listeners["mtls"])
+    assert KafkaContext.of(listeners["mtls"]).producer_config()["security.protocol"] == "SSL"
+    kafka.check_access(KafkaContext.of(listeners["mtls"]))
     _transaction_round_trip(listeners["mtls"])
     assert secrets.client_password not in repr(client_security())
 
@@ -119,7 +120,7 @@ def test_the_stack_writes_the_mutual_tls_client_file(
 ) -> None:
     secrets, listeners = secured
     monkeypatch.setenv(CONFIG_VAR, str(secrets.mtls_properties))
-    kafka.check_access(listeners["mtls"])
+    kafka.check_access(KafkaContext.of(listeners["mtls"]))
 
 
 @pytest.mark.parametrize("case", ["no client certificate", "a certificate of another CA"])
@@ -134,7 +135,7 @@ def test_the_mutual_tls_listener_refuses_a_client_without_our_certificate_in_one
         settings["ssl.keystore.location"] = str(ensure_secrets(tmp_path / "other").client_pem)
     _use(monkeypatch, tmp_path / "mtls.properties", settings)
     with pytest.raises(KafkaAccessError) as caught:
-        kafka.check_access(listeners["mtls"], timeout=10)
+        kafka.check_access(KafkaContext.of(listeners["mtls"]), timeout=10)
     line = str(caught.value)
     assert "\n" not in line and listeners["mtls"] in line and caught.value.fix
     assert caught.value.reason in ("protocol", "tls")
@@ -152,10 +153,10 @@ def test_a_transaction_goes_through_oauthbearer_with_a_token_from_the_identity_p
     idp, url = identity_provider
     settings = oauth_client_settings(secrets, f"{url}/token", CLIENT_ID, CLIENT_SECRET)
     _use(monkeypatch, tmp_path / "oauth.properties", settings)
-    librdkafka = kafka.producer_config(listeners["oauth"])
+    librdkafka = KafkaContext.of(listeners["oauth"]).producer_config()
     assert librdkafka["sasl.oauthbearer.method"] == "oidc" and "sasl.login.callback.handler.class" not in librdkafka
     before = len(idp.issued)
-    kafka.check_access(listeners["oauth"])
+    kafka.check_access(KafkaContext.of(listeners["oauth"]))
     _transaction_round_trip(listeners["oauth"])
     assert idp.issued[before:] and set(idp.issued[before:]) == {CLIENT_ID}  # the broker saw the IdP's tokens
     assert CLIENT_SECRET not in repr(client_security()) and "svc-fraud" in client_security().describe()
@@ -174,7 +175,7 @@ def test_oauthbearer_refuses_in_one_line(
         _use(monkeypatch, tmp_path / "oauth.properties", oauth_client_settings(secrets, f"{url}/token", CLIENT_ID,
                                                                                secret))  # fmt: skip
         with pytest.raises(KafkaAccessError) as caught:
-            kafka.check_access(listeners["oauth"], timeout=10)
+            kafka.check_access(KafkaContext.of(listeners["oauth"]), timeout=10)
     line = str(caught.value)
     assert caught.value.reason == "authentication" and "\n" not in line and listeners["oauth"] in line
     assert "clientSecret" in (caught.value.fix or "") and CLIENT_ID in line

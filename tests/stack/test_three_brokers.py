@@ -23,6 +23,7 @@ from demo.infer_process import InferProcess, InferTopics
 from demo.payments_simulation import payment_records, simulate
 from demo.pipeline_io import by_partition, create_topic, flat, produce_payments, unique
 from ikkai.contract.codec import default_codec
+from ikkai.contract.kafka import KafkaContext
 from ikkai.settings import jars_dir
 from spark_jobs import commit_markers
 from spark_jobs.commit_markers import CommitMarker, ensure_commits_topic, read_marker
@@ -120,17 +121,19 @@ def test_a_marker_read_after_the_commits_leader_restarted_asks_the_new_leader(st
     bootstrap = stack.up().bootstrap_servers
     query = unique("moved")
     config = SinkConfig(
-        app="test", query=query, bootstrap_servers=bootstrap, output_topics=(), partitions=1, order_by=("seq",),
+        app="test", query=query, cluster=KafkaContext.of(bootstrap), output_topics=(), partitions=1, order_by=("seq",),
         source_topic="test.in",
     )  # fmt: skip
-    ensure_commits_topic(bootstrap, config.commits_topic, 1)
+    ensure_commits_topic(KafkaContext.of(bootstrap), config.commits_topic, 1)
     marker = CommitMarker("test", query, 0, 3, 1, 5, "test.in", {0: 5})
     writer = transactional_producer(bootstrap, config.transactional_id(0))
     writer.begin_transaction()
     writer.produce(config.commits_topic, key=marker.key, value=marker.encode(default_codec()), partition=0)
     writer.commit_transaction(30)
     commit_markers._seen.clear()
-    assert read_marker(bootstrap, "test", query, 0, topic=config.commits_topic) == marker  # the client is cached
+    assert (
+        read_marker(KafkaContext.of(bootstrap), "test", query, 0, topic=config.commits_topic) == marker
+    )  # the client is cached
 
     victim = stack.leader_of(config.commits_topic, 0)
     stack.kill(victim)
@@ -138,4 +141,6 @@ def test_a_marker_read_after_the_commits_leader_restarted_asks_the_new_leader(st
     stack.wait_in_sync(timeout=60)
     assert stack.leader_of(config.commits_topic, 0) != victim  # the restarted broker follows for now
     commit_markers._seen.clear()  # a fresh task of the same worker process, as after a failed batch
-    assert read_marker(bootstrap, "test", query, 0, topic=config.commits_topic, deadline_s=60) == marker
+    assert (
+        read_marker(KafkaContext.of(bootstrap), "test", query, 0, topic=config.commits_topic, deadline_s=60) == marker
+    )

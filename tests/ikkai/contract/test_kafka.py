@@ -10,17 +10,20 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from ikkai.contract import kafka
+from ikkai.contract.kafka import KafkaContext
 from ikkai.errors import ConfigError
 
 
 def test_a_producer_stays_idempotent_whatever_the_caller_adds() -> None:
-    config = kafka.producer_config("b:9092", **{"acks": "1", "enable.idempotence": False, "linger.ms": 5})
+    config = KafkaContext("b:9092").producer_config(**{"acks": "1", "enable.idempotence": False, "linger.ms": 5})
     assert config["acks"] == "all" and config["enable.idempotence"] is True
     assert config["max.in.flight.requests.per.connection"] == 5 and config["linger.ms"] == 5
 
 
 def test_a_consumer_reads_committed_whatever_the_caller_adds() -> None:
-    config = kafka.consumer_config("b:9092", "g", **{"isolation.level": "read_uncommitted", "fetch.wait.max.ms": 10})
+    config = KafkaContext("b:9092").consumer_config(
+        "g", **{"isolation.level": "read_uncommitted", "fetch.wait.max.ms": 10}
+    )
     assert config["isolation.level"] == "read_committed"
     assert config["group.id"] == "g" and config["fetch.wait.max.ms"] == 10 and config["bootstrap.servers"] == "b:9092"
 
@@ -81,7 +84,7 @@ def test_a_topic_is_created_and_usable_on_every_broker_despite_stale_answers(mon
     cluster = _Cluster(create=[KafkaError.INVALID_REPLICATION_FACTOR, None], stale={"b2:9092": 2})
     monkeypatch.setattr(kafka, "AdminClient", cluster.admin)
     monkeypatch.setattr(kafka.time, "sleep", lambda _s: None)
-    assert kafka.ensure_topics("b1:9092", ["events.x"], 3) == ["events.x"]
+    assert kafka.ensure_topics(KafkaContext("b1:9092"), ["events.x"], 3) == ["events.x"]
     assert cluster.created == ["events.x"]  # asked again after the stale refusal
     assert cluster.stale == {"b2:9092": 0} and cluster.asked[-1] == "b2:9092"  # broker 2 asked until it knew
 
@@ -90,7 +93,7 @@ def test_an_error_that_is_not_a_lag_is_final_at_once(monkeypatch: pytest.MonkeyP
     cluster = _Cluster(create=[KafkaError.TOPIC_AUTHORIZATION_FAILED], stale={})
     monkeypatch.setattr(kafka, "AdminClient", cluster.admin)
     with pytest.raises(ConfigError, match="TOPIC_AUTHORIZATION_FAILED"):
-        kafka.ensure_topics("b1:9092", ["events.x"], 3)
+        kafka.ensure_topics(KafkaContext("b1:9092"), ["events.x"], 3)
 
 
 def test_a_lag_that_outlasts_the_deadline_names_the_broker(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -98,4 +101,4 @@ def test_a_lag_that_outlasts_the_deadline_names_the_broker(monkeypatch: pytest.M
     monkeypatch.setattr(kafka, "AdminClient", cluster.admin)
     monkeypatch.setattr(kafka.time, "sleep", lambda _s: None)
     with pytest.raises(ConfigError, match=r"broker 2 \(b2:9092\) still shows no leader"):
-        kafka.ensure_topics("b1:9092", ["events.x"], 3, deadline_s=0.2)
+        kafka.ensure_topics(KafkaContext("b1:9092"), ["events.x"], 3, deadline_s=0.2)

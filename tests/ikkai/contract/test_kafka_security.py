@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ikkai.contract import kafka
+from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.kafka_security import (
     CONFIG_VAR,
     client_security,
@@ -113,8 +113,12 @@ def test_every_client_config_carries_the_file_named_by_the_environment(
 ) -> None:
     monkeypatch.setenv(CONFIG_VAR, str(_file(tmp_path, SCRAM)))
     assert client_security().protocol == "SASL_SSL"
-    for config in (kafka.producer_config("b:1"), kafka.consumer_config("b:1", "g"), kafka.client_config("b:1")):
+    for config in (
+        KafkaContext.of("b:1").producer_config(),
+        KafkaContext.of("b:1").consumer_config("g"),
+        KafkaContext.of("b:1").client_config(),
+    ):
         assert config["sasl.username"] == "ikkai" and config["security.protocol"] == "SASL_SSL"
-    assert kafka.consumer_config("b:1", "g")["isolation.level"] == "read_committed"
+    assert KafkaContext.of("b:1").consumer_config("g")["isolation.level"] == "read_committed"
     monkeypatch.delenv(CONFIG_VAR)
-    assert "security.protocol" not in kafka.producer_config("b:1")
+    assert "security.protocol" not in KafkaContext.of("b:1").producer_config()
