@@ -143,7 +143,7 @@ def codec_and_model(records: int) -> tuple[list[Row], int]:
 
     from demo.payments_simulation import payment_records, simulate
     from ikkai.contract.codec import default_codec
-    from spark_jobs.fraud_decisions import Topics, decide
+    from spark_jobs.infer.fraud_decisions import Topics, decide
     from spark_jobs.model.fraud_model import FEATURES_PATH, MODEL_PATH, FraudModel, load_snapshots
 
     codec = default_codec()

@@ -32,7 +32,7 @@ from demo.pipeline_io import (  # noqa: E402
     unique,
 )
 from demo.raw_payments import mixed_stream, produce_lines  # noqa: E402
-from spark_jobs.master_data import publish_profiles  # noqa: E402
+from spark_jobs.enrich.master_data import publish_profiles  # noqa: E402
 
 SEED = 11
 

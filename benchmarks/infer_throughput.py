@@ -79,7 +79,7 @@ def decide_per_core(events: int = 20_000) -> float:
     """Payments/s of ``fraud_decisions.decide`` in this plain Python process (one core), chunks of 10,000."""
     import pandas as pd
 
-    from spark_jobs.fraud_decisions import Topics, decide
+    from spark_jobs.infer.fraud_decisions import Topics, decide
     from spark_jobs.model.fraud_model import FraudModel, load_snapshots
 
     codec = default_codec()

@@ -219,7 +219,7 @@ def _difference(got: dict[str, Any], want: dict[str, Any]) -> str:
 
 
 def check(bootstrap: str, build: Path, topic: str, partitions: int, events: int, scratch: Path, threads: int) -> None:
-    from spark_jobs.fraud_decisions import Topics, decide
+    from spark_jobs.infer.fraud_decisions import Topics, decide
     from spark_jobs.model.fraud_model import FraudModel, load_snapshots
 
     rows = source_rows(bootstrap, topic)

@@ -60,10 +60,20 @@ def spark_submit_binary() -> str:
     return str(Path(_find_spark_home()) / "bin" / "spark-submit")
 
 
-def job_script(job: str) -> Path:
-    """The job's entry point as a file, for spark-submit: from the checkout or the installed wheel."""
-    package, module = JOBS[job].rsplit(".", 1)
-    return package_path(package, f"{module}.py")
+def job_script(job: str, dist: Path) -> Path:
+    """The job's entry point as a file named after the job, for spark-submit: ``dist/jobs/<job>.py``.
+
+    It is the job room's ``__main__.py`` (what ``python -m spark_jobs.<job>`` runs), copied out of the
+    checkout or the wheel: the name tells the jobs apart where spark-submit uploads them, or in an image.
+    """
+    source = package_path(JOBS[job], "__main__.py").read_bytes()
+    target = dist / "jobs" / f"{job}.py"
+    if not target.is_file() or target.read_bytes() != source:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staged = target.with_name(f".{target.name}.partial")
+        staged.write_bytes(source)
+        staged.replace(target)
+    return target
 
 
 def submit_command(
@@ -90,7 +100,7 @@ def submit_command(
         command += ["--conf", f"{key}={value}"]
     if python_env is not None:
         command += ["--archives", f"{python_env.resolve()}#ikkai-env"]
-    command += ["--py-files", str(app_zip), str(job_script(job)), "--master", master, *job_args]
+    command += ["--py-files", str(app_zip), str(job_script(job, dist)), "--master", master, *job_args]
     return command
 
 
@@ -99,7 +109,7 @@ def kubernetes_files(job: str, dist: Path, python_env: Path | None) -> JobFiles:
 
     return JobFiles(
         app_zip=build_app_zip(dist),
-        job_script=job_script(job),
+        job_script=job_script(job, dist),
         jars=tuple(Path(jar) for jar in spark_jars()),
         python_env=python_env,
     )
@@ -235,8 +245,8 @@ def compare(bootstrap: str | None, live: str, shadow: str | None, sample: int, o
     from dataclasses import asdict
 
     from ikkai.contract.wire_format import environment_codec
-    from spark_jobs.decision_compare import compare as compare_decisions
-    from spark_jobs.decision_compare import read_decisions
+    from spark_jobs.infer.decision_compare import compare as compare_decisions
+    from spark_jobs.infer.decision_compare import read_decisions
     from spark_jobs.job_shell import kafka_cluster
 
     servers = kafka_cluster("compare", bootstrap)

@@ -3,9 +3,9 @@
     ikkai transforms list [-o json]
     ikkai transforms check [--spec FILE] [--module MOD ...] [-o json]   # exit 1 if any transform fails
 
-A spec (``--spec``, else the enrich job's own ``spark_jobs/enrich_transforms.yaml``) is validated
+A spec (``--spec``, else the enrich job's own ``spark_jobs/enrich/transforms.yaml``) is validated
 first, before Spark starts: its transforms and parameters, and that every step reads only columns
-the enrich job gives its transforms (``spark_jobs.enrich_records.TRANSFORM_COLUMNS``) or an earlier
+the enrich job gives its transforms (``spark_jobs.enrich.records.TRANSFORM_COLUMNS``) or an earlier
 step writes. Without ``--spec`` every registered transform is then checked, with it the spec's.
 
 ``--module`` (repeatable) imports more Python modules first (from installed packages or the current
@@ -113,7 +113,7 @@ def check(spec: Path | None, modules: tuple[str, ...], output: str) -> None:
 
 def _enrich_spec(spec: Path | None) -> TransformPipeline:
     """The spec, loaded and checked against the columns the enrich job gives its transforms (no Spark yet)."""
-    from spark_jobs.enrich import TRANSFORMS_SPEC, load_enrich_spec
+    from spark_jobs.enrich.job import TRANSFORMS_SPEC, load_enrich_spec
 
     return load_enrich_spec(TRANSFORMS_SPEC if spec is None else spec)
 

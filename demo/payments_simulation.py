@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from spark_jobs.master_data import RISK_TIERS, SEGMENTS, CustomerProfile, MerchantProfile
+from spark_jobs.enrich.master_data import RISK_TIERS, SEGMENTS, CustomerProfile, MerchantProfile
 
 DAY_MS = 86_400_000
 START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z, the first snapshot

@@ -1,11 +1,11 @@
 """A seeded mixed stream of raw payment lines for ``ingest.payments``, with the expected outcomes.
 
-The format itself (fields, types, meaning) is defined where it is parsed: ``spark_jobs.enrich_parse``.
+The format itself (fields, types, meaning) is defined where it is parsed: ``spark_jobs.enrich.parse``.
 
 ``mixed_stream(seed)`` builds such a stream from ``payments_simulation.simulate``: valid events,
 exact duplicates (the same bytes again), status updates, out-of-order events within the
 watermark, stale status updates, events later than the watermark and at least one line of
-every bad-input class of ``enrich_reasons``. Every line comes with where a producer puts it
+every bad-input class of ``enrich.reasons``. Every line comes with where a producer puts it
 (partition) and what the enrich job must make of it (``expected``: ``"event"`` or the DLQ
 ``error_class``), so tests, the demo and the benchmarks share one truth.
 
@@ -31,8 +31,8 @@ from typing import Any
 from demo.payments_simulation import DAY_MS, START_MS, PaymentsWorld, simulate
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.partitioning import kafka_partition
-from spark_jobs import enrich_reasons as r
-from spark_jobs.enrich_dedupe import DEFAULT_LATENESS_MS
+from spark_jobs.enrich import reasons as r
+from spark_jobs.enrich.dedupe import DEFAULT_LATENESS_MS
 
 EVENT = "event"
 MCCS = ("5411", "5812", "5999", "4111", "7011", "5732", "5311", "4814")
@@ -323,7 +323,7 @@ def write_master_data(
 ) -> int:  # fmt: skip
     """Publish merchant and customer profile versions consistent with ``world`` (see ``master_data``)."""
     from demo.payments_simulation import generate_profiles
-    from spark_jobs.master_data import CUSTOMERS_TOPIC, MERCHANTS_TOPIC, publish_profiles
+    from spark_jobs.enrich.master_data import CUSTOMERS_TOPIC, MERCHANTS_TOPIC, publish_profiles
 
     merchants, customers = generate_profiles(world, seed)
     return publish_profiles(

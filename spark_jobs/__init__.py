@@ -2,7 +2,7 @@
 
 from ikkai.contract.codec import RecordCodec, SchemaCatalog, SchemaError, SingleObjectCodec, default_codec
 from spark_jobs.session import spark_session
-from spark_jobs.transactional_sink import AtLeastOnceBatchWriter, SinkConfig, TransactionalBatchWriter
+from spark_jobs.sink.transactional_sink import AtLeastOnceBatchWriter, SinkConfig, TransactionalBatchWriter
 
 __all__ = [
     "AtLeastOnceBatchWriter",

@@ -19,8 +19,8 @@ from confluent_kafka.admin import AdminClient
 from ikkai.contract import kafka
 from ikkai.contract.kafka import KafkaContext, resolve_cluster
 from ikkai.errors import ConfigError, IkkaiError
-from spark_jobs.partition_transactions import DEFAULT_TRANSACTION_TIMEOUT_MS
-from spark_jobs.transactional_sink import (
+from spark_jobs.sink.partition_transactions import DEFAULT_TRANSACTION_TIMEOUT_MS
+from spark_jobs.sink.transactional_sink import (
     AtLeastOnceBatchWriter,
     PartitionResult,
     RowTransform,

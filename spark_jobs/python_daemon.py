@@ -35,7 +35,7 @@ import zipfile
 
 PRELOADED = (
     "pyspark.worker", "pyspark.sql.pandas.serializers", "numpy", "pyarrow", "pyarrow.compute", "pandas", "fastavro",
-    "confluent_kafka", "spark_jobs.fraud_decisions", "spark_jobs.transactional_sink",
+    "confluent_kafka", "spark_jobs.infer.fraud_decisions", "spark_jobs.sink.transactional_sink",
 )  # fmt: skip
 _SPARK_ZIPS = ("pyspark.zip", "-src.zip", ".jar")  # pyspark's, py4j's (py4j-<version>-src.zip), spark-core's
 _PLAIN = "IKKAI_PLAIN_PYTHON_DAEMON"  # set when the daemon restarted itself without preloading

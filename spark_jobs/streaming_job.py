@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.wire_format import environment_codec
 from ikkai.errors import IkkaiError
-from spark_jobs.input_identity import input_recreated_option, input_topic_id, rebase_on_recreated_input
 from spark_jobs.job_shell import (
     DEFAULT_TRIGGER_INTERVAL,
     MODES,
@@ -40,9 +39,15 @@ from spark_jobs.job_shell import (
     retry_deadline_s,
     stream_trigger,
 )
-from spark_jobs.partition_transactions import DEFAULT_TRANSACTION_TIMEOUT_MS
-from spark_jobs.query_handover import handover_options
-from spark_jobs.transactional_sink import AtLeastOnceBatchWriter, RowTransform, SinkConfig, TransactionalBatchWriter
+from spark_jobs.sink.input_identity import input_recreated_option, input_topic_id, rebase_on_recreated_input
+from spark_jobs.sink.partition_transactions import DEFAULT_TRANSACTION_TIMEOUT_MS
+from spark_jobs.sink.query_handover import handover_options
+from spark_jobs.sink.transactional_sink import (
+    AtLeastOnceBatchWriter,
+    RowTransform,
+    SinkConfig,
+    TransactionalBatchWriter,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

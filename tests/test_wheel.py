@@ -48,7 +48,7 @@ DATA = {  # data folders, relative to the repo and to the wheel's root alike
     "outbox sink sources": "outbox_sink/connector/src",
 }
 DATA_FILES = (
-    "spark_jobs/*.yaml", "transforms/*.csv", "connectors/*.yaml", "connectors/plugins/*/pom.xml",
+    "spark_jobs/enrich/*.yaml", "transforms/*.csv", "connectors/*.yaml", "connectors/plugins/*/pom.xml",
     "outbox_sink/connector/pom.xml",
 )  # fmt: skip
 

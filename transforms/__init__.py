@@ -1,7 +1,7 @@
 """Data-engineer transforms: small, pure, deterministic DataFrame -> DataFrame steps, registered by name.
 
     from transforms import load_spec
-    pipeline = load_spec("spark_jobs/enrich_transforms.yaml")  # unknown names, bad params fail here
+    pipeline = load_spec("spark_jobs/enrich/transforms.yaml")  # unknown names, bad params fail here
     events = pipeline.apply(parsed)                             # missing input columns fail here
 
 A transform is a function registered with ``@register(examples=[...])``; docs/adding-a-transform.md

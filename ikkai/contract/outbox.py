@@ -5,7 +5,7 @@ Requests go to ``outbox.requests`` keyed by their business key, receipts come ba
 schemas in ``schemas/outbox_request`` and ``schemas/outbox_receipt`` (ikkai.contract.codec).
 Every writer of requests builds them here, so each is checked against what the sink can carry
 before it is written: the services' emitter (``outbox_sink``) and the infer job
-(``spark_jobs.fraud_decisions``). Pure: no Kafka, no clock.
+(``spark_jobs.infer.fraud_decisions``). Pure: no Kafka, no clock.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import pandas as pd
 from benchmarks.peer_streams import compare_outputs, source_digest
 from demo.payments_simulation import payment_records, simulate
 from ikkai.contract.codec import default_codec
-from spark_jobs.fraud_decisions import Topics, decide
+from spark_jobs.infer.fraud_decisions import Topics, decide
 from spark_jobs.model.fraud_model import FraudModel, load_snapshots
 
 Records = dict[int, list[tuple[bytes | None, bytes | None]]]

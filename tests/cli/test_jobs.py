@@ -60,7 +60,7 @@ def test_submit_prints_a_spark_submit_line_with_the_pinned_jars_and_no_speculati
     assert "--conf spark.speculation=false" in line
     assert ",".join(jars) in line
     (app,) = dist.glob("ikkai-app-*.zip")  # one zip: the data travels inside the packages
-    assert f"--py-files {app} {job_script('infer')} --master spark://spark-master:7077 --partitions 6" in line
+    assert f"--py-files {app} {job_script('infer', dist)} --master spark://spark-master:7077 --partitions 6" in line
     assert line.endswith("--partitions 6")
     assert "--archives" not in line and "--model" not in line  # nothing to unpack, no file to point the job at
     assert "--python-env" in result.stderr  # a real cluster needs the dependencies: the CLI says how
@@ -85,12 +85,14 @@ def test_cluster_mode_leaves_the_remote_driver_its_own_python(tmp_path: Path) ->
     assert "spark.pyspark.python=./ikkai-env/bin/python" in tokens
 
 
-def test_job_scripts_are_found_in_the_package() -> None:
+def test_job_scripts_are_found_in_the_package(tmp_path: Path) -> None:
     import spark_jobs.enrich
     import spark_jobs.infer
 
-    assert job_script("infer") == Path(spark_jobs.infer.__file__)
-    assert job_script("enrich") == Path(spark_jobs.enrich.__file__)
+    for job, room in (("infer", spark_jobs.infer), ("enrich", spark_jobs.enrich)):
+        script = job_script(job, tmp_path)
+        assert script == tmp_path / "jobs" / f"{job}.py"  # named after the job: uploads and images tell them apart
+        assert script.read_bytes() == Path(room.__file__).with_name("__main__.py").read_bytes()
 
 
 def test_the_app_zip_carries_the_data_and_runs_on_its_own(tmp_path: Path) -> None:
@@ -112,7 +114,7 @@ def test_the_app_zip_carries_the_data_and_runs_on_its_own(tmp_path: Path) -> Non
     probe = (
         "import json, spark_jobs, ikkai.contract.codec as s; "
         "from spark_jobs.model.fraud_model import FraudModel, load_snapshots; "
-        "from spark_jobs.enrich import TRANSFORMS_SPEC; from transforms import load_spec; "
+        "from spark_jobs.enrich.job import TRANSFORMS_SPEC; from transforms import load_spec; "
         "print(json.dumps({'package': spark_jobs.__file__, 'schemas': s.default_codec().catalog.names(), "
         "'model': FraudModel.load().version, 'snapshots': len(load_snapshots()), "
         "'transforms': list(load_spec(TRANSFORMS_SPEC).names)}))"  # enrich's spec and the MCC table
@@ -127,8 +129,10 @@ def test_the_app_zip_carries_the_data_and_runs_on_its_own(tmp_path: Path) -> Non
     assert seen["model"] == FraudModel.load().version
     assert seen["snapshots"] > 0
     assert "merchant_category" in seen["transforms"]
-    # ... read out of the zip into content-named copies in the temp folder (zip entries are not files)
-    assert {p.name.split("-", 2)[2] for p in (tmp_path / "tmp").glob("ikkai-*")} >= {"schemas", "fraud"}
+    # ... read out of the zip into content-named copies in this user's folder of the temp folder (zip entries
+    # are not files)
+    copies = (tmp_path / "tmp" / f"ikkai-{os.getuid()}").glob("*")
+    assert {p.name.split("-", 1)[1] for p in copies} >= {"schemas", "fraud"}
 
 
 @pytest.mark.integration
@@ -291,7 +295,7 @@ def test_compare_prints_one_row_per_version_pair_with_its_sample() -> None:
     from dataclasses import asdict
 
     from cli.jobs import _comparison_text
-    from spark_jobs.decision_compare import compare
+    from spark_jobs.infer.decision_compare import compare
 
     def decision(event: str, version: str, action: str) -> dict[str, Any]:
         return {"event_id": event, "payment_id": f"p{event}", "model_version": version, "action": action, "score": 0.25}

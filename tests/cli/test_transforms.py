@@ -12,7 +12,7 @@ from typing import Any
 from click.testing import CliRunner
 
 from cli.app import cli
-from spark_jobs.enrich_records import TRANSFORM_COLUMNS
+from spark_jobs.enrich.records import TRANSFORM_COLUMNS
 from tests.cli.cli_runner import ROOT, run_ikkai
 from transforms import TransformSpecError, registered
 
@@ -100,14 +100,14 @@ def test_check_fails_at_once_when_a_step_reads_a_column_the_enrich_job_does_not_
     message = str(error)
     assert "input column 'ip_country' (parameter column) is not a column the enrich job gives its transforms" in message
     assert f"which are: {', '.join(name for name, _ in TRANSFORM_COLUMNS)}: set column to one of those" in message
-    assert "spark_jobs/enrich_parse.py" in message  # what to do about a raw field the job does not parse
+    assert "spark_jobs/enrich/parse.py" in message  # what to do about a raw field the job does not parse
     assert "local Spark" not in result.output  # it failed before Spark started
 
 
 def test_check_without_a_spec_validates_the_enrich_jobs_spec_first(monkeypatch: Any, tmp_path: Path) -> None:
     broken = tmp_path / "enrich_transforms.yaml"
     broken.write_text("transforms:\n  - {name: mask_card_number, params: {column: pan}}\n")
-    monkeypatch.setattr("spark_jobs.enrich.TRANSFORMS_SPEC", broken)
+    monkeypatch.setattr("spark_jobs.enrich.job.TRANSFORMS_SPEC", broken)
     result = CliRunner().invoke(cli, ["transforms", "check"])
     assert isinstance(result.exception, TransformSpecError)
     assert str(result.exception).startswith(f"{broken} line 2: transforms[0] mask_card_number: input column 'pan'")

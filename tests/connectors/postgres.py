@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_jobs.enrich_parse import RAW_FIELDS
+from spark_jobs.enrich.parse import RAW_FIELDS
 from stack.ports import free_port
 
 CDC_BUNDLE = Path(__file__).resolve().parents[2] / "connectors" / "bundles" / "postgres-cdc"

@@ -3,7 +3,7 @@
 What lands in ``ingest.<table>-db`` is what the enrich job reads: snapshot rows, inserts and updates as
 flat JSON lines of the row (Debezium's envelope unwrapped in Connect), a delete as a ``null`` value with
 the header ``__op: d``; every record keyed by the business id, the password only as a placeholder.
-(tests/spark_jobs/test_enrich_cdc.py follows these records through the enrich and infer jobs.)
+(tests/spark_jobs/enrich/test_cdc.py follows these records through the enrich and infer jobs.)
 """
 
 from __future__ import annotations

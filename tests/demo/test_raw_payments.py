@@ -6,8 +6,8 @@ import json
 
 from demo.raw_payments import EVENT, format_amount, format_event_time, mixed_stream
 from ikkai.contract.partitioning import kafka_partition
-from spark_jobs import enrich_reasons as r
-from spark_jobs.enrich_parse import RAW_FIELDS
+from spark_jobs.enrich import reasons as r
+from spark_jobs.enrich.parse import RAW_FIELDS
 
 
 def test_the_stream_is_seeded() -> None:

@@ -26,7 +26,7 @@ from ikkai.contract.kafka_security import CONFIG_VAR, client_security
 from ikkai.errors import KafkaAccessError
 from ikkai.settings import Endpoints, endpoints_connect_auth
 from outbox_sink import OutboxEmitter, OutboxRequest
-from spark_jobs.master_data import publish_profiles
+from spark_jobs.enrich.master_data import publish_profiles
 from stack.stack_security import CLIENT_USER, PLAIN_MODULE, StackSecrets, client_settings, ensure_secrets
 from tests.cli.cli_runner import run_ikkai
 from tests.spark_jobs.enrich_process import EnrichProcess, EnrichTopics

@@ -31,11 +31,11 @@ from demo.raw_payments import EVENT, RawLine, encode_line, format_event_time, pr
 from ikkai.contract.codec import CATALOG_VAR, SchemaCatalog, SingleObjectCodec, schemas_dir
 from ikkai.contract.compatibility import check_catalog
 from ikkai.contract.partitioning import kafka_partition
-from spark_jobs.enrich import TRANSFORMS_SPEC
-from spark_jobs.enrich_records import TRANSFORM_COLUMNS
+from spark_jobs.enrich.job import TRANSFORMS_SPEC
+from spark_jobs.enrich.records import TRANSFORM_COLUMNS
 from tests.cli.cli_runner import IKKAI
+from tests.spark_jobs.enrich.test_parse import VALID
 from tests.spark_jobs.enrich_process import EnrichTopics
-from tests.spark_jobs.test_enrich_parse import VALID
 from transforms import registered
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -163,7 +163,7 @@ def test_a_v1_request_decodes_without_an_effect() -> None:
 
 
 def test_the_fraud_decisions_side_effects_never_share_a_key() -> None:
-    from spark_jobs.fraud_decisions import outbox_requests
+    from spark_jobs.infer.fraud_decisions import outbox_requests
 
     decision = {
         "decision_id": derive_decision_id("pay-1", "evt-1", "fraud@1"), "payment_id": "pay-1", "action": "hold",

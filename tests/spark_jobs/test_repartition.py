@@ -24,10 +24,10 @@ from demo.raw_payments import MixedStream, mixed_stream, produce_lines
 from ikkai.contract import kafka
 from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka import KafkaContext
-from spark_jobs import transactional_sink
-from spark_jobs.commit_markers import CommitMarker, CommitMarkerError
-from spark_jobs.master_data import publish_profiles
-from spark_jobs.transactional_sink import SinkConfig, check_topics, refuse_a_grown_layout
+from spark_jobs.enrich.master_data import publish_profiles
+from spark_jobs.sink import transactional_sink
+from spark_jobs.sink.commit_markers import CommitMarker, CommitMarkerError
+from spark_jobs.sink.transactional_sink import SinkConfig, check_topics, refuse_a_grown_layout
 from tests.spark_jobs.enrich_process import EnrichProcess, EnrichTopics
 
 

@@ -17,17 +17,17 @@ from demo.pipeline_io import by_partition, create_topic, flat, unique
 from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.partitioning import kafka_partition
-from spark_jobs import enrich_reasons as r
-from spark_jobs.commit_markers import CommitMarker
-from spark_jobs.dead_letters import (
+from spark_jobs.enrich import reasons as r
+from spark_jobs.job_shell import default_max_transaction_bytes
+from spark_jobs.sink.commit_markers import CommitMarker
+from spark_jobs.sink.dead_letters import (
     DEAD_LETTER_VALUE_BYTES,
     OUTPUT_TOPIC_HEADER,
     TOO_LARGE,
     VALUE_BYTES_HEADER,
     VALUE_SHA256_HEADER,
 )
-from spark_jobs.job_shell import default_max_transaction_bytes
-from spark_jobs.partition_transactions import (
+from spark_jobs.sink.partition_transactions import (
     DEFAULT_MAX_TRANSACTION_BYTES,
     Record,
     SinkConfig,
@@ -42,7 +42,7 @@ KIB = 1024
 
 def config(**changes: object) -> SinkConfig:
     settings: dict[str, object] = {
-        "app": "test", "query": "q", "bootstrap_servers": "localhost:1", "output_topics": ("out", "dlq"),
+        "app": "test", "query": "q", "cluster": KafkaContext("localhost:1"), "output_topics": ("out", "dlq"),
         "partitions": 2, "order_by": ("input_partition", "input_offset", "seq"), "source_topic": "in",
         "dlq_topic": "dlq", "dlq_stage": "infer",
     }  # fmt: skip

@@ -6,7 +6,8 @@ import pytest
 from click.testing import CliRunner
 
 from ikkai.errors import ConfigError
-from spark_jobs import enrich, infer
+from spark_jobs.enrich import job as enrich
+from spark_jobs.infer import job as infer
 from spark_jobs.job_shell import DEFAULT_TRIGGER_INTERVAL, stream_trigger, trigger_interval_ms
 
 

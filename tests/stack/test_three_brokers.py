@@ -25,9 +25,9 @@ from demo.pipeline_io import by_partition, create_topic, flat, produce_payments,
 from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka import KafkaContext
 from ikkai.settings import jars_dir
-from spark_jobs import commit_markers
-from spark_jobs.commit_markers import CommitMarker, ensure_commits_topic, read_marker
-from spark_jobs.partition_transactions import SinkConfig
+from spark_jobs.sink import commit_markers
+from spark_jobs.sink.commit_markers import CommitMarker, ensure_commits_topic, read_marker
+from spark_jobs.sink.partition_transactions import SinkConfig
 from stack.chaos import ChaosStack
 from stack.leaders import TRANSACTION_STATE_TOPIC
 from stack.local_stack import CONNECT

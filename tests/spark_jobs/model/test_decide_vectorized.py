@@ -17,7 +17,7 @@ import pytest
 from demo.payments_simulation import payment_records, simulate
 from ikkai.contract.codec import RecordCodec, SchemaError, default_codec
 from ikkai.contract.ids import decision_id
-from spark_jobs.fraud_decisions import Topics, decide, decide_arrow, outbox_requests
+from spark_jobs.infer.fraud_decisions import Topics, decide, decide_arrow, outbox_requests
 from spark_jobs.model.fraud_model import FEATURES, FraudModel, as_of_snapshots, feature_frame, load_snapshots
 
 

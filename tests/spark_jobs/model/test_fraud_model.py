@@ -13,7 +13,7 @@ from sklearn.metrics import roc_auc_score
 from demo.payments_simulation import DAY_MS, START_MS, payment_records, simulate
 from demo.train_model import train_on_world
 from ikkai.contract.codec import default_codec
-from spark_jobs.fraud_decisions import Topics, decide
+from spark_jobs.infer.fraud_decisions import Topics, decide
 from spark_jobs.model.fraud_model import (
     FEATURES,
     MODEL_PATH,
@@ -111,7 +111,7 @@ def test_the_jobs_function_carries_paths_and_hashes_never_the_model_or_snapshots
 
     from pyspark import cloudpickle
 
-    from spark_jobs.fraud_decisions import decide_arrow_batches
+    from spark_jobs.infer.fraud_decisions import decide_arrow_batches
     from spark_jobs.model.fraud_model import FEATURES_PATH, ModelSource
 
     source, model, snapshots = ModelSource.of(MODEL_PATH, FEATURES_PATH)

@@ -11,7 +11,7 @@ import java.nio.charset.StandardCharsets;
  * no record, however long its fields, makes a write the broker refuses (the task would stop on it and
  * meet it again after every restart). Pure.
  *
- * <p>The rule, as the jobs' dead letters cut theirs (spark_jobs/dead_letters.py): a text over its
+ * <p>The rule, as the jobs' dead letters cut theirs (spark_jobs/sink/dead_letters.py): a text over its
  * limit keeps its first bytes (never half a character) and ends in {@code …sha256:<64 hex>}, the
  * digest of the whole text, so two long values that share a prefix stay apart and the original can be
  * matched; the result is at most the limit in UTF-8 bytes.

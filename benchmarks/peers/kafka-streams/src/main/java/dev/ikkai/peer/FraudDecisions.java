@@ -12,7 +12,7 @@ import org.apache.avro.generic.GenericData;
 import org.apache.avro.generic.GenericRecord;
 
 /**
- * spark_jobs/fraud_decisions.py's decide() for one Kafka record: the decision and the outbox requests
+ * spark_jobs/infer/fraud_decisions.py's decide() for one Kafka record: the decision and the outbox requests
  * its action asks for, or a dead letter for a value that does not decode. Pure: no Kafka here.
  */
 final class FraudDecisions {

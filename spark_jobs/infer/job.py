@@ -1,0 +1,134 @@
+"""The infer job: events.payments → decisions.fraud + outbox.requests, in one Kafka transaction.
+
+    python -m spark_jobs.infer --checkpoint DIR [--bootstrap HOST:PORT] [--mode exactly-once] ...
+
+(``ikkai jobs run infer`` starts exactly this as its own process.) The Kafka source reads with
+``kafka.isolation.level=read_committed``; each micro-batch is scored vectorized (over Arrow
+batches) by ``fraud_decisions.decide`` with point-in-time features and written by the
+``TransactionalBatchWriter``: per output partition, the decisions, their outbox requests and
+the commit marker form one transaction. The model is the sink's ``RowTransform``: one
+``mapInArrow`` per task decides the input partition's rows and writes them, in one Python
+worker. ``--mode at-least-once`` swaps in Spark's own Kafka sink: the benchmark baseline, which
+duplicates output after a crash.
+
+A new model is a cutover of the same query (``--model``): its markers say what is decided, the
+rest is decided by the new version, and each marker records the cut (docs/changing-the-model.md).
+``--shadow`` runs a candidate as a query of its own into ``<decisions>.shadow`` with no outbox
+requests; a new query name over the live topics is refused unless it hands over (``--after-query``).
+
+The layout is pinned: the input topic, decisions, outbox and DLQ topics all have ``--partitions``
+partitions (default: the decisions topic's). Output partition p holds the decisions of input
+partition p in input-offset order, whatever the batch boundaries: a replay is byte-identical.
+The sink writes them in place (``partition_column``), in the stage that scored them, with no
+shuffle: the Kafka source gives one Spark task per input partition. Input and output share the
+key (payment_id), so when the input was written by Kafka's default partitioner (enrich's sink
+is), every output record is also in its key's default partition.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import click
+
+from ikkai.contract.topics import DECISIONS_FRAUD, DLQ_INFER, EVENTS_PAYMENTS, OUTBOX_REQUESTS
+from ikkai.contract.wire_format import environment_codec
+from spark_jobs.infer.fraud_decisions import ORDER_BY, OUTPUT_SCHEMA, Topics, decide_arrow_batches
+from spark_jobs.job_shell import main_entry
+from spark_jobs.model.fraud_model import FEATURES_PATH, MODEL_PATH, ModelSource
+from spark_jobs.sink.transactional_sink import RowTransform
+from spark_jobs.streaming_job import (
+    BatchPlan,
+    StreamingOptions,
+    crash_option,
+    input_options,
+    layout_options,
+    master_option,
+    run_job,
+    run_options,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+@dataclass(frozen=True)
+class InferJob:
+    """The infer job's own options: where its outputs go and which model decides; the template does the rest."""
+
+    name: ClassVar[str] = "infer"
+    outputs: Topics = field(default_factory=Topics)
+    model_path: Path = MODEL_PATH
+    features_path: Path = FEATURES_PATH
+
+    @property
+    def layout_topic(self) -> str:
+        return self.outputs.decisions
+
+    def plan(self, spark: SparkSession, options: StreamingOptions, partitions: int) -> BatchPlan:
+        # After the session: files shipped to it are in place. The job's function carries only where the
+        # model and snapshots are and their hashes; each Python worker reads them once (ModelSource.load).
+        model_source, model, _ = ModelSource.of(self.model_path, self.features_path)
+        outputs = self.outputs
+        shadow = " (shadow: no outbox requests)" if outputs.outbox is None else ""
+        sys.stderr.write(
+            f"{options.query}: model {model.version}, {partitions} partitions, mode {options.mode}, "
+            f"decisions to {outputs.decisions}{shadow}\n"
+        )
+        # The wire format is chosen here, on the driver (IKKAI_SCHEMA_REGISTRY_URL), and shipped: the codec pickles.
+        decide = functools.partial(decide_arrow_batches, source=model_source, topics=outputs, codec=environment_codec())
+
+        def rows(source: DataFrame) -> DataFrame:
+            return source.select("key", "value", "topic", "partition", "offset")
+
+        # The model runs inside the sink's write task: one mapInArrow per task decides and writes the
+        # partition's transaction (at-least-once: a mapInArrow before Spark's own sink, as before).
+        return BatchPlan(
+            output_topics=outputs.written, dlq_topic=outputs.dlq, order_by=ORDER_BY,
+            writer_version=model.version,  # a new model is a cutover the markers record
+            rows=rows, transform=RowTransform(decide, OUTPUT_SCHEMA),
+            partition_column="input_partition",  # one Spark task per input partition, no shuffle: written in place
+        )  # fmt: skip
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@input_options(EVENTS_PAYMENTS)
+@click.option("--decisions", default=DECISIONS_FRAUD, show_default=True)
+@click.option("--outbox", default=OUTBOX_REQUESTS, show_default=True)
+@click.option("--dlq", default=DLQ_INFER, show_default=True)
+@layout_options("decisions topic")
+@click.option(
+    "--query", help="Query name; part of every transactional.id [default: infer, with --shadow infer.shadow]."
+)
+@click.option(
+    "--shadow", is_flag=True,
+    help="Run a candidate model beside the live one: decisions to <decisions>.shadow, dead letters to "
+    "<dlq>.shadow, no outbox requests (compare with `ikkai jobs compare`).",
+)  # fmt: skip
+@run_options
+@master_option
+@click.option(
+    "--model", help="Model artifact (model.json) [default: the shipped one, spark_jobs/model/artifacts/fraud]."
+)
+@click.option("--features", help="Feature snapshots (CSV) [default: the model's customer_features.csv].")
+@crash_option
+def main(**kw: Any) -> None:
+    """Run the infer job until the input is drained (or forever with --continuous)."""
+    outputs = Topics(kw["decisions"], kw["outbox"], kw["dlq"])
+    if kw["shadow"]:
+        outputs = outputs.shadow()
+    query = kw["query"] or ("infer.shadow" if kw["shadow"] else "infer")
+    job = InferJob(
+        outputs=outputs,
+        model_path=Path(kw["model"]) if kw["model"] else MODEL_PATH,
+        features_path=Path(kw["features"]) if kw["features"] else FEATURES_PATH,
+    )
+    run_job(StreamingOptions.from_cli("infer", kw, query, outputs.written), job)
+
+
+if __name__ == "__main__":
+    main_entry(main)

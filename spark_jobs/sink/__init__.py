@@ -1,0 +1,13 @@
+"""The exactly-once sink's room: Spark micro-batches to Kafka transactions, and what each one covered.
+
+``transactional_sink`` writes a batch per output partition (``partition_transactions``) in one
+Kafka transaction with its commit marker (``commit_markers``); ``query_handover`` and
+``input_identity`` keep a change (a new query, a recreated input) exactly-once; ``kafka_errors``
+classifies what Kafka answers, ``dead_letters`` sets aside what Kafka refuses, and
+``partition_ends`` reads a partition to its committed end.
+"""
+
+from spark_jobs.sink.partition_transactions import SinkConfig
+from spark_jobs.sink.transactional_sink import AtLeastOnceBatchWriter, TransactionalBatchWriter
+
+__all__ = ["AtLeastOnceBatchWriter", "SinkConfig", "TransactionalBatchWriter"]

@@ -1,0 +1,399 @@
+"""Commit markers: what each output partition of a query has committed, on the query's own topic.
+
+Storage. Every (app, query) has its own compacted topic ``_ikkai.commits.<app>.<query>`` with one
+partition per output partition. The marker of output partition p lives on partition p and only
+the producer with ``transactional.id`` ``<app>.<query>.<p>`` ever writes there, in the same
+transaction as the output it vouches for. So after that producer's ``init_transactions()`` (which
+fences an older instance and completes or aborts its open transaction before it returns) no
+transaction can be open on partition p: its last stable offset (LSO, where a read_committed
+reader and librdkafka's EOF stop) equals its high watermark, and reading partition p to EOF sees
+every committed marker of p. No other writer, dead or alive, can hide one or stall the read.
+
+Why not one shared partition: under ``isolation.level=read_committed`` a reader's EOF and
+``get_watermark_offsets`` stop at the LSO, so a marker committed *behind another writer's still
+open transaction* is invisible. With a shared partition, partition 1's writer appending its marker
+at offset X and committing slowly, partition 0's marker at Y > X committed, then a crash: partition
+0's new writer reads up to X, misses its own marker, and writes its batch again.
+
+The reader checks the promise: after reaching EOF it compares its position with the high watermark
+(a read_uncommitted offset query); a gap means some other writer holds the partition open, which
+breaks ownership, and the read waits for it (bounded) instead of deciding on a partial view.
+
+Identity is by the decoded fields (app, query, partition), never by a key prefix; app and query
+names are validated so that ``<app>.<query>.<p>`` and the topic name are unambiguous.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec, ResourceType
+
+from ikkai.contract import kafka
+from ikkai.contract.codec import RecordCodec, default_codec
+from ikkai.contract.kafka import KafkaContext
+from ikkai.errors import ConfigError, IkkaiError
+from spark_jobs.sink.partition_ends import records_to_end
+
+COMMITS_TOPIC_PREFIX = "_ikkai.commits."
+_APP = re.compile(r"[A-Za-z0-9_-]{1,64}")  # no dots: <app>.<query>.<p> then splits one way only
+_QUERY = re.compile(r"[A-Za-z0-9._-]{1,150}")  # the characters Kafka allows in a topic name
+
+
+class CommitMarkerError(IkkaiError):
+    """The commit markers cannot be read, or disagree with the partition layout the job runs with."""
+
+    def __init__(self, topic: str, problem: str, fix: str) -> None:
+        super().__init__(f"{topic}: {problem}", fix=fix)
+        self.topic = topic
+
+
+def check_names(app: str, query: str) -> None:
+    """Refuse names that would make two queries share transactional ids or marker storage."""
+    if not _APP.fullmatch(app):
+        raise ConfigError(
+            "sink", "app", f"{app!r} is not 1-64 letters, digits, '_' or '-'",
+            fix="choose an app name without dots: <app>.<query>.<partition> must split one way only",
+        )  # fmt: skip
+    if not _QUERY.fullmatch(query) or query.startswith(".") or query.endswith("."):
+        raise ConfigError(
+            "sink", "query", f"{query!r} is not 1-150 letters, digits, '.', '_' or '-' (no leading or trailing dot)",
+            fix="choose a query name Kafka accepts in a topic name (--query)",
+        )  # fmt: skip
+
+
+def commits_topic_for(app: str, query: str) -> str:
+    check_names(app, query)
+    return f"{COMMITS_TOPIC_PREFIX}{app}.{query}"
+
+
+@dataclass(frozen=True)
+class CommitMarker:
+    app: str
+    query: str
+    partition: int
+    batch_id: int
+    partitions: int
+    records: int
+    source_topic: str = ""
+    # input partition -> the next input offset whose output (for this output partition) is not committed
+    source_offsets: Mapping[int, int] = field(default_factory=dict)
+    source_topic_id: str = ""  # Kafka's topic id of source_topic (KIP-516): a recreated topic has another
+    output_topics: tuple[str, ...] = ()  # what the query writes: another query writing these is refused
+    writer_version: str = ""  # what decides the output besides the input (the model version, enrich's settings)
+    cuts: tuple[VersionCut, ...] = ()  # every change of writer_version on this output partition, oldest first
+    started_after: str = ""  # the query whose committed offsets this one started from (a handover)
+    handed_over_to: str = ""  # set by that handover on the query it started after: this one must not write again
+
+    @property
+    def key(self) -> bytes:
+        return marker_key(self.app, self.query, self.partition)
+
+    def encode(self, codec: RecordCodec) -> bytes:
+        record = {**self.__dict__}
+        record["source_offsets"] = [{"partition": p, "next_offset": o} for p, o in sorted(self.source_offsets.items())]
+        record["output_topics"] = list(self.output_topics)
+        record["cuts"] = [cut.to_record() for cut in self.cuts]
+        return codec.encode("commit_marker", record)
+
+    @classmethod
+    def decode(cls, data: bytes, codec: RecordCodec) -> CommitMarker:
+        record = codec.decode("commit_marker", data)  # an older marker gets v3's defaults
+        record["source_offsets"] = {int(s["partition"]): int(s["next_offset"]) for s in record["source_offsets"]}
+        record["output_topics"] = tuple(record.get("output_topics", ()))
+        record["cuts"] = tuple(VersionCut.from_record(c) for c in record.get("cuts", ()))
+        return cls(**record)
+
+
+@dataclass(frozen=True)
+class VersionCut:
+    """Where a new ``writer_version`` took over an output partition: per input partition, its first offset."""
+
+    version: str
+    batch_id: int
+    from_offsets: Mapping[int, int] = field(default_factory=dict)
+
+    def to_record(self) -> dict[str, Any]:
+        offsets = [{"partition": p, "offset": o} for p, o in sorted(self.from_offsets.items())]
+        return {"version": self.version, "batch_id": self.batch_id, "from_offsets": offsets}
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> VersionCut:
+        offsets = {int(o["partition"]): int(o["offset"]) for o in record["from_offsets"]}
+        return cls(str(record["version"]), int(record["batch_id"]), offsets)
+
+
+def marker_key(app: str, query: str, partition: int) -> bytes:
+    """Also the producer's ``transactional.id``: one writer identity per (app, query, partition)."""
+    check_names(app, query)
+    return f"{app}.{query}.{partition}".encode()
+
+
+# segment.ms: the active segment is never compacted; roll it every 10 minutes so old markers go.
+COMMITS_TOPIC_CONFIG = {"cleanup.policy": "compact", "min.compaction.lag.ms": "60000", "segment.ms": "600000"}
+
+
+def ensure_commits_topic(cluster: KafkaContext, topic: str, partitions: int) -> None:
+    """Create the query's commits topic (compacted, ``partitions`` partitions) unless it exists with that many."""
+    admin = AdminClient(cluster.client_config())
+    existing = admin.list_topics(timeout=30).topics.get(topic)
+    if existing is None:
+        try:
+            kafka.ensure_topics(cluster, [topic], partitions, config=COMMITS_TOPIC_CONFIG)
+        except ConfigError as exc:
+            raise CommitMarkerError(
+                topic, f"cannot create it: {exc}", fix=f"create it compacted with {partitions} partitions"
+            ) from exc
+    elif len(existing.partitions) != partitions:
+        raise CommitMarkerError(
+            topic,
+            f"has {len(existing.partitions)} partitions but the job writes {partitions}",
+            fix="keep the partition count its markers were written with (to add partitions, follow "
+            "docs/exactly-once.md, 'What an operator may change, and how')",
+        )
+    give_up_at = time.monotonic() + 30
+    while not _has_leaders(admin, topic, partitions):  # a new topic needs a moment before clients can use it
+        if time.monotonic() > give_up_at:
+            raise CommitMarkerError(topic, "created, but no leader after 30s", fix="check the broker's health")
+        time.sleep(0.1)
+    refuse_a_deleting_policy(admin, topic)
+
+
+def refuse_a_deleting_policy(admin: AdminClient, topic: str) -> None:
+    """The commits topic must be compacted only: with ``delete`` its markers go after the retention.
+
+    A query whose markers were deleted believes nothing was committed and writes everything again.
+    """
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    try:
+        entries = admin.describe_configs([resource])[resource].result(timeout=30)
+    except KafkaException as exc:
+        raise CommitMarkerError(
+            topic, f"its configuration cannot be read ({exc.args[0].name()})",
+            fix="grant DescribeConfigs on the commits topic to the job's principal",
+        ) from exc  # fmt: skip
+    policy = entries["cleanup.policy"].value if "cleanup.policy" in entries else "delete"
+    if policy != "compact":
+        raise CommitMarkerError(
+            topic, f"cleanup.policy is {policy!r}: its markers would be deleted after the retention and the job "
+            "would write everything they vouch for again",
+            fix=f"kafka-configs.sh --alter --entity-type topics --entity-name {topic} "
+            "--add-config cleanup.policy=compact",
+        )  # fmt: skip
+
+
+def _has_leaders(client: Any, topic: str, partitions: int) -> bool:
+    metadata = client.list_topics(topic, timeout=10).topics.get(topic)
+    if metadata is None or metadata.error is not None:
+        return False
+    return all(p in metadata.partitions and metadata.partitions[p].leader >= 0 for p in range(partitions))
+
+
+# Per process: how far each commits partition was read, and the newest marker there. Reading
+# resumes from that position, so a long-running job does not re-read the partition per batch.
+# Safe under compaction: it only drops values a newer one replaced.
+_seen: dict[tuple[str, str, int], tuple[int, CommitMarker | None]] = {}
+_admins: dict[str, AdminClient] = {}
+
+
+# A leader moved (a broker restarted, a partition failed over): the client's metadata is stale for a
+# moment and refreshes itself. Asked again after a pause, the same question gets an answer.
+_LEADER_MOVED = frozenset({
+    KafkaError.FENCED_LEADER_EPOCH, KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.UNKNOWN_LEADER_EPOCH,
+    KafkaError.LEADER_NOT_AVAILABLE, KafkaError.REQUEST_TIMED_OUT, KafkaError._TIMED_OUT, KafkaError._TRANSPORT,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+})  # fmt: skip
+
+
+def _high_watermark(cluster: KafkaContext, topic: str, partition: int) -> int | None:
+    """The partition's high watermark, open transactions included (a read_uncommitted offset query).
+
+    None when a leader just moved (retriable: ask again); any other error stops the read.
+    The admin client is dropped then: librdkafka's ListOffsets goes to the leader its metadata
+    cache names and does not refresh that cache on NOT_LEADER or FENCED_LEADER_EPOCH, so a
+    client kept across a broker's restart asks the wrong broker until ``metadata.max.age.ms``
+    (15 minutes) passes. A new client reads fresh metadata.
+    """
+    admin = _admins.get(cluster.bootstrap_servers)
+    if admin is None:
+        admin = _admins[cluster.bootstrap_servers] = AdminClient(cluster.client_config())
+    request = {TopicPartition(topic, partition): OffsetSpec.latest()}  # type: ignore[no-untyped-call]
+    try:
+        future = admin.list_offsets(request, isolation_level=IsolationLevel.READ_UNCOMMITTED, request_timeout=10)
+        offset = int(next(iter(future.values())).result(timeout=15).offset)
+    except KafkaException as exc:
+        error = exc.args[0]
+        if error.retriable() or error.code() in _LEADER_MOVED:
+            _admins.pop(cluster.bootstrap_servers, None)
+            return None
+        raise CommitMarkerError(
+            topic, f"partition {partition}: its high watermark cannot be read ({error.name()}: {error.str()})",
+            fix="check the broker's health and this client's ACLs (Describe and Read on the commits topic)",
+        ) from exc  # fmt: skip
+    if offset < 0:  # no answer from a leader that is gone (OFFSET_INVALID): not a watermark, ask again
+        _admins.pop(cluster.bootstrap_servers, None)
+        return None
+    return offset
+
+
+def _consumer(cluster: KafkaContext) -> Consumer:
+    settings = {
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",  # a cached position compacted away: read from the start again
+        "enable.partition.eof": True,
+        # The default 500 ms long poll made every read cost ~1 s (the fetch that reaches the end,
+        # then the watermark query queued behind the next fetch), per batch and partition.
+        "fetch.wait.max.ms": 10,
+        # With sparse connections (the default) a new client connects to the partition leader only
+        # on demand, after its bootstrap connection is gone: 50-500 ms of timers per read.
+        "enable.sparse.connections": False,
+    }
+    # The group is never joined (partitions are assigned); read_committed comes with consumer_config.
+    return Consumer(cluster.consumer_config(f"_ikkai.commits.reader.{uuid.uuid4().hex}", **settings))
+
+
+def read_marker(
+    cluster: KafkaContext, app: str, query: str, partition: int, *, topic: str, deadline_s: float = 120.0
+) -> CommitMarker | None:
+    """The newest committed marker of (app, query, partition): call it after ``init_transactions``.
+
+    Reads partition ``partition`` of ``topic`` to EOF (its LSO) and then checks that the LSO is
+    the high watermark: if another writer holds the partition open, it waits until the broker
+    aborts or completes that transaction (``transaction.timeout.ms``) or ``deadline_s`` passes.
+    """
+    codec = default_codec()
+    position, latest = _seen.get((cluster.bootstrap_servers, topic, partition), (-2, None))  # -2: OFFSET_BEGINNING
+    consumer = _consumer(cluster)
+    give_up_at = time.monotonic() + deadline_s
+    try:
+        if not _has_leaders(consumer, topic, partition + 1):
+            raise CommitMarkerError(topic, "the commits topic does not exist", fix="run the sink's prepare() first")
+        assigned = TopicPartition(topic, partition, position)
+        consumer.assign([assigned])
+        at_end = False  # reached the LSO once: from then on, every quiet poll re-checks the high watermark
+        while time.monotonic() < give_up_at:
+            message: Any = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                marker = CommitMarker.decode(message.value(), codec)
+                if (marker.app, marker.query, marker.partition) != (app, query, partition):
+                    raise _foreign(topic, partition, marker, app, query)
+                latest = marker
+                continue
+            if message is not None and message.error().code() != KafkaError._PARTITION_EOF:
+                raise CommitMarkerError(
+                    topic, f"reading failed: {message.error().str()}", fix="check that the topic exists"
+                )
+            if message is None and not at_end:
+                continue
+            at_end = True
+            here = message.offset() if message is not None else consumer.position([assigned])[0].offset
+            if here >= 0:
+                _seen[(cluster.bootstrap_servers, topic, partition)] = (here, latest)
+            high = _high_watermark(cluster, topic, partition)
+            if high is not None and here >= high:
+                return latest
+            time.sleep(0.2)  # a leader moved, or someone else's transaction is open here: ask again
+        raise CommitMarkerError(
+            topic,
+            f"partition {partition}: a transaction stayed open for more than {deadline_s:.0f}s, but only "
+            f"transactional.id {marker_key(app, query, partition).decode()} may write there",
+            fix="another program writes into this query's commits topic; stop it (the broker aborts its "
+            "transaction after its transaction.timeout.ms)",
+        )
+    finally:
+        consumer.close()
+
+
+def read_markers(cluster: KafkaContext, app: str, query: str, *, topic: str) -> dict[int, CommitMarker]:
+    """Every partition's newest committed marker as read_committed sees it now, without waiting.
+
+    For the driver's layout check before the query starts: a killed job's open transactions are
+    fenced only when the restarted job's writers run, so this does not wait for them; what it
+    finds is what they will find at least.
+    """
+    codec = default_codec()
+    consumer = _consumer(cluster)
+    try:
+        metadata = consumer.list_topics(topic, timeout=10).topics.get(topic)
+        if metadata is None or metadata.error is not None:
+            return {}
+        markers: dict[int, CommitMarker] = {}
+        partitions = [(topic, p) for p in metadata.partitions]  # until each reports EOF (an empty one too)
+        late = functools.partial(_partitions_not_read, topic, deadline_s=60)
+        # Every error is named by the topic read (an error of no partition has no topic of its own).
+        for message in records_to_end(consumer, partitions, 60, failed=lambda _, e: _read_failed(topic, e), late=late):
+            marker = CommitMarker.decode(message.value(), codec)
+            if (marker.app, marker.query, marker.partition) != (app, query, message.partition()):
+                raise _foreign(topic, message.partition(), marker, app, query)
+            markers[marker.partition] = marker
+        return markers
+    finally:
+        consumer.close()
+
+
+def _read_failed(topic: str, error: KafkaError) -> CommitMarkerError:
+    return CommitMarkerError(topic, f"reading failed: {error.str()}", fix="check the broker")
+
+
+def _partitions_not_read(topic: str, pending: set[tuple[str, int]], deadline_s: float) -> CommitMarkerError:
+    partitions = sorted(p for _, p in pending)
+    return CommitMarkerError(topic, f"partitions {partitions} could not be read in {deadline_s:.0f}s",
+                             fix="check the broker")  # fmt: skip
+
+
+def _topics_not_read(pending: set[tuple[str, int]], deadline_s: float) -> CommitMarkerError:
+    topics = ", ".join(sorted({t for t, _ in pending}))
+    return CommitMarkerError(topics, f"could not be read in {deadline_s:.0f}s", fix="check the broker")
+
+
+def _foreign(topic: str, partition: int, marker: CommitMarker, app: str, query: str) -> CommitMarkerError:
+    return CommitMarkerError(
+        topic,
+        f"partition {partition} holds a marker of app {marker.app!r}, query {marker.query!r}, partition "
+        f"{marker.partition}; this topic belongs to app {app!r}, query {query!r}",
+        fix="give every query its own commits topic (the default, _ikkai.commits.<app>.<query>)",
+    )
+
+
+def commits_topics(cluster: KafkaContext) -> dict[str, tuple[str, str]]:
+    """Every query's commits topic on the cluster: topic -> (app, query), read from its name."""
+    found: dict[str, tuple[str, str]] = {}
+    for topic in AdminClient(cluster.client_config()).list_topics(timeout=30).topics:
+        app, _, query = topic.removeprefix(COMMITS_TOPIC_PREFIX).partition(".")
+        if topic.startswith(COMMITS_TOPIC_PREFIX) and _APP.fullmatch(app) and _QUERY.fullmatch(query):
+            found[topic] = (app, query)  # an app has no dots: the name splits one way only
+    return found
+
+
+def read_all_markers(
+    cluster: KafkaContext, topics: list[str], deadline_s: float = 60.0
+) -> dict[str, list[CommitMarker]]:
+    """The newest committed marker of every partition of every topic in ``topics``, read by one consumer.
+
+    Like ``read_markers`` (read_committed, no wait for open transactions), for the start-up checks
+    that look at other queries' markers: what they name is read from each marker, not assumed.
+    """
+    codec = default_codec()
+    consumer = _consumer(cluster)
+    try:
+        metadata = consumer.list_topics(timeout=10).topics
+        partitions = [
+            (t, p) for t in topics if t in metadata and metadata[t].error is None for p in metadata[t].partitions
+        ]
+        late = functools.partial(_topics_not_read, deadline_s=deadline_s)
+        newest: dict[tuple[str, int], CommitMarker] = {}
+        for message in records_to_end(consumer, partitions, deadline_s, failed=_read_failed, late=late):
+            newest[(message.topic(), message.partition())] = CommitMarker.decode(message.value(), codec)
+        markers: dict[str, list[CommitMarker]] = {t: [] for t in topics}
+        for (topic, _), marker in sorted(newest.items()):
+            markers[topic].append(marker)
+        return markers
+    finally:
+        consumer.close()

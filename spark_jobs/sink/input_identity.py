@@ -1,0 +1,142 @@
+"""Which input a query's offsets are offsets of: the input topic's id, and starting over on a recreated topic.
+
+A commit marker's source offsets mean something only on the topic they were read from. A topic
+deleted and recreated under the same name starts again at offset 0, so the old markers would
+leave out the new topic's records up to the old offsets as "committed before": records lost
+without a word. Kafka gives every topic an id (KIP-516) that a recreated topic does not share.
+The job looks the id up at start (``input_topic_id``), every marker records it
+(``SinkConfig.source_topic_id``), and a marker of another id stops the job in one line
+(``partition_transactions.check_markers``) with the fix below.
+
+Starting over on the recreated topic is an explicit act: ``--input-recreated <new topic id>``
+(the id the refusal names) with a fresh ``--checkpoint``. Before the query starts, each output
+partition's writer identity fences every older writer and commits a copy of its marker that
+names the new id and no source offsets (``rebase_on_recreated_input``): from then on the
+committed offsets of the new topic start at 0, and every record of the new topic is decided
+once. Naming the id, not a bare flag, keeps the act to the one recreation the operator looked
+at: left on the command line, it changes nothing once the markers name that id, and a later
+recreation (another id) is refused again.
+
+Why a fresh checkpoint: Spark's Kafka source does not know topic ids. From an old checkpoint it
+starts at the old topic's offsets; where the new topic is shorter it reports data loss and, with
+``failOnDataLoss=true`` (the jobs' setting), stops the query; where it is as long or longer it
+silently starts in the middle, and the new topic's first records would never be read.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
+from confluent_kafka.admin import AdminClient
+
+from ikkai.contract.codec import default_codec
+from ikkai.contract.kafka import KafkaContext
+from ikkai.errors import ConfigError
+from spark_jobs.sink.commit_markers import CommitMarker, read_marker, read_markers
+from spark_jobs.sink.kafka_errors import call_with_retries
+from spark_jobs.sink.partition_transactions import OPERATOR_GUIDE, SinkConfig, _produce, _producer
+
+RECREATION_GUIDE = f"{OPERATOR_GUIDE}: topic recreation"
+
+
+def input_topic_id(job: str, cluster: KafkaContext, topic: str, deadline_s: float = 60.0) -> str:
+    """Kafka's id of ``topic`` (KIP-516, base64 as Kafka's tools print it), asked until ``deadline_s``.
+
+    A topic created a moment ago may be unknown to the broker that answers: asked again until the
+    deadline; any other error stops the job here.
+    """
+    admin = AdminClient(cluster.client_config())
+    give_up_at = time.monotonic() + deadline_s
+    while True:
+        future = admin.describe_topics(TopicCollection([topic]), request_timeout=15)[topic]
+        try:
+            return str(future.result(timeout=30).topic_id)
+        except KafkaException as exc:
+            error: KafkaError = exc.args[0]
+            if error.code() not in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TIMED_OUT) and not error.retriable():
+                raise ConfigError(
+                    job, topic, f"its topic id cannot be read ({error.name()}: {error.str()})",
+                    fix="check that the input topic exists and that this client may Describe it",
+                ) from exc  # fmt: skip
+            if time.monotonic() > give_up_at:
+                raise ConfigError(
+                    job, topic, f"the input topic does not exist (asked for {deadline_s:.0f}s)",
+                    fix="create it (topics are never auto-created) or pass the right --input",
+                ) from exc  # fmt: skip
+            time.sleep(0.5)
+
+
+def checkpoint_is_fresh(checkpoint: Path) -> bool:
+    """True unless a Spark checkpoint at ``checkpoint`` has planned a batch (its ``offsets`` log has an entry)."""
+    offsets = Path(checkpoint) / "offsets"
+    return not offsets.is_dir() or not any(p.name.isdigit() for p in offsets.iterdir())
+
+
+def _of_another_topic(config: SinkConfig, marker: CommitMarker | None) -> bool:
+    return marker is not None and marker.source_topic_id not in ("", config.source_topic_id)
+
+
+def rebase_on_recreated_input(config: SinkConfig, checkpoint: Path) -> list[int]:
+    """``--input-recreated``: markers of another topic id start over at offset 0 of this one; the partitions rebased.
+
+    Refuses an id that is not the input's, and a used checkpoint while a marker still needs the
+    rebase (module docstring). Without ``config.input_recreated`` it does nothing: a marker of
+    another id is then refused by ``check_markers`` where the markers are read.
+    """
+    if not config.input_recreated:
+        return []
+    if config.input_recreated != config.source_topic_id:
+        raise ConfigError(
+            config.query, "--input-recreated", f"names topic id {config.input_recreated}, but "
+            f"{config.source_topic} has id {config.source_topic_id}",
+            fix="pass the id the refusal named, once you have checked that the topic holding it is the input to "
+            f"start over on ({RECREATION_GUIDE})",
+        )  # fmt: skip
+    markers = read_markers(config.cluster, config.app, config.query, topic=config.commits_topic)
+    stale = sorted(p for p, marker in markers.items() if _of_another_topic(config, marker))
+    if stale and not checkpoint_is_fresh(checkpoint):
+        raise ConfigError(
+            config.query, "--input-recreated", f"the checkpoint {checkpoint} holds offsets of the old topic: Spark "
+            "would start the new one in the middle, or stop with data loss",
+            fix=f"start over with a fresh --checkpoint ({RECREATION_GUIDE})",
+        )  # fmt: skip
+    return [p for p in stale if _rebase(config, p)]
+
+
+def _rebase(config: SinkConfig, partition: int) -> bool:
+    """Fence partition ``partition``'s writers, then commit its marker anew: the new topic id, no source offsets."""
+    txn_id, deadline = config.transactional_id(partition), config.retry_deadline_s
+    producer = _producer(config, txn_id)
+
+    def step(name: str, call: Callable[[], Any]) -> None:
+        call_with_retries(txn_id, name, call, deadline_s=deadline)
+
+    try:
+        step("init_transactions", lambda: producer.init_transactions(deadline))  # fences every older writer
+        marker = read_marker(config.cluster, config.app, config.query, partition, topic=config.commits_topic)
+        if marker is None or not _of_another_topic(config, marker):
+            return False  # another instance rebased it in between
+        fresh = CommitMarker(**{**marker.__dict__, "source_topic_id": config.source_topic_id, "source_offsets": {},
+                                "records": 0})  # fmt: skip
+        step("begin_transaction", producer.begin_transaction)
+        _produce(producer, config.commits_topic, fresh.key, fresh.encode(default_codec()), partition, None)
+        step("commit_transaction", lambda: producer.commit_transaction(deadline))
+        return True
+    finally:
+        producer.purge()
+        producer.flush(0)
+
+
+def input_recreated_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The jobs' ``--input-recreated TOPIC_ID`` option (click)."""
+    import click
+
+    return click.option(
+        "--input-recreated", metavar="TOPIC_ID", default="",
+        help="The input topic was deleted and recreated: decide every record of the topic with this id from its "
+        "start, once (needs a fresh --checkpoint; the refusal names the id).",
+    )(command)  # fmt: skip

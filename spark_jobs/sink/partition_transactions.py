@@ -1,0 +1,564 @@
+"""One Kafka transaction per (query, micro-batch N, partition p), by a producer each Python worker keeps.
+
+``write_partition`` is what a Spark task of the transactional sink calls once it holds every
+record of Kafka partition p for batch N, in their final order:
+
+- Partition p of batch N is one transaction of a producer with the stable ``transactional.id``
+  ``<app>.<query>.<p>``. A fresh producer's ``init_transactions()`` fences any older instance and
+  ends its open transaction; then (query, p)'s marker is read from partition p of the query's
+  commits topic (``commit_markers``: nobody else writes there, so nothing can hide it).
+- The marker records *source offsets*: per input partition, the next input offset whose output
+  for p is not committed yet. Every record names the input record it came from; records below
+  the marker's offsets are already committed and are left out, the rest and the new marker (the
+  offsets merged with this transaction's) are written and committed together. A partition with
+  nothing left is skipped. Batch numbers decide nothing, so a lost, reset or restored Spark
+  checkpoint, or other batch boundaries (``maxOffsetsPerTrigger`` changed), can neither
+  duplicate nor drop output: a re-run writes exactly what is missing.
+- The Python worker keeps that producer for the next batches (Spark reuses workers) and knows
+  the marker from its own commits, so a steady batch costs one transaction. A kept producer that
+  another worker or instance fenced in between fails its transaction, which writes nothing; the
+  write then starts anew with a fresh producer, which re-reads the marker.
+- Every marker must have been written with the job's partition count and input topic; anything
+  else stops the job, because a different layout would re-write committed records.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import os
+import sys
+import tempfile
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import KafkaException, Producer
+
+from ikkai.contract import kafka
+from ikkai.contract.codec import RecordCodec, default_codec
+from ikkai.contract.kafka import KafkaContext
+from ikkai.errors import ConfigError
+from spark_jobs.sink.commit_markers import (
+    CommitMarker,
+    CommitMarkerError,
+    VersionCut,
+    check_names,
+    commits_topic_for,
+    marker_key,
+    read_marker,
+)
+from spark_jobs.sink.dead_letters import too_large_letter
+from spark_jobs.sink.kafka_errors import ErrorKind, TransactionError, call_with_retries, classify
+
+DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
+# Bound of one transaction in bytes, for the default timeout (job_shell.default_max_transaction_bytes).
+DEFAULT_MAX_TRANSACTION_BYTES = 60 * 1024 * 1024
+PRODUCER_MESSAGE_MAX_BYTES = 1_000_000  # librdkafka's message.max.bytes default
+
+
+@dataclass(frozen=True)
+class SinkConfig:
+    app: str
+    query: str
+    cluster: KafkaContext  # where and as whom: pickled into the tasks with the config
+    output_topics: tuple[str, ...]
+    partitions: int
+    order_by: tuple[str, ...]
+    source_topic: str  # the input topic: every record names its input record by partition and offset
+    source_columns: tuple[str, str] = ("input_partition", "input_offset")
+    commits_topic: str = ""  # default: the query's own, _ikkai.commits.<app>.<query>
+    transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
+    retry_deadline_s: float = 30.0
+    producer_config: Mapping[str, str] = field(default_factory=dict)
+    # Set when every Spark partition of a batch holds rows of one Kafka partition, named in this
+    # column (a job reading one topic, no shuffle before the sink): written in place, no shuffle.
+    partition_column: str | None = None
+    # What decides the output besides the input (infer: the model version; enrich: its settings). A
+    # change is recorded in the marker as a cut: where, per input partition, the new version took over.
+    writer_version: str = ""
+    # Where a query with no marker of its own starts: the committed offsets of the query it takes over
+    # from (a handover, --after-query: query_handover), or explicit input offsets (--start-offsets).
+    after_query: str = ""
+    start_offsets: Mapping[int, int] = field(default_factory=dict)
+    # Kafka's topic id of source_topic (KIP-516), looked up at start: every marker records it, and a
+    # marker of another id (the topic was deleted and recreated) is refused. "": not known, not checked.
+    source_topic_id: str = ""
+    # --input-recreated: the recreated input's topic id the operator accepted; markers of another id are
+    # rebased to offset 0 of this one before the query starts (rebase_on_recreated_input).
+    input_recreated: str = ""
+    # Where a record too large to produce is set aside, as a dead letter of stage dlq_stage ("": not set
+    # aside, the batch fails), and how large a record the producer takes (its message.max.bytes).
+    dlq_topic: str = ""
+    dlq_stage: str = ""
+    dead_letter_codec: RecordCodec | None = None  # the job's wire format; None: the default codec
+    # Bytes of output one transaction holds at most (besides the records bound of the Spark source):
+    # a batch over it is written as several transactions, split only between input records.
+    max_transaction_bytes: int = DEFAULT_MAX_TRANSACTION_BYTES
+
+    def __post_init__(self) -> None:
+        check_names(self.app, self.query)
+        if self.after_query:
+            check_names(self.app, self.after_query)
+            if self.after_query == self.query or self.start_offsets:
+                raise ConfigError(
+                    "sink", "after_query", f"{self.after_query!r} with query {self.query!r} and start offsets "
+                    f"{dict(self.start_offsets)}", fix="hand over from another query, or give offsets",
+                )  # fmt: skip
+        if not self.commits_topic:
+            object.__setattr__(self, "commits_topic", commits_topic_for(self.app, self.query))
+        if self.partitions < 1:
+            raise ConfigError("sink", "partitions", f"must be >= 1, got {self.partitions}")
+        if self.retry_deadline_s * 1000 >= self.transaction_timeout_ms:
+            raise ConfigError(
+                "sink", "transaction.timeout.ms", "must exceed the retry deadline", fix="raise it or retry for less"
+            )
+        if not self.order_by:
+            raise ConfigError("sink", "order_by", "is empty", fix="name the columns that order a batch's rows totally")
+
+    def transactional_id(self, partition: int) -> str:
+        return marker_key(self.app, self.query, partition).decode()
+
+
+OPERATOR_GUIDE = "docs/exactly-once.md, 'What an operator may change, and how'"
+
+
+@dataclass(frozen=True)
+class PartitionResult:
+    partition: int
+    batch_id: int
+    records: int
+    skipped: bool  # the marker said every record of this partition was already committed
+    outside_key_partition: int = 0  # written in place to their input's partition, not their key's default one
+    already_committed: int = 0  # records left out: the marker's source offsets say they are committed
+    new_producer: bool = False  # this worker had no usable producer: init_transactions and a marker read first
+    seconds: float = 0.0  # in the task, from asking for the producer to the commit
+
+
+def check_markers(config: SinkConfig, markers: Mapping[int, CommitMarker]) -> None:
+    """Fail unless every marker of the query was written with this layout and this input topic.
+
+    Checked before the query starts and by every writer that reads its marker (a new producer),
+    so a concurrent instance with another layout is caught where the markers are read anyway.
+    """
+    for marker in markers.values():
+        if marker.source_topic_id and config.source_topic_id and marker.source_topic_id != config.source_topic_id:
+            raise CommitMarkerError(
+                config.commits_topic,
+                f"query {config.query}, partition {marker.partition}: input topic {config.source_topic!r} was "
+                f"deleted and recreated (the marker's topic id {marker.source_topic_id}, now {config.source_topic_id}):"
+                " offsets committed on the old topic mean nothing on the new one",
+                fix=f"to decide every record of the new topic once, start with --input-recreated "
+                f"{config.source_topic_id} and a fresh --checkpoint ({OPERATOR_GUIDE}: topic recreation)",
+            )
+        if marker.partitions != config.partitions:
+            raise CommitMarkerError(
+                config.commits_topic,
+                f"query {config.query} committed batch {marker.batch_id} with {marker.partitions} partitions, "
+                f"now {config.partitions}",
+                fix="keep the partition count its markers were written with (to add partitions, follow "
+                "docs/exactly-once.md, 'What an operator may change, and how')",
+            )
+        if marker.source_topic != config.source_topic:
+            raise CommitMarkerError(
+                config.commits_topic,
+                f"query {config.query} committed the output of input topic {marker.source_topic!r}, "
+                f"now it reads {config.source_topic!r}: its offsets mean nothing there",
+                fix=f"run it on {marker.source_topic!r} again; another input is another query with a checkpoint "
+                "of its own (--query, --checkpoint), beside this one",
+            )
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """What a committed marker says besides its offsets: the version that wrote it, every cut, the handover."""
+
+    version: str = ""
+    cuts: tuple[VersionCut, ...] = ()
+    started_after: str = ""
+
+    def written_by(self, version: str, batch_id: int, committed: Mapping[int, int]) -> Lineage:
+        """The lineage once ``version`` has written: a new version is a cut at the offsets committed so far."""
+        if version == self.version:
+            return self
+        cut = (VersionCut(version, batch_id, dict(committed)),) if version else ()
+        return dataclasses.replace(self, version=version, cuts=(*self.cuts, *cut))
+
+
+def _committed_offsets(config: SinkConfig, partition: int) -> tuple[dict[int, int], Lineage]:
+    """(query, partition)'s committed source offsets and lineage; call it after ``init_transactions``.
+
+    A query without a marker starts where it was told: after a handover (``after_query``) at the
+    offsets the query it took over from committed (final: the handover fenced that query's writers
+    and recorded itself there first), or at ``start_offsets``; otherwise from the beginning.
+    """
+    marker = read_marker(config.cluster, config.app, config.query, partition, topic=config.commits_topic)
+    if marker is not None:
+        check_markers(config, {partition: marker})
+        if marker.handed_over_to:
+            raise CommitMarkerError(
+                config.commits_topic, f"query {config.query} handed its output over to query {marker.handed_over_to}",
+                fix=f"run query {marker.handed_over_to} (--query {marker.handed_over_to}): it continues where this "
+                "one stopped; writing here again would decide its events twice",
+            )  # fmt: skip
+        return dict(marker.source_offsets), Lineage(marker.writer_version, marker.cuts, marker.started_after)
+    if config.after_query:
+        origin_topic = commits_topic_for(config.app, config.after_query)
+        origin = read_marker(config.cluster, config.app, config.after_query, partition, topic=origin_topic)
+        if origin is None or origin.handed_over_to != config.query:
+            raise CommitMarkerError(
+                origin_topic, f"partition {partition}: query {config.after_query} did not hand over to {config.query}",
+                fix="start the job with --after-query: its start hands over (the sink's prepare()) before any write",
+            )  # fmt: skip
+        check_markers(config, {partition: origin})
+        return dict(origin.source_offsets), Lineage(origin.writer_version, origin.cuts, config.after_query)
+    return dict(config.start_offsets), Lineage()
+
+
+def _producer(config: SinkConfig, transactional_id: str) -> Producer:
+    return Producer({
+        **config.cluster.client_config(),
+        **config.producer_config,
+        "transactional.id": transactional_id,
+        "transaction.timeout.ms": config.transaction_timeout_ms,
+        **kafka.IDEMPOTENT_PRODUCER,
+        "linger.ms": 5,
+        # Connect to the brokers at once. With sparse connections (the default) init_transactions
+        # found no broker up half of the time and waited for librdkafka's 500 ms coordinator timer:
+        # 57 or 508 ms per new producer, now 5-15 ms (measured in BENCHMARKS.md).
+        "enable.sparse.connections": False,
+    })  # fmt: skip
+
+
+@dataclass
+class _Writer:
+    """A producer whose transactions are initialised, kept by a Python worker between batches.
+
+    ``committed`` is what this producer knows for sure: its (query, partition)'s committed source
+    offsets on each commits topic, read after ``init_transactions`` or committed by itself. It
+    stays true while the producer is not fenced, and a fenced producer cannot commit anything, so
+    a stale belief can only make a write fail (then a fresh producer re-reads the marker), never
+    skip records that were not committed.
+    """
+
+    producer: Producer
+    settings: tuple[Any, ...]
+    token: str  # written to the owner file after init_transactions: see _owner_file
+    committed: dict[str, dict[int, int]] = field(default_factory=dict)
+    lineage: dict[str, Lineage] = field(default_factory=dict)  # per commits topic, as ``committed``
+
+
+# Per Python worker process (Spark reuses workers across tasks and batches): one initialised
+# producer per transactional.id, so a batch costs one transaction, not a producer, an
+# init_transactions and a marker read. Bounded; the oldest is closed when a new one would exceed it.
+_writers: OrderedDict[tuple[str, str], _Writer] = OrderedDict()
+MAX_CACHED_PRODUCERS = 16
+
+
+def _settings(config: SinkConfig) -> tuple[Any, ...]:
+    return (config.transaction_timeout_ms, tuple(sorted(config.producer_config.items())))
+
+
+def _owner_file(bootstrap: str, transactional_id: str) -> Path:
+    """Which process of this host initialised ``transactional_id`` last: a hint, not a lock.
+
+    Spark hands partition p's task to whichever idle Python worker comes first, so p's producer
+    in one worker is fenced whenever another worker of the same host initialises p. Reading this
+    file before reuse notices that without first producing a whole batch into a fenced producer.
+    Correctness never depends on it: a producer fenced from another host fails its transaction
+    and the write starts anew.
+    """
+    digest = hashlib.sha256(f"{bootstrap}\0{transactional_id}".encode()).hexdigest()[:32]
+    return Path(tempfile.gettempdir()) / "ikkai-transactional-ids" / digest
+
+
+def _claim(bootstrap: str, transactional_id: str) -> str:
+    token = f"{os.getpid()}.{uuid.uuid4().hex}"
+    path = _owner_file(bootstrap, transactional_id)
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        staged = path.with_name(f"{path.name}.{token}")
+        staged.write_text(token)
+        os.replace(staged, path)
+    return token
+
+
+def _still_owner(bootstrap: str, transactional_id: str, token: str) -> bool:
+    try:
+        return _owner_file(bootstrap, transactional_id).read_text() == token
+    except OSError:
+        return False
+
+
+def _cached_writer(config: SinkConfig, transactional_id: str) -> _Writer | None:
+    writer = _writers.get((config.cluster.bootstrap_servers, transactional_id))
+    if writer is None:
+        return None
+    if writer.settings != _settings(config) or not _still_owner(
+        config.cluster.bootstrap_servers, transactional_id, writer.token
+    ):
+        _discard(config, transactional_id)
+        return None
+    _writers.move_to_end((config.cluster.bootstrap_servers, transactional_id))
+    return writer
+
+
+def _fresh_writer(config: SinkConfig, transactional_id: str, partition: int) -> _Writer:
+    """A new producer: ``init_transactions`` fences every older one, then the marker says where we are."""
+    _discard(config, transactional_id)
+    deadline = config.retry_deadline_s
+    producer = _producer(config, transactional_id)
+    call_with_retries(
+        transactional_id, "init_transactions", lambda: producer.init_transactions(deadline), deadline_s=deadline
+    )
+    writer = _Writer(producer, _settings(config), _claim(config.cluster.bootstrap_servers, transactional_id))
+    _writers[(config.cluster.bootstrap_servers, transactional_id)] = writer
+    while len(_writers) > MAX_CACHED_PRODUCERS:
+        _discard_key(next(iter(_writers)))
+    writer.committed[config.commits_topic], writer.lineage[config.commits_topic] = _committed_offsets(config, partition)
+    return writer
+
+
+def _discard(config: SinkConfig, transactional_id: str) -> None:
+    _discard_key((config.cluster.bootstrap_servers, transactional_id))
+
+
+def _discard_key(key: tuple[str, str]) -> None:
+    writer = _writers.pop(key, None)
+    if writer is not None:
+        writer.producer.purge()  # nothing of an unfinished transaction goes out
+        with contextlib.suppress(KafkaException):  # a fenced producer cannot abort; its successor did
+            writer.producer.close()  # aborts what is left open
+
+
+def _produce(
+    producer: Producer,
+    topic: str,
+    key: bytes,
+    value: bytes | None,
+    partition: int,
+    ts: int | None,
+    headers: Headers | None = None,
+) -> None:
+    extra: dict[str, Any] = {} if ts is None else {"timestamp": ts}
+    if headers:  # pairs from Arrow's map, or a dict; in the order given, so a replay writes the same bytes
+        pairs = headers.items() if isinstance(headers, Mapping) else headers
+        extra["headers"] = [(name, text.encode()) for name, text in pairs]
+    while True:
+        try:
+            producer.produce(topic, value=value, key=key, partition=partition, **extra)
+            return
+        except BufferError:  # local queue full: let deliveries drain, then try again
+            producer.poll(0.1)
+
+
+Headers = Mapping[str, str] | Sequence[tuple[str, str]]
+# topic, key, value, timestamp, headers, then the input record it came from: source partition, source offset
+Record = tuple[str, bytes, "bytes | None", "int | None", "Headers | None", int, int]
+
+
+def write_partition(config: SinkConfig, batch_id: int, partition: int, records: Sequence[Record]) -> PartitionResult:
+    """(query, batch_id, partition)'s ``records``, in their final order, as one or more transactions; on an executor.
+
+    No size stops the write: a record the producer would refuse as too large is set aside as a
+    dead letter first (``set_aside_too_large``), and a batch of more than ``max_transaction_bytes``
+    is written as several transactions, each with its own marker, cut only between input records
+    (``transaction_chunks``). A crash between two of them leaves the first committed and marked:
+    the re-run leaves those records out and writes the rest.
+    """
+    if not records:  # nothing to vouch for: no producer, no transaction
+        return PartitionResult(partition, batch_id, 0, skipped=False)
+    records = set_aside_too_large(config, records)
+    chunks = transaction_chunks(records, config.max_transaction_bytes)
+    results = [_write_transaction(config, batch_id, partition, chunk) for chunk in chunks]
+    return PartitionResult(
+        partition, batch_id, sum(r.records for r in results), skipped=all(r.skipped for r in results),
+        already_committed=sum(r.already_committed for r in results),
+        new_producer=any(r.new_producer for r in results), seconds=sum(r.seconds for r in results),
+    )  # fmt: skip
+
+
+# Room for a record's framing in the producer's count against message.max.bytes (librdkafka adds at
+# most a few dozen bytes per record, the broker 61 per batch): a record within the limit minus this fits.
+RECORD_FRAMING_BYTES = 1024
+
+
+def record_bytes(record: Record) -> int:
+    """A record's size as the producer's limit counts it (key, value, headers), with room for its framing."""
+    _, key, value, _, headers, _, _ = record
+    size = len(key or b"") + len(value or b"") + RECORD_FRAMING_BYTES
+    if headers:
+        pairs = headers.items() if isinstance(headers, Mapping) else headers
+        size += sum(len(name.encode()) + len(text.encode()) + 10 for name, text in pairs)
+    return size
+
+
+def producer_record_limit(config: SinkConfig) -> int:
+    """The largest record (``record_bytes``) the sink's producer takes: its ``message.max.bytes``."""
+    return int(config.producer_config.get("message.max.bytes", PRODUCER_MESSAGE_MAX_BYTES))
+
+
+def set_aside_too_large(config: SinkConfig, records: Sequence[Record]) -> Sequence[Record]:
+    """``records`` with every input record that has an output too large to produce turned into one dead letter.
+
+    Pure. The dead letter (``dead_letters.too_large_letter``: on ``config.dlq_topic``, error class
+    ``too_large``, the refused record cut like every dead letter) takes the place of all of that
+    input record's outputs in this partition: its outcome is the dead letter, never half of its
+    outputs. Without a DLQ topic nothing is set aside, and the producer's refusal fails the batch.
+    """
+    limit = producer_record_limit(config)
+    too_large: dict[tuple[int, int], Record] = {}
+    for record in records:
+        if record_bytes(record) > limit:
+            too_large.setdefault((record[5], record[6]), record)
+    if not too_large or not config.dlq_topic:
+        return records
+    codec = config.dead_letter_codec or default_codec()
+    out: list[Record] = []
+    set_aside: set[tuple[int, int]] = set()
+    for record in records:
+        origin = (record[5], record[6])
+        if origin not in too_large:
+            out.append(record)
+        elif origin not in set_aside:  # the first output of that input record becomes its dead letter
+            set_aside.add(origin)
+            refused = too_large[origin]
+            key, letter, headers = too_large_letter(
+                config.dlq_stage or config.query, (config.source_topic, *origin), refused[:4], record_bytes(refused),
+                limit,
+            )  # fmt: skip
+            out.append((config.dlq_topic, key, codec.encode("dead_letter", letter), refused[3], headers, *origin))
+    return out
+
+
+def transaction_chunks(records: Sequence[Record], max_bytes: int) -> list[Sequence[Record]]:
+    """``records`` cut into transactions of at most ``max_bytes`` (``record_bytes``), only between input records.
+
+    Pure. A cut is safe only where every record after it is past, in its source partition, every
+    record before it: the first transaction's marker claims its source offsets, and a record below
+    them left for the second would be skipped as committed after a crash in between. So records
+    whose source offsets go back, or whose outputs of one input record are not adjacent, are not
+    cut (one transaction, as before); the outputs of one input record are never split. One input
+    record larger than ``max_bytes`` is a transaction of its own.
+    """
+    if not _cuttable(records):
+        return [records]
+    inputs: list[list[int]] = []  # per input record, in order: [its first index, its outputs' bytes]
+    for i, record in enumerate(records):
+        if i == 0 or (record[5], record[6]) != (records[i - 1][5], records[i - 1][6]):
+            inputs.append([i, 0])
+        inputs[-1][1] += record_bytes(record)
+    chunks: list[Sequence[Record]] = []
+    start, size = 0, 0
+    for first, bytes_ in inputs:
+        if first > start and size + bytes_ > max_bytes:
+            chunks.append(records[start:first])
+            start, size = first, 0
+        size += bytes_
+    chunks.append(records[start:])
+    return chunks
+
+
+def _cuttable(records: Sequence[Record]) -> bool:
+    """Per source partition, offsets only grow, and the outputs of one input record are adjacent."""
+    last: dict[int, int] = {}
+    previous: tuple[int, int] | None = None
+    for record in records:
+        origin = (record[5], record[6])
+        if origin != previous:
+            if record[6] <= last.get(record[5], -1):
+                return False
+            last[record[5]] = record[6]
+            previous = origin
+    return True
+
+
+def _write_transaction(config: SinkConfig, batch_id: int, partition: int, records: Sequence[Record]) -> PartitionResult:
+    """One transaction for (query, batch_id, partition).
+
+    The worker's producer for this transactional.id is reused when it has one. If that one
+    turns out fenced (another worker or instance initialised the same id since its last commit),
+    the write is done again from the start with a fresh producer, which re-reads the marker.
+    """
+    started = time.monotonic()
+    txn_id = config.transactional_id(partition)
+    writer = _cached_writer(config, txn_id)
+    if writer is not None:
+        try:
+            result = _write(config, writer, batch_id, partition, records)
+            return dataclasses.replace(result, seconds=time.monotonic() - started)
+        except TransactionError as exc:
+            _discard(config, txn_id)
+            if exc.kind is not ErrorKind.FATAL:
+                raise
+            sys.stderr.write(f"transactional.id {txn_id}: producer was fenced since its last commit, starting anew\n")
+        except BaseException:
+            _discard(config, txn_id)
+            raise
+    try:
+        result = _write(config, _fresh_writer(config, txn_id, partition), batch_id, partition, records)
+        return dataclasses.replace(result, new_producer=True, seconds=time.monotonic() - started)
+    except BaseException:
+        _discard(config, txn_id)  # FATAL: the producer is dropped, never reused
+        raise
+
+
+def uncommitted(records: Sequence[Record], committed: Mapping[int, int]) -> tuple[list[Record], dict[int, int]]:
+    """The records at or beyond the committed source offsets, and the offsets once they are committed too."""
+    pending = [r for r in records if r[6] >= committed.get(r[5], 0)]
+    covered = dict(committed)
+    for record in pending:
+        covered[record[5]] = max(covered.get(record[5], 0), record[6] + 1)
+    return pending, covered
+
+
+def _write(
+    config: SinkConfig, writer: _Writer, batch_id: int, partition: int, records: Sequence[Record]
+) -> PartitionResult:
+    committed = writer.committed.get(config.commits_topic)
+    if committed is None:  # this producer has not read this commits topic yet (another query's writer)
+        committed, writer.lineage[config.commits_topic] = _committed_offsets(config, partition)
+        writer.committed[config.commits_topic] = committed
+    pending, covered = uncommitted(records, committed)
+    if not pending:
+        return PartitionResult(partition, batch_id, 0, skipped=True, already_committed=len(records))
+    producer, txn_id, deadline = writer.producer, config.transactional_id(partition), config.retry_deadline_s
+    call_with_retries(txn_id, "begin_transaction", producer.begin_transaction, deadline_s=deadline)
+    try:
+        try:
+            for topic, key, value, timestamp, headers, _, _ in pending:
+                _produce(producer, topic, key, value, partition, timestamp, headers)
+            # A new writer_version takes over from the offsets committed so far: older decisions keep theirs.
+            lineage = writer.lineage.get(config.commits_topic, Lineage()).written_by(
+                config.writer_version, batch_id, committed
+            )
+            marker = CommitMarker(
+                config.app, config.query, partition, batch_id, config.partitions, len(pending),
+                config.source_topic, covered, output_topics=config.output_topics, writer_version=lineage.version,
+                cuts=lineage.cuts, started_after=lineage.started_after,
+            )  # fmt: skip
+            marker = dataclasses.replace(marker, source_topic_id=config.source_topic_id)  # which input, by id
+            _produce(producer, config.commits_topic, marker.key, marker.encode(default_codec()), partition, None)
+        except KafkaException as exc:  # produce() itself refused: fatal (fenced) or the transaction must abort
+            error = exc.args[0]
+            kind = classify(error)
+            fix = "the transaction was not committed; Spark retries the attempt, a fenced producer is discarded"
+            raise TransactionError(txn_id, "produce", error, kind, fix=fix) from exc
+        call_with_retries(
+            txn_id, "commit_transaction", lambda: producer.commit_transaction(deadline), deadline_s=deadline
+        )
+    except TransactionError as exc:
+        if exc.kind is ErrorKind.ABORT:
+            call_with_retries(
+                txn_id, "abort_transaction", lambda: producer.abort_transaction(deadline), deadline_s=deadline
+            )
+        raise
+    writer.committed[config.commits_topic] = covered
+    writer.lineage[config.commits_topic] = lineage
+    left_out = len(records) - len(pending)
+    return PartitionResult(partition, batch_id, len(pending), skipped=False, already_committed=left_out)

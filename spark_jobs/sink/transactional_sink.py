@@ -1,0 +1,571 @@
+"""Exactly-once from Spark to Kafka: one Kafka transaction per (query, micro-batch N, partition p).
+
+Use ``TransactionalBatchWriter`` as a ``foreachBatch`` function. The batch DataFrame holds the
+output records as columns ``topic`` (string), ``key`` (binary, never null), ``value`` (binary),
+``timestamp`` (epoch millis or null), optionally ``headers`` (map<string,string> or null: Kafka
+record headers, e.g. a dead letter's reason) and the ``order_by`` columns, which must order a
+batch's rows totally (e.g. input partition, input offset, output topic).
+
+How it stays exactly-once (the protocol in docs/exactly-once.md):
+- The Kafka source decides what batch N contains (its offset log); a re-run reads the same.
+- Each Kafka partition p of the output has exactly one writer per batch, a Spark task that holds
+  all of p's records, sorted by ``order_by``, and writes them as one transaction with p's marker
+  (``partition_transactions.write_partition``: stable ``transactional.id`` per p, fencing; the
+  marker holds the source offsets p's output covers, and records below them are left out as
+  already committed). Every row names its input record (``source_columns``: input partition and
+  offset of ``source_topic``). A re-run or a replay produces the same bytes in the same order,
+  whatever the batch boundaries were. The task is found one of two ways:
+  - **Routed** (the default): a row goes to Kafka's default partition of its key. ``mapInArrow``
+    adds each row's route (murmur2 of the key, vectorized), Spark's ``repartition`` +
+    ``sortWithinPartitions`` move and order the rows, and a second ``mapInArrow`` writes. Every
+    row is checked to be in the Spark partition of its Kafka partition. This costs a shuffle and
+    a second stage per batch.
+  - **In place** (``partition_column`` set): the batch is already partitioned like its output.
+    A job that reads one Kafka topic and has no shuffle before the sink gets one Spark task per
+    input partition (Spark's Kafka source splits a partition only with ``minPartitions`` or
+    ``maxRecordsPerPartition``, which the jobs never set); each row names its input partition in
+    ``partition_column``, and the task writes its rows to that same partition of every output
+    topic, in the stage that computed them. The task checks that its rows name exactly one
+    partition; before any task writes, the driver checks that no two tasks hold one partition
+    (``refuse_shared_partitions``: from the plan of a plain Kafka read, else by asking which
+    partition each task's rows name), and again after the write. With input and
+    output keyed alike and the input written by Kafka's default partitioner, this is the same
+    partition the routed write picks; otherwise records follow their input's partition, and
+    the batch's progress line counts them.
+- A ``RowTransform`` (``transform=``) turns the batch's rows into the output rows inside the write
+  task: written in place, one ``mapInArrow`` per task computes the rows and writes them, one
+  Python worker and no second Arrow trip (the infer job's model runs this way). The transaction
+  sees exactly the rows the transform yields, so the marker, the skip and the bytes are those of
+  the same rows computed in an earlier ``mapInArrow``; a transform that fails, or a worker that
+  dies, before the commit leaves nothing committed. Routed, and in Spark's own sink, the
+  transform is an ordinary ``mapInArrow`` before the write.
+- The layout is pinned: every output topic must have exactly ``partitions`` partitions and every
+  marker must have been written with the same number; anything else stops the job, because a
+  different layout would re-write committed records under new marker keys.
+- Speculative execution would run two attempts of one partition at once, fencing each other
+  at best: the writer refuses to run with it on.
+
+``transaction.timeout.ms`` defaults to 60 s. It bounds how long downstream read_committed readers
+stall behind a writer that died mid-transaction and never comes back; a restarted writer fences
+it at once. It must exceed the time one partition of one batch
+takes to write and commit, or the broker aborts healthy transactions: keep batches small enough
+(``maxOffsetsPerTrigger``, bounded by default in ``job_shell``) to write in well under a minute.
+A writer reads only its own partition of the query's commits topic, right after its
+``init_transactions`` ended any transaction its predecessor left open there, so it never waits
+for another partition's writer or another query's zombie (``commit_markers``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TextIO
+
+from confluent_kafka.admin import AdminClient
+
+from ikkai.contract.kafka import TOPIC_DEADLINE_S, KafkaContext
+from ikkai.contract.partitioning import kafka_partitions, spark_partition_routes
+from ikkai.errors import ConfigError
+from spark_jobs.sink.commit_markers import CommitMarker, CommitMarkerError, ensure_commits_topic, read_markers
+from spark_jobs.sink.partition_transactions import (
+    PartitionResult,
+    Record,
+    SinkConfig,
+    check_markers,
+    write_partition,
+)
+from spark_jobs.sink.query_handover import check_output_owners
+
+if TYPE_CHECKING:
+    import pyarrow as pa  # type: ignore[import-untyped]
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+__all__ = [
+    "AtLeastOnceBatchWriter",
+    "PartitionResult",
+    "RowTransform",
+    "SinkConfig",
+    "TransactionalBatchWriter",
+    "check_layout",
+    "check_topics",
+    "refuse_speculation",
+]
+
+OUTPUT_COLUMNS = ("topic", "key", "value", "timestamp")
+HEADERS_COLUMN = "headers"  # optional: map<string,string>, written as Kafka record headers (UTF-8 values)
+ROUTE_COLUMN = "_ikkai_route"
+ArrowBatches = Iterator["pa.RecordBatch"]  # what a mapInArrow function takes and yields
+
+
+@dataclass(frozen=True)
+class RowTransform:
+    """What turns a batch's rows into the sink's output rows, per Spark task, over Arrow batches.
+
+    ``function`` is a ``mapInArrow`` function (it pickles: a module function or a
+    ``functools.partial``); ``schema`` is Spark's DDL of the rows it yields, which must hold the
+    sink's columns (``OUTPUT_COLUMNS``, the ``order_by``, source and partition columns).
+    """
+
+    function: Callable[[ArrowBatches], ArrowBatches]
+    schema: str
+
+    def apply(self, rows: DataFrame) -> DataFrame:
+        """The output rows as a DataFrame of their own: an extra ``mapInArrow`` (routed, at-least-once)."""
+        return rows.mapInArrow(self.function, self.schema)
+
+
+class TransactionalBatchWriter:
+    """``foreachBatch`` function writing each batch exactly once (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: SinkConfig,
+        *,
+        progress: TextIO = sys.stderr,
+        after_batch: Callable[[int, list[PartitionResult]], None] | None = None,
+        transform: RowTransform | None = None,
+    ) -> None:
+        self.config = config
+        self.progress = progress
+        self.after_batch = after_batch
+        self.transform = transform  # None: the batch's rows are the output rows
+        self._prepared = False
+        self._routes: tuple[int, ...] | None = None
+        self._admin: AdminClient | None = None
+
+    def prepare(self, spark: SparkSession) -> None:
+        """Checks before the query starts: speculation off, commits topic present, layout unchanged."""
+        refuse_speculation(spark)
+        # Topics grown since the last run: refused, naming the query that goes on, before the count checks.
+        config = self.config
+        markers = read_markers(config.cluster, config.app, config.query, topic=config.commits_topic)
+        refuse_a_grown_layout(config, markers)
+        ensure_commits_topic(self.config.cluster, self.config.commits_topic, self.config.partitions)
+        self._admin = AdminClient(self.config.cluster.client_config())
+        check_layout(self.config, self._admin)
+        self.config = check_output_owners(self.config)  # another query's output: refused, or handed over
+        self._routes = spark_partition_routes(self.config.partitions)
+        self._prepared = True
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        started = time.monotonic()
+        if not self._prepared or self._routes is None:
+            self.prepare(batch.sparkSession)
+        else:  # the markers are checked by the writers that read them
+            refuse_speculation(batch.sparkSession)
+            check_topics(self.config, self._admin)
+        assert self._routes is not None
+        config = self.config
+        output = batch if self.transform is None else self.transform.apply(batch)
+        headers = [HEADERS_COLUMN] if HEADERS_COLUMN in output.columns else []
+        column = config.partition_column
+        extra = [c for c in (*config.source_columns, column) if c is not None and c not in config.order_by]
+        # Spark's analysis checks the output columns here, on the driver, before any task runs.
+        rows = output.select(*OUTPUT_COLUMNS, *headers, *config.order_by, *dict.fromkeys(extra))
+        if config.partition_column:  # with a transform: computed and written in one mapInArrow per task
+            collected = self._write_in_place(rows if self.transform is None else batch, batch_id)
+        else:
+            collected = self._write_routed(rows, batch_id, self._routes)
+        written = sum(r.records for r in collected)
+        skipped = [r.partition for r in collected if r.skipped]
+        left_out = sum(r.already_committed for r in collected)
+        outside = sum(r.outside_key_partition for r in collected)
+        fresh = sum(r.new_producer for r in collected)
+        slowest = max((r.seconds for r in collected), default=0.0)
+        self.progress.write(
+            f"{config.query}: batch {batch_id} committed {written} records, slowest partition {slowest:.2f} s"
+            f" of {time.monotonic() - started:.2f} s"  # the whole foreachBatch call: checks, compute, write, collect
+            + (f" ({fresh} new producer{'s' * (fresh != 1)})" if fresh else "")
+            + (f" (partitions {skipped} already committed)" if skipped else "")
+            + (f" ({left_out} records left out: committed before)" if left_out else "")
+            + (f" ({outside} in their input's partition, not their key's)" if outside else "")
+            + "\n"
+        )
+        self.progress.flush()
+        if self.after_batch is not None:
+            self.after_batch(batch_id, collected)
+
+    def _write_routed(self, rows: DataFrame, batch_id: int, routes: tuple[int, ...]) -> list[PartitionResult]:
+        config = self.config
+        routed = rows.mapInArrow(functools.partial(route_batches, routes=routes), _with_route(rows.schema))
+        ordered = routed.repartition(config.partitions, ROUTE_COLUMN).sortWithinPartitions(*config.order_by)
+        collected = _collect(ordered, functools.partial(write_batches, config=config, batch_id=batch_id, routes=routes))
+        if not collected:  # adaptive execution saw an empty shuffle and ran no write task: nothing to write
+            collected = [PartitionResult(p, batch_id, 0, skipped=False) for p in range(config.partitions)]
+        if [r.partition for r in collected] != list(range(config.partitions)):
+            raise CommitMarkerError(config.commits_topic, "Spark changed the partition layout", fix="report this bug")
+        return collected
+
+    def _write_in_place(self, rows: DataFrame, batch_id: int) -> list[PartitionResult]:
+        config = self.config
+        transform = None if self.transform is None else self.transform.function
+        refuse_shared_partitions(rows, batch_id, config, self.transform)  # before any task writes, not after
+        write = functools.partial(write_in_place, config=config, batch_id=batch_id, transform=transform)
+        collected = _collect(rows, write)
+        partitions = [r.partition for r in collected]
+        if len(set(partitions)) != len(partitions):
+            twice = sorted({p for p in partitions if partitions.count(p) > 1})
+            raise CommitMarkerError(
+                config.commits_topic,
+                f"batch {batch_id}: partitions {twice} were written by more than one Spark task",
+                fix=f"the batch was not partitioned by {config.partition_column}: a source read with minPartitions "
+                "or maxRecordsPerPartition, or a shuffle before the sink; write it routed (no partition_column)",
+            )
+        return collected
+
+
+def refuse_shared_partitions(
+    rows: DataFrame, batch_id: int, config: SinkConfig, transform: RowTransform | None
+) -> None:
+    """Refuse an in-place batch in which two Spark tasks would hold rows of one Kafka partition, before any writes.
+
+    Two such tasks would each commit part of the partition's rows under one marker: whichever
+    commits second overwrites the first's offsets, and records are lost or written twice. So the
+    check runs before the write tasks: from the physical plan alone when it is a plain Kafka read
+    (``planned_kafka_partitions``, no task runs), else by a Spark job that reads which partition
+    each task's rows name (with a transform, of the rows it yields).
+    """
+    from pyspark.sql import functions as F
+
+    column = config.partition_column
+    assert column is not None
+    held = planned_kafka_partitions(rows)
+    if held is None:  # a Spark job of its own; with a transform, the Kafka source's partition column if there is one
+        named = "partition" if transform is not None and "partition" in rows.columns else column
+        output = rows if transform is None or named == "partition" else transform.apply(rows)
+        held = {}
+        for row in output.select(F.spark_partition_id().alias("_task"), named).distinct().collect():
+            held.setdefault(int(row["_task"]), set()).add(row[named])
+    tasks_of: dict[object, int] = {}
+    for partitions in held.values():
+        for partition in partitions:
+            tasks_of[partition] = tasks_of.get(partition, 0) + 1
+    shared = sorted(p for p, tasks in tasks_of.items() if tasks > 1)  # type: ignore[type-var]
+    if shared:
+        raise CommitMarkerError(
+            config.commits_topic,
+            f"batch {batch_id}: partitions {shared} would be written by more than one Spark task; nothing was written",
+            fix=f"the batch is not partitioned by {column}: a source read with minPartitions or "
+            "maxRecordsPerPartition, or a shuffle before the sink; write it routed (no partition_column)",
+        )
+
+
+def planned_kafka_partitions(rows: DataFrame) -> dict[int, set[int]] | None:
+    """Per Spark partition of ``rows``, the Kafka partition it reads, from the physical plan (no task runs).
+
+    Only for a chain of one-child operators that keep every row in its partition (no Exchange, no
+    Coalesce) above one scan of one Kafka topic: then Spark partition i holds the rows of the
+    scan's input partition i, one offset range of one Kafka partition. The scan is Spark's Kafka
+    scan itself, or (what ``foreachBatch`` hands its function) an existing RDD whose one-to-one
+    lineage ends in it. Anything else: None.
+    """
+    from py4j.protocol import Py4JError  # type: ignore[import-untyped]
+
+    try:
+        node = rows._jdf.queryExecution().executedPlan()
+        while node.children().size() == 1:
+            if any(word in str(node.nodeName()) for word in ("Exchange", "Coalesce", "ShuffleRead", "Union")):
+                return None
+            node = node.children().apply(0)
+        if node.children().size() != 0:
+            return None
+        if "ExistingRDD" in str(node.nodeName()):  # foreachBatch's batch: the micro-batch's RDD, planned
+            parts = _source_rdd_partitions(node.rdd())
+            if parts is None:
+                return None
+            inputs = [part.inputPartitions() for part in parts]
+        else:  # a DataSource V2 scan (batch or micro-batch); other scans have no inputPartitions
+            scan = node.inputPartitions()
+            inputs = [_seq(scan.apply(i)) for i in range(scan.size())]
+        planned: dict[int, set[int]] = {}
+        topics = set()
+        for index, grouped in enumerate(inputs):
+            planned[index] = set()
+            for position in range(grouped.size()):
+                topic_partition = grouped.apply(position).offsetRange().topicPartition()  # Kafka's only
+                topics.add(str(topic_partition.topic()))
+                planned[index].add(int(topic_partition.partition()))
+    except (Py4JError, AttributeError, TypeError):  # not the plan this reads: the caller asks the tasks instead
+        return None
+    return planned if len(topics) <= 1 else None  # an empty batch plans no input partition
+
+
+def _seq(item: Any) -> Any:
+    """One input partition as a one-element sequence (py4j: ``apply``/``size``), like a grouped RDD partition's."""
+
+    class One:
+        def size(self) -> int:
+            return 1
+
+        def apply(self, _index: int) -> Any:
+            return item
+
+    return One()
+
+
+def _source_rdd_partitions(rdd: Any) -> list[Any] | None:
+    """The partitions of the DataSource V2 RDD at the end of ``rdd``'s one-to-one lineage, else None."""
+    while rdd.getClass().getSimpleName() != "DataSourceRDD":
+        dependencies = rdd.dependencies()
+        if dependencies.size() != 1 or dependencies.apply(0).getClass().getSimpleName() != "OneToOneDependency":
+            return None
+        rdd = dependencies.apply(0).rdd()
+    return list(rdd.partitions())
+
+
+def refuse_speculation(spark: SparkSession) -> None:
+    if str(spark.conf.get("spark.speculation", "false")).lower() == "true":
+        raise ConfigError(
+            "spark",
+            "spark.speculation",
+            "is on; two attempts of one partition would write the same transaction at once",
+            fix="set spark.speculation=false for jobs that use the transactional sink",
+        )
+
+
+def check_layout(config: SinkConfig, admin: AdminClient | None = None) -> None:
+    """Fail unless every output topic has ``partitions`` partitions and every marker agrees."""
+    check_topics(config, admin)
+    markers = read_markers(config.cluster, config.app, config.query, topic=config.commits_topic)
+    refuse_a_grown_layout(config, markers)
+    check_markers(config, markers)
+
+
+# What an operator does to add partitions (docs/exactly-once.md, "What an operator may change, and how").
+REPARTITION_PROCEDURE = "docs/exactly-once.md, 'What an operator may change, and how': partitions"
+
+
+def check_topics(config: SinkConfig, admin: AdminClient | None = None, deadline_s: float = TOPIC_DEADLINE_S) -> None:
+    """Fail unless the input, every output topic and the commits topic exist with ``partitions`` partitions.
+
+    Metadata lags: a broker that has not yet learned of a topic created a moment ago answers that it
+    does not exist. A topic not shown is asked for again until ``deadline_s``; a partition count
+    that differs is final at once (counts only grow). An input that grew stops the job with the
+    procedure, before any write of the batch.
+    """
+    client = admin or AdminClient(config.cluster.client_config())
+    give_up_at = time.monotonic() + deadline_s
+    written = (*config.output_topics, config.commits_topic)
+    while True:
+        topics = client.list_topics(timeout=30).topics
+        absent = [t for t in written if t not in topics or topics[t].error is not None]
+        if not absent:
+            break
+        if time.monotonic() > give_up_at:
+            raise CommitMarkerError(
+                absent[0], f"the output topic does not exist (asked for {deadline_s:.0f}s)",
+                fix="create it (topics are never auto-created)",
+            )  # fmt: skip
+        time.sleep(0.5)
+    for topic in written:
+        count = len(topics[topic].partitions)
+        if count != config.partitions:
+            raise CommitMarkerError(
+                topic,
+                f"has {count} partitions but the job writes {config.partitions}",
+                fix=f"give every topic of the job the same partition count; to add partitions, {REPARTITION_PROCEDURE}",
+            )
+    source = topics.get(config.source_topic)
+    if source is not None and source.error is None and len(source.partitions) != config.partitions:
+        raise CommitMarkerError(
+            config.source_topic,
+            f"the input has {len(source.partitions)} partitions, query {config.query}'s layout {config.partitions}",
+            fix="the input grew while the job ran; stop it, let it drain on the old layout if it can, grow every "
+            f"topic of the layout to one count, and start it again: its start says how ({REPARTITION_PROCEDURE})",
+        )
+
+
+def refuse_a_grown_layout(config: SinkConfig, markers: Mapping[int, CommitMarker]) -> None:
+    """Markers of another partition count: the topics grew. Refused with the new query that continues exactly.
+
+    The markers' layout is pinned (an output partition's marker vouches for what its writer wrote
+    with that count), so a grown layout is a new query that starts, per input partition, where this
+    one committed: the highest source offset any marker records (after a drain every record below
+    it is committed), and from the start on every partition no marker names (the new ones).
+    """
+    grown = [m for m in markers.values() if m.partitions != config.partitions]
+    if not grown:
+        return
+    offsets: dict[int, int] = {}
+    for marker in markers.values():
+        for partition, offset in marker.source_offsets.items():
+            offsets[partition] = max(offsets.get(partition, 0), offset)
+    start = ",".join(f"{p}:{o}" for p, o in sorted(offsets.items()))
+    raise CommitMarkerError(
+        config.commits_topic,
+        f"query {config.query} committed with {grown[0].partitions} partitions, the topics now have "
+        f"{config.partitions}",
+        fix=f"run the job as a new query that starts where this one stopped: --query {config.query}-p"
+        f"{config.partitions} --start-offsets {start} and a fresh --checkpoint ({REPARTITION_PROCEDURE})",
+    )
+
+
+def _with_route(schema: StructType) -> StructType:
+    from pyspark.sql.types import IntegerType, StructField, StructType
+
+    return StructType([*schema.fields, StructField(ROUTE_COLUMN, IntegerType(), nullable=False)])
+
+
+def _keys(chunk: pa.RecordBatch | pa.Table) -> list[bytes]:
+    keys: list[bytes] = chunk.column("key").to_pylist()
+    if any(key is None for key in keys):
+        raise ConfigError("sink", "key", "a row has no key", fix="every output record needs a key to route it")
+    return keys
+
+
+def route_batches(batches: Iterator[pa.RecordBatch], routes: tuple[int, ...]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow``: append each row's route, the value that sends it to Spark partition = its Kafka partition."""
+    import pyarrow as pa  # type: ignore[import-untyped]
+
+    table = pa.array(routes, type=pa.int32())
+    for chunk in batches:
+        partitions = kafka_partitions(_keys(chunk), len(routes))
+        yield chunk.append_column(ROUTE_COLUMN, table.take(pa.array(partitions)))
+
+
+def _records(chunks: list[pa.RecordBatch] | list[pa.Table], config: SinkConfig) -> list[Record]:
+    source_partition, source_offset = config.source_columns
+    records: list[Record] = []
+    for chunk in chunks:
+        if chunk.column(source_partition).null_count or chunk.column(source_offset).null_count:
+            raise ConfigError(
+                "sink", f"{source_partition}/{source_offset}", "a row does not name its input record",
+                fix="every output row carries the partition and offset of the input record it came from",
+            )  # fmt: skip
+        records += zip(
+            chunk.column("topic").to_pylist(),
+            chunk.column("key").to_pylist(),
+            chunk.column("value").to_pylist(),
+            chunk.column("timestamp").to_pylist(),
+            chunk.column(HEADERS_COLUMN).to_pylist() if HEADERS_COLUMN in chunk.schema.names else [None] * len(chunk),
+            chunk.column(source_partition).to_pylist(),
+            chunk.column(source_offset).to_pylist(),
+            strict=True,
+        )
+    return records
+
+
+def write_batches(
+    batches: Iterator[pa.RecordBatch], config: SinkConfig, batch_id: int, routes: tuple[int, ...]
+) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` after the repartition and sort: Spark partition p, written as one transaction."""
+    import pyarrow.compute as pc  # type: ignore[import-untyped]
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    partition = context.partitionId() if context is not None else -1
+    chunks = list(batches)
+    if not 0 <= partition < config.partitions or any(
+        not pc.all(pc.equal(chunk.column(ROUTE_COLUMN), routes[partition])).as_py() for chunk in chunks if len(chunk)
+    ):
+        raise CommitMarkerError(config.commits_topic, "Spark changed the partition layout", fix="report this bug")
+    yield _result_batch(write_partition(config, batch_id, partition, _records(chunks, config)))
+
+
+def write_in_place(
+    batches: ArrowBatches,
+    config: SinkConfig,
+    batch_id: int,
+    transform: Callable[[ArrowBatches], ArrowBatches] | None = None,
+) -> ArrowBatches:
+    """``mapInArrow`` in the stage that computed the rows: all of them name one partition, one transaction.
+
+    With ``transform``, the task's rows are its input and the output rows are what ``transform``
+    yields for them, computed here, in the same Python worker, before the transaction begins.
+    A task without rows writes nothing (a re-run of the batch has none either).
+    """
+    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow.compute as pc  # type: ignore[import-untyped]
+
+    chunks = [chunk for chunk in (batches if transform is None else transform(batches)) if len(chunk)]
+    if not chunks:
+        return
+    column = config.partition_column
+    assert column is not None
+    table = pa.Table.from_batches(chunks)
+    named = pc.unique(table.column(column)).to_pylist()
+    if len(named) != 1 or named[0] is None or not 0 <= named[0] < config.partitions:
+        raise CommitMarkerError(
+            config.commits_topic,
+            f"batch {batch_id}: one Spark task holds rows of {column} {named}, not one of 0..{config.partitions - 1}",
+            fix=f"partition the batch by {column} (one Kafka topic, no minPartitions, no shuffle before the sink) "
+            "or write it routed (no partition_column)",
+        )
+    partition = int(named[0])
+    table = table.sort_by([(name, "ascending") for name in config.order_by])
+    outside = int((kafka_partitions(_keys(table), config.partitions) != partition).sum())
+    result = write_partition(config, batch_id, partition, _records([table], config))
+    yield _result_batch(dataclasses.replace(result, outside_key_partition=outside))
+
+
+# PartitionResult's fields as the write tasks return them, with Spark's type of each: the one
+# place both the Spark schema and the Arrow schema of a task's result come from.
+_RESULT_TYPES = {"partition": "int", "batch_id": "long", "records": "long", "skipped": "boolean",
+                 "outside_key_partition": "long", "already_committed": "long", "new_producer": "boolean",
+                 "seconds": "double"}  # fmt: skip
+assert tuple(_RESULT_TYPES) == tuple(f.name for f in dataclasses.fields(PartitionResult)), "PartitionResult changed"
+RESULT_SCHEMA = ", ".join(f"{name} {kind}" for name, kind in _RESULT_TYPES.items())
+
+
+def _collect(
+    rows: DataFrame, write: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+) -> list[PartitionResult]:
+    """Run the write tasks (``mapInArrow``) and gather what each partition did, by partition."""
+    results = (PartitionResult(**row.asDict()) for row in rows.mapInArrow(write, RESULT_SCHEMA).collect())
+    return sorted(results, key=lambda r: r.partition)
+
+
+def _result_batch(result: PartitionResult) -> Any:
+    import pyarrow as pa  # type: ignore[import-untyped]
+
+    arrow = {"int": pa.int32(), "long": pa.int64(), "boolean": pa.bool_(), "double": pa.float64()}
+    schema = pa.schema([(name, arrow[kind]) for name, kind in _RESULT_TYPES.items()])
+    return pa.RecordBatch.from_pylist([dataclasses.asdict(result)], schema=schema)
+
+
+class AtLeastOnceBatchWriter:
+    """Spark's built-in Kafka sink, as a ``foreachBatch`` function: the benchmark baseline only.
+
+    A batch re-run after a crash writes its records again: duplicates are expected here.
+    """
+
+    def __init__(
+        self,
+        cluster: KafkaContext,
+        *,
+        progress: TextIO = sys.stderr,
+        after_batch: Callable[[int, list[PartitionResult]], None] | None = None,
+        query: str = "alos",
+        transform: RowTransform | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self.progress = progress
+        self.after_batch = after_batch
+        self.query = query
+        self.transform = transform
+
+    def prepare(self, spark: SparkSession) -> None:
+        """Nothing to check: the baseline makes no exactly-once promise."""
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        from pyspark.sql import functions as F
+
+        started = time.monotonic()
+        if self.transform is not None:
+            batch = self.transform.apply(batch)
+        columns = [F.col("topic"), F.col("key"), F.col("value")]
+        if HEADERS_COLUMN in batch.columns:  # Spark's sink wants array<struct<key string, value binary>>
+            entry = lambda e: F.struct(e["key"].alias("key"), e["value"].cast("binary").alias("value"))  # noqa: E731
+            columns.append(F.transform(F.map_entries(HEADERS_COLUMN), entry).alias(HEADERS_COLUMN))
+        batch.select(*columns).write.format("kafka").options(**self.cluster.spark_options()).save()
+        self.progress.write(
+            f"{self.query}: batch {batch_id} written in {time.monotonic() - started:.2f} s (at-least-once)\n"
+        )
+        self.progress.flush()
+        if self.after_batch is not None:
+            self.after_batch(batch_id, [])

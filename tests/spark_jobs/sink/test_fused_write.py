@@ -1,0 +1,245 @@
+"""The infer job's model inside the sink's write task (``RowTransform``), against the two-hop write it replaced.
+
+Real broker, real Spark: the same Kafka input is decided and written once the old way (``decide``
+in a ``mapInArrow`` of its own, then the in-place write) and once fused (``decide`` called by the
+write task itself); read_committed consumers must see the same bytes, headers and markers. A
+fused write that fails after deciding, before its commit, must leave nothing committed, and its
+re-run must write every record once.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+
+from demo.payments_simulation import payment_records, simulate
+from demo.pipeline_io import Partitioned, by_partition, create_topic, produce_payments, unique
+from ikkai.contract.codec import default_codec
+from ikkai.contract.kafka import KafkaContext
+from spark_jobs.infer.fraud_decisions import ORDER_BY, OUTPUT_SCHEMA, Topics, decide_arrow_batches
+from spark_jobs.model.fraud_model import FEATURES_PATH, MODEL_PATH, ModelSource
+from spark_jobs.sink.commit_markers import commits_topic_for, read_markers
+from spark_jobs.sink.transactional_sink import RowTransform, SinkConfig, TransactionalBatchWriter
+from tests.spark_jobs.records import headers_by_value
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 2
+EVENTS = 300
+MALFORMED = (b"not avro", b"\xc3\x01 a truncated header")  # dead letters, on their key's input partition
+Written = dict[str, Partitioned]
+
+
+@pytest.fixture(scope="module")
+def input_topic(bootstrap: str) -> str:
+    topic = create_topic(bootstrap, unique("events.payments"), PARTITIONS)
+    payments = payment_records(simulate(7, payments=EVENTS).payments)
+    produce_payments(bootstrap, topic, payments[: EVENTS // 2], PARTITIONS)
+    producer = Producer(KafkaContext.of(bootstrap).producer_config())
+    for n, value in enumerate(MALFORMED):
+        producer.produce(topic, key=f"bad-{n}".encode(), value=value, partition=n % PARTITIONS)
+    assert producer.flush(30) == 0
+    produce_payments(bootstrap, topic, payments[EVENTS // 2 :], PARTITIONS)
+    return topic
+
+
+def decide_function(topics: Topics) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    source, _, _ = ModelSource.of(MODEL_PATH, FEATURES_PATH)
+    return functools.partial(decide_arrow_batches, source=source, topics=topics, codec=default_codec())
+
+
+def outputs(bootstrap: str) -> Topics:
+    name = unique("t")
+    topics = Topics(f"decisions.{name}", f"outbox.{name}", f"dlq.{name}")
+    for topic in (topics.decisions, topics.outbox, topics.dlq):
+        create_topic(bootstrap, topic, PARTITIONS)
+    return topics
+
+
+def config(bootstrap: str, input_topic: str, topics: Topics, query: str) -> SinkConfig:
+    return SinkConfig(
+        app="test", query=query, cluster=KafkaContext.of(bootstrap), output_topics=(topics.decisions, topics.outbox,
+        topics.dlq), partitions=PARTITIONS, order_by=ORDER_BY, source_topic=input_topic, retry_deadline_s=20,
+        partition_column="input_partition",
+    )  # fmt: skip
+
+
+def source_rows(spark: Any, bootstrap: str, input_topic: str, **extra: str) -> Any:
+    """What the infer job hands its writer: the Kafka source's rows, one Spark task per input partition."""
+    source = spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", input_topic)
+    options = {"kafka.isolation.level": "read_committed", "startingOffsets": "earliest", **extra}
+    return source.options(**options).load().select("key", "value", "topic", "partition", "offset")
+
+
+def written(bootstrap: str, topics: Topics, isolation: str = "read_committed") -> Written:
+    return {topic: by_partition(bootstrap, topic, isolation) for topic in (topics.decisions, topics.outbox, topics.dlq)}
+
+
+@dataclass(frozen=True)
+class Run:
+    topics: Topics
+    query: str
+    seen: Written
+
+    def by_role(self) -> dict[str, Partitioned]:
+        """The records by role (decisions, outbox, dlq), so two runs into different topics compare."""
+        roles = ("decisions", "outbox", "dlq")
+        names = (self.topics.decisions, self.topics.outbox, self.topics.dlq)
+        return {role: self.seen[topic] for role, topic in zip(roles, names, strict=True)}
+
+    def source_offsets(self, bootstrap: str) -> dict[int, dict[int, int]]:
+        return {
+            p: dict(m.source_offsets)
+            for p, m in read_markers(
+                KafkaContext.of(bootstrap), "test", self.query, topic=commits_topic_for("test", self.query)
+            ).items()
+        }
+
+
+def fused_writer(
+    bootstrap: str, input_topic: str, topics: Topics, query: str, transform: Any
+) -> TransactionalBatchWriter:
+    return TransactionalBatchWriter(
+        config(bootstrap, input_topic, topics, query), transform=RowTransform(transform, OUTPUT_SCHEMA)
+    )
+
+
+@pytest.fixture(scope="module")
+def two_hop(spark: Any, bootstrap: str, input_topic: str) -> Run:
+    """The reference: decide in its own mapInArrow, then the in-place write (the job before the fusion)."""
+    topics, query = outputs(bootstrap), unique("twohop")
+    writer = TransactionalBatchWriter(config(bootstrap, input_topic, topics, query))
+    writer.prepare(spark)
+    writer(source_rows(spark, bootstrap, input_topic).mapInArrow(decide_function(topics), OUTPUT_SCHEMA), 0)
+    run = Run(topics, query, written(bootstrap, topics))
+    assert sum(len(records) for records in run.by_role()["decisions"].values()) == EVENTS
+    assert sum(len(records) for records in run.by_role()["dlq"].values()) == len(MALFORMED)
+    return run
+
+
+def test_the_fused_write_writes_the_two_hop_writes_bytes_headers_and_markers(
+    spark: Any, bootstrap: str, input_topic: str, two_hop: Run
+) -> None:
+    topics, query = outputs(bootstrap), unique("fused")
+    writer = fused_writer(bootstrap, input_topic, topics, query, decide_function(topics))
+    writer.prepare(spark)
+    writer(source_rows(spark, bootstrap, input_topic), 0)
+    fused = Run(topics, query, written(bootstrap, topics))
+    assert fused.by_role() == two_hop.by_role()
+    letters = headers_by_value(bootstrap, topics.dlq, expect=len(MALFORMED))
+    assert letters == headers_by_value(bootstrap, two_hop.topics.dlq, expect=len(MALFORMED))
+    assert all(headers["ikkai.dlq.stage"] == b"infer" for headers in letters.values())
+    assert fused.source_offsets(bootstrap) == two_hop.source_offsets(bootstrap)
+
+
+def fail_at_commit(how: str) -> None:
+    """Arm this Python worker: this task's commit fails instead, once every record of its transaction is on the broker.
+
+    Called by the transform, in the worker that then writes the task's rows, so the failure comes
+    after the producer exists, ``begin_transaction`` ran and the records and marker were produced:
+    between produce and commit, where a kill -9 or an exception hurts most. One shot, and only for
+    the task that armed it (a reused worker's later tasks pass through).
+    """
+    from pyspark import TaskContext
+
+    from spark_jobs.sink import partition_transactions
+
+    def task() -> tuple[int, int, int] | None:
+        context = TaskContext.get()
+        return None if context is None else (context.stageId(), context.partitionId(), context.attemptNumber())
+
+    armed_for, passed_on = task(), partition_transactions.call_with_retries  # type: ignore[attr-defined]
+
+    def call_with_retries(txn_id: str, operation: str, call: Callable[[], Any], **kw: Any) -> Any:
+        if operation != "commit_transaction" or task() != armed_for:
+            return passed_on(txn_id, operation, call, **kw)
+        partition_transactions.call_with_retries = passed_on  # type: ignore[attr-defined]
+        writer = next(w for (_, t), w in partition_transactions._writers.items() if t == txn_id)
+        assert writer.producer.flush(10) == 0  # produced, sent, not committed
+        if how == "kill -9":
+            os.kill(os.getpid(), signal.SIGKILL)
+        raise RuntimeError("the write failed after producing, before its commit")
+
+    partition_transactions.call_with_retries = call_with_retries  # type: ignore[attr-defined,assignment]
+
+
+def failing_after_deciding(decide: Callable[[Iterator[Any]], Iterator[Any]], how: str) -> Callable[..., Iterator[Any]]:
+    """``decide``, and then the task fails after its transaction began and its records were produced: an exception
+    or a kill -9 of its Python worker between produce and commit (``fail_at_commit``), or a record the producer
+    refuses in the middle of the transaction (the decided rows, the last one too big)."""
+
+    def transform(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa  # type: ignore[import-untyped]
+
+        decided = pa.Table.from_batches(list(decide(batches)))
+        if how in ("exception", "kill -9"):
+            fail_at_commit(how)
+            yield from decided.to_batches()
+            return
+        ordered = decided.sort_by([(name, "ascending") for name in ORDER_BY])
+        values = ordered.column("value").to_pylist()
+        values[-1] = b"x" * 2_000_000  # over the producer's message.max.bytes: produce() refuses it
+        yield from ordered.set_column(2, "value", pa.array(values, pa.binary())).to_batches()
+
+    return transform
+
+
+FAILURES = {  # what the failed batch's error says, by case
+    "exception": "RuntimeError: the write failed after producing, before its commit",
+    "kill -9": "Python worker exited unexpectedly (crashed)",
+    "refused mid-transaction": "produce failed (MSG_SIZE_TOO_LARGE",  # begin_transaction done, records produced
+}
+
+
+@pytest.mark.parametrize("how", ["exception", "kill -9", "refused mid-transaction"])
+def test_a_fused_write_failing_between_decide_and_commit_commits_nothing_and_the_rerun_writes_once(
+    spark: Any, bootstrap: str, input_topic: str, two_hop: Run, how: str
+) -> None:
+    topics, query = outputs(bootstrap), unique("failing")
+    decide = decide_function(topics)
+    broken = fused_writer(bootstrap, input_topic, topics, query, failing_after_deciding(decide, how))
+    broken.prepare(spark)
+    with pytest.raises(Exception) as caught:  # Spark wraps the task's failure in its own errors
+        broken(source_rows(spark, bootstrap, input_topic), 0)
+    assert FAILURES[how] in str(caught.value)  # it failed where this case means it to, nowhere else
+    if how != "refused mid-transaction":  # flushed before the failure (fail_at_commit): on the broker, uncommitted
+        produced = written(bootstrap, topics, "read_uncommitted")
+        assert any(records for partitions in produced.values() for records in partitions.values()), "nothing produced"
+    # A refusal comes from produce() itself: the records before it may still sit in the client's queue, which the
+    # failed write purges, so whether any reached the broker is a race; that nothing is committed is not.
+    assert all(not records for partitions in written(bootstrap, topics).values() for records in partitions.values())
+    assert read_markers(KafkaContext.of(bootstrap), "test", query, topic=commits_topic_for("test", query)) == {}
+    fused_writer(bootstrap, input_topic, topics, query, decide)(source_rows(spark, bootstrap, input_topic), 0)
+    fused_writer(bootstrap, input_topic, topics, query, decide)(source_rows(spark, bootstrap, input_topic), 0)
+    rerun = Run(topics, query, written(bootstrap, topics))
+    assert rerun.by_role() == two_hop.by_role()  # every record once, the bytes of the crash-free write
+    assert rerun.source_offsets(bootstrap) == two_hop.source_offsets(bootstrap)
+
+
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "in place"])
+def test_two_tasks_holding_one_partition_are_refused_before_any_commit(
+    spark: Any, bootstrap: str, input_topic: str, fused: bool
+) -> None:
+    """issue 27, item 6: the Kafka source read with minPartitions splits each input partition's range over two Spark
+    tasks. Each would commit part of the partition under one marker (the second overwriting the first's offsets);
+    the check that two tasks wrote one partition ran after both had committed. Now nothing is written."""
+    topics, query = outputs(bootstrap), unique("split")
+    rows = source_rows(spark, bootstrap, input_topic, minPartitions=str(PARTITIONS * 2))
+    if fused:
+        writer = fused_writer(bootstrap, input_topic, topics, query, decide_function(topics))
+    else:
+        writer = TransactionalBatchWriter(config(bootstrap, input_topic, topics, query))
+        rows = rows.mapInArrow(decide_function(topics), OUTPUT_SCHEMA)
+    writer.prepare(spark)
+    with pytest.raises(Exception, match=r"would be written by more than one Spark task; nothing was written"):
+        writer(rows, 0)
+    produced = written(bootstrap, topics, "read_uncommitted")
+    assert all(not records for partitions in produced.values() for records in partitions.values())
+    assert read_markers(KafkaContext.of(bootstrap), "test", query, topic=commits_topic_for("test", query)) == {}
