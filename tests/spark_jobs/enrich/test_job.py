@@ -198,22 +198,25 @@ def test_kill_9_at_random_moments_then_restart(
     bootstrap: str, ingest: tuple[EnrichTopics, MixedStream], reference: tuple[Partitioned, Partitioned],
     tmp_path: Path,
 ) -> None:  # fmt: skip
-    """Two SIGKILLs at random moments, one right after a Kafka commit (before Spark's checkpoint), then a restart."""
+    """A SIGKILL at a random moment, one right after a Kafka commit (before Spark's checkpoint), then a restart.
+
+    Random kills are the second line (the built interleavings are pinned in infer/test_job.py and
+    sink/): one here, with 50-record batches so that it can land mid-batch, keeps the suite short.
+    """
     seed = random.randrange(1 << 30)  # noqa: S311 - chaos timing, not cryptography
     rng = random.Random(seed)  # noqa: S311
     topics, query, kills = outputs(bootstrap, ingest[0]), unique("chaos"), 0
     small = ("--max-offsets-per-trigger", str(BATCH // 2))
-    for _ in range(2):
-        job = EnrichProcess(bootstrap, topics, tmp_path, query, *small)
-        assert job.wait_for_batches(rng.choice((0, 1, 2))), job.tail()
-        time.sleep(rng.uniform(0.0, 2.0))  # the random moment: mid-batch, mid-transaction, or between batches
-        job.kill()
-        kills += 1
+    job = EnrichProcess(bootstrap, topics, tmp_path, query, *small)
+    assert job.wait_for_batches(rng.choice((0, 1, 2))), job.tail()
+    time.sleep(rng.uniform(0.0, 2.0))  # the random moment: mid-batch, mid-transaction, or between batches
+    job.kill()
+    kills += 1
     job = EnrichProcess(bootstrap, topics, tmp_path, query, *small, "--crash-after-batch", "0")
     job.wait()
     assert "fault injection: SIGKILL after batch" in "".join(job.log), job.tail()
     run_to_end(bootstrap, topics, tmp_path, query, *small)
-    assert kills == 2
+    assert kills == 1
     assert by_partition(bootstrap, topics.events) == reference[0], f"seed {seed}"
     assert by_partition(bootstrap, topics.dlq) == reference[1], f"seed {seed}"
 
