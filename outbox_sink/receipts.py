@@ -53,6 +53,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 
 from ikkai.contract.codec import RecordCodec
 from ikkai.contract.kafka import KafkaContext
+from ikkai.contract.masking import shown_error
 from ikkai.contract.outbox import RECEIPT_SCHEMA, Receipt, prevailing
 from ikkai.contract.topics import OUTBOX_RECEIPTS
 from ikkai.contract.wire_format import environment_codec
@@ -268,7 +269,7 @@ class ReceiptReader:
         try:
             return decode_receipt(value, self._codec)
         except Exception as exc:  # untrusted bytes: any decoder failure is this record's, not the reader's
-            problem = f"{type(exc).__name__}: {exc}"[:500]
+            problem = shown_error(exc, limit=500)  # card-number-like digits masked, then cut
             partition, offset = message.partition() or 0, message.offset() or 0
             if self._on_bad_record is None:
                 raise BadReceiptError(self.topic, partition, offset, problem) from exc

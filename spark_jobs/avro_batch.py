@@ -33,7 +33,7 @@ from typing import Any
 import fastavro
 import numpy as np
 
-from ikkai.contract.codec import MARKER, RecordCodec, SchemaError, SchemaVersion, SingleObjectCodec
+from ikkai.contract.codec import MARKER, RecordCodec, SchemaError, SchemaVersion, SingleObjectCodec, record_misfit
 
 __all__ = ["SameKeys", "decode_values", "encode_columns", "encode_records"]
 
@@ -304,7 +304,7 @@ def encode_columns(
             else:
                 pieces.append(piece)
     except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
-        raise SchemaError(writer.label, f"record does not fit the schema: {type(exc).__name__}: {exc}") from exc
+        raise record_misfit(writer.label, exc) from exc
     rows = [itertools.repeat(p, count) if isinstance(p, bytes) else p for p in pieces]
     return [b"".join(parts) for parts in zip(*rows, strict=False)]
 

@@ -39,6 +39,7 @@ from typing import Any, Protocol
 import fastavro
 from fastavro.schema import to_parsing_canonical_form
 
+from ikkai.contract.masking import shown_error
 from ikkai.errors import IkkaiError
 from ikkai.resources import package_path
 
@@ -54,6 +55,11 @@ class SchemaError(IkkaiError):
         super().__init__(f"schema {schema}: {problem}", fix=fix)
         self.schema = schema
         self.problem = problem
+
+
+def record_misfit(label: str, exc: BaseException) -> SchemaError:
+    """A record that does not fit the schema ``label``: the encoder's error, its quoted values masked and cut."""
+    return SchemaError(label, f"record does not fit the schema: {shown_error(exc)}")
 
 
 class UnknownWriterSchemaError(SchemaError):
@@ -205,7 +211,7 @@ class SingleObjectCodec:
         try:
             fastavro.schemaless_writer(out, writer.parsed, dict(record))
         except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
-            raise SchemaError(writer.label, f"record does not fit the schema: {type(exc).__name__}: {exc}") from exc
+            raise record_misfit(writer.label, exc) from exc
         return out.getvalue()
 
     def writer_of(self, data: bytes) -> SchemaVersion:

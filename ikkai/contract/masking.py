@@ -29,6 +29,19 @@ def _mask(match: re.Match[str]) -> str:
     return "*" * (len(digits) - SHOWN_DIGITS) + "".join(digits[-SHOWN_DIGITS:])
 
 
+MAX_QUOTED_ERROR_CHARS: Final = 200  # what an error about a value may show of that value's text
+
+
+def shown_error(exc: BaseException, limit: int = MAX_QUOTED_ERROR_CHARS) -> str:
+    """``TypeError: <its text>`` for a message about a record's values: card numbers masked, then cut to ``limit``.
+
+    fastavro's and the column encoder's errors quote the value that did not fit (``'4111…' is not an
+    integer``); whatever shows such an error (a dead letter's reason, a log line) shows this instead.
+    """
+    text = mask_card_numbers(str(exc))
+    return f"{type(exc).__name__}: {text if len(text) <= limit else text[: limit - 1] + '…'}"
+
+
 def mask_card_numbers(text: str) -> str:
     """``text`` with every card-number-like run of digits masked to its last four: see the module docstring.
 

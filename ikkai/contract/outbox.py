@@ -17,6 +17,7 @@ from typing import Any, Literal
 from urllib.parse import unquote
 
 from ikkai.contract import ids
+from ikkai.contract.masking import mask_card_numbers
 from ikkai.errors import IkkaiError
 
 REQUEST_SCHEMA = "outbox_request"
@@ -90,7 +91,7 @@ def header_problem(name: str, value: object) -> str | None:
 def path_problem(path: str) -> str | None:
     """Why ``path`` is not a path under a target's base URL (the sink's Targets.join rule, and a length), or None."""
     if not path.startswith("/") or path.startswith("//"):
-        return f"{path[:64]!r} must start with a single '/'"
+        return f"{mask_card_numbers(repr(path[:64]))} must start with a single '/'"
     problem = value_problem(path, max_bytes=MAX_PATH_BYTES, allowed=PATH, what="a URL path")
     if problem is None and ("\\" in path or "#" in path):
         problem = "has '\\' or '#', which a URL path cannot carry"
@@ -98,7 +99,7 @@ def path_problem(path: str) -> str | None:
         return problem
     segments = (unquote(s.split(";", 1)[0]) for s in path.split("?", 1)[0].split("/"))
     if any(s in (".", "..") for s in segments):
-        return f"{path[:64]!r} has a dot segment: it would leave the target's base URL"
+        return f"{mask_card_numbers(repr(path[:64]))} has a dot segment: it would leave the target's base URL"
     return None
 
 

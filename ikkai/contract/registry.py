@@ -46,6 +46,7 @@ from ikkai.contract.codec import (
     SingleObjectCodec,
     is_shipped,
     read_body,
+    record_misfit,
     shipped_catalog,
 )
 from ikkai.contract.topics import (
@@ -173,7 +174,7 @@ class RegistryCodec:
         try:
             fastavro.schemaless_writer(body, writer.parsed, dict(record))
         except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
-            raise SchemaError(writer.label, f"record does not fit the schema: {type(exc).__name__}: {exc}") from exc
+            raise record_misfit(writer.label, exc) from exc
         return frame(self.schema_id(writer), body.getvalue())
 
     def decode(self, name: str, data: bytes, *, version: int | None = None) -> dict[str, Any]:

@@ -39,7 +39,7 @@ from ikkai.contract.ids import decision_id
 from ikkai.contract.outbox import OutboxRequest, OutboxRequestError
 from spark_jobs.avro_batch import SameKeys, decode_values, encode_columns, encode_records
 from spark_jobs.model.fraud_model import FEATURES, FraudModel, ModelSource, as_of_snapshots, feature_frame
-from spark_jobs.sink.dead_letters import cut_copy
+from spark_jobs.sink.dead_letters import cut_copy, reason_text
 
 if TYPE_CHECKING:
     import pyarrow as pa  # type: ignore[import-untyped]
@@ -137,15 +137,16 @@ def _dead_letter(
     A key or value too large is copied cut, with headers that say so (``dead_letters``).
     """
     copied_key, copied_value, cut = cut_copy(key, value)
+    reason = reason_text(error)  # bounded, and never a card number the input quoted into the error
     headers = {
         "ikkai.dlq.stage": "infer",
         "ikkai.dlq.error_class": type(error).__name__,
-        "ikkai.dlq.reason": str(error),
+        "ikkai.dlq.reason": reason,
         **cut,
     }
     record = {
         "stage": "infer", "source_topic": topic, "source_partition": partition, "source_offset": offset,
-        "key": copied_key, "value": copied_value, "reason": str(error), "error_class": type(error).__name__,
+        "key": copied_key, "value": copied_value, "reason": reason, "error_class": type(error).__name__,
         "source_timestamp": 0, "headers": headers,
     }  # fmt: skip
     dlq_key = key if key is not None and copied_key == key else f"{topic}-{partition}-{offset}".encode()

@@ -22,6 +22,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Final
 
+from ikkai.contract.masking import mask_card_numbers
+
 DEAD_LETTER_VALUE_BYTES: Final = 512 * 1024
 DEAD_LETTER_KEY_BYTES: Final = 16 * 1024
 VALUE_BYTES_HEADER: Final = "ikkai.dlq.value_bytes"
@@ -33,6 +35,14 @@ ERROR_CLASS_HEADER: Final = "ikkai.dlq.error_class"
 STAGE_HEADER: Final = "ikkai.dlq.stage"
 OUTPUT_TOPIC_HEADER: Final = "ikkai.dlq.output_topic"  # too_large: the topic the refused record was for
 TOO_LARGE: Final = "too_large"
+# A reason is read by people and kept for as long as the dead letter: bounded, and never a card number.
+MAX_REASON_CHARS: Final = 1024
+
+
+def reason_text(error: BaseException) -> str:
+    """A dead letter's reason from an error: card-number-like digits masked to their last four, then cut."""
+    text = mask_card_numbers(str(error))
+    return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 1] + "…"
 
 
 def cut_copy(key: bytes | None, value: bytes | None) -> tuple[bytes | None, bytes | None, dict[str, str]]:

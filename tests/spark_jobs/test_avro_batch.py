@@ -94,3 +94,23 @@ def test_decoding_many_gives_the_codecs_records_and_errors() -> None:
             assert isinstance(got, SchemaError) and (type(got), str(got)) == (type(expected), str(expected))
         else:
             assert got == expected and list(got) == list(expected)  # same fields, same order
+
+
+def test_a_value_that_does_not_fit_is_never_quoted_with_its_card_number() -> None:
+    """fastavro's and the column encoder's errors quote the value; the schema error masks it and stays short.
+
+    Mutation: ``record_misfit`` quoting ``str(exc)`` as it is: fastavro's error holds the card number.
+    """
+    codec = default_codec()
+    record = _decision(random.Random(4))  # noqa: S311 - test data, not cryptography
+    pan = "4111111111111111"
+    wrongs = (("score", f"card {pan}"), ("score", f"card {pan}" + "x" * 5000), ("input_offset", f"card {pan}"))
+    for field, wrong in wrongs:
+        for columnwise in (True, False):
+            with pytest.raises(SchemaError) as caught:
+                if columnwise:
+                    encode_records(codec, "fraud_decision", [{**record, field: wrong}])
+                else:
+                    codec.encode("fraud_decision", {**record, field: wrong})
+            assert pan not in str(caught.value) and "41111111" not in str(caught.value)
+            assert len(str(caught.value)) < 400

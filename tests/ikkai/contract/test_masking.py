@@ -28,3 +28,15 @@ def test_card_like_runs_keep_only_their_last_four_digits(text: str, masked: str)
 )
 def test_shorter_numbers_dates_and_amounts_are_left_as_they_are(text: str) -> None:
     assert mask_card_numbers(text) == text
+
+
+def test_an_error_about_a_value_is_shown_masked_and_cut() -> None:
+    from ikkai.contract.masking import shown_error
+    from ikkai.contract.outbox import path_problem
+
+    shown = shown_error(TypeError("'4111111111111111' is not an integer" + "!" * 500), limit=100)
+    assert (
+        shown.startswith("TypeError: '************1111' is not an integer") and len(shown) <= len("TypeError: ") + 100
+    )
+    problem = path_problem("4111111111111111/holds")  # a path without its leading '/' is quoted in the refusal
+    assert problem is not None and "4111111111111111" not in problem and "1111" in problem

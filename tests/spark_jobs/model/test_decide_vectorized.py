@@ -19,16 +19,18 @@ from ikkai.contract.codec import RecordCodec, SchemaError, default_codec
 from ikkai.contract.ids import decision_id
 from spark_jobs.infer.fraud_decisions import Topics, decide, decide_arrow, outbox_requests
 from spark_jobs.model.fraud_model import FEATURES, FraudModel, as_of_snapshots, feature_frame, load_snapshots
+from spark_jobs.sink.dead_letters import reason_text
 
 
 def _old_dead_letter(row: Any, error: SchemaError, codec: RecordCodec, topics: Topics) -> tuple[Any, ...]:
+    reason = reason_text(error)  # the reason rule came later (bounded, card numbers masked): both paths keep it
     record = {
         "stage": "infer", "source_topic": row.topic, "source_partition": int(row.partition),
         "source_offset": int(row.offset), "key": None if row.key is None else bytes(row.key),
-        "value": None if row.value is None else bytes(row.value), "reason": str(error),
+        "value": None if row.value is None else bytes(row.value), "reason": reason,
         "error_class": type(error).__name__, "source_timestamp": 0,
         "headers": {"ikkai.dlq.stage": "infer", "ikkai.dlq.error_class": type(error).__name__,
-                    "ikkai.dlq.reason": str(error)},
+                    "ikkai.dlq.reason": reason},
     }  # fmt: skip
     key = bytes(row.key) if row.key is not None else f"{row.topic}-{row.partition}-{row.offset}".encode()
     return (topics.dlq, key, codec.encode("dead_letter", record), None, int(row.partition), int(row.offset), 0,

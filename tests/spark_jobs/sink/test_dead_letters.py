@@ -41,3 +41,16 @@ def test_the_infer_jobs_dead_letter_of_a_near_1_mib_record_fits_a_producer_reque
     assert letter["headers"][VALUE_BYTES_HEADER] == str(len(value))
     assert out["headers"].iat[0][VALUE_SHA256_HEADER] == hashlib.sha256(value).hexdigest()
     assert out["key"].iat[0] == b"pay-1"
+
+
+def test_a_reason_is_bounded_and_never_holds_a_card_number() -> None:
+    """An infer dead letter's reason is the contract's or the codec's error text, which may quote the input.
+
+    Mutation: ``reason_text`` returning ``str(error)``: the card number and all 5,000 characters stay.
+    """
+    from spark_jobs.sink.dead_letters import MAX_REASON_CHARS, reason_text
+
+    reason = reason_text(ValueError("effect path '/cards/4111 1111 1111 1111' refused " + "x" * 5000))
+    assert "4111 1111 1111 1111" not in reason and "1111" in reason
+    assert len(reason) <= MAX_REASON_CHARS
+    assert reason_text(ValueError("short, 12.34 EUR")) == "short, 12.34 EUR"
