@@ -50,6 +50,7 @@ from demo.topics import RecordCounter
 from deploy import bundle_ops
 from deploy.bundle_output import plan_text
 from deploy.connect_rest import ConnectClient, ConnectRestError
+from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.topics import (
     DECISIONS_FRAUD,
     DLQ_ENRICH,
@@ -226,7 +227,7 @@ class Demo:
         self._stack_thread.start()
         while self._stack_thread.is_alive():
             endpoints = self.stack.endpoints()
-            if endpoints is not None and broker_answers(endpoints.bootstrap_servers):
+            if endpoints is not None and broker_answers(KafkaContext(endpoints.bootstrap_servers)):
                 self.endpoints = endpoints
                 self.clock.end("broker")
                 self.clock.start("connect worker")

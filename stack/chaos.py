@@ -27,7 +27,7 @@ class ChaosStack(LocalStack):
 
     def leader_of(self, topic: str, partition: int) -> str:
         """The broker leading ``topic``/``partition`` now (chaos tests kill it)."""
-        leader = partition_leaders(self._bootstrap(), topic).get(partition, -1)
+        leader = partition_leaders(self.kafka_cluster(), topic).get(partition, -1)
         if leader < 0:
             raise StackError(f"{topic}/{partition}", "has no leader now", fix="wait until a broker leads it")
         return self.broker_of(leader)
@@ -35,7 +35,7 @@ class ChaosStack(LocalStack):
     def coordinator_of(self, transactional_id: str) -> str:
         """The broker coordinating ``transactional_id``'s transactions now (the leader of its
         ``__transaction_state`` partition, which exists once a transactional producer has started)."""
-        coordinator = transaction_coordinator(self._bootstrap(), transactional_id)
+        coordinator = transaction_coordinator(self.kafka_cluster(), transactional_id)
         if coordinator < 0:
             raise StackError(transactional_id, "has no transaction coordinator now", fix="wait until a broker leads it")
         return self.broker_of(coordinator)
@@ -43,17 +43,11 @@ class ChaosStack(LocalStack):
     def wait_in_sync(self, timeout: float = 120) -> None:
         """Wait until every partition has a leader and all its replicas in sync (after a broker restart)."""
         deadline = time.monotonic() + timeout
-        lagging = under_replicated(self._bootstrap())
+        lagging = under_replicated(self.kafka_cluster())
         while lagging:
             if time.monotonic() > deadline:
                 shown = ", ".join(lagging[:5]) + (f" and {len(lagging) - 5} more" if len(lagging) > 5 else "")
                 raise StackError("cluster", f"{shown} still under-replicated after {timeout:.0f}s",
                                  fix="check that every broker runs (`ikkai stack status`) and their logs")  # fmt: skip
             time.sleep(0.5)
-            lagging = under_replicated(self._bootstrap())
-
-    def _bootstrap(self) -> str:
-        endpoints = self.endpoints()
-        if endpoints is None:
-            raise StackError("stack", f"never started in {self.home}", fix="run `ikkai stack up` first")
-        return endpoints.bootstrap_servers
+            lagging = under_replicated(self.kafka_cluster())

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from ikkai.contract.kafka import KafkaContext
 from ikkai.settings import Endpoints
 from stack.errors import StackError
 from stack.probes import broker_answers, connect_plugins
@@ -100,7 +101,7 @@ class DockerStack:
 
     def status(self) -> StackStatus:
         endpoints = self.endpoints()
-        broker = endpoints is not None and broker_answers(endpoints.bootstrap_servers)
+        broker = endpoints is not None and broker_answers(KafkaContext(endpoints.bootstrap_servers))
         connect = endpoints is not None and connect_plugins(endpoints.connect_url) is not None
         return StackStatus(
             Path("-"),

@@ -44,28 +44,28 @@ def transaction_state_partition(transactional_id: str, partitions: int) -> int:
     return (0 if value == _INT_MIN else abs(value)) % partitions
 
 
-def _admin(bootstrap: str) -> AdminClient:
-    return AdminClient(KafkaContext.of(bootstrap).client_config(), logger=_quiet)
+def _admin(cluster: KafkaContext) -> AdminClient:
+    return AdminClient(cluster.client_config(), logger=_quiet)
 
 
-def partition_leaders(bootstrap: str, topic: str, timeout: float = 10) -> dict[int, int]:
+def partition_leaders(cluster: KafkaContext, topic: str, timeout: float = 10) -> dict[int, int]:
     """Leader node id of each partition of ``topic`` (-1 while a partition has none)."""
-    metadata = _admin(bootstrap).list_topics(topic, timeout=timeout).topics.get(topic)
+    metadata = _admin(cluster).list_topics(topic, timeout=timeout).topics.get(topic)
     if metadata is None or metadata.error is not None:
         raise StackError(topic, f"no metadata for the topic ({metadata.error if metadata else 'unknown'})",
                          fix="create it first, or check the name")  # fmt: skip
     return {partition: p.leader for partition, p in metadata.partitions.items()}
 
 
-def transaction_coordinator(bootstrap: str, transactional_id: str, timeout: float = 10) -> int:
+def transaction_coordinator(cluster: KafkaContext, transactional_id: str, timeout: float = 10) -> int:
     """Node id of the broker coordinating ``transactional_id``'s transactions (-1 while there is none)."""
-    leaders = partition_leaders(bootstrap, TRANSACTION_STATE_TOPIC, timeout)
+    leaders = partition_leaders(cluster, TRANSACTION_STATE_TOPIC, timeout)
     return leaders[transaction_state_partition(transactional_id, len(leaders))]
 
 
-def under_replicated(bootstrap: str, timeout: float = 10) -> list[str]:
+def under_replicated(cluster: KafkaContext, timeout: float = 10) -> list[str]:
     """``topic/partition`` of every partition with fewer in-sync replicas than replicas, or no leader."""
-    topics = _admin(bootstrap).list_topics(timeout=timeout).topics
+    topics = _admin(cluster).list_topics(timeout=timeout).topics
     return sorted(
         f"{name}/{partition}"
         for name, topic in topics.items()

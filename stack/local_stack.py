@@ -37,7 +37,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TextIO
 
-from ikkai.contract.kafka_security import SecurityConfig, librdkafka_settings
+from ikkai.contract.kafka import KafkaContext
+from ikkai.contract.kafka_security import NO_SECURITY, SecurityConfig
 from ikkai.settings import Endpoints, endpoints_connect_auth
 from stack import processes
 from stack.artifacts import JarSet, ensure_jars
@@ -290,18 +291,22 @@ class LocalStack:
             raise StackError(component, f"no such component in {self.home}",
                              fix=f"name one of {', '.join(self.components)}")  # fmt: skip
 
-    def _client_settings(self) -> dict[str, str]:
-        """librdkafka settings that reach this stack's brokers (none for a plaintext stack)."""
+    def kafka_cluster(self, ports: Ports | None = None) -> KafkaContext:
+        """This stack's Kafka cluster as its clients reach it: the brokers and, secured, the stack's client settings."""
+        ports = ports or self._saved_ports()
+        if ports is None:
+            raise StackError("stack", f"never started in {self.home}", fix="run `ikkai stack up` first")
         stack = self.stack_secrets()
-        return librdkafka_settings(SecurityConfig(client_settings(stack), str(stack.dir))) if stack else {}
+        security = SecurityConfig(client_settings(stack), str(stack.dir)) if stack else NO_SECURITY
+        return KafkaContext(bootstrap_servers(ports), security)
 
     def _answers(self, component: str, ports: Ports) -> bool:
-        client = self._client_settings()
+        cluster = self.kafka_cluster(ports)
         if component == BROKER:
-            return broker_answers(bootstrap_servers(ports), settings=client)
+            return broker_answers(cluster)
         if component != CONNECT:  # one node of several: it answers at its own address and is registered
             node_id = broker_node_id(component)
-            return broker_answers(f"{HOST}:{ports.nodes[node_id - 1].broker}", node_id=node_id, settings=client)
+            return broker_answers(cluster.broker(f"{HOST}:{ports.nodes[node_id - 1].broker}"), node_id=node_id)
         endpoints = self._endpoints(ports)
         plugins = connect_plugins(endpoints.connect_url, auth=endpoints_connect_auth(endpoints))
         return plugins is not None and FILE_SOURCE in plugins
@@ -367,7 +372,7 @@ class LocalStack:
         registered (INVALID_REPLICATION_FACTOR otherwise), and a broker whose metadata still lacks a
         peer gives the next client a stale answer.
         """
-        client = self._client_settings()
+        cluster = self.kafka_cluster(ports)
         nodes = range(1, len(ports.nodes) + 1)
         deadline = started + READY_TIMEOUT[BROKER]
         while True:
@@ -375,7 +380,7 @@ class LocalStack:
                 (asked, node)
                 for asked in nodes
                 for node in nodes
-                if not broker_answers(f"{HOST}:{ports.nodes[asked - 1].broker}", node_id=node, settings=client)
+                if not broker_answers(cluster.broker(f"{HOST}:{ports.nodes[asked - 1].broker}"), node_id=node)
             ]
             if not unknown:
                 self._say(f"all {len(ports.nodes)} brokers registered in {time.monotonic() - started:.1f}s")

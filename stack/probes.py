@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from typing import Any
 
 import requests
 from confluent_kafka.admin import AdminClient
 
+from ikkai.contract.kafka import KafkaContext
 from ikkai.settings import ConnectAuth
 
 # librdkafka reports every refused connection while a broker starts; a probe expects those.
@@ -17,17 +17,11 @@ _quiet.addHandler(logging.NullHandler())
 _quiet.propagate = False
 
 
-def broker_answers(
-    bootstrap_servers: str,
-    timeout: float = 2.0,
-    *,
-    node_id: int | None = None,
-    settings: Mapping[str, str] | None = None,
-) -> bool:
+def broker_answers(cluster: KafkaContext, timeout: float = 2.0, *, node_id: int | None = None) -> bool:
     """True when the cluster answers a metadata request with at least one broker; with ``node_id``,
-    when that broker is among them (registered and unfenced: ask it at its own address). ``settings``:
-    how to authenticate, in librdkafka's names (a ``KafkaContext``'s ``client_config()``; none: PLAINTEXT)."""
-    admin = AdminClient({**(settings or {}), "bootstrap.servers": bootstrap_servers}, logger=_quiet)
+    when that broker is among them (registered and unfenced: ask it at its own address,
+    ``cluster.broker(address)``)."""
+    admin = AdminClient(cluster.client_config(), logger=_quiet)
     try:
         metadata = admin.list_topics(timeout=timeout)
     except Exception:  # noqa: BLE001 - any failure means "not answering yet"

@@ -40,7 +40,7 @@ class ExternalStack:
 
     def status(self) -> StackStatus:
         cluster = KafkaContext.at(self._endpoints.bootstrap_servers, self._endpoints.kafka_config)
-        broker = broker_answers(cluster.bootstrap_servers, timeout=5, settings=cluster.client_config())
+        broker = broker_answers(cluster, timeout=5)
         auth = endpoints_connect_auth(self._endpoints)
         connect = connect_plugins(self._endpoints.connect_url, timeout=5, auth=auth) is not None
         return StackStatus(

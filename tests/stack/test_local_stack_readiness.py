@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from ikkai.contract.kafka import KafkaContext
 from ikkai.errors import IkkaiError
 from stack import local_stack
 from stack.local_stack import LocalStack
@@ -26,8 +27,8 @@ class _Registrations:
         self.lag = lag
         self.asked: list[tuple[int, int]] = []
 
-    def __call__(self, bootstrap: str, *_: object, node_id: int | None = None, **__: object) -> bool:
-        asked = {9092: 1, 9192: 2, 9292: 3}[int(bootstrap.rsplit(":", 1)[1])]
+    def __call__(self, cluster: KafkaContext, *_: object, node_id: int | None = None, **__: object) -> bool:
+        asked = {9092: 1, 9192: 2, 9292: 3}[int(cluster.bootstrap_servers.rsplit(":", 1)[1])]
         assert node_id is not None
         self.asked.append((asked, node_id))
         if (asked, node_id) == (1, 3) and self.lag > 0:

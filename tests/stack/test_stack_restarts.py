@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from deploy.connect_rest import ConnectClient
+from ikkai.contract.kafka import KafkaContext
 from ikkai.settings import Endpoints, jars_dir
 from stack.local_stack import BROKER, CONNECT, LocalStack
 from stack.probes import broker_answers
@@ -93,7 +94,7 @@ def stack(tmp_path: Path) -> Iterator[LocalStack]:
 
 def answers(component: str, endpoints: Endpoints) -> bool:
     if component == BROKER:
-        return broker_answers(endpoints.bootstrap_servers, timeout=10)
+        return broker_answers(KafkaContext(endpoints.bootstrap_servers), timeout=10)
     return isinstance(ConnectClient(endpoints.connect_url).connectors(), list)
 
 
