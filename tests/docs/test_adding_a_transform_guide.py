@@ -190,7 +190,10 @@ class GuideEnrichProcess(InferProcess):
     """
 
     def __init__(self, catalog: Path, module: str, args: list[str]) -> None:
-        self._start([sys.executable, "-m", module, *args], env={CATALOG_VAR: str(catalog)})
+        # The workspace stands for the checkout but holds only what the guide writes, so its
+        # spark_jobs/enrich/ folder (the spec) would shadow the package as a namespace package once
+        # ``-m`` puts the working folder first on sys.path; in a real checkout it is the package.
+        self._start([sys.executable, "-m", module, *args], env={CATALOG_VAR: str(catalog), "PYTHONSAFEPATH": "1"})
 
 
 @pytest.mark.integration
