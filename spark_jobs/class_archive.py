@@ -59,9 +59,10 @@ def archive_path(jars_dir: Path, java: Path | None = None) -> Path | None:
     import pyspark
 
     stat = java.stat()
-    # The JVM checks the archive against its class path: the jars' folder (each virtualenv has its own) and names.
+    # The JVM checks the archive against its class path: the jars' folder, names, sizes and times. A virtualenv
+    # made again at the same path has new files there: a new key, or the old archive is refused at every start.
     folder = Path(pyspark.__file__).resolve().parent / "jars"
-    jars = sorted(p.name for p in folder.glob("*.jar"))
+    jars = [f"{p.name} {p.stat().st_size} {p.stat().st_mtime_ns}" for p in sorted(folder.glob("*.jar"))]
     identity = "\n".join([str(java), str(stat.st_size), str(stat.st_mtime_ns), version("pyspark"), str(folder), *jars])
     return jars_dir / ARCHIVE_DIR / f"spark-driver-{hashlib.sha256(identity.encode()).hexdigest()[:16]}.jsa"
 
