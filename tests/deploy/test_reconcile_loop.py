@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import requests
 
-from deploy.serve_http import make_server
 from deploy.service import MAX_PAUSE_SECONDS, ControlPlane, ReconcileLoop
+from tests.deploy.serving import serve
 
 TOKEN = "loop-test-token-" + "w" * 16
 
@@ -35,15 +35,8 @@ def plane(tmp_path: Path) -> ProxyInTheWay:
 
 @pytest.fixture
 def healthz(plane: ProxyInTheWay) -> Iterator[str]:
-    server = make_server(plane)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.port}/healthz"
-    finally:
-        server.shutdown()
-        thread.join(30)
-        server.server_close()
+    for url in serve(plane):
+        yield f"{url}/healthz"
 
 
 def test_an_exception_that_is_not_ours_leaves_the_loop_running_and_healthz_degraded(

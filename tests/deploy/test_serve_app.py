@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,23 +9,15 @@ import pytest
 import requests
 
 from deploy.serve_app import MAX_BODY_BYTES, MAX_HEADER_BYTES
-from deploy.serve_http import make_server
 from deploy.service import ControlPlane
+from tests.deploy.serving import serve
 
 TOKEN = "openapi-test-token-" + "o" * 16
 
 
 @pytest.fixture
 def url(tmp_path: Path) -> Iterator[str]:
-    server = make_server(ControlPlane(TOKEN, tmp_path, connect_url="http://127.0.0.1:9"))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.port}"
-    finally:
-        server.shutdown()
-        thread.join(30)
-        server.server_close()
+    yield from serve(ControlPlane(TOKEN, tmp_path, connect_url="http://127.0.0.1:9"))
 
 
 def test_openapi_describes_every_route_with_its_method_and_needs_the_token(url: str) -> None:

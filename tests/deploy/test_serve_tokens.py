@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import requests
 
-from deploy.serve_http import make_server
 from deploy.serve_tokens import ServeTokens, read_token, read_tokens
 from deploy.service import ControlPlane, ServeTLS, check_plain_http
 from ikkai.errors import ConfigError
 from tests.cli.cli_runner import run_ikkai
+from tests.deploy.serving import serve
 
 DEV = "dev-staging-token-" + "d" * 16
 PROD = "prod-token-" + "p" * 16
@@ -70,15 +69,7 @@ def test_a_bad_token_line_is_named_and_its_token_never_quoted(tmp_path: Path, te
 @pytest.fixture
 def url(tmp_path: Path) -> Iterator[str]:
     tokens = read_tokens({}, token_file(tmp_path, f"dev, staging: {DEV}\nprod: {PROD}\n"))
-    server = make_server(ControlPlane(tokens, tmp_path / "bundles", connect_url="http://127.0.0.1:9"))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.port}"
-    finally:
-        server.shutdown()
-        thread.join(30)
-        server.server_close()
+    yield from serve(ControlPlane(tokens, tmp_path / "bundles", connect_url="http://127.0.0.1:9"))
 
 
 def test_a_dev_token_is_refused_on_prod_routes_and_takes_metrics(url: str) -> None:

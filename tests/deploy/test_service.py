@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -17,27 +16,15 @@ import yaml
 from deploy.auto_restart import RestartBackoff, RestartStateFile
 from deploy.connect_rest import ConnectClient
 from deploy.health import reached
-from deploy.serve_http import make_server
 from deploy.service import ControlPlane, ReconcileLoop, read_token
 from ikkai.errors import ConfigError
 from ikkai.settings import Endpoints
 from tests.cli.cli_runner import IKKAI
+from tests.deploy.serving import serve
 from tests.kafka_helpers import read_all
 
 TOKEN = "test-token-" + "x" * 16
 SHIPPED = Path(__file__).resolve().parents[2] / "connectors" / "bundles"
-
-
-def serve(plane: ControlPlane) -> Iterator[str]:
-    server = make_server(plane)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.port}"
-    finally:
-        server.shutdown()
-        thread.join(30)
-        server.server_close()
 
 
 @pytest.fixture
