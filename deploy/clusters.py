@@ -74,18 +74,20 @@ def parse_clusters(data: Any, source: str) -> dict[str, ClusterTarget]:
             raise ConfigError(source, f"{env_name}.connect_url", f"{url!r} is not an http(s) URL or 'local'")
         timeout = _seconds(entry, "wait_timeout_seconds", 120.0, source, str(env_name))
         connect_timeout = _seconds(entry, "connect_timeout_seconds", CONNECT_TIMEOUT, source, str(env_name))
+        bootstrap = str(entry.get("bootstrap_servers") or LOCAL).strip()
+        kafka_config = str(entry.get("kafka_config") or "")
+        if kafka_config and bootstrap == LOCAL:
+            raise ConfigError(source, f"{env_name}.kafka_config", "names a client file for the local cluster",
+                              fix="name bootstrap_servers, or set IKKAI_KAFKA_CONFIG for the local one")  # fmt: skip
         targets[str(env_name)] = ClusterTarget(
             env=str(env_name),
             connect_url=url.rstrip("/"),
             wait_timeout_seconds=timeout,
             connect_timeout_seconds=connect_timeout,
             credentials=str(entry.get("credentials") or ""),
-            bootstrap_servers=str(entry.get("bootstrap_servers") or LOCAL).strip(),
-            kafka_config=str(entry.get("kafka_config") or ""),
+            bootstrap_servers=bootstrap,
+            kafka_config=kafka_config,
         )
-        if targets[str(env_name)].kafka_config and targets[str(env_name)].bootstrap_servers == LOCAL:
-            raise ConfigError(source, f"{env_name}.kafka_config", "names a client file for the local cluster",
-                              fix="name bootstrap_servers, or set IKKAI_KAFKA_CONFIG for the local one")  # fmt: skip
     return targets
 
 
