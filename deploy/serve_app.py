@@ -1,13 +1,15 @@
 """The routes of ``ikkai serve`` as a Starlette application: bearer token, size limit, request metrics.
 
 What each route does lives in ``deploy.service`` (``ControlPlane``); this module only maps HTTP onto
-it. Every route but ``/healthz`` needs ``Authorization: Bearer <token>``, checked before routing so
-that a caller without the token learns nothing about which paths exist; a bundle route also needs a
-token that covers its environment (``deploy.serve_tokens``), else 403. No route takes a body: a
-request announcing one larger than ``MAX_BODY_BYTES`` (or a chunked one, whose size is unknown) is
-refused with 413 before any route runs, and a request line and headers over ``MAX_HEADER_BYTES``
-with 431. Bundle operations call Connect and may take minutes, so they run on Starlette's thread
-pool, never on the event loop that serves ``/healthz``.
+it. Every route but ``/healthz`` and the page needs ``Authorization: Bearer <token>``, checked before
+routing so that a caller without the token learns nothing about which paths exist; a bundle route also
+needs a token that covers its environment (``deploy.serve_tokens``), else 403. The operator page is
+mounted at ``/ui`` (``deploy.page``): it takes no bearer header but a login that turns the same token
+into a signed session cookie, and checks that cookie and a CSRF token itself. No API route takes a
+body (the page's small forms do): a request announcing one larger than ``MAX_BODY_BYTES`` (or a
+chunked one, whose size is unknown) is refused with 413 before any route runs, and a request line and
+headers over ``MAX_HEADER_BYTES`` with 431. Bundle operations call Connect and may take minutes, so
+they run on Starlette's thread pool, never on the event loop that serves ``/healthz``.
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import Mount, Route
 from starlette.schemas import SchemaGenerator
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from deploy.page import page_app
 from deploy.serve_metrics import CONTENT_TYPE
 from deploy.service import ControlPlane, ServeTokens
 from ikkai.errors import IkkaiError
@@ -34,6 +37,7 @@ _BUNDLE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _ENV = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 _METHOD = {"plan": "GET", "status": "GET", "apply": "POST", "restart": "POST"}
 _OPEN = ("/healthz",)
+PAGE = "/ui"  # the operator page: its own login and session cookie instead of the bearer header
 ENVIRONMENTS = "ikkai.environments"  # set in the ASGI scope by Guard: what the caller's token covers
 
 
@@ -43,7 +47,10 @@ def json_response(status: int, data: Any, headers: dict[str, str] | None = None)
 
 
 def metric_route(path: str) -> str:
-    """The ``route`` label: the two fixed paths by name, everything else as ``/bundles`` (bounded cardinality)."""
+    """The ``route`` label: the fixed paths by name, the page as ``/ui``, everything else as ``/bundles``
+    (bounded cardinality)."""
+    if path == PAGE or path.startswith(f"{PAGE}/"):
+        return PAGE
     return path if path in ("/healthz", "/metrics", "/openapi.json") else "/bundles"
 
 
@@ -80,7 +87,7 @@ class Guard:
         length = headers.get("content-length", "0")
         if "transfer-encoding" in headers or not length.isdigit() or int(length) > MAX_BODY_BYTES:
             return json_response(413, {"error": f"no route takes a body over {MAX_BODY_BYTES} bytes"})
-        if scope["path"] in _OPEN:
+        if scope["path"] in _OPEN or metric_route(scope["path"]) == PAGE:
             return None
         scheme, _, supplied = headers.get("authorization", "").partition(" ")
         environments = self.plane.tokens.environments(supplied.strip()) if scheme.lower() == "bearer" else None
@@ -112,7 +119,9 @@ def _documented(summary: str, flag: str | None = None) -> str:
     return f"---\nsummary: {summary}\nsecurity: [{{bearer: []}}]{_BUNDLE_PARAMETERS}{query}{_BUNDLE_RESPONSES}\n"
 
 
-def app_for(plane: ControlPlane) -> ASGIApp:
+def app_for(plane: ControlPlane, *, secure_cookie: bool = False) -> ASGIApp:
+    """The API and the page; ``secure_cookie`` (served over HTTPS) marks the page's session cookie Secure."""
+
     async def healthz(request: Request) -> Response:
         """---
         summary: Liveness, and the reconcile loop's health; no token needed.
@@ -181,6 +190,7 @@ def app_for(plane: ControlPlane) -> ASGIApp:
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"], include_in_schema=False),
+        Mount(PAGE, page_app(plane, secure_cookie=secure_cookie)),
     ]
     routes += [
         Route(f"/bundles/{{bundle}}/{{env}}/{verb}", operation(verb, docs[verb]), methods=[method], name=verb)

@@ -82,7 +82,7 @@ class ServiceServer:
         self.socket = socket.create_server((host, port), family=family, backlog=MAX_CONNECTIONS)
         self.server = uvicorn.Server(
             uvicorn.Config(
-                app_for(plane),
+                app_for(plane, secure_cookie=context is not None),
                 http=HeaderDeadline,
                 lifespan="off",
                 log_config=None,

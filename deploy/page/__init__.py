@@ -1,0 +1,9 @@
+"""The operator page of ``ikkai serve`` under ``/ui/``: bundles and connectors per environment, behind a login.
+
+``deploy.page.app`` holds the routes (Starlette, Jinja2 templates shipped in this package), ``deploy.page.session``
+the login and CSRF rules and ``deploy.page.views`` the pure shaping of the control plane's data into rows.
+"""
+
+from deploy.page.app import REFRESH_SECONDS, page_app
+
+__all__ = ["REFRESH_SECONDS", "page_app"]

@@ -1,0 +1,200 @@
+"""The routes of the operator page, mounted by ``deploy.serve_app`` at ``/ui``.
+
+Server-rendered: Jinja2 templates (autoescaped) and one stylesheet, both shipped in this package and served
+from it, nothing fetched from elsewhere. ``GET /ui/login`` asks for the same bearer token as the API and
+``POST /ui/login`` turns it into a signed session cookie (HttpOnly, SameSite=Strict, Secure over HTTPS;
+``deploy.page.session``). Every other page needs that cookie (else a redirect to the login) and covers only
+the environments the token covers (else 403); every action is a POST that also needs the session's CSRF
+token in its form (else 403). The views call Connect, so they run on Starlette's thread pool like the API's
+bundle routes. The connectors view reloads itself every ``REFRESH_SECONDS``.
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
+from starlette.middleware.sessions import SessionMiddleware
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+from starlette.types import ASGIApp
+
+from deploy import bundle_ops
+from deploy.page import session as login
+from deploy.page.views import bundle_row, connector_rows, environments
+from deploy.service import ControlPlane
+from ikkai.errors import IkkaiError
+
+REFRESH_SECONDS = 5  # the connectors view reloads itself this often
+SESSION_COOKIE = "ikkai_page"
+SESSION_SECONDS = 8 * 3600  # a working day; a restarted server (new signing key) ends every session sooner
+FLASH = "flash"
+_PAUSE = {"pause": "pause_connector", "resume": "resume_connector"}
+
+
+def _one_line(exc: IkkaiError) -> str:
+    return str(exc).splitlines()[0]
+
+
+def page_app(plane: ControlPlane, *, secure_cookie: bool = False) -> ASGIApp:
+    """The page for ``plane``; ``secure_cookie`` (served over HTTPS) marks the session cookie Secure."""
+    templates = Jinja2Templates(
+        env=Environment(loader=PackageLoader("deploy.page", "templates"), autoescape=select_autoescape(default=True))
+    )
+
+    def render(request: Request, name: str, status: int = 200, **context: Any) -> Response:
+        envs = [e for e in environments(plane.bundles_dir) if login.covers(request.session, e)]
+        context.update(
+            environments=envs, csrf=request.session.get(login.CSRF), flash=request.session.pop(FLASH, None),
+            refresh_seconds=REFRESH_SECONDS,
+        )  # fmt: skip
+        return templates.TemplateResponse(request, name, context, status_code=status)
+
+    def gate(request: Request, env: str | None = None) -> Response | None:
+        """None when the session may see ``env``; else the redirect to the login (GET) or a 403 (POST)."""
+        if not login.logged_in(request.session):
+            if request.method == "GET":
+                return RedirectResponse("/ui/login", status_code=303)
+            return Response("log in first", status_code=403, media_type="text/plain")
+        if env is not None and (env not in environments(plane.bundles_dir) or not login.covers(request.session, env)):
+            return Response(f"no environment {env} for this login", status_code=403, media_type="text/plain")
+        return None
+
+    async def form(request: Request) -> dict[str, str]:
+        fields = parse_qs((await request.body()).decode("utf-8", "replace"), max_num_fields=8)
+        return {k: v[0] for k, v in fields.items()}
+
+    async def action_gate(request: Request, env: str) -> Response | None:
+        """None when the session may act on ``env`` and the form carries its CSRF token; else a 403."""
+        refused = gate(request, env)
+        if refused is not None:
+            return refused
+        if not login.csrf_ok(request.session, (await form(request)).get(login.CSRF_FIELD)):
+            return Response("missing or wrong CSRF token: reload the page", status_code=403, media_type="text/plain")
+        return None
+
+    async def login_form(request: Request) -> Response:
+        return render(request, "login.html")
+
+    async def login_post(request: Request) -> Response:
+        token = (await form(request)).get("token", "")
+        covered = plane.tokens.environments(token.strip())
+        if covered is None:
+            return render(request, "login.html", status=401, error="not a token of this server")
+        login.log_in(request.session, covered)
+        return RedirectResponse("/ui/", status_code=303)
+
+    async def logout(request: Request) -> Response:
+        if not login.csrf_ok(request.session, (await form(request)).get(login.CSRF_FIELD)):
+            return Response("missing or wrong CSRF token: reload the page", status_code=403, media_type="text/plain")
+        request.session.clear()
+        return RedirectResponse("/ui/login", status_code=303)
+
+    async def home(request: Request) -> Response:
+        refused = gate(request)
+        if refused is not None:
+            return refused
+        envs = [e for e in environments(plane.bundles_dir) if login.covers(request.session, e)]
+        if not envs:
+            return render(request, "empty.html")
+        return RedirectResponse(f"/ui/env/{envs[0]}/connectors", status_code=303)
+
+    def bundle_rows(env: str) -> list[dict[str, Any]]:
+        rows = []
+        for bundle in environments(plane.bundles_dir)[env]:
+            try:
+                rows.append(bundle_row(bundle, plane.run(bundle, env, "plan", {})[1]))
+            except IkkaiError as exc:
+                rows.append({"bundle": bundle, "sync": "unknown", "error": _one_line(exc)})
+        return rows
+
+    def status_rows(env: str) -> list[dict[str, Any]]:
+        with plane.metrics.lock:
+            restarts = dict(plane.metrics.restarts)
+        rows = []
+        for bundle in environments(plane.bundles_dir)[env]:
+            try:
+                rows.append({"bundle": bundle, "connectors": connector_rows(plane.run(bundle, env, "status", {})[1],
+                                                                            restarts)})  # fmt: skip
+            except IkkaiError as exc:
+                rows.append({"bundle": bundle, "connectors": [], "error": _one_line(exc)})
+        return rows
+
+    async def bundles_view(request: Request) -> Response:
+        env = request.path_params["env"]
+        refused = gate(request, env)
+        if refused is not None:
+            return refused
+        rows = await run_in_threadpool(bundle_rows, env)
+        return render(request, "bundles.html", env=env, view="bundles", bundles=rows)
+
+    async def connectors_view(request: Request) -> Response:
+        env = request.path_params["env"]
+        refused = gate(request, env)
+        if refused is not None:
+            return refused
+        rows = await run_in_threadpool(status_rows, env)
+        return render(request, "connectors.html", env=env, view="connectors", bundles=rows)
+
+    async def bundle_action(request: Request) -> Response:
+        env, bundle, verb = (request.path_params[k] for k in ("env", "bundle", "verb"))
+        refused = await action_gate(request, env)
+        if refused is not None:
+            return refused
+        if bundle not in environments(plane.bundles_dir)[env] or verb not in ("apply", "restart"):
+            return Response(f"no bundle {bundle} in {env}", status_code=404, media_type="text/plain")
+        try:
+            result = (await run_in_threadpool(plane.run, bundle, env, verb, {}))[1]
+            done = f"{verb} {bundle}/{env}: done" if verb == "apply" else f"restarted {', '.join(result['restarted'])}"
+        except IkkaiError as exc:
+            done = f"{verb} {bundle}/{env} failed: {_one_line(exc)}"
+        request.session[FLASH] = done
+        return RedirectResponse(f"/ui/env/{env}/connectors", status_code=303)
+
+    async def connector_action(request: Request) -> Response:
+        env, bundle, name, verb = (request.path_params[k] for k in ("env", "bundle", "connector", "verb"))
+        refused = await action_gate(request, env)
+        if refused is not None:
+            return refused
+        if bundle not in environments(plane.bundles_dir)[env] or verb not in _PAUSE:
+            return Response(f"no bundle {bundle} in {env}", status_code=404, media_type="text/plain")
+
+        def act() -> str:
+            request_ = plane.request(bundle, env)
+            if name not in {c.name for c in bundle_ops.rendered(request_).connectors}:
+                return f"{name} is not a connector of {bundle}/{env}"
+            getattr(bundle_ops.reconciler(request_).client, _PAUSE[verb])(name)
+            return f"{verb} {name}: asked (a reconcile loop applying this bundle puts back its target state)"
+
+        try:
+            request.session[FLASH] = await run_in_threadpool(act)
+        except IkkaiError as exc:
+            request.session[FLASH] = f"{verb} {name} failed: {_one_line(exc)}"
+        return RedirectResponse(f"/ui/env/{env}/connectors", status_code=303)
+
+    static = Path(__file__).with_name("static")
+    routes = [
+        Route("/login", login_form, methods=["GET"]),
+        Route("/login", login_post, methods=["POST"]),
+        Route("/logout", logout, methods=["POST"]),
+        Route("/", home, methods=["GET"]),
+        Route("/env/{env}/bundles", bundles_view, methods=["GET"]),
+        Route("/env/{env}/connectors", connectors_view, methods=["GET"]),
+        Route("/env/{env}/bundles/{bundle}/{verb}", bundle_action, methods=["POST"]),
+        Route("/env/{env}/bundles/{bundle}/connectors/{connector}/{verb}", connector_action, methods=["POST"]),
+        Mount("/static", StaticFiles(directory=static), name="static"),
+    ]
+    session = Middleware(
+        SessionMiddleware, secret_key=secrets.token_urlsafe(32), session_cookie=SESSION_COOKIE,
+        max_age=SESSION_SECONDS, path="/ui", same_site="strict", https_only=secure_cookie,
+    )  # fmt: skip
+    return Starlette(routes=routes, middleware=[session])

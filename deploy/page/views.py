@@ -1,0 +1,73 @@
+"""The page's rows, shaped from what ``deploy.bundle_ops`` returns for plan and status. Pure.
+
+Secrets are already redacted there (plans mask secret values on both sides, status cuts literal secrets and
+URL credentials out of traces); these functions only choose what a person reads at a glance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+IN_SYNC = "in sync"
+DRIFTED = "drifted"
+
+
+def environments(bundles_dir: Path) -> dict[str, list[str]]:
+    """Environment → the bundles that have values for it (``<bundle>/values/<env>.yaml``), both sorted."""
+    found: dict[str, list[str]] = {}
+    for manifest in sorted(bundles_dir.glob("*/bundle.yaml")):
+        for values in sorted((manifest.parent / "values").glob("*.yaml")):
+            found.setdefault(values.stem, []).append(manifest.parent.name)
+    return dict(sorted(found.items()))
+
+
+def first_line(trace: str | None) -> str | None:
+    """The exception line of a Java trace (what failed), without the stack below it."""
+    if not trace:
+        return None
+    return next((line.strip() for line in trace.splitlines() if line.strip()), None)
+
+
+def bundle_row(bundle: str, plan: Mapping[str, Any]) -> dict[str, Any]:
+    """In sync or drifted, with each connector's pending action and changed keys (the diff shown on click)."""
+    connectors = [
+        {
+            "name": c["name"],
+            "action": c["action"],
+            "live_state": c["live_state"],
+            "target_state": c["target_state"],
+            "changes": c["changes"],
+            "validation_errors": c["validation_errors"],
+        }
+        for c in plan.get("connectors", [])
+        if c["action"] != "unchanged" or c["state_change"] or c["validation_errors"]
+    ]
+    return {
+        "bundle": bundle,
+        "sync": DRIFTED if plan.get("pending") else IN_SYNC,
+        "valid": plan.get("valid", True),
+        "summary": plan.get("summary", {}),
+        "drift": connectors,
+        "unpruned": plan.get("unpruned", []),
+    }
+
+
+def connector_rows(status: Mapping[str, Any], restarts: Mapping[str, int]) -> list[dict[str, Any]]:
+    """Each connector: state, worker, the first line of its failure, its tasks, and the loop's restarts of it."""
+    return [
+        {
+            "name": c["name"],
+            "state": c["state"],
+            "target_state": c["target_state"],
+            "worker": c["worker"],
+            "failure": first_line(c["trace"]),
+            "restarts": restarts.get(c["name"], 0),
+            "tasks": [
+                {"id": t["id"], "state": t["state"], "worker": t["worker"], "failure": first_line(t["trace"])}
+                for t in c["tasks"]
+            ],
+        }
+        for c in status.get("connectors", [])
+    ]

@@ -1,0 +1,127 @@
+"""The operator page's login, session cookie and CSRF rule, over the real server (no Connect needed),
+and the pure shaping of its rows. The browser tests against the real stack are test_page_browser.py."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+
+from deploy.page.views import DRIFTED, IN_SYNC, bundle_row, connector_rows, environments, first_line
+from deploy.service import ControlPlane, ServeTokens
+from tests.deploy.serving import serve
+
+TOKEN = "page-token-" + "x" * 16
+DEV_ONLY = "dev-only-token-" + "y" * 16
+SHIPPED = Path(__file__).resolve().parents[2] / "connectors" / "bundles"
+ACTION = "/ui/env/dev/bundles/payments-ingest/restart"
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> Iterator[str]:
+    shutil.copytree(SHIPPED / "payments-ingest", tmp_path / "payments-ingest")
+    tokens = ServeTokens(((TOKEN, frozenset({"*"})), (DEV_ONLY, frozenset({"dev"}))))
+    yield from serve(ControlPlane(tokens, tmp_path, connect_url="http://127.0.0.1:9"))
+
+
+def logged_in(url: str, token: str = TOKEN) -> tuple[requests.Session, str]:
+    """A session after the login, and the CSRF token its pages carry."""
+    session = requests.Session()
+    page = session.post(f"{url}/ui/login", data={"token": token}, timeout=30)
+    assert page.status_code == 200, page.text
+    found = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert found is not None
+    return session, found.group(1)
+
+
+def test_pages_need_the_login_and_the_bearer_header_is_not_one(url: str) -> None:
+    for headers in ({}, {"Authorization": f"Bearer {TOKEN}"}):
+        page = requests.get(f"{url}/ui/env/dev/connectors", headers=headers, allow_redirects=False, timeout=5)
+        assert (page.status_code, page.headers["location"]) == (303, "/ui/login")
+        assert requests.post(f"{url}{ACTION}", headers=headers, timeout=5).status_code == 403
+    assert requests.get(f"{url}/ui/login", timeout=5).status_code == 200
+    # The API is as it was: the bearer header, and nothing else, opens it.
+    assert requests.get(f"{url}/bundles/payments-ingest/dev/plan", timeout=5).status_code == 401
+    assert requests.get(f"{url}/metrics", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=5).status_code == 200
+
+
+def test_the_login_sets_a_signed_httponly_strict_cookie_and_refuses_a_wrong_token(url: str) -> None:
+    wrong = requests.post(f"{url}/ui/login", data={"token": TOKEN + "z"}, allow_redirects=False, timeout=5)
+    assert wrong.status_code == 401 and "set-cookie" not in wrong.headers
+    right = requests.post(f"{url}/ui/login", data={"token": TOKEN}, allow_redirects=False, timeout=5)
+    assert right.status_code == 303
+    cookie = right.headers["set-cookie"].lower()
+    assert cookie.startswith("ikkai_page=") and "httponly" in cookie and "samesite=strict" in cookie
+    assert "secure" not in cookie  # plain HTTP on loopback; over HTTPS the cookie is Secure
+    assert TOKEN not in right.headers["set-cookie"]  # the session names environments, never the token
+    forged = requests.get(
+        f"{url}/ui/env/dev/connectors", cookies={"ikkai_page": right.cookies["ikkai_page"][:-2] + "xx"},
+        allow_redirects=False, timeout=5,
+    )  # fmt: skip
+    assert forged.status_code == 303  # a cookie whose signature does not match is no session
+
+
+def test_every_action_needs_the_sessions_csrf_token(url: str) -> None:
+    session, csrf = logged_in(url)
+    _, someone_elses = logged_in(url)
+    assert csrf != someone_elses
+    for form in ({}, {"csrf": ""}, {"csrf": csrf + "x"}, {"csrf": someone_elses}):
+        refused = session.post(f"{url}{ACTION}", data=form, allow_redirects=False, timeout=5)
+        assert refused.status_code == 403, form
+        assert "CSRF" in refused.text
+    done = session.post(f"{url}{ACTION}", data={"csrf": csrf}, timeout=30)
+    assert done.status_code == 200 and "restart payments-ingest/dev failed" in done.text  # Connect is not there
+    assert session.post(f"{url}/ui/logout", data={}, timeout=5).status_code == 403
+    assert session.post(f"{url}/ui/logout", data={"csrf": csrf}, timeout=5).url.endswith("/ui/login")
+    assert session.post(f"{url}{ACTION}", data={"csrf": csrf}, timeout=5).status_code == 403  # logged out
+
+
+def test_a_scoped_token_sees_and_acts_on_its_environments_only(url: str) -> None:
+    session, csrf = logged_in(url, DEV_ONLY)
+    assert "nav-prod-connectors" not in session.get(f"{url}/ui/env/dev/connectors", timeout=30).text
+    assert session.get(f"{url}/ui/env/prod/connectors", timeout=5).status_code == 403
+    prod_action = "/ui/env/prod/bundles/payments-ingest/apply"
+    assert session.post(f"{url}{prod_action}", data={"csrf": csrf}, timeout=5).status_code == 403
+    assert session.get(f"{url}/ui/env/nowhere/bundles", timeout=5).status_code == 403
+    every, _ = logged_in(url)
+    assert "nav-prod-connectors" in every.get(f"{url}/ui/env/dev/connectors", timeout=30).text
+
+
+def test_environments_are_the_values_files_of_the_bundles(tmp_path: Path) -> None:
+    for bundle, envs in {"a": ["dev", "prod"], "b": ["dev"], "c": []}.items():
+        (tmp_path / bundle / "values").mkdir(parents=True)
+        (tmp_path / bundle / "bundle.yaml").touch()
+        for env in envs:
+            (tmp_path / bundle / "values" / f"{env}.yaml").touch()
+    (tmp_path / "not-a-bundle" / "values").mkdir(parents=True)
+    (tmp_path / "not-a-bundle" / "values" / "qa.yaml").touch()
+    assert environments(tmp_path) == {"dev": ["a", "b"], "prod": ["a"]}
+
+
+def test_rows_show_drift_and_the_first_line_of_a_failure() -> None:
+    change = {"key": "topic", "live": "a", "desired": "b"}
+    plan = {
+        "pending": True, "valid": True, "summary": {"update": 1, "unchanged": 1}, "unpruned": [],
+        "connectors": [
+            {"name": "x", "action": "update", "live_state": "RUNNING", "target_state": "running",
+             "state_change": False, "changes": [change], "validation_errors": []},
+            {"name": "y", "action": "unchanged", "live_state": "RUNNING", "target_state": "running",
+             "state_change": False, "changes": [], "validation_errors": []},
+        ],
+    }  # fmt: skip
+    row = bundle_row("b", plan)
+    assert row["sync"] == DRIFTED and [c["name"] for c in row["drift"]] == ["x"]
+    assert row["drift"][0]["changes"] == [change]
+    assert bundle_row("b", {**plan, "pending": False})["sync"] == IN_SYNC
+    trace = "\norg.apache.kafka.connect.errors.ConnectException: boom\n\tat Foo.bar(Foo.java:1)\n"
+    assert first_line(trace) == "org.apache.kafka.connect.errors.ConnectException: boom"
+    assert first_line(None) is None
+    task = {"id": 0, "state": "FAILED", "worker": "w:1", "trace": trace}
+    connector = {"name": "x", "state": "FAILED", "target_state": "running", "worker": "w:1", "trace": trace}
+    (shown,) = connector_rows({"connectors": [{**connector, "tasks": [task]}]}, {"x": 3})
+    assert shown["restarts"] == 3 and shown["failure"].endswith("boom")
+    assert shown["tasks"][0]["failure"].endswith("boom")
