@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from ikkai.settings import Endpoints, jars_dir
+from ikkai.settings import Endpoints, external_endpoints, jars_dir
 from stack.local_stack import LocalStack
 from stack.stack_security import StackSecrets
 from tests.deploy.crd_schemas import NoSuitableJava, strimzi_crds
@@ -41,3 +41,16 @@ def secure_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[End
     finally:
         if not reuse:
             local.down(purge=True)
+
+
+@pytest.fixture(scope="module")
+def own_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalStack, Endpoints]]:
+    """An embedded stack for one module whose tests kill its components: never the session's shared one,
+    whose other tests would break with it."""
+    if external_endpoints() is not None:
+        pytest.skip("kills a Connect worker, so it needs an embedded stack of its own (unset IKKAI_*_URL/SERVERS)")
+    local = LocalStack(tmp_path_factory.mktemp("own") / "home", jars_dir(), progress=sys.stderr)
+    try:
+        yield local, local.up()
+    finally:
+        local.down()

@@ -1,0 +1,180 @@
+"""The operator page in a real headless browser against a real stack: login, CSRF, the views, a kill -9.
+
+Chromium and its chromedriver come from Debian's packages (``.ci/run`` installs them; nothing is
+downloaded): Selenium drives them over WebDriver. A missing browser fails the module with what to
+install, never a skip. One browser and one embedded stack (its own: the test kills its Connect
+worker) serve the whole module; each view's screenshot is written under the module's tmp folder.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from deploy.connect_rest import ConnectClient
+from deploy.page import REFRESH_SECONDS
+from deploy.service import ControlPlane
+from ikkai.settings import Endpoints
+from stack.local_stack import CONNECT, LocalStack
+from tests.deploy.serving import serve
+
+pytestmark = pytest.mark.integration
+
+TOKEN = "browser-token-" + "x" * 16
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+SHIPPED = Path(__file__).resolve().parents[2] / "connectors" / "bundles"
+BUNDLE, ENV = "payments-ingest", "ci"
+SIZE = (1100, 640)  # small screenshots (the docs carry one of each view)
+
+
+@dataclass
+class Page:
+    driver: object  # selenium.webdriver.Chrome (imported inside the fixture: a clear failure when it is missing)
+    url: str
+    local: LocalStack
+    prefix: str
+    shots: Path
+
+    def open(self, path: str) -> None:
+        self.driver.get(f"{self.url}{path}")  # type: ignore[attr-defined]
+
+    def text(self, css: str) -> str:
+        from selenium.webdriver.common.by import By
+
+        return " ".join(e.text for e in self.driver.find_elements(By.CSS_SELECTOR, css))  # type: ignore[attr-defined]
+
+    def wait(self, seconds: float, condition: Callable[[], bool], what: str) -> None:
+        """Until ``condition`` holds (the page reloads itself meanwhile); fail saying ``what`` did not show."""
+        from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        try:
+            stale = (StaleElementReferenceException,)
+            waiting = WebDriverWait(self.driver, seconds, poll_frequency=0.5, ignored_exceptions=stale)
+            waiting.until(lambda _: condition())
+        except TimeoutException:
+            self.shot("timeout")
+            pytest.fail(f"{what} did not show within {seconds} s; the page said: {self.text('main')[:2000]}")
+
+    def shot(self, name: str) -> Path:
+        path = self.shots / f"{name}.png"
+        assert self.driver.save_screenshot(str(path)), path  # type: ignore[attr-defined]
+        return path
+
+    def post(self, path: str, form: dict[str, str]) -> int:
+        """A same-origin fetch POST from the page (it carries the session cookie, as a form would): its status."""
+        script = (
+            "const done = arguments[arguments.length - 1];"
+            "fetch(arguments[0], {method: 'POST', body: new URLSearchParams(arguments[1]), redirect: 'manual'})"
+            ".then(r => done(r.status), e => done(String(e)));"
+        )
+        return int(self.driver.execute_async_script(script, f"{self.url}{path}", form))  # type: ignore[attr-defined]
+
+
+def chromium() -> object:
+    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
+    if missing:
+        pytest.fail(f"no {' and no '.join(missing)}: the page's browser tests need Debian's chromium and its driver "
+                    "(apt-get install -y chromium chromium-driver; .ci/run installs them)")  # fmt: skip
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError as exc:
+        pytest.fail(f"selenium is not installed ({exc}): pip install -e '.[test]'")
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                 f"--window-size={SIZE[0]},{SIZE[1]}"):  # fmt: skip
+        options.add_argument(flag)
+    return webdriver.Chrome(options=options, service=Service(executable_path=str(CHROMEDRIVER)))
+
+
+@pytest.fixture(scope="module")
+def page(own_stack: tuple[LocalStack, Endpoints], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Page]:
+    local, endpoints = own_stack
+    prefix = f"page-{uuid.uuid4().hex[:8]}."
+    bundles = tmp_path_factory.mktemp("page-bundles")
+    shutil.copytree(SHIPPED / BUNDLE, bundles / BUNDLE)
+    manifest = yaml.safe_load((bundles / BUNDLE / "bundle.yaml").read_text())
+    manifest["owner_prefix"] = prefix
+    (bundles / BUNDLE / "bundle.yaml").write_text(yaml.safe_dump(manifest))
+    sources = {}
+    for source in ("payments", "refunds"):
+        (bundles / f"{source}.jsonl").touch()
+        sources[source] = {"file": str(bundles / f"{source}.jsonl"), "topic": f"ingest.{source}.{prefix}"}
+    (bundles / BUNDLE / "values" / f"{ENV}.yaml").write_text(yaml.safe_dump({"sources": sources}))
+    shots = tmp_path_factory.mktemp("page-screenshots")
+    sys.stderr.write(f"\npage screenshots in {shots}\n")
+    driver = chromium()
+    try:
+        for url in serve(ControlPlane(TOKEN, bundles, connect_url=endpoints.connect_url)):
+            yield Page(driver, url, local, prefix, shots)
+    finally:
+        driver.quit()  # type: ignore[attr-defined]
+        client = ConnectClient(endpoints.connect_url)
+        for name in client.connectors():
+            if name.startswith(prefix):
+                client.delete_connector(name)
+
+
+def test_the_page_refuses_actions_without_login_and_without_csrf(page: Page) -> None:
+    page.open(f"/ui/env/{ENV}/connectors")
+    assert page.driver.current_url.endswith("/ui/login")  # type: ignore[attr-defined]
+    page.shot("login")
+    action = f"/ui/env/{ENV}/bundles/{BUNDLE}/apply"
+    assert page.post(action, {}) == 403  # no session at all
+    from selenium.webdriver.common.by import By
+
+    page.driver.find_element(By.ID, "token").send_keys("not-our-token-xxxxxxxx")  # type: ignore[attr-defined]
+    page.driver.find_element(By.ID, "log-in").click()  # type: ignore[attr-defined]
+    assert "not a token of this server" in page.text("#login-error")
+    page.driver.find_element(By.ID, "token").send_keys(TOKEN)  # type: ignore[attr-defined]
+    page.driver.find_element(By.ID, "log-in").click()  # type: ignore[attr-defined]
+    assert page.driver.current_url.endswith(f"/ui/env/{ENV}/connectors")  # type: ignore[attr-defined]
+    assert page.post(action, {}) == 403 and page.post(action, {"csrf": "forged"}) == 403  # logged in, no CSRF
+    assert "ABSENT" in page.text(".connector .state")  # and nothing was applied
+
+
+def test_apply_from_the_page_then_both_views_show_it(page: Page) -> None:
+    from selenium.webdriver.common.by import By
+
+    page.open(f"/ui/env/{ENV}/bundles")
+    assert page.text("#bundles .state") == "drifted"
+    assert [page.text(f"#bundles .count.{action}") for action in ("create", "update", "delete")] == ["2", "0", "0"]
+    page.driver.find_element(By.CSS_SELECTOR, "tr.diff summary").click()  # type: ignore[attr-defined]
+    assert f"create {page.prefix}payments" in page.text("tr.diff")  # the plan's diff, opened on click
+    page.shot("bundles-drifted")
+    page.driver.find_element(By.CSS_SELECTOR, f"tr.bundle[data-bundle='{BUNDLE}'] button").click()  # type: ignore[attr-defined]
+    assert f"apply {BUNDLE}/{ENV}: done" in page.text("#flash")  # with the form's CSRF token, the action ran
+    page.wait(
+        3 * REFRESH_SECONDS, lambda: page.text(".connector .state") == "RUNNING RUNNING", "two RUNNING connectors"
+    )
+    page.shot("connectors")
+    page.open(f"/ui/env/{ENV}/bundles")
+    assert page.text("#bundles .state") == "in sync"
+    assert page.text("#bundles .count.unchanged") == "2"
+    page.shot("bundles")
+
+
+def test_a_kill_9_of_the_worker_shows_on_the_open_connectors_view(page: Page) -> None:
+    page.open(f"/ui/env/{ENV}/connectors")
+    assert page.text(".connector .state") == "RUNNING RUNNING"
+    page.local.kill(CONNECT)
+    try:
+        # No navigation by the test from here: the view reloads itself every REFRESH_SECONDS.
+        page.wait(3 * REFRESH_SECONDS, lambda: "unreachable" in page.text(f"#bundle-{BUNDLE} .unreachable"),
+                  "Connect's absence")  # fmt: skip
+        assert page.text(".connector .state") == ""
+        page.shot("connectors-worker-killed")
+    finally:
+        page.local.start(CONNECT)
+    page.wait(120, lambda: page.text(".connector .state") == "RUNNING RUNNING", "the connectors running again")
+    page.shot("connectors-worker-back")
