@@ -1,6 +1,9 @@
 """``ikkai jobs``: run a PySpark job as its own process, or print its spark-submit line for a cluster.
 
     ikkai jobs run infer [job options]      # exec `python -m spark_jobs.infer [job options]`
+    ikkai jobs run infer --master spark://127.0.0.1:PORT [job options]
+                                            # on a Spark standalone cluster (`ikkai stack up --spark-workers 2`):
+                                            # exec the spark-submit line `submit --execute` would run
     ikkai jobs submit infer --master URL    # the spark-submit line (stdout); --execute runs it
                                             # (builds dist/ikkai-app-*.zip, the code and data it ships)
     ikkai jobs submit infer --master k8s://https://api:6443 --image IMG --upload-path s3a://b/ikkai
@@ -43,11 +46,40 @@ def jobs() -> None:
 @click.argument("job", type=click.Choice(sorted(JOBS)))
 @click.argument("job_args", nargs=-1, type=click.UNPROCESSED)
 def run(job: str, job_args: tuple[str, ...]) -> None:
-    """Start JOB as its own process on the local Spark (see `python -m spark_jobs.infer --help`)."""
+    """Start JOB as its own process on the local Spark (see `python -m spark_jobs.infer --help`).
+
+    With `--master spark://HOST:PORT` (a standalone cluster, such as `ikkai stack up --spark-workers 2` starts) the
+    job goes through spark-submit instead, as `ikkai jobs submit JOB --master URL --execute` sends it: its code and
+    data reach the executors in the application zip (built under dist/), never from this checkout."""
+    master, rest = standalone_master(job_args)
+    if master is not None:
+        command = submit_command(job, master, rest, "client", Path("dist"))
+        click.echo("submitting: " + shlex.join(command), err=True)
+        sys.stderr.flush()
+        os.execv(command[0], command)  # noqa: S606 - pyspark's spark-submit, no shell
     command = [sys.executable, "-m", JOBS[job], *job_args]
     click.echo("starting: " + shlex.join(command), err=True)
     sys.stderr.flush()
     os.execv(sys.executable, command)  # noqa: S606 - our own interpreter and module, no shell
+
+
+def standalone_master(job_args: tuple[str, ...]) -> tuple[str | None, tuple[str, ...]]:
+    """The ``spark://`` master among the job's arguments (``--master URL`` or ``--master=URL``) and the others;
+    (None, the arguments) for any other master."""
+    for i, arg in enumerate(job_args):
+        if arg == "--master" and i + 1 < len(job_args):
+            master, rest = job_args[i + 1], job_args[:i] + job_args[i + 2 :]
+        elif arg.startswith("--master="):
+            master, rest = arg.split("=", 1)[1], job_args[:i] + job_args[i + 1 :]
+        else:
+            continue
+        return (master, rest) if master.startswith("spark://") else (None, job_args)
+    return None, job_args
+
+
+def loopback_master(master: str) -> bool:
+    """A standalone master on this machine's loopback (the stack's): the driver then listens on loopback too."""
+    return master.startswith(("spark://127.0.0.1:", "spark://localhost:"))
 
 
 def spark_submit_binary() -> str:
@@ -94,6 +126,8 @@ def submit_command(
         conf["spark.pyspark.python"] = "./ikkai-env/bin/python"
     elif master.startswith("local"):
         conf["spark.pyspark.python"] = sys.executable  # local executors are this machine's processes
+    if loopback_master(master):  # executors reach the driver where it listens: loopback, as everything of the stack
+        conf["spark.driver.host"] = conf["spark.driver.bindAddress"] = "127.0.0.1"
     command = [spark_submit_binary(), "--master", master, "--deploy-mode", deploy_mode, "--name", f"ikkai-{job}"]
     command += ["--jars", ",".join(spark_jars())]
     for key, value in conf.items():

@@ -24,9 +24,10 @@ EXIT_NOT_RUNNING = 3
 
 
 def endpoints_text(data: dict[str, Any], *more: tuple[str, str]) -> str:
-    keys = ("runtime", "bootstrap_servers", "connect_url", "schema_registry_url", "kafka_config",
-            "connect_credentials", "home")  # fmt: skip
-    rows = [(k, str(data[k])) for k in keys if k in data] + list(more)
+    keys = ("runtime", "bootstrap_servers", "connect_url", "connect_urls", "spark_master_url", "schema_registry_url",
+            "kafka_config", "connect_credentials", "home")  # fmt: skip
+    rows = [(k, ",".join(data[k]) if isinstance(data[k], list) else str(data[k])) for k in keys if k in data]
+    rows += list(more)
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
 
@@ -69,7 +70,7 @@ def setup() -> None:
 @click.option("--runtime", type=click.Choice(RUNTIMES), default="local", show_default=True)
 @click.pass_context
 def stack(ctx: click.Context, home: Path | None, runtime: str) -> None:
-    """Start, inspect and stop the Kafka broker + Kafka Connect worker.
+    """Start, inspect and stop the Kafka broker + Kafka Connect worker (and a Spark cluster, if asked).
 
     With IKKAI_BOOTSTRAP_SERVERS and IKKAI_CONNECT_URL set, the existing cluster they name is
     used and nothing is started or stopped.
@@ -85,15 +86,24 @@ def _stack(
     secure: bool | None = None,
     registry: bool | None = None,
     registry_port: int | None = None,
+    spark_workers: int | None = None,
+    connect_workers: int | None = None,
 ) -> Stack:
     return select_stack(
         ctx.obj["runtime"], home=ctx.obj["home"], broker_port=broker_port, connect_port=connect_port, brokers=brokers,
-        secure=secure, registry=registry, registry_port=registry_port,
+        secure=secure, registry=registry, registry_port=registry_port, spark_workers=spark_workers,
+        connect_workers=connect_workers,
     )  # fmt: skip
 
 
 def _endpoint_data(endpoints: Endpoints, stack_: Stack) -> dict[str, Any]:
     data: dict[str, Any] = endpoints.as_dict()
+    spark_master_url = getattr(stack_, "spark_master_url", lambda: None)()  # the embedded stack's Spark cluster
+    if spark_master_url:
+        data["spark_master_url"] = spark_master_url
+    connect_urls: list[str] = getattr(stack_, "connect_urls", list)()
+    if len(connect_urls) > 1:
+        data["connect_urls"] = connect_urls
     home = getattr(stack_, "home", None)
     if home is not None:
         data["home"] = str(home)
@@ -120,6 +130,16 @@ def _endpoint_data(endpoints: Endpoints, stack_: Stack) -> dict[str, Any]:
          "Confluent wire format. [default: the home's choice, none for a new home]",
 )  # fmt: skip
 @click.option("--registry-port", type=int, help="Schema registry port (default: last run's, else a free one).")
+@click.option(
+    "--spark-workers", type=click.IntRange(min=0),
+    help="Also run a Spark standalone master and this many workers (1 core each; their executors in JVMs of their "
+         "own), for `ikkai jobs submit --master <spark_master_url> --execute`; 0 for none. "
+         "[default: the home's count, 0 for a new home]",
+)  # fmt: skip
+@click.option(
+    "--connect-workers", type=click.IntRange(min=1),
+    help="Kafka Connect distributed workers in the stack's one group. [default: the home's count, 1 for a new home]",
+)  # fmt: skip
 @output_option
 @click.pass_context
 def up(
@@ -130,12 +150,15 @@ def up(
     secure: bool | None,
     registry: bool | None,
     registry_port: int | None,
+    spark_workers: int | None,
+    connect_workers: int | None,
     output: str,
 ) -> None:
     """Start the stack and wait until it answers; prints the endpoints."""
     started = time.monotonic()
     stack_ = _stack(ctx, broker_port=broker_port, connect_port=connect_port, brokers=brokers, secure=secure,
-                    registry=registry, registry_port=registry_port)  # fmt: skip
+                    registry=registry, registry_port=registry_port, spark_workers=spark_workers,
+                    connect_workers=connect_workers)  # fmt: skip
     endpoints = stack_.up()
     click.echo(f"stack up in {time.monotonic() - started:.1f}s", err=True)
     emit(_endpoint_data(endpoints, stack_), output, endpoints_text)

@@ -8,6 +8,7 @@ so every file here is written 0600 from its first byte, in a folder only its use
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from stack.stack_config import (
@@ -40,9 +41,13 @@ def write_configs(
     *,
     plugin_path: list[Path] | None,
     scan_plugins: bool = False,
+    connect_ports: Mapping[str, int] | None = None,
+    log_only: Iterable[str] = (),
 ) -> None:
     """Every component's files; the brokers' only when ``plugin_path`` is None (a broker restart builds no plugin).
-    ``scan_plugins``: plugins from elsewhere may lack ServiceLoader manifests, so the worker scans them too."""
+    ``scan_plugins``: plugins from elsewhere may lack ServiceLoader manifests, so the worker scans them too.
+    ``connect_ports``: each Connect worker's REST port by name (default: ``connect`` alone, on ``ports.connect``).
+    ``log_only``: components that get their log4j2 file only (the Spark master and workers)."""
     private_dir(home.config_dir)  # the secured stack's files hold its passwords
     home.logs_dir.mkdir(parents=True, exist_ok=True)
     brokers = broker_components(len(ports.nodes))
@@ -54,7 +59,10 @@ def write_configs(
         **{f"log4j2-{broker}.properties": log4j2_properties(home.log_file(broker)) for broker in brokers},
     }
     if plugin_path is not None:
-        files |= connect_configs(home, ports, secrets, plugin_path, scan_plugins=scan_plugins)
+        for worker, port in (connect_ports or {CONNECT: ports.connect}).items():
+            files |= connect_configs(home, ports, secrets, plugin_path, scan_plugins=scan_plugins,
+                                     worker=worker, port=port)  # fmt: skip
+    files |= {f"log4j2-{name}.properties": log4j2_properties(home.log_file(name)) for name in log_only}
     for name, properties in files.items():
         write_private(home.config_dir / name, render_properties(properties, HEADER))
 
@@ -75,15 +83,20 @@ def broker_config(
 
 
 def connect_configs(
-    home: StackHome, ports: Ports, secrets: StackSecrets | None, plugin_path: list[Path], *, scan_plugins: bool
-) -> dict[str, dict[str, str]]:
-    """The Connect worker's properties and its log4j2 file."""
-    worker = connect_properties(ports, plugin_path)
+    home: StackHome, ports: Ports, secrets: StackSecrets | None, plugin_path: list[Path], *, scan_plugins: bool,
+    worker: str = CONNECT, port: int | None = None,
+) -> dict[str, dict[str, str]]:  # fmt: skip
+    """A Connect worker's properties and its log4j2 file: ``connect`` on ``ports.connect``, or another worker of
+    the same group (``connect-<i>``) on its own REST ``port``."""
+    port = ports.connect if port is None else port
+    properties = connect_properties(ports, plugin_path)
+    properties |= {"listeners": f"http://{HOST}:{port}", "rest.advertised.port": str(port)}
     if scan_plugins:
-        worker["plugin.discovery"] = "hybrid_warn"
+        properties["plugin.discovery"] = "hybrid_warn"
     if secrets is not None:
-        worker |= connect_security(secrets, ports.connect, HOST)
+        properties |= connect_security(secrets, port, HOST)
+    suffix = "" if worker == CONNECT else worker[len(CONNECT) :]
     return {
-        "connect-distributed.properties": worker,
-        f"log4j2-{CONNECT}.properties": log4j2_properties(home.log_file(CONNECT)),
+        f"connect-distributed{suffix}.properties": properties,
+        f"log4j2-{worker}.properties": log4j2_properties(home.log_file(worker)),
     }

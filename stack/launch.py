@@ -16,6 +16,7 @@ from stack import processes
 from stack.artifacts import JarSet
 from stack.errors import PortInUseError, StackError
 from stack.schema_registry import REGISTRY
+from stack.spark_cluster import SPARK_MASTER, SPARK_WORKER, SPARK_WORKER_NODE, is_extra_connect
 from stack.stack_config import BROKER, CONNECT, HOST, NODE
 from stack.stack_security import (
     StackSecrets,
@@ -30,26 +31,38 @@ BROKER_MAIN = "kafka.Kafka"
 STORAGE_TOOL = "kafka.tools.StorageTool"
 CONNECT_MAIN = "org.apache.kafka.connect.cli.ConnectDistributed"
 
-READY_TIMEOUT = {BROKER: 90.0, CONNECT: 180.0}
-STOP_GRACE = {CONNECT: 20.0, BROKER: 30.0}
+READY_TIMEOUT = {BROKER: 90.0, CONNECT: 180.0, SPARK_MASTER: 60.0, SPARK_WORKER: 60.0}
+STOP_GRACE = {CONNECT: 20.0, BROKER: 30.0, SPARK_MASTER: 10.0, SPARK_WORKER: 15.0}
 
 
 def component_kind(component: str) -> str:
-    """``broker`` for every broker, else the component's own name."""
-    return BROKER if component == BROKER or NODE.fullmatch(component) else component
+    """``broker`` for every broker, ``connect`` for every Connect worker, ``spark-worker`` for every Spark
+    worker, else the component's own name."""
+    if component == BROKER or NODE.fullmatch(component):
+        return BROKER
+    if is_extra_connect(component):
+        return CONNECT
+    return SPARK_WORKER if SPARK_WORKER_NODE.fullmatch(component) else component
+
+
+def connect_config_file(home: StackHome, component: str) -> Path:
+    """``connect-distributed.properties`` for the first worker, ``connect-distributed-<i>.properties`` for more."""
+    suffix = "" if component == CONNECT else component[len(CONNECT) :]
+    return home.config_dir / f"connect-distributed{suffix}.properties"
 
 
 def main_and_config(home: StackHome, component: str) -> tuple[str, Path]:
-    """The main class ``component``'s JVM runs and the properties file it is given."""
-    if component == CONNECT:
-        return CONNECT_MAIN, home.config_dir / "connect-distributed.properties"
+    """The main class a broker's or Connect worker's JVM runs and the properties file it is given."""
+    if component_kind(component) == CONNECT:
+        return CONNECT_MAIN, connect_config_file(home, component)
     return BROKER_MAIN, home.server_properties(component)
 
 
 def jvm_options(home: StackHome, component: str, secrets: StackSecrets | None, heap: str) -> list[str]:
     """The options of ``component``'s JVM: the secured stack's first, then heap, GC and logging."""
-    security = [] if secrets is None else connect_jvm_options(secrets) if component == CONNECT else \
-        broker_jvm_options(secrets)  # fmt: skip
+    kind = component_kind(component)
+    security = [] if secrets is None or kind in (SPARK_MASTER, SPARK_WORKER) else connect_jvm_options(secrets) \
+        if kind == CONNECT else broker_jvm_options(secrets)  # fmt: skip
     return [*security,
         "-Xms128m", f"-Xmx{heap}",
         "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:+ExitOnOutOfMemoryError",

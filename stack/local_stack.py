@@ -1,8 +1,10 @@
-"""The embedded stack: KRaft broker(s) and one Kafka Connect distributed worker on loopback.
+"""The embedded stack: KRaft broker(s), Kafka Connect distributed worker(s) and a Spark cluster on loopback.
 
 One broker by default; ``brokers=3`` starts three combined broker+controller nodes (replication
-factor 3, min.insync.replicas 2) for replication and broker-failure tests. Everything lives under
-one home folder::
+factor 3, min.insync.replicas 2) for replication and broker-failure tests. One Connect worker by
+default; ``connect_workers=N`` runs N in one group. No Spark by default; ``spark_workers=N`` adds a
+Spark standalone master and N workers (stack/spark_cluster.py, where their files live). Everything
+lives under one home folder::
 
     <home>/stack.json          broker count, ports and cluster id (kept across down/up: stable endpoints)
     <home>/config/             rendered server.properties (server-<i>.properties per node of N > 1),
@@ -58,6 +60,18 @@ from stack.local_plugins import local_plugin_dirs_for_stack
 from stack.prerequisites import check_java
 from stack.probes import broker_answers, connect_plugins
 from stack.schema_registry import REGISTRY, LocalSchemaRegistry
+from stack.spark_cluster import (
+    DAEMON_HEAP,
+    SPARK_MASTER,
+    cluster_port_roles,
+    connect_components,
+    is_spark,
+    launcher_java_options,
+    master_url,
+    spark_answers,
+    spark_components,
+    spark_launch,
+)
 from stack.stack_config import BROKER as BROKER  # re-exported: callers name components by these
 from stack.stack_config import CONNECT as CONNECT
 from stack.stack_config import HOST, Ports, bootstrap_servers, broker_components, broker_node_id
@@ -88,11 +102,17 @@ class LocalStack:
         listener_ports: Mapping[str, int] | None = None,
         registry: bool | None = None,
         registry_port: int | None = None,
+        spark_workers: int | None = None,
+        connect_workers: int | None = None,
     ) -> None:
         """``brokers``: how many KRaft nodes ``up`` starts; None keeps the home's count (1 for a new home).
         ``secure``: SASL_SSL and an HTTPS, basic-auth Connect REST API; None keeps the home's choice.
         ``listener_ports``: a secured one-broker stack's ``mtls`` and ``oauth`` listener ports (default:
-        last run's, else free ones)."""
+        last run's, else free ones). ``spark_workers``: a Spark standalone master and that many workers (0: none);
+        ``connect_workers``: Connect workers in the stack's group; None keeps the home's count (0 and 1 for a new
+        home)."""
+        if connect_workers is not None:
+            connect_components(connect_workers)  # at least one
         if brokers is not None:
             broker_components(brokers)  # at least one
         self.home = home.resolve()
@@ -107,6 +127,8 @@ class LocalStack:
         self.requested_listeners = dict(listener_ports or {})
         self.requested_registry = registry  # the local schema registry too; None keeps the home's choice
         self.registry_port = registry_port
+        self.requested_spark_workers = spark_workers
+        self.requested_connect_workers = connect_workers
 
     # -- paths (the home's, stack.state) ----------------------------------------------------------
 
@@ -169,8 +191,45 @@ class LocalStack:
         return broker_components(self.broker_count)
 
     @property
+    def spark_worker_count(self) -> int:
+        """The Spark workers ``up`` starts: as asked, else as recorded, else none (and then no master)."""
+        asked = self.requested_spark_workers
+        return asked if asked is not None else self._home.saved_count("spark_workers") or 0
+
+    @property
+    def connect_worker_count(self) -> int:
+        """The Connect workers ``up`` starts in the stack's group: as asked, else as recorded, else one."""
+        asked = self.requested_connect_workers
+        return asked if asked is not None else self._home.saved_count("connect_workers") or 1
+
+    @property
+    def connect_workers(self) -> tuple[str, ...]:
+        """``("connect",)``, or ``("connect", "connect-2", ..., "connect-N")``."""
+        return connect_components(self.connect_worker_count)
+
+    @property
+    def spark(self) -> tuple[str, ...]:
+        """``("spark-master", "spark-worker-1", ..., "spark-worker-N")``, or none."""
+        return spark_components(self.spark_worker_count)
+
+    @property
     def components(self) -> tuple[str, ...]:
-        return (*self.brokers, CONNECT)
+        return (*self.brokers, *self.connect_workers, *self.spark)
+
+    def spark_master_url(self) -> str | None:
+        """The Spark master's ``spark://`` URL (for ``ikkai jobs submit --master``); None without Spark workers."""
+        ports = self._home.saved_cluster_ports()
+        return master_url(ports) if self.spark and SPARK_MASTER in ports else None
+
+    def connect_urls(self) -> list[str]:
+        """Every Connect worker's REST URL, the stack's ``connect_url`` first."""
+        endpoints = self.endpoints()
+        if endpoints is None:
+            return []
+        ports = self._home.saved_cluster_ports()
+        scheme = endpoints.connect_url.split("://", 1)[0]
+        more = [f"{scheme}://{HOST}:{ports[c]}" for c in self.connect_workers[1:] if c in ports]
+        return [endpoints.connect_url, *more]
 
     # -- public API ----------------------------------------------------------------------------
 
@@ -191,17 +250,19 @@ class LocalStack:
         if self.with_registry:
             registry = self.schema_registry().status()
             components.append(ComponentStatus(REGISTRY, registry.pids, registry.healthy, registry.log))
-        return StackStatus(self.home, self.endpoints(), components)
+        return StackStatus(self.home, self.endpoints(), components, spark_master_url=self.spark_master_url(),
+                           connect_urls=self.connect_urls() if len(self.connect_workers) > 1 else [])  # fmt: skip
 
     def up(self) -> Endpoints:
         """Bring the stack to running; a no-op (bar a health check) when it already is."""
         self._home.check_request(brokers=self.requested_brokers, secure=self.requested_secure)
         current = self.status()
         current = dataclasses.replace(current, components=[c for c in current.components if c.name != REGISTRY])
-        if current.running and current.endpoints:
+        unexpected = set(processes.stack_processes(self.home)) - {*self.components, REGISTRY}  # fewer workers asked
+        if current.running and current.endpoints and not unexpected:
             self._say("stack already up")
             return self._start_registry()
-        if not current.stopped:
+        if not current.stopped or unexpected:
             dead = [c.name for c in current.components if not c.pids]
             self._say(
                 f"previous stack in {self.home} is not healthy "
@@ -212,12 +273,17 @@ class LocalStack:
         java = check_java()
         jars = ensure_jars(self.jars_dir, progress=self.progress)
         self._write_state(ports)
+        self._home.update_state(spark_workers=self.spark_worker_count, connect_workers=self.connect_worker_count)
+        self._home.choose_cluster_ports(cluster_port_roles(self.spark_worker_count, self.connect_worker_count), ports)
         self._write_configs(ports, jars)
         for broker in self.brokers:
             format_storage(self._home, broker, java.executable, jars, self.stack_secrets())
         # All nodes at once: a node of three is ready only once a quorum of controllers has formed.
         self._start(self.brokers, java.executable, jars, ports)
-        self._start([CONNECT], java.executable, jars, ports)
+        self._start(self.connect_workers, java.executable, jars, ports)
+        if self.spark:  # the master first: a worker registers with it at start-up
+            self._start(self.spark[:1], java.executable, jars, ports)
+            self._start(self.spark[1:], java.executable, jars, ports)
         return self._start_registry()
 
     def down(self, *, purge: bool = False) -> list[int]:
@@ -225,7 +291,7 @@ class LocalStack:
         stopped = self._stop_all()
         if purge:
             for path in (self.config_dir, self.home / "kafka", self.logs_dir, self.home / SECURE_DIR, self.state_file,
-                         self.schema_registry().state_file):  # fmt: skip
+                         self.schema_registry().state_file, self.home / "spark"):  # fmt: skip
                 if path.is_dir():
                     shutil.rmtree(path)
                 else:
@@ -235,7 +301,8 @@ class LocalStack:
     def kill(self, component: str, sig: signal.Signals = signal.SIGKILL) -> list[int]:
         """Send ``sig`` to one component (chaos tests, the demo's worker restart): ``connect``, ``broker``
         on a one-broker stack, ``broker-<i>`` on a stack of more (stack.chaos's ``ChaosStack.leader_of``
-        and ``coordinator_of`` name the one that matters)."""
+        and ``coordinator_of`` name the one that matters), ``connect-<i>``, ``spark-master``, ``spark-worker-<i>``
+        (with its executors: they are in its process group)."""
         self._check_component(component)
         pids = processes.stack_processes(self.home).get(component, [])
         for pid in pids:
@@ -255,7 +322,7 @@ class LocalStack:
         self._home.check_ports_free(component, ports)  # before the JVM: a taken port can never be bound
         java = check_java()
         jars = ensure_jars(self.jars_dir, progress=self.progress)
-        self._write_configs(ports, jars, connect=component == CONNECT)
+        self._write_configs(ports, jars, connect=component in self.connect_workers)
         self._start([component], java.executable, jars, ports)
 
     # -- steps ---------------------------------------------------------------------------------
@@ -301,6 +368,13 @@ class LocalStack:
         return KafkaContext(bootstrap_servers(ports), security)
 
     def _answers(self, component: str, ports: Ports) -> bool:
+        if is_spark(component):
+            return spark_answers(component, self._home.saved_cluster_ports())
+        if component in self.connect_workers[1:]:
+            url = self.connect_urls()[self.connect_workers.index(component)]
+            endpoints = self._endpoints(ports)
+            plugins = connect_plugins(url, auth=endpoints_connect_auth(endpoints))
+            return plugins is not None and FILE_SOURCE in plugins
         cluster = self.kafka_cluster(ports)
         if component == BROKER:
             return broker_answers(cluster)
@@ -330,9 +404,12 @@ class LocalStack:
         if connect:
             built = local_plugin_dirs_for_stack(self.jars_dir, progress=self.progress)
             plugin_path = [jars.plugins, *built, *self.extra_plugin_dirs]
+        cluster_ports = self._home.saved_cluster_ports()
+        connect_ports = {CONNECT: ports.connect} | {w: cluster_ports[w] for w in self.connect_workers[1:]}
         write_configs(
-            self._home, ports, self.stack_secrets(), plugin_path=plugin_path, scan_plugins=bool(self.extra_plugin_dirs)
-        )
+            self._home, ports, self.stack_secrets(), plugin_path=plugin_path, scan_plugins=bool(self.extra_plugin_dirs),
+            connect_ports=connect_ports, log_only=self.spark,
+        )  # fmt: skip
 
     def _broker_properties(self, ports: Ports, broker: str, node_id: int) -> dict[str, str]:
         return broker_config(self._home, ports, broker, node_id, self.stack_secrets())
@@ -342,9 +419,13 @@ class LocalStack:
         started = time.monotonic()
         launched = []
         for component in components:
+            if is_spark(component):
+                process = self._start_spark(component, java)
+                launched.append((component, process))
+                continue
             main_class, config = main_and_config(self._home, component)
-            if component == CONNECT:
-                address = self._endpoints(ports).connect_url
+            if component in self.connect_workers:
+                address = self.connect_urls()[self.connect_workers.index(component)]
             else:
                 address = f"{HOST}:{ports.nodes[broker_node_id(component) - 1].broker}"
             self._say(f"starting {component} on {address}")
@@ -362,8 +443,26 @@ class LocalStack:
         for component, process in launched:
             self._wait_ready(component, process, lambda c=component: self._answers(c, ports), started)  # type: ignore[misc]
             self._say(f"{component} ready in {time.monotonic() - started:.1f}s (pid {process.pid})")
-        if len(ports.nodes) > 1 and any(component != CONNECT for component, _ in launched):
+        if len(ports.nodes) > 1 and any(component in self.brokers for component, _ in launched):
             self._wait_all_registered(ports, started)
+
+    def _start_spark(self, component: str, java: Path) -> subprocess.Popen[bytes]:
+        """Start the Spark master or a worker: the classes ``spark-class`` runs, with the options its launcher gives."""
+        ports = self._home.saved_cluster_ports()
+        launch = spark_launch(self.home, component, ports)
+        address = master_url(ports) if component == SPARK_MASTER else f"{HOST}:{ports[component]}"
+        self._say(f"starting {component} on {address}")
+        return processes.start_java(
+            java,
+            home=self.home,
+            component=component,
+            main_class=launch.main_class,
+            classpath=launch.classpath,
+            args=launch.args,
+            jvm_options=[*launcher_java_options(java), *jvm_options(self._home, component, None, DAEMON_HEAP)],
+            output=self.logs_dir / f"{component}.out",
+            env=launch.env,
+        )
 
     def _wait_all_registered(self, ports: Ports, started: float) -> None:
         """Every broker, asked at its own address, lists every node: only then is a cluster of N ready.
@@ -409,7 +508,9 @@ class LocalStack:
     def _stop_all(self) -> list[int]:
         # Connect first: it needs the brokers to leave cleanly. Brokers all at once: a node stopped after
         # the others could not reach a controller quorum for its clean shutdown, and would wait it out.
-        stopped = self._stop([CONNECT]) + self._stop(self.brokers)
+        # Spark's workers before their master (a worker stops its executors as it goes).
+        stopped = self._stop(self.spark[1:]) + self._stop(self.spark[:1])
+        stopped += self._stop(self.connect_workers) + self._stop(self.brokers)
         return stopped + self._stop(processes.stack_processes(self.home), grace_seconds=5)  # anything unexpected
 
     def _stop(self, components: Iterable[str], grace_seconds: float | None = None) -> list[int]:

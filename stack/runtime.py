@@ -79,9 +79,12 @@ def select_stack(
     secure: bool | None = None,
     registry: bool | None = None,
     registry_port: int | None = None,
+    spark_workers: int | None = None,
+    connect_workers: int | None = None,
     progress: TextIO = sys.stderr,
 ) -> Stack:
-    """``brokers``: the embedded stack's broker count (None: the home's, 1 for a new one); only it has a choice."""
+    """``brokers``: the embedded stack's broker count (None: the home's, 1 for a new one); only it has a choice,
+    as of ``spark_workers`` (a Spark standalone cluster) and ``connect_workers``."""
     external = external_endpoints()
     if external is not None:
         return ExternalStack(external, progress)
@@ -89,6 +92,10 @@ def select_stack(
         raise StackError(
             "stack", f"--brokers {brokers} is for the embedded stack only", fix="use --runtime local, or omit --brokers"
         )
+    for flag, count, default in (("--spark-workers", spark_workers, 0), ("--connect-workers", connect_workers, 1)):
+        if count not in (None, default) and runtime != "local":
+            raise StackError("stack", f"{flag} {count} is for the embedded stack only",
+                             fix=f"use --runtime local, or omit {flag}")  # fmt: skip
     if secure and runtime != "local":
         raise StackError(
             "stack", "--secure is for the embedded stack only",
@@ -111,4 +118,6 @@ def select_stack(
         secure=secure,
         registry=registry,
         registry_port=registry_port,
+        spark_workers=spark_workers,
+        connect_workers=connect_workers,
     )

@@ -28,7 +28,6 @@ from stack.ports import choose_ports, ephemeral_range, free_port, port_is_free, 
 from stack.schema_registry import recorded_url
 from stack.stack_config import (
     BROKER,
-    CONNECT,
     CONTROLLER,
     HOST,
     Ports,
@@ -39,6 +38,7 @@ from stack.stack_config import (
 from stack.stack_security import StackSecrets, ensure_secrets
 
 LISTENERS_KEY = "secure_listeners"  # stack.json: a secured one-broker stack's extra listener ports
+CLUSTER_PORTS_KEY = "cluster_ports"  # stack.json: the Spark cluster's and the extra Connect workers' ports
 EXTRA_LISTENERS = ("mtls", "oauth")
 
 
@@ -111,6 +111,34 @@ class StackHome:
     def saved_registry(self) -> bool:
         """Whether the stack runs the local schema registry, as recorded (False when never recorded)."""
         return self.saved_state().get("registry") is True
+
+    def saved_count(self, key: str) -> int | None:
+        """A count ``up`` recorded (``spark_workers``, ``connect_workers``); None when never recorded."""
+        count = self.saved_state().get(key)
+        return count if isinstance(count, int) and count >= 0 else None
+
+    def saved_cluster_ports(self) -> dict[str, int]:
+        """The Spark cluster's and the extra Connect workers' ports by role (stack/spark_cluster.py)."""
+        saved = self.saved_state().get(CLUSTER_PORTS_KEY)
+        return {k: v for k, v in saved.items() if isinstance(v, int)} if isinstance(saved, dict) else {}
+
+    def choose_cluster_ports(self, roles: tuple[str, ...], ports: Ports) -> dict[str, int]:
+        """The ports of ``roles``, chosen as ``choose_ports`` chooses the others: last run's if free and outside
+        the kernel's ephemeral range, else new ones; never one of ``ports``. Recorded in stack.json."""
+        saved, ephemeral, reserved = self.saved_cluster_ports(), ephemeral_range(), reserved_ports()
+        taken = set(ports.as_dict().values())
+        chosen: dict[str, int] = {}
+        for role in roles:
+            old = saved.get(role)
+            if old is not None and old not in taken and old not in ephemeral and old not in reserved \
+                    and port_is_free(old):  # fmt: skip
+                port = old
+            else:
+                port = free_port(avoid=taken, ephemeral=ephemeral, reserved=reserved)
+            taken.add(port)
+            chosen[role] = port
+        self.update_state(**{CLUSTER_PORTS_KEY: {**saved, **chosen}})
+        return chosen
 
     def secure_listeners(self) -> dict[str, str]:
         """A secured one-broker stack's extra listeners by name (``mtls``, ``oauth``): their ``host:port``."""
@@ -188,9 +216,13 @@ class StackHome:
 
     def check_ports_free(self, component: str, ports: Ports) -> None:
         """Refuse to restart ``component`` when another process holds one of its recorded ports."""
-        roles = (CONNECT,) if component == CONNECT else (component, component.replace(BROKER, CONTROLLER, 1))
+        by_role = {**self.saved_cluster_ports(), **ports.as_dict()}
+        if component in by_role and not component.startswith(BROKER):  # Connect, Spark: their port (and UI's)
+            roles: tuple[str, ...] = tuple(role for role in (component, f"{component}-ui") if role in by_role)
+        else:
+            roles = (component, component.replace(BROKER, CONTROLLER, 1))
         for role in roles:
-            port = ports.as_dict()[role]
+            port = by_role[role]
             if not port_is_free(port):
                 raise PortInUseError(
                     HOST, port, role,

@@ -30,6 +30,8 @@ class StackStatus:
     home: Path
     endpoints: Endpoints | None
     components: list[ComponentStatus] = field(default_factory=list)
+    spark_master_url: str | None = None  # the embedded stack's Spark cluster, when it has one
+    connect_urls: list[str] = field(default_factory=list)  # every Connect worker's, when there are several
 
     @property
     def running(self) -> bool:
@@ -44,6 +46,8 @@ class StackStatus:
             "home": str(self.home),
             "state": "running" if self.running else "stopped" if self.stopped else "degraded",
             **(self.endpoints.as_dict() if self.endpoints else {"runtime": "local"}),
+            **({"spark_master_url": self.spark_master_url} if self.spark_master_url else {}),
+            **({"connect_urls": self.connect_urls} if self.connect_urls else {}),
             "components": [c.as_dict() for c in self.components],
         }
 

@@ -208,3 +208,26 @@ def test_up_with_another_broker_count_than_the_homes_refuses_and_says_how_to_sta
     assert not (home / "logs").exists(), "nothing may be started"
     with pytest.raises(StackError, match="name one of broker, connect"):
         stack.kill("broker-2")
+
+
+def test_the_cluster_ports_are_kept_moved_out_of_the_ephemeral_range_and_never_the_stacks(
+    home: Path, kernel_range: range
+) -> None:
+    from stack.spark_cluster import cluster_port_roles
+    from stack.state import StackHome
+
+    home.mkdir()
+    stack_ports = Ports(broker=free_port(), controller=free_port(), connect=free_port())
+    kept, inside = free_port(avoid=stack_ports.as_dict().values()), a_port_inside(kernel_range)
+    saved = {"spark-master": kept, "spark-master-ui": inside, "spark-worker-1": stack_ports.connect}
+    (home / "stack.json").write_text(json.dumps({"cluster_ports": saved}))
+    roles = cluster_port_roles(spark_workers=2, connect_workers=2)
+    assert roles == ("spark-master", "spark-master-ui", "spark-worker-1", "spark-worker-1-ui", "spark-worker-2",
+                     "spark-worker-2-ui", "connect-2")  # fmt: skip
+    chosen = StackHome(home.resolve()).choose_cluster_ports(roles, stack_ports)
+    assert chosen["spark-master"] == kept, "a saved port outside the range is kept (a restart keeps the master URL)"
+    assert chosen["spark-master-ui"] not in kernel_range
+    assert chosen["spark-worker-1"] != stack_ports.connect, "never a port of the brokers or the first worker"
+    assert len(set(chosen.values()) | set(stack_ports.as_dict().values())) == len(roles) + 3
+    assert json.loads((home / "stack.json").read_text())["cluster_ports"] == chosen
+    assert cluster_port_roles(spark_workers=0, connect_workers=1) == (), "the default stack has no other port"
