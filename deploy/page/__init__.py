@@ -1,7 +1,8 @@
-"""The operator page of ``ikkai serve`` under ``/ui/``: bundles and connectors per environment, behind a login.
+"""The operator page of ``ikkai serve`` under ``/ui/``: bundles, connectors and flow per environment, behind a login.
 
 ``deploy.page.app`` holds the routes (Starlette, Jinja2 templates shipped in this package), ``deploy.page.session``
-the login and CSRF rules and ``deploy.page.views`` the pure shaping of the control plane's data into rows.
+the login and CSRF rules, ``deploy.page.views`` the pure shaping of the control plane's data into rows and
+``deploy.page.charts`` the pictures (pygal SVG); the flow's offsets are read by ``deploy.flow``.
 """
 
 from deploy.page.app import REFRESH_SECONDS, page_app

@@ -5,13 +5,15 @@ from it, nothing fetched from elsewhere. ``GET /ui/login`` asks for the same bea
 ``POST /ui/login`` turns it into a signed session cookie (HttpOnly, SameSite=Strict, Secure over HTTPS;
 ``deploy.page.session``). Every other page needs that cookie (else a redirect to the login) and covers only
 the environments the token covers (else 403); every action is a POST that also needs the session's CSRF
-token in its form (else 403). The views call Connect, so they run on Starlette's thread pool like the API's
-bundle routes. The connectors view reloads itself every ``REFRESH_SECONDS``.
+token in its form (else 403). The views call Connect (and the flow view Kafka, through ``deploy.flow``,
+one reader per environment), so they run on Starlette's thread pool like the API's bundle routes. The
+connectors and flow views reload themselves every ``REFRESH_SECONDS``; the flow chart is an SVG ``<img>``.
 """
 
 from __future__ import annotations
 
 import secrets
+import threading
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
@@ -29,7 +31,10 @@ from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp
 
 from deploy import bundle_ops
+from deploy.clusters import kafka_cluster
+from deploy.flow import DEAD_LETTERS, STAGES, FlowReader, rates
 from deploy.page import session as login
+from deploy.page.charts import flow_chart
 from deploy.page.views import bundle_row, connector_rows, environments
 from deploy.service import ControlPlane
 from ikkai.errors import IkkaiError
@@ -145,6 +150,46 @@ def page_app(plane: ControlPlane, *, secure_cookie: bool = False) -> ASGIApp:
         rows = await run_in_threadpool(status_rows, env)
         return render(request, "connectors.html", env=env, view="connectors", bundles=rows)
 
+    readers: dict[str, FlowReader] = {}
+    readers_lock = threading.Lock()
+
+    def flow_samples(env: str) -> list[Any]:
+        """The environment's flow samples: one reader per environment, each sampling at most every few seconds."""
+        with readers_lock:
+            if env not in readers:
+                target = bundle_ops.cluster_target(env, plane.connect_url, plane.clusters)
+                readers[env] = FlowReader(kafka_cluster(target))
+            reader = readers[env]
+        return reader.sampled()
+
+    async def flow_view(request: Request) -> Response:
+        env = request.path_params["env"]
+        refused = gate(request, env)
+        if refused is not None:
+            return refused
+        try:
+            samples = await run_in_threadpool(flow_samples, env)
+        except IkkaiError as exc:
+            return render(request, "flow.html", env=env, view="flow", error=_one_line(exc))
+        ends = samples[-1].ends
+        stages = [
+            {"stage": stage, "topic": topic, "end": ends.get(topic), "rate": (rates(samples, topic) or [None])[-1]}
+            for stage, topic in STAGES
+        ]
+        dead = [{"topic": topic, "end": ends.get(topic)} for topic in DEAD_LETTERS]
+        return render(request, "flow.html", env=env, view="flow", stages=stages, dead=dead, samples=len(samples))
+
+    async def flow_svg(request: Request) -> Response:
+        env = request.path_params["env"]
+        refused = gate(request, env)
+        if refused is not None:
+            return refused
+        try:
+            samples = await run_in_threadpool(flow_samples, env)
+        except IkkaiError:
+            samples = []
+        return Response(flow_chart(samples), media_type="image/svg+xml", headers={"Cache-Control": "no-store"})
+
     async def bundle_action(request: Request) -> Response:
         env, bundle, verb = (request.path_params[k] for k in ("env", "bundle", "verb"))
         refused = await action_gate(request, env)
@@ -189,6 +234,8 @@ def page_app(plane: ControlPlane, *, secure_cookie: bool = False) -> ASGIApp:
         Route("/", home, methods=["GET"]),
         Route("/env/{env}/bundles", bundles_view, methods=["GET"]),
         Route("/env/{env}/connectors", connectors_view, methods=["GET"]),
+        Route("/env/{env}/flow", flow_view, methods=["GET"]),
+        Route("/env/{env}/flow.svg", flow_svg, methods=["GET"]),
         Route("/env/{env}/bundles/{bundle}/{verb}", bundle_action, methods=["POST"]),
         Route("/env/{env}/bundles/{bundle}/connectors/{connector}/{verb}", connector_action, methods=["POST"]),
         Mount("/static", StaticFiles(directory=static), name="static"),

@@ -21,6 +21,7 @@ import yaml
 from deploy.connect_rest import ConnectClient
 from deploy.page import REFRESH_SECONDS
 from deploy.service import ControlPlane
+from ikkai.contract.topics import INGEST_PAYMENTS
 from ikkai.settings import Endpoints
 from stack.local_stack import CONNECT, LocalStack
 from tests.deploy.serving import serve
@@ -42,6 +43,7 @@ class Page:
     local: LocalStack
     prefix: str
     shots: Path
+    payments: Path  # the file the bundle's payments source reads into ingest.payments
 
     def open(self, path: str) -> None:
         self.driver.get(f"{self.url}{path}")  # type: ignore[attr-defined]
@@ -110,13 +112,17 @@ def page(own_stack: tuple[LocalStack, Endpoints], tmp_path_factory: pytest.TempP
     for source in ("payments", "refunds"):
         (bundles / f"{source}.jsonl").touch()
         sources[source] = {"file": str(bundles / f"{source}.jsonl"), "topic": f"ingest.{source}.{prefix}"}
+    sources["payments"]["topic"] = INGEST_PAYMENTS  # the flow view's first stage (the stack is the module's own)
     (bundles / BUNDLE / "values" / f"{ENV}.yaml").write_text(yaml.safe_dump({"sources": sources}))
+    clusters = bundles / "clusters.yaml"  # where the flow view finds the environment's Kafka cluster
+    cluster = {"connect_url": "local", "bootstrap_servers": endpoints.bootstrap_servers}
+    clusters.write_text(yaml.safe_dump({ENV: cluster}))
     shots = tmp_path_factory.mktemp("page-screenshots")
     sys.stderr.write(f"\npage screenshots in {shots}\n")
     driver = chromium()
     try:
-        for url in serve(ControlPlane(TOKEN, bundles, connect_url=endpoints.connect_url)):
-            yield Page(driver, url, local, prefix, shots)
+        for url in serve(ControlPlane(TOKEN, bundles, connect_url=endpoints.connect_url, clusters=clusters)):
+            yield Page(driver, url, local, prefix, shots, bundles / "payments.jsonl")
     finally:
         driver.quit()  # type: ignore[attr-defined]
         client = ConnectClient(endpoints.connect_url)
@@ -135,10 +141,10 @@ def test_the_page_refuses_actions_without_login_and_without_csrf(page: Page) -> 
 
     page.driver.find_element(By.ID, "token").send_keys("not-our-token-xxxxxxxx")  # type: ignore[attr-defined]
     page.driver.find_element(By.ID, "log-in").click()  # type: ignore[attr-defined]
-    assert "not a token of this server" in page.text("#login-error")
+    page.wait(30, lambda: "not a token of this server" in page.text("#login-error"), "the refused login")
     page.driver.find_element(By.ID, "token").send_keys(TOKEN)  # type: ignore[attr-defined]
     page.driver.find_element(By.ID, "log-in").click()  # type: ignore[attr-defined]
-    assert page.driver.current_url.endswith(f"/ui/env/{ENV}/connectors")  # type: ignore[attr-defined]
+    page.wait(60, lambda: page.driver.current_url.endswith(f"/ui/env/{ENV}/connectors"), "the connectors view")  # type: ignore[attr-defined]
     assert page.post(action, {}) == 403 and page.post(action, {"csrf": "forged"}) == 403  # logged in, no CSRF
     assert "ABSENT" in page.text(".connector .state")  # and nothing was applied
 
@@ -153,7 +159,8 @@ def test_apply_from_the_page_then_both_views_show_it(page: Page) -> None:
     assert f"create {page.prefix}payments" in page.text("tr.diff")  # the plan's diff, opened on click
     page.shot("bundles-drifted")
     page.driver.find_element(By.CSS_SELECTOR, f"tr.bundle[data-bundle='{BUNDLE}'] button").click()  # type: ignore[attr-defined]
-    assert f"apply {BUNDLE}/{ENV}: done" in page.text("#flash")  # with the form's CSRF token, the action ran
+    # With the form's CSRF token the action runs: apply waits for the connectors, then the page says so.
+    page.wait(180, lambda: f"apply {BUNDLE}/{ENV}: done" in page.text("#flash"), "the apply's result")
     page.wait(
         3 * REFRESH_SECONDS, lambda: page.text(".connector .state") == "RUNNING RUNNING", "two RUNNING connectors"
     )
@@ -162,6 +169,34 @@ def test_apply_from_the_page_then_both_views_show_it(page: Page) -> None:
     assert page.text("#bundles .state") == "in sync"
     assert page.text("#bundles .count.unchanged") == "2"
     page.shot("bundles")
+
+
+def test_the_flow_view_counts_committed_records_into_the_first_stage(page: Page) -> None:
+    page.open(f"/ui/env/{ENV}/flow")
+    with page.payments.open("a") as f:
+        f.writelines(f'{{"payment_id":"p-{i}","amount":{i}}}\n' for i in range(20))
+
+    def ingested() -> int:
+        end = page.text("tr.stage[data-stage='ingest'] .end")
+        return int(end) if end.isdigit() else -1
+
+    # 20 records, each in its own or a shared transaction: at least 20 offsets, at most one marker per record more.
+    page.wait(6 * REFRESH_SECONDS, lambda: ingested() >= 20, "20 records in ingest.payments")
+    assert ingested() <= 40
+    with page.payments.open("a") as f:
+        f.writelines(f'{{"payment_id":"q-{i}","amount":{i}}}\n' for i in range(20))
+
+    def rate() -> float:
+        shown = page.text("tr.stage[data-stage='ingest'] .rate")
+        return float(shown) if shown else 0.0
+
+    # Between two samples that both saw the topic, the new records show as a rate above zero.
+    page.wait(6 * REFRESH_SECONDS, lambda: rate() > 0, "a rate into ingest.payments")
+    chart = page.driver.execute_script(  # type: ignore[attr-defined]
+        "const i = document.getElementById('flow-chart'); return i.complete && i.naturalWidth;"
+    )
+    assert chart > 0  # the chart came back as an SVG image (the session cookie went with the <img> request)
+    page.shot("flow")
 
 
 def test_a_kill_9_of_the_worker_shows_on_the_open_connectors_view(page: Page) -> None:

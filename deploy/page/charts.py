@@ -1,0 +1,28 @@
+"""The page's pictures: SVG drawn on the server by pygal, from plain samples. Pure.
+
+pygal (Kozea) draws the chart; no chart code of our own and no JavaScript library. The page shows the
+SVG through an ``<img>``, where a browser runs no script, and pygal's tooltip script is switched off
+(``js=[]``): nothing is fetched from elsewhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pygal
+
+from deploy.flow import STAGES, Sample, rates
+
+
+def flow_chart(samples: Sequence[Sample]) -> str:
+    """Records per second into each stage over the kept samples, the newest on the right."""
+    chart = pygal.Line(
+        js=[], width=900, height=300, show_dots=True, dots_size=2, dynamic_print_values=False,
+        x_title="seconds ago", y_title="records per second", legend_at_bottom=True, include_x_axis=True,
+        x_labels_major_count=6, show_minor_x_labels=False, truncate_legend=-1,
+    )  # fmt: skip
+    last = samples[-1].at if samples else 0.0
+    chart.x_labels = [f"{last - s.at:.0f}" for s in samples[1:]]
+    for stage, topic in STAGES:
+        chart.add(f"{stage} ({topic})", rates(samples, topic))
+    return str(chart.render(is_unicode=True))
