@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +13,9 @@ import pytest
 import requests
 
 from deploy.page.views import DRIFTED, IN_SYNC, bundle_row, connector_rows, environments, first_line
-from deploy.service import ControlPlane, ServeTokens
+from deploy.serve_http import make_server
+from deploy.service import ControlPlane, ServeTLS, ServeTokens
+from stack.stack_security import ensure_secrets
 from tests.deploy.serving import serve
 
 TOKEN = "page-token-" + "x" * 16
@@ -63,6 +66,24 @@ def test_the_login_sets_a_signed_httponly_strict_cookie_and_refuses_a_wrong_toke
         allow_redirects=False, timeout=5,
     )  # fmt: skip
     assert forged.status_code == 303  # a cookie whose signature does not match is no session
+
+
+def test_over_https_the_session_cookie_is_secure(tmp_path: Path) -> None:
+    pki = ensure_secrets(tmp_path / "pki")
+    pem = pki.connect_pem  # key and certificate in one file
+    server = make_server(ControlPlane(TOKEN, tmp_path), tls=ServeTLS(pem, pem))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        login = requests.post(f"https://127.0.0.1:{server.port}/ui/login", data={"token": TOKEN},
+                              allow_redirects=False, verify=str(pki.ca), timeout=10)  # fmt: skip
+        assert login.status_code == 303
+        cookie = login.headers["set-cookie"].lower()
+        assert "; secure" in cookie and "httponly" in cookie and "samesite=strict" in cookie
+    finally:
+        server.shutdown()
+        thread.join(30)
+        server.server_close()
 
 
 def test_every_action_needs_the_sessions_csrf_token(url: str) -> None:
