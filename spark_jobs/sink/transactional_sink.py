@@ -99,6 +99,9 @@ __all__ = [
 OUTPUT_COLUMNS = ("topic", "key", "value", "timestamp")
 HEADERS_COLUMN = "headers"  # optional: map<string,string>, written as Kafka record headers (UTF-8 values)
 ROUTE_COLUMN = "_ikkai_route"
+# Topic metadata (counts, existence) is read at start, then at most this often and after any failed write.
+# A grown input is also refused by the write tasks themselves (a row outside the layout), at once.
+TOPIC_CHECK_INTERVAL_S = 30.0
 ArrowBatches = Iterator["pa.RecordBatch"]  # what a mapInArrow function takes and yields
 
 
@@ -137,6 +140,8 @@ class TransactionalBatchWriter:
         self._prepared = False
         self._routes: tuple[int, ...] | None = None
         self._admin: AdminClient | None = None
+        self._topics_checked_at = float("-inf")  # time.monotonic() of the last check_topics
+        self._columns_checked = False  # the transform's output columns, analysed once (they cannot change)
 
     def prepare(self, spark: SparkSession) -> None:
         """Checks before the query starts: speculation off, commits topic present, layout unchanged."""
@@ -150,6 +155,7 @@ class TransactionalBatchWriter:
         check_layout(self.config, self._admin)
         self.config = check_output_owners(self.config)  # another query's output: refused, or handed over
         self._routes = spark_partition_routes(self.config.partitions)
+        self._topics_checked_at = time.monotonic()
         self._prepared = True
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
@@ -158,19 +164,57 @@ class TransactionalBatchWriter:
             self.prepare(batch.sparkSession)
         else:  # the markers are checked by the writers that read them
             refuse_speculation(batch.sparkSession)
-            check_topics(self.config, self._admin)
+            self._check_topics(every_s=TOPIC_CHECK_INTERVAL_S)
         assert self._routes is not None
+        try:
+            collected = self._write(batch, batch_id, self._routes)
+        except Exception as failure:
+            self._explain(failure)
+            raise
+        self._report(batch_id, collected, started)
+
+    def _explain(self, failure: Exception) -> None:
+        """A write failed: if the topics' metadata explains it (an input that grew, a topic deleted), raise that.
+
+        The explanation names the procedure; the task's own error (e.g. a row outside the layout) does
+        not. Metadata that cannot be read leaves the task's error to stand.
+        """
+        try:
+            check_topics(self.config, self._admin, deadline_s=0.0)
+        except CommitMarkerError as explained:
+            raise explained from failure
+        except Exception:  # noqa: BLE001, S110 - Kafka unreadable: the write's own failure is the one to report
+            pass
+
+    def _check_topics(self, every_s: float) -> None:
+        """``check_topics``, at most once every ``every_s`` seconds: topic metadata is not read per batch."""
+        if time.monotonic() - self._topics_checked_at >= every_s:
+            check_topics(self.config, self._admin)
+            self._topics_checked_at = time.monotonic()
+
+    def _write(self, batch: DataFrame, batch_id: int, routes: tuple[int, ...]) -> list[PartitionResult]:
         config = self.config
+        if config.partition_column and self.transform is not None:  # computed and written in one mapInArrow per task
+            if not self._columns_checked:  # the analysis of a plan no task runs: once, not per batch
+                self._output_rows(self.transform.apply(batch))
+                self._columns_checked = True
+            return self._write_in_place(batch, batch_id)
         output = batch if self.transform is None else self.transform.apply(batch)
+        rows = self._output_rows(output)
+        if config.partition_column:
+            return self._write_in_place(rows, batch_id)
+        return self._write_routed(rows, batch_id, routes)
+
+    def _output_rows(self, output: DataFrame) -> DataFrame:
+        """The sink's columns of ``output``: Spark's analysis checks them here, on the driver, before any task runs."""
+        config = self.config
         headers = [HEADERS_COLUMN] if HEADERS_COLUMN in output.columns else []
         column = config.partition_column
         extra = [c for c in (*config.source_columns, column) if c is not None and c not in config.order_by]
-        # Spark's analysis checks the output columns here, on the driver, before any task runs.
-        rows = output.select(*OUTPUT_COLUMNS, *headers, *config.order_by, *dict.fromkeys(extra))
-        if config.partition_column:  # with a transform: computed and written in one mapInArrow per task
-            collected = self._write_in_place(rows if self.transform is None else batch, batch_id)
-        else:
-            collected = self._write_routed(rows, batch_id, self._routes)
+        return output.select(*OUTPUT_COLUMNS, *headers, *config.order_by, *dict.fromkeys(extra))
+
+    def _report(self, batch_id: int, collected: list[PartitionResult], started: float) -> None:
+        config = self.config
         written = sum(r.records for r in collected)
         skipped = [r.partition for r in collected if r.skipped]
         left_out = sum(r.already_committed for r in collected)
@@ -278,7 +322,7 @@ def planned_kafka_partitions(rows: DataFrame) -> dict[int, set[int]] | None:
             parts = _source_rdd_partitions(node.rdd())
             if parts is None:
                 return None
-            inputs = [part.inputPartitions() for part in parts]
+            inputs = [_planned_inputs(part) for part in parts]
         else:  # a DataSource V2 scan (batch or micro-batch); other scans have no inputPartitions
             scan = node.inputPartitions()
             inputs = [_seq(scan.apply(i)) for i in range(scan.size())]
@@ -295,12 +339,28 @@ def planned_kafka_partitions(rows: DataFrame) -> dict[int, set[int]] | None:
     return planned if len(topics) <= 1 else None  # an empty batch plans no input partition
 
 
-def _seq(item: Any) -> Any:
+def _planned_inputs(part: Any) -> Any:
+    """What one partition of the micro-batch's RDD reads, as a sequence (py4j: ``apply``/``size``).
+
+    Spark 4.3's ``DataSourceRDDPartition`` holds one ``inputPartition`` (an ``Option``: empty for a
+    partition with nothing to read); Spark 3.x held a ``Seq`` named ``inputPartitions``. Reading
+    only the old name made every foreachBatch check fall back to a Spark job of its own per batch.
+    """
+    from py4j.protocol import Py4JError  # type: ignore[import-untyped]
+
+    try:
+        planned = part.inputPartition()
+    except Py4JError:
+        return part.inputPartitions()
+    return _seq(planned.get()) if planned.isDefined() else _seq(None, size=0)
+
+
+def _seq(item: Any, size: int = 1) -> Any:
     """One input partition as a one-element sequence (py4j: ``apply``/``size``), like a grouped RDD partition's."""
 
     class One:
         def size(self) -> int:
-            return 1
+            return size
 
         def apply(self, _index: int) -> Any:
             return item

@@ -14,6 +14,7 @@ import os
 import signal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,7 +27,12 @@ from ikkai.contract.kafka import KafkaContext
 from spark_jobs.infer.fraud_decisions import ORDER_BY, OUTPUT_SCHEMA, Topics, decide_arrow_batches
 from spark_jobs.model.fraud_model import FEATURES_PATH, MODEL_PATH, ModelSource
 from spark_jobs.sink.commit_markers import commits_topic_for, read_markers
-from spark_jobs.sink.transactional_sink import RowTransform, SinkConfig, TransactionalBatchWriter
+from spark_jobs.sink.transactional_sink import (
+    RowTransform,
+    SinkConfig,
+    TransactionalBatchWriter,
+    planned_kafka_partitions,
+)
 from tests.spark_jobs.records import headers_by_value
 
 pytestmark = pytest.mark.integration
@@ -242,4 +248,60 @@ def test_two_tasks_holding_one_partition_are_refused_before_any_commit(
         writer(rows, 0)
     produced = written(bootstrap, topics, "read_uncommitted")
     assert all(not records for partitions in produced.values() for records in partitions.values())
+    assert read_markers(KafkaContext.of(bootstrap), "test", query, topic=commits_topic_for("test", query)) == {}
+
+
+def stream_through(
+    spark: Any, bootstrap: str, input_topic: str, writer: TransactionalBatchWriter, checkpoint: Path, **extra: str
+) -> tuple[list[dict[int, set[int]] | None], Exception | None]:
+    """Stream ``input_topic`` into ``writer`` to its end: each batch's layout as read from its plan, and the failure."""
+    options = {"kafka.bootstrap.servers": bootstrap, "subscribe": input_topic, "startingOffsets": "earliest",
+               "kafka.isolation.level": "read_committed", "maxOffsetsPerTrigger": "120", **extra}  # fmt: skip
+    planned: list[dict[int, set[int]] | None] = []
+
+    def each_batch(batch: Any, batch_id: int) -> None:
+        planned.append(planned_kafka_partitions(batch))
+        writer(batch, batch_id)
+
+    source = spark.readStream.format("kafka").options(**options).load()
+    rows = source.select("key", "value", "topic", "partition", "offset")  # what the infer job hands its writer
+    query = rows.writeStream.foreachBatch(each_batch).option("checkpointLocation", str(checkpoint)).start()
+    failure: Exception | None = None
+    try:
+        query.processAllAvailable()
+    except Exception as exc:  # noqa: BLE001 - Spark's StreamingQueryException: the test reads its message
+        failure = exc
+    finally:
+        query.stop()
+    return planned, failure
+
+
+def test_a_streaming_batch_is_checked_from_its_plan_and_a_split_partition_is_refused(
+    spark: Any, bootstrap: str, input_topic: str, two_hop: Run, tmp_path: Path
+) -> None:
+    """foreachBatch hands its function an existing RDD over the Kafka source's partitions; which Kafka partition each
+    Spark task holds is read from that plan, with no Spark job of its own per batch. On Spark 4.3 the RDD partition's
+    field is ``inputPartition`` (an Option, not 3.x's ``inputPartitions``): the read failed on every batch and fell
+    back to a distinct() job, two of a batch's three stages. Split by minPartitions, the plan shows two tasks per
+    Kafka partition and the query stops before any commit."""
+    topics, query = outputs(bootstrap), unique("stream")
+    writer = fused_writer(bootstrap, input_topic, topics, query, decide_function(topics))
+    planned, failure = stream_through(spark, bootstrap, input_topic, writer, tmp_path / "whole")
+    assert failure is None, failure
+    assert len(planned) > 1  # several batches
+    for layout in planned:
+        assert layout is not None  # read from the plan
+        held = [partitions for partitions in layout.values() if partitions]
+        assert all(len(partitions) == 1 for partitions in held)
+        assert len({p for partitions in held for p in partitions}) == len(held)  # one task per Kafka partition
+    assert Run(topics, query, written(bootstrap, topics)).by_role() == two_hop.by_role()  # batches, the same bytes
+
+    topics, query = outputs(bootstrap), unique("stream-split")
+    writer = fused_writer(bootstrap, input_topic, topics, query, decide_function(topics))
+    planned, failure = stream_through(
+        spark, bootstrap, input_topic, writer, tmp_path / "split", minPartitions=str(PARTITIONS * 2)
+    )
+    assert failure is not None and "would be written by more than one Spark task; nothing was written" in str(failure)
+    assert planned[0] is not None and len(planned[0]) == PARTITIONS * 2
+    assert all(not records for partitions in written(bootstrap, topics).values() for records in partitions.values())
     assert read_markers(KafkaContext.of(bootstrap), "test", query, topic=commits_topic_for("test", query)) == {}
