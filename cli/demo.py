@@ -1,4 +1,10 @@
-"""The ``ikkai demo`` command: options, the report on stdout, exit code 1 when an invariant failed."""
+"""The ``ikkai demo`` command: options, the report on stdout, exit code 1 when an invariant failed.
+
+``--html FILE`` writes the same report as one self-contained HTML page as well (demo/report_html.py):
+the invariants, the phases on a timeline, the records and records per second of each stage and a
+histogram of the latencies, drawn as inline SVG. It opens from the file with no network; the text
+(or ``-o json``) report still goes to stdout.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +16,7 @@ import click
 from cli.output import emit, output_option
 from demo.chaos import KILL_BROKER, KINDS, parse_kills
 from demo.report import report_text
+from demo.report_html import report_html
 from demo.run import DemoOptions, run_demo
 
 DEFAULTS = DemoOptions()
@@ -54,6 +61,13 @@ DEFAULTS = DemoOptions()
     + ", ".join(KINDS)
     + " (e.g. infer=30,enrich=10,broker=5,worker=5), spread over the run; broker kills need --brokers 3.",
 )
+@click.option(
+    "--html",
+    "html_file",
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    help="Also write the report as one self-contained HTML page (timeline, stage rates, latency histogram) to "
+    "this file; its directory must exist. The report on stdout stays as it is.",
+)
 @output_option
 def demo(
     size: int,
@@ -64,13 +78,19 @@ def demo(
     home: Path | None,
     brokers: int,
     kills: str,
+    html_file: Path | None,
     output: str,
 ) -> None:
     """Run the whole platform end to end on a fresh embedded stack, break it midway, report and replay.
 
     Ingest (Connect) → enrich → infer (Spark, exactly once) → outbox sink (Connect) → receiver.
     Progress goes to stderr; stdout carries only the report. Exit code 1 when any invariant failed.
+    With --html FILE the report is also written as an HTML page with pictures, which opens with no network.
     """  # fmt: skip
+    if html_file is not None and not html_file.resolve().parent.is_dir():
+        raise click.BadParameter(
+            f"{html_file}: directory {html_file.resolve().parent} does not exist (create it first)", param_hint="--html"
+        )
     try:
         planned = parse_kills(kills)
     except ValueError as exc:
@@ -87,6 +107,9 @@ def demo(
     )  # fmt: skip
     report = run_demo(options)
     emit(report, output, report_text)
+    if html_file is not None:
+        html_file.write_text(report_html(report), encoding="utf-8")
+        click.echo(f"ikkai demo: the report as a page: {html_file}", err=True)
     if not report["passed"]:
         click.echo("ikkai demo: invariant(s) failed: " + ", ".join(report["failed"]), err=True)
         sys.exit(1)

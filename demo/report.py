@@ -1,12 +1,16 @@
 """The demo's report: built from ``Facts`` (pure), printed as text or as JSON (``-o json``).
 
-The JSON form is the contract the tests read; the text form is the same data for people.
+The JSON form is the contract the tests read; the text form is the same data for people. The page of
+``--html`` (demo/report_html.py) draws it, and for its pictures the report also keeps what the text does not
+print: the latencies per bucket (``latency_histogram_ms``) and the records per second into each stage
+(``stage_rates``).
 """
 
 from __future__ import annotations
 
 import statistics
 from collections import Counter
+from itertools import pairwise
 from typing import Any
 
 from demo.chaos import kind_of
@@ -33,22 +37,50 @@ STAGES = (
 )
 
 
-def _latencies(f: Facts) -> dict[str, dict[str, float | int | None]]:
+# Edges of the latency histogram's buckets in ms (the last bucket is open): fixed, so two runs compare.
+LATENCY_EDGES_MS = (0, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 60000)
+RATE_BUCKETS = 60  # at most this many points per stage in ``stage_rates``
+
+
+def latency_histogram(values_ms: list[float]) -> list[dict[str, float | int | None]]:
+    """Counts per bucket of ``LATENCY_EDGES_MS`` (``to_ms`` None: the open last bucket), up to the last non-empty."""
+    bounds = [*pairwise(LATENCY_EDGES_MS), (LATENCY_EDGES_MS[-1], None)]
+    counts = [sum(1 for v in values_ms if lo <= v and (hi is None or v < hi)) for lo, hi in bounds]
+    used = max((i + 1 for i, c in enumerate(counts) if c), default=0)
+    return [{"from_ms": lo, "to_ms": hi, "count": c} for (lo, hi), c in zip(bounds[:used], counts[:used], strict=True)]
+
+
+def _latency_values(f: Facts) -> dict[str, list[float]]:
     ingested = {key.decode(errors="replace"): ts for key, ts in first_seen(f.topics[INGEST_PAYMENTS]).items()}
     decided = {d.decision_id: d.timestamp for d in f.decisions}
     first_receipts: dict[tuple[str, str], int] = {}
     for receipt in f.receipts:
         first_receipts.setdefault((receipt.decision_id, receipt.target), receipt.timestamp)
     return {
-        "ingest_to_decision": latency_summary(latencies(ingested, ((d.payment_id, d.timestamp) for d in f.decisions))),
-        "decision_to_receipt": latency_summary(
-            latencies(decided, ((decision, ts) for (decision, _), ts in first_receipts.items()))
-        ),
+        "ingest_to_decision": latencies(ingested, ((d.payment_id, d.timestamp) for d in f.decisions)),
+        "decision_to_receipt": latencies(decided, ((decision, ts) for (decision, _), ts in first_receipts.items())),
     }
+
+
+def stage_rates(f: Facts) -> dict[str, Any]:
+    """Records per second written into each stage's topics, in at most ``RATE_BUCKETS`` equal steps from the
+    first record any live topic holds (Kafka CreateTime, read_committed) to the last."""
+    stamps = [r.timestamp for topic in LIVE_TOPICS for r in f.topics[topic]]
+    if not stamps:
+        return {"step_s": None, "rates": {stage: [] for stage, _ in STAGES}}
+    first, last = min(stamps), max(stamps)
+    step_ms = max(1000, -(-(last - first + 1) // RATE_BUCKETS))
+    steps = -(-(last - first + 1) // step_ms)
+    rates: dict[str, list[float]] = {}
+    for stage, topics in STAGES:
+        counts = Counter((r.timestamp - first) // step_ms for topic in topics for r in f.topics[topic])
+        rates[stage] = [round(counts.get(i, 0) / (step_ms / 1000), 1) for i in range(steps)]
+    return {"step_s": step_ms / 1000, "rates": rates}
 
 
 def build_report(f: Facts) -> dict[str, Any]:
     invariants = check_all(f)
+    waits = _latency_values(f)
     counts = {topic: len(f.topics[topic]) for topic in LIVE_TOPICS}
     receipts_first: dict[tuple[str, str], str] = {}
     for receipt in f.receipts:
@@ -81,7 +113,9 @@ def build_report(f: Facts) -> dict[str, Any]:
             "dead_lettered": sum(1 for o in receipts_first.values() if o != "DELIVERED"),
             "repeats": len(f.receipts) - len(receipts_first),
         },
-        "latency_ms": _latencies(f),
+        "latency_ms": {name: latency_summary(values) for name, values in waits.items()},
+        "latency_histogram_ms": {name: latency_histogram(values) for name, values in waits.items()},
+        "stage_rates": stage_rates(f),
         "digests": {
             "live": {topic: topic_digest(f.topics[topic]) for topic in REPLAYED},
             "replay": (
