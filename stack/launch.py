@@ -31,7 +31,7 @@ BROKER_MAIN = "kafka.Kafka"
 STORAGE_TOOL = "kafka.tools.StorageTool"
 CONNECT_MAIN = "org.apache.kafka.connect.cli.ConnectDistributed"
 
-READY_TIMEOUT = {BROKER: 90.0, CONNECT: 180.0, SPARK_MASTER: 60.0, SPARK_WORKER: 60.0}
+READY_TIMEOUT = {BROKER: 90.0, CONNECT: 180.0, SPARK_MASTER: 180.0, SPARK_WORKER: 180.0}  # a loaded 2-core machine
 STOP_GRACE = {CONNECT: 20.0, BROKER: 30.0, SPARK_MASTER: 10.0, SPARK_WORKER: 15.0}
 
 
