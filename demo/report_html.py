@@ -21,7 +21,14 @@ from pygal.style import DefaultStyle
 
 from demo.report import report_text
 
-CHART = {"js": [], "width": 900, "legend_at_bottom": True, "truncate_legend": -1, "dynamic_print_values": False}
+CHART = {
+    "js": [],
+    "width": 900,
+    "legend_at_bottom": True,
+    "truncate_legend": -1,
+    "truncate_label": -1,
+    "dynamic_print_values": False,
+}
 LATENCIES = (("ingest_to_decision", "ingest → decision"), ("decision_to_receipt", "decision → receipt"))
 
 _PAGES = Environment(loader=PackageLoader("demo", "templates"), autoescape=select_autoescape(["html"]))
