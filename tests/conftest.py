@@ -3,6 +3,7 @@
 The ``stack`` fixture starts the embedded stack once per session, in a temporary home, with
 the jars ``ikkai setup`` resolved; or, when IKKAI_BOOTSTRAP_SERVERS and IKKAI_CONNECT_URL are
 set, uses that cluster and starts nothing. Tests that need only pure code never touch it.
+Tests that kill a component (the Connect worker) share a second embedded stack, ``killable_stack``.
 """
 
 from __future__ import annotations
@@ -41,6 +42,29 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoints]:
         yield endpoints
     finally:
         local.down()
+
+
+@pytest.fixture(scope="session")
+def killable_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalStack, Endpoints]]:
+    """A second embedded stack for the tests that kill its components: never the shared ``stack``, whose other
+    tests would break with it. One for the session, not one per module (a start is 20-60 s): a test that kills a
+    component starts it again before it ends, and each user removes its connectors (``connectors_removed``)."""
+    if external_endpoints() is not None:
+        pytest.skip("kills a Connect worker, so it needs an embedded stack of its own (unset IKKAI_*_URL/SERVERS)")
+    local = LocalStack(tmp_path_factory.mktemp("killable") / "home", jars_dir(), progress=sys.stderr)
+    try:
+        yield local, local.up()
+    finally:
+        local.down()
+
+
+def connectors_removed(connect_url: str) -> None:
+    """Delete every connector of a Connect cluster (what a user of ``killable_stack`` leaves for the next)."""
+    from deploy.connect_rest import ConnectClient
+
+    client = ConnectClient(connect_url)
+    for name in client.connectors():
+        client.delete_connector(name)
 
 
 @pytest.fixture(scope="session")

@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from ikkai.settings import Endpoints, external_endpoints, jars_dir
+from ikkai.settings import Endpoints, jars_dir
 from stack.local_stack import LocalStack
 from stack.stack_security import StackSecrets
+from tests.conftest import connectors_removed
 from tests.deploy.crd_schemas import NoSuitableJava, strimzi_crds
 
 
@@ -44,13 +45,10 @@ def secure_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[End
 
 
 @pytest.fixture(scope="module")
-def own_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalStack, Endpoints]]:
-    """An embedded stack for one module whose tests kill its components: never the session's shared one,
-    whose other tests would break with it."""
-    if external_endpoints() is not None:
-        pytest.skip("kills a Connect worker, so it needs an embedded stack of its own (unset IKKAI_*_URL/SERVERS)")
-    local = LocalStack(tmp_path_factory.mktemp("own") / "home", jars_dir(), progress=sys.stderr)
+def own_stack(killable_stack: tuple[LocalStack, Endpoints]) -> Iterator[tuple[LocalStack, Endpoints]]:
+    """The session's stack for tests that kill its components (``killable_stack``), for one module; its
+    connectors are removed afterwards."""
     try:
-        yield local, local.up()
+        yield killable_stack
     finally:
-        local.down()
+        connectors_removed(killable_stack[1].connect_url)

@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 
 from demo.receiver import ReferenceReceiver
-from ikkai.settings import Endpoints, external_endpoints, jars_dir
+from ikkai.settings import Endpoints
 from outbox_sink import ReceiptReader
 from stack.local_stack import CONNECT, LocalStack
 from stack.prerequisites import check_java
+from tests.conftest import connectors_removed
 from tests.connect_helpers import wait_running
 from tests.outbox_sink.conftest import deploy_sink, make_request
 
@@ -44,14 +45,12 @@ def sink_metrics(local: LocalStack, connector: str) -> dict[str, float]:
 
 
 @pytest.fixture
-def own_stack(tmp_path: Path) -> Iterator[tuple[LocalStack, Endpoints]]:
-    if external_endpoints() is not None:
-        pytest.skip("kills a Connect worker, so it needs an embedded stack of its own (unset IKKAI_*_URL/SERVERS)")
-    local = LocalStack(tmp_path / "crash-stack", jars_dir(), progress=sys.stderr)
+def own_stack(killable_stack: tuple[LocalStack, Endpoints]) -> Iterator[tuple[LocalStack, Endpoints]]:
+    """The session's stack for tests that kill its components; its connectors are removed afterwards."""
     try:
-        yield local, local.up()
+        yield killable_stack
     finally:
-        local.down()
+        connectors_removed(killable_stack[1].connect_url)
 
 
 def test_a_worker_killed_mid_flight_loses_nothing_and_applies_each_once(
