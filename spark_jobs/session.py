@@ -72,12 +72,18 @@ def spark_session(
         for key, value in {**DEFAULTS, **(conf or {})}.items():
             builder = builder.config(key, value)
         return builder.getOrCreate()
+    if not master.startswith("local"):
+        # Started here, a cluster's executors would get no code of ours: the jobs reach them only as the
+        # application zip spark-submit ships (--py-files). An editable install on the same machine hides this.
+        raise ConfigError(
+            "spark", "--master", f"{master} is a cluster: its executors get the jobs' code only through spark-submit",
+            fix=f"run the job with `ikkai jobs run <job> --master {master}` (or `ikkai jobs submit`), which ships it",
+        )  # fmt: skip
     builder = SparkSession.builder.appName(app_name).master(master).config("spark.jars", ",".join(spark_jars(jars)))
-    if master.startswith("local"):
-        # Local Python workers run this interpreter (the venv with fastavro, confluent-kafka, pandas),
-        # not whatever `python3` is first on PATH; pyspark reads the variable, not spark.pyspark.python.
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    settings = {**DEFAULTS, **(LOCAL_DEFAULTS if master.startswith("local") else {}), **(conf or {})}
+    # Local Python workers run this interpreter (the venv with fastavro, confluent-kafka, pandas),
+    # not whatever `python3` is first on PATH; pyspark reads the variable, not spark.pyspark.python.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    settings = {**DEFAULTS, **LOCAL_DEFAULTS, **(conf or {})}
     if class_archive:  # the driver JVM we are about to start maps Spark's classes (spark_jobs.class_archive)
         options = driver_java_options(jars_dir(), settings.get(DRIVER_JAVA_OPTIONS))
         settings.update({DRIVER_JAVA_OPTIONS: options} if options else {})

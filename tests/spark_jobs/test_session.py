@@ -7,6 +7,8 @@ from typing import Any
 import pytest
 
 from demo.pipeline_io import create_topic, unique
+from ikkai.errors import ConfigError
+from spark_jobs.session import spark_session
 from tests.kafka_helpers import commit_then_abort
 
 pytestmark = pytest.mark.integration
@@ -32,3 +34,15 @@ def test_spark_kafka_source_honours_read_committed(spark: Any, bootstrap: str) -
 
 def test_speculation_is_off(spark: Any) -> None:
     assert spark.conf.get("spark.speculation") == "false"
+
+
+@pytest.mark.parametrize("master", ["spark://127.0.0.1:7077", "yarn", "k8s://https://api:6443"])
+def test_a_cluster_master_outside_spark_submit_is_refused_with_the_command_that_ships_the_code(
+    master: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Started by ``python -m spark_jobs.<job> --master spark://...``, executors got none of the jobs' code (an
+    editable install on the same machine hid it). Refused before any JVM starts, naming ``ikkai jobs run``."""
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    with pytest.raises(ConfigError, match=r"executors get the jobs' code only through spark-submit") as refused:
+        spark_session("refused", master=master)
+    assert f"ikkai jobs run <job> --master {master}" in str(refused.value)
