@@ -85,34 +85,6 @@ def test_up_again_keeps_every_port(cluster: LocalStack) -> None:
     assert stack_processes(cluster.home) == pids
 
 
-def test_infer_on_the_cluster_decides_each_event_exactly_once(cluster: LocalStack) -> None:
-    bootstrap = cluster.kafka_cluster().bootstrap_servers
-    name = unique("cluster")
-    topic = create_topic(bootstrap, f"events.{name}", PARTITIONS)
-    payments = payment_records(simulate(7, payments=EVENTS).payments)
-    produce_payments(bootstrap, topic, payments, PARTITIONS)
-    outputs = {kind: create_topic(bootstrap, f"{kind}.{name}", PARTITIONS) for kind in ("decisions", "outbox", "dlq")}
-    master = cluster.spark_master_url()
-    assert master is not None
-    result = run_ikkai(
-        "jobs", "run", "infer", "--master", master, "--bootstrap", bootstrap, "--input", topic,
-        "--decisions", outputs["decisions"], "--outbox", outputs["outbox"], "--dlq", outputs["dlq"],
-        "--checkpoint", str(shared_dir(cluster.home) / name), "--query", name, "--max-offsets-per-trigger", "100",
-        env=env_for(cluster), timeout=1500,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-3000:]
-
-    codec = default_codec()
-    decisions = [codec.decode("fraud_decision", value) for _, value in read_all(bootstrap, outputs["decisions"])]
-    assert Counter(d["event_id"] for d in decisions) == Counter(str(p["event_id"]) for p in payments)
-    assert read_all(bootstrap, outputs["dlq"]) == []
-    # The job ran on executors of both workers, in JVMs of their own, each given the application zip.
-    for worker in SPARK_WORKERS:
-        stderr = [path.read_text() for path in work_dir(cluster.home, worker).glob("app-*/*/stderr")]
-        assert stderr, f"{worker} launched no executor"
-        assert any("/files/ikkai-app-" in text for text in stderr), f"{worker}'s executor got no application zip"
-
-
 def executor_pid(cluster: LocalStack, executor_id: str) -> int:
     """The pid of executor ``executor_id``'s JVM: a child of one of the workers."""
     workers = [pid for name in SPARK_WORKERS for pid in stack_processes(cluster.home).get(name, [])]
@@ -125,11 +97,12 @@ def executor_pid(cluster: LocalStack, executor_id: str) -> int:
 
 
 def test_kill_9_of_an_executor_mid_batch_retries_its_task_on_the_other(cluster: LocalStack) -> None:
-    """The executor running a task of batch 2's last stage (the sink's writes) is killed as the task starts; the
-    task is retried on another executor, whose producer has the same transactional.id (per application, query and
-    partition), and each event is decided once. The kill lands before the first attempt produced (the test passes
-    with --mode at-least-once too): a kill with the first attempt's transaction open needs a pause point in the
-    sink (docs/running-jobs-on-a-cluster.md)."""
+    """The infer job on the cluster (``ikkai jobs run --master spark://``, the application zip on executors of both
+    workers, checkpoints in the shared folder) decides each event once while the executor running a task of batch
+    2's last stage (the sink's writes) is killed as the task starts: the task is retried on another executor, whose
+    producer has the same transactional.id (per application, query and partition). The kill lands before the first
+    attempt produced (the test passes with --mode at-least-once too): a kill with the first attempt's transaction
+    open needs a pause point in the sink (docs/running-jobs-on-a-cluster.md)."""
     bootstrap = cluster.kafka_cluster().bootstrap_servers
     name = unique("executor-kill")
     topic = create_topic(bootstrap, f"events.{name}", PARTITIONS)
@@ -173,6 +146,12 @@ def test_kill_9_of_an_executor_mid_batch_retries_its_task_on_the_other(cluster: 
     codec = default_codec()
     decisions = [codec.decode("fraud_decision", value) for _, value in read_all(bootstrap, outputs["decisions"])]
     assert Counter(d["event_id"] for d in decisions) == Counter(str(p["event_id"]) for p in payments)
+    assert read_all(bootstrap, outputs["dlq"]) == []
+    # The job ran on executors of both workers, in JVMs of their own, each given the application zip.
+    for worker in SPARK_WORKERS:
+        stderr = [path.read_text() for path in work_dir(cluster.home, worker).glob("app-*/*/stderr")]
+        assert stderr, f"{worker} launched no executor"
+        assert any("/files/ikkai-app-" in text for text in stderr), f"{worker}'s executor got no application zip"
 
 
 def test_down_stops_every_process(cluster: LocalStack) -> None:
