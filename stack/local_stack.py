@@ -58,7 +58,7 @@ from stack.launch import (
 )
 from stack.local_plugins import local_plugin_dirs_for_stack
 from stack.prerequisites import check_java
-from stack.probes import broker_answers, connect_plugins
+from stack.probes import broker_answers, connect_plugins, spark_answers
 from stack.schema_registry import REGISTRY, LocalSchemaRegistry
 from stack.spark_cluster import (
     DAEMON_HEAP,
@@ -67,8 +67,8 @@ from stack.spark_cluster import (
     connect_components,
     is_spark,
     launcher_java_options,
+    master_ui_url,
     master_url,
-    spark_answers,
     spark_components,
     spark_launch,
 )
@@ -369,7 +369,9 @@ class LocalStack:
 
     def _answers(self, component: str, ports: Ports) -> bool:
         if is_spark(component):
-            return spark_answers(component, self._home.saved_cluster_ports())
+            cluster_ports = self._home.saved_cluster_ports()
+            worker_port = None if component == SPARK_MASTER else cluster_ports[component]
+            return spark_answers(master_ui_url(cluster_ports), worker_port=worker_port)
         if component in self.connect_workers[1:]:
             url = self.connect_urls()[self.connect_workers.index(component)]
             endpoints = self._endpoints(ports)

@@ -49,3 +49,20 @@ def connect_plugins(connect_url: str, timeout: float = 2.0, *, auth: ConnectAuth
         return [str(plugin["class"]) for plugin in plugins.json()]
     except (requests.RequestException, ValueError, KeyError, TypeError):
         return None
+
+
+def spark_answers(master_ui: str, timeout: float = 2.0, *, worker_port: int | None = None) -> bool:
+    """True when the Spark standalone master whose web UI is at ``master_ui`` says it is ALIVE (``GET /json/``);
+    with ``worker_port``, when it also lists the worker of that RPC port as ALIVE (registered with it)."""
+    try:
+        state = requests.get(f"{master_ui}/json/", timeout=timeout).json()
+    except (requests.RequestException, ValueError):
+        return False
+    if not isinstance(state, dict) or state.get("status") != "ALIVE":
+        return False
+    if worker_port is None:
+        return True
+    workers = state.get("workers")
+    return isinstance(workers, list) and any(
+        isinstance(w, dict) and w.get("port") == worker_port and w.get("state") == "ALIVE" for w in workers
+    )

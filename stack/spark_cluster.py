@@ -17,19 +17,16 @@ Where they live, under the stack's home::
 
 Their ports (RPC and web UI each; the UI's JSON is how readiness is checked) are chosen like the stack's
 others (stack/state.py) and kept in ``stack.json`` under ``cluster_ports``. This module names what each
-process runs and asks whether it answers; the lifecycle is stack.local_stack's.
+process runs; stack.probes asks whether it answers; the lifecycle is stack.local_stack's.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import os
 import re
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -160,25 +157,6 @@ def spark_launch(home: Path, component: str, ports: dict[str, int]) -> SparkLaun
     return SparkLaunch(WORKER_MAIN, f"{root}/jars/*", args, env)
 
 
-def master_state(ports: dict[str, int], timeout: float = 2.0) -> dict[str, object] | None:
-    """The master's own account of the cluster (its web UI's JSON), or None when it does not answer."""
-    url = f"http://{HOST}:{ports[f'{SPARK_MASTER}{UI}']}/json/"
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
-            state = json.loads(response.read())
-    except (OSError, ValueError, urllib.error.URLError):
-        return None
-    return state if isinstance(state, dict) else None
-
-
-def spark_answers(component: str, ports: dict[str, int]) -> bool:
-    """The master: it is ALIVE. A worker: the master lists it ALIVE at its port."""
-    state = master_state(ports)
-    if state is None or state.get("status") != "ALIVE":
-        return False
-    if component == SPARK_MASTER:
-        return True
-    workers = state.get("workers")
-    return isinstance(workers, list) and any(
-        isinstance(w, dict) and w.get("port") == ports[component] and w.get("state") == "ALIVE" for w in workers
-    )
+def master_ui_url(ports: dict[str, int]) -> str:
+    """The master's web UI, whose JSON (``/json/``) is how readiness is asked (``stack.probes.spark_answers``)."""
+    return f"http://{HOST}:{ports[f'{SPARK_MASTER}{UI}']}"
