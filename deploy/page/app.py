@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import secrets
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
@@ -78,14 +79,16 @@ def page_app(plane: ControlPlane, *, secure_cookie: bool = False) -> ASGIApp:
         fields = parse_qs((await request.body()).decode("utf-8", "replace"), max_num_fields=8)
         return {k: v[0] for k, v in fields.items()}
 
-    async def action_gate(request: Request, env: str) -> Response | None:
-        """None when the session may act on ``env`` and the form carries its CSRF token; else a 403."""
-        refused = gate(request, env)
-        if refused is not None:
-            return refused
+    async def csrf_refusal(request: Request) -> Response | None:
+        """None when the form carries the session's CSRF token; else a 403."""
         if not login.csrf_ok(request.session, (await form(request)).get(login.CSRF_FIELD)):
             return Response("missing or wrong CSRF token: reload the page", status_code=403, media_type="text/plain")
         return None
+
+    async def action_gate(request: Request, env: str) -> Response | None:
+        """None when the session may act on ``env`` and the form carries its CSRF token; else a 403."""
+        refused = gate(request, env)
+        return refused if refused is not None else await csrf_refusal(request)
 
     async def login_form(request: Request) -> Response:
         return render(request, "login.html")
@@ -99,8 +102,9 @@ def page_app(plane: ControlPlane, *, secure_cookie: bool = False) -> ASGIApp:
         return RedirectResponse("/ui/", status_code=303)
 
     async def logout(request: Request) -> Response:
-        if not login.csrf_ok(request.session, (await form(request)).get(login.CSRF_FIELD)):
-            return Response("missing or wrong CSRF token: reload the page", status_code=403, media_type="text/plain")
+        refused = await csrf_refusal(request)
+        if refused is not None:
+            return refused
         request.session.clear()
         return RedirectResponse("/ui/login", status_code=303)
 
@@ -134,21 +138,20 @@ def page_app(plane: ControlPlane, *, secure_cookie: bool = False) -> ASGIApp:
                 rows.append({"bundle": bundle, "connectors": [], "error": _one_line(exc)})
         return rows
 
-    async def bundles_view(request: Request) -> Response:
+    async def bundle_table(request: Request, view: str, rows_of: Callable[[str], list[dict[str, Any]]]) -> Response:
+        """The bundles or connectors view of the path's environment: rows read on the thread pool (Connect)."""
         env = request.path_params["env"]
         refused = gate(request, env)
         if refused is not None:
             return refused
-        rows = await run_in_threadpool(bundle_rows, env)
-        return render(request, "bundles.html", env=env, view="bundles", bundles=rows)
+        rows = await run_in_threadpool(rows_of, env)
+        return render(request, f"{view}.html", env=env, view=view, bundles=rows)
+
+    async def bundles_view(request: Request) -> Response:
+        return await bundle_table(request, "bundles", bundle_rows)
 
     async def connectors_view(request: Request) -> Response:
-        env = request.path_params["env"]
-        refused = gate(request, env)
-        if refused is not None:
-            return refused
-        rows = await run_in_threadpool(status_rows, env)
-        return render(request, "connectors.html", env=env, view="connectors", bundles=rows)
+        return await bundle_table(request, "connectors", status_rows)
 
     readers: dict[str, FlowReader] = {}
     readers_lock = threading.Lock()
