@@ -7,6 +7,8 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.ikkai-installed
 # The exact versions CI ran with; `make lock` renews it on purpose (pyproject.toml keeps the ranges).
 LOCK   := constraints.txt
+# Test worker processes (pytest-xdist); 0 runs the suite in one process, as a single file is run by hand.
+TEST_WORKERS ?= 2
 
 .PHONY: demo smoke test lint setup clean lock
 
@@ -20,7 +22,7 @@ smoke: setup
 	$(BIN)/ikkai smoke
 
 test: setup lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 lint: setup
 	$(BIN)/ruff check .

@@ -16,7 +16,7 @@ from ikkai.settings import jars_dir
 from stack.local_stack import LocalStack
 from tests.cli.cli_runner import run_ikkai
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
 
 def test_a_small_demo_with_chaos_keeps_every_promise(tmp_path: Path) -> None:

@@ -31,7 +31,7 @@ from stack.stack_security import CLIENT_USER, PLAIN_MODULE, StackSecrets, client
 from tests.cli.cli_runner import run_ikkai
 from tests.spark_jobs.enrich_process import EnrichProcess, EnrichTopics
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
 
 def _properties(path: Path, settings: dict[str, str]) -> Path:

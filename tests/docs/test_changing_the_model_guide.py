@@ -18,6 +18,8 @@ from spark_jobs.model.fraud_model import MODEL_PATH, FraudModel
 from tests.cli.cli_runner import IKKAI
 from tests.docs.guide import read_guide
 
+pytestmark = pytest.mark.heavy
+
 GUIDE = "changing-the-model.md"
 WRITTEN_TO = "/tmp/fraud-v2"  # where the guide writes the new model; the test uses a temporary folder
 

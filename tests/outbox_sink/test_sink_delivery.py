@@ -20,7 +20,7 @@ from demo.receiver import ReferenceReceiver
 from tests.kafka_helpers import read_all
 from tests.outbox_sink.conftest import SinkFactory, make_request, read_dead_letters
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
 FAST_RETRIES = {"backoff_initial_ms": 200, "backoff_max_ms": 2_000, "retry_max_duration_ms": 120_000}
 WAIT = 120.0

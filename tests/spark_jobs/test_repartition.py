@@ -30,6 +30,8 @@ from spark_jobs.sink.commit_markers import CommitMarker, CommitMarkerError
 from spark_jobs.sink.transactional_sink import SinkConfig, check_topics, refuse_a_grown_layout
 from tests.spark_jobs.enrich_process import EnrichProcess, EnrichTopics
 
+pytestmark = pytest.mark.heavy
+
 
 def config(partitions: int = 3) -> SinkConfig:
     return SinkConfig(

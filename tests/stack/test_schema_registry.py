@@ -33,7 +33,7 @@ from stack.schema_registry import (
 from tests.connect_helpers import wait_running
 from tests.registry_helpers import running_registry
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
 SUBJECT = "events.payments-value"
 FILE_SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"

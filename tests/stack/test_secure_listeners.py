@@ -41,7 +41,7 @@ from stack.stack_security import (
 )
 from tests.stack.identity_provider import IdentityProvider, running
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
 CLIENT_ID, CLIENT_SECRET = "svc-fraud", "client-secret-" + "z" * 16
 

@@ -29,7 +29,7 @@ from stack.spark_cluster import shared_dir, work_dir
 from tests.cli.cli_runner import IKKAI, ROOT, run_ikkai
 from tests.kafka_helpers import read_all
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
 SPARK_WORKERS = ("spark-worker-1", "spark-worker-2")
 COMPONENTS = ["broker", "connect", "connect-2", "spark-master", *SPARK_WORKERS]

@@ -28,7 +28,7 @@ from stack.probes import broker_answers
 from stack.processes import stack_processes
 from stack.stack_config import HOST
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
 RESTARTS = ((BROKER, 2), (CONNECT, 2))  # each a second restart on the same ports; ~15 s and ~11 s each, ~1 minute
 OUTBOUND = 3000  # connections waiting in a listener's backlog (somaxconn is 4096 by default)

@@ -34,7 +34,7 @@ from stack.local_stack import CONNECT
 from stack.processes import stack_processes
 from tests.kafka_helpers import transactional_producer
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
 PARTITIONS = 2
 EVENTS = 300

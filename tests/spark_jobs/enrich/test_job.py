@@ -28,7 +28,7 @@ from spark_jobs.enrich.master_data import CustomerProfile, MerchantProfile, publ
 from tests.spark_jobs.enrich_process import EnrichProcess, EnrichTopics
 from tests.spark_jobs.records import headers_by_value
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
 PARTITIONS = 2
 BATCH = 100  # maxOffsetsPerTrigger: four micro-batches per run

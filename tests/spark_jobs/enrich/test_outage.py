@@ -28,7 +28,7 @@ from spark_jobs.enrich.master_data import (
 )
 from tests.spark_jobs.enrich_process import EnrichProcess, EnrichTopics
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
 PARTITIONS = 2
 SEED = 11

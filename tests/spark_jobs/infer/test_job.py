@@ -22,7 +22,7 @@ from demo.pipeline_io import Partitioned, by_partition, create_topic, flat, prod
 from ikkai.contract.codec import default_codec
 from ikkai.contract.ids import decision_id
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
 PARTITIONS = 2
 EVENTS = 400

@@ -28,6 +28,8 @@ from spark_jobs.sink.commit_markers import CommitMarker, VersionCut, commits_top
 from spark_jobs.sink.partition_transactions import Lineage, SinkConfig
 from spark_jobs.sink.query_handover import owners_refusal, parse_start_offsets
 
+pytestmark = pytest.mark.heavy
+
 PARTITIONS = 2
 FIRST, SECOND = 120, 80  # events before the change, and after it
 OLD = FraudModel.load().version

@@ -35,7 +35,7 @@ from spark_jobs.sink.transactional_sink import (
 )
 from tests.spark_jobs.records import headers_by_value
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
 PARTITIONS = 2
 EVENTS = 300

@@ -27,6 +27,8 @@ from spark_jobs.sink.commit_markers import CommitMarker, CommitMarkerError, read
 from spark_jobs.sink.input_identity import checkpoint_is_fresh, input_topic_id, rebase_on_recreated_input
 from spark_jobs.sink.partition_transactions import SinkConfig, check_markers
 
+pytestmark = pytest.mark.heavy
+
 PARTITIONS = 2
 BEFORE, AFTER = 200, 300  # events of the first topic, then of the recreated one
 
