@@ -21,30 +21,53 @@ breaks ownership, and the read waits for it (bounded) instead of deciding on a p
 
 Identity is by the decoded fields (app, query, partition), never by a key prefix; app and query
 names are validated so that ``<app>.<query>.<p>`` and the topic name are unambiguous.
+
+The records and names themselves (``CommitMarker``, ``VersionCut``, ``marker_key``, ``check_names``,
+``commits_topic_for``) live in ``ikkai.contract.markers``, where the operator page reads them too;
+this module keeps the Kafka side and re-exports them.
 """
 
 from __future__ import annotations
 
 import functools
-import re
 import time
 import uuid
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec, ResourceType
 
 from ikkai.contract import kafka
-from ikkai.contract.codec import RecordCodec, default_codec
+from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka import KafkaContext
+from ikkai.contract.markers import (  # the records themselves live in the contract; importable from here too
+    COMMITS_TOPIC_PREFIX,
+    CommitMarker,
+    VersionCut,
+    app_and_query,
+    check_names,
+    commits_topic_for,
+    marker_key,
+)
 from ikkai.errors import ConfigError, IkkaiError
 from spark_jobs.sink.partition_ends import records_to_end
 
-COMMITS_TOPIC_PREFIX = "_ikkai.commits."
-_APP = re.compile(r"[A-Za-z0-9_-]{1,64}")  # no dots: <app>.<query>.<p> then splits one way only
-_QUERY = re.compile(r"[A-Za-z0-9._-]{1,150}")  # the characters Kafka allows in a topic name
+__all__ = [
+    "COMMITS_TOPIC_CONFIG",
+    "COMMITS_TOPIC_PREFIX",
+    "CommitMarker",
+    "CommitMarkerError",
+    "VersionCut",
+    "check_names",
+    "commits_topic_for",
+    "commits_topics",
+    "ensure_commits_topic",
+    "marker_key",
+    "read_all_markers",
+    "read_marker",
+    "read_markers",
+    "refuse_a_deleting_policy",
+]
 
 
 class CommitMarkerError(IkkaiError):
@@ -53,87 +76,6 @@ class CommitMarkerError(IkkaiError):
     def __init__(self, topic: str, problem: str, fix: str) -> None:
         super().__init__(f"{topic}: {problem}", fix=fix)
         self.topic = topic
-
-
-def check_names(app: str, query: str) -> None:
-    """Refuse names that would make two queries share transactional ids or marker storage."""
-    if not _APP.fullmatch(app):
-        raise ConfigError(
-            "sink", "app", f"{app!r} is not 1-64 letters, digits, '_' or '-'",
-            fix="choose an app name without dots: <app>.<query>.<partition> must split one way only",
-        )  # fmt: skip
-    if not _QUERY.fullmatch(query) or query.startswith(".") or query.endswith("."):
-        raise ConfigError(
-            "sink", "query", f"{query!r} is not 1-150 letters, digits, '.', '_' or '-' (no leading or trailing dot)",
-            fix="choose a query name Kafka accepts in a topic name (--query)",
-        )  # fmt: skip
-
-
-def commits_topic_for(app: str, query: str) -> str:
-    check_names(app, query)
-    return f"{COMMITS_TOPIC_PREFIX}{app}.{query}"
-
-
-@dataclass(frozen=True)
-class CommitMarker:
-    app: str
-    query: str
-    partition: int
-    batch_id: int
-    partitions: int
-    records: int
-    source_topic: str = ""
-    # input partition -> the next input offset whose output (for this output partition) is not committed
-    source_offsets: Mapping[int, int] = field(default_factory=dict)
-    source_topic_id: str = ""  # Kafka's topic id of source_topic (KIP-516): a recreated topic has another
-    output_topics: tuple[str, ...] = ()  # what the query writes: another query writing these is refused
-    writer_version: str = ""  # what decides the output besides the input (the model version, enrich's settings)
-    cuts: tuple[VersionCut, ...] = ()  # every change of writer_version on this output partition, oldest first
-    started_after: str = ""  # the query whose committed offsets this one started from (a handover)
-    handed_over_to: str = ""  # set by that handover on the query it started after: this one must not write again
-
-    @property
-    def key(self) -> bytes:
-        return marker_key(self.app, self.query, self.partition)
-
-    def encode(self, codec: RecordCodec) -> bytes:
-        record = {**self.__dict__}
-        record["source_offsets"] = [{"partition": p, "next_offset": o} for p, o in sorted(self.source_offsets.items())]
-        record["output_topics"] = list(self.output_topics)
-        record["cuts"] = [cut.to_record() for cut in self.cuts]
-        return codec.encode("commit_marker", record)
-
-    @classmethod
-    def decode(cls, data: bytes, codec: RecordCodec) -> CommitMarker:
-        record = codec.decode("commit_marker", data)  # an older marker gets v3's defaults
-        record["source_offsets"] = {int(s["partition"]): int(s["next_offset"]) for s in record["source_offsets"]}
-        record["output_topics"] = tuple(record.get("output_topics", ()))
-        record["cuts"] = tuple(VersionCut.from_record(c) for c in record.get("cuts", ()))
-        return cls(**record)
-
-
-@dataclass(frozen=True)
-class VersionCut:
-    """Where a new ``writer_version`` took over an output partition: per input partition, its first offset."""
-
-    version: str
-    batch_id: int
-    from_offsets: Mapping[int, int] = field(default_factory=dict)
-
-    def to_record(self) -> dict[str, Any]:
-        offsets = [{"partition": p, "offset": o} for p, o in sorted(self.from_offsets.items())]
-        return {"version": self.version, "batch_id": self.batch_id, "from_offsets": offsets}
-
-    @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> VersionCut:
-        offsets = {int(o["partition"]): int(o["offset"]) for o in record["from_offsets"]}
-        return cls(str(record["version"]), int(record["batch_id"]), offsets)
-
-
-def marker_key(app: str, query: str, partition: int) -> bytes:
-    """Also the producer's ``transactional.id``: one writer identity per (app, query, partition)."""
-    check_names(app, query)
-    return f"{app}.{query}.{partition}".encode()
 
 
 # segment.ms: the active segment is never compacted; roll it every 10 minutes so old markers go.
@@ -366,9 +308,9 @@ def commits_topics(cluster: KafkaContext) -> dict[str, tuple[str, str]]:
     """Every query's commits topic on the cluster: topic -> (app, query), read from its name."""
     found: dict[str, tuple[str, str]] = {}
     for topic in AdminClient(cluster.client_config()).list_topics(timeout=30).topics:
-        app, _, query = topic.removeprefix(COMMITS_TOPIC_PREFIX).partition(".")
-        if topic.startswith(COMMITS_TOPIC_PREFIX) and _APP.fullmatch(app) and _QUERY.fullmatch(query):
-            found[topic] = (app, query)  # an app has no dots: the name splits one way only
+        names = app_and_query(topic)
+        if names is not None:
+            found[topic] = names
     return found
 
 
