@@ -4,8 +4,8 @@ Starts an embedded stack in a temporary home (or uses the cluster named by IKKAI
 IKKAI_CONNECT_URL). Per round, each variant runs as ONE continuous job on a fresh input topic:
 
 * ``ikkai exactly-once``: the infer job (``--continuous``, its default trigger and batch bound) with the
-  ``TransactionalBatchWriter``; run through ``benchmarks.infer_progress``, which prints every batch's
-  ``StreamingQueryProgress`` (``durationMs`` by phase) on stderr;
+  ``TransactionalBatchWriter``; started with ``--progress``, which prints every batch's
+  ``StreamingQueryProgress`` (``durationMs`` by phase) on stderr (``spark_jobs.progress``);
 * ``ikkai at-least-once``: the same with ``--mode at-least-once`` (the sink's ``AtLeastOnceBatchWriter``,
   as ``infer_throughput.py`` selects it);
 * ``peer exactly_once_v2``: the Kafka Streams peer of ``peer_streams.py`` (Kafka Streams' defaults,
@@ -45,7 +45,6 @@ Usage: .venv/bin/python benchmarks/steady_state.py [--events 400000] [--seconds 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import threading
 import time
@@ -67,6 +66,7 @@ from benchmarks.harness import (  # noqa: E402
     print_table,
     python_module,
 )
+from spark_jobs.progress import parse_progress  # noqa: E402
 
 IKKAI_EOS = "ikkai exactly-once"
 IKKAI_ALOS = "ikkai at-least-once"
@@ -79,16 +79,6 @@ MB = 1024 * 1024
 
 
 # ---------------------------------------------------------------- pure parts: progress, warm-up, summaries
-
-
-def parse_progress(lines: Sequence[tuple[float, str]]) -> list[tuple[float, dict[str, Any]]]:
-    """(arrival, progress) of every ``progress {json}`` line the job printed (``benchmarks.infer_progress``)."""
-    found = []
-    for at, line in lines:
-        start = line.find("progress {")
-        if start >= 0:
-            found.append((at, json.loads(line[start + len("progress ") :])))
-    return found
 
 
 @dataclass(frozen=True)
@@ -434,7 +424,7 @@ def starters(build: Path, bootstrap: str, args: argparse.Namespace) -> dict[str,
         def start(topics: Any, scratch: Path) -> JobProcess:
             checkpoint = scratch / unique("ck").replace(".", "-")
             command, cwd, env = python_module(
-                "benchmarks.infer_progress", "--bootstrap", bootstrap, "--checkpoint", str(checkpoint),
+                "spark_jobs.infer", "--progress", "--bootstrap", bootstrap, "--checkpoint", str(checkpoint),
                 "--query", checkpoint.name, "--input", topics.input, "--decisions", topics.decisions,
                 "--outbox", topics.outbox, "--dlq", topics.dlq, "--mode", mode, "--continuous", *extra,
             )  # fmt: skip

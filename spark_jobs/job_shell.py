@@ -109,7 +109,7 @@ def stream_trigger(available_now: bool, interval: str = DEFAULT_TRIGGER_INTERVAL
 
 
 def continuous_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """The jobs' ``--continuous`` and ``--trigger-interval`` options (click)."""
+    """The jobs' ``--continuous``, ``--trigger-interval`` and ``--progress`` options (click)."""
     import click
 
     def checked(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
@@ -122,6 +122,11 @@ def continuous_options(command: Callable[..., Any]) -> Callable[..., Any]:
     command = click.option(
         "--trigger-interval", default=DEFAULT_TRIGGER_INTERVAL, show_default=True, callback=checked,
         help="With --continuous: how often a micro-batch starts when the last one ended early (250ms, 1s, 2min).",
+    )(command)  # fmt: skip
+    command = click.option(
+        "--progress", is_flag=True,
+        help="Write each micro-batch's Spark progress (input rows, durations by phase in ms) to stderr as one "
+        "line: progress {json}.",
     )(command)  # fmt: skip
     return click.option(
         "--continuous", is_flag=True, help="Keep running (see --trigger-interval) instead of stopping when caught up."

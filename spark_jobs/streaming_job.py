@@ -77,6 +77,7 @@ class StreamingOptions:
     input_recreated: str = ""  # --input-recreated: the recreated input topic's id, to start over on it
     after_query: str = ""  # a new query taking over another's output (query_handover)
     start_offsets: dict[int, int] = field(default_factory=dict)  # or told where to start
+    progress: bool = False  # --progress: each batch's StreamingQueryProgress on stderr (spark_jobs.progress)
 
     @classmethod
     def from_cli(cls, job: str, kw: dict[str, Any], query: str, output_topics: tuple[str, ...]) -> StreamingOptions:
@@ -96,7 +97,7 @@ class StreamingOptions:
             available_now=not kw["continuous"], trigger_interval=kw["trigger_interval"],
             max_offsets_per_trigger=kw["max_offsets_per_trigger"], transaction_timeout_ms=kw["transaction_timeout_ms"],
             master=kw["master"], crash_after_batch=kw["crash_after_batch"], input_recreated=kw["input_recreated"],
-            after_query=kw["after_query"], start_offsets=kw["start_offsets"],
+            after_query=kw["after_query"], start_offsets=kw["start_offsets"], progress=kw["progress"],
         )  # fmt: skip
 
     @property
@@ -214,6 +215,10 @@ def run_job(options: StreamingOptions, job: StreamingJob) -> None:
 
     spark = spark_session(f"{options.app}-{options.query}", master=options.master)
     try:
+        if options.progress:
+            from spark_jobs.progress import ProgressLines
+
+            spark.streams.addListener(ProgressLines())
         start_query(spark, options, job).await_termination()
     finally:
         spark.stop()

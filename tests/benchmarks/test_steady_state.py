@@ -1,4 +1,4 @@
-"""The pure parts of benchmarks/steady_state.py: progress lines, phases, the peer's warm-up, latencies, ratios.
+"""The pure parts of benchmarks/steady_state.py: phases, the peer's warm-up, latencies, ratios.
 
 No timing assertions: the numbers here are made up; the script measures, BENCHMARKS.md records.
 """
@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.infer_progress import progress_line
 from benchmarks.steady_state import (
     IKKAI_ALOS,
     IKKAI_EOS,
@@ -16,7 +15,6 @@ from benchmarks.steady_state import (
     Run,
     last_rise,
     latency_summary,
-    parse_progress,
     phase_summary,
     ratio_rows,
     report,
@@ -27,12 +25,6 @@ from benchmarks.steady_state import (
 
 def progress(batch: int, rows: int, **durations: int) -> dict[str, object]:
     return {"batchId": batch, "numInputRows": rows, "timestamp": "2026-11-26T12:00:00.000Z", "durationMs": durations}
-
-
-def test_progress_lines_round_trip_between_the_job_and_the_benchmark() -> None:
-    written = progress(7, 25_000, addBatch=800, triggerExecution=1000) | {"id": "q", "sources": [{"big": "x"}]}
-    stamped = [(1.0, "infer: batch 6 committed\n"), (2.5, progress_line(written)), (3.0, "noise\n")]
-    assert parse_progress(stamped) == [(2.5, progress(7, 25_000, addBatch=800, triggerExecution=1000))]
 
 
 def test_phases_give_median_p99_and_share_of_the_trigger_time() -> None:

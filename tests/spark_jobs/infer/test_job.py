@@ -21,6 +21,7 @@ from demo.payments_simulation import payment_records, simulate
 from demo.pipeline_io import Partitioned, by_partition, create_topic, flat, produce_payments, unique
 from ikkai.contract.codec import default_codec
 from ikkai.contract.ids import decision_id
+from spark_jobs.progress import parse_progress
 
 pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
@@ -88,9 +89,13 @@ def test_replay_into_fresh_topics_is_byte_identical(
     tmp_path: Path,
 ) -> None:  # fmt: skip
     topics = outputs(bootstrap, payments[0])
-    run_to_end(bootstrap, topics, tmp_path, unique("replay"))  # one big batch: other batch boundaries, same bytes
+    # one big batch: other batch boundaries, same bytes; --progress prints Spark's progress of that batch
+    job = run_to_end(bootstrap, topics, tmp_path, unique("replay"), "--progress")
     assert by_partition(bootstrap, topics.decisions) == reference[0]
     assert by_partition(bootstrap, topics.outbox) == reference[1]
+    batches = [p for _, p in parse_progress([(0.0, line) for line in job.log])]
+    assert [(p["batchId"], p["numInputRows"]) for p in batches] == [(0, EVENTS)], job.tail()
+    assert batches[0]["durationMs"]["addBatch"] > 0  # the sink's write, timed by Spark
 
 
 def test_kill_9_at_random_moments_then_restart(
