@@ -59,9 +59,10 @@ def write_configs(
         **{f"log4j2-{broker}.properties": log4j2_properties(home.log_file(broker)) for broker in brokers},
     }
     if plugin_path is not None:
-        for worker, port in (connect_ports or {CONNECT: ports.connect}).items():
+        workers = connect_ports or {CONNECT: ports.connect}
+        for worker, port in workers.items():
             files |= connect_configs(home, ports, secrets, plugin_path, scan_plugins=scan_plugins,
-                                     worker=worker, port=port)  # fmt: skip
+                                     worker=worker, port=port, group_size=len(workers))  # fmt: skip
     files |= {f"log4j2-{name}.properties": log4j2_properties(home.log_file(name)) for name in log_only}
     for name, properties in files.items():
         write_private(home.config_dir / name, render_properties(properties, HEADER))
@@ -84,12 +85,12 @@ def broker_config(
 
 def connect_configs(
     home: StackHome, ports: Ports, secrets: StackSecrets | None, plugin_path: list[Path], *, scan_plugins: bool,
-    worker: str = CONNECT, port: int | None = None,
+    worker: str = CONNECT, port: int | None = None, group_size: int = 1,
 ) -> dict[str, dict[str, str]]:  # fmt: skip
     """A Connect worker's properties and its log4j2 file: ``connect`` on ``ports.connect``, or another worker of
-    the same group (``connect-<i>``) on its own REST ``port``."""
+    the same group (``connect-<i>``) on its own REST ``port``; ``group_size``: the group's workers."""
     port = ports.connect if port is None else port
-    properties = connect_properties(ports, plugin_path)
+    properties = connect_properties(ports, plugin_path, group_size=group_size)
     properties |= {"listeners": f"http://{HOST}:{port}", "rest.advertised.port": str(port)}
     if scan_plugins:
         properties["plugin.discovery"] = "hybrid_warn"

@@ -26,6 +26,8 @@ CONNECT_GROUP = "ikkai-connect"
 CONNECT_CONFIG_TOPIC = "_ikkai.connect.configs"
 CONNECT_OFFSET_TOPIC = "_ikkai.connect.offsets"
 CONNECT_STATUS_TOPIC = "_ikkai.connect.status"
+# scheduled.rebalance.max.delay.ms of a group of several workers (connect_properties says why).
+GROUP_REBALANCE_DELAY_MS = 5_000
 
 CONFIG_PROVIDERS = {
     "file": "org.apache.kafka.common.config.provider.FileConfigProvider",
@@ -174,12 +176,15 @@ def broker_properties(ports: Ports, data_dir: Path, node_id: int = 1) -> dict[st
     }
 
 
-def connect_properties(ports: Ports, plugin_path: list[Path], *, secret_dirs: Sequence[Path] = ()) -> dict[str, str]:
+def connect_properties(
+    ports: Ports, plugin_path: list[Path], *, secret_dirs: Sequence[Path] = (), group_size: int = 1
+) -> dict[str, str]:
     """A Kafka Connect distributed worker with exactly-once source support and secret providers.
 
     ``secret_dirs``: the folders the ``file`` and ``dir`` providers may read (each must exist when the
     worker starts); none given, the system's temporary folder, where the dev values, ``ikkai smoke``
-    and the tests put their secret files.
+    and the tests put their secret files. ``group_size``: how many workers the group has (the stack's
+    ``connect_workers``); it decides how long a departed worker's tasks wait before they move.
     """
     factor = str(replication(len(ports.nodes))[0])
     properties = {
@@ -207,11 +212,15 @@ def connect_properties(ports: Ports, plugin_path: list[Path], *, secret_dirs: Se
         "connector.client.config.override.policy": "Allowlist",
         "connector.client.config.override.allowlist": ",".join(CONNECTOR_CLIENT_OVERRIDES),
         "offset.flush.interval.ms": "1000",
-        # One worker, so no other can take over: a restarted worker gets its connectors back at once
-        # instead of after a scheduled rebalance (default 5 minutes), and a kill -9'd worker's old
-        # member leaves the group after 6 s (the brokers' group.min.session.timeout.ms) instead of
-        # 10 s. A cluster of several workers keeps a delay and the 10 s (docs/operating-connectors.md).
-        "scheduled.rebalance.max.delay.ms": "0",
+        # How long a departed worker's connectors and tasks stay unassigned, in case it comes back,
+        # before the group hands them to the others (Kafka's default: 5 minutes). One worker: 0, no
+        # other can take over, so a restarted worker gets its connectors back at once. A group of
+        # several: 5 s, so a kill -9'd worker's tasks move to the others within seconds (6 s until
+        # its member leaves + 5 s) instead of minutes, by the same delayed path a production group
+        # takes (docs/running-jobs-on-a-cluster.md), and a worker back within 5 s keeps its own.
+        # A kill -9'd worker's old member leaves the group after 6 s (the brokers'
+        # group.min.session.timeout.ms) instead of 10 s.
+        "scheduled.rebalance.max.delay.ms": "0" if group_size == 1 else str(GROUP_REBALANCE_DELAY_MS),
         "session.timeout.ms": "6000",
         "heartbeat.interval.ms": "2000",
         # Find plugins by their ServiceLoader manifests only (KIP-898): every plugin the stack puts on

@@ -107,3 +107,10 @@ def test_replication_follows_the_broker_count_up_to_three() -> None:
     assert [replication(count) for count in (1, 2, 3, 5)] == [(1, 1), (2, 1), (3, 2), (3, 2)]
     with pytest.raises(ValueError, match="at least one broker"):
         broker_components(0)
+
+
+def test_a_group_of_several_workers_moves_a_departed_workers_tasks_after_seconds_not_minutes() -> None:
+    # One worker: no other could take its tasks, so they wait for nobody. Several: a short delay, not Kafka's 5 min.
+    assert connect_properties(PORTS, [Path("/jars/plugins")])["scheduled.rebalance.max.delay.ms"] == "0"
+    group = connect_properties(PORTS, [Path("/jars/plugins")], group_size=2)
+    assert group["scheduled.rebalance.max.delay.ms"] == "5000"
