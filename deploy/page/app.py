@@ -5,9 +5,10 @@ from it, nothing fetched from elsewhere. ``GET /ui/login`` asks for the same bea
 ``POST /ui/login`` turns it into a signed session cookie (HttpOnly, SameSite=Strict, Secure over HTTPS;
 ``deploy.page.session``). Every other page needs that cookie (else a redirect to the login) and covers only
 the environments the token covers (else 403); every action is a POST that also needs the session's CSRF
-token in its form (else 403). The views call Connect (and the flow view Kafka, through ``deploy.flow``,
-one reader per environment), so they run on Starlette's thread pool like the API's bundle routes. The
-connectors and flow views reload themselves every ``REFRESH_SECONDS``; the flow chart is an SVG ``<img>``.
+token in its form (else 403). The views call Connect (and the flow and health views Kafka, through
+``deploy.flow`` and ``deploy.eos_health``, one reader of each per environment), so they run on Starlette's
+thread pool like the API's bundle routes. The connectors, flow and health views reload themselves every
+``REFRESH_SECONDS``; the flow chart is an SVG ``<img>``.
 """
 
 from __future__ import annotations
@@ -33,10 +34,11 @@ from starlette.types import ASGIApp
 
 from deploy import bundle_ops
 from deploy.clusters import kafka_cluster
+from deploy.eos_health import LOOKBACK, MAX_PARTITIONS, STUCK_SECONDS, Health, HealthReader
 from deploy.flow import DEAD_LETTERS, STAGES, FlowReader, rates
 from deploy.page import session as login
 from deploy.page.charts import flow_chart
-from deploy.page.views import bundle_row, connector_rows, environments
+from deploy.page.views import bundle_row, connector_rows, environments, health_tables
 from deploy.service import ControlPlane
 from ikkai.errors import IkkaiError
 
@@ -193,6 +195,30 @@ def page_app(plane: ControlPlane, *, secure_cookie: bool = False) -> ASGIApp:
             samples = []
         return Response(flow_chart(samples), media_type="image/svg+xml", headers={"Cache-Control": "no-store"})
 
+    health_readers: dict[str, HealthReader] = {}
+
+    def health_sample(env: str) -> Health:
+        """The environment's exactly-once health: one reader per environment, sampling at most every few seconds."""
+        with readers_lock:
+            if env not in health_readers:
+                target = bundle_ops.cluster_target(env, plane.connect_url, plane.clusters)
+                health_readers[env] = HealthReader(kafka_cluster(target))
+            reader = health_readers[env]
+        return reader.sampled()
+
+    async def health_view(request: Request) -> Response:
+        env = request.path_params["env"]
+        refused = gate(request, env)
+        if refused is not None:
+            return refused
+        bounds = {"lookback": LOOKBACK, "max_partitions": MAX_PARTITIONS, "stuck_seconds": round(STUCK_SECONDS)}
+        try:
+            health = await run_in_threadpool(health_sample, env)
+        except IkkaiError as exc:
+            return render(request, "health.html", env=env, view="health", error=_one_line(exc), **bounds)
+        return render(request, "health.html", env=env, view="health", queries=health_tables(health),
+                      left_out=health.left_out, **bounds)  # fmt: skip
+
     async def bundle_action(request: Request) -> Response:
         env, bundle, verb = (request.path_params[k] for k in ("env", "bundle", "verb"))
         refused = await action_gate(request, env)
@@ -239,6 +265,7 @@ def page_app(plane: ControlPlane, *, secure_cookie: bool = False) -> ASGIApp:
         Route("/env/{env}/connectors", connectors_view, methods=["GET"]),
         Route("/env/{env}/flow", flow_view, methods=["GET"]),
         Route("/env/{env}/flow.svg", flow_svg, methods=["GET"]),
+        Route("/env/{env}/health", health_view, methods=["GET"]),
         Route("/env/{env}/bundles/{bundle}/{verb}", bundle_action, methods=["POST"]),
         Route("/env/{env}/bundles/{bundle}/connectors/{connector}/{verb}", connector_action, methods=["POST"]),
         Mount("/static", StaticFiles(directory=static), name="static"),

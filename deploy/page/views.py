@@ -1,4 +1,5 @@
-"""The page's rows, shaped from what ``deploy.bundle_ops`` returns for plan and status. Pure.
+"""The page's rows, shaped from what ``deploy.bundle_ops`` returns for plan and status, and from
+``deploy.eos_health``'s samples. Pure.
 
 Secrets are already redacted there (plans mask secret values on both sides, status cuts literal secrets and
 URL credentials out of traces); these functions only choose what a person reads at a glance.
@@ -9,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from deploy.eos_health import Health
 
 IN_SYNC = "in sync"
 DRIFTED = "drifted"
@@ -71,3 +74,30 @@ def connector_rows(status: Mapping[str, Any], restarts: Mapping[str, int]) -> li
         }
         for c in status.get("connectors", [])
     ]
+
+
+def health_tables(health: Health) -> list[dict[str, Any]]:
+    """Per query, a row per output partition: its last marker (batch, source offsets, age) and any open transaction."""
+    tables = []
+    for (app, query), partitions in health.queries.items():
+        rows = []
+        for p in partitions:
+            marker, txn, age = p.marker, p.open_transaction, p.age_seconds(health.at)
+            offsets = sorted(marker.source_offsets.items()) if marker else []
+            rows.append({
+                "partition": p.partition,
+                "batch": marker.batch_id if marker else None,
+                "source_topic": marker.source_topic if marker else "",
+                "source_offsets": " ".join(f"{i}:{o}" for i, o in offsets),
+                "records": marker.records if marker else None,
+                "writer_version": marker.writer_version if marker else "",
+                "handed_over_to": marker.handed_over_to if marker else "",
+                "age": None if age is None else round(age),
+                "transaction": "stuck" if p.stuck else "open" if txn else "",
+                "open_for": None if txn is None else round(health.at - txn.since),
+                "committed_end": p.ends.committed,
+                "high_watermark": p.ends.high,
+                "problem": p.problem,
+            })  # fmt: skip
+        tables.append({"app": app, "query": query, "topic": partitions[0].topic, "rows": rows})
+    return tables
