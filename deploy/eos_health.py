@@ -29,7 +29,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,6 +124,10 @@ def newest(records: Iterable[tuple[Where, MarkerRead]]) -> dict[Where, MarkerRea
     return found
 
 
+# The newest record read per partition, and the partitions not read to their end in time.
+Markers = tuple[dict[Where, MarkerRead], set[Where]]
+
+
 @dataclass(frozen=True)
 class PartitionHealth:
     topic: str
@@ -156,10 +160,14 @@ def health_of(
     markers: Mapping[Where, MarkerRead],
     transactions: Mapping[Where, OpenTransaction],
     *,
+    unread: Collection[Where] = (),
     left_out: int = 0,
     stuck_seconds: float = STUCK_SECONDS,
 ) -> Health:
-    """One sample's health from what was read, grouped by (app, query), partitions in order. Pure."""
+    """One sample's health from what was read, grouped by (app, query), partitions in order. Pure.
+
+    ``unread``: partitions whose read did not reach their end in time; what was read of them may not be the last.
+    """
     codec = default_codec()
     rows: list[PartitionHealth] = []
     for where in sorted(ends):
@@ -174,6 +182,8 @@ def health_of(
                 marker = CommitMarker.decode(read.value, codec)
             except IkkaiError as exc:
                 problem = f"offset {read.offset} is no commit marker: {str(exc).splitlines()[0]}"
+        if where in unread:
+            problem = f"not read to its end within {TIMEOUT_SECONDS:.0f} s: a later marker may exist"
         txn = transactions.get(where)
         rows.append(PartitionHealth(
             topic, app, query, partition, ends[where], marker, read.timestamp_ms if read else None, problem, txn,
@@ -210,14 +220,15 @@ class HealthReader:
         with self._lock:
             now = self.clock()
             if self.last is None or now - self.last.at >= SAMPLE_SECONDS:
-                names, ends, markers, left_out = self._read()
+                names, ends, (markers, unread), left_out = self._read()
                 self.transactions = open_transactions(self.transactions, ends, now)
                 self.last = health_of(
-                    now, names, ends, markers, self.transactions, left_out=left_out, stuck_seconds=self.stuck_seconds
-                )
+                    now, names, ends, markers, self.transactions, unread=unread, left_out=left_out,
+                    stuck_seconds=self.stuck_seconds,
+                )  # fmt: skip
             return self.last
 
-    def _read(self) -> tuple[dict[str, tuple[str, str]], dict[Where, Ends], dict[Where, MarkerRead], int]:
+    def _read(self) -> tuple[dict[str, tuple[str, str]], dict[Where, Ends], Markers, int]:
         if self._admin is None:
             self._admin = AdminClient(self.kafka.client_config(logger=log))
         try:
@@ -249,11 +260,12 @@ class HealthReader:
             offsets[name] = {(tp.topic, tp.partition): int(f.result().offset) for tp, f in futures.items()}
         return {w: Ends(offsets["earliest"][w], offsets["committed"][w], offsets["high"][w]) for w in partitions}
 
-    def _markers(self, ends: Mapping[Where, Ends]) -> dict[Where, MarkerRead]:
-        """The newest committed record of each partition, read from at most ``LOOKBACK`` offsets before its LSO."""
+    def _markers(self, ends: Mapping[Where, Ends]) -> Markers:
+        """The newest committed record of each partition, read from at most ``LOOKBACK`` offsets before its LSO,
+        and the partitions whose read did not reach their end within ``TIMEOUT_SECONDS``."""
         windows = {w: max(e.earliest, e.committed - LOOKBACK) for w, e in ends.items() if e.committed > e.earliest}
         if not windows:
-            return {}
+            return {}, set()
         settings: dict[str, Any] = {
             "enable.auto.commit": False, "enable.partition.eof": True, "auto.offset.reset": "latest",
             "fetch.wait.max.ms": 10, "logger": log,
@@ -276,6 +288,6 @@ class HealthReader:
                     raise KafkaException(error)
                 else:
                     found.append((where, MarkerRead(message.offset(), message.value(), message.timestamp()[1])))
-            return newest(found)
+            return newest(found), pending
         finally:
             consumer.close()

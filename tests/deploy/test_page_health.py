@@ -15,7 +15,6 @@ import pytest
 import requests
 import yaml
 
-from deploy import eos_health
 from deploy.service import ControlPlane
 from ikkai.contract.codec import default_codec
 from tests.deploy.serving import serve
@@ -68,8 +67,7 @@ def served(tmp_path: Path, bootstrap: str) -> Iterator[str]:
 
 
 @pytest.fixture
-def url(tmp_path: Path, bootstrap: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    monkeypatch.setattr(eos_health, "MAX_PARTITIONS", 1_000_000)  # the shared broker holds every test's topics
+def url(tmp_path: Path, bootstrap: str) -> Iterator[str]:
     yield from served(tmp_path, bootstrap)
 
 
