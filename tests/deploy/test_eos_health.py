@@ -130,7 +130,9 @@ def write_markers(bootstrap: str, topic: str, markers: list[CommitMarker]) -> No
     codec = default_codec()
     producers: dict[bytes, Producer] = {}
     for m in markers:
-        producer = producers.setdefault(m.key, transactional_producer(bootstrap, m.key.decode()))
+        if m.key not in producers:  # one per writer identity: a second would fence the first
+            producers[m.key] = transactional_producer(bootstrap, m.key.decode())
+        producer = producers[m.key]
         producer.begin_transaction()
         producer.produce(topic, key=m.key, value=m.encode(codec), partition=m.partition)
         producer.commit_transaction(60)
@@ -179,6 +181,13 @@ def test_a_transaction_left_open_on_a_commits_partition_shows_open_then_stuck(
         assert p1.stuck and p1.open_transaction is not None and p1.open_transaction.samples == 2
     finally:
         stranger.abort_transaction(60)
-    now[0] += SAMPLE_SECONDS
-    health: Health = reader.sampled()
-    assert all(p.open_transaction is None for p in health.queries[(app, name)])
+    # The coordinator writes the abort marker after abort_transaction returns: sample until it is there (bounded).
+    give_up_at = time.monotonic() + 60
+    while True:
+        now[0] += SAMPLE_SECONDS
+        health: Health = reader.sampled()
+        if all(p.open_transaction is None for p in health.queries[(app, name)]) or time.monotonic() > give_up_at:
+            break
+        time.sleep(0.2)
+    assert [p.open_transaction for p in health.queries[(app, name)]] == [None, None]
+    assert health.queries[(app, name)][1].ends.committed == health.queries[(app, name)][1].ends.high == 4
