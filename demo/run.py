@@ -41,6 +41,7 @@ from demo.collect import decoded, read_live, read_topics, receipt_identity, rece
 from demo.facts import LIVE_TOPICS, REPLAYED, ChaosEvent, Expectation, Facts, replay_topic
 from demo.follow import Look, stop_following
 from demo.lineup import Lineup
+from demo.live_page import LivePage
 from demo.phases import PhaseClock
 from demo.progress import LineWriter, ProgressDisplay, StageProgress
 from demo.raw_input import demo_input
@@ -125,6 +126,7 @@ class Demo:
         self.replay_spawned: dict[str, float] = {}
         self.retired: set[str] = set()  # live jobs stopped on purpose: nothing was left for them
         self._stoppers: list[threading.Thread] = []
+        self.page: LivePage | None = None  # the operator page on the demo's stack, once the stack is up
 
     def say(self, message: str) -> None:
         with self._lock:
@@ -176,6 +178,7 @@ class Demo:
             self._start_receiver()
         self._stack_ready()
         self.seconds["stack"] = time.monotonic() - started - self.seconds["setup"]
+        self._open_page()
         with self.clock.phase("connectors applied"):
             self._apply_bundles()
         pipeline_started = time.monotonic()
@@ -302,6 +305,12 @@ class Demo:
         self.receiver_url = f"http://127.0.0.1:{port}"
         wait_for_http(receiver, f"{self.receiver_url}/_ikkai/applied")
         self.say(f"reference receiver on {self.receiver_url} (pid {receiver.pid})")
+
+    def _open_page(self) -> None:
+        assert self.endpoints is not None
+        self.page = LivePage(self.run_dir, self.endpoints)
+        url = self.page.start()
+        self.say(f"watch it live: {url} (log in with the token in {self.page.token_file})")
 
     def _apply_bundles(self) -> None:
         for name in ("payments.jsonl", "refunds.jsonl"):
@@ -602,6 +611,8 @@ class Demo:
     def _stop(self) -> None:
         for stopper in self._stoppers:
             stopper.join()
+        if self.page is not None:
+            self.page.stop()
         if self.options.keep:
             alive = {n: c.pid for n, c in self.children.items() if c.alive()}
             self.say(

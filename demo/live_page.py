@@ -1,0 +1,66 @@
+"""The operator page of ``ikkai serve`` during the demo: the run seen live, on loopback, for its own stack.
+
+The demo starts the same server ``ikkai serve`` runs (``deploy.serve_http``), in a thread of its own
+process, on 127.0.0.1 and a free port, pointed at the demo's stack through a clusters file of one
+environment (``dev``, the environment the demo applies its bundles to). Its login token is random per
+run and lives only in a 0600 file of the run folder (0700); the demo prints the file's path, never the
+token. The page stops with the demo; ``--keep`` keeps the stack, not the page (``ikkai serve`` with
+the printed clusters file shows it again).
+
+The bundles view reports the demo's two bundles as drifted: the demo applies them with its own file
+paths and receiver URL as overrides, which the page's plan (the bundles' ``dev`` values alone) does not
+carry. The connectors and flow views are the live ones.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from pathlib import Path
+
+import yaml
+
+from deploy.bundle_ops import BUNDLES
+from deploy.serve_http import ServiceServer, make_server
+from deploy.serve_tokens import ServeTokens
+from deploy.service import ControlPlane
+from ikkai.settings import Endpoints
+from stack.stack_security import private_dir, write_private
+
+ENV = "dev"
+TOKEN_FILE = "page-token"  # noqa: S105 - the name of the file, not a token
+CLUSTERS_FILE = "page-clusters.yaml"
+
+
+class LivePage:
+    """The page server for one demo run: ``start`` returns the URL to open, ``stop`` ends it."""
+
+    def __init__(self, run_dir: Path, endpoints: Endpoints) -> None:
+        self.run_dir = run_dir
+        self.endpoints = endpoints
+        self.token_file = run_dir / TOKEN_FILE
+        self.clusters_file = run_dir / CLUSTERS_FILE
+        self._server: ServiceServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> str:
+        private_dir(self.run_dir)
+        token = secrets.token_urlsafe(24)
+        write_private(self.token_file, token + "\n")
+        cluster = {"connect_url": self.endpoints.connect_url, "bootstrap_servers": self.endpoints.bootstrap_servers}
+        self.clusters_file.write_text(yaml.safe_dump({ENV: cluster}))
+        plane = ControlPlane(
+            ServeTokens(((token, frozenset({ENV})),)), BUNDLES, self.endpoints.connect_url, self.clusters_file
+        )
+        self._server = make_server(plane)  # 127.0.0.1, a free port, plain HTTP: loopback only
+        self._thread = threading.Thread(target=self._server.serve_forever, name="demo-page", daemon=True)
+        self._thread.start()
+        return f"http://127.0.0.1:{self._server.port}/ui/env/{ENV}/flow"
+
+    def stop(self) -> None:
+        if self._server is None or self._thread is None:
+            return
+        self._server.shutdown()
+        self._thread.join(10)
+        self._server.server_close()
+        self._server = None
