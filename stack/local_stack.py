@@ -325,6 +325,26 @@ class LocalStack:
         self._write_configs(ports, jars, connect=component in self.connect_workers)
         self._start([component], java.executable, jars, ports)
 
+    def add_connect_worker(self) -> str:
+        """Start one more Connect worker into the running group (a rebalance with no failure); its name.
+
+        The new worker, ``connect-<N+1>``, gets a port of its own, and the home records N+1 workers, so
+        ``up`` and ``down`` cover it from now on."""
+        ports = self._saved_ports()
+        if ports is None or not processes.stack_processes(self.home).get(CONNECT):
+            raise StackError(CONNECT, f"no running Connect group in {self.home} to join",
+                             fix="run `ikkai stack up` first")  # fmt: skip
+        count = self.connect_worker_count + 1
+        worker = connect_components(count)[-1]
+        self._home.choose_cluster_ports((worker,), ports)
+        self.requested_connect_workers = count
+        self._home.update_state(connect_workers=count)
+        java = check_java()
+        jars = ensure_jars(self.jars_dir, progress=self.progress)
+        self._write_configs(ports, jars)
+        self._start([worker], java.executable, jars, ports)
+        return worker
+
     # -- steps ---------------------------------------------------------------------------------
 
     def _say(self, message: str) -> None:

@@ -215,9 +215,10 @@ def connect_properties(
         # How long a departed worker's connectors and tasks stay unassigned, in case it comes back,
         # before the group hands them to the others (Kafka's default: 5 minutes). One worker: 0, no
         # other can take over, so a restarted worker gets its connectors back at once. A group of
-        # several: 5 s, so a kill -9'd worker's tasks move to the others within seconds (6 s until
-        # its member leaves + 5 s) instead of minutes, by the same delayed path a production group
-        # takes (docs/running-jobs-on-a-cluster.md), and a worker back within 5 s keeps its own.
+        # several: 5 s, so a kill -9'd worker's tasks move to the others within seconds (its member
+        # leaves after at most 6 s, then at most 5 s) instead of minutes, by the delayed path a
+        # production group takes (docs/running-jobs-on-a-cluster.md), and a worker back within 5 s
+        # keeps its own.
         # A kill -9'd worker's old member leaves the group after 6 s (the brokers'
         # group.min.session.timeout.ms) instead of 10 s.
         "scheduled.rebalance.max.delay.ms": "0" if group_size == 1 else str(GROUP_REBALANCE_DELAY_MS),
