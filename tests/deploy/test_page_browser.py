@@ -21,10 +21,15 @@ import yaml
 from deploy.connect_rest import ConnectClient
 from deploy.page import REFRESH_SECONDS
 from deploy.service import ControlPlane
-from ikkai.contract.topics import INGEST_PAYMENTS
+from ikkai.contract.kafka import KafkaContext
+from ikkai.contract.markers import CommitMarker, commits_topic_for
+from ikkai.contract.topics import DECISIONS_FRAUD, EVENTS_PAYMENTS, INGEST_PAYMENTS
 from ikkai.settings import Endpoints
+from spark_jobs.sink.commit_markers import ensure_commits_topic
 from stack.local_stack import CONNECT, LocalStack
 from tests.deploy.serving import serve
+from tests.deploy.test_eos_health import write_markers
+from tests.kafka_helpers import transactional_producer
 
 pytestmark = pytest.mark.integration
 
@@ -213,3 +218,33 @@ def test_a_kill_9_of_the_worker_shows_on_the_open_connectors_view(page: Page) ->
         page.local.start(CONNECT)
     page.wait(120, lambda: page.text(".connector .state") == "RUNNING RUNNING", "the connectors running again")
     page.shot("connectors-worker-back")
+
+
+def test_the_health_view_shows_each_querys_last_markers_and_an_open_transaction(
+    page: Page, own_stack: tuple[LocalStack, Endpoints]
+) -> None:
+    bootstrap = own_stack[1].bootstrap_servers
+    queries = {"enrich": (INGEST_PAYMENTS, EVENTS_PAYMENTS), "infer": (EVENTS_PAYMENTS, DECISIONS_FRAUD)}
+    for query, (source, output) in queries.items():
+        ensure_commits_topic(KafkaContext.of(bootstrap), commits_topic_for("ikkai", query), 2)
+        write_markers(bootstrap, commits_topic_for("ikkai", query), [
+            CommitMarker("ikkai", query, p, batch, 2, 40 + p, source, {0: 100 * batch + p, 1: 90 * batch},
+                         output_topics=(output,), writer_version="fraud-v3" if query == "infer" else "enrich-1")
+            for batch in range(1, 4) for p in range(2)
+        ])  # fmt: skip
+    stranger = transactional_producer(bootstrap, "not-the-writer")  # holds infer's partition 1 open
+    stranger.begin_transaction()
+    stranger.produce(commits_topic_for("ikkai", "infer"), key=b"x", value=b"x", partition=1)
+    stranger.flush(30)
+    try:
+        page.open(f"/ui/env/{ENV}/health")
+        assert page.text("section[data-query='enrich'] tr[data-partition='0'] .batch") == "3"
+        offsets = page.text("section[data-query='enrich'] tr[data-partition='0'] .offsets")
+        assert offsets == f"{INGEST_PAYMENTS} 0:300 1:270"  # the last of three batches
+        assert page.text("section[data-query='enrich'] .transaction").strip() == ""  # nothing open there
+        assert page.text("section[data-query='infer'] tr[data-partition='1'] .transaction").startswith("open for")
+        page.shot("health")
+    finally:
+        stranger.abort_transaction(60)
+    page.wait(3 * REFRESH_SECONDS, lambda: page.text("section[data-query='infer'] .transaction").strip() == "",
+              "the aborted transaction gone")  # fmt: skip
