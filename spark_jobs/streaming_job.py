@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.wire_format import environment_codec
-from ikkai.errors import IkkaiError
+from ikkai.errors import ConfigError, IkkaiError
 from spark_jobs.job_shell import (
     DEFAULT_TRIGGER_INTERVAL,
     MODES,
@@ -78,6 +78,7 @@ class StreamingOptions:
     after_query: str = ""  # a new query taking over another's output (query_handover)
     start_offsets: dict[int, int] = field(default_factory=dict)  # or told where to start
     progress: bool = False  # --progress: each batch's StreamingQueryProgress on stderr (spark_jobs.progress)
+    checkpoint_given: bool = True  # False: the default under $IKKAI_HOME, which only a local master may use
 
     @classmethod
     def from_cli(cls, job: str, kw: dict[str, Any], query: str, output_topics: tuple[str, ...]) -> StreamingOptions:
@@ -98,6 +99,7 @@ class StreamingOptions:
             max_offsets_per_trigger=kw["max_offsets_per_trigger"], transaction_timeout_ms=kw["transaction_timeout_ms"],
             master=kw["master"], crash_after_batch=kw["crash_after_batch"], input_recreated=kw["input_recreated"],
             after_query=kw["after_query"], start_offsets=kw["start_offsets"], progress=kw["progress"],
+            checkpoint_given=kw["checkpoint"] is not None,
         )  # fmt: skip
 
     @property
@@ -209,12 +211,34 @@ def start_query(spark: SparkSession, options: StreamingOptions, job: StreamingJo
     return RunningQuery(stream.foreachBatch(batch).trigger(**trigger).start(), batch)
 
 
+def default_checkpoint_refusal(master: str, options: StreamingOptions) -> ConfigError | None:
+    """The default checkpoint (a folder under the driver's ``$IKKAI_HOME``) refused on a master that is not local.
+
+    On a cluster a restarted driver may run on another machine, and executors write the state of
+    enrich's deduplication into the checkpoint too: it must be storage every process reaches (HDFS,
+    S3, a shared folder), which only the operator can name. The master is the session's own, so a
+    job that spark-submit started (whose ``--master`` is spark-submit's) is checked as well. Pure.
+    """
+    if options.checkpoint_given or master.startswith("local"):
+        return None
+    return ConfigError(
+        "the job's options", "--checkpoint",
+        f"not given, and the default {options.checkpoint} is a folder of the driver's machine; on {master} "
+        "a restarted driver and the executors must all reach the checkpoint",
+        fix="pass --checkpoint with a location every process of the cluster reaches (hdfs://, s3a://, a shared "
+        "folder), the same on every restart of this query",
+    )  # fmt: skip
+
+
 def run_job(options: StreamingOptions, job: StreamingJob) -> None:
     """One session, one query, until it drains (or forever when continuous); the session is always stopped."""
     from spark_jobs.session import spark_session
 
     spark = spark_session(f"{options.app}-{options.query}", master=options.master)
     try:
+        refusal = default_checkpoint_refusal(spark.sparkContext.master or options.master, options)
+        if refusal is not None:
+            raise refusal
         if options.progress:
             from spark_jobs.progress import ProgressLines
 

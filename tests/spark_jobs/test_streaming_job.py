@@ -11,7 +11,7 @@ import pytest
 from ikkai.contract.kafka import KafkaContext
 from ikkai.errors import ConfigError
 from spark_jobs.job_shell import main_entry
-from spark_jobs.streaming_job import ErrorKeepingBatch, RunningQuery, StreamingOptions
+from spark_jobs.streaming_job import ErrorKeepingBatch, RunningQuery, StreamingOptions, default_checkpoint_refusal
 
 REFUSAL = ConfigError("infer", "input partition 3", "outside the pinned layout of 2", fix="grow every topic")
 
@@ -75,3 +75,25 @@ def test_the_batch_bound_defaults_from_the_transaction_timeout() -> None:
         StreamingOptions(KafkaContext("localhost:9092"), Path("cp"), "in", "q", max_offsets_per_trigger=7).max_offsets
         == 7
     )
+
+
+@pytest.mark.parametrize(
+    ("master", "given", "refused"),
+    [
+        ("local[2]", False, False),  # the default checkpoint is fine where driver and executors share a machine
+        ("spark://10.0.0.1:7077", True, False),
+        ("spark://10.0.0.1:7077", False, True),
+        ("yarn", False, True),
+        ("k8s://https://api:6443", False, True),
+    ],
+)
+def test_the_default_checkpoint_is_refused_on_a_master_that_is_not_local(
+    master: str, given: bool, refused: bool
+) -> None:
+    options = StreamingOptions(KafkaContext("b:9092"), Path("/home/me/.ikkai/checkpoints/infer"), "in", "infer",
+                               checkpoint_given=given)  # fmt: skip
+    refusal = default_checkpoint_refusal(master, options)
+    assert (refusal is not None) == refused
+    if refusal is not None:
+        assert master in str(refusal) and "/home/me/.ikkai/checkpoints/infer" in str(refusal)
+        assert refusal.fix is not None and "--checkpoint" in refusal.fix
