@@ -257,7 +257,8 @@ def input_options(input_topic: str) -> Callable[[Callable[..., Any]], Callable[.
         command = click.option(
             "--checkpoint",
             type=click.Path(path_type=Path),
-            help="Spark checkpoint folder [default: $IKKAI_HOME/checkpoints/<query>].",
+            help="Spark checkpoint folder [default with a local master: $IKKAI_HOME/checkpoints/<query>; required "
+            "on a cluster, where every process must reach it: hdfs://, s3a://, a shared folder].",
         )(command)
         return click.option(
             "--bootstrap", help="Kafka bootstrap servers [default: IKKAI_BOOTSTRAP_SERVERS, else the local stack]."
