@@ -7,9 +7,10 @@
 Requests are really in flight at the fault because the receiver holds every new key's first attempt at a gate
 (``GatedReceiver``) until the test opens it; a repeat of a held key meanwhile gets the reference receiver's 409.
 Each request is checked where it counts: the effects applied at the receiver, once per key, and the receipts a
-read_committed reader finds on the receipts topic, exactly one per request (the dead worker never got an answer,
-so it wrote none). One stack of its own for the module (a temporary home, never the session's: its workers are
-killed and added here); the tests run in file order, each leaves the group as it found it but one worker larger.
+read_committed reader finds on the receipts topic, one final receipt per request: after the kill each written once
+(the dead worker never got an answer, so it wrote none); after the join a request may have consistent repeats
+(receipts are at least once). One stack of its own for the module (a temporary home, never the session's: its
+workers are killed and added here); the tests run in file order; the join leaves the group one worker larger.
 """
 
 from __future__ import annotations
@@ -124,18 +125,27 @@ def wait_until(condition: Callable[[], object], what: str, timeout_s: float) -> 
     return time.monotonic() - started
 
 
-def check_each_applied_once_with_one_receipt(sink: DeployedSink, requests: list[OutboxRequest]) -> int:
-    """Every request applied once at the receiver and exactly one DELIVERED receipt each on the receipts topic, as
-    a read_committed reader finds them; the receipts' count."""
+def check_each_applied_once_with_one_receipt(
+    sink: DeployedSink, requests: list[OutboxRequest], *, written_once: bool
+) -> int:
+    """Every request applied once at the receiver and one final receipt each, DELIVERED, as a read_committed reader
+    finds them on the receipts topic; the receipts written. ``written_once``: each receipt was also written only
+    once. Otherwise a request may have repeats (a partition moved after its answer, before its offset commit:
+    receipts are at least once, docs/outbox.md), and every repeat must say the same: DELIVERED, the same key."""
     with ReceiptReader(sink.endpoints.bootstrap_servers, topic=sink.receipts_topic) as reader:
         receipts = reader.wait_for([r.decision_id for r in requests], 180)
     assert len(receipts) == len(requests), f"{len(requests) - len(receipts)} requests have no receipt"
     assert {r.outcome for r in receipts.values()} == {"DELIVERED"}
     applied = Counter(a.idempotency_key for a in sink.receiver.applied())
     assert applied == Counter(r.idempotency_key for r in requests), "an effect applied twice, or never"
-    written = read_all(sink.endpoints.bootstrap_servers, sink.receipts_topic)
-    per_request = Counter(decode_receipt(value).decision_id for _, value in written if value is not None)
-    assert per_request == Counter(r.decision_id for r in requests), "a request has more than one receipt"
+    written = [decode_receipt(value) for _, value in read_all(sink.endpoints.bootstrap_servers, sink.receipts_topic)
+               if value is not None]  # fmt: skip
+    per_request = Counter(r.decision_id for r in written)
+    assert set(per_request) == {r.decision_id for r in requests}
+    if written_once:
+        assert set(per_request.values()) == {1}, "a request has more than one receipt"
+    key_of = {r.decision_id: r.idempotency_key for r in requests}
+    assert all(r.outcome == "DELIVERED" and r.idempotency_key == key_of[r.decision_id] for r in written)
     return len(written)
 
 
@@ -162,7 +172,8 @@ def test_a_killed_workers_task_moves_and_its_new_owner_resends_the_same_keys(
         wait_until(lambda: in_flight <= receiver.conflicts_since(killed_at), "the new owner sent other keys", 60)
         resent_s = time.monotonic() - killed_mono
         receiver.open_gate()
-        receipts = check_each_applied_once_with_one_receipt(sink, requests)
+        # The dead worker never got an answer, so it wrote no receipt: one each, written once.
+        receipts = check_each_applied_once_with_one_receipt(sink, requests, written_once=True)
         # Each held key: its first attempt applied it; the new owner's repeat got the stored response.
         replayed = {d.idempotency_key for d in receiver.deliveries() if d.replayed}
         assert in_flight <= replayed
@@ -182,7 +193,6 @@ def test_a_worker_joining_mid_delivery_loses_nothing_and_applies_each_once(
     endpoints = endpoints_of(group)
     sink = deploy_sink(endpoints, receiver, tasks_max=3, sets=SINK_SETS, **SINK_SETTINGS)
     wait_running(sink.client, sink.name)
-    assert sorted(set(task_workers(group, sink.client, sink.name))) == sorted(group.connect_workers)
     requests = [make_request(i, f"pay-{i}") for i in range(REQUESTS)]
     sink.emit(requests)
     assert len(receiver.wait_held(IN_FLIGHT, 120)) >= IN_FLIGHT, "the sink never had requests in flight"
@@ -197,7 +207,7 @@ def test_a_worker_joining_mid_delivery_loses_nothing_and_applies_each_once(
         resent = in_flight & receiver.conflicts_since(joined_at)
         resent_s = time.monotonic() - joined_mono
         receiver.open_gate()
-        receipts = check_each_applied_once_with_one_receipt(sink, requests)
+        receipts = check_each_applied_once_with_one_receipt(sink, requests, written_once=False)
         wait_running(sink.client, sink.name)
     finally:
         receiver.open_gate()
