@@ -39,7 +39,12 @@ from spark_jobs.job_shell import (
     retry_deadline_s,
     stream_trigger,
 )
-from spark_jobs.sink.input_identity import input_recreated_option, input_topic_id, rebase_on_recreated_input
+from spark_jobs.sink.input_identity import (
+    input_recreated_option,
+    input_topic_id,
+    is_uri,
+    rebase_on_recreated_input,
+)
 from spark_jobs.sink.partition_transactions import DEFAULT_TRANSACTION_TIMEOUT_MS
 from spark_jobs.sink.query_handover import handover_options
 from spark_jobs.sink.transactional_sink import (
@@ -62,7 +67,7 @@ class StreamingOptions:
     """What every streaming job is started with: where it reads and keeps its state, how fast, which writer."""
 
     cluster: KafkaContext
-    checkpoint: Path
+    checkpoint: Path | str  # a folder of the driver's machine, or a URI (hdfs://, s3a://) kept as written
     input_topic: str
     query: str
     partitions: int | None = None
@@ -201,7 +206,7 @@ def start_query(spark: SparkSession, options: StreamingOptions, job: StreamingJo
     after_batch = crash_hook(options.query, options.crash_after_batch)
     writer = batch_writer(options.mode, config, after_batch, plan.transform)
     if options.mode == "exactly-once":
-        rebase_on_recreated_input(config, options.checkpoint)  # --input-recreated: start over on the new topic
+        rebase_on_recreated_input(config, options.checkpoint, spark)  # --input-recreated: start over on the new topic
     writer.prepare(spark)
     batch = ErrorKeepingBatch(plan.batch_function(writer))
     stream = rows.writeStream.queryName(options.query).option("checkpointLocation", str(options.checkpoint))
@@ -248,6 +253,13 @@ def run_job(options: StreamingOptions, job: StreamingJob) -> None:
         spark.stop()
 
 
+def checkpoint_location(value: str | None) -> Path | str | None:
+    """``--checkpoint`` as given: a URI stays a string (``Path`` would turn ``hdfs://nn/x`` into ``hdfs:/nn/x``)."""
+    if value is None or is_uri(value):
+        return value
+    return Path(value)
+
+
 def input_options(input_topic: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """``--bootstrap``, ``--checkpoint`` and ``--input`` (click), the input defaulting to ``input_topic``."""
     import click
@@ -256,7 +268,7 @@ def input_options(input_topic: str) -> Callable[[Callable[..., Any]], Callable[.
         command = click.option("--input", "input_topic", default=input_topic, show_default=True)(command)
         command = click.option(
             "--checkpoint",
-            type=click.Path(path_type=Path),
+            callback=lambda _ctx, _param, value: checkpoint_location(value),
             help="Spark checkpoint folder [default with a local master: $IKKAI_HOME/checkpoints/<query>; required "
             "on a cluster, where every process must reach it: hdfs://, s3a://, a shared folder].",
         )(command)

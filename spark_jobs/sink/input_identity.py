@@ -25,10 +25,11 @@ silently starts in the middle, and the new topic's first records would never be 
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient
@@ -39,6 +40,9 @@ from ikkai.errors import ConfigError
 from spark_jobs.sink.commit_markers import CommitMarker, read_marker, read_markers
 from spark_jobs.sink.kafka_errors import call_with_retries
 from spark_jobs.sink.partition_transactions import OPERATOR_GUIDE, SinkConfig, _produce, _producer
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 RECREATION_GUIDE = f"{OPERATOR_GUIDE}: topic recreation"
 
@@ -70,17 +74,36 @@ def input_topic_id(job: str, cluster: KafkaContext, topic: str, deadline_s: floa
             time.sleep(0.5)
 
 
-def checkpoint_is_fresh(checkpoint: Path) -> bool:
-    """True unless a Spark checkpoint at ``checkpoint`` has planned a batch (its ``offsets`` log has an entry)."""
+def checkpoint_is_fresh(checkpoint: Path | str, spark: SparkSession | None = None) -> bool:
+    """True unless a Spark checkpoint at ``checkpoint`` has planned a batch (its ``offsets`` log has an entry).
+
+    A folder of this machine is read directly; a URI (``hdfs://``, ``s3a://``) through the session's
+    Hadoop file system, the one Spark writes the checkpoint with.
+    """
+    if isinstance(checkpoint, str) and is_uri(checkpoint):
+        if spark is None:
+            raise ValueError(f"{checkpoint}: a checkpoint URI is read through a SparkSession")
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None
+        offsets = jvm.org.apache.hadoop.fs.Path(checkpoint.rstrip("/") + "/offsets")
+        fs = offsets.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())  # type: ignore[union-attr]
+        return not fs.exists(offsets) or not any(str(s.getPath().getName()).isdigit() for s in fs.listStatus(offsets))
     offsets = Path(checkpoint) / "offsets"
     return not offsets.is_dir() or not any(p.name.isdigit() for p in offsets.iterdir())
+
+
+def is_uri(location: str) -> bool:
+    """``hdfs://nn/x``, ``s3a://bucket/x``, ``file:///x``: a location with a scheme, which a ``Path`` would mangle."""
+    return re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", location) is not None
 
 
 def _of_another_topic(config: SinkConfig, marker: CommitMarker | None) -> bool:
     return marker is not None and marker.source_topic_id not in ("", config.source_topic_id)
 
 
-def rebase_on_recreated_input(config: SinkConfig, checkpoint: Path) -> list[int]:
+def rebase_on_recreated_input(
+    config: SinkConfig, checkpoint: Path | str, spark: SparkSession | None = None
+) -> list[int]:
     """``--input-recreated``: markers of another topic id start over at offset 0 of this one; the partitions rebased.
 
     Refuses an id that is not the input's, and a used checkpoint while a marker still needs the
@@ -98,7 +121,7 @@ def rebase_on_recreated_input(config: SinkConfig, checkpoint: Path) -> list[int]
         )  # fmt: skip
     markers = read_markers(config.cluster, config.app, config.query, topic=config.commits_topic)
     stale = sorted(p for p, marker in markers.items() if _of_another_topic(config, marker))
-    if stale and not checkpoint_is_fresh(checkpoint):
+    if stale and not checkpoint_is_fresh(checkpoint, spark):
         raise ConfigError(
             config.query, "--input-recreated", f"the checkpoint {checkpoint} holds offsets of the old topic: Spark "
             "would start the new one in the middle, or stop with data loss",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
@@ -26,6 +27,7 @@ from ikkai.errors import ConfigError
 from spark_jobs.sink.commit_markers import CommitMarker, CommitMarkerError, read_markers
 from spark_jobs.sink.input_identity import checkpoint_is_fresh, input_topic_id, rebase_on_recreated_input
 from spark_jobs.sink.partition_transactions import SinkConfig, check_markers
+from spark_jobs.streaming_job import checkpoint_location
 
 pytestmark = pytest.mark.heavy
 
@@ -149,3 +151,16 @@ def test_the_flag_names_one_topic_id_and_needs_a_fresh_checkpoint(tmp_path: Path
     assert checkpoint_is_fresh(tmp_path)
     (tmp_path / "offsets" / "0").write_text("v1")
     assert not checkpoint_is_fresh(tmp_path)
+
+
+def test_a_checkpoint_uri_is_kept_as_written_and_read_through_the_sessions_file_system(
+    spark: Any, tmp_path: Path
+) -> None:
+    assert checkpoint_location("hdfs://nn:8020/ck/infer") == "hdfs://nn:8020/ck/infer"  # a Path makes it hdfs:/nn...
+    assert checkpoint_location("s3a://bucket/ck") == "s3a://bucket/ck"
+    assert checkpoint_location("ck/infer") == Path("ck/infer") and checkpoint_location(None) is None
+    uri = tmp_path.as_uri()  # file:///..., read by Hadoop's local file system like hdfs:// by HDFS
+    assert checkpoint_is_fresh(uri, spark) and checkpoint_is_fresh(uri + "/none", spark)
+    (tmp_path / "offsets").mkdir()
+    (tmp_path / "offsets" / "0").write_text("v1")
+    assert not checkpoint_is_fresh(uri, spark)
