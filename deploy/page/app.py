@@ -40,6 +40,7 @@ from deploy.page import session as login
 from deploy.page.charts import flow_chart
 from deploy.page.views import bundle_row, connector_rows, environments, health_tables
 from deploy.service import ControlPlane
+from ikkai.contract.kafka import KafkaContext
 from ikkai.errors import IkkaiError
 
 REFRESH_SECONDS = 5  # the connectors view reloads itself this often
@@ -155,17 +156,21 @@ def page_app(plane: ControlPlane, *, secure_cookie: bool = False) -> ASGIApp:
     async def connectors_view(request: Request) -> Response:
         return await bundle_table(request, "connectors", status_rows)
 
-    readers: dict[str, FlowReader] = {}
+    readers: dict[tuple[str, str], Any] = {}  # (kind, environment) → its reader
     readers_lock = threading.Lock()
 
-    def flow_samples(env: str) -> list[Any]:
-        """The environment's flow samples: one reader per environment, each sampling at most every few seconds."""
+    def env_reader(kind: str, env: str, make: Callable[[KafkaContext], Any]) -> Any:
+        """One reader of each kind per environment (each samples at most every few seconds), made on first use."""
         with readers_lock:
-            if env not in readers:
-                target = bundle_ops.cluster_target(env, plane.connect_url, plane.clusters)
-                readers[env] = FlowReader(kafka_cluster(target))
-            reader = readers[env]
-        return reader.sampled()
+            if (kind, env) not in readers:
+                readers[kind, env] = make(kafka_cluster(bundle_ops.cluster_target(env, plane.connect_url,
+                                                                                  plane.clusters)))  # fmt: skip
+            return readers[kind, env]
+
+    def flow_samples(env: str) -> list[Any]:
+        """The environment's flow samples."""
+        samples: list[Any] = env_reader("flow", env, FlowReader).sampled()
+        return samples
 
     async def flow_view(request: Request) -> Response:
         env = request.path_params["env"]
@@ -195,16 +200,10 @@ def page_app(plane: ControlPlane, *, secure_cookie: bool = False) -> ASGIApp:
             samples = []
         return Response(flow_chart(samples), media_type="image/svg+xml", headers={"Cache-Control": "no-store"})
 
-    health_readers: dict[str, HealthReader] = {}
-
     def health_sample(env: str) -> Health:
-        """The environment's exactly-once health: one reader per environment, sampling at most every few seconds."""
-        with readers_lock:
-            if env not in health_readers:
-                target = bundle_ops.cluster_target(env, plane.connect_url, plane.clusters)
-                health_readers[env] = HealthReader(kafka_cluster(target))
-            reader = health_readers[env]
-        return reader.sampled()
+        """The environment's exactly-once health."""
+        health: Health = env_reader("health", env, HealthReader).sampled()
+        return health
 
     async def health_view(request: Request) -> Response:
         env = request.path_params["env"]
