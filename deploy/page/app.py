@@ -13,6 +13,7 @@ thread pool like the API's bundle routes. The connectors, flow and health views 
 
 from __future__ import annotations
 
+import math
 import secrets
 import threading
 from collections.abc import Callable
@@ -59,6 +60,7 @@ def page_app(plane: ControlPlane, *, secure_cookie: bool = False) -> ASGIApp:
     templates = Jinja2Templates(
         env=Environment(loader=PackageLoader("deploy.page", "templates"), autoescape=select_autoescape(default=True))
     )
+    throttle = login.LoginThrottle()  # failed logins per client address (429 after too many)
 
     def render(request: Request, name: str, status: int = 200, **context: Any) -> Response:
         envs = [e for e in environments(plane.bundles_dir) if login.covers(request.session, e)]
@@ -97,10 +99,20 @@ def page_app(plane: ControlPlane, *, secure_cookie: bool = False) -> ASGIApp:
         return render(request, "login.html")
 
     async def login_post(request: Request) -> Response:
+        client = request.client.host if request.client else "unknown"
+        wait = throttle.wait_seconds(client)
+        if wait > 0:
+            seconds = math.ceil(wait)
+            refused = render(request, "login.html", status=429,
+                             error=f"too many failed logins from this address: try again in {seconds} s")  # fmt: skip
+            refused.headers["Retry-After"] = str(seconds)
+            return refused
         token = (await form(request)).get("token", "")
         covered = plane.tokens.environments(token.strip())
         if covered is None:
+            throttle.failed(client)
             return render(request, "login.html", status=401, error="not a token of this server")
+        throttle.succeeded(client)
         login.log_in(request.session, covered)
         return RedirectResponse("/ui/", status_code=303)
 

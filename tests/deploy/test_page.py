@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from deploy.page.session import MAX_FAILURES, WINDOW_SECONDS, LoginThrottle
 from deploy.page.views import DRIFTED, IN_SYNC, bundle_row, connector_rows, environments, first_line
 from deploy.serve_http import make_server
 from deploy.service import ControlPlane, ServeTLS, ServeTokens
@@ -146,3 +147,32 @@ def test_rows_show_drift_and_the_first_line_of_a_failure() -> None:
     (shown,) = connector_rows({"connectors": [{**connector, "tasks": [task]}]}, {"x": 3})
     assert shown["restarts"] == 3 and shown["failure"].endswith("boom")
     assert shown["tasks"][0]["failure"].endswith("boom")
+
+
+def test_too_many_failed_logins_from_one_address_are_refused_until_the_window_passes(url: str) -> None:
+    for _ in range(MAX_FAILURES):
+        assert requests.post(f"{url}/ui/login", data={"token": "guess-" + "g" * 20}, timeout=5).status_code == 401
+    refused = requests.post(f"{url}/ui/login", data={"token": TOKEN}, allow_redirects=False, timeout=5)
+    assert refused.status_code == 429 and "set-cookie" not in refused.headers  # even the right token waits
+    assert 0 < int(refused.headers["Retry-After"]) <= WINDOW_SECONDS and "too many failed logins" in refused.text
+
+
+def test_the_throttle_counts_failures_per_address_in_a_sliding_window_and_forgets_the_oldest_address() -> None:
+    now = [1000.0]
+    throttle = LoginThrottle(clock=lambda: now[0], max_failures=3, window_seconds=60, max_clients=2)
+    for _ in range(3):
+        assert throttle.wait_seconds("a") == 0
+        throttle.failed("a")
+        now[0] += 10
+    assert throttle.wait_seconds("a") == 30  # the first failure (at 1000) is a window old at 1060; now 1030
+    assert throttle.wait_seconds("b") == 0  # another address is not held
+    now[0] = 1060
+    assert throttle.wait_seconds("a") == 0  # the oldest failure left the window: one more try
+    throttle.failed("a")
+    assert throttle.wait_seconds("a") > 0
+    throttle.succeeded("a")
+    assert throttle.wait_seconds("a") == 0  # a login clears the address
+    for client in ("a", "b", "c"):
+        for _ in range(3):
+            throttle.failed(client)
+    assert throttle.wait_seconds("a") == 0 and throttle.wait_seconds("c") > 0  # two addresses kept: "a" forgotten
