@@ -33,12 +33,13 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.markers import CommitMarker, app_and_query
+from ikkai.contract.partition_ends import records_to_end
 from ikkai.errors import IkkaiError
 
 SAMPLE_SECONDS = 5.0
@@ -58,6 +59,14 @@ class HealthUnreadable(IkkaiError):
         super().__init__(f"Kafka at {where}: commit markers unreadable: {reason}", fix="is it up? `ikkai stack status`")
         self.where = where
         self.reason = reason
+
+
+class _NotReadToEnd(Exception):
+    """Partitions that did not report their end within the deadline (``records_to_end``'s ``late``)."""
+
+    def __init__(self, pending: set[Where]) -> None:
+        super().__init__(f"{len(pending)} partition(s) not read to their end")
+        self.pending = pending
 
 
 @dataclass(frozen=True)
@@ -272,22 +281,16 @@ class HealthReader:
         }  # fmt: skip
         # read_committed comes with consumer_config; the group is never joined (partitions are assigned)
         consumer = Consumer(self.kafka.consumer_config(f"_ikkai.eos-health.{uuid.uuid4().hex}", **settings))
+        found: list[tuple[Where, MarkerRead]] = []
         try:
-            consumer.assign([TopicPartition(t, p, start) for (t, p), start in windows.items()])
-            pending, found = set(windows), []
-            give_up_at = time.monotonic() + TIMEOUT_SECONDS
-            while pending and time.monotonic() < give_up_at:
-                message: Any = consumer.poll(0.2)
-                if message is None:
-                    continue
+            for message in records_to_end(
+                consumer, windows, TIMEOUT_SECONDS, starts=windows, failed=lambda _, error: KafkaException(error),
+                late=_NotReadToEnd,
+            ):  # fmt: skip
                 where = (message.topic(), message.partition())
-                error = message.error()
-                if error is not None and error.code() == KafkaError._PARTITION_EOF:
-                    pending.discard(where)
-                elif error is not None:
-                    raise KafkaException(error)
-                else:
-                    found.append((where, MarkerRead(message.offset(), message.value(), message.timestamp()[1])))
-            return newest(found), pending
+                found.append((where, MarkerRead(message.offset(), message.value(), message.timestamp()[1])))
+            return newest(found), set()
+        except _NotReadToEnd as late:
+            return newest(found), late.pending
         finally:
             consumer.close()

@@ -17,8 +17,8 @@ from confluent_kafka import Consumer
 
 from ikkai.contract.codec import RecordCodec
 from ikkai.contract.kafka import KafkaContext
+from ikkai.contract.partition_ends import records_to_end
 from ikkai.errors import IkkaiError
-from spark_jobs.sink.partition_ends import records_to_end
 
 Decision = Mapping[str, Any]  # a decoded fraud_decision
 

@@ -3,8 +3,8 @@
 ``transactional_sink`` writes a batch per output partition (``partition_transactions``) in one
 Kafka transaction with its commit marker (``commit_markers``); ``query_handover`` and
 ``input_identity`` keep a change (a new query, a recreated input) exactly-once; ``kafka_errors``
-classifies what Kafka answers, ``dead_letters`` sets aside what Kafka refuses, and
-``partition_ends`` reads a partition to its committed end.
+classifies what Kafka answers, and ``dead_letters`` sets aside what Kafka refuses;
+``ikkai.contract.partition_ends`` reads a partition to its committed end.
 """
 
 from spark_jobs.sink.partition_transactions import SinkConfig

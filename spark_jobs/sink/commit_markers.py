@@ -49,8 +49,8 @@ from ikkai.contract.markers import (  # the records themselves live in the contr
     commits_topic_for,
     marker_key,
 )
+from ikkai.contract.partition_ends import records_to_end
 from ikkai.errors import ConfigError, IkkaiError
-from spark_jobs.sink.partition_ends import records_to_end
 
 __all__ = [
     "COMMITS_TOPIC_CONFIG",

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError
 
-from spark_jobs.sink import partition_ends
-from spark_jobs.sink.partition_ends import records_to_end
+from ikkai.contract import partition_ends
+from ikkai.contract.partition_ends import records_to_end
 
 
 class _Message:
