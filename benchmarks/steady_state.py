@@ -18,8 +18,9 @@ What one run does, in order:
    the job's lag (produced - decided) near ``--backlog`` until the measurement ends, so the job never
    waits for input and little is left to drain afterwards.
 2. **warm-up**, excluded and reported apart. ikkai: until ``--warmup-batches`` batches have run (from
-   the progress lines). The peer: from its "running" line until its rate settles — the decisions of
-   three consecutive 2 s windows within ``SETTLE_TOLERANCE`` of their mean, after ``--peer-min-warmup`` s.
+   the progress lines) and their decisions have reached the read_committed consumer. The peer: from its
+   "running" line until its rate settles — the decisions of three consecutive 2 s windows within
+   ``SETTLE_TOLERANCE`` of their mean, after ``--peer-min-warmup`` s.
 3. **maximum load**: from the end of the warm-up until ``--events`` decisions more have reached a
    read_committed consumer, or ``--seconds`` have passed. Events/s = decisions / seconds; CPU =
    user + system of the job's process tree (``/proc``, ``peer_streams.tree_cpu_seconds``) over the
@@ -141,6 +142,16 @@ def last_rise(samples: Sequence[tuple[float, int, float]]) -> tuple[float, int, 
     """
     final = samples[-1][1]
     return next(s for s in samples if s[1] == final)
+
+
+def window_start(samples: Sequence[tuple[float, int, float]], decided: int) -> tuple[float, int, float] | None:
+    """The first sample that counts ``decided`` decisions: a window's start at the warm-up's last decision.
+
+    The warm-up ends when its last batch's progress line is written; the read_committed consumer sees
+    that batch's decisions a little later. A window starting at the line would count them in the
+    window without the time of their batch; it starts where the count reaches them instead.
+    """
+    return next((s for s in samples if s[1] >= decided), None)
 
 
 def latency_summary(latencies_ms: Sequence[float]) -> tuple[float | None, float | None, float | None]:
@@ -479,8 +490,12 @@ def one_run(
             t0, count0, cpu0 = sampler.latest()
         else:
             _wait(lambda: len(parse_progress(job.stamped)) >= args.warmup_batches, job, 600, f"{variant} warm-up")
-            warm_end = parse_progress(job.stamped)[args.warmup_batches - 1][0]
-            t0, count0, cpu0 = next((s for s in sampler.samples if s[0] >= warm_end), sampler.latest())
+            warm = [p for _, p in parse_progress(job.stamped)[: args.warmup_batches]]
+            decided = sum(int(p.get("numInputRows", 0)) for p in warm)  # one decision per payment, none dead
+            _wait(lambda: window_start(sampler.samples, decided) is not None, job, 600, f"{variant} warm-up decisions")
+            start = window_start(sampler.samples, decided)
+            assert start is not None
+            t0, count0, cpu0 = start
         run.warmup_s, run.warmup_events = t0 - job.started, count0
         # maximum load
         _wait(

@@ -20,6 +20,7 @@ from benchmarks.steady_state import (
     report,
     settled_at,
     target_rows,
+    window_start,
 )
 
 
@@ -73,6 +74,13 @@ def test_a_rate_settles_once_three_windows_agree() -> None:
 def test_a_window_ends_at_its_last_decision() -> None:
     samples = [(0.0, 100, 1.0), (1.0, 200, 2.0), (2.0, 300, 3.0), (3.0, 300, 3.5), (4.0, 300, 4.0)]
     assert last_rise(samples) == (2.0, 300, 3.0)
+
+
+def test_a_window_starts_at_the_warm_ups_last_decision() -> None:
+    # The warm-up's batches read 250 payments; their decisions reach the consumer in two steps after the line.
+    samples = [(1.0, 0, 1.0), (1.25, 100, 1.5), (1.5, 250, 2.0), (1.75, 250, 2.1), (2.0, 400, 2.5)]
+    assert window_start(samples, 250) == (1.5, 250, 2.0)
+    assert window_start(samples, 401) is None
 
 
 def test_latency_summary_is_nearest_rank_and_max() -> None:
