@@ -16,6 +16,11 @@ A sample, taken at most every ``SAMPLE_SECONDS`` per cluster however many look, 
 
 So the cost is bounded by ``MAX_PARTITIONS`` times ``LOOKBACK`` records, not by the topics' history or traffic.
 
+The same sample, after the markers and within one more ``TIMEOUT_SECONDS``, reads what the markers lead to,
+each bounded in its own module and shown with its own problem when its reads fail: the consumer lag of the
+queries (from their markers) and of the Connect sinks (``deploy.consumer_lag``), the recent dead letters by
+reason (``deploy.dead_letter_reasons``) and the outbox's reconciliation (``deploy.reconciliation``).
+
 Open transactions: where a partition's LSO is below its HW, a transaction is open there (a writer began it
 and has not committed or aborted yet). A writer commits a batch within seconds; one that stays open with
 the same LSO for two samples or more and longer than ``STUCK_SECONDS`` (Kafka's default
@@ -30,16 +35,21 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from confluent_kafka import Consumer, IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from deploy.consumer_lag import Lags, read_lags
+from deploy.dead_letter_reasons import DeadLetters, read_dead_letters
+from deploy.kafka_windows import Deadline
+from deploy.reconciliation import Reconciliation, read_reconciliation
 from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.markers import CommitMarker, app_and_query
 from ikkai.contract.partition_ends import records_to_end
+from ikkai.contract.wire_format import environment_codec
 from ikkai.errors import IkkaiError
 
 SAMPLE_SECONDS = 5.0
@@ -160,6 +170,9 @@ class Health:
     partitions: tuple[PartitionHealth, ...] = ()
     left_out: int = 0  # commits partitions beyond MAX_PARTITIONS, not read
     queries: Mapping[tuple[str, str], tuple[PartitionHealth, ...]] = field(default_factory=dict)
+    lags: Lags = field(default_factory=Lags)
+    dead_letters: DeadLetters = field(default_factory=DeadLetters)
+    reconciliation: Reconciliation = field(default_factory=Reconciliation)
 
 
 def health_of(
@@ -204,6 +217,12 @@ def health_of(
     return Health(at, tuple(rows), left_out, {k: tuple(v) for k, v in sorted(grouped.items())})
 
 
+def _said(exc: Exception) -> str:
+    """The first line of what a failed read said (a timeout says nothing: then that it timed out)."""
+    text = str(exc.args[0]) if exc.args else ""
+    return (text or f"no answer within {TIMEOUT_SECONDS:.0f} s").splitlines()[0]
+
+
 class HealthReader:
     """One cluster's exactly-once health, sampled at most every ``SAMPLE_SECONDS``; thread-safe."""
 
@@ -223,6 +242,7 @@ class HealthReader:
         self.transactions: dict[Where, OpenTransaction] = {}
         self._lock = threading.Lock()
         self._admin: AdminClient | None = None
+        self._partitions_of: dict[str, list[int]] = {}  # every topic's partitions, from the last metadata read
 
     def sampled(self) -> Health:
         """The last sample, after taking a new one if it is older than ``SAMPLE_SECONDS``."""
@@ -231,17 +251,42 @@ class HealthReader:
             if self.last is None or now - self.last.at >= SAMPLE_SECONDS:
                 names, ends, (markers, unread), left_out = self._read()
                 self.transactions = open_transactions(self.transactions, ends, now)
-                self.last = health_of(
+                health = health_of(
                     now, names, ends, markers, self.transactions, unread=unread, left_out=left_out,
                     stuck_seconds=self.stuck_seconds,
                 )  # fmt: skip
+                self.last = self._around(health)
             return self.last
+
+    def _around(self, health: Health) -> Health:
+        """``health`` with the lags, dead letters by reason and the reconciliation read within one more deadline;
+        a part whose reads fail says so in its ``problem`` and the rest is still shown."""
+        assert self._admin is not None
+        deadline = Deadline(TIMEOUT_SECONDS)
+        queries = {name: [p.marker for p in rows if p.marker is not None] for name, rows in health.queries.items()}
+        lags, letters, reconciliation = Lags(), DeadLetters(), Reconciliation()
+        try:
+            lags = read_lags(self._admin, self._partitions_of, queries, deadline)
+        except (KafkaException, TimeoutError) as exc:
+            lags = Lags(problem=f"consumer lag unreadable: {_said(exc)}")
+        try:
+            letters = read_dead_letters(self.kafka, self._admin, self._partitions_of, deadline)
+        except (KafkaException, TimeoutError) as exc:
+            letters = DeadLetters(problem=f"dead letters unreadable: {_said(exc)}")
+        try:
+            reconciliation = read_reconciliation(
+                self.kafka, self._admin, self._partitions_of, environment_codec(), int(health.at * 1000), deadline
+            )
+        except (KafkaException, TimeoutError, IkkaiError) as exc:
+            reconciliation = Reconciliation(problem=f"outbox topics unreadable: {_said(exc)}")
+        return replace(health, lags=lags, dead_letters=letters, reconciliation=reconciliation)
 
     def _read(self) -> tuple[dict[str, tuple[str, str]], dict[Where, Ends], Markers, int]:
         if self._admin is None:
             self._admin = AdminClient(self.kafka.client_config(logger=log))
         try:
             metadata = self._admin.list_topics(timeout=TIMEOUT_SECONDS).topics
+            self._partitions_of = {t: sorted(m.partitions) for t, m in metadata.items() if m.error is None}
             names = {t: n for t in metadata if (n := app_and_query(t)) is not None and metadata[t].error is None}
             every = sorted((t, p) for t in names for p in metadata[t].partitions)
             chosen = every[: self.max_partitions]

@@ -39,7 +39,16 @@ from deploy.eos_health import LOOKBACK, MAX_PARTITIONS, STUCK_SECONDS, Health, H
 from deploy.flow import DEAD_LETTERS, STAGES, FlowReader, rates
 from deploy.page import session as login
 from deploy.page.charts import flow_chart
-from deploy.page.views import bundle_row, connector_rows, environments, health_tables
+from deploy.page.views import (
+    bundle_row,
+    connector_rows,
+    dead_letter_rows,
+    environments,
+    health_tables,
+    lag_tables,
+    reconciliation_view,
+)
+from deploy.reconciliation import GRACE_SECONDS, RECEIPTS_WINDOW, REQUESTS_WINDOW
 from deploy.service import ControlPlane
 from ikkai.contract.kafka import KafkaContext
 from ikkai.errors import IkkaiError
@@ -222,13 +231,17 @@ def page_app(plane: ControlPlane, *, secure_cookie: bool = False) -> ASGIApp:
         refused = gate(request, env)
         if refused is not None:
             return refused
-        bounds = {"lookback": LOOKBACK, "max_partitions": MAX_PARTITIONS, "stuck_seconds": round(STUCK_SECONDS)}
+        bounds = {"lookback": LOOKBACK, "max_partitions": MAX_PARTITIONS, "stuck_seconds": round(STUCK_SECONDS),
+                  "grace_seconds": round(GRACE_SECONDS), "requests_window": REQUESTS_WINDOW,
+                  "receipts_window": RECEIPTS_WINDOW}  # fmt: skip
         try:
             health = await run_in_threadpool(health_sample, env)
         except IkkaiError as exc:
             return render(request, "health.html", env=env, view="health", error=_one_line(exc), **bounds)
         return render(request, "health.html", env=env, view="health", queries=health_tables(health),
-                      left_out=health.left_out, **bounds)  # fmt: skip
+                      left_out=health.left_out, lags=lag_tables(health), lag=health.lags,
+                      dead=dead_letter_rows(health), dead_letters=health.dead_letters,
+                      reconciliation=reconciliation_view(health), **bounds)  # fmt: skip
 
     async def bundle_action(request: Request) -> Response:
         env, bundle, verb = (request.path_params[k] for k in ("env", "bundle", "verb"))

@@ -1,5 +1,5 @@
 """The page's rows, shaped from what ``deploy.bundle_ops`` returns for plan and status, and from
-``deploy.eos_health``'s samples. Pure.
+``deploy.eos_health``'s samples (markers, consumer lag, dead letters by reason, the reconciliation). Pure.
 
 Secrets are already redacted there (plans mask secret values on both sides, status cuts literal secrets and
 URL credentials out of traces); these functions only choose what a person reads at a glance.
@@ -11,7 +11,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from deploy.dead_letter_reasons import shown_reason
 from deploy.eos_health import Health
+from deploy.reconciliation import SHOWN
 
 IN_SYNC = "in sync"
 DRIFTED = "drifted"
@@ -101,3 +103,47 @@ def health_tables(health: Health) -> list[dict[str, Any]]:
             })  # fmt: skip
         tables.append({"app": app, "query": query, "topic": partitions[0].topic, "rows": rows})
     return tables
+
+
+def lag_tables(health: Health) -> list[dict[str, Any]]:
+    """Per query, then per sink connector: its lag in all and on each input partition (end, committed, lag)."""
+    return [
+        {
+            "kind": lag.kind, "name": lag.name, "state": lag.state, "total": lag.total,
+            "rows": [{"topic": p.topic, "partition": p.partition, "end": p.end, "committed": p.committed,
+                      "lag": p.lag} for p in lag.partitions],
+        }
+        for lag in (*health.lags.queries, *health.lags.sinks)
+    ]  # fmt: skip
+
+
+def dead_letter_rows(health: Health) -> list[dict[str, Any]]:
+    """Per (dlq topic, stage, error class): how many of the recent dead letters, the newest reason (masked), its age."""
+    return [
+        {"topic": r.topic, "stage": r.stage, "error_class": r.error_class, "count": r.count, "reason": r.newest_reason,
+         "age": max(0, round(health.at - r.newest_ms / 1000))}
+        for r in health.dead_letters.reasons
+    ]  # fmt: skip
+
+
+def _id(text: str) -> str:
+    """A decision id or an Idempotency-Key as shown: its first 16 characters (a sha-256 hex is unique by then),
+    masked like any text a service wrote."""
+    return shown_reason(text if len(text) <= 16 else text[:16] + "…")
+
+
+def reconciliation_view(health: Health) -> dict[str, Any]:
+    """The reconciliation's counts, and a few examples of each finding (ids only: no body, no header)."""
+    r = health.reconciliation
+    return {
+        "problem": r.problem, "requests": r.requests, "receipts": r.receipts, "repeated": len(r.repeated),
+        "repeated_examples": [f"{_id(d)} {shown_reason(e)}" for d, e in r.repeated[:SHOWN]],
+        "shared_keys": len(r.shared_keys), "shared_examples": [_id(k) for k in r.shared_keys[:SHOWN]],
+        "repeat_receipts": r.repeat_receipts, "judged": r.judged, "in_flight": r.in_flight,
+        "not_judged": r.not_judged, "missing": len(r.missing), "undecodable": r.undecodable,
+        "missing_examples": [
+            {"decision": _id(m.decision_id), "effect": shown_reason(m.effect),
+             "age": round(health.at - m.timestamp_ms / 1000), "where": f"{m.where[0]}-{m.where[1]}@{m.where[2]}"}
+            for m in r.missing[:SHOWN]
+        ],
+    }  # fmt: skip

@@ -1,13 +1,17 @@
 """The page's exactly-once health view (``/ui/env/<env>/health``) over the real server and the real broker: the
 last marker of each partition of a query, a transaction left open on one, and a cluster that does not answer
-(no stack needed for that one). The reader's own tests, pure and on
-the broker, are test_eos_health.py; the view in a browser, with its screenshot, is in test_page_browser.py."""
+(no stack needed for that one); and, over a reader that answers a fixed sample (no stack), the consumer lag,
+the dead letters by reason (masked) and the reconciliation's counts as the page prints them. The readers' own
+tests, pure and on the broker, are test_eos_health.py, test_consumer_lag.py, test_dead_letter_reasons.py and
+test_reconciliation.py; the view in a browser, with its screenshot, is in test_page_browser.py."""
 
 from __future__ import annotations
 
 import re
 import shutil
+import time
 from collections.abc import Iterator
+from dataclasses import replace
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -15,6 +19,10 @@ import pytest
 import requests
 import yaml
 
+from deploy.consumer_lag import ConsumerLag, Lags, PartitionLag
+from deploy.dead_letter_reasons import DeadLetters, ReasonCount
+from deploy.eos_health import Health, HealthReader, health_of
+from deploy.reconciliation import Reconciliation, RequestSeen
 from deploy.service import ControlPlane
 from ikkai.contract.codec import default_codec
 from tests.deploy.serving import serve
@@ -69,6 +77,84 @@ def served(tmp_path: Path, bootstrap: str) -> Iterator[str]:
 @pytest.fixture
 def url(tmp_path: Path, bootstrap: str) -> Iterator[str]:
     yield from served(tmp_path, bootstrap)
+
+
+class Texts(HTMLParser):
+    """The text of every element with an id, by that id (nested ids each get their own text too)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.open: list[str | None] = []
+        self.text: dict[str, str] = {}
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in ("br", "img", "input", "meta", "link"):
+            return
+        found = dict(attrs).get("id")
+        self.open.append(found)
+        if found:
+            self.text[found] = ""
+
+    def handle_endtag(self, tag: str) -> None:
+        if self.open:
+            self.open.pop()
+
+    def handle_data(self, data: str) -> None:
+        for element in self.open:
+            if element:
+                self.text[element] += " ".join(data.split()) + " "
+
+
+def texts(html: str) -> dict[str, str]:
+    parser = Texts()
+    parser.feed(html)
+    return {k: " ".join(v.split()) for k, v in parser.text.items()}
+
+
+PAN = "4111111111111111"
+SAMPLE = replace(
+    health_of(time.time(), {}, {}, {}, {}),
+    lags=Lags(
+        (ConsumerLag("query", "ikkai.infer", (PartitionLag("events.payments", 0, 130, 120),
+                                              PartitionLag("events.payments", 1, 9, None))),),
+        (ConsumerLag("sink", "outbox-sink", (PartitionLag("outbox.requests", 0, 12, 12),), "STABLE"),),
+    ),
+    dead_letters=DeadLetters((ReasonCount("dlq.enrich", "enrich", "invalid_field", 7, "card ************1111 refused",
+                                          int(time.time() * 1000)),)),
+    reconciliation=Reconciliation(requests=40, receipts=41, repeated=(("a" * 64, "hold"),), repeat_receipts=2,
+                                  judged=30, in_flight=9, not_judged=1, undecodable=0, missing=(
+        RequestSeen("b" * 64, f"payments-api/cards/{PAN}", "payments-api", int(time.time() * 1000) - 90_000,
+                    ("outbox.requests", 1, 17)),
+    )),
+)  # fmt: skip
+
+
+class SampleReader(HealthReader):
+    def sampled(self) -> Health:
+        return SAMPLE
+
+
+def test_the_view_prints_lag_dead_letters_by_reason_and_the_reconciliation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("deploy.page.app.HealthReader", SampleReader)
+    for url in served(tmp_path, "127.0.0.1:9"):
+        session, _ = logged_in(url)
+        page = session.get(f"{url}/ui/env/{ENV}/health", timeout=60)
+    assert page.status_code == 200, page.text
+    shown = texts(page.text)
+    assert shown["lag-query-ikkai.infer"].startswith("query ikkai.infer · lag 10 ")
+    assert "events.payments 0 130 120 10" in shown["lag-query-ikkai.infer"]
+    assert "events.payments 1 9 nothing yet" in shown["lag-query-ikkai.infer"]
+    assert shown["lag-sink-outbox-sink"].startswith("sink outbox-sink group STABLE · lag 0 ")
+    assert "dlq.enrich enrich invalid_field 7 0 card ************1111 refused" in shown["dead-letter-reasons"]
+    assert shown["effects-repeated"].endswith("1 aaaaaaaaaaaaaaaa… hold")
+    missing = shown["requests-without-receipt"]
+    assert missing.startswith("requests older than 60 s without a final receipt 1 bbbbbbbbbbbbbbbb… ")
+    assert "at outbox.requests-1@17, 90 s old" in missing
+    assert PAN not in page.text and "************1111" in missing  # the effect's path is masked too
+    assert shown["requests-judged"].endswith("30 / 9 / 1")
+    assert shown["repeat-receipts"].endswith("2")
 
 
 def test_an_unreachable_cluster_is_said_on_the_page_not_a_server_error(tmp_path: Path) -> None:
