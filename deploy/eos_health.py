@@ -19,7 +19,8 @@ So the cost is bounded by ``MAX_PARTITIONS`` times ``LOOKBACK`` records, not by 
 The same sample, after the markers and within one more ``TIMEOUT_SECONDS``, reads what the markers lead to,
 each bounded in its own module and shown with its own problem when its reads fail: the consumer lag of the
 queries (from their markers) and of the Connect sinks (``deploy.consumer_lag``), the recent dead letters by
-reason (``deploy.dead_letter_reasons``) and the outbox's reconciliation (``deploy.reconciliation``).
+reason (``deploy.dead_letter_reasons``), the outbox's reconciliation (``deploy.reconciliation``) and the
+events without a decision (``deploy.event_decisions``).
 
 Open transactions: where a partition's LSO is below its HW, a transaction is open there (a writer began it
 and has not committed or aborted yet). A writer commits a batch within seconds; one that stays open with
@@ -43,6 +44,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from deploy.consumer_lag import Lags, read_lags
 from deploy.dead_letter_reasons import DeadLetters, read_dead_letters
+from deploy.event_decisions import EventDecisions, read_event_decisions
 from deploy.kafka_windows import Deadline
 from deploy.reconciliation import Reconciliation, read_reconciliation
 from ikkai.contract.codec import default_codec
@@ -173,6 +175,7 @@ class Health:
     lags: Lags = field(default_factory=Lags)
     dead_letters: DeadLetters = field(default_factory=DeadLetters)
     reconciliation: Reconciliation = field(default_factory=Reconciliation)
+    event_decisions: EventDecisions = field(default_factory=EventDecisions)
 
 
 def health_of(
@@ -259,7 +262,7 @@ class HealthReader:
             return self.last
 
     def _around(self, health: Health) -> Health:
-        """``health`` with the lags, dead letters by reason and the reconciliation read within one more deadline;
+        """``health`` with the lags, dead letters by reason and the reconciliations read within one more deadline;
         a part whose reads fail says so in its ``problem`` and the rest is still shown."""
         assert self._admin is not None
         deadline = Deadline(TIMEOUT_SECONDS)
@@ -279,7 +282,14 @@ class HealthReader:
             )
         except (KafkaException, TimeoutError, IkkaiError) as exc:
             reconciliation = Reconciliation(problem=f"outbox topics unreadable: {_said(exc)}")
-        return replace(health, lags=lags, dead_letters=letters, reconciliation=reconciliation)
+        try:
+            markers = [marker for rows in queries.values() for marker in rows]
+            decided = read_event_decisions(
+                self.kafka, self._admin, self._partitions_of, markers, environment_codec(), deadline
+            )
+        except (KafkaException, TimeoutError, IkkaiError) as exc:
+            decided = EventDecisions(problem=f"events or decisions unreadable: {_said(exc)}")
+        return replace(health, lags=lags, dead_letters=letters, reconciliation=reconciliation, event_decisions=decided)
 
     def _read(self) -> tuple[dict[str, tuple[str, str]], dict[Where, Ends], Markers, int]:
         if self._admin is None:

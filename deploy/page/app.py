@@ -36,6 +36,7 @@ from starlette.types import ASGIApp
 from deploy import bundle_ops
 from deploy.clusters import kafka_cluster
 from deploy.eos_health import LOOKBACK, MAX_PARTITIONS, STUCK_SECONDS, Health, HealthReader
+from deploy.event_decisions import EVENTS_WINDOW
 from deploy.flow import DEAD_LETTERS, STAGES, FlowReader, rates
 from deploy.page import session as login
 from deploy.page.charts import flow_chart
@@ -44,6 +45,7 @@ from deploy.page.views import (
     connector_rows,
     dead_letter_rows,
     environments,
+    event_decisions_view,
     health_tables,
     lag_tables,
     reconciliation_view,
@@ -233,7 +235,7 @@ def page_app(plane: ControlPlane, *, secure_cookie: bool = False) -> ASGIApp:
             return refused
         bounds = {"lookback": LOOKBACK, "max_partitions": MAX_PARTITIONS, "stuck_seconds": round(STUCK_SECONDS),
                   "grace_seconds": round(GRACE_SECONDS), "requests_window": REQUESTS_WINDOW,
-                  "receipts_window": RECEIPTS_WINDOW}  # fmt: skip
+                  "receipts_window": RECEIPTS_WINDOW, "events_window": EVENTS_WINDOW}  # fmt: skip
         try:
             health = await run_in_threadpool(health_sample, env)
         except IkkaiError as exc:
@@ -241,7 +243,8 @@ def page_app(plane: ControlPlane, *, secure_cookie: bool = False) -> ASGIApp:
         return render(request, "health.html", env=env, view="health", queries=health_tables(health),
                       left_out=health.left_out, lags=lag_tables(health), lag=health.lags,
                       dead=dead_letter_rows(health), dead_letters=health.dead_letters,
-                      reconciliation=reconciliation_view(health), **bounds)  # fmt: skip
+                      reconciliation=reconciliation_view(health), decided=event_decisions_view(health),
+                      **bounds)  # fmt: skip
 
     async def bundle_action(request: Request) -> Response:
         env, bundle, verb = (request.path_params[k] for k in ("env", "bundle", "verb"))

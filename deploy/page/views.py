@@ -147,3 +147,14 @@ def reconciliation_view(health: Health) -> dict[str, Any]:
             for m in r.missing[:SHOWN]
         ],
     }  # fmt: skip
+
+
+def event_decisions_view(health: Health) -> dict[str, Any]:
+    """Events without a decision and events decided twice: counts and a few positions (``partition@offset``)."""
+    d = health.event_decisions
+    return {
+        "problem": d.problem, "source_topic": d.source_topic, "events": d.events, "decisions": d.decisions,
+        "judged": d.judged, "in_flight": d.in_flight, "not_judged": d.not_judged,
+        "without": len(d.without), "without_examples": [f"{p}@{o}" for p, o in d.without[:SHOWN]],
+        "twice": len(d.twice), "twice_examples": [f"{p}@{o}" for p, o in d.twice[:SHOWN]],
+    }  # fmt: skip

@@ -22,6 +22,7 @@ import yaml
 from deploy.consumer_lag import ConsumerLag, Lags, PartitionLag
 from deploy.dead_letter_reasons import DeadLetters, ReasonCount
 from deploy.eos_health import Health, HealthReader, health_of
+from deploy.event_decisions import EventDecisions
 from deploy.reconciliation import Reconciliation, RequestSeen
 from deploy.service import ControlPlane
 from ikkai.contract.codec import default_codec
@@ -126,6 +127,8 @@ SAMPLE = replace(
         RequestSeen("b" * 64, f"payments-api/cards/{PAN}", "payments-api", int(time.time() * 1000) - 90_000,
                     ("outbox.requests", 1, 17)),
     )),
+    event_decisions=EventDecisions(events=600, decisions=580, judged=570, in_flight=28, not_judged=2,
+                                   without=((1, 17), (3, 4)), twice=(), source_topic="events.payments"),
 )  # fmt: skip
 
 
@@ -155,6 +158,9 @@ def test_the_view_prints_lag_dead_letters_by_reason_and_the_reconciliation(
     assert PAN not in page.text and "************1111" in missing  # the effect's path is masked too
     assert shown["requests-judged"].endswith("30 / 9 / 1")
     assert shown["repeat-receipts"].endswith("2")
+    assert shown["events-without-decision"] == "events of events.payments without a decision 2 1@17, 3@4"
+    assert shown["events-decided-twice"] == "events decided twice 0"
+    assert shown["events-judged"].endswith("570 / 28 / 2")
 
 
 def test_an_unreachable_cluster_is_said_on_the_page_not_a_server_error(tmp_path: Path) -> None:

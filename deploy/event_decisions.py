@@ -1,0 +1,204 @@
+"""Events without a decision, and events decided twice, as the health view's reconciliation shows them.
+
+Every event on ``events.payments`` gets exactly one outcome from the infer query: one decision on
+``decisions.fraud`` (``spark_jobs.infer.fraud_decisions``), or, when it does not decode, a dead letter on its
+dlq; an outbox request the contract refuses is a dead letter *beside* the decision. A decision and a dead
+letter name the input record they came from (``input_topic``/``input_partition``/``input_offset``, and
+``source_*`` in a dead letter), so the check needs no clock to know which event an outcome belongs to.
+
+When an event is judged, without guessing from timestamps: the query's commit markers say, per output
+partition and input partition, the next input offset whose output is committed there. An event's output is
+on one output partition; below the **lowest** of those offsets (over every output partition, each of which
+must have a marker) its outcome is committed whichever partition it went to. So:
+
+- an event at or beyond that frontier is **in flight** (read, not committed yet, or not read yet: the
+  query's lag) and never judged;
+- an event below it with no decision and no dead letter naming it is **without a decision**;
+- an event that two decisions name is **decided twice** (the exactly-once promise broken).
+
+Windows that line up: the last ``EVENTS_WINDOW`` offsets of each events partition are read first (only their
+positions and timestamps: values are not decoded); then the decisions and the query's dead letters from the
+oldest of those events' timestamps on (less ``SKEW_SECONDS``: a decision is written after its event, by
+another machine's clock), at most ``OUTCOMES_WINDOW`` offsets a partition. Where a window had to be cut,
+events older than its first record read are not judged (their outcome may lie before it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from confluent_kafka import IsolationLevel
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from deploy.kafka_windows import Deadline, Record, Where, last_records, offsets
+from ikkai.contract.codec import RecordCodec
+from ikkai.contract.kafka import KafkaContext
+from ikkai.contract.markers import CommitMarker
+from ikkai.contract.topics import DECISIONS_FRAUD, DLQ_PREFIX
+from ikkai.errors import IkkaiError
+
+EVENTS_WINDOW = 500  # offsets before each events partition's read_committed end
+OUTCOMES_WINDOW = 2000  # at most this many offsets before each decisions or dlq partition's end
+SKEW_SECONDS = 60.0
+MAX_PARTITIONS = 64  # of each topic
+
+Position = tuple[int, int]  # (input partition, offset)
+
+
+@dataclass(frozen=True)
+class Frontier:
+    """What a query has committed of its input: below ``offsets[partition]``, every event's outcome."""
+
+    source_topic: str
+    offsets: Mapping[int, int]
+    dead_letters: str | None  # the query's dlq topic, from its markers' output topics
+
+
+@dataclass(frozen=True)
+class EventDecisions:
+    events: int = 0  # events in the window
+    decisions: int = 0  # decisions read
+    judged: int = 0
+    in_flight: int = 0  # at or beyond the committed frontier
+    not_judged: int = 0  # older than where an outcomes window starts
+    without: tuple[Position, ...] = ()  # judged events without a decision or a dead letter
+    twice: tuple[Position, ...] = ()  # events two decisions name
+    source_topic: str = ""
+    problem: str | None = None
+
+
+def decided_frontier(markers: Iterable[CommitMarker], decisions_topic: str = DECISIONS_FRAUD) -> Frontier | None:
+    """The committed frontier of the queries that write ``decisions_topic``, or None when none has a marker on
+    every output partition yet. Per query the lowest offset over its output partitions; across queries (a
+    handover: the newer one starts where the older one stopped) the highest. Pure."""
+    by_query: dict[tuple[str, str], list[CommitMarker]] = {}
+    for marker in markers:
+        if decisions_topic in marker.output_topics and marker.source_topic:
+            by_query.setdefault((marker.app, marker.query), []).append(marker)
+    frontier: dict[int, int] = {}
+    source, dlq = None, None
+    for found in by_query.values():
+        if len({m.partition for m in found}) < found[0].partitions or len({m.source_topic for m in found}) > 1:
+            continue  # an output partition without a marker: an event routed there may be uncommitted
+        if source is not None and found[0].source_topic != source:
+            continue
+        source = found[0].source_topic
+        dlq = dlq or next((t for t in found[0].output_topics if t.startswith(DLQ_PREFIX)), None)
+        inputs = set.intersection(*(set(m.source_offsets) for m in found))
+        for partition in inputs:
+            lowest = min(m.source_offsets[partition] for m in found)
+            frontier[partition] = max(frontier.get(partition, lowest), lowest)
+    return None if source is None else Frontier(source, frontier, dlq)
+
+
+def undecided(
+    events: Iterable[Record],
+    decided: Sequence[Position],
+    dead: Iterable[Position],
+    frontier: Mapping[int, int],
+    covered_from_ms: int,
+) -> tuple[list[Position], list[Position], int, int, int]:
+    """(events without a decision or dead letter, events decided twice, judged, in flight, not judged). Pure.
+
+    ``decided``: the position each decision read names (one entry per decision); ``dead``: the positions the
+    query's dead letters name.
+    """
+    outcomes = set(decided) | set(dead)
+    counts: dict[Position, int] = {}
+    for position in decided:
+        counts[position] = counts.get(position, 0) + 1
+    without: list[Position] = []
+    judged = in_flight = not_judged = 0
+    for event in events:
+        position = (event.partition, event.offset)
+        if event.offset >= frontier.get(event.partition, 0):
+            in_flight += 1
+        elif event.timestamp_ms < covered_from_ms:
+            not_judged += 1
+        else:
+            judged += 1
+            if position not in outcomes:
+                without.append(position)
+    twice = sorted(p for p, n in counts.items() if n > 1)
+    return sorted(without), twice, judged, in_flight, not_judged
+
+
+def covered_from(records: Sequence[Record], cut: Iterable[Where]) -> int:
+    """From which timestamp the outcomes read cover every partition: the latest first-read timestamp of a
+    partition whose window was cut (0 when none was). Pure."""
+    first: dict[Where, int] = {}
+    for r in records:
+        where = (r.topic, r.partition)
+        first[where] = min(first.get(where, r.timestamp_ms), r.timestamp_ms)
+    return max((first.get(w, 0) for w in cut), default=0)
+
+
+def _outcomes(
+    kafka: KafkaContext, admin: AdminClient, topic: str, partitions: Sequence[int], since_ms: int, deadline: Deadline
+) -> tuple[list[Record], set[Where], set[Where]]:
+    """The records of ``topic`` written since ``since_ms`` (at most ``OUTCOMES_WINDOW`` a partition), the
+    partitions whose window was cut, and those not read to their end."""
+    chosen = [(topic, p) for p in sorted(partitions)][:MAX_PARTITIONS]
+    at_time = offsets(admin, chosen, OffsetSpec.for_timestamp(since_ms), deadline)  # type: ignore[no-untyped-call]
+    ends = offsets(admin, chosen, OffsetSpec.latest(), deadline)  # type: ignore[no-untyped-call]
+    starts = {w: ends[w] if at_time[w] < 0 else at_time[w] for w in chosen}  # -1: nothing that new
+    cut = {w for w in chosen if starts[w] < ends[w] - OUTCOMES_WINDOW}
+    records, unread = last_records(kafka, {w: (max(starts[w], ends[w] - OUTCOMES_WINDOW), ends[w]) for w in chosen},
+                                   deadline)  # fmt: skip
+    return records, cut, unread
+
+
+def read_event_decisions(
+    kafka: KafkaContext,
+    admin: AdminClient,
+    partitions_of: Mapping[str, Sequence[int]],
+    markers: Iterable[CommitMarker],
+    codec: RecordCodec,
+    deadline: Deadline,
+    decisions_topic: str = DECISIONS_FRAUD,
+) -> EventDecisions:
+    frontier = decided_frontier(markers, decisions_topic)
+    if frontier is None:
+        return EventDecisions(problem=f"no query writing {decisions_topic} has a marker on every output partition")
+    source = frontier.source_topic
+    if source not in partitions_of or decisions_topic not in partitions_of:
+        return EventDecisions(source_topic=source, problem=f"no topic {source} or {decisions_topic}")
+    chosen = [(source, p) for p in sorted(partitions_of[source])][:MAX_PARTITIONS]
+    earliest = offsets(admin, chosen, OffsetSpec.earliest(), deadline, IsolationLevel.READ_UNCOMMITTED)  # type: ignore[no-untyped-call]
+    ends = offsets(admin, chosen, OffsetSpec.latest(), deadline)  # type: ignore[no-untyped-call]
+    events, unread = last_records(kafka, {w: (max(earliest[w], ends[w] - EVENTS_WINDOW), ends[w]) for w in chosen},
+                                  deadline)  # fmt: skip
+    if unread:
+        return EventDecisions(source_topic=source, problem=f"{len(unread)} {source} partition(s) not read in time")
+    since = max(0, min((e.timestamp_ms for e in events), default=0) - int(SKEW_SECONDS * 1000))
+    decisions, cut, unread = _outcomes(kafka, admin, decisions_topic, partitions_of[decisions_topic], since, deadline)
+    letters: list[Record] = []
+    if frontier.dead_letters in partitions_of:
+        assert frontier.dead_letters is not None
+        letters, dlq_cut, dlq_unread = _outcomes(kafka, admin, frontier.dead_letters,
+                                                 partitions_of[frontier.dead_letters], since, deadline)  # fmt: skip
+        cut, unread = cut | dlq_cut, unread | dlq_unread
+    if unread:
+        return EventDecisions(source_topic=source, problem=f"{len(unread)} outcome partition(s) not read in time")
+    decided: list[Position] = []
+    for record in decisions:
+        try:
+            value = codec.decode("fraud_decision", record.value or b"")
+        except (IkkaiError, KeyError, TypeError, ValueError):
+            continue  # not a decision: names no event
+        if value["input_topic"] == source:
+            decided.append((int(value["input_partition"]), int(value["input_offset"])))
+    dead: list[Position] = []
+    for record in letters:
+        try:
+            value = codec.decode("dead_letter", record.value or b"")
+        except (IkkaiError, KeyError, TypeError, ValueError):
+            continue
+        if value["source_topic"] == source:
+            dead.append((int(value["source_partition"]), int(value["source_offset"])))
+    without, twice, judged, in_flight, not_judged = undecided(
+        events, decided, dead, frontier.offsets, covered_from([*decisions, *letters], cut)
+    )
+    return EventDecisions(len(events), len(decided), judged, in_flight, not_judged, tuple(without), tuple(twice),
+                          source)  # fmt: skip
