@@ -8,8 +8,10 @@ worker) serve the whole module; each view's screenshot is written under the modu
 
 from __future__ import annotations
 
+import re
 import shutil
 import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -17,13 +19,23 @@ from pathlib import Path
 
 import pytest
 import yaml
+from confluent_kafka import Producer
 
 from deploy.connect_rest import ConnectClient
 from deploy.page import REFRESH_SECONDS
 from deploy.service import ControlPlane
-from ikkai.contract.kafka import KafkaContext
+from ikkai.contract.codec import default_codec
+from ikkai.contract.kafka import KafkaContext, ensure_topics
 from ikkai.contract.markers import CommitMarker, commits_topic_for
-from ikkai.contract.topics import DECISIONS_FRAUD, EVENTS_PAYMENTS, INGEST_PAYMENTS
+from ikkai.contract.outbox import OutboxRequest, Receipt
+from ikkai.contract.topics import (
+    DECISIONS_FRAUD,
+    DLQ_ENRICH,
+    EVENTS_PAYMENTS,
+    INGEST_PAYMENTS,
+    OUTBOX_RECEIPTS,
+    OUTBOX_REQUESTS,
+)
 from ikkai.settings import Endpoints
 from spark_jobs.sink.commit_markers import ensure_commits_topic
 from stack.local_stack import CONNECT, LocalStack
@@ -71,9 +83,19 @@ class Page:
             self.shot("timeout")
             pytest.fail(f"{what} did not show within {seconds} s; the page said: {self.text('main')[:2000]}")
 
-    def shot(self, name: str) -> Path:
+    def shot(self, name: str, whole: bool = False) -> Path:
+        """The window's screenshot; ``whole``: of the whole page, the window made as tall as it for the shot."""
         path = self.shots / f"{name}.png"
-        assert self.driver.save_screenshot(str(path)), path  # type: ignore[attr-defined]
+        if whole:  # the window's height is the page's plus the browser's own (toolbars, even when headless)
+            height = self.driver.execute_script(  # type: ignore[attr-defined]
+                "return document.documentElement.scrollHeight + window.outerHeight - window.innerHeight"
+            )
+            self.driver.set_window_size(SIZE[0], max(SIZE[1], int(height) + 20))  # type: ignore[attr-defined]
+        try:
+            assert self.driver.save_screenshot(str(path)), path  # type: ignore[attr-defined]
+        finally:
+            if whole:
+                self.driver.set_window_size(*SIZE)  # type: ignore[attr-defined]
         return path
 
     def post(self, path: str, form: dict[str, str]) -> int:
@@ -224,6 +246,26 @@ def test_the_health_view_shows_each_querys_last_markers_and_an_open_transaction(
     page: Page, own_stack: tuple[LocalStack, Endpoints]
 ) -> None:
     bootstrap = own_stack[1].bootstrap_servers
+    kafka = KafkaContext.of(bootstrap)
+    ensure_topics(kafka, [DLQ_ENRICH, EVENTS_PAYMENTS, DECISIONS_FRAUD, OUTBOX_REQUESTS, OUTBOX_RECEIPTS], 2)
+    producer = Producer(kafka.producer_config())
+    # Dead letters as enrich writes them, one quoting a card number: the view counts them and masks it.
+    for i in range(3):
+        reason = f"card_number 4111111111111111 is not a string ({page.prefix}{i})"
+        producer.produce(DLQ_ENRICH, value=b"x", headers=[("ikkai.dlq.stage", b"enrich"),
+                         ("ikkai.dlq.error_class", b"wrong_type"), ("ikkai.dlq.reason", reason.encode())])  # fmt: skip
+    # Two minutes old requests: one receipted twice (at least once), one not at all.
+    codec, old = default_codec(), int(time.time() * 1000) - 120_000
+    asked = [OutboxRequest(f"{page.prefix}d{i}", f"pay-{i}", "payments-api", "/holds", b"{}", 0, effect="hold")
+             for i in range(2)]  # fmt: skip
+    for request in asked:
+        producer.produce(OUTBOX_REQUESTS, key=request.key, value=codec.encode("outbox_request", request.to_record()),
+                         timestamp=old)  # fmt: skip
+    done = Receipt(asked[0].decision_id, asked[0].key, "payments-api", "DELIVERED", 201, 1, old, old, None, None,
+                   "hold", asked[0].idempotency_key)  # fmt: skip
+    for _ in range(2):
+        producer.produce(OUTBOX_RECEIPTS, key=done.decision_id, value=codec.encode("outbox_receipt", done.to_record()))
+    producer.flush(30)
     queries = {"enrich": (INGEST_PAYMENTS, EVENTS_PAYMENTS), "infer": (EVENTS_PAYMENTS, DECISIONS_FRAUD)}
     for query, (source, output) in queries.items():
         ensure_commits_topic(KafkaContext.of(bootstrap), commits_topic_for("ikkai", query), 2)
@@ -243,7 +285,17 @@ def test_the_health_view_shows_each_querys_last_markers_and_an_open_transaction(
         assert offsets == f"{INGEST_PAYMENTS} 0:300 1:270"  # the last of three batches
         assert page.text("section[data-query='enrich'] .transaction").strip() == ""  # nothing open there
         assert page.text("section[data-query='infer'] tr[data-partition='1'] .transaction").startswith("open for")
-        page.shot("health")
+        # enrich's markers of its last batch name 300 (output partition 0) and 301 (1) for ingest.payments-0:
+        # the query committed the highest, and its lag is counted from there
+        lag = "section[data-kind='query'][data-name='ikkai.enrich'] tr[data-partition='0']"
+        assert page.text(f"{lag} .committed") == "301"
+        reason = page.text(f"tr.reason[data-topic='{DLQ_ENRICH}'][data-class='wrong_type'] .text")
+        assert reason == f"card_number ************1111 is not a string ({page.prefix}2)"  # the newest, masked
+        assert "4111111111111111" not in page.driver.page_source  # type: ignore[attr-defined]
+        assert int(page.text("#requests-without-receipt .value")) >= 1  # the unreceipted one (others may be there)
+        assert int(page.text("#repeat-receipts .value")) >= 1
+        assert re.fullmatch(r"\d+ / \d+", page.text("#events-read .value"))  # infer's markers found, topics read
+        page.shot("health", whole=True)
     finally:
         stranger.abort_transaction(60)
     page.wait(3 * REFRESH_SECONDS, lambda: page.text("section[data-query='infer'] .transaction").strip() == "",
