@@ -116,13 +116,15 @@ def read_lags(
     partitions_of: Mapping[str, Sequence[int]],
     queries: Mapping[tuple[str, str], Iterable[CommitMarker]],
     deadline: Deadline,
+    *,
+    max_groups: int = MAX_GROUPS,
 ) -> Lags:
-    """The lags of the queries whose markers are given and of every ``connect-*`` group (bounded, see above)."""
+    """The lags of the queries whose markers are given and of the first ``max_groups`` ``connect-*`` groups."""
     progress = query_progress(queries)
     listed = admin.list_consumer_groups(request_timeout=deadline.left()).result(timeout=deadline.left())
     names = sorted(g.group_id for g in listed.valid if g.group_id.startswith(SINK_GROUP_PREFIX))
     states = {g.group_id: str(getattr(g.state, "name", g.state or "")) for g in listed.valid}
-    chosen = names[:MAX_GROUPS]
+    chosen = names[:max_groups]
     futures = {
         group: admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
                                                  request_timeout=deadline.left())[group]
