@@ -57,8 +57,10 @@ from spark_jobs.sink.transactional_sink import (
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
+    from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 BatchWriter = TransactionalBatchWriter | AtLeastOnceBatchWriter
+FOREACH_BATCH, DATA_SOURCE = "foreach-batch", "data-source"  # how the sink is attached to the query
 BatchFunction = Callable[["DataFrame", int], None]
 
 
@@ -84,6 +86,7 @@ class StreamingOptions:
     start_offsets: dict[int, int] = field(default_factory=dict)  # or told where to start
     progress: bool = False  # --progress: each batch's StreamingQueryProgress on stderr (spark_jobs.progress)
     checkpoint_given: bool = True  # False: the default under $IKKAI_HOME, which only a local master may use
+    sink_api: str = FOREACH_BATCH  # the hidden --sink-api: data-source is a trial (spark_jobs.sink.stream_writer)
 
     @classmethod
     def from_cli(cls, job: str, kw: dict[str, Any], query: str, output_topics: tuple[str, ...]) -> StreamingOptions:
@@ -104,7 +107,7 @@ class StreamingOptions:
             max_offsets_per_trigger=kw["max_offsets_per_trigger"], transaction_timeout_ms=kw["transaction_timeout_ms"],
             master=kw["master"], crash_after_batch=kw["crash_after_batch"], input_recreated=kw["input_recreated"],
             after_query=kw["after_query"], start_offsets=kw["start_offsets"], progress=kw["progress"],
-            checkpoint_given=kw["checkpoint"] is not None,
+            checkpoint_given=kw["checkpoint"] is not None, sink_api=kw.get("sink_api") or FOREACH_BATCH,
         )  # fmt: skip
 
     @property
@@ -213,7 +216,29 @@ def start_query(spark: SparkSession, options: StreamingOptions, job: StreamingJo
     if plan.output_mode:
         stream = stream.outputMode(plan.output_mode)
     trigger = stream_trigger(options.available_now, options.trigger_interval)
+    if options.sink_api == DATA_SOURCE:
+        return RunningQuery(data_source_stream(spark, stream, options, plan, writer).trigger(**trigger).start(), batch)
     return RunningQuery(stream.foreachBatch(batch).trigger(**trigger).start(), batch)
+
+
+def data_source_stream(
+    spark: SparkSession, stream: DataStreamWriter, options: StreamingOptions, plan: BatchPlan, writer: BatchWriter
+) -> DataStreamWriter:
+    """The trial of ``--sink-api data-source``: the prepared writer's sink as a Python data source's stream writer.
+
+    Only exactly-once with the model in the sink's task and rows written in place (infer), no crash hook.
+    """
+    from spark_jobs.sink.stream_writer import SOURCE_NAME, TransactionalDataSource, sink_option
+
+    if not isinstance(writer, TransactionalBatchWriter) or plan.transform is None or plan.partition_column is None:
+        raise ConfigError(
+            "the job's options", "--sink-api", "data-source is a trial for exactly-once jobs whose rows are written "
+            "in place with the sink's transform (infer)", fix="leave --sink-api out",
+        )  # fmt: skip
+    if options.crash_after_batch is not None:
+        raise ConfigError("the job's options", "--sink-api", "data-source has no crash hook", fix="leave one out")
+    spark.dataSource.register(TransactionalDataSource)
+    return stream.format(SOURCE_NAME).options(**sink_option(writer.config, plan.transform.function))
 
 
 def default_checkpoint_refusal(master: str, options: StreamingOptions) -> ConfigError | None:
@@ -308,7 +333,9 @@ def master_option(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def crash_option(command: Callable[..., Any]) -> Callable[..., Any]:
-    """The tests' hidden ``--crash-after-batch`` (click): SIGKILL after that batch is written."""
+    """The hidden options (click): the tests' ``--crash-after-batch`` (SIGKILL after that batch is written) and
+    the benchmarks' ``--sink-api`` (``data-source``: the trial of ``spark_jobs.sink.stream_writer``)."""
     import click
 
+    command = click.option("--sink-api", type=click.Choice((FOREACH_BATCH, DATA_SOURCE)), hidden=True)(command)
     return click.option("--crash-after-batch", type=int, hidden=True)(command)

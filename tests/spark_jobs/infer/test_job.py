@@ -251,6 +251,25 @@ def test_a_lost_checkpoint_loses_nothing_and_duplicates_nothing(
     assert by_partition(bootstrap, topics.outbox) == reference[1]
 
 
+def test_the_data_source_writer_trial_continues_from_the_same_markers(
+    bootstrap: str, payments: tuple[str, list[dict[str, object]]], reference: tuple[Partitioned, Partitioned],
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    """The #31 trial (``--sink-api data-source``: a Python data source's stream writer in place of foreachBatch)
+    takes over a query that foreachBatch started and lost its checkpoint: it reads the same markers, leaves out what
+    they cover and writes the rest, byte-identical to the reference."""
+    topics, query = outputs(bootstrap, payments[0]), unique("trial")
+    crash_after(bootstrap, topics, tmp_path / "checkpoint", query, batch=2, size=BATCH)  # 3 batches of 40 committed
+    shutil.rmtree(tmp_path / "checkpoint")
+    job = run_to_end(
+        bootstrap, topics, tmp_path / "checkpoint", query, "--sink-api", "data-source",
+        "--max-offsets-per-trigger", str(BATCH * 3),
+    )  # fmt: skip
+    assert "(data source writer)" in "".join(job.log), job.tail()
+    assert by_partition(bootstrap, topics.decisions) == reference[0]
+    assert by_partition(bootstrap, topics.outbox) == reference[1]
+
+
 def test_an_older_checkpoint_restored_with_other_batch_sizes_changes_nothing(
     bootstrap: str, payments: tuple[str, list[dict[str, object]]], reference: tuple[Partitioned, Partitioned],
     tmp_path: Path,
