@@ -1,19 +1,25 @@
 """A stack with a Spark standalone cluster of two workers and two Connect workers: it comes up, status lists every
 process, the infer job runs on the cluster (its executors in JVMs of their own, its code from the application zip)
-and decides each event exactly once, and down leaves no process behind.
+and decides each event exactly once, with an executor killed mid-batch and with a zombie first attempt whose
+transaction is open while its retry commits on the other worker, and down leaves no process behind.
 
 One cluster for the module (the tests run in file order; the last one stops it), small data.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import os
 import re
 import signal
 import subprocess
+import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO
 
 import psutil
 import pytest
@@ -23,6 +29,8 @@ from demo.pipeline_io import create_topic, produce_payments, unique
 from ikkai.contract.codec import default_codec
 from ikkai.errors import IkkaiError
 from ikkai.settings import jars_dir
+from spark_jobs.sink.commit_markers import commits_topic_for, read_markers
+from spark_jobs.sink.partition_transactions import PAUSE_BEFORE_COMMIT
 from stack.local_stack import LocalStack
 from stack.processes import stack_processes
 from stack.spark_cluster import shared_dir, work_dir
@@ -96,26 +104,52 @@ def executor_pid(cluster: LocalStack, executor_id: str) -> int:
     raise AssertionError(f"no JVM of executor {executor_id} under the workers {workers}")
 
 
+def infer_topics(cluster: LocalStack, name: str) -> tuple[str, list[dict[str, object]], dict[str, str]]:
+    """The input topic holding ``EVENTS`` payments, those payments, and the job's empty output topics."""
+    bootstrap = cluster.kafka_cluster().bootstrap_servers
+    topic = create_topic(bootstrap, f"events.{name}", PARTITIONS)
+    payments = payment_records(simulate(11, payments=EVENTS).payments)
+    produce_payments(bootstrap, topic, payments, PARTITIONS)
+    outputs = {kind: create_topic(bootstrap, f"{kind}.{name}", PARTITIONS) for kind in ("decisions", "outbox", "dlq")}
+    return topic, payments, outputs
+
+
+def infer_on_the_cluster(
+    cluster: LocalStack, name: str, topic: str, outputs: dict[str, str], *, stderr: int | IO[str], env: dict[str, str],
+    args: tuple[str, ...] = (),
+) -> subprocess.Popen[str]:  # fmt: skip
+    """``ikkai jobs run infer --master spark://…``: 60 events a trigger, its checkpoint in the shared folder."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("IKKAI_")} | env_for(cluster) | env
+    return subprocess.Popen(
+        [str(IKKAI), "jobs", "run", "infer", "--master", str(cluster.spark_master_url()), "--bootstrap",
+         cluster.kafka_cluster().bootstrap_servers, "--input", topic, "--decisions", outputs["decisions"], "--outbox",
+         outputs["outbox"], "--dlq", outputs["dlq"], "--checkpoint", str(shared_dir(cluster.home) / name), "--query",
+         name, "--max-offsets-per-trigger", "60", *args],
+        stderr=stderr, stdout=subprocess.DEVNULL, text=True, env=environment, cwd=ROOT,
+    )  # fmt: skip
+
+
+def assert_each_event_decided_once(
+    cluster: LocalStack, payments: list[dict[str, object]], outputs: dict[str, str]
+) -> None:
+    """What a read_committed reader finds: one decision per event, no dead letter."""
+    bootstrap = cluster.kafka_cluster().bootstrap_servers
+    codec = default_codec()
+    decisions = [codec.decode("fraud_decision", value) for _, value in read_all(bootstrap, outputs["decisions"])]
+    assert Counter(d["event_id"] for d in decisions) == Counter(str(p["event_id"]) for p in payments)
+    assert read_all(bootstrap, outputs["dlq"]) == []
+
+
 def test_kill_9_of_an_executor_mid_batch_retries_its_task_on_the_other(cluster: LocalStack) -> None:
     """The infer job on the cluster (``ikkai jobs run --master spark://``, the application zip on executors of both
     workers, checkpoints in the shared folder) decides each event once while the executor running a task of batch
     2's last stage (the sink's writes) is killed as the task starts: the task is retried on another executor, whose
     producer has the same transactional.id (per application, query and partition). The kill lands before the first
-    attempt produced (the test passes with --mode at-least-once too): a kill with the first attempt's transaction
-    open needs a pause point in the sink (docs/running-jobs-on-a-cluster.md)."""
-    bootstrap = cluster.kafka_cluster().bootstrap_servers
+    attempt produced (the test passes with --mode at-least-once too); the next test holds the first attempt's
+    transaction open on purpose."""
     name = unique("executor-kill")
-    topic = create_topic(bootstrap, f"events.{name}", PARTITIONS)
-    payments = payment_records(simulate(11, payments=EVENTS).payments)
-    produce_payments(bootstrap, topic, payments, PARTITIONS)
-    outputs = {kind: create_topic(bootstrap, f"{kind}.{name}", PARTITIONS) for kind in ("decisions", "outbox", "dlq")}
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("IKKAI_")} | env_for(cluster)
-    job = subprocess.Popen(
-        [str(IKKAI), "jobs", "run", "infer", "--master", str(cluster.spark_master_url()), "--bootstrap", bootstrap,
-         "--input", topic, "--decisions", outputs["decisions"], "--outbox", outputs["outbox"], "--dlq", outputs["dlq"],
-         "--checkpoint", str(shared_dir(cluster.home) / name), "--query", name, "--max-offsets-per-trigger", "60"],
-        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=environment, cwd=ROOT,
-    )  # fmt: skip
+    topic, payments, outputs = infer_topics(cluster, name)
+    job = infer_on_the_cluster(cluster, name, topic, outputs, stderr=subprocess.PIPE, env={})
     assert job.stderr is not None
     stages: dict[int, list[int]] = {}  # batch -> its stages, in order
     killed: tuple[str, int] | None = None
@@ -143,15 +177,133 @@ def test_kill_9_of_an_executor_mid_batch_retries_its_task_on_the_other(cluster: 
             job.kill()
     assert killed is not None, f"the job never reached batch 2's last stage: {stages}"
     assert retried, f"no task was retried on another executor than {killed[0]}:\n{''.join(tail[-40:])}"
-    codec = default_codec()
-    decisions = [codec.decode("fraud_decision", value) for _, value in read_all(bootstrap, outputs["decisions"])]
-    assert Counter(d["event_id"] for d in decisions) == Counter(str(p["event_id"]) for p in payments)
-    assert read_all(bootstrap, outputs["dlq"]) == []
+    assert_each_event_decided_once(cluster, payments, outputs)
     # The job ran on executors of both workers, in JVMs of their own, each given the application zip.
     for worker in SPARK_WORKERS:
         stderr = [path.read_text() for path in work_dir(cluster.home, worker).glob("app-*/*/stderr")]
         assert stderr, f"{worker} launched no executor"
         assert any("/files/ikkai-app-" in text for text in stderr), f"{worker}'s executor got no application zip"
+
+
+# The driver gives up on an executor that sent no heartbeat for 15 s (Spark's default: 120 s), checked every 2 s.
+LOST_BY_HEARTBEAT = {
+    "spark.executor.heartbeatInterval": "2s",
+    "spark.storage.blockManagerHeartbeatTimeoutMs": "15s",
+    "spark.network.timeoutInterval": "2s",
+}
+# Longer than the test: only fencing can end the zombie's transaction, never the broker's timeout.
+ZOMBIE_TRANSACTION_TIMEOUT_MS = 600_000
+WAIT_S = 300.0
+APP = "ikkai"  # the jobs' default --app: the commits topic is _ikkai.commits.<app>.<query>
+
+
+def wait_until(done: Callable[[], bool], job: subprocess.Popen[str], log: Path, what: str) -> None:
+    """Until ``done()``; fails naming ``what`` if the job exits first or ``WAIT_S`` pass."""
+    give_up_at = time.monotonic() + WAIT_S
+    while not done():
+        if job.poll() is not None or time.monotonic() > give_up_at:
+            tail = "".join(log.read_text().splitlines(keepends=True)[-40:])
+            raise AssertionError(f"no {what} (the job's exit code: {job.returncode}) within {WAIT_S:.0f}s:\n{tail}")
+        time.sleep(0.5)
+
+
+def committed_since(cluster: LocalStack, query: str, partition: int, batch: int) -> bool:
+    """Whether (query, partition) has a committed marker of ``batch`` or later, as read_committed sees it."""
+    topic = commits_topic_for(APP, query)
+    marker = read_markers(cluster.kafka_cluster(), APP, query, topic=topic).get(partition)
+    return marker is not None and marker.batch_id >= batch
+
+
+def infer_with_a_pause(
+    cluster: LocalStack, tmp_path: Path, name: str, topic: str, outputs: dict[str, str]
+) -> tuple[subprocess.Popen[str], Path, Path]:
+    """The infer job on the cluster with the sink's pause point armed in a folder of its own (no option of ours: a
+    SPARK_CONF_DIR of the test's whose spark-defaults.conf sets spark.executorEnv); the job, that folder, its log."""
+    pause = tmp_path / "pause"
+    pause.mkdir()
+    conf_dir = tmp_path / "spark-conf"
+    conf_dir.mkdir()
+    settings = {**LOST_BY_HEARTBEAT, f"spark.executorEnv.{PAUSE_BEFORE_COMMIT}": str(pause)}
+    (conf_dir / "spark-defaults.conf").write_text("".join(f"{k} {v}\n" for k, v in settings.items()))
+    log = tmp_path / "job.log"
+    with log.open("w") as stderr:
+        job = infer_on_the_cluster(
+            cluster, name, topic, outputs, stderr=stderr, env={"SPARK_CONF_DIR": str(conf_dir)},
+            args=("--transaction-timeout-ms", str(ZOMBIE_TRANSACTION_TIMEOUT_MS)),
+        )  # fmt: skip
+    return job, pause, log
+
+
+def stopped_node(zombie: psutil.Process, cluster: LocalStack) -> tuple[psutil.Process, psutil.Process]:
+    """The executor JVM whose Python worker ``zombie`` is, and the Spark worker that launched it."""
+    workers = {pid for name in SPARK_WORKERS for pid in stack_processes(cluster.home).get(name, [])}
+    parents = zombie.parents()
+    executor = next(p for p in parents if "--executor-id" in p.cmdline())
+    worker = next(p for p in parents if p.pid in workers)
+    return executor, worker
+
+
+def hold_a_zombie_until_its_retry_committed(
+    cluster: LocalStack, query: str, pause: Path, job: subprocess.Popen[str], log: Path
+) -> None:
+    """Freeze the node of the write that paused, wait for its retry's commit, release the zombie: it is fenced."""
+    frozen: dict[str, psutil.Process] = {}  # the node frozen: its Spark worker and its executor JVM
+    try:
+        wait_until((pause / "paused").exists, job, log, "write paused with its transaction open")
+        paused = json.loads((pause / "paused").read_text())
+        zombie = psutil.Process(paused["pid"])
+        executor, worker = stopped_node(zombie, cluster)
+        for role, process in (("worker", worker), ("executor", executor)):  # first the one that would kill the other
+            process.suspend()
+            frozen[role] = process
+        frozen_at = time.monotonic()
+        partition = paused["partition"]
+        retried = functools.partial(committed_since, cluster, query, partition, paused["batch"])
+        wait_until(retried, job, log, f"commit of partition {partition}'s retried write")
+        print(f"batch {paused['batch']}: the retry committed {time.monotonic() - frozen_at:.1f}s after the freeze")
+        # Committed by the retry, not the zombie: it is alive and has not gone on from its pause.
+        assert zombie.is_running() and zombie.status() != psutil.STATUS_ZOMBIE, "the first attempt died before"
+        assert not (pause / "outcome").exists(), "the first attempt committed before the retry"
+        (pause / "release").touch()
+        wait_until((pause / "outcome").exists, job, log, "commit attempt of the released zombie")
+        outcome = json.loads((pause / "outcome").read_text())
+        assert not outcome["committed"], "the zombie committed its transaction after the retry"
+        assert outcome["kind"] == "fatal" and "commit_transaction" in outcome["error"], outcome
+        print(f"the released zombie: {outcome['error']}")
+    finally:
+        # The frozen executor dies (its worker would kill it, as told by the master); the worker goes on.
+        if "executor" in frozen:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                frozen["executor"].kill()
+        if "worker" in frozen:
+            frozen["worker"].resume()
+
+
+def test_a_zombie_first_attempt_with_its_transaction_open_is_fenced_by_the_retry(
+    cluster: LocalStack, tmp_path: Path
+) -> None:
+    """The interleaving that matters, built on purpose: a first attempt of a sink write has produced its records and
+    holds its transaction open (the sink's test-only pause point, IKKAI_FAULT_PAUSE_BEFORE_COMMIT, reaching the
+    executors as spark.executorEnv through a SPARK_CONF_DIR of the test's); its node then freezes (SIGSTOP of the
+    Spark worker and the executor JVM: a kill -9 of the JVM would take its Python workers with it, pyspark's daemon
+    hangs them up). Its Python worker lives on, a zombie holding an open transaction. The driver loses the executor
+    by its heartbeat and retries the task on the other worker's executor, whose producer of the same
+    transactional.id fences the zombie and aborts its transaction; the retry commits while the zombie is alive and
+    still paused. Released, the zombie's commit is refused (fenced), and a read_committed reader finds each event
+    decided once, while a read_uncommitted one sees the zombie's aborted records too."""
+    name = unique("zombie")
+    topic, payments, outputs = infer_topics(cluster, name)
+    job, pause, log = infer_with_a_pause(cluster, tmp_path, name, topic, outputs)
+    try:
+        hold_a_zombie_until_its_retry_committed(cluster, name, pause, job, log)
+        assert job.wait(timeout=900) == 0, log.read_text()[-6000:]
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert_each_event_decided_once(cluster, payments, outputs)
+    # The zombie's records reached the log and were aborted: a read_uncommitted reader sees them as well.
+    bootstrap = cluster.kafka_cluster().bootstrap_servers
+    assert len(read_all(bootstrap, outputs["decisions"], isolation="read_uncommitted")) > EVENTS
 
 
 def test_down_stops_every_process(cluster: LocalStack) -> None:
