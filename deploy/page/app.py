@@ -7,8 +7,10 @@ from it, nothing fetched from elsewhere. ``GET /ui/login`` asks for the same bea
 the environments the token covers (else 403); every action is a POST that also needs the session's CSRF
 token in its form (else 403). The views call Connect (and the flow and health views Kafka, through
 ``deploy.flow`` and ``deploy.eos_health``, one reader of each per environment), so they run on Starlette's
-thread pool like the API's bundle routes. The connectors, flow and health views reload themselves every
-``REFRESH_SECONDS``; the flow chart is an SVG ``<img>``.
+thread pool like the API's bundle routes. The connectors view reads one table per environment
+(``deploy.connector_table``: one expanded Connect call per interval for every bundle and viewer, paged,
+and never waited on longer than its ``WAIT_SECONDS``). The connectors, flow and health views reload
+themselves every ``REFRESH_SECONDS``; the flow chart is an SVG ``<img>``.
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ from __future__ import annotations
 import math
 import secrets
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlencode
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.applications import Starlette
@@ -33,8 +36,10 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp
 
+from connectors.render import RenderedBundle
 from deploy import bundle_ops
 from deploy.clusters import kafka_cluster
+from deploy.connector_table import PAGE_SIZE, WAIT_SECONDS, ConnectorTable, Table, page_of
 from deploy.eos_health import LOOKBACK, MAX_PARTITIONS, STUCK_SECONDS, Health, HealthReader
 from deploy.event_decisions import EVENTS_WINDOW
 from deploy.flow import DEAD_LETTERS, STAGES, FlowReader, rates
@@ -50,6 +55,7 @@ from deploy.page.views import (
     lag_tables,
     reconciliation_view,
 )
+from deploy.reconcile import LiveConnector, Reconciler
 from deploy.reconciliation import GRACE_SECONDS, RECEIPTS_WINDOW, REQUESTS_WINDOW
 from deploy.service import ControlPlane
 from ikkai.contract.kafka import KafkaContext
@@ -152,18 +158,6 @@ def page_app(plane: ControlPlane, *, secure_cookie: bool = False) -> ASGIApp:
                 rows.append({"bundle": bundle, "sync": "unknown", "error": _one_line(exc)})
         return rows
 
-    def status_rows(env: str) -> list[dict[str, Any]]:
-        with plane.metrics.lock:
-            restarts = dict(plane.metrics.restarts)
-        rows = []
-        for bundle in environments(plane.bundles_dir)[env]:
-            try:
-                rows.append({"bundle": bundle, "connectors": connector_rows(plane.run(bundle, env, "status", {})[1],
-                                                                            restarts)})  # fmt: skip
-            except IkkaiError as exc:
-                rows.append({"bundle": bundle, "connectors": [], "error": _one_line(exc)})
-        return rows
-
     async def bundle_table(request: Request, view: str, rows_of: Callable[[str], list[dict[str, Any]]]) -> Response:
         """The bundles or connectors view of the path's environment: rows read on the thread pool (Connect)."""
         env = request.path_params["env"]
@@ -176,9 +170,6 @@ def page_app(plane: ControlPlane, *, secure_cookie: bool = False) -> ASGIApp:
     async def bundles_view(request: Request) -> Response:
         return await bundle_table(request, "bundles", bundle_rows)
 
-    async def connectors_view(request: Request) -> Response:
-        return await bundle_table(request, "connectors", status_rows)
-
     readers: dict[tuple[str, str], Any] = {}  # (kind, environment) → its reader
     readers_lock = threading.Lock()
 
@@ -189,6 +180,62 @@ def page_app(plane: ControlPlane, *, secure_cookie: bool = False) -> ASGIApp:
                 readers[kind, env] = make(kafka_cluster(bundle_ops.cluster_target(env, plane.connect_url,
                                                                                   plane.clusters)))  # fmt: skip
             return readers[kind, env]
+
+    def connector_table(env: str) -> ConnectorTable:
+        """The environment's connectors table (one expanded Connect call per ``FRESH_SECONDS``), made on first use."""
+
+        def live() -> Mapping[str, LiveConnector]:
+            return Reconciler(bundle_ops.connect_client(env, plane.connect_url, plane.clusters)).live()
+
+        def bundles() -> dict[str, RenderedBundle | IkkaiError]:
+            rendered: dict[str, RenderedBundle | IkkaiError] = {}
+            for bundle in environments(plane.bundles_dir).get(env, []):
+                try:
+                    rendered[bundle] = bundle_ops.rendered(plane.request(bundle, env))
+                except IkkaiError as exc:
+                    rendered[bundle] = exc
+            return rendered
+
+        def shape(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+            with plane.metrics.lock:
+                restarts = dict(plane.metrics.restarts)
+            return connector_rows({"connectors": rows}, restarts)
+
+        with readers_lock:
+            if ("connectors", env) not in readers:
+                readers["connectors", env] = ConnectorTable(live, bundles, shape)
+            table: ConnectorTable = readers["connectors", env]
+            return table
+
+    async def connectors_view(request: Request) -> Response:
+        """A page of the environment's connectors (``?page=N``, ``?name=`` part of a name, ``?state=``), grouped
+        by bundle; never waits on Connect longer than ``WAIT_SECONDS`` (``deploy.connector_table``)."""
+        env = request.path_params["env"]
+        refused = gate(request, env)
+        if refused is not None:
+            return refused
+        query = request.query_params
+        number = int(query["page"]) if query.get("page", "").isdigit() else 1
+        name, state = query.get("name", "")[:100], query.get("state", "")[:20]
+        table = await run_in_threadpool(connector_table(env).table)
+        if table is None:
+            table = Table(0.0, (), {"*": f"Connect did not answer within {WAIT_SECONDS:.0f} s: reload in a moment"})
+        shown = page_of(table, number, PAGE_SIZE, name, state)
+        bundles = [
+            {"bundle": b, "error": table.errors.get(b) or table.errors.get("*"),
+             "connectors": [r.connector for r in shown.rows if r.bundle == b]}
+            for b in environments(plane.bundles_dir)[env]
+        ]  # fmt: skip
+
+        def link(to: int) -> str:
+            return f"?{urlencode({'page': to, 'name': name, 'state': state})}"
+
+        pager = {"number": shown.number, "pages": shown.pages, "total": shown.total, "all": shown.all_rows,
+                 "previous": link(shown.number - 1) if shown.number > 1 else None,
+                 "next": link(shown.number + 1) if shown.number < shown.pages else None,
+                 "size": PAGE_SIZE, "name": name, "state": state, "stale": table.stale,
+                 "age": None if not table.at else max(0, round(time.monotonic() - table.at))}  # fmt: skip
+        return render(request, "connectors.html", env=env, view="connectors", bundles=bundles, pager=pager)
 
     def flow_samples(env: str) -> list[Any]:
         """The environment's flow samples."""

@@ -1,0 +1,168 @@
+"""Measure the operator page at scale: a thousand connectors, and stage topics of a hundred partitions.
+
+    .venv/bin/python benchmarks/page_scale.py [--connectors 1000] [--partitions 100] [--rounds 5]
+
+Uses the cluster named by IKKAI_CONNECT_URL / IKKAI_BOOTSTRAP_SERVERS, else starts the embedded stack in a
+temporary home (and stops it afterwards). The bundle is generated: N FileStreamSource connectors, created
+STOPPED (``initial_state``, KIP-980: no task runs, nothing is read) from the bundle's own rendered configs.
+The pipeline's topics are created with ``--partitions`` partitions each (empty). Then ``ikkai serve``'s real
+server (uvicorn, on a free loopback port) is asked, as a logged-in browser would, for:
+
+* the connectors view: its first render (one expanded Connect call for every bundle, the bundle rendered),
+  a cached render (within ``deploy.connector_table.FRESH_SECONDS``), the last page, and the HTML sizes;
+* the flow and health views over the hundred-partition topics: first and cached render;
+
+and, beside the server, the expanded ``GET /connectors?expand=status&expand=info`` call on its own, and the
+bundle's render. Prints tables; it asserts nothing about time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+
+import requests
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from benchmarks.harness import bench_stack, print_table  # noqa: E402
+from deploy import bundle_ops  # noqa: E402
+from deploy.bundle_ops import BundleRequest  # noqa: E402
+from deploy.connect_rest import ConnectClient  # noqa: E402
+from deploy.connector_table import FRESH_SECONDS, PAGE_SIZE  # noqa: E402
+from deploy.flow import TOPICS  # noqa: E402
+from deploy.serve_http import make_server  # noqa: E402
+from deploy.service import ControlPlane  # noqa: E402
+from ikkai.contract.kafka import KafkaContext, ensure_topics  # noqa: E402
+
+ENV = "bench"
+TOKEN = "page-scale-" + "x" * 16
+TEMPLATE = """{
+  "connector.class": "org.apache.kafka.connect.file.FileStreamSourceConnector",
+  "tasks.max": "1",
+  "file": {{ (drop ~ "/" ~ connector ~ ".jsonl") | tojson }},
+  "topic": {{ ("ingest.page-scale." ~ run ~ "." ~ connector) | tojson }}
+}
+"""
+
+
+def write_bundle(root: Path, connectors: int, run: str, bootstrap: str, connect_url: str) -> Path:
+    """A bundles folder with one generated bundle of ``connectors`` connectors, and its clusters file."""
+    folder = root / "bundles" / "page-scale"
+    (folder / "templates").mkdir(parents=True)
+    (folder / "values").mkdir()
+    manifest = {
+        "name": "page-scale",
+        "owner_prefix": f"page-scale-{run}.",
+        "connectors": [{"name": f"c{i:04d}", "template": "templates/source.json.j2"} for i in range(connectors)],
+    }
+    (folder / "bundle.yaml").write_text(yaml.safe_dump(manifest))
+    (folder / "templates" / "source.json.j2").write_text(TEMPLATE)
+    (folder / "values" / f"{ENV}.yaml").write_text(yaml.safe_dump({"drop": str(root / "drop"), "run": run}))
+    clusters = root / "bundles" / "clusters.yaml"
+    clusters.write_text(yaml.safe_dump({ENV: {"connect_url": connect_url, "bootstrap_servers": bootstrap}}))
+    return folder
+
+
+@contextmanager
+def served(plane: ControlPlane) -> Iterator[str]:
+    server = make_server(plane)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.port}"
+    finally:
+        server.shutdown()
+        thread.join(30)
+        server.server_close()
+
+
+def timed(call: Callable[[], object]) -> tuple[float, object]:
+    started = time.perf_counter()
+    result = call()
+    return time.perf_counter() - started, result
+
+
+def median_of(rounds: int, call: Callable[[], object]) -> float:
+    return statistics.median(timed(call)[0] for _ in range(rounds))
+
+
+def measure(bootstrap: str, connect_url: str, home: Path, connectors: int, partitions: int, rounds: int) -> None:
+    run = uuid.uuid4().hex[:6]
+    folder = write_bundle(home, connectors, run, bootstrap, connect_url)
+    request = BundleRequest(str(folder), ENV, connect_url=connect_url, clusters=folder.parent / "clusters.yaml")
+    render_s, bundle = timed(lambda: bundle_ops.rendered(request))
+    client = ConnectClient(connect_url)
+    configs = [(c.name, c.config) for c in bundle.connectors]  # type: ignore[attr-defined]
+    with ThreadPoolExecutor(8) as pool:
+        create_s, _ = timed(
+            lambda: list(pool.map(lambda nc: client.create_connector(nc[0], nc[1], "STOPPED"), configs))
+        )
+    ensure_topics(KafkaContext.of(bootstrap), [t for t in TOPICS], partitions)
+    live = len(client.connectors())
+    try:
+        expanded = median_of(rounds, client.connectors_expanded)
+        size = len(requests.get(f"{connect_url}/connectors?expand=status&expand=info", timeout=60).content)
+        plane = ControlPlane(TOKEN, folder.parent, connect_url=connect_url, clusters=folder.parent / "clusters.yaml")
+        rows: list[list[object]] = [
+            [f"create {connectors} STOPPED connectors (8 threads)", create_s, None],
+            [f"render the bundle of {connectors}", render_s, None],
+            [f"GET /connectors?expand=status&expand=info ({live} live)", expanded, size],
+        ]
+        with served(plane) as url:
+            session = requests.Session()
+            session.post(f"{url}/ui/login", data={"token": TOKEN}, timeout=30).raise_for_status()
+            view = f"{url}/ui/env/{ENV}/connectors"
+
+            def get(path: str, **params: int) -> requests.Response:
+                answer = session.get(path, params=params, timeout=120)
+                answer.raise_for_status()
+                return answer
+
+            first_s, first = timed(lambda: get(view))
+            cached = median_of(rounds, lambda: get(view))
+            last_page = -(-connectors // PAGE_SIZE)
+            last_s, last = timed(lambda: get(view, page=last_page))
+            rows += [
+                [f"connectors view, first render (page 1 of {last_page})", first_s, len(first.content)],  # type: ignore[attr-defined]
+                [f"connectors view, cached render (< {FRESH_SECONDS:.0f} s old)", cached, None],
+                [f"connectors view, page {last_page}", last_s, len(last.content)],  # type: ignore[attr-defined]
+            ]
+            for name in ("flow", "health"):
+                first_s, page = timed(lambda name=name: get(f"{url}/ui/env/{ENV}/{name}"))  # type: ignore[misc]
+                cached = median_of(rounds, lambda name=name: get(f"{url}/ui/env/{ENV}/{name}"))  # type: ignore[misc]
+                rows += [
+                    [f"{name} view, first render ({partitions}-partition topics)", first_s, len(page.content)],  # type: ignore[attr-defined]
+                    [f"{name} view, cached render", cached, None],
+                ]
+        print_table(
+            f"the operator page at {connectors} connectors, {partitions} partitions (one embedded Connect worker)",
+            ["MEASUREMENT", "SECONDS", "BYTES"], rows,
+        )  # fmt: skip
+    finally:
+        for name, _ in configs:
+            client.delete_connector(name)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--connectors", type=int, default=1000)
+    parser.add_argument("--partitions", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    with bench_stack("page-scale") as (bootstrap, connect_url, home):
+        measure(bootstrap, connect_url, home, args.connectors, args.partitions, args.rounds)
+
+
+if __name__ == "__main__":
+    main()
