@@ -16,6 +16,8 @@ must have a marker) its outcome is committed whichever partition it went to. So:
 - an event below it with no decision and no dead letter naming it is **without a decision**;
 - an event that two decisions name is **decided twice** (the exactly-once promise broken).
 
+Each decision read also gives its latency (``delays``, ``deploy.latency``): its timestamp minus its event's.
+
 Windows that line up: the last ``EVENTS_WINDOW`` offsets of each events partition are read first (only their
 positions and timestamps: values are not decoded); then the decisions and the query's dead letters from the
 oldest of those events' timestamps on (less ``SKEW_SECONDS``: a decision is written after its event, by
@@ -32,6 +34,7 @@ from confluent_kafka import IsolationLevel
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from deploy.kafka_windows import Deadline, Record, Where, last_records, offsets
+from deploy.latency import Point, produced_to_decision
 from ikkai.contract.codec import RecordCodec
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.markers import CommitMarker
@@ -66,6 +69,7 @@ class EventDecisions:
     twice: tuple[Position, ...] = ()  # events two decisions name
     source_topic: str = ""
     problem: str | None = None
+    delays: tuple[Point, ...] = ()  # (decision time, produced → decision ms) of decisions whose event was read
 
 
 def decided_frontier(markers: Iterable[CommitMarker], decisions_topic: str = DECISIONS_FRAUD) -> Frontier | None:
@@ -182,6 +186,7 @@ def read_event_decisions(
     if unread:
         return EventDecisions(source_topic=source, problem=f"{len(unread)} outcome partition(s) not read in time")
     decided: list[Position] = []
+    decided_at: list[tuple[Position, int]] = []
     for record in decisions:
         try:
             value = codec.decode("fraud_decision", record.value or b"")
@@ -189,6 +194,7 @@ def read_event_decisions(
             continue  # not a decision: names no event
         if value["input_topic"] == source:
             decided.append((int(value["input_partition"]), int(value["input_offset"])))
+            decided_at.append((decided[-1], record.timestamp_ms))
     dead: list[Position] = []
     for record in letters:
         try:
@@ -200,5 +206,6 @@ def read_event_decisions(
     without, twice, judged, in_flight, not_judged = undecided(
         events, decided, dead, frontier.offsets, covered_from([*decisions, *letters], cut)
     )
+    delays = produced_to_decision({(e.partition, e.offset): e.timestamp_ms for e in events}, decided_at)
     return EventDecisions(len(events), len(decided), judged, in_flight, not_judged, tuple(without), tuple(twice),
-                          source)  # fmt: skip
+                          source, delays=tuple(delays))  # fmt: skip

@@ -21,6 +21,8 @@ What the contract lets a reader conclude (``ikkai.contract.outbox``, docs/outbox
   partition was not read to its end. A request that does not decode gets no receipt (the sink dead-letters it):
   it is counted as *undecodable*, not as missing.
 
+Each first receipt of an effect whose request was read also gives its latency (``delays``, ``deploy.latency``).
+
 Windows that line up: the last ``REQUESTS_WINDOW`` offsets of each ``outbox.requests`` partition are read first;
 then each ``outbox.receipts`` partition from the first offset at or after the oldest of those requests'
 timestamps (less ``GRACE_SECONDS`` for clock skew between producers), at most ``RECEIPTS_WINDOW`` offsets back
@@ -37,6 +39,7 @@ from confluent_kafka import IsolationLevel
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from deploy.kafka_windows import Deadline, Record, Where, last_records, offsets
+from deploy.latency import Point, decision_to_receipt
 from ikkai.contract.codec import RecordCodec
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.outbox import RECEIPT_SCHEMA, REQUEST_SCHEMA, Receipt, default_effect
@@ -87,6 +90,7 @@ class Reconciliation:
     missing: tuple[RequestSeen, ...] = ()  # judged requests without a final receipt
     undecodable: int = 0  # records that did not decode as a request or a receipt
     problem: str | None = None  # nothing judged: why
+    delays: tuple[Point, ...] = ()  # (receipt time, decision → receipt ms) of receipts whose request was read
 
 
 def repeated_effects(receipts: Iterable[ReceiptSeen]) -> tuple[list[Effect], list[str], int]:
@@ -192,6 +196,7 @@ def read_reconciliation(
         except (IkkaiError, KeyError, TypeError, ValueError):
             undecodable += 1
     receipts: list[ReceiptSeen] = []
+    receipted: list[tuple[str, str, int]] = []  # (decision id, effect, the receipt's timestamp)
     covered_from = 0
     if receipts_topic in partitions_of:
         receipt_partitions = [(receipts_topic, p) for p in sorted(partitions_of[receipts_topic])][:MAX_PARTITIONS]
@@ -210,9 +215,12 @@ def read_reconciliation(
                 receipts.append(receipt_of(record, codec))
             except (IkkaiError, KeyError, TypeError, ValueError):
                 undecodable += 1
+                continue
+            receipted.append((receipts[-1].decision_id, receipts[-1].effect_id, record.timestamp_ms))
         covered_from = receipts_coverage(receipt_records, cut)
     repeated, shared, repeats = repeated_effects(receipts)
     missing, judged, in_flight, not_judged = without_final_receipt(requests, receipts, now_ms=now_ms,
                                                                    covered_from_ms=covered_from)  # fmt: skip
+    delays = decision_to_receipt([(r.decision_id, r.timestamp_ms) for r in requests], receipted)
     return Reconciliation(len(requests), len(receipts), tuple(repeated), tuple(shared), repeats, judged, in_flight,
-                          not_judged, tuple(missing), undecodable)  # fmt: skip
+                          not_judged, tuple(missing), undecodable, delays=tuple(delays))  # fmt: skip

@@ -10,7 +10,7 @@ token in its form (else 403). The views call Connect (and the flow and health vi
 thread pool like the API's bundle routes. The connectors view reads one table per environment
 (``deploy.connector_table``: one expanded Connect call per interval for every bundle and viewer, paged,
 and never waited on longer than its ``WAIT_SECONDS``). The connectors, flow and health views reload
-themselves every ``REFRESH_SECONDS``; the flow chart is an SVG ``<img>``.
+themselves every ``REFRESH_SECONDS``; the flow and latency charts are SVG ``<img>``s.
 """
 
 from __future__ import annotations
@@ -43,8 +43,9 @@ from deploy.connector_table import PAGE_SIZE, WAIT_SECONDS, ConnectorTable, Tabl
 from deploy.eos_health import LOOKBACK, MAX_PARTITIONS, STUCK_SECONDS, Health, HealthReader
 from deploy.event_decisions import EVENTS_WINDOW
 from deploy.flow import DEAD_LETTERS, STAGES, FlowReader, rates
+from deploy.latency import BUCKET_SECONDS, BUCKETS
 from deploy.page import session as login
-from deploy.page.charts import flow_chart
+from deploy.page.charts import flow_chart, latency_chart
 from deploy.page.views import (
     bundle_row,
     connector_rows,
@@ -53,6 +54,8 @@ from deploy.page.views import (
     event_decisions_view,
     health_tables,
     lag_tables,
+    latency_buckets,
+    latency_rows,
     reconciliation_view,
 )
 from deploy.reconcile import LiveConnector, Reconciler
@@ -282,7 +285,8 @@ def page_app(plane: ControlPlane, *, secure_cookie: bool = False) -> ASGIApp:
             return refused
         bounds = {"lookback": LOOKBACK, "max_partitions": MAX_PARTITIONS, "stuck_seconds": round(STUCK_SECONDS),
                   "grace_seconds": round(GRACE_SECONDS), "requests_window": REQUESTS_WINDOW,
-                  "receipts_window": RECEIPTS_WINDOW, "events_window": EVENTS_WINDOW}  # fmt: skip
+                  "receipts_window": RECEIPTS_WINDOW, "events_window": EVENTS_WINDOW,
+                  "latency_minutes": BUCKETS * BUCKET_SECONDS // 60}  # fmt: skip
         try:
             health = await run_in_threadpool(health_sample, env)
         except IkkaiError as exc:
@@ -291,7 +295,21 @@ def page_app(plane: ControlPlane, *, secure_cookie: bool = False) -> ASGIApp:
                       left_out=health.left_out, lags=lag_tables(health), lag=health.lags,
                       dead=dead_letter_rows(health), dead_letters=health.dead_letters,
                       reconciliation=reconciliation_view(health), decided=event_decisions_view(health),
-                      **bounds)  # fmt: skip
+                      latency=latency_rows(health), **bounds)  # fmt: skip
+
+    async def latency_svg(request: Request) -> Response:
+        env = request.path_params["env"]
+        refused = gate(request, env)
+        if refused is not None:
+            return refused
+        try:
+            health = await run_in_threadpool(health_sample, env)
+            decided, receipted = latency_buckets(health)
+            now_ms = int(health.at * 1000)
+        except IkkaiError:
+            decided, receipted, now_ms = [], [], 0
+        chart = latency_chart(decided, receipted, now_ms)
+        return Response(chart, media_type="image/svg+xml", headers={"Cache-Control": "no-store"})
 
     async def bundle_action(request: Request) -> Response:
         env, bundle, verb = (request.path_params[k] for k in ("env", "bundle", "verb"))
@@ -340,6 +358,7 @@ def page_app(plane: ControlPlane, *, secure_cookie: bool = False) -> ASGIApp:
         Route("/env/{env}/flow", flow_view, methods=["GET"]),
         Route("/env/{env}/flow.svg", flow_svg, methods=["GET"]),
         Route("/env/{env}/health", health_view, methods=["GET"]),
+        Route("/env/{env}/latency.svg", latency_svg, methods=["GET"]),
         Route("/env/{env}/bundles/{bundle}/{verb}", bundle_action, methods=["POST"]),
         Route("/env/{env}/bundles/{bundle}/connectors/{connector}/{verb}", connector_action, methods=["POST"]),
         Mount("/static", StaticFiles(directory=static), name="static"),

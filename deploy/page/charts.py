@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import pygal
 
 from deploy.flow import STAGES, Sample, rates
+from deploy.latency import BUCKET_SECONDS, Bucket
 
 
 def flow_chart(samples: Sequence[Sample]) -> str:
@@ -25,4 +26,21 @@ def flow_chart(samples: Sequence[Sample]) -> str:
     chart.x_labels = [f"{last - s.at:.0f}" for s in samples[1:]]
     for stage, topic in STAGES:
         chart.add(f"{stage} ({topic})", rates(samples, topic))
+    return str(chart.render(is_unicode=True))
+
+
+def latency_chart(decided: Sequence[Bucket], receipted: Sequence[Bucket], now_ms: int) -> str:
+    """p50 and p99 of produced → decision and of decision → receipt per bucket, in seconds, the newest on the
+    right; an empty bucket leaves a gap."""
+    chart = pygal.Line(
+        js=[], width=900, height=300, show_dots=True, dots_size=2, dynamic_print_values=False,
+        x_title="minutes ago" if BUCKET_SECONDS == 60 else f"buckets of {BUCKET_SECONDS} s", y_title="seconds",
+        legend_at_bottom=True, include_x_axis=True, truncate_legend=-1, allow_interruptions=True,
+    )  # fmt: skip
+    width = BUCKET_SECONDS * 1000
+    chart.x_labels = [str((now_ms - b.start_ms) // width) for b in decided or receipted]
+    for name, series in (("produced → decision", decided), ("decision → receipt", receipted)):
+        for q in ("p50", "p99"):
+            values = [getattr(b, f"{q}_ms") for b in series]
+            chart.add(f"{name} {q}", [None if v is None else v / 1000 for v in values])
     return str(chart.render(is_unicode=True))

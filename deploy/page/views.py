@@ -1,5 +1,6 @@
 """The page's rows, shaped from what ``deploy.bundle_ops`` returns for plan and status, and from
-``deploy.eos_health``'s samples (markers, consumer lag, dead letters by reason, the reconciliation). Pure.
+``deploy.eos_health``'s samples (markers, consumer lag, dead letters by reason, the reconciliation, the latency
+per minute). Pure.
 
 Secrets are already redacted there (plans mask secret values on both sides, status cuts literal secrets and
 URL credentials out of traces); these functions only choose what a person reads at a glance.
@@ -13,6 +14,7 @@ from typing import Any
 
 from deploy.dead_letter_reasons import shown_reason
 from deploy.eos_health import Health
+from deploy.latency import Bucket, buckets
 from deploy.reconciliation import SHOWN
 
 IN_SYNC = "in sync"
@@ -158,3 +160,25 @@ def event_decisions_view(health: Health) -> dict[str, Any]:
         "without": len(d.without), "without_examples": [f"{p}@{o}" for p, o in d.without[:SHOWN]],
         "twice": len(d.twice), "twice_examples": [f"{p}@{o}" for p, o in d.twice[:SHOWN]],
     }  # fmt: skip
+
+
+def latency_buckets(health: Health) -> tuple[list[Bucket], list[Bucket]]:
+    """Produced → decision and decision → receipt, per minute over the last ``latency.BUCKETS`` minutes."""
+    now_ms = int(health.at * 1000)
+    return buckets(health.event_decisions.delays, now_ms), buckets(health.reconciliation.delays, now_ms)
+
+
+def latency_rows(health: Health) -> list[dict[str, Any]]:
+    """A row per minute in which either latency has a point, newest first: its count, p50 and p99 in seconds."""
+    decided, receipted = latency_buckets(health)
+
+    def seconds(ms: int | None) -> float | None:
+        return None if ms is None else round(ms / 1000, 3)
+
+    return [
+        {"minute": round(health.at - d.start_ms / 1000) // 60, "decided": d.count, "decided_p50": seconds(d.p50_ms),
+         "decided_p99": seconds(d.p99_ms), "receipted": r.count, "receipted_p50": seconds(r.p50_ms),
+         "receipted_p99": seconds(r.p99_ms)}
+        for d, r in reversed(list(zip(decided, receipted, strict=True)))
+        if d.count or r.count
+    ]  # fmt: skip
