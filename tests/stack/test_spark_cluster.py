@@ -306,6 +306,45 @@ def test_a_zombie_first_attempt_with_its_transaction_open_is_fenced_by_the_retry
     assert len(read_all(bootstrap, outputs["decisions"], isolation="read_uncommitted")) > EVENTS
 
 
+def test_kill_9_of_the_spark_worker_under_an_open_transaction(cluster: LocalStack, tmp_path: Path) -> None:
+    """kill -9 of the Spark worker whose executor runs a sink write that has produced and holds its transaction open
+    (the pause point): the executor JVM dies with it (its process group), its Python workers once pyspark's daemon
+    hangs them up, and the transaction stays open on the brokers, its producer dead. The driver loses the executor,
+    the task runs again on the other worker's executor, whose producer of the same transactional.id aborts the open
+    transaction (the broker would keep it open for 10 minutes) and commits; the worker is started again, the job ends
+    well, and a read_committed reader finds each event decided once."""
+    name = unique("worker-kill")
+    topic, payments, outputs = infer_topics(cluster, name)
+    job, pause, log = infer_with_a_pause(cluster, tmp_path, name, topic, outputs)
+    killed: str | None = None
+    try:
+        wait_until((pause / "paused").exists, job, log, "write paused with its transaction open")
+        paused = json.loads((pause / "paused").read_text())
+        writer = psutil.Process(paused["pid"])
+        _, worker = stopped_node(writer, cluster)
+        killed = next(name for name in SPARK_WORKERS if worker.pid in stack_processes(cluster.home).get(name, []))
+        cluster.kill(killed)
+        killed_at = time.monotonic()
+        writer.wait(timeout=60)  # gone with its executor: nothing but the broker holds its transaction now
+        retried = functools.partial(committed_since, cluster, name, paused["partition"], paused["batch"])
+        wait_until(retried, job, log, f"commit of partition {paused['partition']}'s retried write")
+        print(
+            f"batch {paused['batch']}: retry committed {time.monotonic() - killed_at:.1f}s after the kill of {killed}"
+        )
+        cluster.start(killed)
+        assert job.wait(timeout=900) == 0, log.read_text()[-6000:]
+    finally:
+        (pause / "release").touch()  # should the writer still live, it goes on (and is fenced)
+        if job.poll() is None:
+            job.kill()
+        if killed is not None and not stack_processes(cluster.home).get(killed):
+            cluster.start(killed)  # the next test needs the whole cluster
+    assert not (pause / "outcome").exists(), "the killed writer tried to commit"
+    assert_each_event_decided_once(cluster, payments, outputs)
+    bootstrap = cluster.kafka_cluster().bootstrap_servers
+    assert len(read_all(bootstrap, outputs["decisions"], isolation="read_uncommitted")) > EVENTS
+
+
 def test_down_stops_every_process(cluster: LocalStack) -> None:
     live = stack_processes(cluster.home)
     assert sorted(live) == sorted(COMPONENTS)
