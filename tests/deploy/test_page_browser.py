@@ -295,6 +295,13 @@ def test_the_health_view_shows_each_querys_last_markers_and_an_open_transaction(
         assert int(page.text("#requests-without-receipt .value")) >= 1  # the unreceipted one (others may be there)
         assert int(page.text("#repeat-receipts .value")) >= 1
         assert re.fullmatch(r"\d+ / \d+", page.text("#events-read .value"))  # infer's markers found, topics read
+        # decision → receipt: the first receipt of the two came 120 s after its request (written two minutes back)
+        assert sum(int(n) for n in page.text("#latency-buckets .receipted").split()) >= 1
+        assert max(float(s) for s in page.text("#latency-buckets .receipted-p99").split()) >= 100
+        chart = page.driver.execute_script(  # type: ignore[attr-defined]
+            "const i = document.getElementById('latency-chart'); return i.complete && i.naturalWidth;"
+        )
+        assert chart > 0  # the latency chart came back as an SVG image
         page.shot("health", whole=True)
     finally:
         stranger.abort_transaction(60)
