@@ -32,6 +32,7 @@ from demo.pipeline_io import (  # noqa: E402
     unique,
 )
 from demo.raw_payments import mixed_stream, produce_lines  # noqa: E402
+from ikkai.contract.kafka import KafkaContext  # noqa: E402
 from spark_jobs.enrich.master_data import publish_profiles  # noqa: E402
 
 SEED = 11
@@ -43,7 +44,7 @@ def land_raw_stream(bootstrap: str, payments: int, partitions: int) -> tuple[str
     name = unique("bench")
     merchants_topic, customers_topic = f"masterdata.merchants.{name}", f"masterdata.customers.{name}"
     merchants, customers = generate_profiles(stream.world, SEED)
-    publish_profiles(bootstrap, merchants, customers, merchants_topic=merchants_topic,
+    publish_profiles(KafkaContext.of(bootstrap), merchants, customers, merchants_topic=merchants_topic,
                      customers_topic=customers_topic, transactional_id=unique("bench.masterdata"))  # fmt: skip
     ingest = create_topic(bootstrap, f"ingest.payments.{name}", partitions)
     return ingest, merchants_topic, customers_topic, produce_lines(bootstrap, ingest, stream.lines)

@@ -139,7 +139,7 @@ def main() -> int:
                 done["job died"] += 1
             done["job died"] += finish(bootstrap, topics, home / "chaos", query, args.batch, tries=3)
             decisions = by_partition(bootstrap, topics.decisions)
-            events = Counter(default_codec().decode("fraud_decision", v)["event_id"] for _, v in flat(decisions))
+            events = Counter(default_codec().decode("fraud_decision", v or b"")["event_id"] for _, v in flat(decisions))
             event_ids = {str(p["event_id"]) for p in payments}
             print(f"duplicates {sum(n - 1 for n in events.values())}, missing {len(event_ids - set(events))}")
             checks = {
@@ -153,8 +153,8 @@ def main() -> int:
                 codec = default_codec()
                 expected = by_partition(bootstrap, reference.decisions)
                 for partition in sorted(decisions):
-                    got = [codec.decode("fraud_decision", v)["input_offset"] for _, v in decisions[partition]]
-                    want = [codec.decode("fraud_decision", v)["input_offset"] for _, v in expected[partition]]
+                    got = [codec.decode("fraud_decision", v or b"")["input_offset"] for _, v in decisions[partition]]
+                    want = [codec.decode("fraud_decision", v or b"")["input_offset"] for _, v in expected[partition]]
                     print(f"partition {partition}: got offsets {got}", file=sys.stderr)
                     print(f"partition {partition}: want offsets {want}", file=sys.stderr)
             for check, ok in checks.items():

@@ -50,7 +50,7 @@ def one_run(variant: str) -> dict[str, float]:
         [sys.executable, "-c", PROBE, "archive" if variant == "archive" else "plain"],
         capture_output=True, text=True, cwd=REPO, check=True,
     )  # fmt: skip
-    result = json.loads(run.stdout.strip().splitlines()[-1])
+    result: dict[str, float] = json.loads(run.stdout.strip().splitlines()[-1])
     result["process_s"] = time.monotonic() - started
     return result
 

@@ -160,7 +160,9 @@ def sink_rate(
 
 def sink_variants(tasks: list[int], receipts_producer: dict[str, str]) -> list[tuple[str, int, dict[str, str]]]:
     """(what, tasks.max, receipt-producer settings) of every sink run of a round."""
-    variants = [(f"outbox sink, tasks.max={t} (3 partitions)", t, {}) for t in tasks]
+    variants: list[tuple[str, int, dict[str, str]]] = [
+        (f"outbox sink, tasks.max={t} (3 partitions)", t, {}) for t in tasks
+    ]
     if receipts_producer:
         settings = ", ".join(f"{k}={v}" for k, v in receipts_producer.items())
         variants.append((f"outbox sink, tasks.max={tasks[0]}, receipts {settings}", tasks[0], receipts_producer))
