@@ -72,7 +72,9 @@ from spark_jobs.progress import parse_progress  # noqa: E402
 IKKAI_EOS = "ikkai exactly-once"
 IKKAI_ALOS = "ikkai at-least-once"
 PEER_EOS = "peer exactly_once_v2"
-VARIANTS = (IKKAI_EOS, IKKAI_ALOS, PEER_EOS)
+IKKAI_DATA_SOURCE = "ikkai exactly-once (data source writer)"
+VARIANTS = (IKKAI_EOS, IKKAI_ALOS, PEER_EOS)  # the default; --variants adds IKKAI_DATA_SOURCE (the #31 trial)
+ALL_VARIANTS = (*VARIANTS, IKKAI_DATA_SOURCE)
 PHASES = ("triggerExecution", "addBatch", "queryPlanning", "getBatch", "latestOffset", "walCommit", "commitOffsets")
 SETTLE_TOLERANCE = 0.15
 SAMPLE_S = 0.25
@@ -187,6 +189,7 @@ class Run:
     peak_pss: int = 0
     loads: list[Load] = field(default_factory=list)
     progress: list[dict[str, Any]] = field(default_factory=list)  # ikkai: the measured batches
+    low_load_progress: list[dict[str, Any]] = field(default_factory=list)  # ikkai: the batches at 200/s
 
     @property
     def rate(self) -> float:
@@ -242,6 +245,16 @@ def ratio_rows(runs: Sequence[Run]) -> list[list[object]]:
 
     for label in LOAD_LABELS:
         row(f"p99 at {label} {IKKAI_EOS} / {PEER_EOS}", p99_ratio(label))
+
+    def trial_p99_ratio(label: str) -> Callable[[int], float | None]:
+        return lambda n: ratio(p99(n, IKKAI_DATA_SOURCE, label), p99(n, IKKAI_EOS, label))
+
+    if any(r.variant == IKKAI_DATA_SOURCE for r in runs):  # the #31 trial against foreachBatch
+        trial = IKKAI_DATA_SOURCE
+        row(f"throughput {trial} / {IKKAI_EOS}", lambda n: ratio(rate(n, trial), rate(n, IKKAI_EOS)))
+        row(f"CPU per event {trial} / {IKKAI_EOS}", lambda n: ratio(cpu(n, trial), cpu(n, IKKAI_EOS)))
+        for label in LOAD_LABELS:
+            row(f"p99 at {label} {trial} / {IKKAI_EOS}", trial_p99_ratio(label))
     return rows
 
 
@@ -295,17 +308,20 @@ def report(runs: Sequence[Run]) -> None:
     rounds = sorted({r.round for r in runs})
     print_table("steady state: ratios per round", ["", *(f"ROUND {n}" for n in rounds), "MEDIAN", "SPREAD"], ratios)
     print_table("steady state: #31 targets (medians)", ["TARGET", "LIMIT", "MEASURED", ""], target_rows(ratios, runs))
-    for variant in (IKKAI_EOS, IKKAI_ALOS):
-        batches = [p for r in runs if r.variant == variant for p in r.progress]
-        if not batches:
-            continue
-        rows_per_batch = median([float(p.get("numInputRows", 0)) for p in batches])
-        print_table(
-            f"where a batch's time goes, {variant}: durationMs of {len(batches)} measured batches, all rounds "
-            f"(median {rows_per_batch:,.0f} rows per batch)",
-            ["PHASE", "BATCHES", "MEDIAN MS", "P99 MS", "SHARE OF TRIGGER TIME"],
-            [[row.phase, row.batches, row.median_ms, row.p99_ms, row.share] for row in phase_summary(batches)],
-        )
+    for variant in (IKKAI_EOS, IKKAI_ALOS, IKKAI_DATA_SOURCE):
+        for where, batches in (
+            ("measured batches", [p for r in runs if r.variant == variant for p in r.progress]),
+            (f"batches at {LOAD_LABELS[0]}", [p for r in runs if r.variant == variant for p in r.low_load_progress]),
+        ):
+            if not batches:
+                continue
+            rows_per_batch = median([float(p.get("numInputRows", 0)) for p in batches])
+            print_table(
+                f"where a batch's time goes, {variant}: durationMs of {len(batches)} {where}, all rounds "
+                f"(median {rows_per_batch:,.0f} rows per batch)",
+                ["PHASE", "BATCHES", "MEDIAN MS", "P99 MS", "SHARE OF TRIGGER TIME"],
+                [[row.phase, row.batches, row.median_ms, row.p99_ms, row.share] for row in phase_summary(batches)],
+            )
 
 
 # ---------------------------------------------------------------- I/O: the jobs, the input, the clock
@@ -431,13 +447,13 @@ def starters(build: Path, bootstrap: str, args: argparse.Namespace) -> dict[str,
 
     extra = ["--max-offsets-per-trigger", str(args.batch)] if args.batch else []
 
-    def ikkai(mode: str) -> Starter:
+    def ikkai(mode: str, *more: str) -> Starter:
         def start(topics: Any, scratch: Path) -> JobProcess:
             checkpoint = scratch / unique("ck").replace(".", "-")
             command, cwd, env = python_module(
                 "spark_jobs.infer", "--progress", "--bootstrap", bootstrap, "--checkpoint", str(checkpoint),
                 "--query", checkpoint.name, "--input", topics.input, "--decisions", topics.decisions,
-                "--outbox", topics.outbox, "--dlq", topics.dlq, "--mode", mode, "--continuous", *extra,
+                "--outbox", topics.outbox, "--dlq", topics.dlq, "--mode", mode, "--continuous", *extra, *more,
             )  # fmt: skip
             return JobProcess(command, cwd=cwd, env=env)
 
@@ -446,7 +462,8 @@ def starters(build: Path, bootstrap: str, args: argparse.Namespace) -> dict[str,
     def peer(topics: Any, scratch: Path) -> JobProcess:
         return start_peer(build, bootstrap, topics, "exactly_once_v2", scratch, threads=args.threads)
 
-    return {IKKAI_EOS: ikkai("exactly-once"), IKKAI_ALOS: ikkai("at-least-once"), PEER_EOS: peer}
+    return {IKKAI_EOS: ikkai("exactly-once"), IKKAI_ALOS: ikkai("at-least-once"), PEER_EOS: peer,
+            IKKAI_DATA_SOURCE: ikkai("exactly-once", "--sink-api", "data-source")}  # fmt: skip
 
 
 def _wait(condition: Callable[[], bool], job: JobProcess, timeout: float, what: str) -> None:
@@ -493,9 +510,9 @@ def one_run(
             warm = [p for _, p in parse_progress(job.stamped)[: args.warmup_batches]]
             decided = sum(int(p.get("numInputRows", 0)) for p in warm)  # one decision per payment, none dead
             _wait(lambda: window_start(sampler.samples, decided) is not None, job, 600, f"{variant} warm-up decisions")
-            start = window_start(sampler.samples, decided)
-            assert start is not None
-            t0, count0, cpu0 = start
+            first = window_start(sampler.samples, decided)
+            assert first is not None
+            t0, count0, cpu0 = first
         run.warmup_s, run.warmup_events = t0 - job.started, count0
         # maximum load
         _wait(
@@ -511,7 +528,10 @@ def one_run(
         _wait(lambda: watch.count >= total, job, 1800, f"{variant} draining the backlog")
         # fixed loads
         for label, rate in zip(LOAD_LABELS, (200.0, 2000.0, run.rate / 2), strict=True):
+            load_began = time.monotonic()
             run.loads.append(fixed_load(bootstrap, topic, watch, job, data, label, rate, args, f"r{n}{len(run.loads)}"))
+            if label == LOAD_LABELS[0]:  # the small batches of the lowest load: a batch's fixed cost
+                run.low_load_progress = [p for at, p in parse_progress(job.stamped) if at > load_began]
             print(f"round {n}, {variant}, {label}: p99 {run.loads[-1].p99_ms:.0f} ms", file=sys.stderr, flush=True)
     finally:
         feeder.stop()
@@ -563,8 +583,15 @@ def main() -> None:
     parser.add_argument("--batch", type=int, help="ikkai's maxOffsetsPerTrigger [default: the job's own]")
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2, help="the peer's num.stream.threads (ikkai: local[2])")
+    parser.add_argument(
+        "--variants", type=lambda text: tuple(v.strip() for v in text.split(",")), default=VARIANTS,
+        help=f"comma-separated, in round order, of: {', '.join(ALL_VARIANTS)} [default: the first three]",
+    )  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="a smoke run: 1 round, 20,000 events or 15 s, 3 s loads")
     args = parser.parse_args()
+    unknown = [v for v in args.variants if v not in ALL_VARIANTS]
+    if unknown:
+        parser.error(f"--variants: unknown {unknown}; choose from {list(ALL_VARIANTS)}")
     if args.quick:
         args.rounds, args.events, args.seconds, args.load_seconds = 1, 20_000, 15, 3
         args.distinct, args.peer_min_warmup, args.peer_max_warmup = 2_000, 2, 8
@@ -581,7 +608,7 @@ def main() -> None:
     with bench_stack("steady") as (bootstrap, _, scratch):
         start = starters(build, bootstrap, args)
         runs = [one_run(bootstrap, name, start[name], data, scratch, args, n)
-                for n, name in alternating(VARIANTS, args.rounds)]  # fmt: skip
+                for n, name in alternating(args.variants, args.rounds)]  # fmt: skip
     report(runs)
     print(f"\n{args.rounds} round(s), {args.events:,} events measured per run, {time.monotonic() - started:.0f} s")
 

@@ -9,6 +9,7 @@ import pytest
 
 from benchmarks.steady_state import (
     IKKAI_ALOS,
+    IKKAI_DATA_SOURCE,
     IKKAI_EOS,
     PEER_EOS,
     Load,
@@ -114,6 +115,15 @@ def test_ratios_per_round_with_median_and_spread() -> None:
     assert rows[f"p99 at 2,000/s {IKKAI_EOS} / {PEER_EOS}"] == [None, None, None, None]  # no such load measured
 
 
+def test_the_data_source_trial_is_compared_with_foreach_batch_when_it_ran() -> None:
+    assert not any(IKKAI_DATA_SOURCE in str(row[0]) for row in ratio_rows(RUNS))  # not run: no rows
+    trial = [*RUNS, run(1, IKKAI_DATA_SOURCE, 9000, 0.15, 150), run(2, IKKAI_DATA_SOURCE, 8400, 0.40, 250)]
+    rows = {str(row[0]): row[1:] for row in ratio_rows(trial)}
+    assert rows[f"throughput {IKKAI_DATA_SOURCE} / {IKKAI_EOS}"] == pytest.approx([1.5, 1.0, 1.25, 0.5])
+    assert rows[f"CPU per event {IKKAI_DATA_SOURCE} / {IKKAI_EOS}"] == pytest.approx([0.5, 1.0, 0.75, 0.5])
+    assert rows[f"p99 at 200/s {IKKAI_DATA_SOURCE} / {IKKAI_EOS}"] == pytest.approx([0.5, 0.5, 0.5, 0.0])
+
+
 def test_targets_are_marked_by_the_medians() -> None:
     targets = {str(row[0]): (row[2], row[3]) for row in target_rows(ratio_rows(RUNS), RUNS)}
     assert targets[f"throughput {IKKAI_EOS} / {PEER_EOS}"] == (pytest.approx(0.72), "met")
@@ -126,6 +136,7 @@ def test_targets_are_marked_by_the_medians() -> None:
 def test_the_report_prints_every_table(capsys: pytest.CaptureFixture[str]) -> None:
     runs = [*RUNS]
     runs[0].progress = [progress(5, 25_000, triggerExecution=2000, addBatch=1500)]
+    runs[0].low_load_progress = [progress(9, 60, triggerExecution=900, addBatch=700)] * 2
     report(runs)
     out = capsys.readouterr().out
     assert "## steady state, maximum load" in out
@@ -133,4 +144,5 @@ def test_the_report_prints_every_table(capsys: pytest.CaptureFixture[str]) -> No
     assert "## steady state: ratios per round" in out
     assert "## steady state: #31 targets (medians)" in out
     assert f"where a batch's time goes, {IKKAI_EOS}: durationMs of 1 measured batches" in out
+    assert f"where a batch's time goes, {IKKAI_EOS}: durationMs of 2 batches at 200/s" in out
     assert f"where a batch's time goes, {IKKAI_ALOS}" not in out  # no progress: no table

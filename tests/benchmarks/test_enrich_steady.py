@@ -1,0 +1,70 @@
+"""The pure parts of benchmarks/enrich_steady.py: the measured window, CPU between two instants, the tables.
+
+No timing assertions: the numbers here are made up; the script measures, BENCHMARKS.md records.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.enrich_steady import (
+    ENRICH_ALOS,
+    ENRICH_EOS,
+    PIPELINE,
+    Run,
+    cpu_between,
+    measured_window,
+    report,
+    rows_between,
+)
+
+
+def progress(rows: int) -> dict[str, object]:
+    return {"numInputRows": rows, "durationMs": {"triggerExecution": 1000, "addBatch": 800}}
+
+
+# (arrival of the batch's progress line, its progress): three warm-up batches, then four measured ones.
+LINES = [(1.0, progress(100)), (3.0, progress(200)), (5.0, progress(300)),
+         (6.0, progress(1000)), (7.0, progress(1000)), (8.0, progress(1000)), (20.0, progress(1000))]  # fmt: skip
+
+
+def test_the_window_runs_from_the_warm_ups_last_line_to_the_last_line_counted() -> None:
+    window = measured_window(LINES, warmup=3, until=9.0)
+    assert window is not None
+    assert (window.start, window.end, window.rows) == (5.0, 8.0, 3000)  # the batch at 20 s is past the window
+    assert window.rate == 1000.0
+    assert len(window.batches) == 3
+
+
+def test_no_window_without_a_batch_after_the_warm_up() -> None:
+    assert measured_window(LINES[:3], warmup=3, until=100.0) is None
+    assert measured_window(LINES, warmup=3, until=5.5) is None
+    assert measured_window(LINES, warmup=0, until=100.0) is None
+
+
+def test_rows_between_counts_lines_after_the_start_up_to_the_end() -> None:
+    assert rows_between(LINES, 5.0, 7.0) == 2000
+    assert rows_between(LINES, 0.0, 1.0) == 100
+
+
+def test_cpu_between_takes_the_first_sample_at_or_after_each_instant() -> None:
+    samples = [(1.0, 10.0), (2.0, 11.5), (3.0, 13.0), (4.0, 14.0)]
+    assert cpu_between(samples, 1.5, 3.0) == 13.0 - 11.5
+    assert cpu_between(samples, 3.5, 9.0) == 0.0  # both past the last sample: the last
+    assert cpu_between([], 0.0, 1.0) == 0.0
+
+
+def test_the_report_prints_every_table(capsys: pytest.CaptureFixture[str]) -> None:
+    runs = [
+        Run(1, ENRICH_EOS, lines=60_000, seconds=10.0, cpu_s=12.0, batches=[progress(20_000)]),
+        Run(1, ENRICH_ALOS, lines=80_000, seconds=10.0, cpu_s=12.0),
+        Run(1, PIPELINE, lines=30_000, seconds=10.0, decided=25_000, cpu_s=20.0),
+    ]
+    report(runs)
+    out = capsys.readouterr().out
+    assert "## enrich at steady state" in out
+    assert "## enrich: ratios per round" in out
+    assert "0.75" in out  # 6,000 / 8,000 lines/s
+    assert "not met" in out  # 6,000 lines/s against 10,000
+    assert f"where a batch's time goes, {ENRICH_EOS}: durationMs of 1 measured batches" in out
+    assert f"where a batch's time goes, {ENRICH_ALOS}" not in out
