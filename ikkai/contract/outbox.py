@@ -66,10 +66,16 @@ class OutboxRequestError(OutboxError):
 
 
 def value_problem(value: str, *, max_bytes: int, allowed: re.Pattern[str], what: str) -> str | None:
-    """Why ``value`` cannot travel as ``what`` over HTTP (too long, or a character outside ``allowed``), or None."""
+    """Why ``value`` cannot travel as ``what`` over HTTP (too long, or a character outside ``allowed``), or None.
+
+    ``allowed`` matches one character, or a run of them (``[class]+``): a value it matches whole passes in one
+    regex pass; the search character by character runs only to name the first one it refuses.
+    """
     size = len(value.encode("utf-8", "surrogatepass"))
     if size > max_bytes:
         return f"is {size} bytes; {what} takes at most {max_bytes}"
+    if allowed.fullmatch(value) is not None:  # the patterns are [class]+ or [class]*: one linear pass for the whole
+        return None
     bad = next((c for c in value if not allowed.fullmatch(c)), None)
     if bad is not None:
         return f"has {bad!r} (U+{ord(bad):04X}) at index {value.index(bad)}, which {what} cannot carry"
