@@ -39,7 +39,7 @@ from starlette.types import ASGIApp
 from connectors.render import RenderedBundle
 from deploy import bundle_ops
 from deploy.clusters import kafka_cluster
-from deploy.connector_table import PAGE_SIZE, WAIT_SECONDS, ConnectorTable, Table, page_of
+from deploy.connector_table import PAGE_SIZE, WAIT_SECONDS, ConnectorTable, Table, fingerprint, page_of
 from deploy.eos_health import LOOKBACK, MAX_PARTITIONS, STUCK_SECONDS, Health, HealthReader
 from deploy.event_decisions import EVENTS_WINDOW
 from deploy.flow import DEAD_LETTERS, STAGES, FlowReader, rates
@@ -190,14 +190,18 @@ def page_app(plane: ControlPlane, *, secure_cookie: bool = False) -> ASGIApp:
         def live() -> Mapping[str, LiveConnector]:
             return Reconciler(bundle_ops.connect_client(env, plane.connect_url, plane.clusters)).live()
 
+        renders: dict[str, tuple[Any, RenderedBundle | IkkaiError]] = {}  # bundle → (its files, its render)
+
         def bundles() -> dict[str, RenderedBundle | IkkaiError]:
-            rendered: dict[str, RenderedBundle | IkkaiError] = {}
+            """Each bundle of the environment rendered, again only when one of its files changed."""
             for bundle in environments(plane.bundles_dir).get(env, []):
-                try:
-                    rendered[bundle] = bundle_ops.rendered(plane.request(bundle, env))
-                except IkkaiError as exc:
-                    rendered[bundle] = exc
-            return rendered
+                files = fingerprint(plane.bundles_dir / bundle)
+                if bundle not in renders or renders[bundle][0] != files:
+                    try:
+                        renders[bundle] = files, bundle_ops.rendered(plane.request(bundle, env))
+                    except IkkaiError as exc:
+                        renders[bundle] = files, exc
+            return {b: renders[b][1] for b in environments(plane.bundles_dir).get(env, [])}
 
         def shape(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             with plane.metrics.lock:

@@ -19,7 +19,7 @@ import yaml
 
 from connectors.render import RenderedBundle, load_bundle, render_bundle
 from deploy.connect_rest import ConnectClient
-from deploy.connector_table import FRESH_SECONDS, PAGE_SIZE, ConnectorTable, Row, Table, page_of
+from deploy.connector_table import FRESH_SECONDS, PAGE_SIZE, ConnectorTable, Row, Table, fingerprint, page_of
 from deploy.reconcile import LiveConnector
 from deploy.service import ControlPlane
 from ikkai.errors import IkkaiError
@@ -50,6 +50,15 @@ def test_the_filter_matches_part_of_the_name_and_the_exact_state() -> None:
     assert [r.connector["name"] for r in page_of(table, 1, 50, name="PAY").rows] == ["pay-a", "pay-b", "pay-c"]
     found = page_of(table, 1, 50, name="pay", state="failed")
     assert ([r.connector["name"] for r in found.rows], found.total, found.all_rows) == (["pay-c"], 1, 4)
+
+
+def test_a_bundle_is_rendered_again_only_when_one_of_its_files_changed(tmp_path: Path) -> None:
+    shutil.copytree(SHIPPED / BUNDLE, tmp_path / BUNDLE)
+    before = fingerprint(tmp_path / BUNDLE)
+    assert fingerprint(tmp_path / BUNDLE) == before and "values/dev.yaml" in {name for name, _, _ in before}
+    values = tmp_path / BUNDLE / "values" / "dev.yaml"
+    values.write_text(values.read_text() + "\n# one more line\n")
+    assert fingerprint(tmp_path / BUNDLE) != before
 
 
 class Clock:
