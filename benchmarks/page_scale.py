@@ -19,6 +19,7 @@ bundle's render. Prints tables; it asserts nothing about time.
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import sys
 import threading
@@ -28,6 +29,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
+from typing import cast
 
 import requests
 import yaml
@@ -36,14 +38,18 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.harness import bench_stack, print_table  # noqa: E402
+from connectors.render import RenderedBundle  # noqa: E402
 from deploy import bundle_ops  # noqa: E402
 from deploy.bundle_ops import BundleRequest  # noqa: E402
 from deploy.connect_rest import ConnectClient  # noqa: E402
-from deploy.connector_table import FRESH_SECONDS, PAGE_SIZE  # noqa: E402
+from deploy.connector_table import FRESH_SECONDS, PAGE_SIZE, ConnectorTable  # noqa: E402
 from deploy.flow import TOPICS  # noqa: E402
+from deploy.page.views import connector_rows  # noqa: E402
+from deploy.reconcile import Reconciler  # noqa: E402
 from deploy.serve_http import make_server  # noqa: E402
 from deploy.service import ControlPlane  # noqa: E402
 from ikkai.contract.kafka import KafkaContext, ensure_topics  # noqa: E402
+from ikkai.errors import IkkaiError  # noqa: E402
 
 ENV = "bench"
 TOKEN = "page-scale-" + "x" * 16
@@ -97,6 +103,12 @@ def median_of(rounds: int, call: Callable[[], object]) -> float:
     return statistics.median(timed(call)[0] for _ in range(rounds))
 
 
+def shown(page: object) -> list[object]:
+    """The page's HTML size and the connector rows on it (a page that waited in vain shows none)."""
+    text = page.text  # type: ignore[attr-defined]
+    return [len(page.content), len(re.findall(r'<tr class="connector"', text))]  # type: ignore[attr-defined]
+
+
 def measure(bootstrap: str, connect_url: str, home: Path, connectors: int, partitions: int, rounds: int) -> None:
     run = uuid.uuid4().hex[:6]
     folder = write_bundle(home, connectors, run, bootstrap, connect_url)
@@ -111,17 +123,25 @@ def measure(bootstrap: str, connect_url: str, home: Path, connectors: int, parti
     ensure_topics(KafkaContext.of(bootstrap), [t for t in TOPICS], partitions)
     live = len(client.connectors())
     try:
+        expanded_first, _ = timed(client.connectors_expanded)
         expanded = median_of(rounds, client.connectors_expanded)
         size = len(requests.get(f"{connect_url}/connectors?expand=status&expand=info", timeout=60).content)
+        reconciler = Reconciler(ConnectClient(connect_url))
+        kept: dict[str, RenderedBundle | IkkaiError] = {"page-scale": cast(RenderedBundle, bundle)}
+        table = ConnectorTable(reconciler.live, lambda: kept, lambda rows: connector_rows({"connectors": rows}, {}))
+        refresh = median_of(rounds, table._read)  # what a refresh costs once the bundle's render is kept
         plane = ControlPlane(TOKEN, folder.parent, connect_url=connect_url, clusters=folder.parent / "clusters.yaml")
         rows: list[list[object]] = [
-            [f"create {connectors} STOPPED connectors (8 threads)", create_s, None],
-            [f"render the bundle of {connectors}", render_s, None],
-            [f"GET /connectors?expand=status&expand=info ({live} live)", expanded, size],
+            [f"create {connectors} STOPPED connectors (8 threads)", create_s, None, None],
+            [f"render the bundle of {connectors} (first, in this process)", render_s, None, None],
+            [f"GET /connectors?expand=status&expand=info ({live} live), first", expanded_first, size, None],
+            [f"GET /connectors?expand=status&expand=info, median of {rounds}", expanded, None, None],
+            [f"the table's refresh (that call, rows shaped), median of {rounds}", refresh, None, None],
         ]
         with served(plane) as url:
             session = requests.Session()
-            session.post(f"{url}/ui/login", data={"token": TOKEN}, timeout=30).raise_for_status()
+            # no redirect followed: the home page would redirect to the connectors view and read the table
+            session.post(f"{url}/ui/login", data={"token": TOKEN}, allow_redirects=False, timeout=30).raise_for_status()
             view = f"{url}/ui/env/{ENV}/connectors"
 
             def get(path: str, **params: int) -> requests.Response:
@@ -133,25 +153,28 @@ def measure(bootstrap: str, connect_url: str, home: Path, connectors: int, parti
             cached = median_of(rounds, lambda: get(view))
             last_page = -(-connectors // PAGE_SIZE)
             last_s, last = timed(lambda: get(view, page=last_page))
+            time.sleep(FRESH_SECONDS)  # the table expires: the next viewer starts a refresh
+            refresh_s, refreshed = timed(lambda: get(view, page=2))
             rows += [
-                [f"connectors view, first render (page 1 of {last_page})", first_s, len(first.content)],  # type: ignore[attr-defined]
-                [f"connectors view, cached render (< {FRESH_SECONDS:.0f} s old)", cached, None],
-                [f"connectors view, page {last_page}", last_s, len(last.content)],  # type: ignore[attr-defined]
+                [f"connectors view, first render (page 1 of {last_page})", first_s, *shown(first)],
+                [f"connectors view, cached render (< {FRESH_SECONDS:.0f} s old), median", cached, None, None],
+                [f"connectors view, page {last_page}", last_s, *shown(last)],
+                ["connectors view, page 2 after the table expired (a refresh)", refresh_s, *shown(refreshed)],
             ]
             for name in ("flow", "health"):
                 first_s, page = timed(lambda name=name: get(f"{url}/ui/env/{ENV}/{name}"))  # type: ignore[misc]
                 cached = median_of(rounds, lambda name=name: get(f"{url}/ui/env/{ENV}/{name}"))  # type: ignore[misc]
                 rows += [
-                    [f"{name} view, first render ({partitions}-partition topics)", first_s, len(page.content)],  # type: ignore[attr-defined]
-                    [f"{name} view, cached render", cached, None],
+                    [f"{name} view, first render ({partitions}-partition topics)", first_s, len(page.content), None],  # type: ignore[attr-defined]
+                    [f"{name} view, cached render, median", cached, None, None],
                 ]
         print_table(
             f"the operator page at {connectors} connectors, {partitions} partitions (one embedded Connect worker)",
-            ["MEASUREMENT", "SECONDS", "BYTES"], rows,
+            ["MEASUREMENT", "SECONDS", "BYTES", "ROWS SHOWN"], rows,
         )  # fmt: skip
     finally:
-        for name, _ in configs:
-            client.delete_connector(name)
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(client.delete_connector, [name for name, _ in configs]))
 
 
 def main() -> None:
