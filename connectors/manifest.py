@@ -2,6 +2,7 @@
 
 ```yaml
 name: payments-ingest
+owner: payments-team (#payments-oncall)   # optional: who to ask; shown on the page and by `bundle render`/`plan`
 owner_prefix: payments-ingest.      # every connector name starts with it; --prune touches nothing else
 defaults: {partitions: 3}           # bundle defaults, below values/<env>.yaml and --set
 connectors:
@@ -12,6 +13,9 @@ connectors:
       - check: source-exactly-once
         reason: the file source replays from its offset anyway; see ADR 7
 ```
+
+``owner`` is a team or a contact, free text of at most ``OWNER_MAX`` printable characters on one line: it
+is shown to people (the operator page, the CLI's output), never used to decide anything.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from connectors.errors import BundleError
 MANIFEST = "bundle.yaml"
 STATES = ("running", "paused", "stopped")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+OWNER_MAX = 100  # characters: a team's name and a channel or an address fit; a paragraph does not
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,7 @@ class BundleManifest:
     connectors: tuple[ConnectorSpec, ...]
     defaults: Mapping[str, Any] = field(default_factory=dict)
     description: str = ""
+    owner: str = ""  # a team or contact; "" when the manifest names none
 
     def connector_name(self, spec: ConnectorSpec) -> str:
         return self.owner_prefix + spec.name
@@ -78,9 +84,8 @@ def load_manifest(folder: Path) -> BundleManifest:
 
 
 def parse_manifest(data: Any, bundle: str) -> BundleManifest:
-    top = _mapping(
-        data, bundle, "the file", required={"name", "owner_prefix", "connectors"}, optional={"defaults", "description"}
-    )
+    required, optional = {"name", "owner_prefix", "connectors"}, {"defaults", "description", "owner"}
+    top = _mapping(data, bundle, "the file", required=required, optional=optional)
     name = _text(top["name"], bundle, "name")
     prefix = _text(top["owner_prefix"], bundle, "owner_prefix")
     if not _NAME.match(prefix) or prefix[-1] not in ".-_":
@@ -108,7 +113,20 @@ def parse_manifest(data: Any, bundle: str) -> BundleManifest:
         connectors=specs,
         defaults=defaults,
         description=str(top.get("description") or ""),
+        owner=_owner(top["owner"], bundle) if "owner" in top else "",
     )
+
+
+def _owner(value: Any, bundle: str) -> str:
+    fix = f"name a team or a contact in at most {OWNER_MAX} characters, e.g. owner: payments-team"
+    if not isinstance(value, str) or not value.strip():
+        raise _bad(bundle, "owner", "must be a non-empty string", fix)
+    owner = value.strip()
+    if len(owner) > OWNER_MAX:
+        raise _bad(bundle, "owner", f"is {len(owner)} characters long, more than {OWNER_MAX}", fix)
+    if not owner.isprintable():
+        raise _bad(bundle, "owner", "must be printable text on one line (no control characters)", fix)
+    return owner
 
 
 def _connector(item: Any, bundle: str, index: int) -> ConnectorSpec:
