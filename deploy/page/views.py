@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from deploy.applies import LastApply
 from deploy.dead_letter_reasons import shown_reason
 from deploy.eos_health import Health
 from deploy.latency import Bucket, buckets
@@ -19,6 +20,8 @@ from deploy.reconciliation import SHOWN
 
 IN_SYNC = "in sync"
 DRIFTED = "drifted"
+AS_RENDERED = "as rendered now"
+CHANGED = "changed since"
 
 
 def environments(bundles_dir: Path) -> dict[str, list[str]]:
@@ -37,8 +40,20 @@ def first_line(trace: str | None) -> str | None:
     return next((line.strip() for line in trace.splitlines() if line.strip()), None)
 
 
-def bundle_row(bundle: str, plan: Mapping[str, Any]) -> dict[str, Any]:
-    """In sync or drifted, with each connector's pending action and changed keys (the diff shown on click)."""
+def last_apply_view(last: LastApply | None, digest: str) -> dict[str, Any] | None:
+    """The bundle's last recorded apply: when, by whom, its result, and whether the bundle renders now as it
+    did then (``digest``: the current render's ``deploy.applies.config_digest``); None when none is recorded."""
+    if last is None:
+        return None
+    return {"when": last.when, "who": last.who, "result": last.result,
+            "since": AS_RENDERED if last.digest == digest else CHANGED}  # fmt: skip
+
+
+def bundle_row(
+    bundle: str, plan: Mapping[str, Any], *, owner: str = "", last_apply: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """In sync or drifted, with each connector's pending action and changed keys (the diff shown on click), the
+    bundle's owner and its last apply (``last_apply_view``)."""
     connectors = [
         {
             "name": c["name"],
@@ -53,6 +68,8 @@ def bundle_row(bundle: str, plan: Mapping[str, Any]) -> dict[str, Any]:
     ]
     return {
         "bundle": bundle,
+        "owner": owner,
+        "last_apply": last_apply,
         "sync": DRIFTED if plan.get("pending") else IN_SYNC,
         "valid": plan.get("valid", True),
         "summary": plan.get("summary", {}),

@@ -23,5 +23,8 @@ DLQ_OUTBOX = "dlq.outbox"
 MASTERDATA_MERCHANTS = "masterdata.merchants"
 MASTERDATA_CUSTOMERS = "masterdata.customers"
 
+# The control plane's record of applies: compacted, keyed <env>/<bundle>, the last apply of each (deploy.applies).
+APPLIES = "_ikkai.applies"
+
 INGEST_PREFIX = "ingest."
 DLQ_PREFIX = "dlq."

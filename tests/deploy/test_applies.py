@@ -1,0 +1,101 @@
+"""The record of applies (``_ikkai.applies``): what it holds (no secret, not even hashed), its bound, how the page
+shows it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import yaml
+
+from connectors.render import RenderedBundle, load_bundle, render_bundle
+from deploy import applies
+from deploy.applies import RECORD_MAX, config_digest, parse_value, record_value
+from deploy.page.views import AS_RENDERED, CHANGED, bundle_row, last_apply_view
+
+SHIPPED = Path(__file__).resolve().parents[2] / "connectors" / "bundles"
+SECRET = "hunter2-" + "q" * 8  # a literal secret, waived on purpose: it must never reach the record
+SECRET_KEYS = '"connection.password": {{ password | tojson }},\n  "connection.url": {{ url | tojson }},\n  '  # noqa: S105
+
+
+def bundle_folder(tmp_path: Path, owner: str = "payments team") -> Path:
+    """payments-ingest under a name and owner prefix of its own, with two keys holding a (waived) literal secret."""
+    hex_ = uuid.uuid4().hex[:8]
+    folder = tmp_path / f"applies-{hex_}"
+    shutil.copytree(SHIPPED / "payments-ingest", folder)
+    manifest = yaml.safe_load((folder / "bundle.yaml").read_text())
+    waiver = {"check": "secret-placeholder", "reason": "a test of the record of applies: the secret must not leak"}
+    manifest.update(name=folder.name, owner_prefix=f"applies-{hex_}.", owner=owner)
+    for connector in manifest["connectors"]:
+        connector["waivers"] = [waiver]
+    (folder / "bundle.yaml").write_text(yaml.safe_dump(manifest))
+    template = folder / "templates" / "file-source.json.j2"
+    template.write_text(template.read_text().replace('"errors.tolerance"', SECRET_KEYS + '"errors.tolerance"'))
+    return folder
+
+
+def sets(folder: Path, secret: str = SECRET, *extra: str) -> tuple[str, ...]:
+    drops = folder.parent / f"{folder.name}-drops"
+    drops.mkdir(exist_ok=True)
+    found = []
+    for source in ("payments", "refunds"):
+        (drops / f"{source}.jsonl").touch()
+        found += [f"sources.{source}.file={drops / source}.jsonl", f"sources.{source}.topic=ingest.{folder.name}"]
+    return (*found, f"password={secret}", f"url=jdbc:postgresql://db/x?user=a&password={secret}", *extra)
+
+
+def rendered(folder: Path, secret: str = SECRET, *extra: str) -> RenderedBundle:
+    return render_bundle(load_bundle(folder), "dev", sets(folder, secret, *extra))
+
+
+def test_the_digest_is_of_the_redacted_render_so_a_secret_changes_nothing(tmp_path: Path) -> None:
+    folder = bundle_folder(tmp_path)
+    digest = config_digest(rendered(folder))
+    assert digest == config_digest(rendered(folder, "another-secret-value"))
+    assert digest != config_digest(rendered(folder, SECRET, "partitions=5"))  # any other value does
+
+
+def test_the_record_holds_who_when_digest_result_and_names_and_no_secret(tmp_path: Path) -> None:
+    bundle = rendered(bundle_folder(tmp_path))
+    when = datetime(2026, 11, 26, 19, 40, 2, tzinfo=UTC)
+    names = [c.name for c in bundle.connectors]
+    value = record_value(bundle, who="ana@build-7", when=when, result=applies.APPLIED, written=names)
+    assert SECRET.encode() not in value and b"hunter2" not in value
+    assert json.loads(value) == {
+        "bundle": bundle.name, "env": "dev", "who": "ana@build-7", "when": "2026-11-26T19:40:02Z",
+        "digest": config_digest(bundle), "result": "applied", "written": names,
+    }  # fmt: skip
+    last = parse_value(value)
+    assert last is not None and (last.who, last.result, last.written) == ("ana@build-7", "applied", tuple(names))
+
+
+def test_a_record_is_bounded_and_says_how_many_names_it_left_out(tmp_path: Path) -> None:
+    bundle = rendered(bundle_folder(tmp_path))
+    names = [f"connector-{i:05d}-" + "n" * 200 for i in range(1000)]
+    value = record_value(bundle, who="x" * 10_000, when=datetime.now(UTC), result=applies.APPLIED, written=names)
+    data = json.loads(value)
+    assert len(value) <= RECORD_MAX
+    assert data["written"] == names[: len(data["written"])] and data["left_out"] == 1000 - len(data["written"])
+    assert 0 < len(data["written"]) < 1000 and len(data["who"]) == 200
+
+
+@pytest.mark.parametrize("value", [None, b"", b"not json", b'{"who": "x"}', b"[1]", b"{" + b" " * RECORD_MAX + b"}"])
+def test_a_tombstone_or_a_foreign_value_is_no_last_apply(value: bytes | None) -> None:
+    assert parse_value(value) is None
+
+
+def test_the_bundles_row_shows_the_owner_and_whether_the_bundle_renders_as_it_was_applied(tmp_path: Path) -> None:
+    folder = bundle_folder(tmp_path)
+    value = record_value(rendered(folder), who="ana@build-7", when=datetime.now(UTC), result="applied", written=[])
+    last = parse_value(value)
+    now = last_apply_view(last, config_digest(rendered(folder, "a-rotated-secret")))
+    assert now is not None and now["since"] == AS_RENDERED and now["who"] == "ana@build-7"
+    changed = last_apply_view(last, config_digest(rendered(folder, SECRET, "partitions=5")))
+    assert changed is not None and changed["since"] == CHANGED
+    assert last_apply_view(None, "d") is None
+    row = bundle_row("b", {"pending": False, "connectors": []}, owner="payments team", last_apply=now)
+    assert (row["owner"], row["last_apply"]) == ("payments team", now)
