@@ -96,6 +96,7 @@ def render_data(request: BundleRequest) -> dict[str, Any]:
     return {
         "bundle": bundle.name,
         "env": bundle.env,
+        "owner": bundle.bundle.manifest.owner,
         "connectors": [
             {"name": c.name, "template": c.spec.template, "state": c.state, "config": redact(c.config)}
             for c in bundle.connectors

@@ -83,7 +83,7 @@ def status_text(data: dict[str, Any]) -> str:
 
 
 def render_text(data: dict[str, Any]) -> str:
-    lines = []
+    lines = [f"# owner: {data['owner']}", ""] if data.get("owner") else []
     for c in data["connectors"]:
         lines.append(f"# {c['name']} ({c['template']}, target state {c['state']})")
         lines += [f"{k}={v}" for k, v in sorted(c["config"].items())]

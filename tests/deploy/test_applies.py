@@ -13,8 +13,10 @@ import pytest
 import yaml
 
 from connectors.render import RenderedBundle, load_bundle, render_bundle
-from deploy import applies
+from deploy import applies, bundle_ops
 from deploy.applies import RECORD_MAX, config_digest, parse_value, record_value
+from deploy.bundle_ops import BundleRequest
+from deploy.bundle_output import render_text
 from deploy.page.views import AS_RENDERED, CHANGED, bundle_row, last_apply_view
 
 SHIPPED = Path(__file__).resolve().parents[2] / "connectors" / "bundles"
@@ -99,3 +101,10 @@ def test_the_bundles_row_shows_the_owner_and_whether_the_bundle_renders_as_it_wa
     assert last_apply_view(None, "d") is None
     row = bundle_row("b", {"pending": False, "connectors": []}, owner="payments team", last_apply=now)
     assert (row["owner"], row["last_apply"]) == ("payments team", now)
+
+
+def test_render_json_names_the_owner(tmp_path: Path) -> None:
+    folder = bundle_folder(tmp_path, owner="payments team (#payments-oncall)")
+    data = bundle_ops.render_data(BundleRequest(str(folder), "dev", sets(folder)))
+    assert data["owner"] == "payments team (#payments-oncall)"
+    assert render_text(data).splitlines()[0] == "# owner: payments team (#payments-oncall)"
