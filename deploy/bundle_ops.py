@@ -2,31 +2,37 @@
 
 Resolves a bundle (a folder, or a name under connectors/bundles), renders it for an
 environment and finds that environment's Connect cluster; the work itself is in
-connectors.* (pure) and deploy.reconcile (I/O).
+connectors.* (pure) and deploy.reconcile (I/O). Every apply goes through ``apply_data``, which records it
+on ``_ikkai.applies`` afterwards (``deploy.applies``), best-effort: a record that cannot be written is one
+warning line (stderr in the CLI, the log in ``ikkai serve``), never a failed apply.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from connectors.lint import PluginCatalog, blocking, lint_bundle
 from connectors.render import RenderedBundle, load_bundle, render_bundle
 from connectors.secrets import redact
+from deploy import applies
 from deploy.clusters import (
     LOCAL,
     ClusterTarget,
     cluster_for,
     clusters_file,
+    kafka_cluster,
     load_clusters,
     resolve_connect_auth,
     resolve_connect_url,
 )
 from deploy.connect_rest import ConnectClient
-from deploy.reconcile import Progress, Reconciler
-from ikkai.errors import ConfigError
+from deploy.reconcile import ApplyFailed, Progress, Reconciler
+from ikkai.errors import ConfigError, IkkaiError
 from ikkai.resources import package_path
 from ikkai.settings import external_endpoints
 
@@ -131,9 +137,53 @@ def apply_data(
     prune: bool = False,
     client: ConnectClient | None = None,
     progress: Progress | None = None,
+    applied_by: str | None = None,
+    record_unchanged: bool = True,
+    warn: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
+    """Apply, then record it (``deploy.applies``) as done by ``applied_by`` (default: this OS user at this host).
+
+    ``record_unchanged=False`` (the reconcile loop) records only applies that wrote, deleted or failed. A record
+    that cannot be written is one warning line, to ``warn``, else ``progress`` (stderr in the CLI), else (``-o
+    json``, whose stderr is for an error object only) the result's ``record_warning``; the apply's result or
+    error stands as it is.
+    """
     bundle = rendered(request)
-    return reconciler(request, client, progress).apply(bundle, prune=prune).as_dict()
+    who = applied_by or applies.cli_user()
+    say = warn or progress
+    try:
+        result = reconciler(request, client, progress).apply(bundle, prune=prune)
+    except IkkaiError as exc:
+        touched = exc.rolled_back if isinstance(exc, ApplyFailed) else []
+        warning = _record(request, bundle, who, applies.FAILED, touched)
+        if warning:
+            (say or _stderr)(warning)
+        raise
+    data = result.as_dict()
+    if record_unchanged or result.written or result.deleted:
+        warning = _record(request, bundle, who, applies.APPLIED, result.written)
+        if warning and say:
+            say(warning)
+        elif warning:
+            data["record_warning"] = warning
+    return data
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+def _record(request: BundleRequest, bundle: RenderedBundle, who: str, result: str, written: Sequence[str]) -> str:
+    """Best-effort: the record of an apply; "" when written, else one warning line saying why not."""
+    value = applies.record_value(bundle, who=who, when=datetime.now(UTC), result=result, written=written)
+    key = applies.key_of(bundle.env, bundle.name)
+    try:
+        kafka = kafka_cluster(cluster_target(request.env, request.connect_url, request.clusters))
+        applies.record_apply(kafka, key, value)
+    except Exception as exc:  # noqa: BLE001 - no failure to record may fail the apply; each is one warning line
+        kind = "" if isinstance(exc, applies.RecordFailed) else f"apply of {key} not recorded: {type(exc).__name__}: "
+        return f"warning: {(kind + str(exc)).splitlines()[0]}"
+    return ""
 
 
 def status_data(request: BundleRequest, client: ConnectClient | None = None) -> dict[str, Any]:

@@ -7,7 +7,8 @@ This module holds what the routes do and the loop; the routes themselves are ``d
                                              while the reconcile loop's last pass failed
   GET  /metrics                              Prometheus text format
   GET  /bundles/<bundle>/<env>/plan          plan (JSON); ?prune=true
-  POST /bundles/<bundle>/<env>/apply         apply (JSON); ?prune=true
+  POST /bundles/<bundle>/<env>/apply         apply (JSON); ?prune=true; recorded on _ikkai.applies as by
+                                             "ikkai serve" (deploy.applies)
   GET  /bundles/<bundle>/<env>/status        status (JSON)
   POST /bundles/<bundle>/<env>/restart       restart; ?failed=true restarts failed tasks only
 
@@ -49,6 +50,8 @@ MAX_PAUSE_SECONDS = 300.0  # the longest wait after failed reconcile passes
 KEPT_ERRORS = 100  # a long-running loop keeps only its latest errors
 
 log = logging.getLogger("ikkai.serve")
+SERVE = "ikkai serve"  # who applied, in the record of applies: the tokens carry no names
+LOOP = "ikkai serve reconcile loop"
 
 
 @dataclass
@@ -88,15 +91,23 @@ class ControlPlane:
             return 200, bundle_ops.status_data(request)
         if verb == "restart":
             return 200, bundle_ops.restart_data(request, failed_only=flag("failed"))
+        return 200, self.apply(bundle, env, prune=flag("prune"))
+
+    def apply(self, bundle: str, env: str, *, prune: bool = False, loop: bool = False) -> dict[str, Any]:
+        """Apply the bundle, counted in the metrics and recorded (``deploy.applies``) as by ``ikkai serve``; by
+        the reconcile loop (``loop``) only when it wrote, deleted or failed."""
+        request = self.request(bundle, env)
         try:
-            data = bundle_ops.apply_data(request, prune=flag("prune"))
+            data = bundle_ops.apply_data(
+                request, prune=prune, applied_by=LOOP if loop else SERVE, record_unchanged=not loop, warn=log.warning
+            )
         except IkkaiError:
             with self.metrics.lock:
                 self.metrics.applies[(bundle, env, "error")] += 1
             raise
         with self.metrics.lock:
             self.metrics.applies[(bundle, env, "ok")] += 1
-        return 200, data
+        return data
 
 
 class ReconcileLoop:
@@ -165,7 +176,7 @@ class ReconcileLoop:
         return min(longest, self.interval * 2.0 ** min(self.failed_passes, 32))
 
     def _apply(self, bundle: str, env: str) -> None:
-        self.plane.run(bundle, env, "apply", {})
+        self.plane.apply(bundle, env, loop=True)
 
     def _restart_failed(self, bundle: str, env: str) -> None:
         request = self.plane.request(bundle, env)

@@ -37,7 +37,7 @@ from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp
 
 from connectors.render import RenderedBundle
-from deploy import bundle_ops
+from deploy import applies, bundle_ops
 from deploy.clusters import kafka_cluster
 from deploy.connector_table import PAGE_SIZE, WAIT_SECONDS, ConnectorTable, Table, fingerprint, page_of
 from deploy.eos_health import LOOKBACK, MAX_PARTITIONS, STUCK_SECONDS, Health, HealthReader
@@ -54,6 +54,7 @@ from deploy.page.views import (
     event_decisions_view,
     health_tables,
     lag_tables,
+    last_apply_view,
     latency_buckets,
     latency_rows,
     reconciliation_view,
@@ -62,9 +63,11 @@ from deploy.reconcile import LiveConnector, Reconciler
 from deploy.reconciliation import GRACE_SECONDS, RECEIPTS_WINDOW, REQUESTS_WINDOW
 from deploy.service import ControlPlane
 from ikkai.contract.kafka import KafkaContext
+from ikkai.contract.topics import APPLIES
 from ikkai.errors import IkkaiError
 
 REFRESH_SECONDS = 5  # the connectors view reloads itself this often
+APPLIES_SECONDS = 3.0  # the bundles view's read of the last applies; unread, they are shown as unknown
 SESSION_COOKIE = "ikkai_page"
 SESSION_SECONDS = 8 * 3600  # a working day; a restarted server (new signing key) ends every session sooner
 FLASH = "flash"
@@ -152,13 +155,29 @@ def page_app(plane: ControlPlane, *, secure_cookie: bool = False) -> ASGIApp:
             return render(request, "empty.html")
         return RedirectResponse(f"/ui/env/{envs[0]}/connectors", status_code=303)
 
+    def last_applies(env: str) -> tuple[dict[str, applies.LastApply], str | None]:
+        """The environment's last apply of each bundle, and why they could not be read (None when they were)."""
+        try:
+            kafka = kafka_cluster(bundle_ops.cluster_target(env, plane.connect_url, plane.clusters))
+            found, complete = applies.last_applies(kafka, env, APPLIES_SECONDS)
+        except Exception as exc:  # noqa: BLE001 - the record is best-effort: unread, the view says so and goes on
+            reason = _one_line(exc) if isinstance(exc, IkkaiError) else f"{type(exc).__name__}: {exc}"
+            return {}, reason.splitlines()[0] if reason else type(exc).__name__
+        return found, None if complete else f"{APPLIES} not read to its end within {APPLIES_SECONDS:.0f} s"
+
     def bundle_rows(env: str) -> list[dict[str, Any]]:
+        last, unread = last_applies(env)
         rows = []
         for bundle in environments(plane.bundles_dir)[env]:
             try:
-                rows.append(bundle_row(bundle, plane.run(bundle, env, "plan", {})[1]))
+                request = plane.request(bundle, env)
+                rendered = bundle_ops.rendered(request)
+                plan = bundle_ops.reconciler(request).plan(rendered).as_dict()
+                latest = last_apply_view(last.get(rendered.name), applies.config_digest(rendered))
+                rows.append(bundle_row(bundle, plan, owner=rendered.bundle.manifest.owner, last_apply=latest))
             except IkkaiError as exc:
                 rows.append({"bundle": bundle, "sync": "unknown", "error": _one_line(exc)})
+            rows[-1]["applies_unread"] = unread
         return rows
 
     async def bundle_table(request: Request, view: str, rows_of: Callable[[str], list[dict[str, Any]]]) -> Response:

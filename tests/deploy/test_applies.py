@@ -1,23 +1,32 @@
 """The record of applies (``_ikkai.applies``): what it holds (no secret, not even hashed), its bound, how the page
-shows it."""
+reads it; and, against the real stack, that every apply writes it and that a record that cannot be written never
+fails the apply."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import socket
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 import yaml
+from confluent_kafka.admin import AdminClient, ConfigResource
 
 from connectors.render import RenderedBundle, load_bundle, render_bundle
 from deploy import applies, bundle_ops
 from deploy.applies import RECORD_MAX, config_digest, parse_value, record_value
 from deploy.bundle_ops import BundleRequest
 from deploy.bundle_output import render_text
+from deploy.connect_rest import ConnectClient
 from deploy.page.views import AS_RENDERED, CHANGED, bundle_row, last_apply_view
+from deploy.reconcile import ValidationFailed
+from ikkai.contract.kafka import KafkaContext
+from ikkai.contract.topics import APPLIES
+from ikkai.settings import Endpoints
+from tests.kafka_helpers import read_all
 
 SHIPPED = Path(__file__).resolve().parents[2] / "connectors" / "bundles"
 SECRET = "hunter2-" + "q" * 8  # a literal secret, waived on purpose: it must never reach the record
@@ -108,3 +117,70 @@ def test_render_json_names_the_owner(tmp_path: Path) -> None:
     data = bundle_ops.render_data(BundleRequest(str(folder), "dev", sets(folder)))
     assert data["owner"] == "payments team (#payments-oncall)"
     assert render_text(data).splitlines()[0] == "# owner: payments team (#payments-oncall)"
+
+
+# -- against the real stack -------------------------------------------------------------------------------------
+
+
+def clusters_file(tmp_path: Path, stack: Endpoints, bootstrap: str) -> Path:
+    path = tmp_path / "clusters.yaml"
+    path.write_text(yaml.safe_dump({"dev": {"connect_url": stack.connect_url, "bootstrap_servers": bootstrap}}))
+    return path
+
+
+def remove(stack: Endpoints, folder: Path) -> None:
+    client = ConnectClient(stack.connect_url)
+    prefix = yaml.safe_load((folder / "bundle.yaml").read_text())["owner_prefix"]
+    for name in client.connectors():
+        if name.startswith(prefix):
+            client.delete_connector(name)
+
+
+@pytest.mark.integration
+def test_every_apply_is_recorded_compacted_without_its_secrets(stack: Endpoints, tmp_path: Path) -> None:
+    folder = bundle_folder(tmp_path)
+    clusters = clusters_file(tmp_path, stack, stack.bootstrap_servers)
+    warnings: list[str] = []
+    try:
+        with pytest.raises(ValidationFailed):  # Connect refuses tasks.max=0: a failed apply is recorded too
+            bundle_ops.apply_data(BundleRequest(str(folder), "dev", sets(folder, SECRET, "tasks_max=0"),
+                                                clusters=clusters), warn=warnings.append)  # fmt: skip
+        data = bundle_ops.apply_data(BundleRequest(str(folder), "dev", sets(folder), clusters=clusters),
+                                     warn=warnings.append)  # fmt: skip
+    finally:
+        remove(stack, folder)
+    assert warnings == [] and "record_warning" not in data and len(data["written"]) == 2
+    key = f"dev/{folder.name}".encode()
+    # What a read_committed consumer of the topic sees: both records, neither with the secret in any form.
+    mine = [(k, v) for k, v in read_all(stack.bootstrap_servers, APPLIES) if k == key]
+    assert [json.loads(v or b"")["result"] for _, v in mine] == ["failed", "applied"]
+    assert not [v for _, v in mine if v is None or SECRET.encode() in v or b"hunter2" in v]
+    failed, applied = (json.loads(v or b"") for _, v in mine)
+    assert failed["written"] == [] and applied["written"] == data["written"]
+    assert applied["who"] == applies.cli_user() and applied["digest"] == config_digest(rendered(folder, "other"))
+    # The page's bounded read finds the last one, and the topic keeps the last per key.
+    found, complete = applies.last_applies(KafkaContext(stack.bootstrap_servers), "dev", 30)
+    last = found[folder.name]
+    assert complete
+    assert (last.result, last.digest, last.written) == ("applied", applied["digest"], tuple(data["written"]))
+    resource = ConfigResource(ConfigResource.Type.TOPIC, APPLIES)
+    admin = AdminClient({"bootstrap.servers": stack.bootstrap_servers})
+    described = admin.describe_configs([resource])[resource].result(timeout=30)  # type: ignore[no-untyped-call]
+    assert described["cleanup.policy"].value == "compact"
+
+
+@pytest.mark.integration
+def test_a_record_that_cannot_be_written_is_a_warning_and_the_apply_stands(stack: Endpoints, tmp_path: Path) -> None:
+    with socket.socket() as closed:  # a port nothing listens on once this closes: Kafka "down"
+        closed.bind(("127.0.0.1", 0))
+        nowhere = f"127.0.0.1:{closed.getsockname()[1]}"
+    folder = bundle_folder(tmp_path)
+    warnings: list[str] = []
+    try:
+        request = BundleRequest(str(folder), "dev", sets(folder), clusters=clusters_file(tmp_path, stack, nowhere))
+        data = bundle_ops.apply_data(request, warn=warnings.append)
+    finally:
+        remove(stack, folder)
+    assert len(data["written"]) == 2 and set(data["states"].values()) == {"RUNNING"}
+    assert len(warnings) == 1 and warnings[0].startswith(f"warning: apply of dev/{folder.name} not recorded")
+    assert SECRET not in warnings[0]

@@ -50,6 +50,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 SHIPPED = Path(__file__).resolve().parents[2] / "connectors" / "bundles"
 BUNDLE, ENV = "payments-ingest", "ci"
+OWNER = "payments team (#payments-oncall)"
 SIZE = (1100, 640)  # small screenshots (the docs carry one of each view)
 
 
@@ -134,6 +135,7 @@ def page(own_stack: tuple[LocalStack, Endpoints], tmp_path_factory: pytest.TempP
     shutil.copytree(SHIPPED / BUNDLE, bundles / BUNDLE)
     manifest = yaml.safe_load((bundles / BUNDLE / "bundle.yaml").read_text())
     manifest["owner_prefix"] = prefix
+    manifest["owner"] = OWNER
     (bundles / BUNDLE / "bundle.yaml").write_text(yaml.safe_dump(manifest))
     sources = {}
     for source in ("payments", "refunds"):
@@ -195,6 +197,11 @@ def test_apply_from_the_page_then_both_views_show_it(page: Page) -> None:
     page.open(f"/ui/env/{ENV}/bundles")
     assert page.text("#bundles .state") == "in sync"
     assert page.text("#bundles .count.unchanged") == "2"
+    assert page.text("#bundles .owner") == OWNER
+    # The apply was recorded in the environment's Kafka (_ikkai.applies), as done by the service, and the bundle
+    # renders now as it did then.
+    last = page.text("#bundles .last-apply")
+    assert " by ikkai serve, " in last and last.endswith("as rendered now"), last
     page.shot("bundles")
 
 
