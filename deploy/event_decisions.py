@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from confluent_kafka import IsolationLevel
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from deploy.kafka_windows import Deadline, Record, Where, last_records, offsets
+from deploy.kafka_windows import Deadline, Record, Where, last_records, offsets, window_coverage
 from deploy.latency import Point, produced_to_decision
 from ikkai.contract.codec import RecordCodec
 from ikkai.contract.kafka import KafkaContext
@@ -128,16 +128,6 @@ def undecided(
     return sorted(without), twice, judged, in_flight, not_judged
 
 
-def covered_from(records: Sequence[Record], cut: Iterable[Where]) -> int:
-    """From which timestamp the outcomes read cover every partition: the latest first-read timestamp of a
-    partition whose window was cut (0 when none was). Pure."""
-    first: dict[Where, int] = {}
-    for r in records:
-        where = (r.topic, r.partition)
-        first[where] = min(first.get(where, r.timestamp_ms), r.timestamp_ms)
-    return max((first.get(w, 0) for w in cut), default=0)
-
-
 def _outcomes(
     kafka: KafkaContext, admin: AdminClient, topic: str, partitions: Sequence[int], since_ms: int, deadline: Deadline
 ) -> tuple[list[Record], set[Where], set[Where]]:
@@ -204,7 +194,7 @@ def read_event_decisions(
         if value["source_topic"] == source:
             dead.append((int(value["source_partition"]), int(value["source_offset"])))
     without, twice, judged, in_flight, not_judged = undecided(
-        events, decided, dead, frontier.offsets, covered_from([*decisions, *letters], cut)
+        events, decided, dead, frontier.offsets, window_coverage([*decisions, *letters], cut)
     )
     delays = produced_to_decision({(e.partition, e.offset): e.timestamp_ms for e in events}, decided_at)
     return EventDecisions(len(events), len(decided), judged, in_flight, not_judged, tuple(without), tuple(twice),

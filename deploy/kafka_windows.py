@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,3 +109,14 @@ def last_records(
         return found, late.pending
     finally:
         consumer.close()
+
+
+def window_coverage(records: Sequence[Record], cut: Iterable[Where]) -> int:
+    """From which timestamp a bounded read covers every partition: the latest first-read timestamp of a
+    partition whose window was cut (0 when none was). Records older than it may have a match before the
+    window. Pure."""
+    first: dict[Where, int] = {}
+    for r in records:
+        where = (r.topic, r.partition)
+        first[where] = min(first.get(where, r.timestamp_ms), r.timestamp_ms)
+    return max((first.get(w, 0) for w in cut), default=0)

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from confluent_kafka import IsolationLevel
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from deploy.kafka_windows import Deadline, Record, Where, last_records, offsets
+from deploy.kafka_windows import Deadline, Record, last_records, offsets, window_coverage
 from deploy.latency import Point, decision_to_receipt
 from ikkai.contract.codec import RecordCodec
 from ikkai.contract.kafka import KafkaContext
@@ -159,16 +159,6 @@ def receipt_of(record: Record, codec: RecordCodec) -> ReceiptSeen:
     return ReceiptSeen(r.decision_id, r.effect, r.target, r.delivered, r.idempotency_key)
 
 
-def receipts_coverage(receipts: Sequence[Record], cut: Iterable[Where]) -> int:
-    """From which timestamp the receipts read cover every partition: the latest first-read timestamp of a
-    partition whose window was cut (0 when none was). Pure."""
-    first: dict[Where, int] = {}
-    for r in receipts:
-        where = (r.topic, r.partition)
-        first[where] = min(first.get(where, r.timestamp_ms), r.timestamp_ms)
-    return max((first.get(w, 0) for w in cut), default=0)
-
-
 def read_reconciliation(
     kafka: KafkaContext,
     admin: AdminClient,
@@ -217,7 +207,7 @@ def read_reconciliation(
                 undecodable += 1
                 continue
             receipted.append((receipts[-1].decision_id, receipts[-1].effect_id, record.timestamp_ms))
-        covered_from = receipts_coverage(receipt_records, cut)
+        covered_from = window_coverage(receipt_records, cut)
     repeated, shared, repeats = repeated_effects(receipts)
     missing, judged, in_flight, not_judged = without_final_receipt(requests, receipts, now_ms=now_ms,
                                                                    covered_from_ms=covered_from)  # fmt: skip

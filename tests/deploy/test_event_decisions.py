@@ -10,8 +10,9 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from deploy.event_decisions import Frontier, covered_from, decided_frontier, read_event_decisions, undecided
+from deploy.event_decisions import Frontier, decided_frontier, read_event_decisions, undecided
 from deploy.kafka_windows import Deadline, Record
+from deploy.kafka_windows import window_coverage as covered_from
 from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.markers import CommitMarker

@@ -13,12 +13,12 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from deploy.kafka_windows import Deadline, Record
+from deploy.kafka_windows import window_coverage as receipts_coverage
 from deploy.reconciliation import (
     GRACE_SECONDS,
     ReceiptSeen,
     RequestSeen,
     read_reconciliation,
-    receipts_coverage,
     repeated_effects,
     without_final_receipt,
 )
