@@ -99,6 +99,15 @@ class Page:
                 self.driver.set_window_size(*SIZE)  # type: ignore[attr-defined]
         return path
 
+    def log_in(self) -> None:
+        """Log in with the server's token through the login form, as a user would (again, if already logged in)."""
+        from selenium.webdriver.common.by import By
+
+        self.open("/ui/login")
+        self.driver.find_element(By.ID, "token").send_keys(TOKEN)  # type: ignore[attr-defined]
+        self.driver.find_element(By.ID, "log-in").click()  # type: ignore[attr-defined]
+        self.wait(60, lambda: self.driver.current_url.endswith(f"/ui/env/{ENV}/connectors"), "the connectors view")  # type: ignore[attr-defined]
+
     def post(self, path: str, form: dict[str, str]) -> int:
         """A same-origin fetch POST from the page (it carries the session cookie, as a form would): its status."""
         script = (
@@ -160,6 +169,13 @@ def page(own_stack: tuple[LocalStack, Endpoints], tmp_path_factory: pytest.TempP
                 client.delete_connector(name)
 
 
+@pytest.fixture
+def logged_in(page: Page) -> None:
+    """The module's browser logged in: a test that needs the login does not count on an earlier test's (run
+    alone with ``-k`` there is none)."""
+    page.log_in()
+
+
 def test_the_page_refuses_actions_without_login_and_without_csrf(page: Page) -> None:
     page.open(f"/ui/env/{ENV}/connectors")
     assert page.driver.current_url.endswith("/ui/login")  # type: ignore[attr-defined]
@@ -171,9 +187,7 @@ def test_the_page_refuses_actions_without_login_and_without_csrf(page: Page) -> 
     page.driver.find_element(By.ID, "token").send_keys("not-our-token-xxxxxxxx")  # type: ignore[attr-defined]
     page.driver.find_element(By.ID, "log-in").click()  # type: ignore[attr-defined]
     page.wait(30, lambda: "not a token of this server" in page.text("#login-error"), "the refused login")
-    page.driver.find_element(By.ID, "token").send_keys(TOKEN)  # type: ignore[attr-defined]
-    page.driver.find_element(By.ID, "log-in").click()  # type: ignore[attr-defined]
-    page.wait(60, lambda: page.driver.current_url.endswith(f"/ui/env/{ENV}/connectors"), "the connectors view")  # type: ignore[attr-defined]
+    page.log_in()
     assert page.post(action, {}) == 403 and page.post(action, {"csrf": "forged"}) == 403  # logged in, no CSRF
     assert "ABSENT" in page.text(".connector .state")  # and nothing was applied
 
@@ -249,6 +263,7 @@ def test_a_kill_9_of_the_worker_shows_on_the_open_connectors_view(page: Page) ->
     page.shot("connectors-worker-back")
 
 
+@pytest.mark.usefixtures("logged_in")
 def test_the_health_view_shows_each_querys_last_markers_and_an_open_transaction(
     page: Page, own_stack: tuple[LocalStack, Endpoints]
 ) -> None:
