@@ -114,10 +114,12 @@ def test_the_reader_samples_at_most_once_per_interval_however_many_look() -> Non
 def new_query(bootstrap: str) -> tuple[str, str, str]:
     """A fresh (app, query) with its commits topic of two partitions, created as the sink creates it.
 
-    The app's leading '-' sorts its topic before every other test's on the shared broker: the reader reads the
-    first ``MAX_PARTITIONS`` commits partitions in name order.
+    The reader reads only the first ``MAX_PARTITIONS`` commits partitions in name order, so the name puts this
+    topic first: '-' is the lowest character a topic name may hold (other tests' apps begin with a letter), and
+    the digits after it count down with the clock, so a newer topic sorts before every older one that earlier
+    runs left on a long-lived cluster. Only topics of tests running at the same moment can come before it.
     """
-    app, name = f"-eos{uuid.uuid4().hex[:10]}", "infer"
+    app, name = f"-eos{10**13 - time.time_ns() // 1_000_000:013d}{uuid.uuid4().hex[:6]}", "infer"
     topic = commits_topic_for(app, name)
     ensure_commits_topic(KafkaContext.of(bootstrap), topic, 2)
     return app, name, topic
