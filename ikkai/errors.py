@@ -20,6 +20,21 @@ class IkkaiError(Exception):
     def __str__(self) -> str:
         return f"{self.message}: {self.fix}" if self.fix else self.message
 
+    def __reduce__(self) -> tuple[object, ...]:
+        """Pickled as its class and fields, not its constructor's arguments (every subclass's differ).
+
+        An error raised in a Spark task or a driver-side Python worker crosses to the job's driver
+        as itself, its structured fields intact (``spark_jobs.sink.stream_writer``).
+        """
+        return (_rebuilt, (type(self), dict(self.__dict__)))
+
+
+def _rebuilt(kind: type[IkkaiError], fields: dict[str, object]) -> IkkaiError:
+    error = Exception.__new__(kind)
+    Exception.__init__(error, fields.get("message"))
+    error.__dict__.update(fields)
+    return error
+
 
 class PrerequisiteError(IkkaiError):
     """A tool ikkai needs on this machine is missing or too old (java, mvn, python)."""
