@@ -1,7 +1,9 @@
 """A stack with a Spark standalone cluster of two workers and two Connect workers: it comes up, status lists every
 process, the infer job runs on the cluster (its executors in JVMs of their own, its code from the application zip)
-and decides each event exactly once, with an executor killed mid-batch and with a zombie first attempt whose
-transaction is open while its retry commits on the other worker, and down leaves no process behind.
+and decides each event exactly once, with an executor killed mid-batch, with a zombie first attempt whose
+transaction is open while its retry commits on the other worker, with a Spark worker killed under an open
+transaction, and with the driver killed while a frozen executor's write holds its transaction open (a new driver on
+the same checkpoint fences it), and down leaves no process behind.
 
 One cluster for the module (the tests run in file order; the last one stops it), small data.
 """
@@ -197,13 +199,14 @@ WAIT_S = 300.0
 APP = "ikkai"  # the jobs' default --app: the commits topic is _ikkai.commits.<app>.<query>
 
 
-def wait_until(done: Callable[[], bool], job: subprocess.Popen[str], log: Path, what: str) -> None:
-    """Until ``done()``; fails naming ``what`` if the job exits first or ``WAIT_S`` pass."""
+def wait_until(done: Callable[[], bool], job: subprocess.Popen[str] | None, log: Path, what: str) -> None:
+    """Until ``done()``; fails naming ``what`` if the job (None: no job runs) exits first or ``WAIT_S`` pass."""
     give_up_at = time.monotonic() + WAIT_S
     while not done():
-        if job.poll() is not None or time.monotonic() > give_up_at:
+        if (job is not None and job.poll() is not None) or time.monotonic() > give_up_at:
             tail = "".join(log.read_text().splitlines(keepends=True)[-40:])
-            raise AssertionError(f"no {what} (the job's exit code: {job.returncode}) within {WAIT_S:.0f}s:\n{tail}")
+            code = job.returncode if job is not None else "no job"
+            raise AssertionError(f"no {what} (the job's exit code: {code}) within {WAIT_S:.0f}s:\n{tail}")
         time.sleep(0.5)
 
 
@@ -340,6 +343,112 @@ def test_kill_9_of_the_spark_worker_under_an_open_transaction(cluster: LocalStac
         if killed is not None and not stack_processes(cluster.home).get(killed):
             cluster.start(killed)  # the next test needs the whole cluster
     assert not (pause / "outcome").exists(), "the killed writer tried to commit"
+    assert_each_event_decided_once(cluster, payments, outputs)
+    bootstrap = cluster.kafka_cluster().bootstrap_servers
+    assert len(read_all(bootstrap, outputs["decisions"], isolation="read_uncommitted")) > EVENTS
+
+
+def executor_jvms(cluster: LocalStack) -> list[psutil.Process]:
+    """Every executor JVM the Spark workers launched and that still runs, of any application."""
+    workers = [pid for name in SPARK_WORKERS for pid in stack_processes(cluster.home).get(name, [])]
+    return [child for worker in workers for child in psutil.Process(worker).children(recursive=True)
+            if child.status() != psutil.STATUS_ZOMBIE and "--executor-id" in child.cmdline()]  # fmt: skip
+
+
+def kill_the_driver(job: subprocess.Popen[str], executors: list[psutil.Process]) -> list[int]:
+    """kill -9 of the job's process tree on the driver's side (``spark-submit``'s JVM, which holds the SparkContext,
+    and the Python driver it started); the executors are the workers' children, never in it. The pids killed."""
+    driver = [psutil.Process(job.pid), *psutil.Process(job.pid).children(recursive=True)]
+    executor_side = {p.pid for e in executors for p in [e, *e.children(recursive=True)]}
+    killed = [p.pid for p in driver if p.pid not in executor_side]
+    assert len(killed) == len(driver), "an executor's process is in the driver's tree"
+    for process in driver:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.kill()
+    job.wait(timeout=60)
+    return killed
+
+
+def gone(processes: list[psutil.Process]) -> bool:
+    """Whether none of ``processes`` runs any more (a zombie waiting for its parent's wait has ended)."""
+    for process in processes:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if process.is_running() and process.status() != psutil.STATUS_ZOMBIE:
+                return False
+    return True
+
+
+def test_loss_of_the_driver_with_a_zombie_executor_is_fenced_by_the_next_driver(
+    cluster: LocalStack, tmp_path: Path
+) -> None:
+    """kill -9 of the driver (spark-submit's JVM and the Python driver) while a sink write holds its transaction open
+    (the pause point). Left alone, the standalone cluster cleans up within a second or two: the master removes the
+    application and tells the workers to kill its executors, each executor exits by itself ("Driver …
+    disassociated"), and pyspark's daemon takes their Python workers with them, the paused one included, leaving
+    its transaction open on the brokers. The worst case is an executor that does not die promptly (a long pause, a
+    network partition): so the paused write's node is frozen first (SIGSTOP of its Spark worker and executor JVM),
+    and its Python worker outlives the driver, a zombie holding an open transaction, while the other executor goes
+    as it would. A new driver, started with the same checkpoint and query, runs the same batch again; its producer
+    of the same transactional.id fences the zombie and aborts its transaction, and commits while the zombie is
+    alive and paused. Released, the zombie's commit is refused; a read_committed reader finds each event decided
+    once, a read_uncommitted one the zombie's aborted records besides."""
+    name = unique("driver-loss")
+    topic, payments, outputs = infer_topics(cluster, name)
+    job, pause, log = infer_with_a_pause(cluster, tmp_path, name, topic, outputs)
+    again: subprocess.Popen[str] | None = None
+    frozen: dict[str, psutil.Process] = {}  # the zombie's node: its Spark worker and its executor JVM
+    try:
+        wait_until((pause / "paused").exists, job, log, "write paused with its transaction open")
+        paused = json.loads((pause / "paused").read_text())
+        zombie = psutil.Process(paused["pid"])
+        executor, worker = stopped_node(zombie, cluster)
+        others = [e for e in executor_jvms(cluster) if e.pid != executor.pid]
+        assert others, "the job had one executor: nothing would go on its own after the driver's loss"
+        others_tree = [p for e in others for p in [e, *e.children(recursive=True)]]  # with their Python workers
+        app = executor.cmdline()[executor.cmdline().index("--app-id") + 1]
+        for role, process in (("worker", worker), ("executor", executor)):  # first the one that would kill the other
+            process.suspend()
+            frozen[role] = process
+        kill_the_driver(job, executor_jvms(cluster))
+        lost_at = time.monotonic()
+        # What the cluster does by itself: the master removes the application, the executor not frozen exits.
+        master_log = cluster.log_file("spark-master")
+        wait_until(lambda: f"Removing app {app}" in master_log.read_text(), None, master_log, f"removal of {app}")
+        others_left = functools.partial(gone, others_tree)
+        wait_until(others_left, None, log, "end of the executor the driver left running")
+        print(f"{app}: removed and its running executor gone {time.monotonic() - lost_at:.1f}s after the driver")
+        assert zombie.is_running() and zombie.status() != psutil.STATUS_ZOMBIE, "the frozen node's writer died"
+        # A new driver: the same checkpoint and query (the pause already claimed: every write runs straight through).
+        log = tmp_path / "job-again.log"
+        with log.open("w") as stderr:
+            again = infer_on_the_cluster(
+                cluster, name, topic, outputs, stderr=stderr, env={"SPARK_CONF_DIR": str(tmp_path / "spark-conf")},
+                args=("--transaction-timeout-ms", str(ZOMBIE_TRANSACTION_TIMEOUT_MS)),
+            )  # fmt: skip
+        started_at = time.monotonic()
+        partition = paused["partition"]
+        retried = functools.partial(committed_since, cluster, name, partition, paused["batch"])
+        wait_until(retried, again, log, f"commit of partition {partition}'s write by the new driver")
+        print(f"batch {paused['batch']}: the new driver committed {time.monotonic() - started_at:.1f}s after its start")
+        assert zombie.is_running() and zombie.status() != psutil.STATUS_ZOMBIE, "the zombie died before"
+        assert not (pause / "outcome").exists(), "the zombie committed before the new driver"
+        (pause / "release").touch()
+        wait_until((pause / "outcome").exists, again, log, "commit attempt of the released zombie")
+        outcome = json.loads((pause / "outcome").read_text())
+        assert not outcome["committed"], "the zombie committed its transaction after the new driver"
+        assert outcome["kind"] == "fatal" and "commit_transaction" in outcome["error"], outcome
+        print(f"the released zombie: {outcome['error']}")
+        assert again.wait(timeout=900) == 0, log.read_text()[-6000:]
+    finally:
+        (pause / "release").touch()
+        for process in (job, again):
+            if process is not None and process.poll() is None:
+                process.kill()
+        if "executor" in frozen:  # its worker would kill it, as the master told it
+            with contextlib.suppress(psutil.NoSuchProcess):
+                frozen["executor"].kill()
+        if "worker" in frozen:
+            frozen["worker"].resume()
     assert_each_event_decided_once(cluster, payments, outputs)
     bootstrap = cluster.kafka_cluster().bootstrap_servers
     assert len(read_all(bootstrap, outputs["decisions"], isolation="read_uncommitted")) > EVENTS
