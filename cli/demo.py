@@ -54,6 +54,21 @@ DEFAULTS = DemoOptions()
     help="KRaft nodes of the demo's stack (3: replication factor 3, min.insync.replicas 2).",
 )
 @click.option(
+    "--spark-workers",
+    type=click.IntRange(min=0),
+    default=DEFAULTS.spark_workers,
+    show_default=True,
+    help="A Spark standalone master and this many workers in the demo's stack; the live enrich and infer jobs run "
+    "on it through spark-submit, their checkpoints in the folder the cluster shares (0: Spark local[2]).",
+)
+@click.option(
+    "--connect-workers",
+    type=click.IntRange(min=1),
+    default=DEFAULTS.connect_workers,
+    show_default=True,
+    help="Kafka Connect workers in the demo's stack, one distributed group.",
+)
+@click.option(
     "--kills",
     metavar="KIND=N,...",
     default="",
@@ -77,6 +92,8 @@ def demo(
     partitions: int,
     home: Path | None,
     brokers: int,
+    spark_workers: int,
+    connect_workers: int,
     kills: str,
     html_file: Path | None,
     output: str,
@@ -103,7 +120,7 @@ def demo(
         raise click.BadParameter("--kills asks for chaos, --no-chaos for none: pick one", param_hint="--kills")
     options = DemoOptions(
         size=size, seed=seed, chaos=not no_chaos, keep=keep, partitions=partitions, home=home, brokers=brokers,
-        kills=tuple(planned.items()),
+        kills=tuple(planned.items()), spark_workers=spark_workers, connect_workers=connect_workers,
     )  # fmt: skip
     report = run_demo(options)
     emit(report, output, report_text)

@@ -3,6 +3,11 @@
 Live jobs run continuously in bounded micro-batches (so a kill lands mid-stream); replays run
 until their input is drained, each with its own query name (hence its own transactional.ids)
 and a fresh checkpoint.
+
+On a stack with a Spark standalone cluster (``ikkai demo --spark-workers N``) the live jobs go to
+its master through ``ikkai jobs run <job> --master spark://…`` (spark-submit, the application zip),
+their checkpoints in the folder every process of the cluster shares; the replays stay on
+``local[2]``, so the replay's digests compare the cluster's output with another runtime's.
 """
 
 from __future__ import annotations
@@ -22,6 +27,17 @@ from ikkai.contract.topics import (
     OUTBOX_REQUESTS,
 )
 
+IKKAI = Path(sys.executable).parent / "ikkai"  # the console script beside this interpreter (pip install -e .)
+JOB_NAMES = {"spark_jobs.enrich": "enrich", "spark_jobs.infer": "infer"}  # `ikkai jobs run` names them so
+# Spark settings of the live jobs on the cluster (a spark-defaults.conf that spark-submit reads, SPARK_CONF_DIR): a
+# standalone application takes every free core by default, so the first job would leave the other none.
+CLUSTER_JOB_SETTINGS = {"spark.cores.max": "1"}
+
+
+def spark_defaults(settings: dict[str, str]) -> str:
+    """``settings`` as a spark-defaults.conf."""
+    return "".join(f"{key} {value}\n" for key, value in settings.items())
+
 
 def python_module(module: str, *args: str) -> list[str]:
     return [sys.executable, "-m", module, *args]
@@ -34,6 +50,14 @@ class Lineup:
     connect_url: str
     partitions: int
     batch: int  # records per micro-batch of the live jobs
+    # The stack's Spark standalone master and the folder all its processes share (stack.spark_cluster.shared_dir):
+    # the live jobs run there. None: every job on local[2], its checkpoint under the run folder.
+    master: str | None = None
+    shared: Path | None = None
+
+    def __post_init__(self) -> None:
+        if (self.master is None) != (self.shared is None):
+            raise ValueError("a Spark master and the folder its processes share go together")
 
     @property
     def drop_file(self) -> Path:
@@ -43,11 +67,17 @@ class Lineup:
         return self.run_dir / "logs" / f"{name}.log"
 
     def _job(self, module: str, query: str, continuous: bool, *args: str) -> list[str]:
-        command = python_module(
-            module, "--bootstrap", self.bootstrap_servers, "--checkpoint", str(self.run_dir / "checkpoints" / query),
-            "--partitions", str(self.partitions), "--query", query, *args,
-        )  # fmt: skip
-        return command + (["--continuous", "--max-offsets-per-trigger", str(self.batch)] if continuous else [])
+        on_cluster = continuous and self.master is not None  # the replays stay on local[2]
+        checkpoints = (self.shared or self.run_dir) if on_cluster else self.run_dir / "checkpoints"
+        job_args = [
+            "--bootstrap", self.bootstrap_servers, "--checkpoint", str(checkpoints / query), "--partitions",
+            str(self.partitions), "--query", query, *args,
+        ]  # fmt: skip
+        if continuous:
+            job_args += ["--continuous", "--max-offsets-per-trigger", str(self.batch)]
+        if on_cluster:
+            return [str(IKKAI), "jobs", "run", JOB_NAMES[module], "--master", str(self.master), *job_args]
+        return python_module(module, *job_args)
 
     def enrich(self, *, replay: bool = False) -> tuple[str, list[str]]:
         """(name, command): ingest.payments → events.payments + dlq.enrich (or their .replay twins)."""

@@ -2,7 +2,8 @@
 
 Steps (each narrated on stderr; stdout gets only the report):
 
-1. set up (as ``ikkai setup``), start a fresh embedded stack in ``$IKKAI_HOME/demo``;
+1. set up (as ``ikkai setup``), start a fresh embedded stack in ``$IKKAI_HOME/demo`` (``spark_workers``:
+   with a Spark standalone cluster, the live jobs submitted to it; ``connect_workers``: a Connect group);
 2. create the topics, publish master data, start the enrich and infer jobs (continuous) and
    the reference receiver as their own processes, apply the ``payments-ingest`` and
    ``outbox-sink`` bundles through the control plane (plan shown, then applied);
@@ -40,7 +41,7 @@ from demo.children import CLUSTER_VARS, Child, DemoProcessError, child_env, wait
 from demo.collect import decoded, read_live, read_topics, receipt_identity, receiver_applied, receiver_deliveries
 from demo.facts import LIVE_TOPICS, REPLAYED, ChaosEvent, Expectation, Facts, replay_topic
 from demo.follow import Look, stop_following
-from demo.lineup import Lineup
+from demo.lineup import CLUSTER_JOB_SETTINGS, Lineup, spark_defaults
 from demo.live_page import LivePage
 from demo.phases import PhaseClock
 from demo.progress import LineWriter, ProgressDisplay, StageProgress
@@ -66,6 +67,7 @@ from stack.chaos import ChaosStack
 from stack.local_stack import CONNECT
 from stack.ports import free_port
 from stack.probes import broker_answers
+from stack.spark_cluster import shared_dir
 
 POLL_S = 0.5  # the follow loop's look at the topics; drained = follow.STABLE_POLLS looks in a row
 
@@ -83,6 +85,8 @@ class DemoOptions:
     home: Path | None = None  # default: $IKKAI_HOME/demo
     brokers: int = 1  # KRaft nodes of the demo's stack; 3 for broker kills
     kills: tuple[tuple[str, int], ...] = ()  # (chaos kind, times): a soak instead of the two default actions
+    spark_workers: int = 0  # a Spark standalone master and this many workers; the live jobs run there (0: local[2])
+    connect_workers: int = 1  # Kafka Connect workers in the stack's group
 
     @property
     def plan(self) -> chaos_.ChaosPlan | chaos_.SoakPlan | None:
@@ -107,6 +111,8 @@ class Demo:
             jars_dir(),
             brokers=options.brokers,
             progress=LineWriter(self.say),  # type: ignore[arg-type]
+            spark_workers=options.spark_workers,
+            connect_workers=options.connect_workers,
         )
         self.plan = options.plan
         self.children: dict[str, Child] = {}
@@ -121,6 +127,7 @@ class Demo:
         self.last_broker_killed = ""
         self._stack_thread: threading.Thread | None = None
         self._stack_error: BaseException | None = None
+        self._stack_is_ready = False
         self.clock = PhaseClock()
         self.replays: dict[str, Child] = {}  # replay job (enrich, infer) → its process, once started
         self.replay_spawned: dict[str, float] = {}
@@ -173,6 +180,8 @@ class Demo:
         self._stack_up()
         with self.clock.phase("topics, master data"):
             self._topics_and_master_data(stream)
+        if o.spark_workers:  # the jobs go to the Spark master, which starts after the Connect workers
+            self._stack_ready()
         self._start_jobs()
         with self.clock.phase("receiver"):
             self._start_receiver()
@@ -226,6 +235,9 @@ class Demo:
         if self.run_dir.exists():
             shutil.rmtree(self.run_dir)
         (self.run_dir / "drop").mkdir(parents=True)
+        if self.options.spark_workers:
+            (self.run_dir / "spark-conf").mkdir()
+            (self.run_dir / "spark-conf" / "spark-defaults.conf").write_text(spark_defaults(CLUSTER_JOB_SETTINGS))
         self._stack_thread = threading.Thread(target=self._stack_up_in_background, name="demo-stack", daemon=True)
         self._stack_thread.start()
         while self._stack_thread.is_alive():
@@ -246,13 +258,19 @@ class Demo:
 
     def _stack_ready(self) -> None:
         """Wait for the whole stack (the Connect worker too); its start-up error, if any, is raised here."""
+        if self._stack_is_ready:
+            return
         assert self._stack_thread is not None
         self._stack_thread.join()
         if self._stack_error is not None:
             raise self._stack_error
         assert self.endpoints is not None
         self.clock.end("connect worker")
-        self.say(f"stack: Kafka {self.endpoints.bootstrap_servers}, Connect {self.endpoints.connect_url}")
+        self._stack_is_ready = True
+        connect = ", ".join(self.stack.connect_urls())
+        master = self.stack.spark_master_url()
+        self.say(f"stack: Kafka {self.endpoints.bootstrap_servers}, Connect {connect}"
+                 + (f", Spark {master} ({self.options.spark_workers} workers)" if master else ""))  # fmt: skip
 
     def _topics_and_master_data(self, stream: Any) -> None:
         from demo.raw_payments import write_master_data
@@ -272,14 +290,19 @@ class Demo:
 
     def _lineup(self) -> Lineup:
         assert self.endpoints is not None
+        master = self.stack.spark_master_url() if self.options.spark_workers else None
         return Lineup(
             self.run_dir, self.endpoints.bootstrap_servers, self.endpoints.connect_url, self.options.partitions,
-            batch=max(100, self.options.size // 5),
+            batch=max(100, self.options.size // 5), master=master,
+            shared=shared_dir(self.stack.home) if master else None,
         )  # fmt: skip
 
     def _start(self, job: tuple[str, list[str]]) -> Child:
         name, command = job
-        child = self.children[name] = Child(name, command, self._lineup().log(name), child_env(self.home, jars_dir()))
+        env = child_env(self.home, jars_dir())
+        if self.options.spark_workers:  # read by spark-submit: the live jobs' settings on the cluster
+            env["SPARK_CONF_DIR"] = str(self.run_dir / "spark-conf")
+        child = self.children[name] = Child(name, command, self._lineup().log(name), env)
         return child
 
     def _start_jobs(self) -> None:
