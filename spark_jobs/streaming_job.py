@@ -8,13 +8,18 @@ micro-batch. The template does the rest, in this order::
     pinned_partitions → the job's plan → kafka_source → SinkConfig (input identity, handover,
     start offsets) → batch_writer(crash_hook) → rebase on a recreated input → prepare → trigger
 
-An ``IkkaiError`` raised inside ``foreachBatch`` reaches the driver wrapped in Spark's
-``StreamingQueryException`` (a page of JVM and Python traceback); the template raises the
+The sink is attached one of two ways. A job whose rows are written in place with the sink's
+transform (infer), on a local master, writes through a Python data source's stream writer
+(``stream_writer``: per-task write, driver commit, no driver callback per batch; ``sink_api`` says
+why not on a cluster by default); any other job, and ``--sink-api foreach-batch``, through
+``foreachBatch``. An ``IkkaiError`` raised inside a batch reaches the driver wrapped in
+Spark's ``StreamingQueryException`` (a page of JVM and Python traceback); the template raises the
 ``IkkaiError`` itself instead, so the job prints its one line and exits 1 (``job_shell.main_entry``).
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,7 +91,7 @@ class StreamingOptions:
     start_offsets: dict[int, int] = field(default_factory=dict)  # or told where to start
     progress: bool = False  # --progress: each batch's StreamingQueryProgress on stderr (spark_jobs.progress)
     checkpoint_given: bool = True  # False: the default under $IKKAI_HOME, which only a local master may use
-    sink_api: str = FOREACH_BATCH  # the hidden --sink-api: data-source is a trial (spark_jobs.sink.stream_writer)
+    sink_api: str | None = None  # hidden --sink-api; None: the data source writer where it serves, else foreachBatch
 
     @classmethod
     def from_cli(cls, job: str, kw: dict[str, Any], query: str, output_topics: tuple[str, ...]) -> StreamingOptions:
@@ -107,7 +112,7 @@ class StreamingOptions:
             max_offsets_per_trigger=kw["max_offsets_per_trigger"], transaction_timeout_ms=kw["transaction_timeout_ms"],
             master=kw["master"], crash_after_batch=kw["crash_after_batch"], input_recreated=kw["input_recreated"],
             after_query=kw["after_query"], start_offsets=kw["start_offsets"], progress=kw["progress"],
-            checkpoint_given=kw["checkpoint"] is not None, sink_api=kw.get("sink_api") or FOREACH_BATCH,
+            checkpoint_given=kw["checkpoint"] is not None, sink_api=kw.get("sink_api"),
         )  # fmt: skip
 
     @property
@@ -170,19 +175,27 @@ class ErrorKeepingBatch:
 
 @dataclass(frozen=True)
 class RunningQuery:
-    """A started query and the function its batches run: awaited, it raises a batch's ``IkkaiError`` as itself."""
+    """A started query: awaited, it raises the ``IkkaiError`` that stopped a batch as itself.
+
+    ``refusal`` gives that error, if the batch kept one (``ErrorKeepingBatch``, or the file a data source
+    writer's commit left, ``stream_writer.read_refusal``); ``explain`` raises the explanation when the topics'
+    metadata explains the failure (the data source path: nothing of the driver runs inside its batches).
+    """
 
     query: StreamingQuery
-    batch: ErrorKeepingBatch
+    refusal: Callable[[], IkkaiError | None]
+    explain: Callable[[BaseException], None] = lambda _failure: None
 
     def await_termination(self) -> None:
         from pyspark.errors import StreamingQueryException
 
         try:
             self.query.awaitTermination()
-        except StreamingQueryException:
-            if self.batch.error is not None:
-                raise self.batch.error from None
+        except StreamingQueryException as failure:
+            self.explain(failure)  # the topics' metadata first: it names the procedure, a task's refusal does not
+            refusal = self.refusal()
+            if refusal is not None:
+                raise refusal from None
             raise
 
 
@@ -211,34 +224,74 @@ def start_query(spark: SparkSession, options: StreamingOptions, job: StreamingJo
     if options.mode == "exactly-once":
         rebase_on_recreated_input(config, options.checkpoint, spark)  # --input-recreated: start over on the new topic
     writer.prepare(spark)
-    batch = ErrorKeepingBatch(plan.batch_function(writer))
     stream = rows.writeStream.queryName(options.query).option("checkpointLocation", str(options.checkpoint))
     if plan.output_mode:
         stream = stream.outputMode(plan.output_mode)
     trigger = stream_trigger(options.available_now, options.trigger_interval)
-    if options.sink_api == DATA_SOURCE:
-        return RunningQuery(data_source_stream(spark, stream, options, plan, writer).trigger(**trigger).start(), batch)
-    return RunningQuery(stream.foreachBatch(batch).trigger(**trigger).start(), batch)
+    attach = sink_api(options, plan, writer, spark.sparkContext.master or options.master)
+    sys.stderr.write(f"{options.query}: the sink is attached as {attach} ({options.mode})\n")
+    if attach == DATA_SOURCE:
+        assert isinstance(writer, TransactionalBatchWriter)
+        attached, refusal = data_source_stream(spark, stream, rows, options, plan, writer)
+        return RunningQuery(attached.trigger(**trigger).start(), refusal, writer.explain)
+    batch = ErrorKeepingBatch(plan.batch_function(writer))
+    return RunningQuery(stream.foreachBatch(batch).trigger(**trigger).start(), lambda: batch.error)
+
+
+def sink_api(options: StreamingOptions, plan: BatchPlan, writer: BatchWriter, master: str) -> str:
+    """How the sink is attached: as asked, else the data source writer where it serves (the module docstring).
+
+    It serves exactly-once jobs written in place with the sink's transform, and by default only on a local
+    master: Spark runs a data source's driver side (the plan, ``commit``) with the executors' Python
+    (``spark.pyspark.python``, else ``python3`` on the driver's PATH), which on a cluster may lack the jobs'
+    libraries or not exist on the driver's machine. On a cluster whose executors' Python also runs on the
+    driver, ``--sink-api data-source`` asks for it.
+    """
+    serves = isinstance(writer, TransactionalBatchWriter) and plan.transform is not None and plan.partition_column
+    if options.sink_api == DATA_SOURCE and not serves:
+        raise ConfigError(
+            "the job's options", "--sink-api", "data-source serves exactly-once jobs whose rows are written in place "
+            "with the sink's transform (infer)", fix="leave --sink-api out",
+        )  # fmt: skip
+    return options.sink_api or (DATA_SOURCE if serves and master.startswith("local") else FOREACH_BATCH)
 
 
 def data_source_stream(
-    spark: SparkSession, stream: DataStreamWriter, options: StreamingOptions, plan: BatchPlan, writer: BatchWriter
-) -> DataStreamWriter:
-    """The trial of ``--sink-api data-source``: the prepared writer's sink as a Python data source's stream writer.
+    spark: SparkSession,
+    stream: DataStreamWriter,
+    rows: DataFrame,
+    options: StreamingOptions,
+    plan: BatchPlan,
+    writer: TransactionalBatchWriter,
+) -> tuple[DataStreamWriter, Callable[[], IkkaiError | None]]:
+    """The prepared writer's sink as a Python data source's stream writer, and where a batch's refusal is read.
 
-    Only exactly-once with the model in the sink's task and rows written in place (infer), no crash hook.
+    The plan is checked before the query starts (one task per Kafka partition); a refusal travels from a
+    task through the driver-side commit to a file in a folder of this process's own (0700).
     """
-    from spark_jobs.sink.stream_writer import SOURCE_NAME, TransactionalDataSource, sink_option
+    import atexit
+    import os
+    import shutil
+    import tempfile
 
-    if not isinstance(writer, TransactionalBatchWriter) or plan.transform is None or plan.partition_column is None:
-        raise ConfigError(
-            "the job's options", "--sink-api", "data-source is a trial for exactly-once jobs whose rows are written "
-            "in place with the sink's transform (infer)", fix="leave --sink-api out",
-        )  # fmt: skip
-    if options.crash_after_batch is not None:
-        raise ConfigError("the job's options", "--sink-api", "data-source has no crash hook", fix="leave one out")
+    from spark_jobs.sink.stream_writer import (
+        StreamSink,
+        TransactionalDataSource,
+        read_refusal,
+        refuse_a_split_stream,
+    )
+
+    assert plan.transform is not None
+    refuse_a_split_stream(rows, writer.config)
+    folder = tempfile.mkdtemp(prefix=f"ikkai-{options.query}-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)  # after the driver read it, when the job ends
+    refusal_file = Path(folder) / "refusal"
+    crash_pids: tuple[int, ...] = ()
+    if options.crash_after_batch is not None:  # the driver's JVM first (it would go on to Spark's commit log)
+        crash_pids = (int(spark._jvm.java.lang.ProcessHandle.current().pid()), os.getpid())  # type: ignore[union-attr]
+    sink = StreamSink(writer.config, plan.transform.function, str(refusal_file), options.crash_after_batch, crash_pids)
     spark.dataSource.register(TransactionalDataSource)
-    return stream.format(SOURCE_NAME).options(**sink_option(writer.config, plan.transform.function))
+    return stream.format(TransactionalDataSource.name()).options(**sink.option()), lambda: read_refusal(refusal_file)
 
 
 def default_checkpoint_refusal(master: str, options: StreamingOptions) -> ConfigError | None:
@@ -334,7 +387,7 @@ def master_option(command: Callable[..., Any]) -> Callable[..., Any]:
 
 def crash_option(command: Callable[..., Any]) -> Callable[..., Any]:
     """The hidden options (click): the tests' ``--crash-after-batch`` (SIGKILL after that batch is written) and
-    the benchmarks' ``--sink-api`` (``data-source``: the trial of ``spark_jobs.sink.stream_writer``)."""
+    the benchmarks' ``--sink-api`` (``foreach-batch`` against the default data source writer, ``stream_writer``)."""
     import click
 
     command = click.option("--sink-api", type=click.Choice((FOREACH_BATCH, DATA_SOURCE)), hidden=True)(command)

@@ -1,62 +1,135 @@
-"""The exactly-once sink as a Python Data Source streaming writer: a trial of ``foreachBatch``'s alternative.
+"""The exactly-once sink as a Python Data Source streaming writer: the default for jobs written in place.
 
 ``writeStream.format("ikkai_transactional")`` in place of ``foreachBatch``: Spark runs the sink's
 ``write`` once per task of the micro-batch's one stage (Arrow batches in, a commit message out) and
-``commit`` once per batch on the driver (``DataSourceStreamArrowWriter``, PySpark 4.1+). The jobs
-choose it with the hidden ``--sink-api data-source``; only the written-in-place path is supported
-(infer: the model is the sink's ``RowTransform``, rows already in their output partition).
+``commit`` once per batch on the driver (``DataSourceStreamArrowWriter``, PySpark 4.1+). A job whose
+rows are written in place with the sink's ``RowTransform`` (infer: the model runs in the write task)
+uses it unless ``--sink-api foreach-batch`` asks for the older path (the benchmarks compare both).
 
 Each task does exactly what the ``foreachBatch`` path's fused ``mapInArrow`` does (``write_in_place``:
 decide the task's rows, then one Kafka transaction with its commit marker), so the exactly-once
 protocol is the same and the markers are the same records. What changes is around it: no Python
-callback into the driver per batch, no DataFrame built, analysed and collected per batch, no check of
-the plan before the tasks run. The batch id comes from the task's local property
-``streaming.sql.batchId`` (as PySpark's own ``foreach`` writer reads it).
+callback into the driver per batch, no DataFrame built, analysed and collected per batch (BENCHMARKS.md:
+1.7-1.9x the throughput). The batch id comes from the task's local property ``streaming.sql.batchId``
+(as PySpark's own ``foreach`` writer reads it). The checks keep their place:
 
-What the trial gives up, and why it is not the default (BENCHMARKS.md has the numbers): the plan check
-that one task holds one partition runs in ``commit``, after the tasks wrote (each task still refuses
-rows of two partitions before it writes); the topic metadata check on a timer and the crash hook are
-not wired; ``commit`` runs in a Python process the driver's JVM starts, so its report goes to the
-driver's stderr, not through the job's own ``progress`` stream.
+- **one task per partition, before any write**: the query's plan is checked once, before it starts
+  (``refuse_a_split_stream``: only row-preserving operators over one subscription of one Kafka topic,
+  read without ``minPartitions``/``maxRecordsPerPartition``), so every micro-batch has one task per
+  input partition; each task refuses rows of two partitions before it writes, and ``commit``
+  refuses a partition two tasks wrote (a bug: it cannot happen after the first check).
+- **an ``IkkaiError`` stays itself**: a task that refuses returns the error in its commit message
+  instead of raising it (Spark would turn it into a page of traceback); ``commit`` writes it to
+  ``refusal_file`` (the driver's machine: ``commit`` runs in a Python process the driver's JVM
+  starts) and raises it, failing the batch before Spark's commit log records it; the driver reads
+  the file and raises the error, so the job prints its one line (``streaming_job.RunningQuery``).
+  A task's refusal is not retried by Spark: refusals are about the data or the layout, which a retry
+  does not change. Kafka's own answers (``TransactionError``: unreachable past the deadline, a
+  fenced producer) and any other exception (a Python worker that dies) are Spark's task failures as
+  before, retried up to ``spark.task.maxFailures``.
+- **topic metadata**: read at start and after a failed batch (the driver explains the failure when
+  the topics do, ``TransactionalBatchWriter.explain``); a grown input is refused by the tasks at once.
+  Unlike ``foreachBatch`` there is no check on a timer between batches: nothing of the driver runs
+  between them.
+- **the tests' crash hook** (``--crash-after-batch N``): ``commit`` of batch N SIGKILLs the driver's
+  JVM and Python process, after the batch's transactions and before Spark's commit log, as the
+  ``foreachBatch`` hook does.
 """
 
 from __future__ import annotations
 
 import base64
 import dataclasses
+import os
+import pickle
+import signal
 import sys
+import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from pyspark import cloudpickle  # type: ignore[attr-defined]
 from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
 
+from ikkai.errors import IkkaiError
 from spark_jobs.sink.commit_markers import CommitMarkerError
+from spark_jobs.sink.kafka_errors import TransactionError
 from spark_jobs.sink.partition_transactions import PartitionResult, SinkConfig
-from spark_jobs.sink.transactional_sink import write_in_place
+from spark_jobs.sink.transactional_sink import batch_report, write_in_place
 
 if TYPE_CHECKING:
     import pyarrow as pa  # type: ignore[import-untyped]
+    from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
 
 SOURCE_NAME = "ikkai_transactional"
-SINK_OPTION = "ikkai.sink"  # the sink's config and transform, pickled: a data source gets only string options
+SINK_OPTION = "ikkai.sink"  # the sink's StreamSink, pickled: a data source gets only string options
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
+# The logical operators that keep every row in the Spark task that read it (no shuffle, no union, no coalesce).
+ROW_PRESERVING = frozenset({"Project", "Filter", "SubqueryAlias", "MapInArrow", "PythonMapInArrow", "MapInPandas"})
+SPLITTING_OPTIONS = ("minpartitions", "maxrecordsperpartition")  # Kafka source options that split a partition
 
 ArrowTransform = Callable[[Iterator["pa.RecordBatch"]], Iterator["pa.RecordBatch"]]
 
 
-def sink_option(config: SinkConfig, transform: ArrowTransform | None) -> dict[str, str]:
-    """The option that carries ``config`` and ``transform`` to the data source (on the driver and every task)."""
-    pickled = cloudpickle.dumps((config, transform))  # type: ignore[no-untyped-call]
-    return {SINK_OPTION: base64.b64encode(pickled).decode("ascii")}
+@dataclasses.dataclass(frozen=True)
+class StreamSink:
+    """What the data source needs on the driver and in every task, pickled into ``SINK_OPTION``."""
+
+    config: SinkConfig
+    transform: ArrowTransform | None
+    refusal_file: str  # on the driver's machine: where commit() leaves a task's IkkaiError for the driver
+    crash_after_batch: int | None = None  # the tests' fault injection (see the module docstring)
+    crash_pids: tuple[int, ...] = ()  # the driver's JVM and Python process, killed in that order
+
+    def option(self) -> dict[str, str]:
+        """The option that carries this sink to the data source."""
+        pickled = cloudpickle.dumps(self)  # type: ignore[no-untyped-call]
+        return {SINK_OPTION: base64.b64encode(pickled).decode("ascii")}
+
+
+def refuse_a_split_stream(rows: DataFrame, config: SinkConfig) -> None:
+    """Refuse a streaming plan whose micro-batches could give one Kafka partition to two Spark tasks, before it runs.
+
+    The plan is fixed when the query starts; with only row-preserving operators over one Kafka
+    topic read without options that split a partition, each micro-batch runs one task per input
+    partition, so a partition has one writer. Anything else (a shuffle, a union, a pattern
+    subscription, ``minPartitions``) is refused here, before any task writes.
+    """
+    node = rows._jdf.queryExecution().analyzed()
+    operators = []
+    while node.children().size() == 1:
+        operators.append(str(node.nodeName()))
+        node = node.children().apply(0)
+    problem = None
+    unknown = [name for name in operators if name not in ROW_PRESERVING]
+    if unknown:
+        problem = f"the stream passes {unknown[0]}, which may move rows between Spark tasks"
+    elif node.children().size() != 0 or str(node.nodeName()) != "StreamingRelationV2":
+        problem = f"the stream reads {node.nodeName()}, not one Kafka source"
+    else:
+        options = {str(k).lower(): str(v) for k, v in dict(node.extraOptions().asCaseSensitiveMap()).items()}
+        split = [o for o in SPLITTING_OPTIONS if o in options]
+        if str(node.sourceName()) != "kafka" or "subscribe" not in options or "," in options["subscribe"]:
+            problem = "the stream does not subscribe to exactly one Kafka topic"
+        elif split:
+            problem = f"the Kafka source is read with {split[0]}, which splits a partition between Spark tasks"
+    if problem is not None:
+        raise CommitMarkerError(
+            config.commits_topic, f"query {config.query}: {problem}; nothing was written",
+            fix="read one Kafka topic with one Spark task per partition and no shuffle before the sink, or write "
+            "it routed (no partition_column)",
+        )  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
 class WrittenPartitions(WriterCommitMessage):
-    """What one task wrote: a partition's result, or nothing for a task without rows."""
+    """What one task wrote: a partition's result, nothing for a task without rows, or the error that refused it."""
 
     results: tuple[PartitionResult, ...]
+    refusal: IkkaiError | None = None
+    started: float = 0.0  # time.time() when the task began: the batch's line counts from its first task
 
 
 def batch_results(
@@ -77,37 +150,77 @@ def batch_results(
     return results
 
 
-class TransactionalStreamWriter(DataSourceStreamArrowWriter):
-    """``write`` per task: ``write_in_place``; ``commit`` per batch: the layout check and one report line."""
+def read_refusal(refusal_file: str | Path) -> IkkaiError | None:
+    """The IkkaiError a batch's ``commit`` left for the driver, if any."""
+    try:
+        refusal = pickle.loads(Path(refusal_file).read_bytes())  # noqa: S301 - written by this job's commit()
+    except FileNotFoundError:
+        return None
+    return refusal if isinstance(refusal, IkkaiError) else None
 
-    def __init__(self, config: SinkConfig, transform: ArrowTransform | None) -> None:
-        self.config = config
-        self.transform = transform
+
+class TransactionalStreamWriter(DataSourceStreamArrowWriter):
+    """``write`` per task: ``write_in_place``; ``commit`` per batch: refusals, the layout check, one report line."""
+
+    def __init__(self, sink: StreamSink) -> None:
+        self.sink = sink
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         from pyspark import TaskContext
 
+        started = time.time()  # wall clock across processes: the driver's commit compares it
+        config = self.sink.config
         context = TaskContext.get()
         batch = context.getLocalProperty(BATCH_ID_PROPERTY) if context is not None else None
         if batch is None:
-            raise CommitMarkerError(self.config.commits_topic, "a write task without a batch id", fix="report this bug")
-        written = write_in_place(iterator, self.config, int(batch), self.transform)
-        return WrittenPartitions(tuple(PartitionResult(**row) for chunk in written for row in chunk.to_pylist()))
+            raise CommitMarkerError(config.commits_topic, "a write task without a batch id", fix="report this bug")
+        try:
+            written = list(write_in_place(iterator, config, int(batch), self.sink.transform))
+        except TransactionError:  # Kafka's answer (unreachable, fenced): Spark's task failure, retried as before
+            raise
+        except IkkaiError as refusal:  # itself, to the driver (module docstring); nothing of it was committed
+            return WrittenPartitions((), refusal, started)
+        results = tuple(PartitionResult(**row) for chunk in written for row in chunk.to_pylist())
+        return WrittenPartitions(results, None, started)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        results = batch_results(messages, self.config.commits_topic, batchId)
-        written = sum(r.records for r in results)
-        slowest = max((r.seconds for r in results), default=0.0)
-        sys.stderr.write(
-            f"{self.config.query}: batch {batchId} committed {written} records, slowest partition {slowest:.2f} s"
-            " (data source writer)\n"
-        )
+        sink = self.sink
+        refusals = [m.refusal for m in messages if isinstance(m, WrittenPartitions) and m.refusal is not None]
+        if refusals:
+            leave_for_driver(sink.refusal_file, refusals[0])
+            raise refusals[0]
+        results = batch_results(messages, sink.config.commits_topic, batchId)
+        began = min((m.started for m in messages if isinstance(m, WrittenPartitions)), default=time.time())
+        report = batch_report(sink.config.query, batchId, results, time.time() - began)
+        if sink.crash_after_batch is not None and batchId >= sink.crash_after_batch:
+            crash(report + f"{sink.config.query}: fault injection: SIGKILL after batch {batchId}\n", sink.crash_pids)
+        sys.stderr.write(report)
         sys.stderr.flush()
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         # A task failed: the partitions that committed are recorded in their markers, and the batch's
         # re-run skips them; an open transaction is ended by the next init_transactions of its id.
         pass
+
+
+def crash(last_words: str, pids: tuple[int, ...]) -> None:
+    """The tests' fault injection: ``last_words`` on the driver's stderr, then SIGKILL to each of ``pids`` in order.
+
+    This process's stderr reaches the job's through the driver's JVM, which dies first: the words go
+    straight to the driver's Python process's stderr (Linux: /proc/<pid>/fd/2), the last of ``pids``.
+    """
+    with open(f"/proc/{pids[-1]}/fd/2", "w") as stderr:
+        stderr.write(last_words)
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+
+
+def leave_for_driver(refusal_file: str, refusal: IkkaiError) -> None:
+    """Write ``refusal`` where the driver reads it (atomically: the driver may look at any moment)."""
+    path = Path(refusal_file)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_bytes(pickle.dumps(refusal))
+    partial.replace(path)
 
 
 class TransactionalDataSource(DataSource):
@@ -118,5 +231,5 @@ class TransactionalDataSource(DataSource):
         return SOURCE_NAME
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> TransactionalStreamWriter:
-        config, transform = cloudpickle.loads(base64.b64decode(self.options[SINK_OPTION]))
-        return TransactionalStreamWriter(config, transform)
+        sink: Any = cloudpickle.loads(base64.b64decode(self.options[SINK_OPTION]))
+        return TransactionalStreamWriter(sink)

@@ -169,11 +169,11 @@ class TransactionalBatchWriter:
         try:
             collected = self._write(batch, batch_id, self._routes)
         except Exception as failure:
-            self._explain(failure)
+            self.explain(failure)
             raise
         self._report(batch_id, collected, started)
 
-    def _explain(self, failure: Exception) -> None:
+    def explain(self, failure: BaseException) -> None:
         """A write failed: if the topics' metadata explains it (an input that grew, a topic deleted), raise that.
 
         The explanation names the procedure; the task's own error (e.g. a row outside the layout) does
@@ -214,22 +214,8 @@ class TransactionalBatchWriter:
         return output.select(*OUTPUT_COLUMNS, *headers, *config.order_by, *dict.fromkeys(extra))
 
     def _report(self, batch_id: int, collected: list[PartitionResult], started: float) -> None:
-        config = self.config
-        written = sum(r.records for r in collected)
-        skipped = [r.partition for r in collected if r.skipped]
-        left_out = sum(r.already_committed for r in collected)
-        outside = sum(r.outside_key_partition for r in collected)
-        fresh = sum(r.new_producer for r in collected)
-        slowest = max((r.seconds for r in collected), default=0.0)
-        self.progress.write(
-            f"{config.query}: batch {batch_id} committed {written} records, slowest partition {slowest:.2f} s"
-            f" of {time.monotonic() - started:.2f} s"  # the whole foreachBatch call: checks, compute, write, collect
-            + (f" ({fresh} new producer{'s' * (fresh != 1)})" if fresh else "")
-            + (f" (partitions {skipped} already committed)" if skipped else "")
-            + (f" ({left_out} records left out: committed before)" if left_out else "")
-            + (f" ({outside} in their input's partition, not their key's)" if outside else "")
-            + "\n"
-        )
+        # the whole foreachBatch call: checks, compute, write, collect
+        self.progress.write(batch_report(self.config.query, batch_id, collected, time.monotonic() - started))
         self.progress.flush()
         if self.after_batch is not None:
             self.after_batch(batch_id, collected)
@@ -261,6 +247,24 @@ class TransactionalBatchWriter:
                 "or maxRecordsPerPartition, or a shuffle before the sink; write it routed (no partition_column)",
             )
         return collected
+
+
+def batch_report(query: str, batch_id: int, collected: list[PartitionResult], seconds: float) -> str:
+    """A batch's progress line: what it committed, its slowest partition, and anything unusual. Pure."""
+    written = sum(r.records for r in collected)
+    skipped = [r.partition for r in collected if r.skipped]
+    left_out = sum(r.already_committed for r in collected)
+    outside = sum(r.outside_key_partition for r in collected)
+    fresh = sum(r.new_producer for r in collected)
+    slowest = max((r.seconds for r in collected), default=0.0)
+    return (
+        f"{query}: batch {batch_id} committed {written} records, slowest partition {slowest:.2f} s of {seconds:.2f} s"
+        + (f" ({fresh} new producer{'s' * (fresh != 1)})" if fresh else "")
+        + (f" (partitions {skipped} already committed)" if skipped else "")
+        + (f" ({left_out} records left out: committed before)" if left_out else "")
+        + (f" ({outside} in their input's partition, not their key's)" if outside else "")
+        + "\n"
+    )
 
 
 def refuse_shared_partitions(

@@ -11,7 +11,20 @@ import pytest
 from ikkai.contract.kafka import KafkaContext
 from ikkai.errors import ConfigError
 from spark_jobs.job_shell import main_entry
-from spark_jobs.streaming_job import ErrorKeepingBatch, RunningQuery, StreamingOptions, default_checkpoint_refusal
+from spark_jobs.sink.transactional_sink import (
+    AtLeastOnceBatchWriter,
+    RowTransform,
+    SinkConfig,
+    TransactionalBatchWriter,
+)
+from spark_jobs.streaming_job import (
+    BatchPlan,
+    ErrorKeepingBatch,
+    RunningQuery,
+    StreamingOptions,
+    default_checkpoint_refusal,
+    sink_api,
+)
 
 REFUSAL = ConfigError("infer", "input partition 3", "outside the pinned layout of 2", fix="grow every topic")
 
@@ -28,7 +41,7 @@ def _started(spark: Any, tmp_path: Path, function: Any) -> RunningQuery:
         .trigger(availableNow=True)
         .start()
     )
-    return RunningQuery(query, batch)
+    return RunningQuery(query, lambda: batch.error)
 
 
 def _refuse(_batch: Any, _batch_id: int) -> None:
@@ -97,3 +110,43 @@ def test_the_default_checkpoint_is_refused_on_a_master_that_is_not_local(
     if refusal is not None:
         assert master in str(refusal) and "/home/me/.ikkai/checkpoints/infer" in str(refusal)
         assert refusal.fix is not None and "--checkpoint" in refusal.fix
+
+
+def _passthrough(batches: Any) -> Any:
+    return batches
+
+
+@pytest.mark.parametrize(
+    ("asked", "in_place", "mode", "master", "attached"),
+    [
+        (None, True, "exactly-once", "local[2]", "data-source"),  # infer, the default
+        (None, True, "exactly-once", "spark://127.0.0.1:7077", "foreach-batch"),  # a cluster's driver side may lack it
+        (None, False, "exactly-once", "local[2]", "foreach-batch"),  # enrich: routed after its state
+        (None, True, "at-least-once", "local[2]", "foreach-batch"),  # Spark's own sink, the baseline
+        ("foreach-batch", True, "exactly-once", "local[2]", "foreach-batch"),  # asked: the benchmarks compare
+        ("data-source", True, "exactly-once", "spark://127.0.0.1:7077", "data-source"),  # asked on a cluster
+    ],
+)
+def test_the_sink_is_a_data_source_writer_where_it_serves(
+    asked: str | None, in_place: bool, mode: str, master: str, attached: str
+) -> None:
+    cluster = KafkaContext.of("127.0.0.1:1")
+    config = SinkConfig(app="ikkai", query="q", cluster=cluster, output_topics=("out",), partitions=2,
+                        order_by=("offset",), source_topic="in")  # fmt: skip
+    options = StreamingOptions(cluster=cluster, checkpoint=Path("c"), input_topic="in", query="q", sink_api=asked)
+    plan = BatchPlan(output_topics=("out",), dlq_topic="dlq", order_by=("offset",), writer_version="v1",
+                     rows=lambda rows: rows, transform=RowTransform(_passthrough, "key binary") if in_place else None,
+                     partition_column="input_partition" if in_place else None)  # fmt: skip
+    writer = TransactionalBatchWriter(config) if mode == "exactly-once" else AtLeastOnceBatchWriter(cluster)
+    assert sink_api(options, plan, writer, master) == attached
+
+
+def test_a_data_source_writer_asked_for_a_job_it_does_not_serve_is_refused() -> None:
+    cluster = KafkaContext.of("127.0.0.1:1")
+    options = StreamingOptions(
+        cluster=cluster, checkpoint=Path("c"), input_topic="in", query="q", sink_api="data-source"
+    )
+    plan = BatchPlan(output_topics=("out",), dlq_topic="dlq", order_by=("offset",), writer_version="v1",
+                     rows=lambda rows: rows)  # fmt: skip
+    with pytest.raises(ConfigError, match="--sink-api: data-source serves exactly-once jobs"):
+        sink_api(options, plan, AtLeastOnceBatchWriter(cluster), "local[2]")

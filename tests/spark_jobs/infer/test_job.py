@@ -228,12 +228,15 @@ def test_two_instances_at_once_write_each_decision_once(
     assert requests == expected  # every outbox request once
 
 
-def crash_after(bootstrap: str, topics: InferTopics, checkpoint: Path, query: str, batch: int, size: int) -> None:
+def crash_after(
+    bootstrap: str, topics: InferTopics, checkpoint: Path, query: str, batch: int, size: int, *args: str
+) -> InferProcess:
     """Run with batches of ``size`` events until the job SIGKILLs itself right after batch ``batch`` reached Kafka."""
     job = InferProcess(bootstrap, topics, checkpoint, query, "--max-offsets-per-trigger", str(size),
-                       "--crash-after-batch", str(batch))  # fmt: skip
+                       "--crash-after-batch", str(batch), *args)  # fmt: skip
     job.wait()
     assert f"SIGKILL after batch {batch}" in "".join(job.log), job.tail()
+    return job
 
 
 def test_a_lost_checkpoint_loses_nothing_and_duplicates_nothing(
@@ -251,21 +254,20 @@ def test_a_lost_checkpoint_loses_nothing_and_duplicates_nothing(
     assert by_partition(bootstrap, topics.outbox) == reference[1]
 
 
-def test_the_data_source_writer_trial_continues_from_the_same_markers(
+def test_the_data_source_writer_continues_a_foreach_batch_query_from_the_same_markers(
     bootstrap: str, payments: tuple[str, list[dict[str, object]]], reference: tuple[Partitioned, Partitioned],
     tmp_path: Path,
 ) -> None:  # fmt: skip
-    """The #31 trial (``--sink-api data-source``: a Python data source's stream writer in place of foreachBatch)
-    takes over a query that foreachBatch started and lost its checkpoint: it reads the same markers, leaves out what
-    they cover and writes the rest, byte-identical to the reference."""
+    """The data source stream writer (the default, #31) takes over a query that foreachBatch (``--sink-api
+    foreach-batch``) started and whose checkpoint was lost: it reads the same markers, leaves out what they cover
+    and writes the rest, byte-identical to the reference."""
     topics, query = outputs(bootstrap, payments[0]), unique("trial")
-    crash_after(bootstrap, topics, tmp_path / "checkpoint", query, batch=2, size=BATCH)  # 3 batches of 40 committed
+    first = crash_after(bootstrap, topics, tmp_path / "checkpoint", query, 2, BATCH, "--sink-api", "foreach-batch")
+    assert "attached as foreach-batch" in "".join(first.log), first.tail()
     shutil.rmtree(tmp_path / "checkpoint")
-    job = run_to_end(
-        bootstrap, topics, tmp_path / "checkpoint", query, "--sink-api", "data-source",
-        "--max-offsets-per-trigger", str(BATCH * 3),
-    )  # fmt: skip
-    assert "(data source writer)" in "".join(job.log), job.tail()
+    job = run_to_end(bootstrap, topics, tmp_path / "checkpoint", query, "--max-offsets-per-trigger", str(BATCH * 3))
+    assert "attached as data-source" in "".join(job.log), job.tail()
+    assert "records left out: committed before" in "".join(job.log) or "already committed" in "".join(job.log)
     assert by_partition(bootstrap, topics.decisions) == reference[0]
     assert by_partition(bootstrap, topics.outbox) == reference[1]
 
