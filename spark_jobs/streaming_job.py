@@ -8,13 +8,13 @@ micro-batch. The template does the rest, in this order::
     pinned_partitions → the job's plan → kafka_source → SinkConfig (input identity, handover,
     start offsets) → batch_writer(crash_hook) → rebase on a recreated input → prepare → trigger
 
-The sink is attached one of two ways. A job whose rows are written in place with the sink's
-transform (infer), on a local master, writes through a Python data source's stream writer
-(``stream_writer``: per-task write, driver commit, no driver callback per batch; ``sink_api`` says
-why not on a cluster by default); any other job, and ``--sink-api foreach-batch``, through
-``foreachBatch``. An ``IkkaiError`` raised inside a batch reaches the driver wrapped in
-Spark's ``StreamingQueryException`` (a page of JVM and Python traceback); the template raises the
-``IkkaiError`` itself instead, so the job prints its one line and exits 1 (``job_shell.main_entry``).
+The sink is attached one of two ways: through ``foreachBatch`` (the default), or, for a job whose rows
+are written in place with the sink's transform (infer) and ``--sink-api data-source``, through a
+Python data source's stream writer (``stream_writer``: per-task write, driver commit, no driver
+callback per batch; ``sink_api`` says why it is not the default). An ``IkkaiError`` raised inside a
+batch reaches the driver wrapped in Spark's ``StreamingQueryException`` (a page of JVM and Python
+traceback); the template raises the ``IkkaiError`` itself instead, so the job prints its one line
+and exits 1 (``job_shell.main_entry``).
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ class StreamingOptions:
     start_offsets: dict[int, int] = field(default_factory=dict)  # or told where to start
     progress: bool = False  # --progress: each batch's StreamingQueryProgress on stderr (spark_jobs.progress)
     checkpoint_given: bool = True  # False: the default under $IKKAI_HOME, which only a local master may use
-    sink_api: str | None = None  # hidden --sink-api; None: the data source writer where it serves, else foreachBatch
+    sink_api: str | None = None  # hidden --sink-api; None: foreachBatch (data-source: spark_jobs.sink.stream_writer)
 
     @classmethod
     def from_cli(cls, job: str, kw: dict[str, Any], query: str, output_topics: tuple[str, ...]) -> StreamingOptions:
@@ -228,7 +228,7 @@ def start_query(spark: SparkSession, options: StreamingOptions, job: StreamingJo
     if plan.output_mode:
         stream = stream.outputMode(plan.output_mode)
     trigger = stream_trigger(options.available_now, options.trigger_interval)
-    attach = sink_api(options, plan, writer, spark.sparkContext.master or options.master)
+    attach = sink_api(options, plan, writer)
     sys.stderr.write(f"{options.query}: the sink is attached as {attach} ({options.mode})\n")
     if attach == DATA_SOURCE:
         assert isinstance(writer, TransactionalBatchWriter)
@@ -238,14 +238,14 @@ def start_query(spark: SparkSession, options: StreamingOptions, job: StreamingJo
     return RunningQuery(stream.foreachBatch(batch).trigger(**trigger).start(), lambda: batch.error)
 
 
-def sink_api(options: StreamingOptions, plan: BatchPlan, writer: BatchWriter, master: str) -> str:
-    """How the sink is attached: as asked, else the data source writer where it serves (the module docstring).
+def sink_api(options: StreamingOptions, plan: BatchPlan, writer: BatchWriter) -> str:
+    """How the sink is attached: ``foreachBatch`` unless ``--sink-api data-source`` asks for the data source writer.
 
-    It serves exactly-once jobs written in place with the sink's transform, and by default only on a local
-    master: Spark runs a data source's driver side (the plan, ``commit``) with the executors' Python
-    (``spark.pyspark.python``, else ``python3`` on the driver's PATH), which on a cluster may lack the jobs'
-    libraries or not exist on the driver's machine. On a cluster whose executors' Python also runs on the
-    driver, ``--sink-api data-source`` asks for it.
+    The data source writer serves exactly-once jobs written in place with the sink's transform. It is
+    not the default: on an idle machine it measured the same throughput as ``foreachBatch`` and a worse
+    p99 at low load (BENCHMARKS.md: its 1.7-1.9x was measured on a loaded machine, where the driver's
+    work per batch waits for a core). On a cluster, Spark runs its driver side (the plan, ``commit``)
+    with the executors' Python, which must then run on the driver's machine with ikkai's libraries.
     """
     serves = isinstance(writer, TransactionalBatchWriter) and plan.transform is not None and plan.partition_column
     if options.sink_api == DATA_SOURCE and not serves:
@@ -253,7 +253,7 @@ def sink_api(options: StreamingOptions, plan: BatchPlan, writer: BatchWriter, ma
             "the job's options", "--sink-api", "data-source serves exactly-once jobs whose rows are written in place "
             "with the sink's transform (infer)", fix="leave --sink-api out",
         )  # fmt: skip
-    return options.sink_api or (DATA_SOURCE if serves and master.startswith("local") else FOREACH_BATCH)
+    return options.sink_api or FOREACH_BATCH
 
 
 def data_source_stream(
@@ -387,7 +387,7 @@ def master_option(command: Callable[..., Any]) -> Callable[..., Any]:
 
 def crash_option(command: Callable[..., Any]) -> Callable[..., Any]:
     """The hidden options (click): the tests' ``--crash-after-batch`` (SIGKILL after that batch is written) and
-    the benchmarks' ``--sink-api`` (``foreach-batch`` against the default data source writer, ``stream_writer``)."""
+    the benchmarks' ``--sink-api`` (``data-source``: the data source writer of ``spark_jobs.sink.stream_writer``)."""
     import click
 
     command = click.option("--sink-api", type=click.Choice((FOREACH_BATCH, DATA_SOURCE)), hidden=True)(command)

@@ -117,18 +117,16 @@ def _passthrough(batches: Any) -> Any:
 
 
 @pytest.mark.parametrize(
-    ("asked", "in_place", "mode", "master", "attached"),
+    ("asked", "in_place", "mode", "attached"),
     [
-        (None, True, "exactly-once", "local[2]", "data-source"),  # infer, the default
-        (None, True, "exactly-once", "spark://127.0.0.1:7077", "foreach-batch"),  # a cluster's driver side may lack it
-        (None, False, "exactly-once", "local[2]", "foreach-batch"),  # enrich: routed after its state
-        (None, True, "at-least-once", "local[2]", "foreach-batch"),  # Spark's own sink, the baseline
-        ("foreach-batch", True, "exactly-once", "local[2]", "foreach-batch"),  # asked: the benchmarks compare
-        ("data-source", True, "exactly-once", "spark://127.0.0.1:7077", "data-source"),  # asked on a cluster
+        (None, True, "exactly-once", "foreach-batch"),  # infer: the default (measured: BENCHMARKS.md)
+        (None, False, "exactly-once", "foreach-batch"),  # enrich: routed after its state
+        (None, True, "at-least-once", "foreach-batch"),  # Spark's own sink, the baseline
+        ("data-source", True, "exactly-once", "data-source"),  # asked for: the data source writer
     ],
 )
-def test_the_sink_is_a_data_source_writer_where_it_serves(
-    asked: str | None, in_place: bool, mode: str, master: str, attached: str
+def test_the_sink_is_attached_through_foreach_batch_unless_the_data_source_writer_is_asked_for(
+    asked: str | None, in_place: bool, mode: str, attached: str
 ) -> None:
     cluster = KafkaContext.of("127.0.0.1:1")
     config = SinkConfig(app="ikkai", query="q", cluster=cluster, output_topics=("out",), partitions=2,
@@ -138,7 +136,7 @@ def test_the_sink_is_a_data_source_writer_where_it_serves(
                      rows=lambda rows: rows, transform=RowTransform(_passthrough, "key binary") if in_place else None,
                      partition_column="input_partition" if in_place else None)  # fmt: skip
     writer = TransactionalBatchWriter(config) if mode == "exactly-once" else AtLeastOnceBatchWriter(cluster)
-    assert sink_api(options, plan, writer, master) == attached
+    assert sink_api(options, plan, writer) == attached
 
 
 def test_a_data_source_writer_asked_for_a_job_it_does_not_serve_is_refused() -> None:
@@ -149,4 +147,4 @@ def test_a_data_source_writer_asked_for_a_job_it_does_not_serve_is_refused() -> 
     plan = BatchPlan(output_topics=("out",), dlq_topic="dlq", order_by=("offset",), writer_version="v1",
                      rows=lambda rows: rows)  # fmt: skip
     with pytest.raises(ConfigError, match="--sink-api: data-source serves exactly-once jobs"):
-        sink_api(options, plan, AtLeastOnceBatchWriter(cluster), "local[2]")
+        sink_api(options, plan, AtLeastOnceBatchWriter(cluster))

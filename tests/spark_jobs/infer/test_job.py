@@ -254,19 +254,19 @@ def test_a_lost_checkpoint_loses_nothing_and_duplicates_nothing(
     assert by_partition(bootstrap, topics.outbox) == reference[1]
 
 
-def test_the_data_source_writer_continues_a_foreach_batch_query_from_the_same_markers(
+def test_the_data_source_writer_and_foreach_batch_continue_each_others_markers(
     bootstrap: str, payments: tuple[str, list[dict[str, object]]], reference: tuple[Partitioned, Partitioned],
     tmp_path: Path,
 ) -> None:  # fmt: skip
-    """The data source stream writer (the default, #31) takes over a query that foreachBatch (``--sink-api
-    foreach-batch``) started and whose checkpoint was lost: it reads the same markers, leaves out what they cover
-    and writes the rest, byte-identical to the reference."""
+    """The data source stream writer (``--sink-api data-source``, #31) runs a query until its crash hook kills the
+    driver inside ``commit`` after batch 2; the checkpoint is lost; the default ``foreachBatch`` path continues from
+    the same markers, leaves out what they cover and writes the rest, byte-identical to the reference."""
     topics, query = outputs(bootstrap, payments[0]), unique("trial")
-    first = crash_after(bootstrap, topics, tmp_path / "checkpoint", query, 2, BATCH, "--sink-api", "foreach-batch")
-    assert "attached as foreach-batch" in "".join(first.log), first.tail()
+    first = crash_after(bootstrap, topics, tmp_path / "checkpoint", query, 2, BATCH, "--sink-api", "data-source")
+    assert "attached as data-source" in "".join(first.log), first.tail()
     shutil.rmtree(tmp_path / "checkpoint")
     job = run_to_end(bootstrap, topics, tmp_path / "checkpoint", query, "--max-offsets-per-trigger", str(BATCH * 3))
-    assert "attached as data-source" in "".join(job.log), job.tail()
+    assert "attached as foreach-batch" in "".join(job.log), job.tail()
     assert "records left out: committed before" in "".join(job.log) or "already committed" in "".join(job.log)
     assert by_partition(bootstrap, topics.decisions) == reference[0]
     assert by_partition(bootstrap, topics.outbox) == reference[1]
