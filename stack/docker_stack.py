@@ -49,9 +49,9 @@ try:
     from testcontainers.core.container import DockerContainer
     from testcontainers.core.docker_client import DockerClient
     from testcontainers.core.network import Network
-except ImportError as exc:  # testcontainers comes with the `test` extra; without it, a one-line error, no traceback
+except ImportError as exc:  # testcontainers comes with the `docker` extra; without it, a one-line error, no traceback
     raise StackError(
-        "docker", "the docker runtime needs testcontainers, which is not installed", fix="pip install -e '.[test]'"
+        "docker", "the docker runtime needs testcontainers, which is not installed", fix="pip install 'ikkai[docker]'"
     ) from exc
 
 IMAGE = "apache/kafka:4.3.1"

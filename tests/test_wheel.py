@@ -171,7 +171,8 @@ def test_the_installed_wheel_builds_the_connect_plugins_from_its_own_sources(ven
 INSTALLS = {
     "ikkai": (["ikkai", "outbox_sink"], ["ikkai.contract.registry"]),  # the light client: emitter, receipts, codec
     "ikkai[registry]": (["ikkai", "outbox_sink"], []),  # and the schema-registry codec
-    "ikkai[control]": (["cli", "deploy", "stack", "connectors"], []),
+    "ikkai[control]": (["cli", "deploy", "stack", "connectors"], ["stack.docker_stack"]),  # that one: [docker]
+    "ikkai[docker]": (["stack"], []),  # the control plane and its docker runtime
     "ikkai[jobs]": (["spark_jobs", "transforms"], ["spark_jobs.model.training"]),
     "ikkai[train]": (["spark_jobs"], []),
     "ikkai[all]": (
