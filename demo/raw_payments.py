@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -308,7 +309,15 @@ def produce_lines(bootstrap: str, topic: str, lines: Iterable[RawLine]) -> int:
     producer = Producer(KafkaContext.of(bootstrap).producer_config(**{"linger.ms": 5}))
     count = 0
     for line in lines:
-        producer.produce(topic, value=line.value, key=line.key, partition=line.partition)
+        give_up_at = time.monotonic() + 60
+        while True:
+            try:
+                producer.produce(topic, value=line.value, key=line.key, partition=line.partition)
+                break
+            except BufferError:  # the local queue is full (100,000 lines): wait for acknowledgements, then go on
+                if time.monotonic() > give_up_at:
+                    raise TimeoutError(f"{topic}: the producer's queue stayed full for 60 s") from None
+                producer.poll(0.5)
         count += 1
         if count % 1000 == 0:
             producer.poll(0)
