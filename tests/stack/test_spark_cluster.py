@@ -21,7 +21,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import psutil
 import pytest
@@ -237,6 +237,27 @@ def infer_with_a_pause(
     return job, pause, log
 
 
+def committed_while_the_zombie_lives(
+    cluster: LocalStack, query: str, paused: dict[str, Any], zombie: psutil.Process, pause: Path,
+    job: subprocess.Popen[str], log: Path, by: str, since: str,
+) -> None:  # fmt: skip
+    """Wait until ``by`` committed the paused write's partition while the zombie, alive, has not gone on from its
+    pause; then release the zombie: its commit must fail, fenced."""
+    started_at = time.monotonic()
+    partition = paused["partition"]
+    committed = functools.partial(committed_since, cluster, query, partition, paused["batch"])
+    wait_until(committed, job, log, f"commit of partition {partition}'s write by {by}")
+    print(f"batch {paused['batch']}: {by} committed {time.monotonic() - started_at:.1f}s after {since}")
+    assert zombie.is_running() and zombie.status() != psutil.STATUS_ZOMBIE, "the zombie died before"
+    assert not (pause / "outcome").exists(), f"the zombie committed before {by}"
+    (pause / "release").touch()
+    wait_until((pause / "outcome").exists, job, log, "commit attempt of the released zombie")
+    outcome = json.loads((pause / "outcome").read_text())
+    assert not outcome["committed"], f"the zombie committed its transaction after {by}"
+    assert outcome["kind"] == "fatal" and "commit_transaction" in outcome["error"], outcome
+    print(f"the released zombie: {outcome['error']}")
+
+
 def stopped_node(zombie: psutil.Process, cluster: LocalStack) -> tuple[psutil.Process, psutil.Process]:
     """The executor JVM whose Python worker ``zombie`` is, and the Spark worker that launched it."""
     workers = {pid for name in SPARK_WORKERS for pid in stack_processes(cluster.home).get(name, [])}
@@ -259,20 +280,8 @@ def hold_a_zombie_until_its_retry_committed(
         for role, process in (("worker", worker), ("executor", executor)):  # first the one that would kill the other
             process.suspend()
             frozen[role] = process
-        frozen_at = time.monotonic()
-        partition = paused["partition"]
-        retried = functools.partial(committed_since, cluster, query, partition, paused["batch"])
-        wait_until(retried, job, log, f"commit of partition {partition}'s retried write")
-        print(f"batch {paused['batch']}: the retry committed {time.monotonic() - frozen_at:.1f}s after the freeze")
         # Committed by the retry, not the zombie: it is alive and has not gone on from its pause.
-        assert zombie.is_running() and zombie.status() != psutil.STATUS_ZOMBIE, "the first attempt died before"
-        assert not (pause / "outcome").exists(), "the first attempt committed before the retry"
-        (pause / "release").touch()
-        wait_until((pause / "outcome").exists, job, log, "commit attempt of the released zombie")
-        outcome = json.loads((pause / "outcome").read_text())
-        assert not outcome["committed"], "the zombie committed its transaction after the retry"
-        assert outcome["kind"] == "fatal" and "commit_transaction" in outcome["error"], outcome
-        print(f"the released zombie: {outcome['error']}")
+        committed_while_the_zombie_lives(cluster, query, paused, zombie, pause, job, log, "the retry", "the freeze")
     finally:
         # The frozen executor dies (its worker would kill it, as told by the master); the worker goes on.
         if "executor" in frozen:
@@ -425,19 +434,8 @@ def test_loss_of_the_driver_with_a_zombie_executor_is_fenced_by_the_next_driver(
                 cluster, name, topic, outputs, stderr=stderr, env={"SPARK_CONF_DIR": str(tmp_path / "spark-conf")},
                 args=("--transaction-timeout-ms", str(ZOMBIE_TRANSACTION_TIMEOUT_MS)),
             )  # fmt: skip
-        started_at = time.monotonic()
-        partition = paused["partition"]
-        retried = functools.partial(committed_since, cluster, name, partition, paused["batch"])
-        wait_until(retried, again, log, f"commit of partition {partition}'s write by the new driver")
-        print(f"batch {paused['batch']}: the new driver committed {time.monotonic() - started_at:.1f}s after its start")
-        assert zombie.is_running() and zombie.status() != psutil.STATUS_ZOMBIE, "the zombie died before"
-        assert not (pause / "outcome").exists(), "the zombie committed before the new driver"
-        (pause / "release").touch()
-        wait_until((pause / "outcome").exists, again, log, "commit attempt of the released zombie")
-        outcome = json.loads((pause / "outcome").read_text())
-        assert not outcome["committed"], "the zombie committed its transaction after the new driver"
-        assert outcome["kind"] == "fatal" and "commit_transaction" in outcome["error"], outcome
-        print(f"the released zombie: {outcome['error']}")
+        by, since = "the new driver", "its start"
+        committed_while_the_zombie_lives(cluster, name, paused, zombie, pause, again, log, by, since)
         assert again.wait(timeout=900) == 0, log.read_text()[-6000:]
     finally:
         (pause / "release").touch()
