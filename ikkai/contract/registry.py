@@ -195,12 +195,7 @@ class RegistryCodec:
         subject = self.subject_of(writer)
         schema = Schema(json.dumps(writer.schema), "AVRO")
         if self.auto_register:
-            schema_id = self._call(
-                f"register {writer.label} under {subject}",
-                lambda: self._registry().register_schema(subject, schema),
-                fix=f"the registry must accept it under {subject} (compatibility BACKWARD or weaker; "
-                "the catalog's versions are backward compatible in order)",
-            )
+            schema_id = self._register(writer, subject, schema)
         else:
             schema_id = self._call(
                 f"look up {writer.label} under {subject}",
@@ -213,6 +208,26 @@ class RegistryCodec:
         self._ids[writer.fingerprint] = schema_id
         self._writers[schema_id] = writer
         return schema_id
+
+    def _register(self, writer: SchemaVersion, subject: str, schema: Schema) -> Any:
+        """Register ``writer`` under ``subject``. Two writers registering a new subject at once (two tasks of one
+        batch) race inside some registries: Apicurio answers the loser "artifact … already exists" although the
+        schema is there now. So a refused registration is looked up once before it counts as refused."""
+        try:
+            return self._call(
+                f"register {writer.label} under {subject}",
+                lambda: self._registry().register_schema(subject, schema),
+                fix=f"the registry must accept it under {subject} (compatibility BACKWARD or weaker; "
+                "the catalog's versions are backward compatible in order)",
+            )
+        except RegistryError as refused:
+            if refused.status is None:  # the registry did not answer: nothing to look up
+                raise
+            try:
+                found = self._call("look up", lambda: self._registry().lookup_schema(subject, schema), fix="")
+            except RegistryError:  # not there after all: the registration's own refusal is the answer
+                raise refused from None
+            return found.schema_id
 
     def writer_of(self, data: bytes) -> SchemaVersion:
         """The writer schema of a wire-format record: the catalog's version if it holds it, else the registry's."""

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 import pickle
+import threading
+import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from ikkai.contract.codec import SchemaCatalog, SchemaError, SingleObjectCodec, default_codec
@@ -203,3 +207,52 @@ def test_lookup_only_mode_refuses_a_schema_nobody_registered(tmp_path: Path) -> 
         assert (
             codec.decode("payment_event", codec.encode("payment_event", PAYMENT_V1, version=1), version=1) == PAYMENT_V1
         )
+
+
+class LosesTheRace:
+    """The registry's answer to the loser of two first registrations (Apicurio's 409 "already exists"), then the
+    real registry: the winner's registration is there when the loser looks it up."""
+
+    def __init__(self, url: str, winner: Schema, subject: str) -> None:
+        self.real = fresh_client(url)
+        self.real.register_schema(subject, winner)  # the winner, another task, got there first
+
+    def register_schema(self, subject: str, schema: Schema) -> int:
+        raise SchemaRegistryError(409, 409, f"An artifact with ID '{subject}' in group 'null' already exists.")
+
+    def lookup_schema(self, subject: str, schema: Schema) -> object:
+        return self.real.lookup_schema(subject, schema)
+
+
+@pytest.mark.integration
+def test_the_loser_of_a_first_registration_race_takes_the_winners_id(registry: str) -> None:
+    subject = f"race-{uuid.uuid4().hex[:8]}-value"
+    winner = Schema(json.dumps(catalog().get("payment_event", 1).schema), "AVRO")
+    loser = RegistryCodec(catalog(), {"url": registry}, subjects={"payment_event": subject})
+    loser._client = LosesTheRace(registry, winner, subject)  # type: ignore[assignment]
+    data = loser.encode("payment_event", PAYMENT_V1, version=1)
+    assert schema_id_of(data) == fresh_client(registry).lookup_schema(subject, winner).schema_id
+    # A refusal with nothing behind it stays the registration's refusal, with its status.
+    other = RegistryCodec(catalog(), {"url": registry}, subjects={"payment_event": f"{subject}-other"})
+    other._client = LosesTheRace(registry, winner, subject)  # type: ignore[assignment]
+    with pytest.raises(RegistryError, match="already exists") as caught:
+        other.encode("payment_event", PAYMENT_V1, version=1)
+    assert caught.value.status == 409
+
+
+@pytest.mark.integration
+def test_writers_registering_one_new_subject_at_once_all_get_its_id(registry: str) -> None:
+    """As the tasks of a batch do, each in its own Python worker with its own codec: all at the same moment."""
+    for _ in range(5):
+        subject = f"race-{uuid.uuid4().hex[:8]}-value"
+        start = threading.Barrier(8)
+
+        def encode(_: int, subject: str = subject, start: threading.Barrier = start) -> int:
+            codec = RegistryCodec(catalog(), {"url": registry}, subjects={"payment_event": subject})
+            codec._registry()  # the client made before the start, so the requests leave together
+            start.wait(timeout=30)
+            return schema_id_of(codec.encode("payment_event", PAYMENT_V1, version=1))
+
+        with ThreadPoolExecutor(8) as pool:
+            ids = set(pool.map(encode, range(8)))
+        assert len(ids) == 1
