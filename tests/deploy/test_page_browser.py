@@ -271,10 +271,13 @@ def test_the_health_view_shows_each_querys_last_markers_and_an_open_transaction(
     kafka = KafkaContext.of(bootstrap)
     ensure_topics(kafka, [DLQ_ENRICH, EVENTS_PAYMENTS, DECISIONS_FRAUD, OUTBOX_REQUESTS, OUTBOX_RECEIPTS], 2)
     producer = Producer(kafka.producer_config())
-    # Dead letters as enrich writes them, one quoting a card number: the view counts them and masks it.
+    # Dead letters as enrich writes them, one quoting a card number: the view counts them and masks it. A
+    # millisecond apart: keyless, they may land on either partition, and within one millisecond "newest" across
+    # partitions has no answer (offsets of two partitions do not compare).
+    written_at = int(time.time() * 1000)
     for i in range(3):
         reason = f"card_number 4111111111111111 is not a string ({page.prefix}{i})"
-        producer.produce(DLQ_ENRICH, value=b"x", headers=[("ikkai.dlq.stage", b"enrich"),
+        producer.produce(DLQ_ENRICH, value=b"x", timestamp=written_at + i, headers=[("ikkai.dlq.stage", b"enrich"),
                          ("ikkai.dlq.error_class", b"wrong_type"), ("ikkai.dlq.reason", reason.encode())])  # fmt: skip
     # Two minutes old requests: one receipted twice (at least once), one not at all.
     codec, old = default_codec(), int(time.time() * 1000) - 120_000
