@@ -16,6 +16,7 @@ from ikkai.settings import Endpoints, jars_dir
 from spark_jobs.class_archive import ensure_class_archive
 from stack.artifacts import ensure_jars
 from stack.local_plugins import ensure_local_plugins
+from stack.local_stack import LocalStack
 from stack.prerequisites import check_java, check_maven
 from stack.runtime import RUNTIMES, Stack, select_stack
 from stack.status import StackStatus
@@ -169,8 +170,10 @@ def up(
 @click.pass_context
 def down(ctx: click.Context, purge: bool) -> None:
     """Stop every process of the stack (TERM, then KILL after a grace period)."""
-    stopped = _stack(ctx).down(purge=purge)
-    click.echo(f"stopped {len(stopped)} process(es)" + (", data purged" if purge else ""), err=True)
+    stack_ = _stack(ctx)
+    stopped = stack_.down(purge=purge)
+    if isinstance(stack_, LocalStack):  # docker and external stacks said what they removed, or that none is theirs
+        click.echo(f"stopped {len(stopped)} process(es)" + (", data purged" if purge else ""), err=True)
 
 
 @stack.command()

@@ -57,3 +57,11 @@ def test_status_of_a_never_started_stack_exits_3_with_a_table(tmp_path: Path) ->
 def test_env_before_up_explains_what_to_do(tmp_path: Path) -> None:
     result = run_ikkai("stack", "env", env={"IKKAI_HOME": str(tmp_path)})
     assert_one_line_error(result, "ikkai stack up")
+
+
+def test_down_of_an_external_cluster_stops_nothing_and_says_so_once(tmp_path: Path) -> None:
+    env = {"IKKAI_HOME": str(tmp_path), "IKKAI_BOOTSTRAP_SERVERS": "k:9092", "IKKAI_CONNECT_URL": "http://c:8083"}
+    result = run_ikkai("stack", "down", env=env)
+    assert result.returncode == 0, result.stderr
+    assert "external cluster: nothing to stop" in result.stderr
+    assert "process(es)" not in result.stderr, "no process of this machine was the external cluster's"
