@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from stack.chaos import ChaosStack
+from stack.chaos import ChaosStack, active_application_ids, command_option
 from stack.errors import StackError
 
 
@@ -34,3 +34,33 @@ def test_the_stack_and_its_command_never_load_the_chaos_kit() -> None:
         capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parents[2],
     ).stdout  # fmt: skip
     assert loaded.strip() == "[]"
+
+
+def test_the_masters_json_names_the_active_applications_of_a_name_by_their_ids() -> None:
+    state = {
+        "status": "ALIVE",
+        "activeapps": [
+            {"id": "app-2", "name": "ikkai-infer", "state": "RUNNING"},
+            {"id": "app-3", "name": "ikkai-enrich", "state": "RUNNING"},
+            {"id": "app-4", "name": "ikkai-infer-replay", "state": "WAITING"},
+        ],
+        "completedapps": [{"id": "app-1", "name": "ikkai-infer", "state": "KILLED"}],
+    }
+    assert active_application_ids(state, "ikkai-infer") == ["app-2"]
+    assert active_application_ids(state, "ikkai-infer-replay") == ["app-4"]
+    assert active_application_ids({"status": "ALIVE"}, "ikkai-infer") == []
+    assert active_application_ids("<html>", "ikkai-infer") == []
+
+
+def test_an_executors_command_line_names_its_application() -> None:
+    args = ["java", "-cp", "jars/*", "org.apache.spark.executor.CoarseGrainedExecutorBackend", "--executor-id", "1",
+            "--app-id", "app-20261127-0003", "--cores", "1"]  # fmt: skip
+    assert command_option(args, "--app-id") == "app-20261127-0003"
+    assert command_option(args, "--executor-id") == "1"
+    assert command_option(["java", "--app-id"], "--app-id") is None and command_option(args, "--worker-url") is None
+
+
+def test_asking_for_executors_of_a_stack_without_spark_says_to_start_one(tmp_path: Path) -> None:
+    stack = ChaosStack(tmp_path / "home", tmp_path / "jars", progress=io.StringIO())
+    with pytest.raises(StackError, match="--spark-workers"):
+        stack.executors_of("ikkai-infer")

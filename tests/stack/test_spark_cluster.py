@@ -33,6 +33,7 @@ from ikkai.errors import IkkaiError
 from ikkai.settings import jars_dir
 from spark_jobs.sink.commit_markers import commits_topic_for, read_markers
 from spark_jobs.sink.partition_transactions import PAUSE_BEFORE_COMMIT
+from stack.chaos import executor_jvms
 from stack.local_stack import LocalStack
 from stack.processes import stack_processes
 from stack.spark_cluster import shared_dir, work_dir
@@ -355,13 +356,6 @@ def test_kill_9_of_the_spark_worker_under_an_open_transaction(cluster: LocalStac
     assert_each_event_decided_once(cluster, payments, outputs)
     bootstrap = cluster.kafka_cluster().bootstrap_servers
     assert len(read_all(bootstrap, outputs["decisions"], isolation="read_uncommitted")) > EVENTS
-
-
-def executor_jvms(cluster: LocalStack) -> list[psutil.Process]:
-    """Every executor JVM the Spark workers launched and that still runs, of any application."""
-    workers = [pid for name in SPARK_WORKERS for pid in stack_processes(cluster.home).get(name, [])]
-    return [child for worker in workers for child in psutil.Process(worker).children(recursive=True)
-            if child.status() != psutil.STATUS_ZOMBIE and "--executor-id" in child.cmdline()]  # fmt: skip
 
 
 def kill_the_driver(job: subprocess.Popen[str], executors: list[psutil.Process]) -> list[int]:
