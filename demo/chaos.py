@@ -1,4 +1,4 @@
-"""When the demo breaks things: SIGKILL the jobs, a broker or the Connect worker, and start them again. Pure.
+"""When the demo breaks things: SIGKILL a job, an executor, a Spark or Connect worker, a broker; start it again. Pure.
 
 Each action fires once, when the stage it hurts is mid-flight: the infer job is killed after it
 decided some but not all events, the worker right after it once the first receipts came back (the
@@ -10,8 +10,12 @@ requested chaos action is never silently skipped.
 
 ``SoakPlan`` is the long form (``ikkai demo --kills infer=30,enrich=10,broker=5,worker=5``):
 many kills of each kind, spread evenly through the run, at most two recoveries at a time and
-never two of one kind; the raw lines are written in step with the kills, so that each lands
-while data flows.
+never two that disturb the same thing (``disturbs``: two of one kind, or two that hurt one Spark
+job); the raw lines are written in step with the kills, so that each lands while data flows.
+On a Spark standalone cluster (``--spark-workers 2``) two more kinds hit what only a cluster has:
+``executor`` kills one executor JVM of a live job, in turn infer's and enrich's
+(``executor_target``); ``spark-worker`` kills a Spark worker with its executors and starts it
+again, in turn each worker (``spark_worker_target``).
 """
 
 from __future__ import annotations
@@ -30,13 +34,21 @@ from ikkai.contract.topics import (
     INGEST_PAYMENTS,
     OUTBOX_REQUESTS,
 )
+from stack.spark_cluster import spark_worker_components
 
 KILL_INFER = "kill -9 infer"
 KILL_ENRICH = "kill -9 enrich"
 KILL_BROKER = "kill -9 broker"
 RESTART_WORKER = "restart connect worker"
+KILL_EXECUTOR = "kill -9 executor"
+KILL_SPARK_WORKER = "kill -9 spark worker"
 ACTIONS = (KILL_INFER, RESTART_WORKER)
-KINDS = {"infer": KILL_INFER, "enrich": KILL_ENRICH, "broker": KILL_BROKER, "worker": RESTART_WORKER}
+KINDS = {
+    "infer": KILL_INFER, "enrich": KILL_ENRICH, "broker": KILL_BROKER, "worker": RESTART_WORKER,
+    "executor": KILL_EXECUTOR, "spark-worker": KILL_SPARK_WORKER,
+}  # fmt: skip
+CLUSTER_KINDS = frozenset({KILL_EXECUTOR, KILL_SPARK_WORKER})  # a Spark standalone cluster of two workers or more
+LIVE_JOBS = ("infer", "enrich")  # the Spark jobs the demo runs continuously, as their queries are named
 _NUMBERED = re.compile(r" [0-9]+/[0-9]+$")
 
 
@@ -49,6 +61,33 @@ def number_of(action: str) -> int:
     """Which of its kind an action is, from 0: 'kill -9 infer 3/30' → 2; an unnumbered action → 0."""
     numbered = _NUMBERED.search(action)
     return int(numbered.group().split("/")[0]) - 1 if numbered else 0
+
+
+def executor_target(number: int) -> str:
+    """Whose executor the ``number``-th executor kill takes (from 0): infer's, then enrich's, in turn."""
+    return LIVE_JOBS[number % len(LIVE_JOBS)]
+
+
+def spark_worker_target(number: int, workers: int) -> str:
+    """The Spark worker the ``number``-th worker kill takes (from 0): each of the ``workers`` in turn."""
+    return spark_worker_components(workers)[number % workers]
+
+
+def disturbs(action: str) -> frozenset[str]:
+    """What an action puts out of order until it recovered: its kind, and the live Spark jobs it hurts.
+
+    Two actions under way at once never share anything, so each recovery is the recovery from one
+    fault: an executor kill waits while its job's driver is being killed, and a Spark worker kill,
+    whose executors may be either job's, waits for every job kill.
+    """
+    kind = kind_of(action)
+    jobs = {
+        KILL_INFER: ("infer",),
+        KILL_ENRICH: ("enrich",),
+        KILL_EXECUTOR: (executor_target(number_of(action)),),
+        KILL_SPARK_WORKER: LIVE_JOBS,
+    }.get(kind, ())
+    return frozenset({kind, *jobs})
 
 
 def parse_kills(text: str) -> dict[str, int]:
@@ -112,13 +151,15 @@ class SoakPlan:
     def due(
         self, stages: Mapping[str, StageProgress], started: Collection[str], running: Collection[str] = ()
     ) -> list[str]:
-        """The next actions in order, once decisions flow: none of a kind still recovering, ``at_once`` at most."""
+        """The next actions in order, once decisions flow: ``at_once`` at most, none while an action that
+        disturbs what it disturbs (``disturbs``) is still recovering."""
         if not stages["decided"].done:
             return []
         due: list[str] = []
         for action in (a for a in self.actions if a not in started):
-            busy = {kind_of(a) for a in (*running, *due)}
-            if len(busy) >= self.at_once or kind_of(action) in busy:
+            under_way = [*running, *due]
+            busy = set().union(*(disturbs(a) for a in under_way))
+            if len(under_way) >= self.at_once or disturbs(action) & busy:
                 break
             due.append(action)
         return due

@@ -87,11 +87,12 @@ class Child:
         finally:
             self._log_file.close()
 
-    def wait_for_output(self, needle: str, timeout_s: float) -> bool:
-        """Until this process writes ``needle`` to its log; False when it exits or ``timeout_s`` passes first."""
+    def wait_for_output(self, needle: str, timeout_s: float, since: int = 0) -> bool:
+        """Until this process writes ``needle`` to its log (past offset ``since``, ``log_size``); False when it
+        exits or ``timeout_s`` passes first."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline and self.alive():
-            if self.has_written(needle):
+            if self.has_written(needle, since):
                 return True
             time.sleep(0.5)
         return False
@@ -100,9 +101,13 @@ class Child:
         """Seconds since this process last wrote to its log (a Spark job's stage progress counts)."""
         return max(0.0, time.time() - self.log.stat().st_mtime)
 
-    def has_written(self, needle: str) -> bool:
-        """Whether this run of the process has written ``needle`` to its log so far."""
-        return needle.encode() in self.log.read_bytes()[self._log_start :]
+    def has_written(self, needle: str, since: int = 0) -> bool:
+        """Whether this run of the process has written ``needle`` to its log so far (past offset ``since``)."""
+        return needle.encode() in self.log.read_bytes()[max(self._log_start, since) :]
+
+    def log_size(self) -> int:
+        """Where its log ends now: ``since`` for output that comes after this moment."""
+        return self.log.stat().st_size
 
     def _signal(self, sig: signal.Signals) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):

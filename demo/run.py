@@ -36,12 +36,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+import psutil
+
 from demo import chaos as chaos_
 from demo.children import CLUSTER_VARS, Child, DemoProcessError, child_env, wait_for_http
 from demo.collect import decoded, read_live, read_topics, receipt_identity, receiver_applied, receiver_deliveries
 from demo.facts import LIVE_TOPICS, REPLAYED, ChaosEvent, Expectation, Facts, replay_topic
 from demo.follow import Look, stop_following
-from demo.lineup import CLUSTER_JOB_SETTINGS, Lineup, spark_defaults
+from demo.lineup import CLUSTER_JOB_SETTINGS, Lineup, spark_application, spark_defaults
 from demo.live_page import LivePage
 from demo.phases import PhaseClock
 from demo.progress import LineWriter, ProgressDisplay, StageProgress
@@ -63,11 +65,11 @@ from ikkai.contract.topics import (
 )
 from ikkai.errors import IkkaiError
 from ikkai.settings import Endpoints, endpoints_connect_auth, ikkai_home, jars_dir
-from stack.chaos import ChaosStack
+from stack.chaos import ChaosStack, executor_jvms
 from stack.local_stack import CONNECT
 from stack.ports import free_port
 from stack.probes import broker_answers
-from stack.spark_cluster import shared_dir
+from stack.spark_cluster import SPARK_MASTER, shared_dir
 
 POLL_S = 0.5  # the follow loop's look at the topics; drained = follow.STABLE_POLLS looks in a row
 
@@ -500,6 +502,31 @@ class Demo:
                 self.stack.wait_in_sync(timeout=self.options.idle_timeout_s)
                 recovered = time.monotonic() - began
                 self.say(f"chaos: {victim} back, every partition in sync after {recovered:.0f}s")
+            elif kind == chaos_.KILL_EXECUTOR:
+                name = chaos_.executor_target(chaos_.number_of(action))
+                job, executor = self.children[name], self._an_executor_of(name)
+                since, began = job.log_size(), time.monotonic()
+                self.say(f"chaos: {action}: {name}'s executor (pid {executor.pid}) at {where}")
+                executor.kill()
+                self._wait_job_recovered(name, job, since)
+                recovered = time.monotonic() - began
+                self.say(f"chaos: {name} at work again {recovered:.0f}s after its executor's kill")
+            elif kind == chaos_.KILL_SPARK_WORKER:
+                victim = chaos_.spark_worker_target(chaos_.number_of(action), self.options.spark_workers)
+                jobs = {name: self.children[name] for name in chaos_.LIVE_JOBS}
+                executors = {name: {e.pid for e in self.stack.executors_of(spark_application(name))} for name in jobs}
+                since, began = {name: job.log_size() for name, job in jobs.items()}, time.monotonic()
+                self.say(f"chaos: {action}: {victim} with its executors at {where}; then start it again")
+                self.stack.kill(victim)
+                alive = {e.pid for e in executor_jvms(self.stack)}
+                lost = [name for name, pids in executors.items() if pids - alive] or ["no job"]
+                self.stack.start(victim)  # returns once the master lists it ALIVE
+                self.say(f"chaos: {victim} registered again after {time.monotonic() - began:.0f}s; it took "
+                         f"{' and '.join(lost)}'s executor with it")  # fmt: skip
+                for name, job in jobs.items():
+                    self._wait_job_recovered(name, job, since[name])
+                recovered = time.monotonic() - began
+                self.say(f"chaos: {victim} back and every live job at work again after {recovered:.0f}s")
             elif kind == chaos_.RESTART_WORKER:
                 self.say(f"chaos: {action}: kill -9 the Connect worker at {where}, then start it again")
                 self.stack.kill(CONNECT)
@@ -517,8 +544,9 @@ class Demo:
             with self._lock:  # _follow stops at once on an action that did not recover
                 self.chaos_events.append(ChaosEvent(action, at, where, recovered, failure))
 
-    def _wait_job_recovered(self, name: str, job: Child) -> None:
-        """Until the restarted job commits a batch, or it runs its query and has caught up (``chaos.caught_up``).
+    def _wait_job_recovered(self, name: str, job: Child, since: int = 0) -> None:
+        """Until the (restarted) job commits a batch (in its log past ``since``), or it runs its query and has
+        caught up (``chaos.caught_up``) with, on a Spark cluster, an executor running.
 
         A job that is still working (its log grows: Spark reports each stage's progress) is given time: on a
         loaded machine the first batch after a restart may take longer than ``idle_timeout_s``. It fails when
@@ -527,16 +555,32 @@ class Demo:
         idle, limit = self.options.idle_timeout_s, 4 * self.options.idle_timeout_s
         began = time.monotonic()
         while time.monotonic() - began < limit:
-            if job.wait_for_output(f"{name}: batch", 2.0):
+            if job.wait_for_output(f"{name}: batch", 2.0, since):
                 return
             job.check_alive()
-            if job.has_written(f"{name}: ") and chaos_.caught_up(name, self.counts):
+            if job.has_written(f"{name}: ") and chaos_.caught_up(name, self.counts) and self._has_an_executor(name):
                 return
             if (quiet := job.quiet_for()) > idle:
                 raise DemoProcessError(
-                    name, f"committed no batch after its restart and wrote nothing for {quiet:.0f}s", job.log
+                    name, f"committed no batch after the kill and wrote nothing for {quiet:.0f}s", job.log
                 )
-        raise DemoProcessError(name, f"committed no batch within {limit:.0f}s of its restart", job.log)
+        raise DemoProcessError(name, f"committed no batch within {limit:.0f}s of the kill", job.log)
+
+    def _has_an_executor(self, name: str) -> bool:
+        """Whether the live job has an executor to run its tasks (always on local[2]: the driver runs them)."""
+        return not self.options.spark_workers or bool(self.stack.executors_of(spark_application(name)))
+
+    def _an_executor_of(self, name: str) -> psutil.Process:
+        """An executor JVM of the live job on the cluster; waits while it has none (a core is being given back)."""
+        deadline = time.monotonic() + self.options.idle_timeout_s
+        while not (executors := self.stack.executors_of(spark_application(name))):
+            if time.monotonic() > deadline:
+                raise IkkaiError(
+                    f"{name} has had no executor on the Spark cluster for {self.options.idle_timeout_s:.0f}s",
+                    fix=f"see {self.stack.log_file(SPARK_MASTER)} and the job's log {self.children[name].log}",
+                )
+            time.sleep(1.0)
+        return executors[0]
 
     def _broker_victim(self, action: str) -> tuple[str, str]:
         """(broker, why): the broker that now leads the output partition or coordinates the transactions

@@ -20,3 +20,16 @@ def test_a_child_that_keeps_writing_is_not_quiet_and_one_that_stopped_is(tmp_pat
     finally:
         busy.kill()
         silent.kill()
+
+
+def test_output_is_looked_for_past_a_mark_so_a_batch_before_a_kill_does_not_count_after_it(tmp_path: Path) -> None:
+    """An executor kill leaves the job's driver running: its recovery is the next batch line, not one from before."""
+    job = Child("infer", ["sh", "-c", "echo 'infer: batch 3 committed 40 records'"], tmp_path / "infer.log",
+                dict(os.environ))  # fmt: skip
+    job.wait(30)
+    mark = job.log_size()
+    assert job.has_written("infer: batch")
+    assert not job.has_written("infer: batch", since=mark)
+    with job.log.open("ab") as log:  # the driver's next line, after the mark
+        log.write(b"infer: batch 4 committed 12 records\n")
+    assert job.has_written("infer: batch 4", since=mark) and not job.has_written("infer: batch 3", since=mark)

@@ -9,15 +9,20 @@ import pytest
 from demo.chaos import (
     KILL_BROKER,
     KILL_ENRICH,
+    KILL_EXECUTOR,
     KILL_INFER,
+    KILL_SPARK_WORKER,
     RESTART_WORKER,
     ChaosPlan,
     SoakPlan,
     broker_target,
     caught_up,
+    disturbs,
+    executor_target,
     kind_of,
     number_of,
     parse_kills,
+    spark_worker_target,
 )
 from demo.progress import StageProgress
 from demo.report import chaos_lines
@@ -131,3 +136,45 @@ def test_a_restarted_job_that_has_caught_up_counts_as_recovered() -> None:
     assert caught_up("infer", {**counts, DECISIONS: 84, DLQ_INFER: 2})
     assert not caught_up("enrich", {**counts, INGEST: 101})
     assert not caught_up("infer", {}) and not caught_up("enrich", {})  # nothing came in yet: nothing proven
+
+
+def test_the_cluster_kinds_are_read_with_the_others() -> None:
+    assert parse_kills("infer=20,enrich=5,executor=10,spark-worker=3,broker=5,worker=5") == {
+        KILL_INFER: 20,
+        KILL_ENRICH: 5,
+        KILL_EXECUTOR: 10,
+        KILL_SPARK_WORKER: 3,
+        KILL_BROKER: 5,
+        RESTART_WORKER: 5,
+    }
+    with pytest.raises(ValueError, match=r"kind one of .*executor, spark-worker"):
+        parse_kills("spark_worker=1")
+
+
+def test_executor_kills_take_each_jobs_executor_and_worker_kills_each_worker_in_turn() -> None:
+    assert [executor_target(n) for n in range(4)] == ["infer", "enrich", "infer", "enrich"]
+    assert [spark_worker_target(n, workers=2) for n in range(3)] == [
+        "spark-worker-1",
+        "spark-worker-2",
+        "spark-worker-1",
+    ]
+    assert spark_worker_target(2, workers=3) == "spark-worker-3"
+
+
+def test_an_executor_kill_waits_for_a_kill_of_its_jobs_driver_and_not_for_the_other_jobs() -> None:
+    plan = SoakPlan({KILL_EXECUTOR: 2, KILL_INFER: 1})  # infer's executor, the infer driver, enrich's executor
+    assert plan.actions == (f"{KILL_EXECUTOR} 1/2", f"{KILL_INFER} 1/1", f"{KILL_EXECUTOR} 2/2")
+    infer_down = {f"{KILL_INFER} 1/1"}
+    assert plan.due(stages(10), infer_down, running=infer_down) == []  # infer's executor: not while infer restarts
+    assert plan.due(stages(10), {f"{KILL_EXECUTOR} 1/2", *infer_down}, running=infer_down) == [f"{KILL_EXECUTOR} 2/2"]
+    assert disturbs(f"{KILL_EXECUTOR} 1/2") == {KILL_EXECUTOR, "infer"}
+    assert disturbs(f"{KILL_EXECUTOR} 2/2") == {KILL_EXECUTOR, "enrich"}
+
+
+def test_a_spark_worker_kill_shares_its_time_with_no_job_kill_but_with_a_broker_kill() -> None:
+    plan = SoakPlan({KILL_SPARK_WORKER: 1, KILL_ENRICH: 1, KILL_BROKER: 1})
+    assert plan.due(stages(10), set()) == [f"{KILL_SPARK_WORKER} 1/1"]  # enrich, next in order, waits for it
+    enrich_down = {f"{KILL_ENRICH} 1/1"}
+    assert plan.due(stages(10), enrich_down, running=enrich_down) == []  # its executor may be enrich's
+    worker_down = {f"{KILL_SPARK_WORKER} 1/1"}
+    assert plan.due(stages(10), {*worker_down, *enrich_down}, running=worker_down) == [f"{KILL_BROKER} 1/1"]
