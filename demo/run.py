@@ -508,6 +508,7 @@ class Demo:
                 since, began = job.log_size(), time.monotonic()
                 self.say(f"chaos: {action}: {name}'s executor (pid {executor.pid}) at {where}")
                 executor.kill()
+                executor.wait(30)  # gone, not only signalled: a JVM still tearing down is no executor to count
                 self._wait_job_recovered(name, job, since)
                 recovered = time.monotonic() - began
                 self.say(f"chaos: {name} at work again {recovered:.0f}s after its executor's kill")
