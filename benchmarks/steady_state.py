@@ -73,8 +73,10 @@ IKKAI_EOS = "ikkai exactly-once"
 IKKAI_ALOS = "ikkai at-least-once"
 PEER_EOS = "peer exactly_once_v2"
 IKKAI_DATA_SOURCE = "ikkai exactly-once (data source writer)"
-VARIANTS = (IKKAI_EOS, IKKAI_ALOS, PEER_EOS)  # the default; --variants adds IKKAI_DATA_SOURCE (--sink-api data-source)
-ALL_VARIANTS = (*VARIANTS, IKKAI_DATA_SOURCE)
+IKKAI_BACK_TO_BACK = "ikkai exactly-once (processingTime=0)"
+VARIANTS = (IKKAI_EOS, IKKAI_ALOS, PEER_EOS)  # the default
+TRIALS = (IKKAI_DATA_SOURCE, IKKAI_BACK_TO_BACK)  # by --variants: each compared with IKKAI_EOS (#31)
+ALL_VARIANTS = (*VARIANTS, *TRIALS)
 PHASES = ("triggerExecution", "addBatch", "queryPlanning", "getBatch", "latestOffset", "walCommit", "commitOffsets")
 SETTLE_TOLERANCE = 0.15
 SAMPLE_S = 0.25
@@ -246,15 +248,14 @@ def ratio_rows(runs: Sequence[Run]) -> list[list[object]]:
     for label in LOAD_LABELS:
         row(f"p99 at {label} {IKKAI_EOS} / {PEER_EOS}", p99_ratio(label))
 
-    def trial_p99_ratio(label: str) -> Callable[[int], float | None]:
-        return lambda n: ratio(p99(n, IKKAI_DATA_SOURCE, label), p99(n, IKKAI_EOS, label))
+    def trial_p99_ratio(trial: str, label: str) -> Callable[[int], float | None]:
+        return lambda n: ratio(p99(n, trial, label), p99(n, IKKAI_EOS, label))
 
-    if any(r.variant == IKKAI_DATA_SOURCE for r in runs):  # the data source writer against foreachBatch (#31)
-        trial = IKKAI_DATA_SOURCE
-        row(f"throughput {trial} / {IKKAI_EOS}", lambda n: ratio(rate(n, trial), rate(n, IKKAI_EOS)))
-        row(f"CPU per event {trial} / {IKKAI_EOS}", lambda n: ratio(cpu(n, trial), cpu(n, IKKAI_EOS)))
+    for trial in (t for t in TRIALS if any(r.variant == t for r in runs)):  # each trial against the default path
+        row(f"throughput {trial} / {IKKAI_EOS}", lambda n, t=trial: ratio(rate(n, t), rate(n, IKKAI_EOS)))
+        row(f"CPU per event {trial} / {IKKAI_EOS}", lambda n, t=trial: ratio(cpu(n, t), cpu(n, IKKAI_EOS)))
         for label in LOAD_LABELS:
-            row(f"p99 at {label} {trial} / {IKKAI_EOS}", trial_p99_ratio(label))
+            row(f"p99 at {label} {trial} / {IKKAI_EOS}", trial_p99_ratio(trial, label))
     return rows
 
 
@@ -308,7 +309,7 @@ def report(runs: Sequence[Run]) -> None:
     rounds = sorted({r.round for r in runs})
     print_table("steady state: ratios per round", ["", *(f"ROUND {n}" for n in rounds), "MEDIAN", "SPREAD"], ratios)
     print_table("steady state: #31 targets (medians)", ["TARGET", "LIMIT", "MEASURED", ""], target_rows(ratios, runs))
-    for variant in (IKKAI_EOS, IKKAI_ALOS, IKKAI_DATA_SOURCE):
+    for variant in (IKKAI_EOS, IKKAI_ALOS, *TRIALS):
         for where, batches in (
             ("measured batches", [p for r in runs if r.variant == variant for p in r.progress]),
             (f"batches at {LOAD_LABELS[0]}", [p for r in runs if r.variant == variant for p in r.low_load_progress]),
@@ -463,7 +464,8 @@ def starters(build: Path, bootstrap: str, args: argparse.Namespace) -> dict[str,
         return start_peer(build, bootstrap, topics, "exactly_once_v2", scratch, threads=args.threads)
 
     return {IKKAI_EOS: ikkai("exactly-once"), IKKAI_ALOS: ikkai("at-least-once"), PEER_EOS: peer,
-            IKKAI_DATA_SOURCE: ikkai("exactly-once", "--sink-api", "data-source")}  # fmt: skip
+            IKKAI_DATA_SOURCE: ikkai("exactly-once", "--sink-api", "data-source"),
+            IKKAI_BACK_TO_BACK: ikkai("exactly-once", "--trigger-interval", "0ms")}  # fmt: skip
 
 
 def _wait(condition: Callable[[], bool], job: JobProcess, timeout: float, what: str) -> None:

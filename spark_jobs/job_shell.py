@@ -91,12 +91,13 @@ _UNIT_MS = {"ms": 1.0, "millisecond": 1.0, "milliseconds": 1.0, "s": 1000.0, "se
 
 
 def trigger_interval_ms(text: str) -> float:
-    """``--trigger-interval`` in milliseconds: ``250 milliseconds``, ``250ms``, ``1 s``, ``2 minutes``."""
+    """``--trigger-interval`` in milliseconds: ``250 milliseconds``, ``250ms``, ``1 s``, ``2 minutes``; ``0ms`` runs
+    the batches back to back (Spark's own default trigger: the next starts as soon as the last one ended)."""
     match = _INTERVAL.match(text)
-    if match is None or float(match.group(1)) <= 0:
+    if match is None:
         raise ConfigError(
-            "the job's options", "--trigger-interval", f"{text!r} is not a positive interval",
-            fix="write a number and a unit: 250ms, 1s, 2 minutes (ms, s, min)",
+            "the job's options", "--trigger-interval", f"{text!r} is not an interval",
+            fix="write a number and a unit: 250ms, 1s, 2 minutes (ms, s, min); 0ms for back to back",
         )  # fmt: skip
     return float(match.group(1)) * _UNIT_MS[match.group(2).lower()]
 
@@ -121,7 +122,8 @@ def continuous_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
     command = click.option(
         "--trigger-interval", default=DEFAULT_TRIGGER_INTERVAL, show_default=True, callback=checked,
-        help="With --continuous: how often a micro-batch starts when the last one ended early (250ms, 1s, 2min).",
+        help="With --continuous: how often a micro-batch starts when the last one ended early (250ms, 1s, 2min; "
+        "0ms: back to back).",
     )(command)  # fmt: skip
     command = click.option(
         "--progress", is_flag=True,

@@ -9,6 +9,7 @@ import pytest
 
 from benchmarks.steady_state import (
     IKKAI_ALOS,
+    IKKAI_BACK_TO_BACK,
     IKKAI_DATA_SOURCE,
     IKKAI_EOS,
     PEER_EOS,
@@ -122,6 +123,15 @@ def test_the_data_source_writer_is_compared_with_foreach_batch_when_it_ran() -> 
     assert rows[f"throughput {IKKAI_DATA_SOURCE} / {IKKAI_EOS}"] == pytest.approx([1.5, 1.0, 1.25, 0.5])
     assert rows[f"CPU per event {IKKAI_DATA_SOURCE} / {IKKAI_EOS}"] == pytest.approx([0.5, 1.0, 0.75, 0.5])
     assert rows[f"p99 at 200/s {IKKAI_DATA_SOURCE} / {IKKAI_EOS}"] == pytest.approx([0.5, 0.5, 0.5, 0.0])
+    assert not any(IKKAI_BACK_TO_BACK in str(row[0]) for row in ratio_rows(trial))
+
+
+def test_each_trial_that_ran_gets_its_own_rows() -> None:
+    both = [*RUNS, run(1, IKKAI_DATA_SOURCE, 9000, 0.15, 150), run(1, IKKAI_BACK_TO_BACK, 3000, 0.30, 600)]
+    rows = {str(row[0]): row[1:] for row in ratio_rows(both)}
+    assert rows[f"throughput {IKKAI_DATA_SOURCE} / {IKKAI_EOS}"][0] == pytest.approx(1.5)
+    assert rows[f"throughput {IKKAI_BACK_TO_BACK} / {IKKAI_EOS}"][0] == pytest.approx(0.5)
+    assert rows[f"p99 at 200/s {IKKAI_BACK_TO_BACK} / {IKKAI_EOS}"][0] == pytest.approx(2.0)
 
 
 def test_targets_are_marked_by_the_medians() -> None:
