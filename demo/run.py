@@ -516,7 +516,7 @@ class Demo:
                 victim = chaos_.spark_worker_target(chaos_.number_of(action), self.options.spark_workers)
                 jobs = {name: self.children[name] for name in chaos_.LIVE_JOBS}
                 executors = {name: {e.pid for e in self.stack.executors_of(spark_application(name))} for name in jobs}
-                since, began = {name: job.log_size() for name, job in jobs.items()}, time.monotonic()
+                marks, began = {name: job.log_size() for name, job in jobs.items()}, time.monotonic()
                 self.say(f"chaos: {action}: {victim} with its executors at {where}; then start it again")
                 self.stack.kill(victim)
                 alive = {e.pid for e in executor_jvms(self.stack)}
@@ -525,7 +525,7 @@ class Demo:
                 self.say(f"chaos: {victim} registered again after {time.monotonic() - began:.0f}s; it took "
                          f"{' and '.join(lost)}'s executor with it")  # fmt: skip
                 for name, job in jobs.items():
-                    self._wait_job_recovered(name, job, since[name])
+                    self._wait_job_recovered(name, job, marks[name])
                 recovered = time.monotonic() - began
                 self.say(f"chaos: {victim} back and every live job at work again after {recovered:.0f}s")
             elif kind == chaos_.RESTART_WORKER:
