@@ -251,9 +251,12 @@ def ratio_rows(runs: Sequence[Run]) -> list[list[object]]:
     def trial_p99_ratio(trial: str, label: str) -> Callable[[int], float | None]:
         return lambda n: ratio(p99(n, trial, label), p99(n, IKKAI_EOS, label))
 
+    def trial_ratio(measure: Callable[[int, str], float | None], trial: str) -> Callable[[int], float | None]:
+        return lambda n: ratio(measure(n, trial), measure(n, IKKAI_EOS))
+
     for trial in (t for t in TRIALS if any(r.variant == t for r in runs)):  # each trial against the default path
-        row(f"throughput {trial} / {IKKAI_EOS}", lambda n, t=trial: ratio(rate(n, t), rate(n, IKKAI_EOS)))
-        row(f"CPU per event {trial} / {IKKAI_EOS}", lambda n, t=trial: ratio(cpu(n, t), cpu(n, IKKAI_EOS)))
+        row(f"throughput {trial} / {IKKAI_EOS}", trial_ratio(rate, trial))
+        row(f"CPU per event {trial} / {IKKAI_EOS}", trial_ratio(cpu, trial))
         for label in LOAD_LABELS:
             row(f"p99 at {label} {trial} / {IKKAI_EOS}", trial_p99_ratio(trial, label))
     return rows
