@@ -13,13 +13,18 @@ frame is Spark's own Python (the worker's Arrow and pandas conversion in and out
 py-spy is the profiler this needs, not a dependency of ikkai: ``.venv/bin/pip install py-spy`` (or name the
 binary with ``--py-spy``).
 
+The JVM's side is recorded by Java Flight Recorder (``jcmd <pid> JFR.start``, the JDK's own; ``--no-jfr`` skips it)
+over the same window and its execution samples are charged the same way, to the first frame from the leaf in a
+known part (``JVM_STAGES``: the Kafka consumer, Arrow, the Python runners, the state store, shuffle and cache, ...).
+
 Usage: .venv/bin/python benchmarks/enrich_profile.py [--payments 150000] [--seconds 60] [--rate 50]
-       [--warmup-batches 3] [--batch N] [--partitions 2] [--py-spy PATH] [--quick]
+       [--warmup-batches 3] [--batch N] [--partitions 2] [--py-spy PATH] [--no-jfr] [--quick]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import subprocess
 import sys
@@ -27,6 +32,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -54,6 +60,31 @@ STAGES: tuple[tuple[str, str, tuple[str, ...] | None], ...] = (
     ("transactional write (produce, markers, commit)", "spark_jobs/sink/", None),
     ("the job shell (the batch function, foreachBatch's glue)", "spark_jobs/", None),
 )  # fmt: skip
+# The JVM's side, from Java Flight Recorder's execution samples of the driver JVM (in local mode the executors run
+# in it too): the first frame from the leaf whose class starts with a prefix names the sample's stage.
+JVM_STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Kafka clients (the source's consumer)", ("org.apache.kafka.",)),
+    ("Arrow (the JVM's side of the Python exchange)", ("org.apache.arrow.",)),
+    ("Python runners: feeding and reading the workers", ("org.apache.spark.api.python.",
+                                                         "org.apache.spark.sql.execution.python.")),
+    ("state store (the event-time gate's state)", ("org.apache.spark.sql.execution.streaming.state.",)),
+    ("shuffle, cache and block storage", ("org.apache.spark.shuffle.", "org.apache.spark.storage.",
+                                          "org.apache.spark.util.collection.",
+                                          "org.apache.spark.sql.execution.columnar.")),
+    ("compression", ("java.util.zip.", "net.jpountz.", "com.github.luben.zstd.", "org.xerial.snappy.")),
+    ("serialization", ("org.apache.spark.serializer.", "com.esotericsoftware.", "java.io.ObjectOutputStream",
+                       "java.io.ObjectInputStream")),
+    ("checkpoint and log files (Hadoop FS)", ("org.apache.hadoop.",)),
+    ("query planning and micro-batch control", ("org.apache.spark.sql.execution.streaming.",
+                                                "org.apache.spark.sql.catalyst.analysis.",
+                                                "org.apache.spark.sql.catalyst.optimizer.",
+                                                "org.apache.spark.sql.catalyst.rules.")),
+    ("Spark SQL operators (generated code, rows)", ("org.apache.spark.sql.", "org.apache.spark.unsafe.")),
+    ("scheduler, RPC and network", ("org.apache.spark.scheduler.", "org.apache.spark.rpc.", "org.apache.spark.network.",
+                                    "io.netty.", "sun.nio.", "java.net.", "py4j.")),
+    ("Spark core (tasks, RDDs)", ("org.apache.spark.",)),
+)  # fmt: skip
+OTHER_JVM = "other JVM code (JDK, Scala library)"
 OTHER_OURS = "other ikkai code"
 SPARK_WORKER = "Spark's Python worker (Arrow/pandas in and out)"
 SPARK_DRIVER = "driver: py4j and pyspark"
@@ -101,6 +132,24 @@ def samples_by_stage(lines: Iterable[str], driver_pid: int) -> Counter[tuple[str
         sampled = processes[-1].split(":", 1)[0].removeprefix("process ") if processes else ""
         driver = sampled == str(driver_pid)
         counts[(DRIVER if driver else WORKERS, stage_of(frames, driver))] += int(count)
+    return counts
+
+
+def jvm_stage_of(classes: Sequence[str]) -> str:
+    """The stage of one JFR execution sample, its frames' class names leaf first. Pure."""
+    for name in classes:
+        for stage, prefixes in JVM_STAGES:
+            if name.startswith(prefixes):
+                return stage
+    return OTHER_JVM
+
+
+def jvm_samples_by_stage(recording: dict[str, Any]) -> Counter[str]:
+    """``jfr print --json --events jdk.ExecutionSample`` counted by stage. Pure."""
+    counts: Counter[str] = Counter()
+    for event in recording.get("recording", {}).get("events", []):
+        frames = (event.get("values", {}).get("stackTrace") or {}).get("frames") or []
+        counts[jvm_stage_of([str(f["method"]["type"]["name"]).replace("/", ".") for f in frames])] += 1
     return counts
 
 
@@ -157,6 +206,7 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--py-spy", default=shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy")))
     parser.add_argument("--keep-samples", type=Path, help="copy py-spy's raw samples (collapsed stacks) here")
+    parser.add_argument("--no-jfr", action="store_true", help="no Java Flight Recorder recording of the JVM's side")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 20,000 payments, 15 s")
     args = parser.parse_args()
     if args.quick:
@@ -176,14 +226,22 @@ def main() -> None:
             *(["--max-offsets-per-trigger", str(args.batch)] if args.batch else []),
         )  # fmt: skip
         job = JobProcess(command, cwd=cwd, env=env, start_marker=", mode ")
-        raw_samples = scratch / "py-spy.txt"
+        raw_samples, recording = scratch / "py-spy.txt", scratch / "enrich.jfr"
         try:
             job.wait_started()
             while len(parse_progress(job.stamped)) < args.warmup_batches:
                 if job.process.poll() is not None:
                     raise SystemExit(f"the job exited during its warm-up:\n{job.tail()}")
                 time.sleep(0.1)
-            window_start, cpu_before = time.monotonic(), cpu_by_kind(job.process.pid)
+            before = cpu_by_kind(job.process.pid)
+            window_start, cpu_before = time.monotonic(), before
+            jvm = next((pid for pid, (kind, _) in before.items() if kind == "java"), None)
+            if jvm is not None and not args.no_jfr:  # the driver JVM (in local mode the executors' too)
+                subprocess.run(
+                    ["jcmd", str(jvm), "JFR.start", "name=ikkai-profile", "settings=profile",
+                     f"duration={int(args.seconds)}s", f"filename={recording}"],
+                    check=True, stdout=subprocess.DEVNULL, timeout=60,
+                )  # fmt: skip
             subprocess.run(
                 [args.py_spy, "record", "--pid", str(job.process.pid), "--subprocesses", "--format", "raw",
                  "--full-filenames", "--rate", str(args.rate), "--duration", str(int(args.seconds)),
@@ -191,19 +249,33 @@ def main() -> None:
                 check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=args.seconds + 120,
             )  # fmt: skip
             window_end, cpu = time.monotonic(), cpu_delta(cpu_before, cpu_by_kind(job.process.pid))
+            jvm_counts = jvm_profile(recording) if jvm is not None and not args.no_jfr else Counter()
         finally:
             job.stop()
         if args.keep_samples:
             shutil.copyfile(raw_samples, args.keep_samples)
         progress = [p for t, p in parse_progress(job.stamped) if window_start <= t <= window_end]
-        report(samples_by_stage(raw_samples.read_text().splitlines(), job.process.pid), cpu, progress, window_end -
-               window_start, args)  # fmt: skip
+        report(samples_by_stage(raw_samples.read_text().splitlines(), job.process.pid), jvm_counts, cpu, progress,
+               window_end - window_start, args)  # fmt: skip
     print(f"\n{time.monotonic() - started:.0f} s in all")
 
 
+def jvm_profile(recording: Path, wait_s: float = 60) -> Counter[str]:
+    """The JFR recording's execution samples by stage, once the JVM has written it (at the end of its duration)."""
+    give_up_at = time.monotonic() + wait_s
+    while not recording.exists() or time.time() - recording.stat().st_mtime < 2:  # written, and not still growing
+        if time.monotonic() > give_up_at:
+            print(f"no JFR recording at {recording} after {wait_s:.0f} s: the JVM's side is left out", file=sys.stderr)
+            return Counter()
+        time.sleep(0.5)
+    printed = subprocess.run(["jfr", "print", "--json", "--events", "jdk.ExecutionSample", str(recording)],
+                             check=True, capture_output=True, text=True, timeout=300)  # fmt: skip
+    return jvm_samples_by_stage(json.loads(printed.stdout))
+
+
 def report(
-    counts: Counter[tuple[str, str]], cpu: dict[str, float], progress: Sequence[dict[str, object]], seconds: float,
-    args: argparse.Namespace,
+    counts: Counter[tuple[str, str]], jvm_counts: Counter[str], cpu: dict[str, float],
+    progress: Sequence[dict[str, object]], seconds: float, args: argparse.Namespace,
 ) -> None:  # fmt: skip
     read = sum(int(str(p.get("numInputRows", 0))) for p in progress)
     total_cpu = sum(cpu.values())
@@ -218,6 +290,15 @@ def report(
         ("role", "stage", "samples", "share", "CPU s per 1,000 lines"),
         stage_rows(counts, cpu, read),
     )
+    jvm_samples = sum(jvm_counts.values())
+    if jvm_samples:
+        print_table(
+            "JVM CPU by stage (Java Flight Recorder execution samples of the driver JVM; the JVM's /proc CPU shared "
+            "over them, GC and JIT threads included)",
+            ("stage", "samples", "share", "CPU s per 1,000 lines"),
+            [[stage, n, f"{n / jvm_samples:.1%}", round(1000 * cpu["java"] * n / jvm_samples / max(read, 1), 3)]
+             for stage, n in jvm_counts.most_common()],
+        )  # fmt: skip
     phases = phase_summary([dict(p) for p in progress]) if progress else []
     print_table(
         "Spark's phases per batch (StreamingQueryProgress.durationMs)",

@@ -6,12 +6,15 @@ from collections import Counter
 
 from benchmarks.enrich_profile import (
     DRIVER,
+    OTHER_JVM,
     OTHER_OURS,
     SPARK_DRIVER,
     SPARK_WORKER,
     WAITING,
     WORKERS,
     cpu_delta,
+    jvm_samples_by_stage,
+    jvm_stage_of,
     samples_by_stage,
     stage_of,
     stage_rows,
@@ -87,3 +90,27 @@ def test_each_roles_cpu_is_shared_over_its_running_samples_and_waiting_gets_none
     assert rows[(WORKERS, SPARK_WORKER)] == ("25.0%", 1.0)
     assert rows[(DRIVER, SPARK_DRIVER)] == ("100.0%", 0.5)  # the driver's waiting samples take none of its CPU
     assert rows[(DRIVER, WAITING)] == ("", 0.0)
+
+
+def test_a_jvm_sample_goes_to_the_first_known_part_from_its_leaf() -> None:
+    kafka = [
+        "java.util.HashMap",
+        "org.apache.kafka.clients.consumer.internals.Fetcher",
+        "org.apache.spark.sql.kafka010.X",
+    ]
+    assert jvm_stage_of(kafka).startswith("Kafka")
+    state = ["org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider", "org.apache.spark.sql.X"]
+    assert jvm_stage_of(state).startswith("state store")
+    assert jvm_stage_of(["org.apache.spark.sql.catalyst.expressions.GeneratedClass"]).startswith("Spark SQL operators")
+    assert jvm_stage_of(["java.lang.Thread"]) == OTHER_JVM
+
+
+def test_a_recording_is_counted_by_stage() -> None:
+    def sample(*classes: str) -> dict[str, object]:
+        frames = [{"method": {"type": {"name": c.replace(".", "/")}, "name": "m"}} for c in classes]
+        return {"type": "jdk.ExecutionSample", "values": {"stackTrace": {"frames": frames}}}
+
+    arrow = [sample("org.apache.arrow.vector.X"), sample("org.apache.arrow.memory.Y")]
+    recording = {"recording": {"events": [*arrow, sample("jdk.internal.misc.Unsafe", "org.apache.kafka.common.Z")]}}
+    counts = jvm_samples_by_stage(recording)
+    assert counts == {"Arrow (the JVM's side of the Python exchange)": 2, "Kafka clients (the source's consumer)": 1}
