@@ -307,7 +307,7 @@ def run_on_cluster(stack: LocalStack, job_name: str, run: JobRun, conf_dir: Path
     assert master is not None
     cpu = ProcessCpu(spark_roots(stack))
     command = [str(IKKAI), "jobs", "run", job_name, "--master", master, *run.args]
-    job = JobProcess(command, cwd=REPO, env=job_env(stack, conf_dir), start_marker=run.start_marker)
+    job = JobProcess(command, cwd=REPO, env=job_env(stack, conf_dir), start_marker=run.start_marker, merge_stdout=True)
     cpu.add("job", job.process.pid)
     failure: str | None = None
     seconds: float | None = None
@@ -325,6 +325,8 @@ def run_on_cluster(stack: LocalStack, job_name: str, run: JobRun, conf_dir: Path
         job.stop()
         wait_executors_gone(stack)
         cpu_s = cpu.stop()
+    if failure is not None:
+        print(f"{job_name} failed ({failure}); its last lines:\n{job.tail(40)}", file=sys.stderr, flush=True)
     batch_times = [at for at, line in job.stamped if line.startswith(f"{run.name}: batch ") and " committed " in line]
     workers = sorted(name for name in cpu.busy if name.startswith("spark-worker"))
     return Run(0, job_name, 0, run.count, seconds, after_first_batch(batch_times, run.count, run.batch),

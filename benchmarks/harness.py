@@ -179,10 +179,17 @@ class JobProcess:
     started: float | None = None  # monotonic time of the job's first line with ``start_marker``: Spark is up
     start_marker: str = ": model "  # the infer job's; the enrich job's is ", mode "
     stamped: list[tuple[float, str]] = field(default_factory=list)  # (monotonic arrival, line) of every line
+    # Read stdout too, with stderr: a job sent through spark-submit (``ikkai jobs run --master spark://``) has its
+    # Python driver's stderr on spark-submit's stdout (Spark's PythonRunner merges the two).
+    merge_stdout: bool = False
 
     def __post_init__(self) -> None:
+        # Merged: both on one pipe, stdout's, which the reader reads instead of stderr's.
+        stdout, stderr = (
+            (subprocess.PIPE, subprocess.STDOUT) if self.merge_stdout else (subprocess.DEVNULL, subprocess.PIPE)
+        )
         self.process = subprocess.Popen(
-            self.command, cwd=self.cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            self.command, cwd=self.cwd, stdout=stdout, stderr=stderr, text=True,
             start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
         )  # fmt: skip
         self.memory = PeakMemory(self.process.pid)
@@ -190,8 +197,9 @@ class JobProcess:
         self._reader.start()
 
     def _read(self) -> None:
-        assert self.process.stderr is not None
-        for line in self.process.stderr:
+        lines = self.process.stdout if self.merge_stdout else self.process.stderr
+        assert lines is not None
+        for line in lines:
             self.stamped.append((time.monotonic(), line))
             self.log.append(line)
             if self.started is None and self.start_marker in line:
