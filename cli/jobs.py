@@ -31,6 +31,7 @@ from cli.output import emit, output_option
 from deploy import spark_kubernetes
 from deploy.spark_kubernetes import JobFiles, KubernetesTarget
 from ikkai.contract import topics
+from ikkai.contract.ids import application_name
 from ikkai.resources import package_path
 from spark_jobs.shipping import build_app_zip
 
@@ -128,7 +129,7 @@ def submit_command(
         conf["spark.pyspark.python"] = sys.executable  # local executors are this machine's processes
     if loopback_master(master):  # executors reach the driver where it listens: loopback, as everything of the stack
         conf["spark.driver.host"] = conf["spark.driver.bindAddress"] = "127.0.0.1"
-    command = [spark_submit_binary(), "--master", master, "--deploy-mode", deploy_mode, "--name", f"ikkai-{job}"]
+    command = [spark_submit_binary(), "--master", master, "--deploy-mode", deploy_mode, "--name", application_name(job)]
     command += ["--jars", ",".join(spark_jars())]
     for key, value in conf.items():
         command += ["--conf", f"{key}={value}"]

@@ -34,12 +34,6 @@ JOB_NAMES = {"spark_jobs.enrich": "enrich", "spark_jobs.infer": "infer"}  # `ikk
 CLUSTER_JOB_SETTINGS = {"spark.cores.max": "1"}
 
 
-def spark_application(job: str) -> str:
-    """The name a live job's application has on the cluster's master: ``ikkai jobs run <job>`` submits it as
-    ``ikkai-<job>`` (and the job's session, ``<app>-<query>``, says the same)."""
-    return f"ikkai-{job}"
-
-
 def spark_defaults(settings: dict[str, str]) -> str:
     """``settings`` as a spark-defaults.conf."""
     return "".join(f"{key} {value}\n" for key, value in settings.items())

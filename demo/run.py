@@ -43,7 +43,7 @@ from demo.children import CLUSTER_VARS, Child, DemoProcessError, child_env, wait
 from demo.collect import decoded, read_live, read_topics, receipt_identity, receiver_applied, receiver_deliveries
 from demo.facts import LIVE_TOPICS, REPLAYED, ChaosEvent, Expectation, Facts, replay_topic
 from demo.follow import Look, stop_following
-from demo.lineup import CLUSTER_JOB_SETTINGS, Lineup, spark_application, spark_defaults
+from demo.lineup import CLUSTER_JOB_SETTINGS, Lineup, spark_defaults
 from demo.live_page import LivePage
 from demo.phases import PhaseClock
 from demo.progress import LineWriter, ProgressDisplay, StageProgress
@@ -54,6 +54,7 @@ from demo.topics import RecordCounter
 from deploy import bundle_ops
 from deploy.bundle_output import plan_text
 from deploy.connect_rest import ConnectClient, ConnectRestError
+from ikkai.contract.ids import application_name
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.topics import (
     DECISIONS_FRAUD,
@@ -515,7 +516,7 @@ class Demo:
             elif kind == chaos_.KILL_SPARK_WORKER:
                 victim = chaos_.spark_worker_target(chaos_.number_of(action), self.options.spark_workers)
                 jobs = {name: self.children[name] for name in chaos_.LIVE_JOBS}
-                executors = {name: {e.pid for e in self.stack.executors_of(spark_application(name))} for name in jobs}
+                executors = {name: {e.pid for e in self.stack.executors_of(application_name(name))} for name in jobs}
                 marks, began = {name: job.log_size() for name, job in jobs.items()}, time.monotonic()
                 self.say(f"chaos: {action}: {victim} with its executors at {where}; then start it again")
                 self.stack.kill(victim)
@@ -569,12 +570,12 @@ class Demo:
 
     def _has_an_executor(self, name: str) -> bool:
         """Whether the live job has an executor to run its tasks (always on local[2]: the driver runs them)."""
-        return not self.options.spark_workers or bool(self.stack.executors_of(spark_application(name)))
+        return not self.options.spark_workers or bool(self.stack.executors_of(application_name(name)))
 
     def _an_executor_of(self, name: str) -> psutil.Process:
         """An executor JVM of the live job on the cluster; waits while it has none (a core is being given back)."""
         deadline = time.monotonic() + self.options.idle_timeout_s
-        while not (executors := self.stack.executors_of(spark_application(name))):
+        while not (executors := self.stack.executors_of(application_name(name))):
             if time.monotonic() > deadline:
                 raise IkkaiError(
                     f"{name} has had no executor on the Spark cluster for {self.options.idle_timeout_s:.0f}s",

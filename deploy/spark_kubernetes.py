@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from ikkai.contract.ids import application_name
 from ikkai.errors import IkkaiError
 
 OPERATOR_API_VERSION = "sparkoperator.k8s.io/v1beta2"
@@ -173,7 +174,7 @@ def submit_command(
     target.validate(cluster_mode=deploy_mode == "cluster")
     uris = shipped_uris(target, files, operator=False)
     conf = kubernetes_conf(target, base_conf, files.python_env is not None)
-    command = [spark_submit, "--master", target.master, "--deploy-mode", deploy_mode, "--name", f"ikkai-{job}"]
+    command = [spark_submit, "--master", target.master, "--deploy-mode", deploy_mode, "--name", application_name(job)]
     command += ["--jars", ",".join(uris["jars"])]
     for key, value in conf.items():
         command += ["--conf", f"{key}={value}"]
@@ -200,7 +201,7 @@ def spark_application(
     for key in ("spark.kubernetes.container.image", "spark.kubernetes.namespace", "spark.kubernetes.file.upload.path"):
         conf.pop(key, None)  # spec.image and metadata.namespace say it; the operator uploads nothing
     conf.pop("spark.kubernetes.authenticate.driver.serviceAccountName", None)  # spec.driver.serviceAccount
-    metadata: dict[str, Any] = {"name": f"ikkai-{job}", "labels": {"app.kubernetes.io/managed-by": "ikkai"}}
+    metadata: dict[str, Any] = {"name": application_name(job), "labels": {"app.kubernetes.io/managed-by": "ikkai"}}
     if target.namespace:
         metadata["namespace"] = target.namespace
     driver: dict[str, Any] = {"cores": 1, "memory": "1g"}

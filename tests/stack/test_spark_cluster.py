@@ -33,7 +33,7 @@ from ikkai.errors import IkkaiError
 from ikkai.settings import jars_dir
 from spark_jobs.sink.commit_markers import commits_topic_for, read_markers
 from spark_jobs.sink.partition_transactions import PAUSE_BEFORE_COMMIT
-from stack.chaos import executor_jvms
+from stack.chaos import EXECUTOR_ID, command_option, executor_jvms
 from stack.local_stack import LocalStack
 from stack.processes import stack_processes
 from stack.spark_cluster import shared_dir, work_dir
@@ -98,13 +98,10 @@ def test_up_again_keeps_every_port(cluster: LocalStack) -> None:
 
 def executor_pid(cluster: LocalStack, executor_id: str) -> int:
     """The pid of executor ``executor_id``'s JVM: a child of one of the workers."""
-    workers = [pid for name in SPARK_WORKERS for pid in stack_processes(cluster.home).get(name, [])]
-    for worker in workers:
-        for child in psutil.Process(worker).children(recursive=True):
-            args = child.cmdline()
-            if "--executor-id" in args and args[args.index("--executor-id") + 1] == executor_id:
-                return child.pid
-    raise AssertionError(f"no JVM of executor {executor_id} under the workers {workers}")
+    for executor in executor_jvms(cluster):
+        if command_option(executor.cmdline(), EXECUTOR_ID) == executor_id:
+            return executor.pid
+    raise AssertionError(f"no JVM of executor {executor_id} under the workers {SPARK_WORKERS}")
 
 
 def infer_topics(cluster: LocalStack, name: str) -> tuple[str, list[dict[str, object]], dict[str, str]]:
