@@ -54,7 +54,15 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.enrich_infer import land_raw_stream  # noqa: E402
-from benchmarks.harness import JobProcess, alternating, median, print_table, proc_stats, process_tree  # noqa: E402
+from benchmarks.harness import (  # noqa: E402
+    JobProcess,
+    alternating,
+    median,
+    own_cpu_seconds,
+    print_table,
+    proc_stats,
+    process_tree,
+)
 from benchmarks.infer_throughput import EOS, fresh_outputs  # noqa: E402
 from benchmarks.outbox_throughput import ceiling, sink_rate, start_receiver  # noqa: E402
 from benchmarks.peer_streams import tree_cpu_seconds  # noqa: E402
@@ -73,7 +81,6 @@ SCALES = [1, 2]  # executors of an application; Connect workers the sink's tasks
 INFER, ENRICH, OUTBOX = "infer", "enrich", "outbox sink"
 CLUSTER_VARS = ("IKKAI_BOOTSTRAP_SERVERS", "IKKAI_CONNECT_URL")
 SAMPLE_S = 0.5
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 class Interrupted(Exception):
@@ -202,7 +209,7 @@ class ProcessCpu:
             for pid in tree:
                 fields = stats.get(pid)
                 if fields and len(fields) > 18:
-                    self.last[(pid, fields[18])] = (int(fields[10]) + int(fields[11])) / CLOCK_TICKS
+                    self.last[(pid, fields[18])] = own_cpu_seconds(fields)
 
     def _run(self) -> None:
         while not self._stop.wait(SAMPLE_S):

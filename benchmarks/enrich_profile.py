@@ -38,7 +38,15 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.enrich_infer import land_raw_stream  # noqa: E402
-from benchmarks.harness import JobProcess, bench_stack, print_table, proc_stats, process_tree, python_module  # noqa: E402
+from benchmarks.harness import (  # noqa: E402
+    JobProcess,
+    bench_stack,
+    own_cpu_seconds,
+    print_table,
+    proc_stats,
+    process_tree,
+    python_module,
+)
 from benchmarks.steady_state import phase_summary  # noqa: E402
 from demo.pipeline_io import create_topic, unique  # noqa: E402
 from spark_jobs.progress import parse_progress  # noqa: E402
@@ -157,7 +165,6 @@ def cpu_by_kind(root: int) -> dict[int, tuple[str, float]]:
     """(``java``, ``driver`` (``root`` itself) or ``workers``, CPU seconds so far) of every live process of
     ``root``'s tree."""
     stats = proc_stats()
-    ticks = 100.0  # USER_HZ
     result = {}
     for pid in process_tree(root, stats):
         try:
@@ -167,9 +174,7 @@ def cpu_by_kind(root: int) -> dict[int, tuple[str, float]]:
         fields = stats.get(pid)
         if fields is None:
             continue
-        # fields start at ppid (stat field 4): utime and stime are stat fields 14 and 15
-        cpu = (int(fields[10]) + int(fields[11])) / ticks
-        result[pid] = ("java" if command == "java" else DRIVER if pid == root else WORKERS, cpu)
+        result[pid] = ("java" if command == "java" else DRIVER if pid == root else WORKERS, own_cpu_seconds(fields))
     return result
 
 

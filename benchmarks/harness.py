@@ -96,6 +96,11 @@ def proc_stats() -> dict[int, list[str]]:
     return stats
 
 
+def own_cpu_seconds(fields: Sequence[str]) -> float:
+    """User + system CPU seconds a process spent itself (its ``proc_stats`` fields; not its reaped children's)."""
+    return (int(fields[10]) + int(fields[11])) / os.sysconf("SC_CLK_TCK")
+
+
 def process_tree(root: int, stats: dict[int, list[str]] | None = None) -> set[int]:
     """``root`` and every live descendant, by parent links: not by process group, because PySpark's
     daemon moves itself and its Python workers into a group of their own."""
