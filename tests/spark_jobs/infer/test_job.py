@@ -182,10 +182,11 @@ def test_two_instances_at_once_write_each_decision_once(
 ) -> None:  # fmt: skip
     """Two instances of one query, each with its own checkpoint (so each decides every event), both running while
     the events arrive: every chunk of input is written by both, in lockstep, so their writers fence each other
-    batch after batch. A read_committed reader must find one decision per event, the crash-free run's, and at
-    least one instance must still run at the end (an instance may stop when its own fresh writer is fenced, never
-    both). Without fencing (mutation: a transactional.id of its own per process) this test fails: 240 of the 400
-    events were decided twice."""
+    batch after batch. An instance stops, loudly, when its own fresh writer is fenced (another instance is running);
+    with one writer per partition both may stop, each fenced on a different partition (CI saw it), so the operator's
+    step follows: one instance started again from its checkpoint finishes, leaving out what the markers cover. A
+    read_committed reader must find one decision per event, the crash-free run's. Without fencing (mutation: a
+    transactional.id of its own per process) this test fails: 240 of the 400 events were decided twice."""
     records = payments[1]
     topic = create_topic(bootstrap, unique("events.twins"), PARTITIONS)
     topics, query = outputs(bootstrap, topic), unique("twins")
@@ -201,9 +202,7 @@ def test_two_instances_at_once_write_each_decision_once(
         chunk = len(records) // 5
         for start in range(0, len(records), chunk):
             produce_payments(bootstrap, topic, records[start : start + chunk], PARTITIONS)
-            alive = [job for job in twins if job.process.poll() is None]
-            assert alive, "both instances stopped:\n" + "\n".join(job.tail() for job in twins)
-            for job in alive:  # each running instance writes this chunk before the next arrives
+            for job in [job for job in twins if job.process.poll() is None]:  # each running one writes this chunk
                 job.wait_for_batches(1)
         outputs_per_pass = len(flat(reference[0])) + len(flat(reference[1]))  # decisions and outbox requests
         give_up_at = time.monotonic() + 600  # a bound for a stuck instance, not a speed claim
@@ -211,10 +210,10 @@ def test_two_instances_at_once_write_each_decision_once(
             while job.process.poll() is None and handled(job) < outputs_per_pass:
                 assert time.monotonic() < give_up_at, job.tail()
                 time.sleep(0.5)
-        running = [job for job in twins if job.process.poll() is None]
-        assert running, "both instances stopped:\n" + "\n".join(job.tail() for job in twins)
         fenced = [job for job in twins if job.process.poll() not in (None, 0)]
         assert all("fenced" in "".join(job.log).lower() for job in fenced), [job.tail() for job in fenced]
+        if len(fenced) == len(twins):  # both fenced: the successor finishes from a's checkpoint and the markers
+            run_to_end(bootstrap, topics, tmp_path / "a", query)
     finally:
         for job in twins:
             job.kill()
