@@ -23,6 +23,8 @@ from stack.errors import StackError
 HOST = "127.0.0.1"
 
 CONNECT_GROUP = "ikkai-connect"
+# The transaction timeout of exactly-once source tasks' producers (see connect_properties).
+SOURCE_TRANSACTION_TIMEOUT_MS = 10_000
 CONNECT_CONFIG_TOPIC = "_ikkai.connect.configs"
 CONNECT_OFFSET_TOPIC = "_ikkai.connect.offsets"
 CONNECT_STATUS_TOPIC = "_ikkai.connect.status"
@@ -173,6 +175,9 @@ def broker_properties(ports: Ports, data_dir: Path, node_id: int = 1) -> dict[st
         "num.partitions": "1",
         "group.initial.rebalance.delay.ms": "0",
         "log.flush.interval.messages": "9223372036854775807",
+        # How often the coordinator looks for transactions past their timeout (Kafka's default: 10 s,
+        # which adds up to 10 s to every timed-out transaction's hold on read_committed readers).
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
     }
 
 
@@ -212,6 +217,13 @@ def connect_properties(
         "connector.client.config.override.policy": "Allowlist",
         "connector.client.config.override.allowlist": ",".join(CONNECTOR_CLIENT_OVERRIDES),
         "offset.flush.interval.ms": "1000",
+        # Exactly-once source tasks write records and offsets in transactions; the worker reads its offsets
+        # topic read_committed when it starts. A task killed with a transaction open holds that read (and
+        # every read_committed reader of its topics) until the broker times the transaction out: by the
+        # client default, 60 s, measured in `make demo` as a restarted worker's 61 s wait. A source
+        # transaction spans one poll batch (transaction.boundary=poll), so 10 s, Kafka Streams'
+        # exactly-once default, is ample and bounds the wait.
+        "producer.transaction.timeout.ms": str(SOURCE_TRANSACTION_TIMEOUT_MS),
         # How long a departed worker's connectors and tasks stay unassigned, in case it comes back,
         # before the group hands them to the others (Kafka's default: 5 minutes). One worker: 0, no
         # other can take over, so a restarted worker gets its connectors back at once. A group of
