@@ -92,6 +92,7 @@ class StreamingOptions:
     progress: bool = False  # --progress: each batch's StreamingQueryProgress on stderr (spark_jobs.progress)
     checkpoint_given: bool = True  # False: the default under $IKKAI_HOME, which only a local master may use
     sink_api: str | None = None  # hidden --sink-api; None: foreachBatch (data-source: spark_jobs.sink.stream_writer)
+    replay_requests: Path | None = None  # --replay-requests: a folder of replay requests (spark_jobs.replay_query)
 
     @classmethod
     def from_cli(cls, job: str, kw: dict[str, Any], query: str, output_topics: tuple[str, ...]) -> StreamingOptions:
@@ -105,6 +106,8 @@ class StreamingOptions:
             if not kw["partitions"]:
                 raise click.UsageError("--create-topics needs --partitions")
             ensure_topics(cluster, [kw["input_topic"], *output_topics], kw["partitions"])
+        if kw.get("replay_requests") and not kw["continuous"]:
+            raise click.UsageError("--replay-requests needs --continuous: a replay runs beside a live query")
         return cls(
             cluster=cluster, checkpoint=kw["checkpoint"] or ikkai_home() / "checkpoints" / query,
             input_topic=kw["input_topic"], query=query, partitions=kw["partitions"], mode=kw["mode"],
@@ -113,6 +116,7 @@ class StreamingOptions:
             master=kw["master"], crash_after_batch=kw["crash_after_batch"], input_recreated=kw["input_recreated"],
             after_query=kw["after_query"], start_offsets=kw["start_offsets"], progress=kw["progress"],
             checkpoint_given=kw["checkpoint"] is not None, sink_api=kw.get("sink_api"),
+            replay_requests=kw.get("replay_requests"),
         )  # fmt: skip
 
     @property
@@ -152,6 +156,9 @@ class StreamingJob(Protocol):
         """The output topic whose partition count the job's topics share (``--partitions``' default)."""
 
     def plan(self, spark: SparkSession, options: StreamingOptions, partitions: int) -> BatchPlan: ...
+
+    def suffixed(self, suffix: str) -> StreamingJob:
+        """The same job writing each of its output topics with ``suffix`` appended (a replay's)."""
 
 
 class ErrorKeepingBatch:
@@ -326,7 +333,14 @@ def run_job(options: StreamingOptions, job: StreamingJob) -> None:
             from spark_jobs.progress import ProgressLines
 
             spark.streams.addListener(ProgressLines())
-        start_query(spark, options, job).await_termination()
+        live = start_query(spark, options, job)
+        if options.replay_requests is None:
+            live.await_termination()
+            return
+        from spark_jobs.replay_query import ReplayRequests
+
+        with ReplayRequests(options.replay_requests, spark, options, job, start_query):
+            live.await_termination()
     finally:
         spark.stop()
 
@@ -374,8 +388,12 @@ def layout_options(layout_topic: str) -> Callable[[Callable[..., Any]], Callable
 
 
 def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Where a query starts (handover, start offsets, a recreated input), when it stops, how big a batch is (click)."""
-    return handover_options(input_recreated_option(continuous_options(batch_bound_options(command))))
+    """Where a query starts (handover, start offsets, a recreated input), when it stops, how big a batch is, and
+    where it takes replay requests (click)."""
+    from spark_jobs.replay_query import replay_requests_option
+
+    return handover_options(input_recreated_option(continuous_options(batch_bound_options(
+        replay_requests_option(command)))))  # fmt: skip
 
 
 def master_option(command: Callable[..., Any]) -> Callable[..., Any]:

@@ -30,6 +30,7 @@ query with other ones is a cutover the commit markers record (docs/exactly-once.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import sys
@@ -118,6 +119,9 @@ class EnrichJob:
     @property
     def output_topics(self) -> tuple[str, str]:
         return (self.events_topic, self.dlq_topic)
+
+    def suffixed(self, suffix: str) -> EnrichJob:
+        return dataclasses.replace(self, events_topic=self.events_topic + suffix, dlq_topic=self.dlq_topic + suffix)
 
     def plan(self, spark: SparkSession, options: StreamingOptions, partitions: int) -> BatchPlan:
         from pyspark.sql import functions as F

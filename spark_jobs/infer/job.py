@@ -27,6 +27,7 @@ is), every output record is also in its key's default partition.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import sys
 from dataclasses import dataclass, field
@@ -68,6 +69,11 @@ class InferJob:
     @property
     def layout_topic(self) -> str:
         return self.outputs.decisions
+
+    def suffixed(self, suffix: str) -> InferJob:
+        outputs = self.outputs
+        outbox = None if outputs.outbox is None else outputs.outbox + suffix
+        return dataclasses.replace(self, outputs=Topics(outputs.decisions + suffix, outbox, outputs.dlq + suffix))
 
     def plan(self, spark: SparkSession, options: StreamingOptions, partitions: int) -> BatchPlan:
         # After the session: files shipped to it are in place. The job's function carries only where the

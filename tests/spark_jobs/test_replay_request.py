@@ -1,0 +1,66 @@
+"""A replay request to a running job: read, checked against the live query, turned into the replay's options. Pure."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ikkai.contract.kafka import KafkaContext
+from ikkai.errors import ConfigError
+from spark_jobs.replay_query import failure_line, read_outcome, read_request, replay_options, request_replay
+from spark_jobs.streaming_job import StreamingOptions
+
+LIVE = StreamingOptions(
+    cluster=KafkaContext.of("127.0.0.1:9"), checkpoint=Path("/ck/infer"), input_topic="events.payments",
+    query="infer", available_now=False, max_offsets_per_trigger=40, crash_after_batch=3, after_query="old",
+    start_offsets={0: 5}, input_recreated="abc",
+)  # fmt: skip
+
+
+def test_a_request_written_is_read_back(tmp_path: Path) -> None:
+    done = request_replay(tmp_path / "requests", "infer-replay", "/ck/infer-replay", ".replay")
+    assert done == tmp_path / "requests" / "infer-replay.done"
+    request = read_request(tmp_path / "requests" / "infer-replay.request", LIVE)
+    assert (request.query, request.checkpoint, request.suffix) == ("infer-replay", "/ck/infer-replay", ".replay")
+    assert read_outcome(done) is None  # not done yet
+
+
+def test_the_replay_drains_from_the_start_under_its_own_name_and_checkpoint(tmp_path: Path) -> None:
+    request_replay(tmp_path, "infer-replay", "/ck/r", ".replay")
+    options = replay_options(LIVE, read_request(tmp_path / "infer-replay.request", LIVE))
+    assert (options.query, options.checkpoint, options.available_now) == ("infer-replay", "/ck/r", True)
+    assert options.input_topic == LIVE.input_topic and options.cluster == LIVE.cluster
+    # none of the live query's start, crash or batch settings: a fresh query from the earliest offsets
+    assert (options.max_offsets_per_trigger, options.crash_after_batch, options.after_query) == (None, None, "")
+    assert (options.start_offsets, options.input_recreated) == ({}, "")
+
+
+@pytest.mark.parametrize(
+    ("name", "document", "field"),
+    [
+        ("infer.request", {"checkpoint": "/ck/r", "suffix": ".replay"}, "query"),  # the live query's transactional.ids
+        ("r.request", {"checkpoint": "/ck/r", "suffix": ""}, "suffix"),  # into the live topics
+        ("r.request", {"checkpoint": "/ck/infer/", "suffix": ".replay"}, "checkpoint"),  # the live query's state
+        ("r.request", {"checkpoint": "/ck/r"}, "request"),
+        ("r.request", {"checkpoint": 3, "suffix": ".replay"}, "request"),
+    ],
+)
+def test_a_request_that_would_touch_the_live_query_is_refused(
+    tmp_path: Path, name: str, document: dict[str, object], field: str
+) -> None:
+    (tmp_path / name).write_text(json.dumps(document))
+    with pytest.raises(ConfigError) as refused:
+        read_request(tmp_path / name, LIVE)
+    assert refused.value.key == field
+
+
+def test_a_failure_is_one_line_with_the_jvms_message() -> None:
+    class JavaError(Exception):
+        java_exception = "java.lang.IllegalStateException: Cannot start query with id 1 as another is active\n\tat"
+
+    assert failure_line(JavaError("An error occurred while calling o253.start.")) == (
+        "JavaError: java.lang.IllegalStateException: Cannot start query with id 1 as another is active"
+    )
+    assert failure_line(RuntimeError("a bug\nmore")) == "RuntimeError: a bug"
