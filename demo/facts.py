@@ -22,8 +22,11 @@ LIVE_TOPICS = (
 REPLAYED = (topics.EVENTS_PAYMENTS, topics.DLQ_ENRICH, topics.DECISIONS_FRAUD, topics.OUTBOX_REQUESTS, topics.DLQ_INFER)
 
 
+REPLAY_SUFFIX = ".replay"
+
+
 def replay_topic(topic: str) -> str:
-    return f"{topic}.replay"
+    return f"{topic}{REPLAY_SUFFIX}"
 
 
 @dataclass(frozen=True)

@@ -2,12 +2,15 @@
 
 Live jobs run continuously in bounded micro-batches (so a kill lands mid-stream); replays run
 until their input is drained, each with its own query name (hence its own transactional.ids)
-and a fresh checkpoint.
+and a fresh checkpoint. On ``local[2]`` a replay is a second query of its live job, asked for by
+a request in the job's replay folder (``replay_request``, ``spark_jobs.replay_query``): the same
+session, no new driver.
 
 On a stack with a Spark standalone cluster (``ikkai demo --spark-workers N``) the live jobs go to
 its master through ``ikkai jobs run <job> --master spark://…`` (spark-submit, the application zip),
 their checkpoints in the folder every process of the cluster shares; the replays stay on
 ``local[2]``, so the replay's digests compare the cluster's output with another runtime's.
+The replay's process commands (``enrich(replay=True)``, ``infer(replay=True)``) serve the cluster.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from demo.facts import replay_topic
+from demo.facts import REPLAY_SUFFIX, replay_topic
 from deploy.bundle_ops import BundleRequest
 from ikkai.contract.topics import (
     DECISIONS_FRAUD,
@@ -44,6 +47,14 @@ def python_module(module: str, *args: str) -> list[str]:
 
 
 @dataclass(frozen=True)
+class ReplayRequestPlace:
+    folder: Path  # the live job's --replay-requests
+    query: str
+    checkpoint: Path
+    suffix: str
+
+
+@dataclass(frozen=True)
 class Lineup:
     run_dir: Path
     bootstrap_servers: str
@@ -63,6 +74,17 @@ class Lineup:
     def drop_file(self) -> Path:
         return self.run_dir / "drop" / "payments.jsonl"
 
+    @property
+    def replays_in_job(self) -> bool:
+        """A replay is a second query of its live job (local[2]); on a cluster, a process of its own."""
+        return self.master is None
+
+    def replay_request(self, name: str) -> ReplayRequestPlace:
+        """Where the live job ``name`` takes replay requests, and the replay's query, checkpoint and suffix."""
+        query = f"{name}-replay"
+        return ReplayRequestPlace(self.run_dir / "replay-requests" / name, query, self.run_dir / "checkpoints" / query,
+                                  REPLAY_SUFFIX)  # fmt: skip
+
     def log(self, name: str) -> Path:
         return self.run_dir / "logs" / f"{name}.log"
 
@@ -75,6 +97,8 @@ class Lineup:
         ]  # fmt: skip
         if continuous:
             job_args += ["--continuous", "--max-offsets-per-trigger", str(self.batch)]
+        if continuous and self.replays_in_job:
+            job_args += ["--replay-requests", str(self.replay_request(JOB_NAMES[module]).folder)]
         if on_cluster:
             return [str(IKKAI), "jobs", "run", JOB_NAMES[module], "--master", str(self.master), *job_args]
         return python_module(module, *job_args)

@@ -14,7 +14,8 @@ Steps (each narrated on stderr; stdout gets only the report):
 5. replay: both jobs again from the beginning of their input into fresh ``*.replay`` topics
    with fresh checkpoints, and compare digests. Each replay starts as soon as its input topic is
    complete (every line written, every chaos action recovered, every line ingested, resp.
-   enriched), so it runs while the live pipeline decides and delivers its last records;
+   enriched), so it runs while the live pipeline decides and delivers its last records; on
+   ``local[2]`` as a second query of the running live job, on a cluster as a process (``demo.replays``);
 6. stop what it started (unless ``keep``); a live job is stopped once nothing is left for it.
 
 Every step is timed (``demo.phases``): the report's PHASES table says where the time went.
@@ -48,6 +49,7 @@ from demo.live_page import LivePage
 from demo.phases import PhaseClock
 from demo.progress import LineWriter, ProgressDisplay, StageProgress
 from demo.raw_input import demo_input
+from demo.replays import Replays
 from demo.report import build_report
 from demo.stages import PipelineCounts
 from demo.topics import RecordCounter
@@ -132,8 +134,8 @@ class Demo:
         self._stack_error: BaseException | None = None
         self._stack_is_ready = False
         self.clock = PhaseClock()
-        self.replays: dict[str, Child] = {}  # replay job (enrich, infer) → its process, once started
-        self.replay_spawned: dict[str, float] = {}
+        self.replays = Replays(self.clock, self.say, self._lineup, self._start, lambda name: self.children[name],
+                               self._retire)  # fmt: skip
         self.retired: set[str] = set()  # live jobs stopped on purpose: nothing was left for them
         self._stoppers: list[threading.Thread] = []
         self.page: LivePage | None = None  # the operator page on the demo's stack, once the stack is up
@@ -197,15 +199,15 @@ class Demo:
         self._follow(lines, expectation)
         self.seconds["pipeline"] = time.monotonic() - pipeline_started
         assert self.endpoints is not None
-        self._start_replays()  # those the follow loop did not start (an input never completed)
-        self._retire("infer")
+        self.replays.start()  # those the follow loop did not start (an input never completed)
+        self.replays.nothing_left("infer")
         with self.clock.phase("read topics"):
             self.say("reading every topic with read_committed consumers (the replay runs meanwhile)")
             topics = read_live(self.endpoints.bootstrap_servers)
             applied = receiver_applied(self.run_dir / "receiver.sqlite")
             deliveries = receiver_deliveries(self.receiver_url)
         replay = self._replay()
-        self.seconds["replay"] = time.monotonic() - min(self.replay_spawned.values())  # overlaps the pipeline
+        self.seconds["replay"] = time.monotonic() - self.replays.first_started  # overlaps the pipeline
         return Facts(
             seed=o.seed, size=o.size, raw_lines=lines, expectation=expectation, topics=topics, **decoded(topics),
             held_back=self.held_back, applied=applied, deliveries=deliveries, replay=replay,
@@ -432,7 +434,7 @@ class Demo:
                 with self._lock:
                     settled = not busy and {e.action for e in self.chaos_events} >= set(plan.actions if plan else ())
                 if settled and not writer.is_alive():  # every line written, every chaos action recovered
-                    self._start_replays(pipeline.replay_inputs_complete())
+                    self.replays.start(pipeline.replay_inputs_complete())
                 kinds = {chaos_.kind_of(action) for action in running}
                 for name, kind in (("enrich", chaos_.KILL_ENRICH), ("infer", chaos_.KILL_INFER), ("receiver", "")):
                     if kind not in kinds and name not in self.retired:
@@ -623,32 +625,6 @@ class Demo:
 
     # -- replay ----------------------------------------------------------------------------------
 
-    def _start_replays(self, ready: dict[str, bool] | None = None) -> None:
-        """Start each replay job whose input is complete (all of them when ``ready`` is None); the live
-        enrich job is stopped once the infer replay may start: nothing is left for it."""
-        for name in ("enrich", "infer"):
-            if name in self.replays or (ready is not None and not ready[name]):
-                continue
-            if name == "infer":
-                self._retire("enrich")
-            if ready is None:
-                self._retire(name)
-            lineup = self._lineup()
-            self.replay_spawned[name] = time.monotonic()
-            job = self.replays[name] = self._start(lineup.enrich(replay=True) if name == "enrich"
-                                                   else lineup.infer(replay=True))  # fmt: skip
-            phase = f"replay: {name}"
-            self.clock.start(phase)
-            threading.Thread(target=self._time_exit, args=(job, phase), name=f"demo-{phase}", daemon=True).start()
-            source = INGEST_PAYMENTS if name == "enrich" else EVENTS_PAYMENTS
-            state = "complete now" if ready is not None else "as far as the pipeline got"
-            self.say(f"replay: {name} (pid {job.pid}) from the start of {source}, {state}, into fresh *.replay "
-                     "topics with a fresh checkpoint")  # fmt: skip
-
-    def _time_exit(self, job: Child, phase: str) -> None:
-        job.process.wait()
-        self.clock.end(phase)
-
     def _retire(self, name: str) -> None:
         """Stop a live job that has nothing left to do, in the background (``--keep`` leaves it running)."""
         if self.options.keep or name in self.retired:
@@ -660,17 +636,9 @@ class Demo:
         stopper.start()
 
     def _replay(self) -> dict[str, list[Any]] | None:
-        """Wait for both replay jobs to drain and exit; the replayed topics, or None when a job failed."""
+        """Wait for both replays to drain and end; the replayed topics, or None when one failed."""
         assert self.endpoints is not None
-        try:
-            for name, job in self.replays.items():
-                spawned = self.replay_spawned[name]
-                code = job.wait(max(1.0, self.options.job_timeout_s - (time.monotonic() - spawned)))
-                if code != 0:
-                    raise DemoProcessError(name, f"exited with code {code}", job.log)
-                self.say(f"replay: {name} done after {time.monotonic() - spawned:.0f}s")
-        except DemoProcessError as exc:
-            self.say(f"replay failed: {exc}")
+        if not self.replays.wait(self.options.job_timeout_s):
             return None
         with self.clock.phase("read replay topics"):
             return read_topics(self.endpoints.bootstrap_servers, [replay_topic(t) for t in REPLAYED])
