@@ -101,13 +101,13 @@ class StreamingOptions:
 
         from ikkai.settings import ikkai_home
 
+        if kw.get("replay_requests") and not kw["continuous"]:  # refused before Kafka or Spark is touched
+            raise click.UsageError("--replay-requests needs --continuous: a replay runs beside a live query")
         cluster = kafka_cluster(job, kw["bootstrap"])
         if kw["create_topics"]:
             if not kw["partitions"]:
                 raise click.UsageError("--create-topics needs --partitions")
             ensure_topics(cluster, [kw["input_topic"], *output_topics], kw["partitions"])
-        if kw.get("replay_requests") and not kw["continuous"]:
-            raise click.UsageError("--replay-requests needs --continuous: a replay runs beside a live query")
         return cls(
             cluster=cluster, checkpoint=kw["checkpoint"] or ikkai_home() / "checkpoints" / query,
             input_topic=kw["input_topic"], query=query, partitions=kw["partitions"], mode=kw["mode"],

@@ -64,3 +64,12 @@ def test_a_failure_is_one_line_with_the_jvms_message() -> None:
         "JavaError: java.lang.IllegalStateException: Cannot start query with id 1 as another is active"
     )
     assert failure_line(RuntimeError("a bug\nmore")) == "RuntimeError: a bug"
+
+
+def test_replay_requests_without_continuous_is_refused_before_kafka(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from spark_jobs.infer.job import main
+
+    result = CliRunner().invoke(main, ["--bootstrap", "127.0.0.1:9", "--replay-requests", str(tmp_path)])
+    assert result.exit_code == 2 and "--replay-requests needs --continuous" in result.output
