@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient
 from ikkai.contract import kafka
 from ikkai.contract.kafka import KafkaContext, resolve_cluster
 from ikkai.errors import ConfigError, IkkaiError
-from spark_jobs.sink.partition_transactions import DEFAULT_TRANSACTION_TIMEOUT_MS
+from spark_jobs.sink.partition_transactions import DEFAULT_TRANSACTION_TIMEOUT_MS, TRANSACTIONAL_WRITERS
 from spark_jobs.sink.transactional_sink import (
     AtLeastOnceBatchWriter,
     PartitionResult,
@@ -66,9 +66,14 @@ def default_max_transaction_bytes(transaction_timeout_ms: int = DEFAULT_TRANSACT
 
 
 def batch_bound_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """The jobs' ``--max-offsets-per-trigger`` and ``--transaction-timeout-ms`` options (click)."""
+    """The jobs' ``--max-offsets-per-trigger``, ``--transaction-timeout-ms`` and ``--transactional-writer`` (click)."""
     import click
 
+    command = click.option(
+        "--transactional-writer", type=click.Choice(TRANSACTIONAL_WRITERS), default="worker", show_default=True,
+        help="Who keeps the sink's producers between batches: each Python worker, or one writer process per "
+        "executor (docs/exactly-once.md, 'The executor writer').",
+    )(command)  # fmt: skip
     command = click.option(
         "--transaction-timeout-ms", type=click.IntRange(min=1000), default=DEFAULT_TRANSACTION_TIMEOUT_MS,
         show_default=True, help="The sink's transaction.timeout.ms (at most the brokers' transaction.max.timeout.ms).",

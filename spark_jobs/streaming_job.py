@@ -92,6 +92,7 @@ class StreamingOptions:
     progress: bool = False  # --progress: each batch's StreamingQueryProgress on stderr (spark_jobs.progress)
     checkpoint_given: bool = True  # False: the default under $IKKAI_HOME, which only a local master may use
     sink_api: str | None = None  # hidden --sink-api; None: foreachBatch (data-source: spark_jobs.sink.stream_writer)
+    transactional_writer: str = "worker"  # --transactional-writer: who keeps the producers (SinkConfig)
     replay_requests: Path | None = None  # --replay-requests: a folder of replay requests (spark_jobs.replay_query)
 
     @classmethod
@@ -116,6 +117,7 @@ class StreamingOptions:
             master=kw["master"], crash_after_batch=kw["crash_after_batch"], input_recreated=kw["input_recreated"],
             after_query=kw["after_query"], start_offsets=kw["start_offsets"], progress=kw["progress"],
             checkpoint_given=kw["checkpoint"] is not None, sink_api=kw.get("sink_api"),
+            transactional_writer=kw.get("transactional_writer", "worker"),
             replay_requests=kw.get("replay_requests"),
         )  # fmt: skip
 
@@ -225,6 +227,7 @@ def start_query(spark: SparkSession, options: StreamingOptions, job: StreamingJo
         partition_column=plan.partition_column,
         # A new version continues the query from its markers: the marker records the cut (query_handover).
         writer_version=plan.writer_version, after_query=options.after_query, start_offsets=options.start_offsets,
+        transactional_writer=options.transactional_writer,
     )  # fmt: skip
     after_batch = crash_hook(options.query, options.crash_after_batch)
     writer = batch_writer(options.mode, config, after_batch, plan.transform)

@@ -67,6 +67,9 @@ DEFAULT_MAX_TRANSACTION_BYTES = 60 * 1024 * 1024
 PRODUCER_MESSAGE_MAX_BYTES = 1_000_000  # librdkafka's message.max.bytes default
 
 
+TRANSACTIONAL_WRITERS = ("worker", "executor")
+
+
 @dataclass(frozen=True)
 class SinkConfig:
     app: str
@@ -105,6 +108,9 @@ class SinkConfig:
     # Bytes of output one transaction holds at most (besides the records bound of the Spark source):
     # a batch over it is written as several transactions, split only between input records.
     max_transaction_bytes: int = DEFAULT_MAX_TRANSACTION_BYTES
+    # Who keeps the producers: each Python worker ("worker"), or one writer process per executor
+    # ("executor": executor_writer, reached through executor_writer_client) that keeps p's producer for good.
+    transactional_writer: str = "worker"
 
     def __post_init__(self) -> None:
         check_names(self.app, self.query)
@@ -125,6 +131,10 @@ class SinkConfig:
             )
         if not self.order_by:
             raise ConfigError("sink", "order_by", "is empty", fix="name the columns that order a batch's rows totally")
+        if self.transactional_writer not in TRANSACTIONAL_WRITERS:
+            raise ConfigError(
+                "sink", "transactional_writer", repr(self.transactional_writer), fix=f"one of {TRANSACTIONAL_WRITERS}"
+            )
 
     def transactional_id(self, partition: int) -> str:
         return marker_key(self.app, self.query, partition).decode()

@@ -71,6 +71,7 @@ from ikkai.contract.kafka import TOPIC_DEADLINE_S, KafkaContext
 from ikkai.contract.partitioning import kafka_partitions, spark_partition_routes
 from ikkai.errors import ConfigError
 from spark_jobs.sink.commit_markers import CommitMarker, CommitMarkerError, ensure_commits_topic, read_markers
+from spark_jobs.sink.executor_writer_client import write_through_executor
 from spark_jobs.sink.partition_transactions import (
     PartitionResult,
     Record,
@@ -514,6 +515,13 @@ def _records(chunks: list[pa.RecordBatch] | list[pa.Table], config: SinkConfig) 
     return records
 
 
+def _write_partition(config: SinkConfig, batch_id: int, partition: int, records: list[Record]) -> PartitionResult:
+    """``write_partition`` with this worker's producers, or by the executor's writer (``transactional_writer``)."""
+    if config.transactional_writer == "executor":
+        return write_through_executor(config, batch_id, partition, records)
+    return write_partition(config, batch_id, partition, records)
+
+
 def write_batches(
     batches: Iterator[pa.RecordBatch], config: SinkConfig, batch_id: int, routes: tuple[int, ...]
 ) -> Iterator[pa.RecordBatch]:
@@ -528,7 +536,7 @@ def write_batches(
         not pc.all(pc.equal(chunk.column(ROUTE_COLUMN), routes[partition])).as_py() for chunk in chunks if len(chunk)
     ):
         raise CommitMarkerError(config.commits_topic, "Spark changed the partition layout", fix="report this bug")
-    yield _result_batch(write_partition(config, batch_id, partition, _records(chunks, config)))
+    yield _result_batch(_write_partition(config, batch_id, partition, _records(chunks, config)))
 
 
 def write_in_place(
@@ -563,7 +571,7 @@ def write_in_place(
     partition = int(named[0])
     table = table.sort_by([(name, "ascending") for name in config.order_by])
     outside = int((kafka_partitions(_keys(table), config.partitions) != partition).sum())
-    result = write_partition(config, batch_id, partition, _records([table], config))
+    result = _write_partition(config, batch_id, partition, _records([table], config))
     yield _result_batch(dataclasses.replace(result, outside_key_partition=outside))
 
 

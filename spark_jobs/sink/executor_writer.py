@@ -1,0 +1,240 @@
+"""The executor writer: one process per Spark executor that keeps the sink's producers between batches.
+
+Spark hands partition p's write task to whichever Python worker of the executor is idle, so with
+producers kept per worker (``partition_transactions``), p's producer is often in the other worker:
+a new producer, an ``init_transactions`` that fences the other worker's, a marker read, every few
+batches (BENCHMARKS.md, "New producers"). PySpark cannot pin a partition to a worker. This process
+is what stays put instead: the sink's tasks (``executor_writer_client``, with ``--transactional-writer
+executor``) hand it their partition's records over a Unix socket and it runs the one
+``write_partition`` in-process, so markers, chunking, dead letters and retries stay one
+implementation, and p's producer lives as long as the executor does.
+
+- Requests for one ``transactional.id`` run one at a time (a lock per id): a task's retry waits
+  until the request of its failed attempt has committed or aborted, and then leaves out what the
+  marker the writer now knows covers. Requests for different partitions run in parallel threads.
+- Its producers are evicted oldest first beyond ``MAX_PRODUCERS``, only while nobody uses them.
+- It exits, aborting what is open, when its executor's JVM is gone or after ``IDLE_S`` without a
+  request. A writer killed any other way (kill -9, the client's deadline) leaves its open
+  transactions to its successor's ``init_transactions``, which fences it and aborts them.
+- Only its user reaches it: the socket is 0600 in a 0700 folder (``executor_writer_client``), and
+  a peer of another uid is hung up on before anything is read (``SO_PEERCRED``).
+
+The framing (``read_frame``/``send_frame``) is a length and a pickle: the requests carry the
+``SinkConfig`` Spark already pickles into every task, and the answers carry the sink's own errors,
+which pickle as their class and fields, so the task fails with the same error as on the worker path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import pickle
+import socket
+import socketserver
+import struct
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ikkai.errors import IkkaiError
+from spark_jobs.sink import partition_transactions
+from spark_jobs.sink.partition_transactions import PartitionResult, SinkConfig, write_partition
+
+MAX_PRODUCERS = 256  # per executor: every (query, partition) it serves
+IDLE_S = 600.0  # no request for this long: the writer exits (the next task starts another)
+EXECUTOR_POLL_S = 1.0  # how often it looks whether its executor JVM is still there
+REQUEST_DEADLINE_S = 60.0  # a client sends its whole request at once; a stalled one is hung up on
+MAX_REQUEST_BYTES = 2 * 1024**3
+READY = b"ready\n"  # the one line the writer prints on stdout once it listens
+_HEADER = struct.Struct(">Q")
+_PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+
+
+class FramingError(IkkaiError):
+    """A frame on the executor writer's socket broke off, ran late or was too large."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(f"executor writer socket: {problem}", fix="the task fails and Spark retries it")
+
+
+def _receive(conn: socket.socket, size: int, deadline: float) -> bytes:
+    chunks, got = [], 0
+    while got < size:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("no whole frame before the deadline")
+        conn.settimeout(remaining)
+        chunk = conn.recv(min(size - got, 1 << 20))
+        if not chunk:
+            raise FramingError(f"the peer hung up after {got} of {size} bytes")
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def read_frame(conn: socket.socket, max_bytes: int, deadline: float) -> Any:
+    """One frame, whole before ``deadline`` (``time.monotonic``), of ``max_bytes`` at most; TimeoutError if late."""
+    (size,) = _HEADER.unpack(_receive(conn, _HEADER.size, deadline))
+    if size > max_bytes:
+        raise FramingError(f"a frame of {size} bytes, more than {max_bytes}")
+    # Only a process of this user reaches the socket (0600 in a 0700 folder, SO_PEERCRED checked): the
+    # bytes come from the sink's own tasks, which Spark already feeds pickles of the same objects.
+    return pickle.loads(_receive(conn, size, deadline))  # noqa: S301
+
+
+def send_frame(conn: socket.socket, content: Any, deadline: float) -> None:
+    payload = pickle.dumps(content, protocol=pickle.HIGHEST_PROTOCOL)
+    conn.settimeout(max(deadline - time.monotonic(), 0.001))
+    conn.sendall(_HEADER.pack(len(payload)) + payload)
+
+
+def peer_credentials(conn: socket.socket) -> tuple[int, int]:
+    """(pid, uid) of the process at the other end of a Unix socket."""
+    pid, uid, _ = _PEERCRED.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
+    return pid, uid
+
+
+def _portable(exc: BaseException) -> BaseException:
+    """``exc`` if it survives a pickle round trip, else an error that says what it was."""
+    try:
+        pickle.loads(pickle.dumps(exc))  # noqa: S301  # our own bytes, never a peer's
+        return exc
+    except Exception:  # noqa: BLE001  # any unpicklable error is reported by name and text
+        return IkkaiError(f"executor writer: {type(exc).__name__}: {exc}", fix="see the executor's stderr")
+
+
+class _Writer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+    request_queue_size = 128  # every task of the executor may connect at once
+
+    def __init__(self, path: str) -> None:
+        self.locks: dict[tuple[str, str], threading.Lock] = {}
+        self.guard = threading.Lock()  # over locks, active and last_request
+        self.active = 0
+        self.last_request = time.monotonic()
+        previous = os.umask(0o177)  # the socket is 0600 from its first moment
+        try:
+            super().__init__(path, _Request)
+        finally:
+            os.umask(previous)
+
+    def lock_for(self, key: tuple[str, str]) -> threading.Lock:
+        with self.guard:
+            return self.locks.setdefault(key, threading.Lock())
+
+    @contextlib.contextmanager
+    def serving(self) -> Iterator[None]:
+        with self.guard:
+            self.active += 1
+        try:
+            yield
+        finally:
+            with self.guard:
+                self.active -= 1
+                self.last_request = time.monotonic()
+
+    def idle_for(self) -> float:
+        with self.guard:
+            return 0.0 if self.active else time.monotonic() - self.last_request
+
+    def evict(self) -> None:
+        """Close the oldest producers beyond ``MAX_PRODUCERS``, skipping any a request holds."""
+        cached = partition_transactions._writers
+        for key in list(cached)[: max(len(cached) - MAX_PRODUCERS, 0)]:
+            lock = self.lock_for(key)
+            if lock.acquire(blocking=False):
+                try:
+                    partition_transactions._discard_key(key)
+                finally:
+                    lock.release()
+
+
+class _Request(socketserver.BaseRequestHandler):
+    server: _Writer
+
+    def handle(self) -> None:
+        conn: socket.socket = self.request
+        if peer_credentials(conn)[1] != os.getuid():
+            return  # another user: not a word
+        with self.server.serving():
+            try:
+                config, batch_id, partition, records = read_frame(
+                    conn, MAX_REQUEST_BYTES, time.monotonic() + REQUEST_DEADLINE_S
+                )
+            except (OSError, FramingError, pickle.UnpicklingError, ValueError) as exc:
+                sys.stderr.write(f"ikkai executor writer: a request broke off: {exc}\n")
+                return
+            answer = self.write(config, batch_id, partition, records)
+        self.server.evict()
+        with contextlib.suppress(OSError):  # the task is gone (killed, failed): its retry reads the marker
+            send_frame(conn, answer, time.monotonic() + REQUEST_DEADLINE_S)
+
+    def write(self, config: SinkConfig, batch_id: int, partition: int, records: Any) -> tuple[str, object]:
+        txn_id = config.transactional_id(partition)
+        lock = self.server.lock_for((config.cluster.bootstrap_servers, txn_id))
+        if not lock.acquire(blocking=False):
+            # The request of an earlier attempt still writes: this one goes on once it committed or aborted.
+            sys.stderr.write(f"ikkai executor writer: batch {batch_id} waits for transactional.id {txn_id}\n")
+            sys.stderr.flush()
+            lock.acquire()
+        try:
+            result: PartitionResult = write_partition(config, batch_id, partition, records)
+            return "result", result
+        except Exception as exc:  # noqa: BLE001  # every failure goes back to the task, which raises it
+            traceback.print_exc(file=sys.stderr)
+            return "error", _portable(exc)
+        finally:
+            lock.release()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def serve(path: Path, executor_pid: int, idle_s: float = IDLE_S) -> None:
+    """Listen on ``path`` until ``executor_pid`` is gone or nobody asked for ``idle_s``; then abort what is open."""
+    partition_transactions.MAX_CACHED_PRODUCERS = sys.maxsize  # evicted by _Writer.evict, never while in use
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()  # a dead predecessor's (the client starts a writer only when nobody answers there)
+    server = _Writer(str(path))
+    inode = path.stat().st_ino
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True).start()
+    sys.stdout.buffer.write(READY)
+    sys.stdout.flush()
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # nothing more on the pipe the client read
+    try:
+        while _alive(executor_pid) and server.idle_for() < idle_s:
+            time.sleep(EXECUTOR_POLL_S)
+    finally:
+        with contextlib.suppress(OSError):
+            if path.stat().st_ino == inode:
+                path.unlink()  # no new request reaches this writer: the next task starts another
+        server.shutdown()
+        for key in list(partition_transactions._writers):  # aborts what is open; a request still writing
+            lock = server.lock_for(key)  # when the JVM went is cut off at exit, its successor fences it
+            if lock.acquire(blocking=False):
+                partition_transactions._discard_key(key)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m spark_jobs.sink.executor_writer")
+    parser.add_argument("--socket", type=Path, required=True)
+    parser.add_argument("--executor-pid", type=int, required=True)
+    parser.add_argument("--idle-s", type=float, default=IDLE_S)
+    args = parser.parse_args(argv)
+    serve(args.socket, args.executor_pid, args.idle_s)
+
+
+if __name__ == "__main__":
+    main()
