@@ -8,6 +8,7 @@ them, while the live query goes on committing its own output, whole and unfenced
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
@@ -103,3 +104,37 @@ def test_the_live_query_keeps_committing_while_the_replay_runs(scene: dict[str, 
     assert live_batches, "".join(log[started : ended + 1])
     assert scene["alive"]
     assert scene["live"] == scene["reference"]
+
+
+def test_a_replay_cut_short_by_a_kill_is_taken_up_again_on_restart(bootstrap: str, tmp_path: Path) -> None:
+    """The live job is SIGKILLed once its replay started; started again with the same command, it finds the request
+    without its ``.done``, runs the replay again on its checkpoint and markers, and the replay's output is still the
+    separate run's, once. Mutation: a request marked taken when it starts (not when it ends) is lost with the kill."""
+    input_topic = create_topic(bootstrap, unique("events.payments"), PARTITIONS)
+    produce_payments(bootstrap, input_topic, payment_records(simulate(7, payments=EVENTS).payments), PARTITIONS)
+    reference_topics = outputs(bootstrap, input_topic)
+    separate = InferProcess(bootstrap, reference_topics, tmp_path / "reference", unique("separate"))
+    assert separate.wait(1200) == 0, separate.tail()
+    live_topics, live_query = outputs(bootstrap, input_topic), unique("live")
+    for topic in (live_topics.decisions, live_topics.outbox, live_topics.dlq):
+        create_topic(bootstrap, topic + SUFFIX, PARTITIONS)
+    args = ("--continuous", "--max-offsets-per-trigger", str(LIVE_BATCH), "--replay-requests", str(tmp_path / "rq"))
+    done = request_replay(tmp_path / "rq", f"{live_query}-replay", str(tmp_path / "replay"), SUFFIX)
+    first = InferProcess(bootstrap, live_topics, tmp_path / "live", live_query, *args)
+    give_up_at = time.monotonic() + GIVE_UP_S
+    try:
+        while not any(f"{live_query}-replay: " in line for line in first.log):  # the replay's query is starting
+            assert first.process.poll() is None and time.monotonic() < give_up_at, first.tail()
+            time.sleep(0.2)
+    finally:
+        first.kill()
+    assert read_outcome(done) is None, first.tail()  # killed before it could end
+    second = InferProcess(bootstrap, live_topics, tmp_path / "live", live_query, *args)
+    try:
+        while (outcome := read_outcome(done)) is None:
+            assert second.process.poll() is None and time.monotonic() < give_up_at, second.tail()
+            time.sleep(0.5)
+    finally:
+        second.kill()
+    assert outcome == {"ok": True}, second.tail()
+    assert read(bootstrap, replayed(live_topics)) == read(bootstrap, reference_topics)
