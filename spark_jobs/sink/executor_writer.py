@@ -192,18 +192,17 @@ class _Request(socketserver.BaseRequestHandler):
             lock.release()
 
 
-def _alive(pid: int) -> bool:
+def started_at(pid: int) -> int:
+    """When process ``pid`` started, in clock ticks after boot (``/proc``): with the pid, who it is; 0 if gone."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
-def serve(path: Path, executor_pid: int, idle_s: float = IDLE_S) -> None:
-    """Listen on ``path`` until ``executor_pid`` is gone or nobody asked for ``idle_s``; then abort what is open."""
+def serve(path: Path, executor_pid: int, executor_started: int, idle_s: float = IDLE_S) -> None:
+    """Listen on ``path`` until the executor (its pid and start) is gone or nobody asked for ``idle_s``; then abort
+    what is open. The start time tells a new process that got the executor's pid from the executor itself."""
     partition_transactions.MAX_CACHED_PRODUCERS = sys.maxsize  # evicted by _Writer.evict, never while in use
     with contextlib.suppress(FileNotFoundError):
         path.unlink()  # a dead predecessor's (the client starts a writer only when nobody answers there)
@@ -214,7 +213,7 @@ def serve(path: Path, executor_pid: int, idle_s: float = IDLE_S) -> None:
     sys.stdout.flush()
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # nothing more on the pipe the client read
     try:
-        while _alive(executor_pid) and server.idle_for() < idle_s:
+        while started_at(executor_pid) == executor_started and server.idle_for() < idle_s:
             time.sleep(EXECUTOR_POLL_S)
     finally:
         with contextlib.suppress(OSError):
@@ -231,9 +230,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m spark_jobs.sink.executor_writer")
     parser.add_argument("--socket", type=Path, required=True)
     parser.add_argument("--executor-pid", type=int, required=True)
+    parser.add_argument("--executor-started", type=int, required=True)
     parser.add_argument("--idle-s", type=float, default=IDLE_S)
     args = parser.parse_args(argv)
-    serve(args.socket, args.executor_pid, args.idle_s)
+    serve(args.socket, args.executor_pid, args.executor_started, args.idle_s)
 
 
 if __name__ == "__main__":

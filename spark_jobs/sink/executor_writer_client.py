@@ -3,8 +3,9 @@
 ``write_through_executor`` is ``write_partition`` for ``--transactional-writer executor``: the task
 sends its partition's records to the one writer process of its executor and returns its answer.
 
-- Where: a Unix socket named after the executor (its JVM's pid: the nearest ``java`` ancestor of
-  the Python worker, through pyspark's daemon) and the application, in ``ikkai-executor-writers-<uid>``
+- Where: a Unix socket named after the executor (its JVM's pid, the nearest ``java`` ancestor of
+  the Python worker through pyspark's daemon, and when that process started: a pid is reused) and
+  the application, in ``ikkai-executor-writers-<uid>``
   under the temporary folder, 0700 and ours or refused (rule 11); the socket is 0600.
 - Starting: the first task that finds nobody answering takes the folder's start lock (``flock``),
   looks again, and starts the writer in a session of its own (a killed task does not take it
@@ -35,7 +36,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from ikkai.errors import IkkaiError
-from spark_jobs.sink.executor_writer import READY, FramingError, peer_credentials, read_frame, send_frame
+from spark_jobs.sink.executor_writer import READY, FramingError, peer_credentials, read_frame, send_frame, started_at
 from spark_jobs.sink.partition_transactions import PartitionResult, Record, SinkConfig, record_bytes
 
 START_DEADLINE_S = 30.0  # a new writer imports the sink and listens within this
@@ -85,7 +86,8 @@ def writers_folder() -> Path:
 def socket_path(app: str, executor: int | None = None) -> Path:
     """The writer socket of ``executor`` (default: this worker's) for application ``app``."""
     digest = hashlib.sha256(app.encode()).hexdigest()[:12]
-    return writers_folder() / f"{executor or executor_pid()}-{digest}.sock"
+    pid = executor or executor_pid()
+    return writers_folder() / f"{pid}.{started_at(pid)}-{digest}.sock"
 
 
 def answer_deadline_s(config: SinkConfig, records: Sequence[Record]) -> float:
@@ -170,7 +172,7 @@ def _start(path: Path, executor: int) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # the job's zip too
     process = subprocess.Popen(  # our own module, by the running interpreter
         [sys.executable, "-m", "spark_jobs.sink.executor_writer", "--socket", str(path), "--executor-pid",
-         str(executor)],
+         str(executor), "--executor-started", str(started_at(executor))],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=env, start_new_session=True, close_fds=True,
     )  # fmt: skip
     assert process.stdout is not None

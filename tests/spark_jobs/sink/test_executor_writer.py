@@ -23,7 +23,8 @@ from demo.pipeline_io import by_partition, create_topic, unique
 from ikkai.contract.kafka import KafkaContext
 from ikkai.errors import ConfigError
 from spark_jobs.sink.commit_markers import ensure_commits_topic
-from spark_jobs.sink.executor_writer_client import running_writer, socket_path
+from spark_jobs.sink.executor_writer import started_at
+from spark_jobs.sink.executor_writer_client import running_writer, socket_path, writers_folder
 from spark_jobs.sink.partition_transactions import PAUSE_BEFORE_COMMIT
 from spark_jobs.sink.transactional_sink import TransactionalBatchWriter
 from tests.spark_jobs.sink.sink_worker import config
@@ -55,11 +56,11 @@ def alive(pid: int) -> bool:
 def executor() -> Iterator[int]:
     """A stand-in executor JVM: the writer lives as long as this process does."""
     process = subprocess.Popen(["sleep", "3600"])
+    path = socket_path("test", process.pid)  # named after the process's pid and start: computed while it runs
     yield process.pid
+    writer = running_writer(path)
     process.kill()
     process.wait()
-    path = socket_path("test", process.pid)
-    writer = running_writer(path)
     if writer is not None:
         try:
             wait_until(lambda: not alive(writer), f"writer {writer} exits once its executor is gone")
@@ -226,3 +227,20 @@ def test_through_spark_each_partition_initialises_once(spark: Any, bootstrap: st
     assert sorted(v for records in values(bootstrap, topic).values() for v in records) == sorted(
         f"v{i}".encode() for i in range(120)
     )
+
+
+def test_a_writer_whose_executor_pid_now_names_another_process_exits(executor: int) -> None:
+    """A pid is reused: the writer goes by the executor's pid and start, so a new process with its pid is not it."""
+    path = writers_folder() / f"{unique('reused')}.sock"
+    writer = subprocess.Popen(
+        [sys.executable, "-m", "spark_jobs.sink.executor_writer", "--socket", str(path), "--executor-pid",
+         str(executor), "--executor-started", str(started_at(executor) - 1)],
+        cwd=REPO, stdout=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert writer.wait(timeout=WAIT_S) == 0
+    finally:
+        if writer.poll() is None:
+            writer.kill()
+            writer.wait()
+    assert not path.exists()
