@@ -46,6 +46,7 @@ Usage: .venv/bin/python benchmarks/steady_state.py [--events 400000] [--seconds 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import threading
 import time
@@ -74,8 +75,13 @@ IKKAI_ALOS = "ikkai at-least-once"
 PEER_EOS = "peer exactly_once_v2"
 IKKAI_DATA_SOURCE = "ikkai exactly-once (data source writer)"
 IKKAI_BACK_TO_BACK = "ikkai exactly-once (processingTime=0)"
+IKKAI_EXECUTOR_WRITER = "ikkai exactly-once (executor writer)"
 VARIANTS = (IKKAI_EOS, IKKAI_ALOS, PEER_EOS)  # the default
-TRIALS = (IKKAI_DATA_SOURCE, IKKAI_BACK_TO_BACK)  # by --variants: each compared with IKKAI_EOS (#31)
+TRIALS = (
+    IKKAI_DATA_SOURCE,
+    IKKAI_BACK_TO_BACK,
+    IKKAI_EXECUTOR_WRITER,
+)  # by --variants: each compared with IKKAI_EOS (#31)
 ALL_VARIANTS = (*VARIANTS, *TRIALS)
 PHASES = ("triggerExecution", "addBatch", "queryPlanning", "getBatch", "latestOffset", "walCommit", "commitOffsets")
 SETTLE_TOLERANCE = 0.15
@@ -191,6 +197,7 @@ class Run:
     peak_pss: int = 0
     loads: list[Load] = field(default_factory=list)
     progress: list[dict[str, Any]] = field(default_factory=list)  # ikkai: the measured batches
+    new_producers: list[int] = field(default_factory=list)  # ikkai: per measured batch, producers it had to start
     low_load_progress: list[dict[str, Any]] = field(default_factory=list)  # ikkai: the batches at 200/s
 
     @property
@@ -201,11 +208,27 @@ class Run:
     def cpu_s_per_1000(self) -> float | None:
         return self.cpu_s * 1000 / self.events if self.events else None
 
+    @property
+    def new_producers_per_batch(self) -> float | None:
+        return sum(self.new_producers) / len(self.new_producers) if self.new_producers else None
+
     def load(self, label: str) -> Load | None:
         return next((load for load in self.loads if load.label == label), None)
 
 
 LOAD_LABELS = ("200/s", "2,000/s", "50% of max")
+_BATCH_LINE = re.compile(r": batch \d+ committed ")
+_NEW_PRODUCERS = re.compile(r"\((\d+) new producers?\)")
+
+
+def new_producers(stamped: Sequence[tuple[float, str]], start: float, end: float) -> list[int]:
+    """Per batch line of the job's log stamped in (start, end]: how many producers it started ("(N new producers)")."""
+    counts: list[int] = []
+    for at, line in stamped:
+        if start < at <= end and _BATCH_LINE.search(line):
+            fresh = _NEW_PRODUCERS.search(line)
+            counts.append(int(fresh.group(1)) if fresh else 0)
+    return counts
 
 
 def ratio_rows(runs: Sequence[Run]) -> list[list[object]]:
@@ -298,9 +321,9 @@ def report(runs: Sequence[Run]) -> None:
     print_table(
         "steady state, maximum load (warm-up excluded and given apart)",
         ["ROUND", "WHAT", "WARM-UP S", "WARM-UP EVENTS", "EVENTS", "SECONDS", "EVENTS/S", "CPU S / 1000 EVENTS",
-         "PEAK PSS MB"],
+         "PEAK PSS MB", "NEW PRODUCERS / BATCH"],
         [[r.round, r.variant, r.warmup_s, r.warmup_events, r.events, r.seconds, r.rate, r.cpu_s_per_1000,
-          r.peak_pss / MB] for r in runs],
+          r.peak_pss / MB, r.new_producers_per_batch] for r in runs],
     )  # fmt: skip
     print_table(
         "steady state, fixed loads: produced -> decision received by a read_committed consumer (arrival time)",
@@ -468,7 +491,8 @@ def starters(build: Path, bootstrap: str, args: argparse.Namespace) -> dict[str,
 
     return {IKKAI_EOS: ikkai("exactly-once"), IKKAI_ALOS: ikkai("at-least-once"), PEER_EOS: peer,
             IKKAI_DATA_SOURCE: ikkai("exactly-once", "--sink-api", "data-source"),
-            IKKAI_BACK_TO_BACK: ikkai("exactly-once", "--trigger-interval", "0ms")}  # fmt: skip
+            IKKAI_BACK_TO_BACK: ikkai("exactly-once", "--trigger-interval", "0ms"),
+            IKKAI_EXECUTOR_WRITER: ikkai("exactly-once", "--transactional-writer", "executor")}  # fmt: skip
 
 
 def _wait(condition: Callable[[], bool], job: JobProcess, timeout: float, what: str) -> None:
@@ -527,6 +551,7 @@ def one_run(
         t1, count1, cpu1 = last_rise([s for s in sampler.samples if s[0] >= t0])
         run.events, run.seconds, run.cpu_s = count1 - count0, t1 - t0, cpu1 - cpu0
         run.progress = [p for at, p in parse_progress(job.stamped) if t0 < at <= t1 + SAMPLE_S]
+        run.new_producers = new_producers(job.stamped, t0, t1 + SAMPLE_S)
         print(f"round {n}, {variant}: {run.rate:,.0f} events/s after {run.warmup_s:.1f} s of warm-up",
               file=sys.stderr, flush=True)  # fmt: skip
         total = feeder.stop()

@@ -17,6 +17,7 @@ from benchmarks.steady_state import (
     Run,
     last_rise,
     latency_summary,
+    new_producers,
     phase_summary,
     ratio_rows,
     report,
@@ -156,3 +157,15 @@ def test_the_report_prints_every_table(capsys: pytest.CaptureFixture[str]) -> No
     assert f"where a batch's time goes, {IKKAI_EOS}: durationMs of 1 measured batches" in out
     assert f"where a batch's time goes, {IKKAI_EOS}: durationMs of 2 batches at 200/s" in out
     assert f"where a batch's time goes, {IKKAI_ALOS}" not in out  # no progress: no table
+
+
+def test_new_producers_are_counted_per_batch_line_in_the_window() -> None:
+    stamped = [
+        (1.0, "q: batch 3 committed 10 records, slowest partition 0.10 s of 0.20 s (2 new producers)\n"),
+        (2.0, "q: batch 4 committed 10 records, slowest partition 0.10 s of 0.20 s\n"),
+        (3.0, "q: batch 5 committed 0 records, slowest partition 0.00 s of 0.10 s (1 new producer) (partitions [1] "
+              "already committed)\n"),
+        (3.5, "q: model fraud-lr (1 new producer)\n"),  # not a batch line
+        (9.0, "q: batch 6 committed 10 records, slowest partition 0.10 s of 0.20 s (2 new producers)\n"),
+    ]  # fmt: skip
+    assert new_producers(stamped, 0.5, 5.0) == [2, 0, 1]
