@@ -103,15 +103,39 @@ def own_cpu_seconds(fields: Sequence[str]) -> float:
 
 def process_tree(root: int, stats: dict[int, list[str]] | None = None) -> set[int]:
     """``root`` and every live descendant, by parent links: not by process group, because PySpark's
-    daemon moves itself and its Python workers into a group of their own."""
+    daemon moves itself and its Python workers into a group of their own. An executor writer
+    (``--transactional-writer executor``) counts with the executor JVM it serves: the Python worker
+    that started it may have exited, leaving it a child of init, outside the tree by parent links."""
     stats = proc_stats() if stats is None else stats
     tree, frontier = {root}, [root]
-    while frontier:
-        parent = frontier.pop()
-        children = [pid for pid, fields in stats.items() if fields and int(fields[0]) == parent and pid not in tree]
-        tree.update(children)
-        frontier.extend(children)
-    return tree & (stats.keys() | {root})
+    while True:
+        while frontier:
+            parent = frontier.pop()
+            children = [pid for pid, fields in stats.items() if fields and int(fields[0]) == parent and pid not in tree]
+            tree.update(children)
+            frontier.extend(children)
+        frontier = [pid for pid, executor in executor_writers(stats).items() if executor in tree and pid not in tree]
+        if not frontier:
+            return tree & (stats.keys() | {root})
+        tree.update(frontier)
+
+
+EXECUTOR_WRITER_MODULE = "spark_jobs.sink.executor_writer"
+
+
+def executor_writers(stats: dict[int, list[str]]) -> dict[int, int]:
+    """Every live executor writer process → the executor JVM's pid it serves (its ``--executor-pid``)."""
+    writers: dict[int, int] = {}
+    for pid in stats:
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if EXECUTOR_WRITER_MODULE.encode() in argv and b"--executor-pid" in argv:
+            index = argv.index(b"--executor-pid") + 1
+            if index < len(argv) and argv[index].isdigit():
+                writers[pid] = int(argv[index])
+    return writers
 
 
 def tree_memory_bytes(root: int) -> int:

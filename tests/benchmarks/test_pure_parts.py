@@ -8,7 +8,17 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.ceiling import parse_consumer_performance, parse_producer_performance
-from benchmarks.harness import alternating, format_table, median, percentile, process_tree, tree_memory_bytes
+from benchmarks.harness import (
+    EXECUTOR_WRITER_MODULE,
+    alternating,
+    executor_writers,
+    format_table,
+    median,
+    percentile,
+    proc_stats,
+    process_tree,
+    tree_memory_bytes,
+)
 from benchmarks.infer_scaling import fit_line
 
 
@@ -76,3 +86,27 @@ def test_kafka_perf_tool_summaries_are_parsed() -> None:
         "2026-11-22 13:40:01:000, 2026-11-22 13:40:04:172, 16.9277, 5.3366, 50000, 15763.0517, 512, 2660, 6.36, 18796\n"
     )
     assert parse_consumer_performance(consumer) == (15763.0517, 5.3366)
+
+
+def test_an_executor_writer_counts_with_the_jvm_it_serves_when_its_parent_is_gone() -> None:
+    """The Python worker that started a writer may exit: the writer, then a child of init, is still the job's, named
+    by its ``--executor-pid``. Built with two real processes and the writer's parent link rewritten to init's.
+    Mutation: the tree by parent links only -> the writer is left out."""
+    import os
+    import subprocess
+    import sys
+
+    executor = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    writer = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()", "-m", EXECUTOR_WRITER_MODULE, "--executor-pid",
+         str(executor.pid)], stdin=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        stats = proc_stats()
+        stats[writer.pid] = ["1", *stats[writer.pid][1:]]  # as after its starter exited
+        assert executor_writers(stats)[writer.pid] == executor.pid
+        assert writer.pid in process_tree(executor.pid, stats)
+        assert writer.pid not in process_tree(os.getpid() + 10**9, stats)  # a tree without that JVM does not take it
+    finally:
+        executor.kill()
+        writer.kill()
