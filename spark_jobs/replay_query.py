@@ -12,7 +12,7 @@ starts one bounded query beside the live one:
   is for latency, not for a drain), with a fresh checkpoint of its own, refused when it is the
   live query's;
 - writing every output topic of the job with ``suffix`` appended (refused empty: nothing re-decides
-  into live output topics, DESIGN rule 9). The suffixed topics must exist, with the live layout.
+  into live output topics, docs/exactly-once.md). The suffixed topics must exist, with the live layout.
 
 The output is what ``python -m spark_jobs.<job> --query <query> --checkpoint … --input <the live
 input>`` with the suffixed topics writes: the same plan, the same writer, the same input. What it
