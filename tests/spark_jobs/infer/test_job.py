@@ -22,6 +22,7 @@ from demo.pipeline_io import Partitioned, by_partition, create_topic, flat, prod
 from ikkai.contract.codec import default_codec
 from ikkai.contract.ids import decision_id
 from spark_jobs.progress import parse_progress
+from tests.spark_jobs.infer.infer_topics import outputs
 
 pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
@@ -29,14 +30,6 @@ PARTITIONS = 2
 EVENTS = 400
 BATCH = 40  # maxOffsetsPerTrigger: about ten micro-batches per run
 KILLS = 4  # random kill -9 runs are the second line; the interleavings are built on purpose below
-
-
-def outputs(bootstrap: str, input_topic: str) -> InferTopics:
-    name = unique("t")
-    topics = InferTopics(input_topic, f"decisions.{name}", f"outbox.{name}", f"dlq.{name}")
-    for topic in (topics.decisions, topics.outbox, topics.dlq):
-        create_topic(bootstrap, topic, PARTITIONS)
-    return topics
 
 
 @pytest.fixture(scope="module")

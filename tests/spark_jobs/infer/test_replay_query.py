@@ -16,6 +16,7 @@ from demo.infer_process import InferProcess, InferTopics
 from demo.payments_simulation import payment_records, simulate
 from demo.pipeline_io import Partitioned, by_partition, create_topic, flat, produce_payments, unique
 from spark_jobs.replay_query import read_outcome, request_replay
+from tests.spark_jobs.infer.infer_topics import outputs
 
 pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
@@ -24,14 +25,6 @@ EVENTS = 400
 LIVE_BATCH = 10  # the live query's batches: forty of them, so it is still draining while the replay runs
 SUFFIX = ".replay"
 GIVE_UP_S = 900  # a bound for a stuck job on a loaded 2-core machine, not a speed claim
-
-
-def outputs(bootstrap: str, input_topic: str) -> InferTopics:
-    name = unique("t")
-    topics = InferTopics(input_topic, f"decisions.{name}", f"outbox.{name}", f"dlq.{name}")
-    for topic in (topics.decisions, topics.outbox, topics.dlq):
-        create_topic(bootstrap, topic, PARTITIONS)
-    return topics
 
 
 def replayed(topics: InferTopics) -> InferTopics:

@@ -1,0 +1,14 @@
+"""The infer tests' output topics: fresh decisions, outbox and DLQ topics for one input, created with its layout."""
+
+from __future__ import annotations
+
+from demo.infer_process import InferTopics
+from demo.pipeline_io import create_topic, unique
+
+
+def outputs(bootstrap: str, input_topic: str, partitions: int = 2) -> InferTopics:
+    name = unique("t")
+    topics = InferTopics(input_topic, f"decisions.{name}", f"outbox.{name}", f"dlq.{name}")
+    for topic in (topics.decisions, topics.outbox, topics.dlq):
+        create_topic(bootstrap, topic, partitions)
+    return topics
