@@ -28,21 +28,15 @@ moment without a new process, and it is read by a job on any master whose driver
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ikkai.errors import ConfigError, IkkaiError
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
-    from spark_jobs.streaming_job import RunningQuery, StreamingJob, StreamingOptions
 
 REQUEST, DONE = ".request", ".done"
 POLL_S = 0.5  # how often the folder is looked at: a replay starts within this of its request
@@ -61,7 +55,20 @@ class ReplayRequest:
         return f"{self.query}{DONE}"
 
 
-def read_request(path: Path, live: StreamingOptions) -> ReplayRequest:
+class LiveQuery(Protocol):
+    """What a request is checked against: the live query's options (``streaming_job.StreamingOptions``)."""
+
+    @property
+    def query(self) -> str: ...
+
+    @property
+    def checkpoint(self) -> Path | str: ...
+
+    @property
+    def input_topic(self) -> str: ...
+
+
+def read_request(path: Path, live: LiveQuery) -> ReplayRequest:
     """The request in ``path``, checked against the live query; a ``ConfigError`` says what is wrong. Pure but
     for the read."""
     query = path.name.removesuffix(REQUEST)
@@ -87,25 +94,12 @@ def read_request(path: Path, live: StreamingOptions) -> ReplayRequest:
     return ReplayRequest(query, checkpoint, suffix)
 
 
-def replay_options(live: StreamingOptions, request: ReplayRequest) -> StreamingOptions:
-    """The live query's options turned into the replay's: its name and checkpoint, from the earliest offsets to
-    the end, in default-sized batches, with none of the live query's start or crash settings. Pure."""
-    return dataclasses.replace(
-        live, query=request.query, checkpoint=request.checkpoint, available_now=True, max_offsets_per_trigger=None,
-        crash_after_batch=None, input_recreated="", after_query="", start_offsets={}, checkpoint_given=True,
-    )  # fmt: skip
-
-
-Start = Callable[["SparkSession", "StreamingOptions", "StreamingJob"], "RunningQuery"]
-
-
 class ReplayRequests:
     """The watcher: one daemon thread looking at the folder, running each new request's query to its end."""
 
-    def __init__(
-        self, folder: Path, spark: SparkSession, live: StreamingOptions, job: StreamingJob, start: Start
-    ) -> None:
-        self.folder, self.spark, self.live, self.job, self.start = folder, spark, live, job, start
+    def __init__(self, folder: Path, live: LiveQuery, run: Callable[[ReplayRequest], None]) -> None:
+        """``run`` runs a checked request's query to its end (``streaming_job.run_replay``), raising its failure."""
+        self.folder, self.live, self.run = folder, live, run
         self._stop = threading.Event()
         self._seen: set[str] = set()
         self._thread = threading.Thread(target=self._watch, name="ikkai-replay-requests", daemon=True)
@@ -131,8 +125,7 @@ class ReplayRequests:
             request = read_request(path, self.live)
             sys.stderr.write(f"{self.live.query}: replay {request.query} of {self.live.input_topic} "
                              f"into *{request.suffix} beside the live query\n")  # fmt: skip
-            options, job = replay_options(self.live, request), self.job.suffixed(request.suffix)
-            self.start(self.spark, options, job).await_termination()
+            self.run(request)
         except IkkaiError as exc:
             outcome = {"ok": False, "error": str(exc)}
         except Exception as exc:  # noqa: BLE001 - the replay's failure is its outcome; the live query goes on

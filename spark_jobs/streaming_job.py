@@ -19,6 +19,7 @@ and exits 1 (``job_shell.main_entry``).
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -63,6 +64,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
     from pyspark.sql.streaming.readwriter import DataStreamWriter
+
+    from spark_jobs.replay_query import ReplayRequest
 
 BatchWriter = TransactionalBatchWriter | AtLeastOnceBatchWriter
 FOREACH_BATCH, DATA_SOURCE = "foreach-batch", "data-source"  # how the sink is attached to the query
@@ -342,10 +345,23 @@ def run_job(options: StreamingOptions, job: StreamingJob) -> None:
             return
         from spark_jobs.replay_query import ReplayRequests
 
-        with ReplayRequests(options.replay_requests, spark, options, job, start_query):
+        def run_replay(request: ReplayRequest) -> None:
+            start_query(spark, replay_options(options, request), job.suffixed(request.suffix)).await_termination()
+
+        with ReplayRequests(options.replay_requests, options, run_replay):
             live.await_termination()
     finally:
         spark.stop()
+
+
+def replay_options(live: StreamingOptions, request: ReplayRequest) -> StreamingOptions:
+    """The live query's options turned into a replay's (``spark_jobs.replay_query``): its name and checkpoint, from
+    the earliest offsets to the end, in default-sized batches, with none of the live query's start or crash
+    settings. Pure."""
+    return dataclasses.replace(
+        live, query=request.query, checkpoint=request.checkpoint, available_now=True, max_offsets_per_trigger=None,
+        crash_after_batch=None, input_recreated="", after_query="", start_offsets={}, checkpoint_given=True,
+    )  # fmt: skip
 
 
 def checkpoint_location(value: str | None) -> Path | str | None:

@@ -9,8 +9,8 @@ import pytest
 
 from ikkai.contract.kafka import KafkaContext
 from ikkai.errors import ConfigError
-from spark_jobs.replay_query import failure_line, read_outcome, read_request, replay_options, request_replay
-from spark_jobs.streaming_job import StreamingOptions
+from spark_jobs.replay_query import failure_line, read_outcome, read_request, request_replay
+from spark_jobs.streaming_job import StreamingOptions, replay_options
 
 LIVE = StreamingOptions(
     cluster=KafkaContext.of("127.0.0.1:9"), checkpoint=Path("/ck/infer"), input_topic="events.payments",
