@@ -19,7 +19,11 @@ from confluent_kafka.admin import AdminClient
 from ikkai.contract import kafka
 from ikkai.contract.kafka import KafkaContext, resolve_cluster
 from ikkai.errors import ConfigError, IkkaiError
-from spark_jobs.sink.partition_transactions import DEFAULT_TRANSACTION_TIMEOUT_MS, TRANSACTIONAL_WRITERS
+from spark_jobs.sink.partition_transactions import (
+    DEFAULT_TRANSACTION_TIMEOUT_MS,
+    DEFAULT_TRANSACTIONAL_WRITER,
+    TRANSACTIONAL_WRITERS,
+)
 from spark_jobs.sink.transactional_sink import (
     AtLeastOnceBatchWriter,
     PartitionResult,
@@ -70,7 +74,8 @@ def batch_bound_options(command: Callable[..., Any]) -> Callable[..., Any]:
     import click
 
     command = click.option(
-        "--transactional-writer", type=click.Choice(TRANSACTIONAL_WRITERS), default="worker", show_default=True,
+        "--transactional-writer", type=click.Choice(TRANSACTIONAL_WRITERS), default=DEFAULT_TRANSACTIONAL_WRITER,
+        show_default=True,
         help="Who keeps the sink's producers between batches: each Python worker, or one writer process per "
         "executor (docs/exactly-once.md, 'The executor writer').",
     )(command)  # fmt: skip

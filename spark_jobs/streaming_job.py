@@ -51,7 +51,7 @@ from spark_jobs.sink.input_identity import (
     is_uri,
     rebase_on_recreated_input,
 )
-from spark_jobs.sink.partition_transactions import DEFAULT_TRANSACTION_TIMEOUT_MS
+from spark_jobs.sink.partition_transactions import DEFAULT_TRANSACTION_TIMEOUT_MS, DEFAULT_TRANSACTIONAL_WRITER
 from spark_jobs.sink.query_handover import handover_options
 from spark_jobs.sink.transactional_sink import (
     AtLeastOnceBatchWriter,
@@ -95,7 +95,7 @@ class StreamingOptions:
     progress: bool = False  # --progress: each batch's StreamingQueryProgress on stderr (spark_jobs.progress)
     checkpoint_given: bool = True  # False: the default under $IKKAI_HOME, which only a local master may use
     sink_api: str | None = None  # hidden --sink-api; None: foreachBatch (data-source: spark_jobs.sink.stream_writer)
-    transactional_writer: str = "worker"  # --transactional-writer: who keeps the producers (SinkConfig)
+    transactional_writer: str = DEFAULT_TRANSACTIONAL_WRITER  # --transactional-writer: who keeps the producers
     replay_requests: Path | None = None  # --replay-requests: a folder of replay requests (spark_jobs.replay_query)
 
     @classmethod
@@ -120,7 +120,7 @@ class StreamingOptions:
             master=kw["master"], crash_after_batch=kw["crash_after_batch"], input_recreated=kw["input_recreated"],
             after_query=kw["after_query"], start_offsets=kw["start_offsets"], progress=kw["progress"],
             checkpoint_given=kw["checkpoint"] is not None, sink_api=kw.get("sink_api"),
-            transactional_writer=kw.get("transactional_writer", "worker"),
+            transactional_writer=kw.get("transactional_writer", DEFAULT_TRANSACTIONAL_WRITER),
             replay_requests=kw.get("replay_requests"),
         )  # fmt: skip
 

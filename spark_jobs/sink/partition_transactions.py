@@ -68,6 +68,7 @@ PRODUCER_MESSAGE_MAX_BYTES = 1_000_000  # librdkafka's message.max.bytes default
 
 
 TRANSACTIONAL_WRITERS = ("worker", "executor")
+DEFAULT_TRANSACTIONAL_WRITER = "worker"  # SinkConfig, the jobs' options and --transactional-writer
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,7 @@ class SinkConfig:
     max_transaction_bytes: int = DEFAULT_MAX_TRANSACTION_BYTES
     # Who keeps the producers: each Python worker ("worker"), or one writer process per executor
     # ("executor": executor_writer, reached through executor_writer_client) that keeps p's producer for good.
-    transactional_writer: str = "worker"
+    transactional_writer: str = DEFAULT_TRANSACTIONAL_WRITER
 
     def __post_init__(self) -> None:
         check_names(self.app, self.query)
