@@ -75,12 +75,12 @@ IKKAI_ALOS = "ikkai at-least-once"
 PEER_EOS = "peer exactly_once_v2"
 IKKAI_DATA_SOURCE = "ikkai exactly-once (data source writer)"
 IKKAI_BACK_TO_BACK = "ikkai exactly-once (processingTime=0)"
-IKKAI_EXECUTOR_WRITER = "ikkai exactly-once (executor writer)"
+IKKAI_WORKER_PRODUCERS = "ikkai exactly-once (worker producers)"  # the default writer before the executor writer
 VARIANTS = (IKKAI_EOS, IKKAI_ALOS, PEER_EOS)  # the default
 TRIALS = (
     IKKAI_DATA_SOURCE,
     IKKAI_BACK_TO_BACK,
-    IKKAI_EXECUTOR_WRITER,
+    IKKAI_WORKER_PRODUCERS,
 )  # by --variants: each compared with IKKAI_EOS (#31)
 ALL_VARIANTS = (*VARIANTS, *TRIALS)
 PHASES = ("triggerExecution", "addBatch", "queryPlanning", "getBatch", "latestOffset", "walCommit", "commitOffsets")
@@ -492,7 +492,7 @@ def starters(build: Path, bootstrap: str, args: argparse.Namespace) -> dict[str,
     return {IKKAI_EOS: ikkai("exactly-once"), IKKAI_ALOS: ikkai("at-least-once"), PEER_EOS: peer,
             IKKAI_DATA_SOURCE: ikkai("exactly-once", "--sink-api", "data-source"),
             IKKAI_BACK_TO_BACK: ikkai("exactly-once", "--trigger-interval", "0ms"),
-            IKKAI_EXECUTOR_WRITER: ikkai("exactly-once", "--transactional-writer", "executor")}  # fmt: skip
+            IKKAI_WORKER_PRODUCERS: ikkai("exactly-once", "--transactional-writer", "worker")}  # fmt: skip
 
 
 def _wait(condition: Callable[[], bool], job: JobProcess, timeout: float, what: str) -> None:

@@ -68,7 +68,7 @@ PRODUCER_MESSAGE_MAX_BYTES = 1_000_000  # librdkafka's message.max.bytes default
 
 
 TRANSACTIONAL_WRITERS = ("worker", "executor")
-DEFAULT_TRANSACTIONAL_WRITER = "worker"  # SinkConfig, the jobs' options and --transactional-writer
+DEFAULT_TRANSACTIONAL_WRITER = "executor"  # SinkConfig, the jobs' options and --transactional-writer
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,11 @@ re-run must write every record once.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import signal
+import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +30,7 @@ from ikkai.contract.kafka import KafkaContext
 from spark_jobs.infer.fraud_decisions import ORDER_BY, OUTPUT_SCHEMA, Topics, decide_arrow_batches
 from spark_jobs.model.fraud_model import FEATURES_PATH, MODEL_PATH, ModelSource
 from spark_jobs.sink.commit_markers import commits_topic_for, read_markers
+from spark_jobs.sink.partition_transactions import DEFAULT_TRANSACTIONAL_WRITER, PAUSE_BEFORE_COMMIT
 from spark_jobs.sink.transactional_sink import (
     RowTransform,
     SinkConfig,
@@ -69,11 +73,18 @@ def outputs(bootstrap: str) -> Topics:
     return topics
 
 
-def config(bootstrap: str, input_topic: str, topics: Topics, query: str) -> SinkConfig:
+def config(
+    bootstrap: str,
+    input_topic: str,
+    topics: Topics,
+    query: str,
+    writer: str = DEFAULT_TRANSACTIONAL_WRITER,
+    app: str = "test",
+) -> SinkConfig:
     return SinkConfig(
-        app="test", query=query, cluster=KafkaContext.of(bootstrap), output_topics=(topics.decisions, topics.outbox,
-        topics.dlq), partitions=PARTITIONS, order_by=ORDER_BY, source_topic=input_topic, retry_deadline_s=20,
-        partition_column="input_partition",
+        app=app, query=query, transactional_writer=writer, cluster=KafkaContext.of(bootstrap),
+        output_topics=(topics.decisions, topics.outbox, topics.dlq), partitions=PARTITIONS, order_by=ORDER_BY,
+        source_topic=input_topic, retry_deadline_s=20, partition_column="input_partition",
     )  # fmt: skip
 
 
@@ -93,6 +104,7 @@ class Run:
     topics: Topics
     query: str
     seen: Written
+    app: str = "test"
 
     def by_role(self) -> dict[str, Partitioned]:
         """The records by role (decisions, outbox, dlq), so two runs into different topics compare."""
@@ -104,16 +116,16 @@ class Run:
         return {
             p: dict(m.source_offsets)
             for p, m in read_markers(
-                KafkaContext.of(bootstrap), "test", self.query, topic=commits_topic_for("test", self.query)
+                KafkaContext.of(bootstrap), self.app, self.query, topic=commits_topic_for(self.app, self.query)
             ).items()
         }
 
 
 def fused_writer(
-    bootstrap: str, input_topic: str, topics: Topics, query: str, transform: Any
+    bootstrap: str, input_topic: str, topics: Topics, query: str, transform: Any, **setting: str
 ) -> TransactionalBatchWriter:
     return TransactionalBatchWriter(
-        config(bootstrap, input_topic, topics, query), transform=RowTransform(transform, OUTPUT_SCHEMA)
+        config(bootstrap, input_topic, topics, query, **setting), transform=RowTransform(transform, OUTPUT_SCHEMA)
     )
 
 
@@ -208,9 +220,10 @@ FAILURES = {  # what the failed batch's error says, by case
 def test_a_fused_write_failing_between_decide_and_commit_commits_nothing_and_the_rerun_writes_once(
     spark: Any, bootstrap: str, input_topic: str, two_hop: Run, how: str
 ) -> None:
+    """The worker's own producers (``--transactional-writer worker``): the fault is built in the worker that commits."""
     topics, query = outputs(bootstrap), unique("failing")
     decide = decide_function(topics)
-    broken = fused_writer(bootstrap, input_topic, topics, query, failing_after_deciding(decide, how))
+    broken = fused_writer(bootstrap, input_topic, topics, query, failing_after_deciding(decide, how), writer="worker")
     broken.prepare(spark)
     with pytest.raises(Exception) as caught:  # Spark wraps the task's failure in its own errors
         broken(source_rows(spark, bootstrap, input_topic), 0)
@@ -225,6 +238,81 @@ def test_a_fused_write_failing_between_decide_and_commit_commits_nothing_and_the
     fused_writer(bootstrap, input_topic, topics, query, decide)(source_rows(spark, bootstrap, input_topic), 0)
     fused_writer(bootstrap, input_topic, topics, query, decide)(source_rows(spark, bootstrap, input_topic), 0)
     rerun = Run(topics, query, written(bootstrap, topics))
+    assert rerun.by_role() == two_hop.by_role()  # every record once, the bytes of the crash-free write
+    assert rerun.source_offsets(bootstrap) == two_hop.source_offsets(bootstrap)
+
+
+def arming_the_writer(decide: Callable[[Iterator[Any]], Iterator[Any]], pause: Path) -> Callable[..., Iterator[Any]]:
+    """``decide``, in a worker whose environment names ``pause``: the executor writer this worker starts inherits it,
+    and its first write to reach its commit holds the transaction open there (``pause_before_commit``). The test
+    gives each case an application of its own, so the writer is a new one, started by these tasks. The variable
+    stays in the reused worker; the folder's ``claimed`` file lets every later write there run straight through."""
+
+    def transform(batches: Iterator[Any]) -> Iterator[Any]:
+        os.environ[PAUSE_BEFORE_COMMIT] = str(pause)
+        yield from decide(batches)
+
+    return transform
+
+
+def fault_in_the_writer(pause: Path, how: str, settings: SinkConfig) -> dict[str, Any]:
+    """Wait until the writer holds a transaction open with its records on the broker; then kill it or fence it."""
+    give_up_at = time.monotonic() + 120.0  # bounds a broken test's wait; nothing is timed
+    while not (pause / "paused").exists():
+        if time.monotonic() > give_up_at:
+            raise AssertionError("no write paused before its commit")
+        time.sleep(0.05)
+    paused: dict[str, Any] = json.loads((pause / "paused").read_text())
+    if how == "kill -9 of the writer":
+        os.kill(paused["pid"], signal.SIGKILL)
+    else:  # another instance of the transactional.id: its init_transactions aborts the open one; the commit is refused
+        stranger = Producer(settings.cluster.producer_config() | {"transactional.id": settings.transactional_id(
+            paused["partition"])})  # fmt: skip
+        stranger.init_transactions(30)
+    (pause / "release").touch()
+    return paused
+
+
+WRITER_FAILURES = {  # what the failed batch's error says, by case
+    "kill -9 of the writer": "hung up before answering batch 0, partition",
+    "fenced before its commit": "fenced",
+}
+
+
+@pytest.mark.parametrize("how", list(WRITER_FAILURES))
+def test_an_executor_writer_failing_between_produce_and_commit_commits_nothing_of_it_and_the_rerun_writes_once(
+    spark: Any, bootstrap: str, input_topic: str, two_hop: Run, how: str, tmp_path: Path
+) -> None:
+    """The twin for ``--transactional-writer executor``: there the commit runs in the executor's writer process, so
+    the fault is built there, between its produce and its commit. The writer serves both partitions in parallel:
+    the paused partition must have nothing committed (records on the broker, uncommitted; no marker), the other
+    may have committed; the re-run writes every record once, the bytes of the crash-free write."""
+    topics, query, app = outputs(bootstrap), unique("failing"), unique("writer").replace(".", "-")
+    decide, pause = decide_function(topics), tmp_path / "pause"
+    pause.mkdir()
+    settings = config(bootstrap, input_topic, topics, query, writer="executor", app=app)
+    broken = fused_writer(bootstrap, input_topic, topics, query, arming_the_writer(decide, pause), writer="executor",
+                          app=app)  # fmt: skip
+    broken.prepare(spark)
+    faults: list[dict[str, Any]] = []
+    fault = threading.Thread(target=lambda: faults.append(fault_in_the_writer(pause, how, settings)), daemon=True)
+    fault.start()
+    with pytest.raises(Exception) as caught:  # Spark wraps the task's failure in its own errors
+        broken(source_rows(spark, bootstrap, input_topic), 0)
+    fault.join(130)
+    assert faults, "the fault was never built"
+    assert WRITER_FAILURES[how] in str(caught.value)  # it failed where this case means it to, nowhere else
+    paused = faults[0]["partition"]
+    produced = written(bootstrap, topics, "read_uncommitted")
+    assert any(partitions.get(paused) for partitions in produced.values()), "nothing of the paused write on the broker"
+    assert all(not partitions.get(paused) for partitions in written(bootstrap, topics).values())
+    markers = read_markers(KafkaContext.of(bootstrap), app, query, topic=commits_topic_for(app, query))
+    assert paused not in markers
+    for _ in range(2):
+        fused_writer(bootstrap, input_topic, topics, query, decide, writer="executor", app=app)(
+            source_rows(spark, bootstrap, input_topic), 0
+        )
+    rerun = Run(topics, query, written(bootstrap, topics), app)
     assert rerun.by_role() == two_hop.by_role()  # every record once, the bytes of the crash-free write
     assert rerun.source_offsets(bootstrap) == two_hop.source_offsets(bootstrap)
 
