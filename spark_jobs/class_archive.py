@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from ikkai.errors import ConfigError
+from ikkai.settings import recorded_spark_jars
+from spark_jobs.local_file_system import split_jars
 
 if TYPE_CHECKING:
     pass
@@ -63,6 +65,10 @@ def archive_path(jars_dir: Path, java: Path | None = None) -> Path | None:
     # made again at the same path has new files there: a new key, or the old archive is refused at every start.
     folder = Path(pyspark.__file__).resolve().parent / "jars"
     jars = [f"{p.name} {p.stat().st_size} {p.stat().st_mtime_ns}" for p in sorted(folder.glob("*.jar"))]
+    _, file_system_jar = split_jars(str(jar) for jar in recorded_spark_jars(jars_dir) or [])
+    if file_system_jar:  # first on the driver's class path (spark_jobs.local_file_system): part of what is checked
+        jar = Path(file_system_jar)
+        jars.append(f"{jar} {jar.stat().st_size} {jar.stat().st_mtime_ns}")
     identity = "\n".join([str(java), str(stat.st_size), str(stat.st_mtime_ns), version("pyspark"), str(folder), *jars])
     return jars_dir / ARCHIVE_DIR / f"spark-driver-{hashlib.sha256(identity.encode()).hexdigest()[:16]}.jsa"
 

@@ -5,7 +5,8 @@ The connector jars are the ones ``ikkai setup`` resolved (stack/pom.xml) and rec
 ``spark.jars``; ``spark.jars.packages`` is never used, so a job starts the same way offline as
 online. Speculative execution is off: the transactional sink relies on one attempt per partition
 writing at a time (docs/exactly-once.md). A driver JVM started here maps the class archive
-``ikkai setup`` wrote (spark_jobs/class_archive.py) when there is one: the same classes, loaded faster.
+``ikkai setup`` wrote (spark_jobs/class_archive.py) when there is one: the same classes, loaded faster,
+and writes its checkpoints without a ``chmod`` process per file (spark_jobs/local_file_system.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING
 from ikkai.errors import ConfigError
 from ikkai.settings import jars_dir, recorded_spark_jars
 from spark_jobs.class_archive import driver_java_options
+from spark_jobs.local_file_system import local_file_system_settings, split_jars
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -79,11 +81,13 @@ def spark_session(
             "spark", "--master", f"{master} is a cluster: its executors get the jobs' code only through spark-submit",
             fix=f"run the job with `ikkai jobs run <job> --master {master}` (or `ikkai jobs submit`), which ships it",
         )  # fmt: skip
-    builder = SparkSession.builder.appName(app_name).master(master).config("spark.jars", ",".join(spark_jars(jars)))
+    connector_jars, file_system_jar = split_jars(spark_jars(jars))
+    builder = SparkSession.builder.appName(app_name).master(master).config("spark.jars", ",".join(connector_jars))
     # Local Python workers run this interpreter (the venv with fastavro, confluent-kafka, pandas),
     # not whatever `python3` is first on PATH; pyspark reads the variable, not spark.pyspark.python.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     settings = {**DEFAULTS, **LOCAL_DEFAULTS, **(conf or {})}
+    settings.update(local_file_system_settings(file_system_jar, settings))  # spark_jobs.local_file_system
     if class_archive:  # the driver JVM we are about to start maps Spark's classes (spark_jobs.class_archive)
         options = driver_java_options(jars_dir(), settings.get(DRIVER_JAVA_OPTIONS))
         settings.update({DRIVER_JAVA_OPTIONS: options} if options else {})
