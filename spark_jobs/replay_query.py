@@ -28,7 +28,10 @@ moment without a new process, and it is read by a job on any master whose driver
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import stat
 import sys
 import threading
 from collections.abc import Callable
@@ -105,7 +108,7 @@ class ReplayRequests:
         self._thread = threading.Thread(target=self._watch, name="ikkai-replay-requests", daemon=True)
 
     def __enter__(self) -> ReplayRequests:
-        self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        requests_folder(self.folder)
         self._thread.start()
         return self
 
@@ -155,9 +158,34 @@ def replay_requests_option(command: Callable[..., Any]) -> Callable[..., Any]:
     )(command)  # fmt: skip
 
 
+def requests_folder(folder: Path) -> Path:
+    """``folder``, created 0700; refused unless it is a folder of this user that nobody else can write (rule 11).
+
+    Whoever can write a request makes the job read its whole input and write it into topics with a
+    suffix; a folder another user can write (or swap: a symbolic link) is not the job's own.
+    """
+    with contextlib.suppress(FileExistsError):  # a file or a link there: refused below
+        folder.mkdir(mode=0o700, parents=True)
+    found = os.lstat(folder)
+    if stat.S_ISLNK(found.st_mode):
+        problem = "is a symbolic link"
+    elif not stat.S_ISDIR(found.st_mode):
+        problem = "is not a folder"
+    elif found.st_uid != os.getuid():
+        problem = f"belongs to uid {found.st_uid}, not to this user (uid {os.getuid()})"
+    elif found.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        problem = f"is writable by group or others (mode {stat.S_IMODE(found.st_mode):o})"
+    else:
+        return folder
+    raise ConfigError(
+        "job", "--replay-requests", f"{folder} {problem}: whoever can write a request there replays the job's input",
+        fix=f"chmod 700 {folder} if it is yours, or name a folder of your own (the job creates it 0700)",
+    )  # fmt: skip
+
+
 def request_replay(folder: Path, query: str, checkpoint: str, suffix: str) -> Path:
     """Ask the job watching ``folder`` for a replay (written whole, then renamed); the path its outcome will have."""
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    requests_folder(folder)
     staged = folder / f"{query}.request-staged"
     staged.write_text(json.dumps({"checkpoint": checkpoint, "suffix": suffix}))
     staged.replace(folder / f"{query}{REQUEST}")

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import re
+import stat
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from ikkai.contract.kafka import KafkaContext
 from ikkai.errors import ConfigError
-from spark_jobs.replay_query import failure_line, read_outcome, read_request, request_replay
+from spark_jobs.replay_query import ReplayRequests, failure_line, read_outcome, read_request, request_replay
 from spark_jobs.streaming_job import StreamingOptions, replay_options
 
 LIVE = StreamingOptions(
@@ -73,3 +76,37 @@ def test_replay_requests_without_continuous_is_refused_before_kafka(tmp_path: Pa
 
     result = CliRunner().invoke(main, ["--bootstrap", "127.0.0.1:9", "--replay-requests", str(tmp_path)])
     assert result.exit_code == 2 and "--replay-requests needs --continuous" in result.output
+
+
+@pytest.mark.parametrize(
+    ("make", "problem"),
+    [
+        (lambda folder: folder.mkdir(mode=0o777) or folder.chmod(0o777), "writable by group or others (mode 777)"),
+        (lambda folder: folder.mkdir(mode=0o770) or folder.chmod(0o770), "writable by group or others (mode 770)"),
+        (lambda folder: folder.symlink_to(folder.parent / "elsewhere", target_is_directory=True), "symbolic link"),
+        (lambda folder: folder.write_text("a file"), "is not a folder"),
+    ],
+    ids=["world-writable", "group-writable", "a symbolic link", "a file"],
+)
+def test_a_requests_folder_others_could_write_is_refused_before_the_job_watches_it(
+    tmp_path: Path, make: Callable[[Path], object], problem: str
+) -> None:
+    """A request makes the job replay its whole input: a folder another user can write is not the job's own."""
+    (tmp_path / "elsewhere").mkdir(mode=0o700)
+    folder = tmp_path / "requests"
+    make(folder)
+    watcher = ReplayRequests(folder, LIVE, run=lambda request: None)
+    with pytest.raises(ConfigError, match=r"--replay-requests") as refused:
+        watcher.__enter__()
+    assert problem in str(refused.value) and str(folder) in str(refused.value)
+    with pytest.raises(ConfigError, match=re.escape(problem)):
+        request_replay(folder, "infer-replay", "/ck/r", ".replay")
+    assert not list(tmp_path.glob("*/*.request"))  # nothing written there
+
+
+def test_a_requests_folder_is_made_0700_and_one_of_ours_is_kept(tmp_path: Path) -> None:
+    folder = tmp_path / "new" / "requests"
+    request_replay(folder, "infer-replay", "/ck/r", ".replay")
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    folder.chmod(0o750)  # readable by the group, writable only by us: ours
+    request_replay(folder, "infer-replay-2", "/ck/r2", ".replay")
