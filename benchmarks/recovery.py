@@ -13,6 +13,9 @@ ports) and measures, per round:
   says how long its write took and how many producers it had to create (``init_transactions``
   fences the zombie and aborts its open transaction). At the end the load stops, the job drains,
   and every produced payment must have exactly one decision (lost and duplicated are counted).
+  ``--transactional-writer`` picks the job's writer; ``--baseline-code DIR`` restarts it from another
+  checkout (a ``git archive`` of the commit before) in odd rounds and from this one in even rounds, so
+  before and after meet the same load on a shared machine (medians per checkout).
 * **connect**: the worker runs ``--connectors`` FileStreamSource connectors and the outbox sink;
   its JVM is SIGKILLed and started again as the stack starts it (``LocalStack.start``). Measured:
   kill → REST up → every connector and task RUNNING, broken down by the worker's own log (JVM
@@ -25,7 +28,9 @@ ports) and measures, per round:
 Tables only; nothing here asserts anything about time.
 
 Usage: .venv/bin/python benchmarks/recovery.py [--rounds 3] [--only job|connect] [--rate 100]
-       [--connect-settings both|new|old] [--broker-port P --connect-port P]
+       [--connect-settings both|new|old] [--transactional-writer worker|executor] [--code DIR]
+       [--baseline-code DIR]
+       [--broker-port P --connect-port P]
 """
 
 from __future__ import annotations
@@ -271,15 +276,18 @@ class JobRound:
     recovery_s: float | None
     points: dict[str, float | None]
     batch: FirstBatch | None
+    code: str = "this"  # which checkout the restarted job ran: "this", or "baseline" (--baseline-code)
 
 
-def start_job(bootstrap: str, topics: object, checkpoint: Path) -> JobProcess:
+def start_job(
+    bootstrap: str, topics: object, checkpoint: Path, options: Sequence[str] = (), code: Path | None = None
+) -> JobProcess:
     args = [
         "--bootstrap", bootstrap, "--checkpoint", str(checkpoint), "--query", checkpoint.name,
         "--input", topics.input, "--decisions", topics.decisions, "--outbox", topics.outbox,  # type: ignore[attr-defined]
-        "--dlq", topics.dlq, "--continuous",  # type: ignore[attr-defined]
+        "--dlq", topics.dlq, "--continuous", *options,  # type: ignore[attr-defined]
     ]  # fmt: skip
-    command, cwd, env = python_module("spark_jobs.infer", *args)
+    command, cwd, env = python_module("spark_jobs.infer", *args, code=code)
     return JobProcess(command, cwd=cwd, env=env)
 
 
@@ -297,6 +305,11 @@ def wait_batches(job: JobProcess, count: int, timeout: float = 600) -> None:
         time.sleep(0.02)
 
 
+def job_options(args: argparse.Namespace) -> list[str]:
+    """The infer job's options the script passes on: the transactional writer (the job's default unless given)."""
+    return ["--transactional-writer", args.transactional_writer] if args.transactional_writer else []
+
+
 def job_rounds(bootstrap: str, args: argparse.Namespace, scratch: Path, rng: random.Random) -> list[JobRound]:
     from benchmarks.infer_throughput import fresh_outputs
     from demo.pipeline_io import by_partition, create_topic, flat, unique
@@ -310,7 +323,8 @@ def job_rounds(bootstrap: str, args: argparse.Namespace, scratch: Path, rng: ran
     count = int(args.rate * 480 * (args.rounds + 1))
     load = Load(bootstrap, topic, args.partitions, args.rate, rng.randrange(1 << 30), count)
     results = []
-    job = start_job(bootstrap, topics, checkpoint)
+    options = job_options(args)
+    job = start_job(bootstrap, topics, checkpoint, options, args.code)
     try:
         for round_ in range(1, args.rounds + 1):
             wait_batches(job, args.warm_batches)
@@ -322,15 +336,20 @@ def job_rounds(bootstrap: str, args: argparse.Namespace, scratch: Path, rng: ran
             time.sleep(1.0)  # a commit the coordinator had already been asked for completes
             ends = watch.stable_ends(args.partitions)
             restarted = time.monotonic()
-            job = start_job(bootstrap, topics, checkpoint)
+            baseline = args.baseline_code is not None and round_ % 2 == 1  # odd rounds, when asked
+            job = start_job(bootstrap, topics, checkpoint, options, args.baseline_code if baseline else args.code)
             visible = watch.first_beyond(ends, timeout=600)
+            # The decision is visible when its transaction commits, in the task; the batch's line comes after.
+            wait_batches(job, 1, timeout=120)
             points: dict[str, float | None] = {"restart": restarted - killed}
             points |= {
                 phase: None if at is None else restarted - killed + at
                 for phase, at in milestones(job.stamped, JOB_MILESTONES, restarted).items()
             }
             points["visible"] = None if visible is None else visible - killed
-            results.append(JobRound(round_, points["visible"], points, first_batch([line for _, line in job.stamped])))
+            lines = [line for _, line in job.stamped]
+            results.append(JobRound(round_, points["visible"], points, first_batch(lines),
+                                    "baseline" if baseline else "this"))  # fmt: skip
             print(f"job round {round_}: {points}", file=sys.stderr)
             for at, line in job.stamped[:400]:  # the restarted job's own lines up to its first batch, for the reader
                 print(f"  +{at - killed:7.2f} s {line.rstrip()[:200]}", file=sys.stderr)
@@ -365,13 +384,15 @@ def report_jobs(results: Sequence[JobRound]) -> None:
         durations = phases(result.points)
         batch = result.batch
         rows.append([
-            result.round, result.recovery_s, *(durations[name] for name in names),
+            f"{result.round} {result.code}", result.recovery_s, *(durations[name] for name in names),
             batch.records if batch else None, batch.call_s if batch else None,
             batch.slowest_partition_s if batch else None,
             batch.new_producers if batch else None,
         ])  # fmt: skip
-    columns = list(zip(*rows, strict=True)) if rows else []
-    rows.append(["median", *(median([v for v in column if isinstance(v, float | int)]) for column in columns[1:])])
+    for code in sorted({result.code for result in results}):
+        mine = [row for row, result in zip(rows, results, strict=False) if result.code == code]
+        columns = list(zip(*mine, strict=True))
+        rows.append([f"median {code}", *(median([v for v in c if isinstance(v, float | int)]) for c in columns[1:])])
     print_table(
         "infer job: kill -9 → first new decision visible (read_committed); each phase in seconds after the previous",
         ["ROUND", "KILL→VISIBLE S", "KILL→START", "→SESSION+MODEL", "→BATCH COMMITTED", "→VISIBLE",
@@ -538,12 +559,26 @@ def connect_rounds(stack: object, bootstrap: str, connect_url: str, args: argpar
 
 
 def main() -> None:
+    from spark_jobs.sink.partition_transactions import TRANSACTIONAL_WRITERS
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--only", choices=("job", "connect"))
     parser.add_argument("--rate", type=float, default=100, help="payments/s offered to the job")
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--warm-batches", type=int, default=3, help="batches the job commits before each kill")
+    parser.add_argument(
+        "--transactional-writer", choices=TRANSACTIONAL_WRITERS,
+        help="the infer job's --transactional-writer [default: the job's own default]",
+    )  # fmt: skip
+    parser.add_argument(
+        "--code", type=Path, help="run the job from this checkout (e.g. `git archive` of a commit) [default: this one]"
+    )
+    parser.add_argument(
+        "--baseline-code", type=Path,
+        help="restart the job from this checkout in odd rounds and from --code (or this one) in even ones: "
+        "before and after side by side under the same load",
+    )  # fmt: skip
     parser.add_argument("--connectors", type=int, default=3, help="FileStreamSource connectors besides the outbox sink")
     parser.add_argument("--connect-settings", choices=("both", "new", "old"), default="both")
     parser.add_argument("--broker-port", type=int)
