@@ -40,6 +40,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from ikkai.errors import ConfigError
+from ikkai.private_folders import make_private_folder
 
 EXTRACT_ATTEMPTS = 3  # a copy other processes keep replacing under us: give up loudly after this many
 
@@ -87,18 +88,8 @@ def _digest(contents: dict[str, bytes], *, folder: bool) -> str:
 def _private_root() -> Path:
     """``<temp>/ikkai-<uid>``, where the copies live: created 0700, refused unless only this user can write it."""
     root = Path(tempfile.gettempdir()) / f"ikkai-{os.getuid()}"
-    with contextlib.suppress(FileExistsError):
-        os.mkdir(root, 0o700)
-    found = os.lstat(root)
-    if stat.S_ISLNK(found.st_mode):
-        problem = "is a symbolic link"
-    elif not stat.S_ISDIR(found.st_mode):
-        problem = "is not a folder"
-    elif found.st_uid != os.getuid():
-        problem = f"belongs to uid {found.st_uid}, not to this user (uid {os.getuid()})"
-    elif found.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        problem = f"is writable by group or others (mode {stat.S_IMODE(found.st_mode):o})"
-    else:
+    problem = make_private_folder(root)
+    if problem is None:
         return root
     raise ConfigError(
         "package data", str(root),

@@ -28,10 +28,7 @@ moment without a new process, and it is read by a job on any master whose driver
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import stat
 import sys
 import threading
 from collections.abc import Callable
@@ -40,6 +37,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ikkai.errors import ConfigError, IkkaiError
+from ikkai.private_folders import make_private_folder
 
 REQUEST, DONE = ".request", ".done"
 POLL_S = 0.5  # how often the folder is looked at: a replay starts within this of its request
@@ -164,18 +162,8 @@ def requests_folder(folder: Path) -> Path:
     Whoever can write a request makes the job read its whole input and write it into topics with a
     suffix; a folder another user can write (or swap: a symbolic link) is not the job's own.
     """
-    with contextlib.suppress(FileExistsError):  # a file or a link there: refused below
-        folder.mkdir(mode=0o700, parents=True)
-    found = os.lstat(folder)
-    if stat.S_ISLNK(found.st_mode):
-        problem = "is a symbolic link"
-    elif not stat.S_ISDIR(found.st_mode):
-        problem = "is not a folder"
-    elif found.st_uid != os.getuid():
-        problem = f"belongs to uid {found.st_uid}, not to this user (uid {os.getuid()})"
-    elif found.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        problem = f"is writable by group or others (mode {stat.S_IMODE(found.st_mode):o})"
-    else:
+    problem = make_private_folder(folder)
+    if problem is None:
         return folder
     raise ConfigError(
         "job", "--replay-requests", f"{folder} {problem}: whoever can write a request there replays the job's input",

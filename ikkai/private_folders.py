@@ -1,0 +1,28 @@
+"""Folders only this user can write: what a job trusts is read from them, so anything else is refused (rule 11)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from pathlib import Path
+
+
+def make_private_folder(folder: Path) -> str | None:
+    """Create ``folder`` 0700 if it is missing; then what makes it unfit, or None when only this user can write it.
+
+    Unfit: a symbolic link (it can be swapped), not a folder, another owner, or writable by group or others.
+    The caller refuses with its own ``ConfigError``, saying what the folder is for.
+    """
+    with contextlib.suppress(FileExistsError):  # a file or a link there: named below
+        folder.mkdir(mode=0o700, parents=True)
+    found = os.lstat(folder)
+    if stat.S_ISLNK(found.st_mode):
+        return "is a symbolic link"
+    if not stat.S_ISDIR(found.st_mode):
+        return "is not a folder"
+    if found.st_uid != os.getuid():
+        return f"belongs to uid {found.st_uid}, not to this user (uid {os.getuid()})"
+    if found.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"is writable by group or others (mode {stat.S_IMODE(found.st_mode):o})"
+    return None
