@@ -31,16 +31,21 @@ from demo.pipeline_io import (  # noqa: E402
     create_topic,
     unique,
 )
-from demo.raw_payments import mixed_stream, produce_lines  # noqa: E402
+from demo.raw_payments import MixedStream, mixed_stream, produce_lines  # noqa: E402
 from ikkai.contract.kafka import KafkaContext  # noqa: E402
 from spark_jobs.enrich.master_data import publish_profiles  # noqa: E402
 
 SEED = 11
 
 
-def land_raw_stream(bootstrap: str, payments: int, partitions: int) -> tuple[str, str, str, int]:
-    """(ingest topic, merchants topic, customers topic, raw lines): master data first, then the lines."""
-    stream = mixed_stream(SEED, payments=payments, partitions=partitions)
+def land_raw_stream(
+    bootstrap: str, payments: int, partitions: int, stream: MixedStream | None = None
+) -> tuple[str, str, str, int]:
+    """(ingest topic, merchants topic, customers topic, raw lines): master data first, then the lines.
+
+    ``stream`` is the seeded stream of ``payments`` payments when the caller made it already.
+    """
+    stream = stream or mixed_stream(SEED, payments=payments, partitions=partitions)
     name = unique("bench")
     merchants_topic, customers_topic = f"masterdata.merchants.{name}", f"masterdata.customers.{name}"
     merchants, customers = generate_profiles(stream.world, SEED)

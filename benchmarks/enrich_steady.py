@@ -12,6 +12,7 @@ topic. Per round, each variant runs continuously over the whole backlog into fre
 * ``enrich + infer exactly-once``: both jobs at once, as their own processes on the same 2 cores, infer
   reading what enrich commits (``events.payments`` → ``decisions.fraud`` + ``outbox.requests``).
 
+Each run lands the same stream in an ``ingest.payments`` topic of its own (the fixed loads below add to it).
 The numbers come from Spark's ``StreamingQueryProgress`` (the jobs' ``--progress`` lines): the warm-up
 is enrich's first ``--warmup-batches`` batches (excluded, given apart); the window then runs from the
 arrival of the warm-up's last progress line to the arrival of the first line at or past ``--seconds``
@@ -20,27 +21,35 @@ arrival of the warm-up's last progress line to the arrival of the first line at 
 user + system of the job process trees (``/proc``) over the same window, per 1,000 raw lines; memory =
 peak PSS of the trees over the run. For enrich + infer, events/s is what infer decided in the window.
 
+Then, once the job has read the whole backlog, **fixed loads** as in ``steady_state.py``: 200/s, 2,000/s and
+50% of the run's own maximum, ``--load-seconds`` each, of fresh valid payment lines (payment ids of their
+own, event times after the whole stream's: each becomes one event); p50/p99/max from a line's produce to its
+event (enrich alone) or its decision (enrich + infer) arriving at a read_committed consumer.
+
 Usage: .venv/bin/python benchmarks/enrich_steady.py [--payments 150000] [--seconds 60] [--lines 400000]
-       [--rounds 3] [--warmup-batches 3] [--batch N] [--partitions 2] [--quick]
+       [--rounds 3] [--warmup-batches 3] [--load-seconds 20] [--batch N] [--partitions 2] [--quick]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.enrich_infer import land_raw_stream  # noqa: E402
+from benchmarks.enrich_infer import SEED, land_raw_stream  # noqa: E402
 from benchmarks.harness import JobProcess, alternating, bench_stack, median, print_table, python_module  # noqa: E402
-from benchmarks.steady_state import phase_summary  # noqa: E402
+from benchmarks.steady_state import LOAD_LABELS, Load, fixed_load, phase_summary  # noqa: E402
+from demo.raw_payments import EVENT, MixedStream, encode_line, format_event_time, mixed_stream  # noqa: E402
 from spark_jobs.progress import parse_progress  # noqa: E402
 
 ENRICH_EOS = "enrich exactly-once"
@@ -104,6 +113,38 @@ def cpu_between(samples: Sequence[tuple[float, float]], start: float, end: float
 
 
 @dataclass
+class FreshLines:
+    """Valid raw payment lines for the fixed loads: the stream's accepted events with payment and event ids of
+    their own and event times after every line of the stream (never late, never a duplicate: each one event)."""
+
+    templates: list[dict[str, Any]]
+    next_ms: int  # the next line's event time; it only grows, across loads and runs
+
+    @classmethod
+    def after(cls, stream: MixedStream, templates: int = 1_000) -> FreshLines:
+        accepted = [json.loads(line.value) for line in stream.lines if line.expected == EVENT]
+        latest = max(_epoch_ms(doc["event_time"]) for doc in accepted)
+        return cls(accepted[-templates:], latest + 60_000)
+
+    def fresh(self, tag: str, count: int) -> list[tuple[bytes, bytes]]:
+        """``count`` (key, raw line) pairs keyed by their payment id, as a keyed ingest line is."""
+        out = []
+        for i in range(count):
+            template = self.templates[i % len(self.templates)]
+            line = {
+                **template, "payment_id": f"{template['payment_id']}.{tag}.{i}",
+                "event_id": f"{template['event_id']}.{tag}.{i}", "event_time": format_event_time(self.next_ms),
+            }  # fmt: skip
+            self.next_ms += 1
+            out.append((line["payment_id"].encode(), encode_line(line)))
+        return out
+
+
+def _epoch_ms(text: str) -> int:
+    return int(datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%f%z").timestamp() * 1000)
+
+
+@dataclass
 class Run:
     round: int
     variant: str
@@ -115,6 +156,7 @@ class Run:
     cpu_s: float = 0.0
     peak_pss: int = 0
     batches: list[dict[str, Any]] = field(default_factory=list)
+    loads: list[Load] = field(default_factory=list)
 
     @property
     def rate(self) -> float:
@@ -133,6 +175,13 @@ def report(runs: Sequence[Run]) -> None:
         [[r.round, r.variant, r.warmup_s, r.warmup_lines, r.lines, r.seconds, r.rate,
           None if r.decided is None else r.decided / r.seconds if r.seconds else None, r.cpu_s_per_1000,
           r.peak_pss / MB] for r in runs],
+    )  # fmt: skip
+    print_table(
+        "enrich, fixed loads: produced raw line -> its event (enrich) or decision (enrich + infer) received by a "
+        "read_committed consumer",
+        ["ROUND", "WHAT", "LOAD", "LINES/S", "LINES", "P50 MS", "P99 MS", "MAX MS"],
+        [[r.round, r.variant, load.label, load.rate, load.events, load.p50_ms, load.p99_ms, load.max_ms]
+         for r in runs for load in r.loads],
     )  # fmt: skip
     rounds = sorted({r.round for r in runs})
     by = {(r.round, r.variant): r for r in runs}
@@ -191,11 +240,18 @@ class CpuSampler:
 
 
 def one_run(
-    bootstrap: str, raw: tuple[str, str, str, int], variant: str, args: argparse.Namespace, scratch: Path, n: int
+    bootstrap: str,
+    stream: MixedStream,
+    fresh: FreshLines,
+    variant: str,
+    args: argparse.Namespace,
+    scratch: Path,
+    n: int,
 ) -> Run:
+    from benchmarks.infer_throughput import DecisionWatch
     from demo.pipeline_io import create_topic, unique
 
-    ingest, merchants, customers, lines = raw
+    ingest, merchants, customers, lines = land_raw_stream(bootstrap, args.payments, args.partitions, stream)
     name = unique("steady").replace(".", "-")
     topics = {kind: create_topic(bootstrap, f"{kind}.{name}", args.partitions)
               for kind in ("events", "dlq-enrich", "decisions", "outbox", "dlq-infer")}  # fmt: skip
@@ -252,12 +308,33 @@ def one_run(
             run.decided = rows_between(parse_progress(jobs[1].stamped), window.start, window.end)
         print(f"round {n}, {variant}: {run.rate:,.0f} raw lines/s after {run.warmup_s:.1f} s of warm-up",
               file=sys.stderr, flush=True)  # fmt: skip
+
+        def read_all() -> bool:
+            return sum(int(p.get("numInputRows", 0)) for _, p in enrich_progress()) >= lines
+
+        _await(read_all, jobs, 1800, f"{variant} reading the whole backlog")
+        watch = DecisionWatch(bootstrap, topics["decisions"] if variant == PIPELINE else topics["events"])
+        try:
+            _await(lambda: settled(watch), jobs, 1800, f"{variant} writing the whole backlog")  # infer, too
+            for label, rate in zip(LOAD_LABELS, (200.0, 2000.0, run.rate / 2), strict=True):
+                tag = f"r{n}{VARIANTS.index(variant)}{len(run.loads)}"
+                run.loads.append(fixed_load(bootstrap, ingest, watch, enrich, fresh, label, rate, args, tag))
+                print(f"round {n}, {variant}, {label}: p99 {run.loads[-1].p99_ms:.0f} ms", file=sys.stderr, flush=True)
+        finally:
+            watch.close()
     finally:
         sampler.stop()
         for job in jobs:
             job.stop()
     run.peak_pss = sum(job.memory.peak for job in jobs)
     return run
+
+
+def settled(watch: Any, quiet_s: float = 2.0) -> bool:
+    """True once the watched topic got nothing new for ``quiet_s``: the jobs wrote what they read."""
+    before = watch.count
+    time.sleep(quiet_s)
+    return bool(watch.count == before and watch.count > 0)
 
 
 def _await(condition: Any, jobs: Sequence[JobProcess], timeout: float, what: str) -> None:
@@ -280,17 +357,20 @@ def main() -> None:
     parser.add_argument("--warmup-batches", type=int, default=3, help="enrich's batches excluded as warm-up")
     parser.add_argument("--batch", type=int, help="maxOffsetsPerTrigger [default: the job's own]")
     parser.add_argument("--partitions", type=int, default=2)
-    parser.add_argument("--quick", action="store_true", help="a smoke run: 1 round, 10,000 payments, 15 s")
+    parser.add_argument("--load-seconds", type=float, default=20, help="each fixed load: how long")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 1 round, 10,000 payments, 15 s, 3 s loads")
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.payments, args.seconds, args.batch = 1, 10_000, 15, args.batch or 2_000
+        args.load_seconds = 3
     started = time.monotonic()
     runs: list[Run] = []
+    stream = mixed_stream(SEED, payments=args.payments, partitions=args.partitions)
+    fresh = FreshLines.after(stream)
+    print(f"{len(stream.lines):,} raw lines made in {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
     with bench_stack("enrich-steady") as (bootstrap, _, scratch):
-        raw = land_raw_stream(bootstrap, args.payments, args.partitions)
-        print(f"{raw[3]:,} raw lines landed in {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
         for n, variant in alternating(VARIANTS, args.rounds):
-            runs.append(one_run(bootstrap, raw, variant, args, scratch, n))
+            runs.append(one_run(bootstrap, stream, fresh, variant, args, scratch, n))
     report(runs)
     print(f"\n{args.rounds} round(s), {time.monotonic() - started:.0f} s")
 

@@ -54,7 +54,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -572,8 +572,14 @@ def one_run(
     return run
 
 
+class FreshRecords(Protocol):
+    """Records with keys of their own for a fixed load (``Input``; enrich_steady's raw lines)."""
+
+    def fresh(self, tag: str, count: int) -> list[tuple[bytes, bytes]]: ...
+
+
 def fixed_load(
-    bootstrap: str, topic: str, watch: Any, job: JobProcess, data: Input, label: str, rate: float,
+    bootstrap: str, topic: str, watch: Any, job: JobProcess, data: FreshRecords, label: str, rate: float,
     args: argparse.Namespace, tag: str,
 ) -> Load:  # fmt: skip
     from confluent_kafka import Producer

@@ -5,18 +5,23 @@ No timing assertions: the numbers here are made up; the script measures, BENCHMA
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from benchmarks.enrich_steady import (
     ENRICH_ALOS,
     ENRICH_EOS,
     PIPELINE,
+    FreshLines,
     Run,
     cpu_between,
     measured_window,
     report,
     rows_between,
 )
+from benchmarks.steady_state import Load
+from demo.raw_payments import EVENT, mixed_stream
 
 
 def progress(rows: int) -> dict[str, object]:
@@ -56,7 +61,15 @@ def test_cpu_between_takes_the_first_sample_at_or_after_each_instant() -> None:
 
 def test_the_report_prints_every_table(capsys: pytest.CaptureFixture[str]) -> None:
     runs = [
-        Run(1, ENRICH_EOS, lines=60_000, seconds=10.0, cpu_s=12.0, batches=[progress(20_000)]),
+        Run(
+            1,
+            ENRICH_EOS,
+            lines=60_000,
+            seconds=10.0,
+            cpu_s=12.0,
+            batches=[progress(20_000)],
+            loads=[Load("200/s", 199.5, 4_000, 310.0, 654.0, 700.0)],
+        ),
         Run(1, ENRICH_ALOS, lines=80_000, seconds=10.0, cpu_s=12.0),
         Run(1, PIPELINE, lines=30_000, seconds=10.0, decided=25_000, cpu_s=20.0),
     ]
@@ -68,3 +81,21 @@ def test_the_report_prints_every_table(capsys: pytest.CaptureFixture[str]) -> No
     assert "not met" in out  # 6,000 lines/s against 10,000
     assert f"where a batch's time goes, {ENRICH_EOS}: durationMs of 1 measured batches" in out
     assert f"where a batch's time goes, {ENRICH_ALOS}" not in out
+    assert "## enrich, fixed loads" in out and "654" in out
+
+
+def test_fresh_lines_are_new_payments_after_every_line_of_the_stream() -> None:
+    """Each fixed-load line must become one event: a payment id and event id of its own, keyed by the payment id,
+    an event time after every line of the stream (never behind the watermark), growing across loads."""
+    stream = mixed_stream(11, payments=300, partitions=2)
+    fresh = FreshLines.after(stream, templates=50)
+    first, second = fresh.fresh("a", 120), fresh.fresh("b", 30)
+    documents = [json.loads(value) for _, value in first + second]
+    assert [key.decode() for key, _ in first + second] == [d["payment_id"] for d in documents]
+    known = {json.loads(line.value).get("payment_id") for line in stream.lines if line.expected == EVENT}
+    assert len({d["payment_id"] for d in documents}) == 150 and not known & {d["payment_id"] for d in documents}
+    assert len({d["event_id"] for d in documents}) == 150
+    times = [d["event_time"] for d in documents]
+    latest = max(json.loads(line.value)["event_time"] for line in stream.lines if line.expected == EVENT)
+    assert times == sorted(times) and len(set(times)) == 150 and times[0] > latest
+    assert {d["status"] for d in documents} <= {"authorized", "captured"}
