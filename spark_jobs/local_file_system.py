@@ -21,6 +21,7 @@ well. Without the jar (a ``setup`` from before it) a job starts exactly as befor
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -45,7 +46,7 @@ def local_file_system_settings(jar: str | None, given: Mapping[str, str]) -> dic
     """
     if jar is None or "spark.hadoop.fs.file.impl" in given or "spark.sql.streaming.checkpointFileManagerClass" in given:
         return {}
-    class_path = ":".join(part for part in (jar, given.get(DRIVER_CLASS_PATH)) if part)
+    class_path = os.pathsep.join(part for part in (jar, given.get(DRIVER_CLASS_PATH)) if part)
     return {
         DRIVER_CLASS_PATH: class_path,
         "spark.hadoop.fs.file.impl": FILE_SYSTEM,
