@@ -15,8 +15,10 @@ starts one bounded query beside the live one:
   into live output topics, docs/exactly-once.md). The suffixed topics must exist, with the live layout.
 
 The output is what ``python -m spark_jobs.<job> --query <query> --checkpoint … --input <the live
-input>`` with the suffixed topics writes: the same plan, the same writer, the same input. What it
-saves is a Spark driver, its JVM and Python workers per replay. When the query ends the job writes
+input>`` with the suffixed topics writes: the same plan, the same writer, the same input; but infer's
+replay decides each input offset range with the model version the live query's markers record for it
+(``spark_jobs.infer.recorded_cut``), so it writes the live bytes across a cutover. What it saves is a
+Spark driver, its JVM and Python workers per replay. When the query ends the job writes
 ``<query>.done`` beside the request: ``{"ok": true}`` or ``{"ok": false, "error": "<one line>"}``. A
 request without its ``.done`` is taken up again when the job restarts; its checkpoint and markers
 make that a continuation, exactly once, like any query's restart.
