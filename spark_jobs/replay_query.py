@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ikkai.errors import ConfigError, IkkaiError
-from ikkai.private_folders import make_private_folder
+from ikkai.private_folders import private_folder
 
 REQUEST, DONE = ".request", ".done"
 POLL_S = 0.5  # how often the folder is looked at: a replay starts within this of its request
@@ -164,13 +164,7 @@ def requests_folder(folder: Path) -> Path:
     Whoever can write a request makes the job read its whole input and write it into topics with a
     suffix; a folder another user can write (or swap: a symbolic link) is not the job's own.
     """
-    problem = make_private_folder(folder)
-    if problem is None:
-        return folder
-    raise ConfigError(
-        "job", "--replay-requests", f"{folder} {problem}: whoever can write a request there replays the job's input",
-        fix=f"chmod 700 {folder} if it is yours, or name a folder of your own (the job creates it 0700)",
-    )  # fmt: skip
+    return private_folder(folder, "--replay-requests", "whoever can write a request there replays the job's input")
 
 
 def request_replay(folder: Path, query: str, checkpoint: str, suffix: str) -> Path:

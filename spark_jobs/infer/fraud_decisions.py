@@ -17,7 +17,8 @@ the outbox requests of the decisions that ask for side effects are built one by 
 are those of the row-by-row version it replaced (``tests/spark_jobs/model/test_decide_vectorized.py``).
 
 Everything is a function of the input bytes, the model artifact and the feature snapshots:
-``decision_id`` = sha-256 of (payment_id, event_id, model_version), timestamps inside the
+``decision_id`` = sha-256 of (payment_id, event_id, model_version), the model's deciding version
+(artifact and feature snapshots, ``fraud_model.deciding_version``), timestamps inside the
 records are event times, JSON bodies are canonical. The same input always gives the same keys
 and values (the Kafka record timestamp is the write time, see ``WRITE_TIME``).
 """

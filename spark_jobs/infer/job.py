@@ -11,8 +11,11 @@ the commit marker form one transaction. The model is the sink's ``RowTransform``
 worker. ``--mode at-least-once`` swaps in Spark's own Kafka sink: the benchmark baseline, which
 duplicates output after a crash.
 
-A new model is a cutover of the same query (``--model``): its markers say what is decided, the
-rest is decided by the new version, and each marker records the cut (docs/changing-the-model.md).
+A new model or corrected snapshots are a cutover of the same query (``--model``, ``--features``):
+its markers say what is decided, the rest is decided by the new deciding version (the artifact's and
+the snapshots' digest), and each marker records the cut (docs/changing-the-model.md). Every version is
+kept in the model store (``--model-store``) first, so a replay (``--replay-requests``) decides each
+recorded range with its own version (``recorded_cut``).
 ``--shadow`` runs a candidate as a query of its own into ``<decisions>.shadow`` with no outbox
 requests; a new query name over the live topics is refused unless it hands over (``--after-query``).
 

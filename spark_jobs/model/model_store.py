@@ -21,8 +21,7 @@ import os
 import shutil
 from pathlib import Path
 
-from ikkai.errors import ConfigError
-from ikkai.private_folders import make_private_folder
+from ikkai.private_folders import private_folder
 from spark_jobs.model.fraud_model import ModelSource, artifact_version, deciding_version
 
 MODEL_FILE, FEATURES_FILE = "model.json", "customer_features.csv"
@@ -30,13 +29,7 @@ MODEL_FILE, FEATURES_FILE = "model.json", "customer_features.csv"
 
 def store_folder(store: Path) -> Path:
     """``store``, created 0700; refused unless it is a folder of this user that nobody else can write."""
-    problem = make_private_folder(store)
-    if problem is None:
-        return store
-    raise ConfigError(
-        "infer", "--model-store", f"{store} {problem}: a replay decides with the versions it finds there",
-        fix=f"chmod 700 {store} if it is yours, or name a folder of your own (the job creates it 0700)",
-    )  # fmt: skip
+    return private_folder(store, "--model-store", "a replay decides with the versions it finds there")
 
 
 def keep(store: Path, source: ModelSource) -> Path:
