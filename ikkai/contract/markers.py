@@ -125,26 +125,25 @@ def recorded_versions(marker: CommitMarker | None, partition: int, current: str)
     """Which writer version decided each offset range of input ``partition``, as ``marker`` records it. Pure.
 
     ``((first offset, version), ...)`` ascending, the first from offset 0: the marker's cuts, then, from the
-    offsets it has committed, ``current`` (what the running query decides the rest with). Offsets below the
-    first cut (a query started at ``--start-offsets``) are given the first cut's version; a marker with no
-    version at all (written before versions were recorded) names none, so ``current`` decides everything.
-    A version that decided nothing (two cuts at one offset) is dropped.
+    offsets it has committed, ``current`` (what the running query decides the rest with). Each cut, being
+    later, supersedes what an earlier one said from its offset on (a version that decided nothing, or cuts
+    of the input before it was recreated). Offsets below the first cut (a query started at
+    ``--start-offsets``) are given its version; a marker with no version at all (written before versions
+    were recorded) names none, so ``current`` decides everything.
     """
     ranges: list[tuple[int, str]] = []
+    changes: list[tuple[int, str]] = []
     if marker is not None:
-        for cut in marker.cuts:
-            ranges.append((cut.from_offsets.get(partition, 0), cut.version))
-        if marker.cuts or marker.writer_version:
-            ranges.append((marker.source_offsets.get(partition, 0), current))
+        changes = [(cut.from_offsets.get(partition, 0), cut.version) for cut in marker.cuts]
+        if changes or marker.writer_version:
+            changes.append((marker.source_offsets.get(partition, 0), current))
+    for offset, version in changes:
+        ranges = [*(r for r in ranges if r[0] < offset), (offset, version)]
     if not ranges:
         return ((0, current),)
-    kept: dict[int, str] = {}
-    for offset, version in ranges:
-        kept[offset] = version  # a later cut at the same offset: the earlier version decided nothing
-    ordered = sorted(kept.items())
-    first = ((0, ordered[0][1]),) if ordered[0][0] > 0 else ()
+    ranges[0] = (0, ranges[0][1])
     merged: list[tuple[int, str]] = []
-    for offset, version in (*first, *ordered):
+    for offset, version in ranges:
         if not merged or merged[-1][1] != version:
             merged.append((offset, version))
     return tuple(merged)

@@ -40,6 +40,8 @@ def test_a_marker_records_each_version_from_the_offset_it_took_over_and_the_runn
     assert recorded_versions(marker(1, 70, "v4", *idle), 1, "v4") == ((0, "v1"), (40, "v2"), (70, "v4"))
     started = marker(1, 90, "v1", VersionCut("v1", 0, {1: 59}))  # --start-offsets 1:59
     assert recorded_versions(started, 1, "v1") == ((0, "v1"),)
+    recreated = (*cuts, VersionCut("v3", 8, {}))  # the input recreated, then decided from 0 by v3
+    assert recorded_versions(marker(1, 30, "v3", *recreated), 1, "v3") == ((0, "v3"),)
 
 
 def test_a_replay_finds_each_recorded_version_in_the_store_and_runs_rows_by_version(tmp_path: Path) -> None:
