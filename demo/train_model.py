@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from demo.payments_simulation import simulate
-from spark_jobs.model.fraud_model import MODEL_PATH, FraudModel
+from spark_jobs.model.fraud_model import MODEL_PATH, deciding_version
 from spark_jobs.model.training import train
 
 
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "model.json").write_bytes(artifact)
     (args.out / "customer_features.csv").write_bytes(snapshots)
-    version = FraudModel.from_bytes(artifact).version
+    version = deciding_version(artifact, snapshots)  # what the decisions of this model and snapshots carry
     sys.stderr.write(f"holdout AUC {auc:.3f}; wrote {args.out}/model.json\n")
     sys.stdout.write(version + "\n")
     return 0 if np.isfinite(auc) else 1

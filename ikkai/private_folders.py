@@ -7,6 +7,8 @@ import os
 import stat
 from pathlib import Path
 
+from ikkai.errors import ConfigError
+
 
 def make_private_folder(folder: Path) -> str | None:
     """Create ``folder`` 0700 if it is missing; then what makes it unfit, or None when only this user can write it.
@@ -26,3 +28,18 @@ def make_private_folder(folder: Path) -> str | None:
     if found.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         return f"is writable by group or others (mode {stat.S_IMODE(found.st_mode):o})"
     return None
+
+
+def private_folder(folder: Path, option: str, stake: str) -> Path:
+    """``folder``, created 0700; a ``ConfigError`` naming ``option`` and what is at ``stake`` unless it is fit.
+
+    For a job's folder given by an option (``--replay-requests``, ``--model-store``): ``stake`` says what
+    whoever else could write there would do.
+    """
+    problem = make_private_folder(folder)
+    if problem is None:
+        return folder
+    raise ConfigError(
+        "job", option, f"{folder} {problem}: {stake}",
+        fix=f"chmod 700 {folder} if it is yours, or name a folder of your own (the job creates it 0700)",
+    )  # fmt: skip

@@ -15,8 +15,10 @@ starts one bounded query beside the live one:
   into live output topics, docs/exactly-once.md). The suffixed topics must exist, with the live layout.
 
 The output is what ``python -m spark_jobs.<job> --query <query> --checkpoint … --input <the live
-input>`` with the suffixed topics writes: the same plan, the same writer, the same input. What it
-saves is a Spark driver, its JVM and Python workers per replay. When the query ends the job writes
+input>`` with the suffixed topics writes: the same plan, the same writer, the same input; but infer's
+replay decides each input offset range with the model version the live query's markers record for it
+(``spark_jobs.infer.recorded_cut``), so it writes the live bytes across a cutover. What it saves is a
+Spark driver, its JVM and Python workers per replay. When the query ends the job writes
 ``<query>.done`` beside the request: ``{"ok": true}`` or ``{"ok": false, "error": "<one line>"}``. A
 request without its ``.done`` is taken up again when the job restarts; its checkpoint and markers
 make that a continuation, exactly once, like any query's restart.
@@ -37,7 +39,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ikkai.errors import ConfigError, IkkaiError
-from ikkai.private_folders import make_private_folder
+from ikkai.private_folders import private_folder
 
 REQUEST, DONE = ".request", ".done"
 POLL_S = 0.5  # how often the folder is looked at: a replay starts within this of its request
@@ -162,13 +164,7 @@ def requests_folder(folder: Path) -> Path:
     Whoever can write a request makes the job read its whole input and write it into topics with a
     suffix; a folder another user can write (or swap: a symbolic link) is not the job's own.
     """
-    problem = make_private_folder(folder)
-    if problem is None:
-        return folder
-    raise ConfigError(
-        "job", "--replay-requests", f"{folder} {problem}: whoever can write a request there replays the job's input",
-        fix=f"chmod 700 {folder} if it is yours, or name a folder of your own (the job creates it 0700)",
-    )  # fmt: skip
+    return private_folder(folder, "--replay-requests", "whoever can write a request there replays the job's input")
 
 
 def request_replay(folder: Path, query: str, checkpoint: str, suffix: str) -> Path:

@@ -97,6 +97,7 @@ class StreamingOptions:
     sink_api: str | None = None  # hidden --sink-api; None: foreachBatch (data-source: spark_jobs.sink.stream_writer)
     transactional_writer: str = DEFAULT_TRANSACTIONAL_WRITER  # --transactional-writer: who keeps the producers
     replay_requests: Path | None = None  # --replay-requests: a folder of replay requests (spark_jobs.replay_query)
+    replay_of: str = ""  # a replay's: the live query whose recorded cut it reproduces (replay_options)
 
     @classmethod
     def from_cli(cls, job: str, kw: dict[str, Any], query: str, output_topics: tuple[str, ...]) -> StreamingOptions:
@@ -361,6 +362,7 @@ def replay_options(live: StreamingOptions, request: ReplayRequest) -> StreamingO
     return dataclasses.replace(
         live, query=request.query, checkpoint=request.checkpoint, available_now=True, max_offsets_per_trigger=None,
         crash_after_batch=None, input_recreated="", after_query="", start_offsets={}, checkpoint_given=True,
+        replay_of=live.query,
     )  # fmt: skip
 
 

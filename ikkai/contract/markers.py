@@ -9,6 +9,7 @@ Pure: no Kafka client here.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -105,6 +106,47 @@ class VersionCut:
     def from_record(cls, record: Mapping[str, Any]) -> VersionCut:
         offsets = {int(o["partition"]): int(o["offset"]) for o in record["from_offsets"]}
         return cls(str(record["version"]), int(record["batch_id"]), offsets)
+
+
+_PARTS = b"\0"
+
+
+def deciding_version(name: str, *deciding: bytes) -> str:
+    """A ``writer_version``: ``name`` and 12 hex digits of the sha-256 of everything else that decides the output.
+
+    The parts are joined by a NUL byte. Enrich's is ``enrich-lateness<ms>`` over its currency exponents and
+    transform spec; infer's is the model artifact's version over the artifact's and the feature snapshots' bytes
+    (``spark_jobs.model.fraud_model.deciding_version``). A change of any part is another version, so a cut.
+    """
+    return f"{name}-{hashlib.sha256(_PARTS.join(deciding)).hexdigest()[:12]}"
+
+
+def recorded_versions(marker: CommitMarker | None, partition: int, current: str) -> tuple[tuple[int, str], ...]:
+    """Which writer version decided each offset range of input ``partition``, as ``marker`` records it. Pure.
+
+    ``((first offset, version), ...)`` ascending, the first from offset 0: the marker's cuts, then, from the
+    offsets it has committed, ``current`` (what the running query decides the rest with). Each cut, being
+    later, supersedes what an earlier one said from its offset on (a version that decided nothing, or cuts
+    of the input before it was recreated). Offsets below the first cut (a query started at
+    ``--start-offsets``) are given its version; a marker with no version at all (written before versions
+    were recorded) names none, so ``current`` decides everything.
+    """
+    ranges: list[tuple[int, str]] = []
+    changes: list[tuple[int, str]] = []
+    if marker is not None:
+        changes = [(cut.from_offsets.get(partition, 0), cut.version) for cut in marker.cuts]
+        if changes or marker.writer_version:
+            changes.append((marker.source_offsets.get(partition, 0), current))
+    for offset, version in changes:
+        ranges = [*(r for r in ranges if r[0] < offset), (offset, version)]
+    if not ranges:
+        return ((0, current),)
+    ranges[0] = (0, ranges[0][1])
+    merged: list[tuple[int, str]] = []
+    for offset, version in ranges:
+        if not merged or merged[-1][1] != version:
+            merged.append((offset, version))
+    return tuple(merged)
 
 
 def marker_key(app: str, query: str, partition: int) -> bytes:

@@ -31,7 +31,6 @@ query with other ones is a cutover the commit markers record (docs/exactly-once.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import sys
 from collections.abc import Mapping
@@ -43,6 +42,7 @@ import click
 
 from ikkai.contract import topics
 from ikkai.contract.codec import RecordCodec, default_codec
+from ikkai.contract.markers import deciding_version
 from ikkai.contract.wire_format import environment_codec
 from ikkai.resources import package_file
 from spark_jobs.enrich.asof import MasterData, MasterDataTopics, join_as_of
@@ -167,8 +167,8 @@ def writer_version(lateness_ms: int, exponents: Mapping[str, int], transforms: P
     The lateness in clear, and a digest of the currency exponents and the transform spec's bytes:
     restarting the query with another of them is a cutover, recorded where it took over.
     """
-    digest = hashlib.sha256(json.dumps(dict(sorted(exponents.items()))).encode() + b"\0" + transforms.read_bytes())
-    return f"enrich-lateness{lateness_ms}-{digest.hexdigest()[:12]}"
+    settings = json.dumps(dict(sorted(exponents.items()))).encode()
+    return deciding_version(f"enrich-lateness{lateness_ms}", settings, transforms.read_bytes())
 
 
 class EnrichBatch:

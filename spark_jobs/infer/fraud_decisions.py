@@ -17,7 +17,8 @@ the outbox requests of the decisions that ask for side effects are built one by 
 are those of the row-by-row version it replaced (``tests/spark_jobs/model/test_decide_vectorized.py``).
 
 Everything is a function of the input bytes, the model artifact and the feature snapshots:
-``decision_id`` = sha-256 of (payment_id, event_id, model_version), timestamps inside the
+``decision_id`` = sha-256 of (payment_id, event_id, model_version), the model's deciding version
+(artifact and feature snapshots, ``fraud_model.deciding_version``), timestamps inside the
 records are event times, JSON bodies are canonical. The same input always gives the same keys
 and values (the Kafka record timestamp is the write time, see ``WRITE_TIME``).
 """
@@ -38,6 +39,7 @@ from ikkai.contract.codec import RecordCodec, SchemaError
 from ikkai.contract.ids import decision_id
 from ikkai.contract.outbox import OutboxRequest, OutboxRequestError
 from spark_jobs.avro_batch import SameKeys, decode_values, encode_columns, encode_records
+from spark_jobs.infer.recorded_cut import RecordedCut
 from spark_jobs.model.fraud_model import FEATURES, FraudModel, ModelSource, as_of_snapshots, feature_frame
 from spark_jobs.sink.dead_letters import cut_copy, reason_text
 
@@ -340,15 +342,28 @@ def decide_arrow(
 
 
 def decide_arrow_batches(
-    batches: Iterator[pa.RecordBatch], source: ModelSource, topics: Topics, codec: RecordCodec
+    batches: Iterator[pa.RecordBatch],
+    source: ModelSource,
+    topics: Topics,
+    codec: RecordCodec,
+    cut: RecordedCut | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The job's ``mapInArrow`` function: ``decide_arrow`` over each Arrow batch of the Kafka source.
 
-    ``source`` names the model and snapshots and their versions; the Python worker loads them
+    ``source`` names the model and snapshots and their version; the Python worker loads them
     once and keeps them for every later task (``ModelSource.load``), so a task ships a few paths
     and hashes, never the model or the snapshots. ``codec`` is the wire format the driver chose.
+    A replay's ``cut`` (``recorded_cut``) decides each run of rows with the version that decided
+    their offsets live instead.
     """
-    model, snapshots = source.load()
+    if cut is None:
+        model, snapshots = source.load()
+        for batch in batches:
+            if batch.num_rows:
+                yield decide_arrow(batch, model, snapshots, codec, topics)
+        return
     for batch in batches:
-        if batch.num_rows:
-            yield decide_arrow(batch, model, snapshots, codec, topics)
+        partitions, offsets = batch.column("partition").to_pylist(), batch.column("offset").to_pylist()
+        for start, end, decider in cut.runs(partitions, offsets):
+            model, snapshots = decider.load()
+            yield decide_arrow(batch.slice(start, end - start), model, snapshots, codec, topics)

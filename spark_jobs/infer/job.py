@@ -11,8 +11,11 @@ the commit marker form one transaction. The model is the sink's ``RowTransform``
 worker. ``--mode at-least-once`` swaps in Spark's own Kafka sink: the benchmark baseline, which
 duplicates output after a crash.
 
-A new model is a cutover of the same query (``--model``): its markers say what is decided, the
-rest is decided by the new version, and each marker records the cut (docs/changing-the-model.md).
+A new model or corrected snapshots are a cutover of the same query (``--model``, ``--features``):
+its markers say what is decided, the rest is decided by the new deciding version (the artifact's and
+the snapshots' digest), and each marker records the cut (docs/changing-the-model.md). Every version is
+kept in the model store (``--model-store``) first, so a replay (``--replay-requests``) decides each
+recorded range with its own version (``recorded_cut``).
 ``--shadow`` runs a candidate as a query of its own into ``<decisions>.shadow`` with no outbox
 requests; a new query name over the live topics is refused unless it hands over (``--after-query``).
 
@@ -38,9 +41,13 @@ import click
 
 from ikkai.contract.topics import DECISIONS_FRAUD, DLQ_INFER, EVENTS_PAYMENTS, OUTBOX_REQUESTS
 from ikkai.contract.wire_format import environment_codec
+from ikkai.settings import ikkai_home
 from spark_jobs.infer.fraud_decisions import ORDER_BY, OUTPUT_SCHEMA, Topics, decide_arrow_batches
+from spark_jobs.infer.recorded_cut import RecordedCut, recorded_cut
 from spark_jobs.job_shell import main_entry
 from spark_jobs.model.fraud_model import FEATURES_PATH, MODEL_PATH, ModelSource
+from spark_jobs.model.model_store import keep
+from spark_jobs.sink.commit_markers import commits_topic_for, read_markers
 from spark_jobs.sink.transactional_sink import RowTransform
 from spark_jobs.streaming_job import (
     BatchPlan,
@@ -65,6 +72,7 @@ class InferJob:
     outputs: Topics = field(default_factory=Topics)
     model_path: Path = MODEL_PATH
     features_path: Path = FEATURES_PATH
+    model_store: Path = field(default_factory=lambda: ikkai_home() / "models")  # every version it decided with
 
     @property
     def layout_topic(self) -> str:
@@ -77,16 +85,22 @@ class InferJob:
 
     def plan(self, spark: SparkSession, options: StreamingOptions, partitions: int) -> BatchPlan:
         # After the session: files shipped to it are in place. The job's function carries only where the
-        # model and snapshots are and their hashes; each Python worker reads them once (ModelSource.load).
+        # model and snapshots are and their version; each Python worker reads them once (ModelSource.load).
         model_source, model, _ = ModelSource.of(self.model_path, self.features_path)
+        keep(self.model_store, model_source)  # before any decision: a later replay decides its range with it
         outputs = self.outputs
         shadow = " (shadow: no outbox requests)" if outputs.outbox is None else ""
         sys.stderr.write(
             f"{options.query}: model {model.version}, {partitions} partitions, mode {options.mode}, "
             f"decisions to {outputs.decisions}{shadow}\n"
         )
+        cut = None
+        if options.replay_of:  # a replay decides each offset range with the version the live markers name
+            cut = self.recorded_cut(options, model_source, partitions)
         # The wire format is chosen here, on the driver (IKKAI_SCHEMA_REGISTRY_URL), and shipped: the codec pickles.
-        decide = functools.partial(decide_arrow_batches, source=model_source, topics=outputs, codec=environment_codec())
+        decide = functools.partial(
+            decide_arrow_batches, source=model_source, topics=outputs, codec=environment_codec(), cut=cut
+        )
 
         def rows(source: DataFrame) -> DataFrame:
             return source.select("key", "value", "topic", "partition", "offset")
@@ -95,10 +109,18 @@ class InferJob:
         # partition's transaction (at-least-once: a mapInArrow before Spark's own sink, as before).
         return BatchPlan(
             output_topics=outputs.written, dlq_topic=outputs.dlq, order_by=ORDER_BY,
-            writer_version=model.version,  # a new model is a cutover the markers record
+            writer_version=model.version,  # the deciding version: a new model or snapshot is a cut the markers record
             rows=rows, transform=RowTransform(decide, OUTPUT_SCHEMA),
             partition_column="input_partition",  # one Spark task per input partition, no shuffle: written in place
         )  # fmt: skip
+
+    def recorded_cut(self, options: StreamingOptions, current: ModelSource, partitions: int) -> RecordedCut:
+        """The live query's cut as its markers record it now (``spark_jobs.infer.recorded_cut``)."""
+        live = options.replay_of
+        markers = read_markers(options.cluster, options.app, live, topic=commits_topic_for(options.app, live))
+        cut = recorded_cut(markers, current, partitions, self.model_store, live)
+        sys.stderr.write(f"{options.query}: replays the cut of {live}: versions {', '.join(cut.versions)}\n")
+        return cut
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -121,6 +143,11 @@ class InferJob:
     "--model", help="Model artifact (model.json) [default: the shipped one, spark_jobs/model/artifacts/fraud]."
 )
 @click.option("--features", help="Feature snapshots (CSV) [default: the model's customer_features.csv].")
+@click.option(
+    "--model-store", type=click.Path(path_type=Path, file_okay=False),
+    help="Where every version the job decides with is kept by version, for a replay to decide each recorded "
+    "range with its own [default: $IKKAI_HOME/models].",
+)  # fmt: skip
 @crash_option
 def main(**kw: Any) -> None:
     """Run the infer job until the input is drained (or forever with --continuous)."""
@@ -132,6 +159,7 @@ def main(**kw: Any) -> None:
         outputs=outputs,
         model_path=Path(kw["model"]) if kw["model"] else MODEL_PATH,
         features_path=Path(kw["features"]) if kw["features"] else FEATURES_PATH,
+        model_store=kw["model_store"] or ikkai_home() / "models",
     )
     run_job(StreamingOptions.from_cli("infer", kw, query, outputs.written), job)
 

@@ -3,8 +3,14 @@
 The artifact (``spark_jobs/model/artifacts/fraud/model.json``, shipped inside this package and
 written by ``python -m demo.train_model`` through ``spark_jobs.model.training``) is a
 logistic regression trained by scikit-learn: feature names, standardization, weights and the
-action thresholds, as canonical JSON. Its ``model_version`` is the sha-256 of those bytes, so
-a retrained or edited model is a different version, and the same bytes always score the same.
+action thresholds, as canonical JSON. Its version is the sha-256 of those bytes, so a retrained
+or edited model is a different version, and the same bytes always score the same.
+
+What decides a decision is the artifact *and* the feature snapshots it joins: the job decides with
+the ``deciding_version`` of both (the artifact's version and a digest of the artifact's and the
+snapshots' bytes), which every decision carries as ``model_version`` and its id is derived from,
+and which the markers record as the query's writer version: a corrected snapshot row is a new
+version and a cut, like a retrained model.
 
 Scoring accumulates feature by feature in a fixed order, element-wise, so a row's score does
 not depend on which other rows share its batch (no reductions whose order varies with size).
@@ -12,6 +18,7 @@ not depend on which other rows share its batch (no reductions whose order varies
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import json
@@ -22,6 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ikkai.contract.markers import deciding_version as writer_version
 from ikkai.errors import IkkaiError
 from ikkai.resources import package_path
 
@@ -44,9 +52,20 @@ def canonical_json(document: dict[str, Any]) -> bytes:
     return json.dumps(document, sort_keys=True, separators=(",", ":")).encode() + b"\n"
 
 
+def artifact_version(data: bytes) -> str:
+    """The version of the artifact ``data``: ``fraud-lr-`` and 16 hex digits of its sha-256."""
+    return "fraud-lr-" + hashlib.sha256(data).hexdigest()[:16]
+
+
+def deciding_version(artifact: bytes, snapshots: bytes) -> str:
+    """What decides infer's output, as its writer version and every decision's ``model_version``: the artifact's
+    version and a digest of the artifact's and the snapshots' bytes (the thresholds are in the artifact)."""
+    return writer_version(artifact_version(artifact), artifact, snapshots)
+
+
 @dataclass(frozen=True)
 class FraudModel:
-    version: str
+    version: str  # the artifact's (from_bytes); the job's model carries the deciding version (ModelSource.load)
     features: tuple[str, ...]
     mean: tuple[float, ...]
     scale: tuple[float, ...]
@@ -60,7 +79,7 @@ class FraudModel:
         try:
             doc = json.loads(data)
             model = cls(
-                version="fraud-lr-" + hashlib.sha256(data).hexdigest()[:16],
+                version=artifact_version(data),
                 features=tuple(doc["features"]),
                 mean=tuple(doc["mean"]),
                 scale=tuple(doc["scale"]),
@@ -143,52 +162,68 @@ def _snapshots_from_bytes(data: bytes) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class ModelSource:
-    """Where a Python worker finds the model and its feature snapshots, and which versions it must find there.
+    """Where a Python worker finds the model and its feature snapshots, and which version it must find there.
 
-    This is what the job's function carries to every task: two paths and two hashes, not the
-    model and the snapshots, which each Python worker reads once and keeps (``load``). The
-    worker checks that it read the driver's bytes (the model's content-hash version, the
-    snapshots' sha-256): a different file on an executor stops the job rather than score
-    with other features (rule 4).
+    This is what the job's function carries to every task: two paths and a version, not the model
+    and the snapshots, which each Python worker reads once and keeps (``load``). The worker checks
+    that it read the driver's bytes (the deciding version, which covers both files): a different
+    file on an executor stops the job rather than score with other features (rule 4).
     """
 
     model_path: str | None  # None: the artifact shipped in this package (MODEL_PATH wherever it is imported)
     features_path: str | None  # None: the shipped snapshots (FEATURES_PATH)
-    model_version: str
-    features_sha256: str
+    model_version: str  # the artifact's version alone
+    version: str  # deciding_version(artifact, snapshots): what the decisions carry and the markers record
 
     @classmethod
     def of(cls, model_path: Path, features_path: Path) -> tuple[ModelSource, FraudModel, pd.DataFrame]:
-        """The source for these paths (as given to the job), and the model and snapshots read from them."""
+        """The source for these paths (as given to the job), and the model (carrying the deciding version) and
+        snapshots read from them."""
         source = cls(
             None if model_path == MODEL_PATH else str(model_path),
             None if features_path == FEATURES_PATH else str(features_path), "", "",
         )  # fmt: skip
-        model, snapshots, digest = source._read()
-        return cls(source.model_path, source.features_path, model.version, digest), model, snapshots
+        model, snapshots, version = source._read()
+        return (
+            cls(source.model_path, source.features_path, model.version, version),
+            _deciding(model, version),
+            snapshots,
+        )
 
-    def _read(self) -> tuple[FraudModel, pd.DataFrame, str]:
+    def files(self) -> tuple[Path, Path]:
+        """The artifact and the snapshots, where this process finds them."""
         from ikkai.resources import shipped_path
 
-        model = FraudModel.load(MODEL_PATH if self.model_path is None else shipped_path(self.model_path))
-        data = _snapshot_bytes(FEATURES_PATH if self.features_path is None else shipped_path(self.features_path))
-        return model, _snapshots_from_bytes(data), hashlib.sha256(data).hexdigest()
+        model = MODEL_PATH if self.model_path is None else shipped_path(self.model_path)
+        return model, FEATURES_PATH if self.features_path is None else shipped_path(self.features_path)
+
+    def _read(self) -> tuple[FraudModel, pd.DataFrame, str]:
+        model_file, features_file = self.files()
+        model = FraudModel.load(model_file)
+        data = _snapshot_bytes(features_file)
+        return model, _snapshots_from_bytes(data), deciding_version(model_file.read_bytes(), data)
 
     def load(self) -> tuple[FraudModel, pd.DataFrame]:
-        """The model and snapshots, read once per process and checked against the versions the driver read."""
+        """The model (carrying the deciding version) and snapshots, read once per process and checked against the
+        version the driver read."""
         if self not in _loaded:
-            model, snapshots, digest = self._read()
+            model, snapshots, version = self._read()
             where = self.model_path or str(MODEL_PATH)
             if model.version != self.model_version:
                 raise ModelError(where, f"is {model.version} here, {self.model_version} on the driver",
                                  fix="ship the same model file to every executor (--files)")  # fmt: skip
-            if digest != self.features_sha256:
+            if version != self.version:
                 raise ModelError(self.features_path or str(FEATURES_PATH), "differ from the driver's snapshots",
                                  fix="ship the same feature snapshots to every executor (--files)")  # fmt: skip
-            while len(_loaded) >= 4:  # a long-lived worker that saw several models keeps the newest few
+            while len(_loaded) >= LOADED_SOURCES:  # a long-lived worker that saw several models keeps the newest
                 del _loaded[next(iter(_loaded))]
-            _loaded[self] = (model, snapshots)
+            _loaded[self] = (_deciding(model, version), snapshots)
         return _loaded[self]
 
 
+def _deciding(model: FraudModel, version: str) -> FraudModel:
+    return dataclasses.replace(model, version=version)
+
+
+LOADED_SOURCES = 8  # per Python worker: a replay across several recorded versions keeps each of them
 _loaded: dict[ModelSource, tuple[FraudModel, pd.DataFrame]] = {}

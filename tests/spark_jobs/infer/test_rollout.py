@@ -23,7 +23,7 @@ from demo.pipeline_io import by_partition, create_topic, flat, produce_payments,
 from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka import KafkaContext
 from spark_jobs.infer.decision_compare import compare
-from spark_jobs.model.fraud_model import MODEL_PATH, FraudModel
+from spark_jobs.model.fraud_model import FEATURES_PATH, MODEL_PATH, FraudModel, deciding_version
 from spark_jobs.sink.commit_markers import CommitMarker, VersionCut, commits_topic_for, read_markers
 from spark_jobs.sink.partition_transactions import Lineage, SinkConfig
 from spark_jobs.sink.query_handover import owners_refusal, parse_start_offsets
@@ -32,7 +32,7 @@ pytestmark = pytest.mark.heavy
 
 PARTITIONS = 2
 FIRST, SECOND = 120, 80  # events before the change, and after it
-OLD = FraudModel.load().version
+OLD = deciding_version(MODEL_PATH.read_bytes(), FEATURES_PATH.read_bytes())  # what the shipped model's decisions carry
 Decisions = list[dict[str, Any]]
 
 
@@ -43,7 +43,7 @@ def new_model(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     document["thresholds"] = {"hold": 0.3, "review": 0.12}
     path = tmp_path_factory.mktemp("model") / "model.json"
     path.write_bytes(json.dumps(document, sort_keys=True, separators=(",", ":")).encode() + b"\n")
-    version = FraudModel.load(path).version
+    version = deciding_version(path.read_bytes(), FEATURES_PATH.read_bytes())
     assert version != OLD
     return path, version
 

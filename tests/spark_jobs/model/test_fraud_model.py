@@ -117,7 +117,8 @@ def test_the_jobs_function_carries_paths_and_hashes_never_the_model_or_snapshots
     source, model, snapshots = ModelSource.of(MODEL_PATH, FEATURES_PATH)
     shipped = cloudpickle.dumps(functools.partial(decide_arrow_batches, source=source, topics=Topics()))
     assert len(shipped) < 2_000 < len(cloudpickle.dumps(snapshots))
-    assert (source.model_path, source.features_path, source.model_version) == (None, None, model.version)
+    assert (source.model_path, source.features_path, source.version) == (None, None, model.version)
+    assert model.version.startswith(source.model_version + "-")  # the artifact's version, then the snapshots
     loaded = cloudpickle.loads(cloudpickle.dumps(source)).load()
     assert loaded is source.load()  # read once per worker, then kept
     assert loaded[1].equals(snapshots)
