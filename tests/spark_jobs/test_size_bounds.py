@@ -10,6 +10,7 @@ too large for their DLQ topic.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import time
 from collections import Counter
 from pathlib import Path
@@ -17,6 +18,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from demo.payments_simulation import generate_profiles
 from demo.pipeline_io import by_partition, create_topic, flat, unique
@@ -306,3 +309,29 @@ def test_a_limit_lowered_while_the_job_runs_is_read_again_on_the_brokers_refusal
     assert f"over the {lowered:,} bytes" in letter["reason"], letter["reason"]
     markers = [CommitMarker.decode(v, default_codec()) for _, v in by_partition(bootstrap, commits)[0] if v]
     assert markers[-1].source_offsets == {0: 3}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    outputs=st.lists(st.tuples(st.integers(0, 2), st.integers(1, 4), st.integers(0, 5_000)), min_size=1, max_size=40),
+    bound=st.integers(1, 20_000),
+)
+def test_any_batch_in_input_order_is_cut_within_the_bound_only_between_input_records(
+    outputs: list[tuple[int, int, int]], bound: int
+) -> None:
+    """Per input record (partition, how many outputs, value size), offsets growing per partition as the jobs order."""
+    offsets = dict.fromkeys(range(3), 0)
+    records: list[Record] = []
+    for partition, count, size in outputs:
+        offsets[partition] += 1
+        records += [record(offsets[partition], size, f"t{n}", partition) for n in range(count)]
+    chunks = transaction_chunks(records, bound)
+    assert [r for chunk in chunks for r in chunk] == records  # nothing lost, nothing twice, the order kept
+    for before, after in itertools.pairwise(chunks):
+        assert (before[-1][5], before[-1][6]) != (after[0][5], after[0][6])  # never inside one input record
+    for chunk in chunks:
+        origins = {(r[5], r[6]) for r in chunk}
+        assert sum(record_bytes(r) for r in chunk) <= bound or len(origins) == 1  # over it: one input record alone
+    frames = request_frames(records, bound)
+    assert [r for frame in frames for r in frame] == records
+    assert all(sum(record_bytes(r) for r in f) <= bound or len(f) == 1 for f in frames)
