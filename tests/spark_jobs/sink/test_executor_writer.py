@@ -189,14 +189,14 @@ def test_a_writer_that_stops_answering_is_killed_at_the_deadline_and_replaced(
     job: dict[str, Any], tmp_path: Path
 ) -> None:
     """(3) SIGSTOP of the writer holding a transaction open: killed at the answer's deadline, its successor fences."""
-    job = {**job, "transaction_timeout_ms": 4000, "retry_deadline_s": 1.0}  # a deadline of 2 * (4 + 1) s
+    job = {**job, "transaction_timeout_ms": 4000, "retry_deadline_s": 1.0}  # a deadline of 2 * (2 * 4 + 1) s
     log, pause = tmp_path / "workers.log", tmp_path / "pause"
     pause.mkdir()
     first = start_worker(job, 0, [0], 0, 20, log, **{PAUSE_BEFORE_COMMIT: str(pause)})
     wait_until((pause / "paused").exists, "the writer holds batch 0's transaction open")
     stopped = json.loads((pause / "paused").read_text())["pid"]
     os.kill(stopped, signal.SIGSTOP)
-    assert "no answer for batch 0, partition 0 within 10 s; killed it" in failure(first, log)
+    assert "no answer for batch 0, partition 0 within 18 s; killed it" in failure(first, log)
     wait_until(lambda: not alive(stopped), f"the stopped writer {stopped} is gone")
     [retry] = results(start_worker(job, 0, [0], 0, 20, log), log)
     assert (retry["records"], retry["new_producer"]) == (20, True)
