@@ -278,11 +278,15 @@ def _note_too_large(refused: list[tuple[str, bytes | None, int]], error: KafkaEr
 
 
 class RefusedAsTooLarge(Exception):
-    """The broker (or the producer) refused output records of these input records as too large; nothing committed."""
+    """The broker (or the producer) refused output records of these input records as too large; nothing committed.
 
-    def __init__(self, origins: frozenset[Origin]) -> None:
+    ``error`` is the transaction's own failure, what the write raises when there is no DLQ topic to set them aside.
+    """
+
+    def __init__(self, origins: frozenset[Origin], error: TransactionError) -> None:
         super().__init__(f"{len(origins)} input records with an output refused as too large")
         self.origins = origins
+        self.error = error
 
 
 @dataclass
@@ -438,6 +442,8 @@ def write_partition(config: SinkConfig, batch_id: int, partition: int, records: 
             for chunk in chunks:
                 results.append(_write_transaction(config, batch_id, partition, chunk))
         except RefusedAsTooLarge as refusal:
+            if not config.dlq_topic:  # nowhere to set them aside: the batch fails as the broker or producer said
+                raise refusal.error from refusal
             topics = {*(r[0] for r in records), *([config.dlq_topic] if config.dlq_topic else [])}
             admin = AdminClient(config.cluster.client_config())
             limits = {**config.topic_max_message_bytes, **read_topic_limits(admin, topics, config.retry_deadline_s)}
@@ -551,7 +557,9 @@ def _write(
                         raise
                     writer.refused.append((topic, key, len(value or b"")))
                     _abort(producer, txn_id, deadline)
-                    raise RefusedAsTooLarge(frozenset({(source_partition, source_offset)})) from exc
+                    error = exc.args[0]
+                    failure = TransactionError(txn_id, "produce", error, classify(error), fix=_PRODUCE_FIX)
+                    raise RefusedAsTooLarge(frozenset({(source_partition, source_offset)}), failure) from exc
             # A new writer_version takes over from the offsets committed so far: older decisions keep theirs.
             lineage = writer.lineage.get(config.commits_topic, Lineage()).written_by(
                 config.writer_version, batch_id, committed
@@ -566,8 +574,7 @@ def _write(
         except KafkaException as exc:  # produce() itself refused: fatal (fenced) or the transaction must abort
             error = exc.args[0]
             kind = classify(error)
-            fix = "the transaction was not committed; Spark retries the attempt, a fenced producer is discarded"
-            raise TransactionError(txn_id, "produce", error, kind, fix=fix) from exc
+            raise TransactionError(txn_id, "produce", error, kind, fix=_PRODUCE_FIX) from exc
         with pause_before_commit(producer, config.query, partition, batch_id):
             call_with_retries(
                 txn_id, "commit_transaction", lambda: producer.commit_transaction(deadline), deadline_s=deadline
@@ -578,12 +585,15 @@ def _write(
             producer.poll(0)  # delivery reports not served yet: a record refused as too large among them
         origins = _origins(writer.refused, pending)
         if origins:  # the broker refused records as too large: written again with them set aside (write_partition)
-            raise RefusedAsTooLarge(origins) from exc
+            raise RefusedAsTooLarge(origins, exc) from exc
         raise
     writer.committed[config.commits_topic] = covered
     writer.lineage[config.commits_topic] = lineage
     left_out = len(records) - len(pending)
     return PartitionResult(partition, batch_id, len(pending), skipped=False, already_committed=left_out)
+
+
+_PRODUCE_FIX = "the transaction was not committed; Spark retries the attempt, a fenced producer is discarded"
 
 
 def _abort(producer: Producer, txn_id: str, deadline: float) -> None:
