@@ -19,9 +19,11 @@ implementation, and p's producer lives as long as the executor does.
 - Only its user reaches it: the socket is 0600 in a 0700 folder (``executor_writer_client``), and
   a peer of another uid is hung up on before anything is read (``SO_PEERCRED``).
 
-The framing (``read_frame``/``send_frame``) is a length and a pickle: the requests carry the
-``SinkConfig`` Spark already pickles into every task, and the answers carry the sink's own errors,
-which pickle as their class and fields, so the task fails with the same error as on the worker path.
+The framing (``read_frame``/``send_frame``) is a length and a pickle: a request is a header frame
+(the ``SinkConfig`` Spark already pickles into every task, the batch, the partition, how many frames
+follow) and its records in frames of at most ``size_bounds.frame_bytes`` (one transaction's bound),
+so no frame grows with the batch; the answers carry the sink's own errors, which pickle as their
+class and fields, so the task fails with the same error as on the worker path.
 """
 
 from __future__ import annotations
@@ -44,12 +46,13 @@ from typing import Any
 from ikkai.errors import IkkaiError
 from spark_jobs.sink import partition_transactions
 from spark_jobs.sink.partition_transactions import PartitionResult, SinkConfig, write_partition
+from spark_jobs.sink.size_bounds import FRAME_SLACK_BYTES, Record, frame_bytes
 
 MAX_PRODUCERS = 256  # per executor: every (query, partition) it serves
 IDLE_S = 600.0  # no request for this long: the writer exits (the next task starts another)
 EXECUTOR_POLL_S = 1.0  # how often it looks whether its executor JVM is still there
 REQUEST_DEADLINE_S = 60.0  # a client sends its whole request at once; a stalled one is hung up on
-MAX_REQUEST_BYTES = 2 * 1024**3
+MAX_HEADER_BYTES = 4 * 1024 * 1024  # a request's first frame: (config, batch, partition, frames to follow)
 READY = b"ready\n"  # the one line the writer prints on stdout once it listens
 _HEADER = struct.Struct(">Q")
 _PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
@@ -58,8 +61,8 @@ _PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 class FramingError(IkkaiError):
     """A frame on the executor writer's socket broke off, ran late or was too large."""
 
-    def __init__(self, problem: str) -> None:
-        super().__init__(f"executor writer socket: {problem}", fix="the task fails and Spark retries it")
+    def __init__(self, problem: str, fix: str = "the task fails and Spark retries it") -> None:
+        super().__init__(f"executor writer socket: {problem}", fix=fix)
 
 
 def _receive(conn: socket.socket, size: int, deadline: float) -> bytes:
@@ -81,7 +84,11 @@ def read_frame(conn: socket.socket, max_bytes: int, deadline: float) -> Any:
     """One frame, whole before ``deadline`` (``time.monotonic``), of ``max_bytes`` at most; TimeoutError if late."""
     (size,) = _HEADER.unpack(_receive(conn, _HEADER.size, deadline))
     if size > max_bytes:
-        raise FramingError(f"a frame of {size} bytes, more than {max_bytes}")
+        raise FramingError(
+            f"a frame of {size:,} bytes, more than the {max_bytes:,} bytes a frame may have",
+            fix="the task and the executor writer are of different ikkai versions (the task cuts its batch into frames "
+            "of the bound): stop the job, let its executors' writers exit with them, and start it again",
+        )
     # Only a process of this user reaches the socket (0600 in a 0700 folder, SO_PEERCRED checked): the
     # bytes come from the sink's own tasks, which Spark already feeds pickles of the same objects.
     return pickle.loads(_receive(conn, size, deadline))  # noqa: S301
@@ -91,6 +98,17 @@ def send_frame(conn: socket.socket, content: Any, deadline: float) -> None:
     payload = pickle.dumps(content, protocol=pickle.HIGHEST_PROTOCOL)
     conn.settimeout(max(deadline - time.monotonic(), 0.001))
     conn.sendall(_HEADER.pack(len(payload)) + payload)
+
+
+def read_request(conn: socket.socket, deadline: float) -> tuple[SinkConfig, int, int, list[Record]]:
+    """A task's request: its header frame, then its records in frames of at most the config's ``frame_bytes``."""
+    config, batch_id, partition, frames = read_frame(conn, MAX_HEADER_BYTES, deadline)
+    if not isinstance(config, SinkConfig):
+        raise TypeError(f"a request for {type(config).__name__}, not a SinkConfig")
+    records: list[Record] = []
+    for _ in range(frames):
+        records += read_frame(conn, frame_bytes(config) + FRAME_SLACK_BYTES, deadline)
+    return config, batch_id, partition, records
 
 
 def peer_credentials(conn: socket.socket) -> tuple[int, int]:
@@ -162,11 +180,15 @@ class _Request(socketserver.BaseRequestHandler):
         if peer_credentials(conn)[1] != os.getuid():
             return  # another user: not a word
         with self.server.serving():
+            deadline = time.monotonic() + REQUEST_DEADLINE_S
             try:
-                config, batch_id, partition, records = read_frame(
-                    conn, MAX_REQUEST_BYTES, time.monotonic() + REQUEST_DEADLINE_S
-                )
-            except (OSError, FramingError, pickle.UnpicklingError, ValueError) as exc:
+                config, batch_id, partition, records = read_request(conn, deadline)
+            except FramingError as exc:  # a frame over the bound: said to the task, which raises it
+                sys.stderr.write(f"ikkai executor writer: a request refused: {exc}\n")
+                with contextlib.suppress(OSError):
+                    send_frame(conn, ("error", exc), deadline)
+                return
+            except (OSError, pickle.UnpicklingError, ValueError, TypeError) as exc:
                 sys.stderr.write(f"ikkai executor writer: a request broke off: {exc}\n")
                 return
             answer = self.write(config, batch_id, partition, records)
@@ -237,4 +259,8 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # Run as the imported module, not as __main__: the errors it answers with (a FramingError) then pickle under
+    # their importable name, and the task unpickles them as themselves.
+    from spark_jobs.sink import executor_writer
+
+    executor_writer.main()

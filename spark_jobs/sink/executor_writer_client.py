@@ -37,7 +37,15 @@ from pathlib import Path
 
 from ikkai.errors import IkkaiError
 from spark_jobs.sink.executor_writer import READY, FramingError, peer_credentials, read_frame, send_frame, started_at
-from spark_jobs.sink.partition_transactions import PartitionResult, Record, SinkConfig, record_bytes
+from spark_jobs.sink.partition_transactions import PartitionResult, SinkConfig, combined_result
+from spark_jobs.sink.size_bounds import (
+    Record,
+    frame_bytes,
+    record_bytes,
+    request_frames,
+    set_aside_too_large,
+    transaction_chunks,
+)
 
 START_DEADLINE_S = 30.0  # a new writer imports the sink and listens within this
 CONNECT_DEADLINE_S = 10.0
@@ -50,7 +58,8 @@ class ExecutorWriterError(IkkaiError):
     def __init__(self, socket_path: Path, writer_pid: int, problem: str) -> None:
         super().__init__(
             f"executor writer pid {writer_pid} at {socket_path}: {problem}",
-            fix="nothing to do: the task fails, Spark retries it, and a new writer fences this one's transactions",
+            fix="Spark retries the task and a new writer fences this one's transactions; if every retry fails so, "
+            "the writer's error is on the executor's stderr (lines 'ikkai executor writer: ...')",
         )
         self.socket_path = socket_path
         self.writer_pid = writer_pid
@@ -91,21 +100,43 @@ def socket_path(app: str, executor: int | None = None) -> Path:
 
 
 def answer_deadline_s(config: SinkConfig, records: Sequence[Record]) -> float:
-    """How long a request may take: its transactions' bound, twice (an earlier attempt may hold the lock first)."""
-    transactions = 1 + sum(record_bytes(r) for r in records) // config.max_transaction_bytes
+    """How long a request may take: its transactions' bound, twice (an earlier attempt may hold the lock first).
+
+    One more transaction than its bytes need: a record the broker refuses as too large makes the writer
+    abort and write the transaction again with it set aside (``partition_transactions.write_partition``).
+    """
+    transactions = 2 + sum(record_bytes(r) for r in records) // config.max_transaction_bytes
     return 2 * (transactions * config.transaction_timeout_ms / 1000 + config.retry_deadline_s)
 
 
 def write_through_executor(
     config: SinkConfig, batch_id: int, partition: int, records: Sequence[Record], executor: int | None = None
 ) -> PartitionResult:
-    """``write_partition`` done by the executor's writer; raises what it raised, or ``ExecutorWriterError``."""
+    """``write_partition`` done by the executor's writer; raises what it raised, or ``ExecutorWriterError``.
+
+    The batch travels bounded: records too large for their topics are dead letters first, then one
+    request per transaction (``transaction_chunks``), each in frames of at most ``frame_bytes``.
+    """
+    chunks = transaction_chunks(set_aside_too_large(config, records), config.max_transaction_bytes)
+    results = [_request(config, batch_id, partition, chunk, executor) for chunk in chunks]
+    return combined_result(partition, batch_id, results)
+
+
+def _request(
+    config: SinkConfig, batch_id: int, partition: int, records: Sequence[Record], executor: int | None
+) -> PartitionResult:
     path = socket_path(config.app, executor)
     conn, writer_pid, inode = _connect_or_start(path, executor or executor_pid())
     deadline = time.monotonic() + answer_deadline_s(config, records)
+    frames = request_frames(records, frame_bytes(config))
     with conn:
         try:
-            send_frame(conn, (config, batch_id, partition, list(records)), deadline)
+            try:
+                send_frame(conn, (config, batch_id, partition, len(frames)), deadline)
+                for frame in frames:
+                    send_frame(conn, list(frame), deadline)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the writer refused the request before reading all of it: its answer says why
             kind, answer = read_frame(conn, MAX_ANSWER_BYTES, deadline)
         except TimeoutError:
             _kill(path, writer_pid, inode)

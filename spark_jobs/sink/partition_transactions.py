@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -43,12 +44,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from confluent_kafka.admin import AdminClient
 
 from ikkai.contract import kafka
 from ikkai.contract.codec import RecordCodec, default_codec
 from ikkai.contract.kafka import KafkaContext
-from ikkai.errors import ConfigError
+from ikkai.errors import ConfigError, IkkaiError
 from spark_jobs.sink.commit_markers import (
     CommitMarker,
     CommitMarkerError,
@@ -58,13 +60,20 @@ from spark_jobs.sink.commit_markers import (
     marker_key,
     read_marker,
 )
-from spark_jobs.sink.dead_letters import too_large_letter
 from spark_jobs.sink.kafka_errors import ErrorKind, TransactionError, call_with_retries, classify
+from spark_jobs.sink.size_bounds import Headers as Headers
+from spark_jobs.sink.size_bounds import (
+    Origin,
+    producer_batch_bytes,
+    read_topic_limits,
+    set_aside_too_large,
+    transaction_chunks,
+)
+from spark_jobs.sink.size_bounds import Record as Record
 
 DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
 # Bound of one transaction in bytes, for the default timeout (job_shell.default_max_transaction_bytes).
 DEFAULT_MAX_TRANSACTION_BYTES = 60 * 1024 * 1024
-PRODUCER_MESSAGE_MAX_BYTES = 1_000_000  # librdkafka's message.max.bytes default
 
 
 TRANSACTIONAL_WRITERS = ("worker", "executor")
@@ -109,6 +118,9 @@ class SinkConfig:
     # Bytes of output one transaction holds at most (besides the records bound of the Spark source):
     # a batch over it is written as several transactions, split only between input records.
     max_transaction_bytes: int = DEFAULT_MAX_TRANSACTION_BYTES
+    # Each written topic's max.message.bytes, read at start (size_bounds.read_topic_limits): a record over its
+    # topic's is set aside as a dead letter, the producer's batches stay under the smallest. Empty: not read.
+    topic_max_message_bytes: Mapping[str, int] = field(default_factory=dict)
     # Who keeps the producers: each Python worker ("worker"), or one writer process per executor
     # ("executor": executor_writer, reached through executor_writer_client) that keeps p's producer for good.
     transactional_writer: str = DEFAULT_TRANSACTIONAL_WRITER
@@ -236,7 +248,14 @@ def _committed_offsets(config: SinkConfig, partition: int) -> tuple[dict[int, in
     return dict(config.start_offsets), Lineage()
 
 
-def _producer(config: SinkConfig, transactional_id: str) -> Producer:
+def _producer(
+    config: SinkConfig, transactional_id: str, refused: list[tuple[str, bytes | None, int]] | None = None
+) -> Producer:
+    """The sink's producer; with ``refused``, every record the broker refuses as too large is noted there."""
+    batch = producer_batch_bytes(config)  # a batch of several records within every written topic's max.message.bytes
+    extra: dict[str, Any] = {} if batch is None else {"batch.size": batch}
+    if refused is not None:
+        extra |= {"delivery.report.only.error": True, "on_delivery": functools.partial(_note_too_large, refused)}
     return Producer({
         **config.cluster.client_config(),
         **config.producer_config,
@@ -248,7 +267,26 @@ def _producer(config: SinkConfig, transactional_id: str) -> Producer:
         # found no broker up half of the time and waited for librdkafka's 500 ms coordinator timer:
         # 57 or 508 ms per new producer, now 5-15 ms (measured in BENCHMARKS.md).
         "enable.sparse.connections": False,
+        **extra,
     })  # fmt: skip
+
+
+def _note_too_large(refused: list[tuple[str, bytes | None, int]], error: KafkaError | None, message: Message) -> None:
+    """Delivery report (errors only): a record the broker refused as too large, by topic, key and value size."""
+    if error is not None and error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+        refused.append((str(message.topic()), message.key(), len(message.value() or b"")))
+
+
+class RefusedAsTooLarge(Exception):
+    """The broker (or the producer) refused output records of these input records as too large; nothing committed.
+
+    ``error`` is the transaction's own failure, what the write raises when there is no DLQ topic to set them aside.
+    """
+
+    def __init__(self, origins: frozenset[Origin], error: TransactionError) -> None:
+        super().__init__(f"{len(origins)} input records with an output refused as too large")
+        self.origins = origins
+        self.error = error
 
 
 @dataclass
@@ -267,6 +305,7 @@ class _Writer:
     token: str  # written to the owner file after init_transactions: see _owner_file
     committed: dict[str, dict[int, int]] = field(default_factory=dict)
     lineage: dict[str, Lineage] = field(default_factory=dict)  # per commits topic, as ``committed``
+    refused: list[tuple[str, bytes | None, int]] = field(default_factory=list)  # this transaction's, _note_too_large
 
 
 # Per Python worker process (Spark reuses workers across tasks and batches): one initialised
@@ -277,7 +316,7 @@ MAX_CACHED_PRODUCERS = 16
 
 
 def _settings(config: SinkConfig) -> tuple[Any, ...]:
-    return (config.transaction_timeout_ms, tuple(sorted(config.producer_config.items())))
+    return (config.transaction_timeout_ms, tuple(sorted(config.producer_config.items())), producer_batch_bytes(config))
 
 
 def _owner_file(bootstrap: str, transactional_id: str) -> Path:
@@ -328,11 +367,13 @@ def _fresh_writer(config: SinkConfig, transactional_id: str, partition: int) -> 
     """A new producer: ``init_transactions`` fences every older one, then the marker says where we are."""
     _discard(config, transactional_id)
     deadline = config.retry_deadline_s
-    producer = _producer(config, transactional_id)
+    refused: list[tuple[str, bytes | None, int]] = []
+    producer = _producer(config, transactional_id, refused)
     call_with_retries(
         transactional_id, "init_transactions", lambda: producer.init_transactions(deadline), deadline_s=deadline
     )
     writer = _Writer(producer, _settings(config), _claim(config.cluster.bootstrap_servers, transactional_id))
+    writer.refused = refused
     _writers[(config.cluster.bootstrap_servers, transactional_id)] = writer
     while len(_writers) > MAX_CACHED_PRODUCERS:
         _discard_key(next(iter(_writers)))
@@ -373,25 +414,60 @@ def _produce(
             producer.poll(0.1)
 
 
-Headers = Mapping[str, str] | Sequence[tuple[str, str]]
-# topic, key, value, timestamp, headers, then the input record it came from: source partition, source offset
-Record = tuple[str, bytes, "bytes | None", "int | None", "Headers | None", int, int]
-
-
 def write_partition(config: SinkConfig, batch_id: int, partition: int, records: Sequence[Record]) -> PartitionResult:
     """(query, batch_id, partition)'s ``records``, in their final order, as one or more transactions; on an executor.
 
-    No size stops the write: a record the producer would refuse as too large is set aside as a
-    dead letter first (``set_aside_too_large``), and a batch of more than ``max_transaction_bytes``
-    is written as several transactions, each with its own marker, cut only between input records
+    No size stops the write: a record too large for its topic is set aside as a dead letter first
+    (``set_aside_too_large``), and a batch of more than ``max_transaction_bytes`` is written as
+    several transactions, each with its own marker, cut only between input records
     (``transaction_chunks``). A crash between two of them leaves the first committed and marked:
-    the re-run leaves those records out and writes the rest.
+    the re-run leaves those records out and writes the rest. A record the broker refuses as too
+    large all the same (its topic's ``max.message.bytes`` lowered since it was read) aborts its
+    transaction; the write re-reads the limits of the topics it writes and starts again: with new
+    limits, what they say is too large is set aside; with the same, the refused input records are
+    (the broker's word over ours). Each round reads new limits (``MAX_REFUSAL_ROUNDS`` times at
+    most) or sets aside at least one more input record, else the refusal is final
+    (``RefusedWithinLimits``): no record makes it loop.
     """
     if not records:  # nothing to vouch for: no producer, no transaction
         return PartitionResult(partition, batch_id, 0, skipped=False)
-    records = set_aside_too_large(config, records)
-    chunks = transaction_chunks(records, config.max_transaction_bytes)
-    results = [_write_transaction(config, batch_id, partition, chunk) for chunk in chunks]
+    refused: frozenset[Origin] = frozenset()
+    results: list[PartitionResult] = []
+    rounds = 0  # with new limits read
+    while True:
+        earlier = sum(r.records for r in results)  # committed by earlier rounds: this one finds them committed
+        first = len(results)
+        try:
+            chunks = transaction_chunks(set_aside_too_large(config, records, refused), config.max_transaction_bytes)
+            for chunk in chunks:
+                results.append(_write_transaction(config, batch_id, partition, chunk))
+        except RefusedAsTooLarge as refusal:
+            if not config.dlq_topic:  # nowhere to set them aside: the batch fails as the broker or producer said
+                raise refusal.error from refusal
+            topics = {*(r[0] for r in records), *([config.dlq_topic] if config.dlq_topic else [])}
+            admin = AdminClient(config.cluster.client_config())
+            limits = {**config.topic_max_message_bytes, **read_topic_limits(admin, topics, config.retry_deadline_s)}
+            if limits != dict(config.topic_max_message_bytes) and rounds < MAX_REFUSAL_ROUNDS:
+                rounds += 1
+                config = dataclasses.replace(config, topic_max_message_bytes=limits)  # they decide what is too large
+            elif refusal.origins <= refused:
+                raise RefusedWithinLimits(config.transactional_id(partition), refusal.origins, limits) from None
+            else:  # refused within the limits as read: those input records are set aside all the same
+                refused |= refusal.origins
+            sys.stderr.write(
+                f"transactional.id {config.transactional_id(partition)}: {len(refusal.origins)} input records refused "
+                f"as too large; max.message.bytes read again ({limits}), writing them as dead letters\n"
+            )
+            continue
+        result = combined_result(partition, batch_id, results[first:])
+        return dataclasses.replace(
+            result, records=result.records + earlier, already_committed=max(result.already_committed - earlier, 0),
+            new_producer=any(r.new_producer for r in results), seconds=sum(r.seconds for r in results),
+        )  # fmt: skip
+
+
+def combined_result(partition: int, batch_id: int, results: Sequence[PartitionResult]) -> PartitionResult:
+    """What a partition's transactions did, together."""
     return PartitionResult(
         partition, batch_id, sum(r.records for r in results), skipped=all(r.skipped for r in results),
         already_committed=sum(r.already_committed for r in results),
@@ -399,99 +475,23 @@ def write_partition(config: SinkConfig, batch_id: int, partition: int, records: 
     )  # fmt: skip
 
 
-# Room for a record's framing in the producer's count against message.max.bytes (librdkafka adds at
-# most a few dozen bytes per record, the broker 61 per batch): a record within the limit minus this fits.
-RECORD_FRAMING_BYTES = 1024
+MAX_REFUSAL_ROUNDS = 8  # rounds of one write_partition that read new limits: limits that keep changing end it
 
 
-def record_bytes(record: Record) -> int:
-    """A record's size as the producer's limit counts it (key, value, headers), with room for its framing."""
-    _, key, value, _, headers, _, _ = record
-    size = len(key or b"") + len(value or b"") + RECORD_FRAMING_BYTES
-    if headers:
-        pairs = headers.items() if isinstance(headers, Mapping) else headers
-        size += sum(len(name.encode()) + len(text.encode()) + 10 for name, text in pairs)
-    return size
+class RefusedWithinLimits(IkkaiError):
+    """The brokers refuse records as too large although they are within the max.message.bytes read for their topics."""
 
-
-def producer_record_limit(config: SinkConfig) -> int:
-    """The largest record (``record_bytes``) the sink's producer takes: its ``message.max.bytes``."""
-    return int(config.producer_config.get("message.max.bytes", PRODUCER_MESSAGE_MAX_BYTES))
-
-
-def set_aside_too_large(config: SinkConfig, records: Sequence[Record]) -> Sequence[Record]:
-    """``records`` with every input record that has an output too large to produce turned into one dead letter.
-
-    Pure. The dead letter (``dead_letters.too_large_letter``: on ``config.dlq_topic``, error class
-    ``too_large``, the refused record cut like every dead letter) takes the place of all of that
-    input record's outputs in this partition: its outcome is the dead letter, never half of its
-    outputs. Without a DLQ topic nothing is set aside, and the producer's refusal fails the batch.
-    """
-    limit = producer_record_limit(config)
-    too_large: dict[tuple[int, int], Record] = {}
-    for record in records:
-        if record_bytes(record) > limit:
-            too_large.setdefault((record[5], record[6]), record)
-    if not too_large or not config.dlq_topic:
-        return records
-    codec = config.dead_letter_codec or default_codec()
-    out: list[Record] = []
-    set_aside: set[tuple[int, int]] = set()
-    for record in records:
-        origin = (record[5], record[6])
-        if origin not in too_large:
-            out.append(record)
-        elif origin not in set_aside:  # the first output of that input record becomes its dead letter
-            set_aside.add(origin)
-            refused = too_large[origin]
-            key, letter, headers = too_large_letter(
-                config.dlq_stage or config.query, (config.source_topic, *origin), refused[:4], record_bytes(refused),
-                limit,
-            )  # fmt: skip
-            out.append((config.dlq_topic, key, codec.encode("dead_letter", letter), refused[3], headers, *origin))
-    return out
-
-
-def transaction_chunks(records: Sequence[Record], max_bytes: int) -> list[Sequence[Record]]:
-    """``records`` cut into transactions of at most ``max_bytes`` (``record_bytes``), only between input records.
-
-    Pure. A cut is safe only where every record after it is past, in its source partition, every
-    record before it: the first transaction's marker claims its source offsets, and a record below
-    them left for the second would be skipped as committed after a crash in between. So records
-    whose source offsets go back, or whose outputs of one input record are not adjacent, are not
-    cut (one transaction, as before); the outputs of one input record are never split. One input
-    record larger than ``max_bytes`` is a transaction of its own.
-    """
-    if not _cuttable(records):
-        return [records]
-    inputs: list[list[int]] = []  # per input record, in order: [its first index, its outputs' bytes]
-    for i, record in enumerate(records):
-        if i == 0 or (record[5], record[6]) != (records[i - 1][5], records[i - 1][6]):
-            inputs.append([i, 0])
-        inputs[-1][1] += record_bytes(record)
-    chunks: list[Sequence[Record]] = []
-    start, size = 0, 0
-    for first, bytes_ in inputs:
-        if first > start and size + bytes_ > max_bytes:
-            chunks.append(records[start:first])
-            start, size = first, 0
-        size += bytes_
-    chunks.append(records[start:])
-    return chunks
-
-
-def _cuttable(records: Sequence[Record]) -> bool:
-    """Per source partition, offsets only grow, and the outputs of one input record are adjacent."""
-    last: dict[int, int] = {}
-    previous: tuple[int, int] | None = None
-    for record in records:
-        origin = (record[5], record[6])
-        if origin != previous:
-            if record[6] <= last.get(record[5], -1):
-                return False
-            last[record[5]] = record[6]
-            previous = origin
-    return True
+    def __init__(self, transactional_id: str, origins: frozenset[Origin], limits: Mapping[str, int]) -> None:
+        shown = ", ".join(f"{p}/{o}" for p, o in sorted(origins)[:5])
+        super().__init__(
+            f"transactional.id {transactional_id}: the brokers refuse the dead letters of input records {shown} as "
+            f"too large, within the max.message.bytes read for their topics ({dict(limits)})",
+            fix="a compressed batch larger than its records, or a broker limit below the topic's: set no "
+            "compression.type for the sink's producer, or raise the topic's max.message.bytes (kafka-configs.sh "
+            "--alter --entity-type topics --entity-name <topic> --add-config max.message.bytes=<bytes>); the job "
+            "goes on where it stopped",
+        )
+        self.transactional_id, self.origins = transactional_id, origins
 
 
 def _write_transaction(config: SinkConfig, batch_id: int, partition: int, records: Sequence[Record]) -> PartitionResult:
@@ -544,11 +544,22 @@ def _write(
     if not pending:
         return PartitionResult(partition, batch_id, 0, skipped=True, already_committed=len(records))
     producer, txn_id, deadline = writer.producer, config.transactional_id(partition), config.retry_deadline_s
+    writer.refused.clear()
     call_with_retries(txn_id, "begin_transaction", producer.begin_transaction, deadline_s=deadline)
     try:
         try:
-            for topic, key, value, timestamp, headers, _, _ in pending:
-                _produce(producer, topic, key, value, partition, timestamp, headers)
+            for record in pending:
+                topic, key, value, timestamp, headers, source_partition, source_offset = record
+                try:
+                    _produce(producer, topic, key, value, partition, timestamp, headers)
+                except KafkaException as exc:  # over the producer's own message.max.bytes: set aside, write again
+                    if exc.args[0].code() != KafkaError.MSG_SIZE_TOO_LARGE:
+                        raise
+                    writer.refused.append((topic, key, len(value or b"")))
+                    _abort(producer, txn_id, deadline)
+                    error = exc.args[0]
+                    failure = TransactionError(txn_id, "produce", error, classify(error), fix=_PRODUCE_FIX)
+                    raise RefusedAsTooLarge(frozenset({(source_partition, source_offset)}), failure) from exc
             # A new writer_version takes over from the offsets committed so far: older decisions keep theirs.
             lineage = writer.lineage.get(config.commits_topic, Lineage()).written_by(
                 config.writer_version, batch_id, committed
@@ -563,22 +574,38 @@ def _write(
         except KafkaException as exc:  # produce() itself refused: fatal (fenced) or the transaction must abort
             error = exc.args[0]
             kind = classify(error)
-            fix = "the transaction was not committed; Spark retries the attempt, a fenced producer is discarded"
-            raise TransactionError(txn_id, "produce", error, kind, fix=fix) from exc
+            raise TransactionError(txn_id, "produce", error, kind, fix=_PRODUCE_FIX) from exc
         with pause_before_commit(producer, config.query, partition, batch_id):
             call_with_retries(
                 txn_id, "commit_transaction", lambda: producer.commit_transaction(deadline), deadline_s=deadline
             )
     except TransactionError as exc:
         if exc.kind is ErrorKind.ABORT:
-            call_with_retries(
-                txn_id, "abort_transaction", lambda: producer.abort_transaction(deadline), deadline_s=deadline
-            )
+            _abort(producer, txn_id, deadline)
+            producer.poll(0)  # delivery reports not served yet: a record refused as too large among them
+        origins = _origins(writer.refused, pending)
+        if origins:  # the broker refused records as too large: written again with them set aside (write_partition)
+            raise RefusedAsTooLarge(origins, exc) from exc
         raise
     writer.committed[config.commits_topic] = covered
     writer.lineage[config.commits_topic] = lineage
     left_out = len(records) - len(pending)
     return PartitionResult(partition, batch_id, len(pending), skipped=False, already_committed=left_out)
+
+
+_PRODUCE_FIX = "the transaction was not committed; Spark retries the attempt, a fenced producer is discarded"
+
+
+def _abort(producer: Producer, txn_id: str, deadline: float) -> None:
+    call_with_retries(txn_id, "abort_transaction", lambda: producer.abort_transaction(deadline), deadline_s=deadline)
+
+
+def _origins(refused: Sequence[tuple[str, bytes | None, int]], records: Sequence[Record]) -> frozenset[Origin]:
+    """The input records of ``records`` whose output matches a refused record (topic, key, value size)."""
+    if not refused:
+        return frozenset()
+    marks = set(refused)
+    return frozenset((r[5], r[6]) for r in records if (r[0], r[1], len(r[2] or b"")) in marks)
 
 
 # Fault injection for tests, in the spirit of the jobs' --crash-after-batch: the folder a test watches. Executors of a

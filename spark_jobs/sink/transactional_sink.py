@@ -80,6 +80,7 @@ from spark_jobs.sink.partition_transactions import (
     write_partition,
 )
 from spark_jobs.sink.query_handover import check_output_owners
+from spark_jobs.sink.size_bounds import read_topic_limits
 
 if TYPE_CHECKING:
     import pyarrow as pa  # type: ignore[import-untyped]
@@ -100,7 +101,8 @@ __all__ = [
 OUTPUT_COLUMNS = ("topic", "key", "value", "timestamp")
 HEADERS_COLUMN = "headers"  # optional: map<string,string>, written as Kafka record headers (UTF-8 values)
 ROUTE_COLUMN = "_ikkai_route"
-# Topic metadata (counts, existence) is read at start, then at most this often and after any failed write.
+# Topic metadata (counts, existence, max.message.bytes) is read at start, then at most this often and after any
+# failed write.
 # A grown input is also refused by the write tasks themselves (a row outside the layout), at once.
 TOPIC_CHECK_INTERVAL_S = 30.0
 ArrowBatches = Iterator["pa.RecordBatch"]  # what a mapInArrow function takes and yields
@@ -155,6 +157,7 @@ class TransactionalBatchWriter:
         self._admin = AdminClient(self.config.cluster.client_config())
         check_layout(self.config, self._admin)
         self.config = check_output_owners(self.config)  # another query's output: refused, or handed over
+        self.config = with_topic_limits(self.config, self._admin)  # each written topic's max.message.bytes
         self._routes = spark_partition_routes(self.config.partitions)
         self._topics_checked_at = time.monotonic()
         self._prepared = True
@@ -191,6 +194,8 @@ class TransactionalBatchWriter:
         """``check_topics``, at most once every ``every_s`` seconds: topic metadata is not read per batch."""
         if time.monotonic() - self._topics_checked_at >= every_s:
             check_topics(self.config, self._admin)
+            assert self._admin is not None  # prepared
+            self.config = with_topic_limits(self.config, self._admin)  # a limit changed since: followed from here on
             self._topics_checked_at = time.monotonic()
 
     def _write(self, batch: DataFrame, batch_id: int, routes: tuple[int, ...]) -> list[PartitionResult]:
@@ -443,6 +448,12 @@ def check_topics(config: SinkConfig, admin: AdminClient | None = None, deadline_
             fix="the input grew while the job ran; stop it, let it drain on the old layout if it can, grow every "
             f"topic of the layout to one count, and start it again: its start says how ({REPARTITION_PROCEDURE})",
         )
+
+
+def with_topic_limits(config: SinkConfig, admin: AdminClient) -> SinkConfig:
+    """``config`` with the ``max.message.bytes`` of every topic it writes, read now (``size_bounds``)."""
+    topics = (*config.output_topics, *([config.dlq_topic] if config.dlq_topic else []))
+    return dataclasses.replace(config, topic_max_message_bytes=read_topic_limits(admin, topics, TOPIC_DEADLINE_S))
 
 
 def refuse_a_grown_layout(config: SinkConfig, markers: Mapping[int, CommitMarker]) -> None:

@@ -1,37 +1,53 @@
 """No size can stop a job: records too large to produce become dead letters, transactions are bounded in bytes.
 
-Issue 27, items 4 and 5. The pure parts (the set-aside pre-pass, the cut into transactions) are
-tested record by record; the enrich job as its own process writes a batch of 200 dead letters of
-500 KiB each on the real stack, in transactions the markers show bounded.
+Issue 27, items 4 and 5; issue 43, case 5 (each topic's own max.message.bytes, read at start and
+again on the broker's refusal). The pure parts (the set-aside pre-pass, the cut into transactions,
+the frames) are tested record by record; on the real stack, the enrich job as its own process writes
+a batch of 200 dead letters of 500 KiB in transactions the markers show bounded, and dead letters
+too large for their DLQ topic.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
+import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from demo.payments_simulation import generate_profiles
 from demo.pipeline_io import by_partition, create_topic, flat, unique
+from demo.raw_payments import RawLine, mixed_stream, produce_lines
 from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.partitioning import kafka_partition
+from ikkai.errors import ConfigError
 from spark_jobs.enrich import reasons as r
+from spark_jobs.enrich.master_data import publish_profiles
 from spark_jobs.job_shell import default_max_transaction_bytes
-from spark_jobs.sink.commit_markers import CommitMarker
+from spark_jobs.sink.commit_markers import CommitMarker, ensure_commits_topic
 from spark_jobs.sink.dead_letters import (
     DEAD_LETTER_VALUE_BYTES,
     OUTPUT_TOPIC_HEADER,
+    REASON_HEADER,
     TOO_LARGE,
     VALUE_BYTES_HEADER,
     VALUE_SHA256_HEADER,
 )
-from spark_jobs.sink.partition_transactions import (
-    DEFAULT_MAX_TRANSACTION_BYTES,
+from spark_jobs.sink.partition_transactions import DEFAULT_MAX_TRANSACTION_BYTES, SinkConfig, write_partition
+from spark_jobs.sink.size_bounds import (
+    DeadLetterTooLarge,
     Record,
-    SinkConfig,
+    producer_batch_bytes,
+    read_topic_limits,
     record_bytes,
+    request_frames,
     set_aside_too_large,
     transaction_chunks,
 )
@@ -71,12 +87,15 @@ def test_a_batch_is_cut_between_input_records_never_inside_one() -> None:
     assert transaction_chunks(records, 1) == [records[:2], records[2:3], records[3:5], records[5:]]
 
 
-def test_a_batch_whose_source_offsets_go_back_is_never_cut() -> None:
+def test_a_batch_whose_source_offsets_go_back_is_never_cut_and_refused_over_the_bound() -> None:
     """A cut there would let the first transaction's marker claim a record the second still holds."""
     back = [record(5), record(3), record(7)]
-    assert transaction_chunks(back, 1) == [back]
+    assert transaction_chunks(back, 10 * record_bytes(back[0])) == [back]
+    with pytest.raises(ConfigError, match="order_by") as refused:
+        transaction_chunks(back, 1)
+    assert "input partition and input offset first" in str(refused.value)
     apart = [record(5), record(6, partition=1), record(5)]  # one input record's outputs not adjacent
-    assert transaction_chunks(apart, 1) == [apart]
+    assert transaction_chunks(apart, 10 * record_bytes(apart[0])) == [apart]
     two_inputs = [record(5), record(9), record(2, partition=1), record(3, partition=1)]
     assert len(transaction_chunks(two_inputs, 1)) == 4
 
@@ -94,7 +113,7 @@ def test_a_record_too_large_to_produce_becomes_one_dead_letter_for_its_input_rec
     assert letter["headers"][VALUE_BYTES_HEADER] == str(huge)
     assert letter["headers"][VALUE_SHA256_HEADER] == hashlib.sha256(b"v" * huge).hexdigest()
     assert letter["headers"][OUTPUT_TOPIC_HEADER] == "out" and dict(headers or {}) == letter["headers"]
-    assert "over the 1,000,000 bytes the producer takes" in letter["reason"] and len(letter["reason"]) < 200
+    assert "over the 1,000,000 bytes a record may have there" in letter["reason"] and len(letter["reason"]) < 300
     assert record_bytes(out[1]) < 1_000_000  # the dead letter itself always fits
 
 
@@ -105,6 +124,60 @@ def test_what_fits_is_left_alone_and_without_a_dlq_nothing_is_set_aside() -> Non
     assert set_aside_too_large(config(dlq_topic=""), huge) is huge
     smaller = config(producer_config={"message.max.bytes": "300000"})
     assert set_aside_too_large(smaller, [record(0, 400_000)])[0][0] == "dlq"
+
+
+def test_a_record_over_its_own_topics_max_message_bytes_is_set_aside_and_its_letter_fits_the_dlq_topic() -> None:
+    """Each topic's limit, not only the producer's; the dead letter cut to what the DLQ topic takes, reason kept."""
+    limits = {"out": 300_000, "outbox": 1_048_588, "dlq": 40_000}
+    sink = config(topic_max_message_bytes=limits)
+    records = [record(0, 250_000), record(1, 310_000), record(1, 50, topic="outbox"), record(2, 100_000, "outbox")]
+    out = set_aside_too_large(sink, records)
+    assert [(r[0], r[6]) for r in out] == [("out", 0), ("dlq", 1), ("outbox", 2)]
+    letter = default_codec().decode("dead_letter", out[1][2])
+    assert record_bytes(out[1]) <= limits["dlq"] and 0 < len(letter["value"]) < 40_000
+    assert "over the 300,000 bytes a record may have there" in letter["reason"]
+    assert letter["headers"][VALUE_BYTES_HEADER] == "310000" and letter["headers"][OUTPUT_TOPIC_HEADER] == "out"
+    assert producer_batch_bytes(sink) == 40_000 - 1024  # a batch of several records fits the smallest topic
+    assert producer_batch_bytes(config()) is None
+
+
+def test_a_record_the_broker_refused_is_set_aside_though_within_the_limit_read() -> None:
+    """The limit was lowered after it was read: the broker's refusal names the input record, which becomes a letter."""
+    records = [record(0), record(1, 500), record(2)]
+    out = set_aside_too_large(config(), records, refused={(0, 1)})
+    assert [(r[0], r[6]) for r in out] == [("out", 0), ("dlq", 1), ("out", 2)]
+    letter = default_codec().decode("dead_letter", out[1][2])
+    assert "MSG_SIZE_TOO_LARGE" in letter["reason"] and letter["value"] == b"v" * 500
+
+
+def test_a_dead_letter_too_large_for_the_dlq_topic_keeps_its_first_reason() -> None:
+    first = (
+        "dlq", b"pay-1", b"d" * 90_000, None, {"ikkai.dlq.error_class": "not_json", "ikkai.dlq.reason": "not JSON"},
+        0, 1,
+    )  # fmt: skip
+    out = set_aside_too_large(config(topic_max_message_bytes={"dlq": 30_000}), [first])
+    letter = default_codec().decode("dead_letter", out[0][2])
+    assert (
+        letter["error_class"] == TOO_LARGE and "it was a dead letter already (not_json: not JSON)" in letter["reason"]
+    )
+    assert record_bytes(out[0]) <= 30_000
+
+
+def test_a_dlq_topic_too_small_for_any_dead_letter_is_refused_with_the_limit_to_set() -> None:
+    with pytest.raises(DeadLetterTooLarge) as refused:
+        set_aside_too_large(config(topic_max_message_bytes={"out": 2_000, "dlq": 1_200}), [record(0, 5_000)])
+    assert "--entity-name dlq --add-config max.message.bytes=" in str(refused.value)
+
+
+def test_frames_to_the_executor_writer_are_bounded_and_keep_every_record_in_order() -> None:
+    records = [record(i, 300_000) for i in range(10)]
+    bound = 3 * record_bytes(records[0])
+    frames = request_frames(records, bound)
+    assert [len(f) for f in frames] == [3, 3, 3, 1]
+    assert all(sum(record_bytes(r) for r in f) <= bound for f in frames)
+    assert [r for f in frames for r in f] == records
+    assert request_frames(records, 1) == [[r] for r in records]  # one record a frame at least
+    assert request_frames([], bound) == []
 
 
 @pytest.mark.integration
@@ -146,3 +219,119 @@ def test_a_batch_of_200_dead_letters_of_500_kib_commits_in_transactions_bounded_
         assert sum(m.records for m in markers) == written
         assert max(m.records for m in markers) * size <= bound, [m.records for m in markers]
         assert len(markers) >= written * size // bound
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(1200)
+def test_an_output_topic_with_a_smaller_max_message_bytes_gets_dead_letters_and_the_job_goes_on(
+    bootstrap: str, tmp_path: Path
+) -> None:
+    """Issue 43 case 5: the DLQ topic takes 150,000 bytes a record batch; enrich's dead letters of 300 KiB are more.
+
+    Each of those input records becomes one ``too_large`` dead letter cut to fit that same topic,
+    its first reason kept; every other record is decided as usual, over several batches, and the
+    job ends its run (before: the commit failed with MSG_SIZE_TOO_LARGE on every attempt).
+    """
+    partitions, limit, size = 2, 150_000, 300 * KIB
+    stream = mixed_stream(11, payments=60, partitions=partitions)
+    name = unique("small")
+    topics = EnrichTopics(f"ingest.{name}", f"events.{name}", f"dlq.{name}", f"masterdata.merchants.{name}",
+                          f"masterdata.customers.{name}")  # fmt: skip
+    merchants, customers = generate_profiles(stream.world, 11)
+    publish_profiles(KafkaContext.of(bootstrap), merchants, customers, merchants_topic=topics.merchants,
+                     customers_topic=topics.customers, transactional_id=unique("test.masterdata"))  # fmt: skip
+    create_topic(bootstrap, topics.input, partitions)
+    create_topic(bootstrap, topics.events, partitions)
+    create_topic(bootstrap, topics.dlq, partitions, config={"max.message.bytes": str(limit)})
+    bigs = [
+        RawLine(key, b"<" + bytes([65 + i]) * (size - 1), kafka_partition(key, partitions), TOO_LARGE, None, False)
+        for i, key in enumerate(f"pay-big-{i}".encode() for i in range(4))
+    ]
+    half = len(stream.lines) // 2
+    lines = [*stream.lines[:half], *bigs, *stream.lines[half:]]
+    produce_lines(bootstrap, topics.input, lines)
+    job = EnrichProcess(bootstrap, topics, tmp_path, unique("small"), "--max-offsets-per-trigger", "20")
+    assert job.wait(1000) == 0, job.tail()
+    batches = [line for line in job.log if " committed " in line]
+    assert len(batches) >= 4, job.tail()  # batches after the one with the large records
+
+    codec = default_codec()
+    events = [codec.decode("payment_event", value) for _, value in flat(by_partition(bootstrap, topics.events))]
+    assert Counter(e["event_id"] for e in events) == Counter(stream.expected_event_ids())
+    dlq = flat(by_partition(bootstrap, topics.dlq))
+    letters = [(key, value, codec.decode("dead_letter", value)) for key, value in dlq]
+    offsets = dict.fromkeys(range(partitions), 0)
+    where: dict[tuple[int, int], RawLine] = {}
+    for line in lines:
+        where[(line.partition, offsets[line.partition])] = line
+        offsets[line.partition] += 1
+    seen = Counter((d["source_partition"], d["source_offset"]) for _, _, d in letters)
+    assert max(seen.values()) == 1 and len(events) + len(letters) == len(lines)  # each input record one outcome
+    too_large = [(k, v, d) for k, v, d in letters if d["error_class"] == TOO_LARGE]
+    assert {where[(d["source_partition"], d["source_offset"])].key for _, _, d in too_large} == {b.key for b in bigs}
+    for key, value, letter in too_large:
+        assert len(key or b"") + len(value) + sum(len(n) + len(t) for n, t in letter["headers"].items()) < limit
+        assert letter["headers"][OUTPUT_TOPIC_HEADER] == topics.dlq and letter["headers"][REASON_HEADER]
+        assert f"{limit:,}" in letter["reason"] and "max.message.bytes" in letter["reason"], letter["reason"]
+        assert r.NOT_JSON in letter["reason"], letter["reason"]  # the reason it was a dead letter in the first place
+    for _, _, letter in letters:
+        if letter["error_class"] != TOO_LARGE:
+            assert letter["error_class"] == where[(letter["source_partition"], letter["source_offset"])].expected
+
+
+@pytest.mark.integration
+def test_a_limit_lowered_while_the_job_runs_is_read_again_on_the_brokers_refusal(bootstrap: str) -> None:
+    """max.message.bytes lowered after the start read it: the broker refuses the batch, the writer reads the limit
+    again and writes the batch once more, the large record as a dead letter and its batch-mates as they were."""
+    out, dlq = create_topic(bootstrap, unique("test.out")), create_topic(bootstrap, unique("test.dlq"))
+    commits = unique("_ikkai.commits.test")
+    ensure_commits_topic(KafkaContext.of(bootstrap), commits, 1)
+    admin = AdminClient(KafkaContext.of(bootstrap).client_config())
+    read_at_start = read_topic_limits(admin, [out, dlq], 30)
+    sink = config(cluster=KafkaContext.of(bootstrap), output_topics=(out, dlq), partitions=1, commits_topic=commits,
+                  query=unique("q"), dlq_topic=dlq, topic_max_message_bytes=read_at_start)  # fmt: skip
+    lowered = 100_000
+    setting = ConfigEntry("max.message.bytes", str(lowered), incremental_operation=AlterConfigOpType.SET)
+    lower = ConfigResource(ConfigResource.Type.TOPIC, out, incremental_configs=[setting])
+    for done in admin.incremental_alter_configs([lower]).values():
+        done.result(30)
+    give_up_at = time.monotonic() + 60
+    while read_topic_limits(admin, [out], 30)[out] != lowered:
+        assert time.monotonic() < give_up_at, "the lowered limit never showed"
+        time.sleep(0.2)
+    records = [record(0, 50_000, out), record(1, 300_000, out), record(2, 50_000, out)]
+    result = write_partition(sink, 0, 0, records)
+    assert result.records == 3
+    assert [key for key, _ in by_partition(bootstrap, out)[0]] == [b"pay-0", b"pay-2"]
+    [(key, value)] = by_partition(bootstrap, dlq)[0]
+    letter = default_codec().decode("dead_letter", value)
+    assert (key, letter["error_class"], letter["source_offset"]) == (b"pay-1", TOO_LARGE, 1)
+    assert f"over the {lowered:,} bytes" in letter["reason"], letter["reason"]
+    markers = [CommitMarker.decode(v, default_codec()) for _, v in by_partition(bootstrap, commits)[0] if v]
+    assert markers[-1].source_offsets == {0: 3}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    outputs=st.lists(st.tuples(st.integers(0, 2), st.integers(1, 4), st.integers(0, 5_000)), min_size=1, max_size=40),
+    bound=st.integers(1, 20_000),
+)
+def test_any_batch_in_input_order_is_cut_within_the_bound_only_between_input_records(
+    outputs: list[tuple[int, int, int]], bound: int
+) -> None:
+    """Per input record (partition, how many outputs, value size), offsets growing per partition as the jobs order."""
+    offsets = dict.fromkeys(range(3), 0)
+    records: list[Record] = []
+    for partition, count, size in outputs:
+        offsets[partition] += 1
+        records += [record(offsets[partition], size, f"t{n}", partition) for n in range(count)]
+    chunks = transaction_chunks(records, bound)
+    assert [r for chunk in chunks for r in chunk] == records  # nothing lost, nothing twice, the order kept
+    for before, after in itertools.pairwise(chunks):
+        assert (before[-1][5], before[-1][6]) != (after[0][5], after[0][6])  # never inside one input record
+    for chunk in chunks:
+        origins = {(r[5], r[6]) for r in chunk}
+        assert sum(record_bytes(r) for r in chunk) <= bound or len(origins) == 1  # over it: one input record alone
+    frames = request_frames(records, bound)
+    assert [r for frame in frames for r in frame] == records
+    assert all(sum(record_bytes(r) for r in f) <= bound or len(f) == 1 for f in frames)
