@@ -136,3 +136,23 @@ def test_the_claim_transactional_id_is_none_of_a_partition_writers() -> None:
     config = SinkConfig(app="ikkai", query="infer.owner-claim", cluster=KafkaContext.of("b:1"), output_topics=("o",),
                         partitions=3, order_by=("x",), source_topic="i")  # fmt: skip
     assert claim_log.claim_transactional_id("ikkai", "infer") not in {config.transactional_id(p) for p in range(3)}
+
+
+@pytest.mark.integration
+def test_a_start_that_died_after_its_claim_leaves_its_parameters_to_the_next_start(bootstrap: str) -> None:
+    """The claim is written, then the job dies before its first output: the next start, without the one-time flags,
+    gets them from the claim (an output partition without a marker starts there); the same flags again are accepted,
+    others refused naming the recorded ones."""
+    outputs, query = (unique("decisions.crash"),), unique("crashed")
+    first = claim_outputs(sink(query, outputs, bootstrap=bootstrap, start_offsets={0: 59, 1: 61}), own={})
+    assert dict(first.start_offsets) == {0: 59, 1: 61}
+    again = claim_outputs(sink(query, outputs, bootstrap=bootstrap), own={})  # the usual arguments
+    assert dict(again.start_offsets) == {0: 59, 1: 61} and again.after_query == ""
+    same = claim_outputs(sink(query, outputs, bootstrap=bootstrap, start_offsets={0: 59, 1: 61}), own={})
+    assert dict(same.start_offsets) == {0: 59, 1: 61}
+    with pytest.raises(OwnerClaimError, match=r"first started with --start-offsets 0:59,1:61; --start-offsets 0:0"):
+        claim_outputs(sink(query, outputs, bootstrap=bootstrap, start_offsets={0: 0}), own={})
+    successor = unique("successor")
+    handed = claim_outputs(sink(successor, outputs, bootstrap=bootstrap, after_query=query), own={})
+    restarted = claim_outputs(sink(successor, outputs, bootstrap=bootstrap), own={})
+    assert handed.after_query == restarted.after_query == query  # the handover's origin is recorded too
