@@ -46,6 +46,7 @@ from spark_jobs.job_shell import (
     stream_trigger,
 )
 from spark_jobs.sink.input_identity import (
+    completed_offsets,
     input_recreated_option,
     input_topic_id,
     is_uri,
@@ -90,6 +91,7 @@ class StreamingOptions:
     master: str = "local[2]"
     crash_after_batch: int | None = None  # fault injection for tests: SIGKILL itself after this batch's write
     input_recreated: str = ""  # --input-recreated: the recreated input topic's id, to start over on it
+    shadow: bool = False  # infer's --shadow: the query may claim only *.shadow topics
     after_query: str = ""  # a new query taking over another's output (query_handover)
     start_offsets: dict[int, int] = field(default_factory=dict)  # or told where to start
     progress: bool = False  # --progress: each batch's StreamingQueryProgress on stderr (spark_jobs.progress)
@@ -122,7 +124,7 @@ class StreamingOptions:
             after_query=kw["after_query"], start_offsets=kw["start_offsets"], progress=kw["progress"],
             checkpoint_given=kw["checkpoint"] is not None, sink_api=kw.get("sink_api"),
             transactional_writer=kw.get("transactional_writer", DEFAULT_TRANSACTIONAL_WRITER),
-            replay_requests=kw.get("replay_requests"),
+            replay_requests=kw.get("replay_requests"), shadow=bool(kw.get("shadow")),
         )  # fmt: skip
 
     @property
@@ -231,13 +233,14 @@ def start_query(spark: SparkSession, options: StreamingOptions, job: StreamingJo
         partition_column=plan.partition_column,
         # A new version continues the query from its markers: the marker records the cut (query_handover).
         writer_version=plan.writer_version, after_query=options.after_query, start_offsets=options.start_offsets,
-        transactional_writer=options.transactional_writer,
+        transactional_writer=options.transactional_writer, shadow=options.shadow,
     )  # fmt: skip
     after_batch = crash_hook(options.query, options.crash_after_batch)
     writer = batch_writer(options.mode, config, after_batch, plan.transform)
     if options.mode == "exactly-once":
         rebase_on_recreated_input(config, options.checkpoint, spark)  # --input-recreated: start over on the new topic
-    writer.prepare(spark)
+    if isinstance(writer, TransactionalBatchWriter):
+        writer.prepare(spark, completed_offsets(options.checkpoint, options.input_topic))
     stream = rows.writeStream.queryName(options.query).option("checkpointLocation", str(options.checkpoint))
     if plan.output_mode:
         stream = stream.outputMode(plan.output_mode)
@@ -363,6 +366,7 @@ def replay_options(live: StreamingOptions, request: ReplayRequest) -> StreamingO
         live, query=request.query, checkpoint=request.checkpoint, available_now=True, max_offsets_per_trigger=None,
         crash_after_batch=None, input_recreated="", after_query="", start_offsets={}, checkpoint_given=True,
         replay_of=live.query,
+        shadow=False,  # a replay's topics are its own (a suffix), never a shadow's
     )  # fmt: skip
 
 

@@ -25,6 +25,9 @@ MASTERDATA_CUSTOMERS = "masterdata.customers"
 
 # The control plane's record of applies: compacted, keyed <env>/<bundle>, the last apply of each (deploy.applies).
 APPLIES = "_ikkai.applies"
+# Who writes which output topic: every start of a query claims its outputs here (ikkai.contract.owner_claims). One
+# partition, cleanup.policy=delete with retention.ms=-1 and retention.bytes=-1: never compacted, never deleted.
+OWNERS = "_ikkai.owners"
 
 INGEST_PREFIX = "ingest."
 DLQ_PREFIX = "dlq."

@@ -1,8 +1,9 @@
 """The exactly-once sink's room: Spark micro-batches to Kafka transactions, and what each one covered.
 
 ``transactional_sink`` writes a batch per output partition (``partition_transactions``) in one
-Kafka transaction with its commit marker (``commit_markers``); ``query_handover`` and
-``input_identity`` keep a change (a new query, a recreated input) exactly-once; ``kafka_errors``
+Kafka transaction with its commit marker (``commit_markers``); ``claim_log`` decides at each start
+which query writes an output (the claim log), ``query_handover`` and ``input_identity`` keep a change
+(a handover, a recreated input) exactly-once; ``kafka_errors``
 classifies what Kafka answers, and ``dead_letters`` sets aside what Kafka refuses;
 ``ikkai.contract.partition_ends`` reads a partition to its committed end.
 """

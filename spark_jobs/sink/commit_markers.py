@@ -44,7 +44,6 @@ from ikkai.contract.markers import (  # the records themselves live in the contr
     COMMITS_TOPIC_PREFIX,
     CommitMarker,
     VersionCut,
-    app_and_query,
     check_names,
     commits_topic_for,
     marker_key,
@@ -60,10 +59,8 @@ __all__ = [
     "VersionCut",
     "check_names",
     "commits_topic_for",
-    "commits_topics",
     "ensure_commits_topic",
     "marker_key",
-    "read_all_markers",
     "read_marker",
     "read_markers",
     "refuse_a_deleting_policy",
@@ -290,11 +287,6 @@ def _partitions_not_read(topic: str, pending: set[tuple[str, int]], deadline_s: 
                              fix="check the broker")  # fmt: skip
 
 
-def _topics_not_read(pending: set[tuple[str, int]], deadline_s: float) -> CommitMarkerError:
-    topics = ", ".join(sorted({t for t, _ in pending}))
-    return CommitMarkerError(topics, f"could not be read in {deadline_s:.0f}s", fix="check the broker")
-
-
 def _foreign(topic: str, partition: int, marker: CommitMarker, app: str, query: str) -> CommitMarkerError:
     return CommitMarkerError(
         topic,
@@ -302,40 +294,3 @@ def _foreign(topic: str, partition: int, marker: CommitMarker, app: str, query: 
         f"{marker.partition}; this topic belongs to app {app!r}, query {query!r}",
         fix="give every query its own commits topic (the default, _ikkai.commits.<app>.<query>)",
     )
-
-
-def commits_topics(cluster: KafkaContext) -> dict[str, tuple[str, str]]:
-    """Every query's commits topic on the cluster: topic -> (app, query), read from its name."""
-    found: dict[str, tuple[str, str]] = {}
-    for topic in AdminClient(cluster.client_config()).list_topics(timeout=30).topics:
-        names = app_and_query(topic)
-        if names is not None:
-            found[topic] = names
-    return found
-
-
-def read_all_markers(
-    cluster: KafkaContext, topics: list[str], deadline_s: float = 60.0
-) -> dict[str, list[CommitMarker]]:
-    """The newest committed marker of every partition of every topic in ``topics``, read by one consumer.
-
-    Like ``read_markers`` (read_committed, no wait for open transactions), for the start-up checks
-    that look at other queries' markers: what they name is read from each marker, not assumed.
-    """
-    codec = default_codec()
-    consumer = _consumer(cluster)
-    try:
-        metadata = consumer.list_topics(timeout=10).topics
-        partitions = [
-            (t, p) for t in topics if t in metadata and metadata[t].error is None for p in metadata[t].partitions
-        ]
-        late = functools.partial(_topics_not_read, deadline_s=deadline_s)
-        newest: dict[tuple[str, int], CommitMarker] = {}
-        for message in records_to_end(consumer, partitions, deadline_s, failed=_read_failed, late=late):
-            newest[(message.topic(), message.partition())] = CommitMarker.decode(message.value(), codec)
-        markers: dict[str, list[CommitMarker]] = {t: [] for t in topics}
-        for (topic, _), marker in sorted(newest.items()):
-            markers[topic].append(marker)
-        return markers
-    finally:
-        consumer.close()

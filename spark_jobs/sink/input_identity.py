@@ -4,7 +4,8 @@ A commit marker's source offsets mean something only on the topic they were read
 deleted and recreated under the same name starts again at offset 0, so the old markers would
 leave out the new topic's records up to the old offsets as "committed before": records lost
 without a word. Kafka gives every topic an id (KIP-516) that a recreated topic does not share.
-The job looks the id up at start (``input_topic_id``), every marker records it
+The job looks the id up at start (``input_topic_id``; a broker that answers with no id, the zero
+id, is refused: it would compare equal before and after a recreation), every marker records it
 (``SinkConfig.source_topic_id``), and a marker of another id stops the job in one line
 (``partition_transactions.check_markers``) with the fix below.
 
@@ -25,6 +26,7 @@ silently starts in the middle, and the new topic's first records would never be 
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Callable
@@ -45,6 +47,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 RECREATION_GUIDE = f"{OPERATOR_GUIDE}: topic recreation"
+ZERO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"  # Uuid(0, 0) as Kafka prints it: what a broker without topic ids answers
 
 
 def input_topic_id(job: str, cluster: KafkaContext, topic: str, deadline_s: float = 60.0) -> str:
@@ -58,7 +61,7 @@ def input_topic_id(job: str, cluster: KafkaContext, topic: str, deadline_s: floa
     while True:
         future = admin.describe_topics(TopicCollection([topic]), request_timeout=15)[topic]
         try:
-            return str(future.result(timeout=30).topic_id)
+            topic_id = str(future.result(timeout=30).topic_id)
         except KafkaException as exc:
             error: KafkaError = exc.args[0]
             if error.code() not in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TIMED_OUT) and not error.retriable():
@@ -72,6 +75,15 @@ def input_topic_id(job: str, cluster: KafkaContext, topic: str, deadline_s: floa
                     fix="create it (topics are never auto-created) or pass the right --input",
                 ) from exc  # fmt: skip
             time.sleep(0.5)
+            continue
+        if topic_id in ("", ZERO_TOPIC_ID, "None"):
+            raise ConfigError(
+                job, topic, f"the broker gave no topic id ({topic_id or 'empty'}): a recreated topic would compare "
+                "equal to the one it replaced, and its first records would be left out as committed before",
+                fix="run the job against brokers that give topic ids (Kafka 2.8 or newer; KRaft always does); ask the "
+                "cluster's operators if a proxy in between drops them",
+            )  # fmt: skip
+        return topic_id
 
 
 def checkpoint_is_fresh(checkpoint: Path | str, spark: SparkSession | None = None) -> bool:
@@ -90,6 +102,30 @@ def checkpoint_is_fresh(checkpoint: Path | str, spark: SparkSession | None = Non
         return not fs.exists(offsets) or not any(str(s.getPath().getName()).isdigit() for s in fs.listStatus(offsets))
     offsets = Path(checkpoint) / "offsets"
     return not offsets.is_dir() or not any(p.name.isdigit() for p in offsets.iterdir())
+
+
+def completed_offsets(checkpoint: Path | str, topic: str) -> dict[int, int] | None:
+    """Per partition of ``topic``, the end of the checkpoint's last batch, if that batch is committed; else None.
+
+    Spark writes ``offsets/<N>`` when it plans batch N (its third line: each source's end offsets as
+    JSON) and ``commits/<N>`` once the batch's sink returned, i.e. once every output partition's
+    transaction of it committed. Batches start where the one before ended, from the earliest offsets
+    of a fresh checkpoint, so when the last planned batch is committed every input record below these
+    ends has its output committed on every output partition. None: not shown (a URI, a fresh or
+    foreign checkpoint, a batch planned but not committed).
+    """
+    if isinstance(checkpoint, str) and is_uri(checkpoint):
+        return None
+    offsets, commits = Path(checkpoint) / "offsets", Path(checkpoint) / "commits"
+    planned = sorted(int(p.name) for p in offsets.iterdir() if p.name.isdigit()) if offsets.is_dir() else []
+    if not planned or not (commits / str(planned[-1])).is_file():
+        return None
+    try:
+        lines = (offsets / str(planned[-1])).read_text().splitlines()
+        ends = json.loads(lines[2]).get(topic) if len(lines) > 2 else None
+    except (OSError, ValueError):
+        return None
+    return {int(p): int(o) for p, o in ends.items()} if isinstance(ends, dict) else None
 
 
 def is_uri(location: str) -> bool:

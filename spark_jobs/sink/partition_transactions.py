@@ -102,6 +102,7 @@ class SinkConfig:
     writer_version: str = ""
     # Where a query with no marker of its own starts: the committed offsets of the query it takes over
     # from (a handover, --after-query: query_handover), or explicit input offsets (--start-offsets).
+    # Given at a start, recorded by the claim that made the query owner (claim_log); later starts get them from there.
     after_query: str = ""
     start_offsets: Mapping[int, int] = field(default_factory=dict)
     # Kafka's topic id of source_topic (KIP-516), looked up at start: every marker records it, and a
@@ -110,6 +111,7 @@ class SinkConfig:
     # --input-recreated: the recreated input's topic id the operator accepted; markers of another id are
     # rebased to offset 0 of this one before the query starts (rebase_on_recreated_input).
     input_recreated: str = ""
+    shadow: bool = False  # --shadow: a candidate that may claim only *.shadow topics (ikkai.contract.owner_claims)
     # Where a record too large to produce is set aside, as a dead letter of stage dlq_stage ("": not set
     # aside, the batch fails), and how large a record the producer takes (its message.max.bytes).
     dlq_topic: str = ""
@@ -129,11 +131,13 @@ class SinkConfig:
         check_names(self.app, self.query)
         if self.after_query:
             check_names(self.app, self.after_query)
-            if self.after_query == self.query or self.start_offsets:
+            if self.after_query == self.query:
                 raise ConfigError(
-                    "sink", "after_query", f"{self.after_query!r} with query {self.query!r} and start offsets "
-                    f"{dict(self.start_offsets)}", fix="hand over from another query, or give offsets",
-                )  # fmt: skip
+                    "sink",
+                    "after_query",
+                    f"{self.after_query!r} is the query itself",
+                    fix="hand over from another query",
+                )
         if not self.commits_topic:
             object.__setattr__(self, "commits_topic", commits_topic_for(self.app, self.query))
         if self.partitions < 1:
@@ -221,9 +225,10 @@ class Lineage:
 def _committed_offsets(config: SinkConfig, partition: int) -> tuple[dict[int, int], Lineage]:
     """(query, partition)'s committed source offsets and lineage; call it after ``init_transactions``.
 
-    A query without a marker starts where it was told: after a handover (``after_query``) at the
-    offsets the query it took over from committed (final: the handover fenced that query's writers
-    and recorded itself there first), or at ``start_offsets``; otherwise from the beginning.
+    A query without a marker starts where it was told: at ``start_offsets`` (with a handover too: one
+    across a grown layout, whose origin's markers have another partition count), else after a handover
+    (``after_query``) at the offsets the query it took over from committed (final: the handover fenced
+    that query's writers and recorded itself there first); otherwise from the beginning.
     """
     marker = read_marker(config.cluster, config.app, config.query, partition, topic=config.commits_topic)
     if marker is not None:
@@ -235,7 +240,7 @@ def _committed_offsets(config: SinkConfig, partition: int) -> tuple[dict[int, in
                 "one stopped; writing here again would decide its events twice",
             )  # fmt: skip
         return dict(marker.source_offsets), Lineage(marker.writer_version, marker.cuts, marker.started_after)
-    if config.after_query:
+    if config.after_query and not config.start_offsets:
         origin_topic = commits_topic_for(config.app, config.after_query)
         origin = read_marker(config.cluster, config.app, config.after_query, partition, topic=origin_topic)
         if origin is None or origin.handed_over_to != config.query:
@@ -243,9 +248,17 @@ def _committed_offsets(config: SinkConfig, partition: int) -> tuple[dict[int, in
                 origin_topic, f"partition {partition}: query {config.after_query} did not hand over to {config.query}",
                 fix="start the job with --after-query: its start hands over (the sink's prepare()) before any write",
             )  # fmt: skip
+        if on_accepted_recreation(config, origin):  # the origin's offsets are of the old topic: start at 0 of this one
+            return {}, Lineage(origin.writer_version, origin.cuts, config.after_query)
         check_markers(config, {partition: origin})
         return dict(origin.source_offsets), Lineage(origin.writer_version, origin.cuts, config.after_query)
-    return dict(config.start_offsets), Lineage()
+    return dict(config.start_offsets), Lineage(started_after=config.after_query)
+
+
+def on_accepted_recreation(config: SinkConfig, marker: CommitMarker) -> bool:
+    """``marker`` names another id of the input, and the operator accepted this one as recreated (--input-recreated)."""
+    recreated = bool(config.source_topic_id) and config.input_recreated == config.source_topic_id
+    return recreated and marker.source_topic_id not in ("", config.source_topic_id)
 
 
 def _producer(

@@ -2,13 +2,16 @@
 
 The procedure (docs/exactly-once.md, "What an operator may change, and how": partitions): stop what
 writes the input, let the job drain and stop, grow every topic of its layout to one count, and start
-it as a new query (``--query``, a fresh ``--checkpoint``) with the ``--start-offsets`` its refusal
-prints. The unit tests build the stale or grown answers with fakes; the integration tests run the
-enrich job on the real stack and count what read_committed readers see.
+it as a new query that takes over from the old one (``--query``, ``--after-query``, a fresh
+``--checkpoint``) with the ``--start-offsets`` its refusal prints. The unit tests build the stale or
+grown answers with fakes; the integration tests run the enrich job on the real stack and count what
+read_committed readers see.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
 import time
 from collections import Counter
@@ -27,7 +30,8 @@ from ikkai.contract.kafka import KafkaContext
 from spark_jobs.enrich.master_data import publish_profiles
 from spark_jobs.sink import transactional_sink
 from spark_jobs.sink.commit_markers import CommitMarker, CommitMarkerError
-from spark_jobs.sink.transactional_sink import SinkConfig, check_topics, refuse_a_grown_layout
+from spark_jobs.sink.input_identity import completed_offsets
+from spark_jobs.sink.transactional_sink import SinkConfig, check_topics, grown_layout_start, refuse_a_grown_layout
 from tests.spark_jobs.enrich_process import EnrichProcess, EnrichTopics
 
 pytestmark = pytest.mark.heavy
@@ -45,15 +49,48 @@ def marker(partition: int, offsets: dict[int, int], partitions: int = 2) -> Comm
 
 
 def test_a_grown_layout_is_refused_with_the_new_query_and_where_it_starts() -> None:
-    """Markers pinned at 2, topics grown to 3: the fix names the new query and, per input partition, the highest
-    offset any marker committed (a routed output partition may hold records of several input partitions)."""
+    """Markers pinned at 2, topics grown to 3: the fix names the new query, the handover from this one and, per input
+    partition, offsets below which every record is committed: the drained checkpoint's ends when it shows them."""
     markers = {0: marker(0, {0: 120, 1: 7}), 1: marker(1, {1: 80})}
+    with pytest.raises(CommitMarkerError) as refused:
+        refuse_a_grown_layout(config(3), markers, completed={0: 120, 1: 80})
+    text = str(refused.value)
+    assert "query enrich committed with 2 partitions, the topics now have 3" in text
+    assert "--query enrich-p3 --after-query enrich --start-offsets 0:120,1:80 and a fresh --checkpoint (" in text
+    refuse_a_grown_layout(config(2), markers)  # the same layout: nothing to say
+
+
+def test_a_grown_layout_never_prints_offsets_that_skip_a_record() -> None:
+    """Issue 43, case 6: a routed batch committed on output partition 0 (input 0 up to 200) but not on 1 (up to 150).
+    The highest offset (200) would skip input records 150-199 routed to partition 1. Without a drained checkpoint the
+    lowest is printed (nothing skipped, some written again, and the fix says so); a checkpoint whose last batch ends
+    below the markers (older than them) is no proof either."""
+    markers = {0: marker(0, {0: 200, 1: 40}), 1: marker(1, {0: 150})}
+    assert grown_layout_start(config(3), markers, None) == ({0: 150, 1: 0}, False)
+    assert grown_layout_start(config(3), markers, {0: 150, 1: 40}) == ({0: 150, 1: 0}, False)
+    assert grown_layout_start(config(3), markers, {0: 210, 1: 40}) == ({0: 210, 1: 40}, True)
+    in_place = dataclasses.replace(config(3), partition_column="input_partition")
+    exact = {0: marker(0, {0: 200}), 1: marker(1, {1: 40})}  # in place: output p holds only input p's records
+    assert grown_layout_start(in_place, exact, None) == ({0: 200, 1: 40}, True)
     with pytest.raises(CommitMarkerError) as refused:
         refuse_a_grown_layout(config(3), markers)
     text = str(refused.value)
-    assert "query enrich committed with 2 partitions, the topics now have 3" in text
-    assert "--query enrich-p3 --start-offsets 0:120,1:80 and a fresh --checkpoint" in text
-    refuse_a_grown_layout(config(2), markers)  # the same layout: nothing to say
+    assert "--start-offsets 0:150,1:0 and a fresh --checkpoint (no drain is shown" in text and "\n" not in text
+
+
+def test_a_checkpoint_shows_its_ends_only_when_its_last_batch_is_committed(tmp_path: Path) -> None:
+    (tmp_path / "offsets").mkdir()
+    (tmp_path / "commits").mkdir()
+    for batch, ends in ((0, {"0": 5, "1": 7}), (1, {"0": 120, "1": 80})):
+        (tmp_path / "offsets" / str(batch)).write_text(
+            f'v1\n{{"batchWatermarkMs":0}}\n{json.dumps({"ingest.x": ends})}'
+        )
+    (tmp_path / "commits" / "0").write_text("v1\n{}")
+    assert completed_offsets(tmp_path, "ingest.x") is None  # batch 1 planned, not committed
+    (tmp_path / "commits" / "1").write_text("v1\n{}")
+    assert completed_offsets(tmp_path, "ingest.x") == {0: 120, 1: 80}
+    assert completed_offsets(tmp_path, "other") is None and completed_offsets(tmp_path / "none", "ingest.x") is None
+    assert completed_offsets("hdfs://nn/ck", "ingest.x") is None
 
 
 class _Metadata:
@@ -129,7 +166,8 @@ def test_partitions_added_between_runs_go_on_as_a_new_query_with_nothing_lost_or
     bootstrap: str, tmp_path: Path
 ) -> None:
     """The procedure, end to end: enrich drains ingest on 2 partitions; every topic of its layout grows to 3; the
-    same query is refused at start in one line naming the new query and its --start-offsets; that new query then
+    same query is refused at start in one line naming the new query, its handover and its --start-offsets (exact:
+    its checkpoint shows the drain); that new query then
     decides the lines written with 3 partitions. A read_committed reader sees every line of both streams once, as
     an event or a dead letter, and no event twice. (Before: records of the new partition were dead-lettered as
     wrong_partition and the dead-letter key search never ended.)"""
@@ -148,11 +186,13 @@ def test_partitions_added_between_runs_go_on_as_a_new_query_with_nothing_lost_or
     assert refused.wait(1200) == 1, refused.tail()
     [line] = error_lines(refused)  # one line: what, where, what to do
     assert f"query {query} committed with 2 partitions, the topics now have 3" in line
-    found = re.search(r"--query (\S+) --start-offsets (\S+) and a fresh --checkpoint", line)
-    assert found is not None and found.group(1) == f"{query}-p3", line
+    found = re.search(r"--query (\S+) --after-query (\S+) --start-offsets (\S+) and a fresh --checkpoint \(", line)
+    assert found is not None and found.groups()[:2] == (f"{query}-p3", query), line  # drained: exact, no note
 
     produce_lines(bootstrap, topics.input, after.lines)
-    second = EnrichProcess(bootstrap, topics, tmp_path / "second", found.group(1), "--start-offsets", found.group(2))
+    new_query, _, start = found.groups()
+    second = EnrichProcess(bootstrap, topics, tmp_path / "second", new_query, "--after-query", query,
+                           "--start-offsets", start)  # fmt: skip
     assert second.wait(1200) == 0, second.tail()
 
     codec = default_codec()

@@ -45,6 +45,7 @@ CATALOG_FINGERPRINTS = {
     ("outbox_receipt", 2): "329844b28f8294a7",
     ("outbox_request", 1): "a7796f4c54cedb41",
     ("outbox_request", 2): "c7c9a54f45b6e1ae",
+    ("owner_claim", 1): "65c803959ead1f6b",
     ("payment_event", 1): "cffa1a445a8a2669",
     ("payment_event", 2): "2629874ed8729ba4",
     ("payment_event", 3): "097dc0f4f5470af3",

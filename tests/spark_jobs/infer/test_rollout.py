@@ -25,8 +25,8 @@ from ikkai.contract.kafka import KafkaContext
 from spark_jobs.infer.decision_compare import compare
 from spark_jobs.model.fraud_model import FEATURES_PATH, MODEL_PATH, FraudModel, deciding_version
 from spark_jobs.sink.commit_markers import CommitMarker, VersionCut, commits_topic_for, read_markers
-from spark_jobs.sink.partition_transactions import Lineage, SinkConfig
-from spark_jobs.sink.query_handover import owners_refusal, parse_start_offsets
+from spark_jobs.sink.partition_transactions import Lineage
+from spark_jobs.sink.query_handover import parse_start_offsets
 
 pytestmark = pytest.mark.heavy
 
@@ -147,7 +147,8 @@ def test_a_new_query_over_another_querys_output_is_refused_in_one_line(
     bootstrap: str, events: list[dict[str, object]], new_model: tuple[Path, str], tmp_path: Path
 ) -> None:
     """What docs/changing-the-model.md used to say (a new --query over the same topics) decided every event a
-    second time under a new decision id; now it stops before writing, naming the query and the ways forward."""
+    second time under a new decision id; now its claim is void (the first query owns the topics in the claim log)
+    and it stops before writing, naming the query and the ways forward."""
     topics, query = pipeline(bootstrap), unique("owner")
     produce_payments(bootstrap, topics.input, events[:FIRST], PARTITIONS)
     run_to_end(bootstrap, topics, tmp_path / "owner", query)
@@ -156,7 +157,7 @@ def test_a_new_query_over_another_querys_output_is_refused_in_one_line(
     job = run(bootstrap, topics, tmp_path / "second", second, "--model", str(new_model[0]))
     assert job.process.returncode != 0, job.tail()
     [line] = [line for line in job.log if line.startswith("ikkai: error:")]
-    assert f"query {query} (app ikkai) has committed output to {topics.decisions}" in line
+    assert f"query {query} (app ikkai) owns {topics.decisions} for input {topics.input}" in line
     assert f"--after-query {query}" in line and f"--query {query}" in line and "--shadow" in line
     assert (by_partition(bootstrap, topics.decisions), by_partition(bootstrap, topics.outbox)) == before
     assert markers(bootstrap, second) == {}
@@ -233,50 +234,6 @@ def test_a_shadow_model_asks_for_no_side_effect_and_compare_counts_each_version_
     [old_pair] = [p for p in report["pairs"] if p["live_version"] == OLD]
     assert len(old_pair["sample"]) == min(5, differ)
     assert all(s["live_action"] != s["shadow_action"] for s in old_pair["sample"])
-
-
-def config(query: str, **extra: Any) -> SinkConfig:
-    settings: dict[str, Any] = {"output_topics": ("decisions.fraud", "outbox"), "source_topic": "events", **extra}
-    return SinkConfig(app="ikkai", query=query, cluster=KafkaContext("unused:9092"), partitions=2,
-                      order_by=("input_offset",), **settings)  # fmt: skip
-
-
-def marker(query: str, outputs: tuple[str, ...] = ("decisions.fraud", "outbox"), **extra: Any) -> CommitMarker:
-    return CommitMarker("ikkai", query, 0, 3, 2, 10, "events", {0: 10}, output_topics=outputs, **extra)
-
-
-def test_owners_refuse_a_new_query_over_another_querys_output_unless_told_where_to_start() -> None:
-    others = {("ikkai", "infer"): [marker("infer")]}
-    refusal = owners_refusal(config("infer2"), others)
-    assert refusal is not None and "query infer (app ikkai) has committed output to decisions.fraud, outbox" in str(
-        refusal
-    )
-    assert owners_refusal(config("infer2", after_query="infer"), others) is None
-    assert owners_refusal(config("infer2", start_offsets={0: 10}), others) is None
-    assert owners_refusal(config("infer"), others) is None  # its own markers: a restart or a cutover
-    assert owners_refusal(config("shadow", output_topics=("decisions.fraud.shadow",)), others) is None
-    assert owners_refusal(config("infer2"), {("ikkai", "old"): [marker("old", outputs=())]}) is None  # v2: unknown
-    assert owners_refusal(config("cdc", source_topic="ingest.db"), others) is None  # another input: other events
-
-
-def test_owners_follow_the_handover_chain_and_refuse_the_query_that_handed_over() -> None:
-    chain = {
-        ("ikkai", "a"): [marker("a", handed_over_to="b")],
-        ("ikkai", "b"): [marker("b", started_after="a", handed_over_to="c")],
-        ("ikkai", "c"): [marker("c", started_after="b")],
-    }
-    assert owners_refusal(config("c"), chain) is None
-    handed = {("ikkai", "a"): [marker("a", handed_over_to="b")]}  # b has committed nothing of its own yet
-    assert owners_refusal(config("b"), handed) is None
-    refused = owners_refusal(config("b"), chain)
-    assert refused is not None and "handed its output over to query c" in str(refused)
-    newcomer = owners_refusal(config("d"), chain)
-    assert newcomer is not None and "--after-query c" in str(newcomer)  # the query that writes them now
-    back = {("ikkai", "a"): [marker("a")], ("ikkai", "b"): [marker("b", started_after="a")]}
-    came_back = owners_refusal(config("a"), back)
-    assert came_back is not None and "query b took over" in str(came_back)
-    moved = owners_refusal(config("b", output_topics=("elsewhere",)), back)
-    assert moved is not None and "keep this query's output topics" in str(moved)
 
 
 def test_a_new_writer_version_is_a_cut_at_the_offsets_committed_so_far() -> None:

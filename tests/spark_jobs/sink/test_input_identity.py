@@ -164,3 +164,29 @@ def test_a_checkpoint_uri_is_kept_as_written_and_read_through_the_sessions_file_
     (tmp_path / "offsets").mkdir()
     (tmp_path / "offsets" / "0").write_text("v1")
     assert not checkpoint_is_fresh(uri, spark)
+
+
+def test_a_broker_that_gives_no_topic_id_is_refused_as_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 43, case 7: the zero id (Uuid(0, 0), what a broker without topic ids answers) compared equal before and
+    after a recreation, so the recreated topic's records up to the old offsets were left out as committed. The real
+    stack's brokers (KRaft) always give ids: the answer is built with a stand-in admin client."""
+    from types import SimpleNamespace
+
+    from confluent_kafka import Uuid
+
+    from spark_jobs.sink import input_identity
+
+    class Admin:
+        def __init__(self, _config: object) -> None:
+            pass
+
+        def describe_topics(self, topics: Any, request_timeout: float) -> dict[str, Any]:
+            answer = SimpleNamespace(topic_id=Uuid(0, 0))
+            return {"events.payments": SimpleNamespace(result=lambda timeout: answer)}
+
+    monkeypatch.setattr(input_identity, "AdminClient", Admin)
+    with pytest.raises(ConfigError) as refused:
+        input_topic_id("infer", KafkaContext.of("localhost:1"), "events.payments")
+    text = str(refused.value)
+    assert "the broker gave no topic id (AAAAAAAAAAAAAAAAAAAAAA)" in text and "Kafka 2.8 or newer" in text
+    assert "\n" not in text
