@@ -26,6 +26,7 @@ silently starts in the middle, and the new topic's first records would never be 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import time
@@ -179,8 +180,7 @@ def _rebase(config: SinkConfig, partition: int) -> bool:
         marker = read_marker(config.cluster, config.app, config.query, partition, topic=config.commits_topic)
         if marker is None or not _of_another_topic(config, marker):
             return False  # another instance rebased it in between
-        fresh = CommitMarker(**{**marker.__dict__, "source_topic_id": config.source_topic_id, "source_offsets": {},
-                                "records": 0})  # fmt: skip
+        fresh = rebased(marker, config.source_topic_id)
         step("begin_transaction", producer.begin_transaction)
         _produce(producer, config.commits_topic, fresh.key, fresh.encode(default_codec()), partition, None)
         step("commit_transaction", lambda: producer.commit_transaction(deadline))
@@ -188,6 +188,18 @@ def _rebase(config: SinkConfig, partition: int) -> bool:
     finally:
         producer.purge()
         producer.flush(0)
+
+
+def rebased(marker: CommitMarker, topic_id: str) -> CommitMarker:
+    """``marker`` started over on the recreated topic ``topic_id``: no source offsets, and no version or cuts. Pure.
+
+    The old topic's cuts name its offsets; kept, they would tell a replay of the new topic that its first
+    offsets were decided by the versions that decided the old topic's. Without them, the first write on
+    the new topic records its version as a cut from offset 0.
+    """
+    return dataclasses.replace(
+        marker, source_topic_id=topic_id, source_offsets={}, records=0, writer_version="", cuts=()
+    )
 
 
 def input_recreated_option(command: Callable[..., Any]) -> Callable[..., Any]:

@@ -23,9 +23,10 @@ from demo.payments_simulation import payment_records, simulate
 from demo.pipeline_io import by_partition, create_topic, flat, produce_payments, unique
 from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka import KafkaContext
+from ikkai.contract.markers import VersionCut, recorded_versions
 from ikkai.errors import ConfigError
 from spark_jobs.sink.commit_markers import CommitMarker, CommitMarkerError, read_markers
-from spark_jobs.sink.input_identity import checkpoint_is_fresh, input_topic_id, rebase_on_recreated_input
+from spark_jobs.sink.input_identity import checkpoint_is_fresh, input_topic_id, rebase_on_recreated_input, rebased
 from spark_jobs.sink.partition_transactions import SinkConfig, check_markers
 from spark_jobs.streaming_job import checkpoint_location
 
@@ -190,3 +191,15 @@ def test_a_broker_that_gives_no_topic_id_is_refused_as_unknown(monkeypatch: pyte
     text = str(refused.value)
     assert "the broker gave no topic id (AAAAAAAAAAAAAAAAAAAAAA)" in text and "Kafka 2.8 or newer" in text
     assert "\n" not in text
+
+
+def test_a_rebased_marker_forgets_the_old_topics_cuts_so_a_replay_decides_the_new_topic_by_its_own() -> None:
+    """The old topic's cuts name its offsets: kept, a replay of the new topic would decide offsets 0-99 with v1."""
+    old = CommitMarker(
+        "app", "q", 0, 7, 1, 5, "events.x", {0: 250}, "OLDID", ("decisions.x",), "v2",
+        (VersionCut("v1", 0, {}), VersionCut("v2", 3, {0: 100})),
+    )  # fmt: skip
+    fresh = rebased(old, "NEWID")
+    assert (fresh.source_topic_id, fresh.source_offsets, fresh.cuts, fresh.writer_version) == ("NEWID", {}, (), "")
+    assert (fresh.app, fresh.query, fresh.partition, fresh.output_topics) == ("app", "q", 0, ("decisions.x",))
+    assert recorded_versions(fresh, 0, "v2") == ((0, "v2"),)
