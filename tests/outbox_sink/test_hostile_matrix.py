@@ -150,9 +150,14 @@ class Written:
 
 
 def idempotency_key(decision_id: str, effect: str | None, target: str, path: str) -> str:
-    """The key the sink must send: sha-256 hex of decision_id U+001F effect (target + path when no effect)."""
-    name = effect if effect else target + path
-    return hashlib.sha256((decision_id + "\x1f" + name).encode()).hexdigest()
+    """The key the shipped bundle's sink must send: v2, as tests/outbox_sink/idempotency_key_vectors.json derives it."""
+
+    def part(text: str) -> bytes:
+        data = text.encode()
+        return f"{len(data)}:".encode() + data
+
+    tagged = ["e", effect] if effect else ["d", target, path]
+    return hashlib.sha256(b"".join(part(p) for p in ["v2", decision_id, *tagged])).hexdigest()
 
 
 def materialise(spec: Spec, nonce: str) -> Written:

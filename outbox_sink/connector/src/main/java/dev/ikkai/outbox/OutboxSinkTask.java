@@ -74,7 +74,7 @@ import org.slf4j.LoggerFactory;
  *
  * <p>Delivery is at least once: after a task restart, requests whose offsets were not yet
  * committed are sent again with the same Idempotency-Key (one per side effect:
- * {@link OutboxRequest#idempotencyKey()}), so the receiver applies them once,
+ * {@link IdempotencyKey}), so the receiver applies them once,
  * and their receipts are written again (same decision_id, outcome, status and response digest
  * when the receiver answers a repeated key with its stored response; attempts and times are
  * those of the new delivery). Receipt readers keep one receipt per (decision_id, effect), DELIVERED
@@ -103,6 +103,7 @@ public final class OutboxSinkTask extends SinkTask {
     private ErrantRecordReporter reporter;
     private OutboxMetrics metrics;
     private HttpRequests.KeyFormat keyFormat;
+    private IdempotencyKey.Version keyVersion;
     /** Dead letters the DLQ has not confirmed yet, oldest first; each one's receipt is written once it has. */
     private final List<DeadLetterWrite> deadLetterWrites = new ArrayList<>();
     /** Why the DLQ failed to take a dead letter: the task stops, and commits nothing more. */
@@ -145,6 +146,7 @@ public final class OutboxSinkTask extends SinkTask {
         http = new HttpSender(config.duration(OutboxSinkConfig.HTTP_CONNECT_TIMEOUT), "outbox-http", clock,
             config.getInt(OutboxSinkConfig.RESPONSE_MAX_BYTES));
         keyFormat = config.keyFormat();
+        keyVersion = config.keyVersion();
         receiptsTopic = config.getString(OutboxSinkConfig.RECEIPTS_TOPIC);
         receipts = producers.apply(config.receiptProducerConfig());
         metrics = new OutboxMetrics(context.pluginMetrics());
@@ -324,7 +326,7 @@ public final class OutboxSinkTask extends SinkTask {
         HttpRequest httpRequest;
         try {
             httpRequest = HttpRequests.build(resolved, request, record, state.attempts + 1,
-                config.duration(OutboxSinkConfig.HTTP_REQUEST_TIMEOUT), keyFormat);
+                config.duration(OutboxSinkConfig.HTTP_REQUEST_TIMEOUT), keyFormat, keyVersion);
         } catch (RejectedRequest e) {
             state.lastAttemptAt = clock.instant();
             deadLetter(record, request, e, state, null);
@@ -547,7 +549,7 @@ public final class OutboxSinkTask extends SinkTask {
         String decisionId = Bounded.text(request.decisionId(), max);
         Receipt receipt = new Receipt(decisionId, Bounded.text(request.key(), max), Bounded.text(request.target(), max),
             outcome, state.lastStatus, state.attempts, state.firstAttemptAt.toEpochMilli(), state.lastAttemptAt.toEpochMilli(),
-            state.lastDigest, Bounded.text(reason, max), Bounded.text(request.effectName(), max), request.idempotencyKey());
+            state.lastDigest, Bounded.text(reason, max), Bounded.text(request.effectName(), max), request.idempotencyKey(keyVersion));
         receipts.send(new ProducerRecord<>(receiptsTopic, OutboxCodec.utf8(decisionId), codec.encodeReceipt(receipt)),
             (metadata, error) -> {
                 if (error != null) {
