@@ -172,6 +172,16 @@ public final class OutboxSinkConfig extends AbstractConfig {
             : HttpRequests.KeyFormat.STRUCTURED;
     }
 
+    /** The dead-letter topic Connect's own settings name ({@value OutboxSinkConnector#DLQ_TOPIC}); empty when unset. */
+    String deadLetterTopic() {
+        return originalsStrings().getOrDefault(OutboxSinkConnector.DLQ_TOPIC, "").strip();
+    }
+
+    /** The connector's name (Connect puts it in every task's config), as dead letters name their writer. */
+    String connectorName() {
+        return originalsStrings().getOrDefault("name", "outbox-sink");
+    }
+
     IdempotencyKey.Version keyVersion() {
         return IdempotencyKey.Version.of(getString(IDEMPOTENCY_KEY_VERSION));
     }
