@@ -59,7 +59,7 @@ import org.slf4j.LoggerFactory;
  * letter's receipt is written once the DLQ confirms it, and no offset is committed before; a DLQ
  * write that fails (Kafka itself failing) is the one thing that stops the task, without committing.
  *
- * <p>Final outcomes: 2xx and 303 are delivered; any other status, an unknown alias, a bad path or an
+ * <p>Final outcomes: 2xx and 303 are delivered, whatever the body does after the headers (the receipt's reason says when it was cut, stalled or broke off); any other status, an unknown alias, a bad path or an
  * undecodable value goes to the dead-letter queue through the sink's own producer ({@link DeadLetterQueue}); a request
  * still failing transiently after {@code outbox.retry.max.duration.ms} too, or told by Retry-After
  * to wait longer than that (capped first: no answer can overflow the clock). Each final outcome
@@ -435,7 +435,8 @@ public final class OutboxSinkTask extends SinkTask {
             switch (RetryPolicy.classify(status)) {
                 case DELIVERED -> {
                     metrics.delivered();
-                    writeReceipt(request, Receipt.Outcome.DELIVERED, state, null);
+                    // Applied, whatever its body did next: the receipt says what that was (cut, stalled, broken off).
+                    writeReceipt(request, Receipt.Outcome.DELIVERED, state, answer.bodyProblem());
                     return true;
                 }
                 case REJECT -> {

@@ -153,7 +153,7 @@ public final class Targets {
             throw new RejectedRequest(RejectedRequest.BAD_PATH, "path '" + shownPath(path) + "' has an encoded '/' or '\\' (%2F, %5C), "
                 + "which some servers decode into a segment boundary");
         }
-        boolean dotSegment = List.of(rawPath.split("/", -1)).stream().anyMatch(Targets::isDotSegment);
+        boolean dotSegment = List.of(rawPath.split("/", -1)).stream().anyMatch(Targets::leavesBase);
         if (dotSegment || !joined.getRawAuthority().equals(base.getRawAuthority())) {
             throw new RejectedRequest(RejectedRequest.BAD_PATH, "path '" + shownPath(path) + "' would leave the target's base URL");
         }
@@ -166,14 +166,57 @@ public final class Targets {
     }
 
     /**
-     * A segment a server may read as "." or "..": also with a path parameter ({@code ..;x}, which servlet
-     * containers strip before resolving) and with its dots percent-encoded.
+     * A segment a server may read as "." or "..", or as two segments: decoded as often as a chain of servers may
+     * decode it ({@code .%252e} is {@code ..} after two decodings), then cut at a path parameter ({@code ..;x},
+     * {@code ..%3b}, which servlet containers strip) or a NUL ({@code ..%00}, where C code ends a string); one that
+     * still decodes further after {@link #DECODINGS} rounds, or decodes to a '/' or '\', is refused too.
      */
-    private static boolean isDotSegment(String segment) {
-        int parameters = segment.indexOf(';');
-        String name = (parameters < 0 ? segment : segment.substring(0, parameters)).toLowerCase(Locale.ROOT)
-            .replace("%2e", ".");
+    private static boolean leavesBase(String segment) {
+        String name = segment;
+        for (int round = 0; ; round++) {
+            String decoded = percentDecoded(name);
+            if (decoded.equals(name)) {
+                break;
+            }
+            if (round == DECODINGS) {
+                return true;
+            }
+            name = decoded;
+        }
+        if (name.indexOf('/') >= 0 || name.indexOf('\\') >= 0) {
+            return true;
+        }
+        for (int i = 0; i < name.length(); i++) {
+            char c = name.charAt(i);
+            if (c == ';' || c == '\0') {
+                name = name.substring(0, i);
+                break;
+            }
+        }
         return name.equals(".") || name.equals("..");
+    }
+
+    /** How many percent-decodings a segment is checked through (a chain of proxies and a server). */
+    static final int DECODINGS = 4;
+
+    /** Every %XX of {@code text} as the character XX (one decoding; a '%' not followed by two hex digits stays). */
+    private static String percentDecoded(String text) {
+        if (text.indexOf('%') < 0) {
+            return text;
+        }
+        StringBuilder out = new StringBuilder(text.length());
+        for (int i = 0; i < text.length(); i++) {
+            char c = text.charAt(i);
+            int hi = i + 2 < text.length() ? Character.digit(text.charAt(i + 1), 16) : -1;
+            int lo = hi >= 0 ? Character.digit(text.charAt(i + 2), 16) : -1;
+            if (c == '%' && hi >= 0 && lo >= 0) {
+                out.append((char) (hi * 16 + lo));
+                i += 2;
+            } else {
+                out.append(c);
+            }
+        }
+        return out.toString();
     }
 
     public record Resolved(Target target, URI uri, String method) {
