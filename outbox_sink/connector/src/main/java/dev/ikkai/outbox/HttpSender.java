@@ -51,6 +51,29 @@ final class HttpSender implements AutoCloseable {
         }
     }
 
+    /**
+     * How long an idle connection stays open, and how many idle connections the JVM's HTTP clients keep in all (the
+     * least recently used one is closed past it). The JDK's defaults keep every connection 1,200 s with no cap: at
+     * 10,000 targets that was 10,022 open descriptors and ~230 MB of heap (issue 44). The JDK reads both once, as the
+     * system properties jdk.httpclient.keepalive.timeout and jdk.httpclient.connectionPoolSize, when its first
+     * client is built; the sink sets them only when the worker's JVM does not (-D... in KAFKA_OPTS wins). They are
+     * JVM-wide: other plugins' java.net.http clients in the worker get the same bounds. Idle connections per host are
+     * bounded by the requests in flight to it (outbox.max.in.flight.requests per partition): the JDK has no such cap.
+     */
+    static final long IDLE_TIMEOUT_SECONDS = 30;
+    static final int IDLE_CONNECTIONS = 256;
+    static final String KEEPALIVE_PROPERTY = "jdk.httpclient.keepalive.timeout";
+    static final String POOL_PROPERTY = "jdk.httpclient.connectionPoolSize";
+
+    static {
+        if (System.getProperty(KEEPALIVE_PROPERTY) == null) {
+            System.setProperty(KEEPALIVE_PROPERTY, String.valueOf(IDLE_TIMEOUT_SECONDS));
+        }
+        if (System.getProperty(POOL_PROPERTY) == null) {
+            System.setProperty(POOL_PROPERTY, String.valueOf(IDLE_CONNECTIONS));
+        }
+    }
+
     private final HttpClient http;
     private final ExecutorService threads;
     private final ScheduledThreadPoolExecutor deadlines;
