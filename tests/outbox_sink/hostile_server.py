@@ -58,6 +58,7 @@ class Behaviour(Enum):
     CONFLICT = "conflict"  # 409 "key in progress" without applying while hostile, then applies, 201
     SEE_OTHER = "see-other"  # applies, 303 See Other with a Location: the normal answer of an applied POST
     STALL_BODY = "stall-body"  # applies; status line and headers, then not one byte of the body
+    STALL_HEAD = "stall-head"  # applies; then not one byte, not even the status line
     DRIP = "drip"  # applies; the body one byte every DRIP_INTERVAL_S
     HUGE = "huge"  # applies; 200 with a body of ``huge_bytes``, streamed as fast as the client reads
     CONTINUE_STALL = "continue-stall"  # 100 Continue, then nothing; applies nothing
@@ -420,6 +421,9 @@ class HostileServer:
         if behaviour is Behaviour.GARBAGE:
             writer.write(b"HTTP/1.1 two hundred\x00 \x01\r\nContent-Length: 2\r\n\r\nok")
             await writer.drain()
+            return False
+        if behaviour is Behaviour.STALL_HEAD:
+            await self._hold(reader)
             return False
         if behaviour is Behaviour.HUGE_GARBAGE:
             writer.write(b"HTTP/1.1 " + b"g" * HUGE_GARBAGE_BYTES + b"\r\nContent-Length: 2\r\n\r\nok")
