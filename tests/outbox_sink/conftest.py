@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError
 
-from connectors.render import ConnectorBundle, RenderedBundle, load_bundle, render_bundle
+from connectors.render import ConnectorBundle, RenderedBundle, load_bundle
 from demo.pipeline_io import unique
 from demo.receiver import ReferenceReceiver
-from deploy.bundle_ops import bundle_folder
+from deploy import bundle_ops
+from deploy.bundle_ops import BundleRequest, bundle_folder
 from deploy.connect_rest import ConnectClient
 from deploy.reconcile import Reconciler
 from ikkai.settings import Endpoints
@@ -145,20 +146,31 @@ def bundle_values(settings: Mapping[str, object]) -> list[str]:
     return sets
 
 
+def under_owner(rendered: RenderedBundle, owner_prefix: str) -> RenderedBundle:
+    """``rendered`` with its connectors renamed under ``owner_prefix``: the same configs, a name no other test uses."""
+    manifest = rendered.bundle.manifest
+    bundle = replace(rendered.bundle, manifest=replace(manifest, owner_prefix=owner_prefix))
+    connectors = []
+    for c in rendered.connectors:
+        name = owner_prefix + c.name.removeprefix(manifest.owner_prefix)
+        connectors.append(replace(c, name=name, config={**c.config, "name": name}))
+    return replace(rendered, bundle=bundle, connectors=tuple(connectors))
+
+
 def render_sink(bootstrap: str, receiver_url: str, topics: Mapping[str, str], sets: Sequence[str]) -> RenderedBundle:
-    """The outbox-sink bundle with dev values, the receiver as both APIs and the test's own topics and connector."""
-    return render_bundle(
-        outbox_bundle(unique("test-outbox-sink") + "."),
-        "dev",
-        [
-            f"kafka.bootstrap_servers={bootstrap}",
-            *(f"topics.{k}={v}" for k, v in topics.items()),
-            f"targets.payments-api.url={receiver_url}/payments",
-            f"targets.notifications-api.url={receiver_url}/notifications",
-            "targets.notifications-api.method=PUT",
-            *sets,
-        ],
+    """The shipped outbox-sink bundle for ``dev``, rendered by the function ``ikkai bundle render`` calls, with the
+    test's broker, topics and targets set through the bundle's own values (``--set``), under a connector name of its
+    own (the config is the rendered one, only ``name`` differs)."""
+    overrides = (
+        f"kafka.bootstrap_servers={bootstrap}",
+        *(f"topics.{k}={v}" for k, v in topics.items()),
+        f"targets.payments-api.url={receiver_url}/payments",
+        f"targets.notifications-api.url={receiver_url}/notifications",
+        "targets.notifications-api.method=PUT",
+        *sets,
     )
+    shipped = bundle_ops.rendered(BundleRequest("outbox-sink", "dev", overrides))
+    return under_owner(shipped, unique("test-outbox-sink") + ".")
 
 
 def deploy_sink(

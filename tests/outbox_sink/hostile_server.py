@@ -58,12 +58,15 @@ class Behaviour(Enum):
     CONFLICT = "conflict"  # 409 "key in progress" without applying while hostile, then applies, 201
     SEE_OTHER = "see-other"  # applies, 303 See Other with a Location: the normal answer of an applied POST
     STALL_BODY = "stall-body"  # applies; status line and headers, then not one byte of the body
+    STALL_HEAD = "stall-head"  # applies; then not one byte, not even the status line
     DRIP = "drip"  # applies; the body one byte every DRIP_INTERVAL_S
     HUGE = "huge"  # applies; 200 with a body of ``huge_bytes``, streamed as fast as the client reads
     CONTINUE_STALL = "continue-stall"  # 100 Continue, then nothing; applies nothing
     EARLY_HINTS_STALL = "early-hints-stall"  # 103 Early Hints, then nothing; applies nothing
     RESET = "reset"  # applies; headers and one byte of the body, then a TCP reset
     GARBAGE = "garbage"  # a status line that is no status line, then close; applies nothing
+    HUGE_GARBAGE = "huge-garbage"  # a 390 KB status line that is no status line, then close; applies nothing
+    NOT_FOUND = "not-found"  # 404 with a body, applies nothing: a final rejection
 
     @property
     def misbehaves(self) -> bool:
@@ -78,9 +81,12 @@ class Behaviour(Enum):
             Behaviour.CONTINUE_STALL,
             Behaviour.EARLY_HINTS_STALL,
             Behaviour.GARBAGE,
+            Behaviour.HUGE_GARBAGE,
+            Behaviour.NOT_FOUND,
         }
 
 
+HUGE_GARBAGE_BYTES: Final = 390 * 1024  # the JDK quotes a bad status line whole in its exception (issue 44)
 DRIP_INTERVAL_S: Final = 0.25
 DRIP_BYTES: Final = 4096  # 17 minutes at one byte a quarter second: longer than any deadline
 STATUS_TEXT: Final = {
@@ -403,6 +409,7 @@ class HostileServer:
         return {
             Behaviour.CONFLICT: 409, Behaviour.STALL_BODY: 201, Behaviour.DRIP: 201, Behaviour.HUGE: 200,
             Behaviour.CONTINUE_STALL: 100, Behaviour.EARLY_HINTS_STALL: 103, Behaviour.RESET: 201,
+            Behaviour.NOT_FOUND: 404,
         }.get(behaviour)  # fmt: skip
 
     async def _misbehave(
@@ -415,6 +422,16 @@ class HostileServer:
             writer.write(b"HTTP/1.1 two hundred\x00 \x01\r\nContent-Length: 2\r\n\r\nok")
             await writer.drain()
             return False
+        if behaviour is Behaviour.STALL_HEAD:
+            await self._hold(reader)
+            return False
+        if behaviour is Behaviour.HUGE_GARBAGE:
+            writer.write(b"HTTP/1.1 " + b"g" * HUGE_GARBAGE_BYTES + b"\r\nContent-Length: 2\r\n\r\nok")
+            await writer.drain()
+            return False
+        if behaviour is Behaviour.NOT_FOUND:
+            await self._send(writer, 404, b'{"error": "no such resource"}')
+            return True
         if behaviour in (Behaviour.CONTINUE_STALL, Behaviour.EARLY_HINTS_STALL):
             interim = b"100 Continue\r\n\r\n" if behaviour is Behaviour.CONTINUE_STALL else \
                 b"103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n"  # fmt: skip

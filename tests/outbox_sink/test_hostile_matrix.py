@@ -65,7 +65,7 @@ pytestmark = pytest.mark.integration
 EXAMPLES = int(os.environ.get("IKKAI_HOSTILE_EXAMPLES", "4"))
 SEED = os.environ.get("IKKAI_HOSTILE_SEED")
 HUGE_BYTES = int(os.environ.get("IKKAI_HOSTILE_HUGE_MB", "64")) * 1024 * 1024
-HOSTILE, TLS = "hostile-api", "tls-api"
+HOSTILE, TLS, DNS = "hostile-api", "tls-api", "dns-api"
 PARTITIONS = 3
 # A short budget, so a request the server never answers properly is dead-lettered within seconds.
 # The deadline per attempt leaves a loaded machine room for a normal answer (loopback: milliseconds).
@@ -98,11 +98,21 @@ class Spec:
     corruption: tuple[str, str, int] | None = None  # (how, field, claim)
     raw: bytes | None = None
     body: bytes = b'{"amount": 1}'
+    path_bytes: int = 0  # pads the scripted path with 'x' to this many bytes (0: no padding)
+    effect_of_previous: bool = False  # same decision as the record before it, explicit effect = its target + path
+    expect_class: str | None = None  # the record must be DEAD_LETTERED with this ikkai.dlq.error_class
+    expect_reason: str | None = None  # ... and a reason that says this
 
     @property
     def well_formed(self) -> bool:
         """Only the server may misbehave: every field is one the sink can carry."""
-        return self.kind == "request" and not self.hostile and not self.path_tail and self.path is None
+        return (
+            self.kind == "request"
+            and not self.hostile
+            and not self.path_tail
+            and self.path is None
+            and not self.path_bytes
+        )
 
     def describe(self) -> str:
         def short(v: Any) -> str:
@@ -140,25 +150,33 @@ class Written:
         spec = self.spec
         if not spec.well_formed:
             return None
-        if spec.target == TLS:
+        if spec.target in (TLS, DNS) or spec.behaviour is Behaviour.NOT_FOUND:
             return "DEAD_LETTERED"
-        if spec.behaviour is Behaviour.HUGE:
-            return None  # a body past the sink's limit: applied, but whether it counts is the sink's rule
+        if spec.behaviour in BODY_ONLY:
+            return "DELIVERED"  # the status came: applied, whatever the body did next (issue 44, case 5)
+        if spec.behaviour is Behaviour.RESET:
+            return None  # the reset may overtake the headers: then no status came, and it is a connection error
         if not spec.behaviour.misbehaves or spec.times != ALWAYS:
             return "DELIVERED"
         return "DEAD_LETTERED"
 
 
 def idempotency_key(decision_id: str, effect: str | None, target: str, path: str) -> str:
-    """The key the sink must send: sha-256 hex of decision_id U+001F effect (target + path when no effect)."""
-    name = effect if effect else target + path
-    return hashlib.sha256((decision_id + "\x1f" + name).encode()).hexdigest()
+    """The key the shipped bundle's sink must send: v2, as tests/outbox_sink/idempotency_key_vectors.json derives it."""
+
+    def part(text: str) -> bytes:
+        data = text.encode()
+        return f"{len(data)}:".encode() + data
+
+    tagged = ["e", effect] if effect else ["d", target, path]
+    return hashlib.sha256(b"".join(part(p) for p in ["v2", decision_id, *tagged])).hexdigest()
 
 
-def materialise(spec: Spec, nonce: str) -> Written:
+def materialise(spec: Spec, nonce: str, previous: Written | None = None) -> Written:
     if spec.kind == "raw":
         return Written(spec, nonce, spec.raw, None, None)
     path = script_path(spec.behaviour, nonce, times=spec.times) + spec.path_tail
+    path += "x" * max(0, spec.path_bytes - len(path))
     fields: dict[str, Any] = {
         "decision_id": f"d-{nonce}", "key": f"k-{nonce}", "target": spec.target,
         "path": spec.path if spec.path is not None else path,
@@ -174,6 +192,10 @@ def materialise(spec: Spec, nonce: str) -> Written:
             fields["headers"] = {value: "v"}
         elif name != "traceparent":
             fields[name] = value
+    if spec.effect_of_previous:
+        assert previous is not None and previous.fields is not None
+        fields["decision_id"] = previous.fields["decision_id"]
+        fields["effect"] = previous.fields["target"] + previous.fields["path"]  # v1 gave both one key
     if spec.kind == "corrupt":
         assert spec.corruption is not None
         return Written(spec, nonce, corrupt_encoding(fields, spec.corruption), None, None)
@@ -254,7 +276,8 @@ class Deployment:
         self.server = server
         self.sink: DeployedSink = deploy_sink(
             stack, receiver, partitions=PARTITIONS, **SINK,
-            sets=[f"targets.{HOSTILE}.url={server.url}", f"targets.{TLS}.url={server.tls_url}"],
+            sets=[f"targets.{HOSTILE}.url={server.url}", f"targets.{TLS}.url={server.tls_url}",
+                  f"targets.{DNS}.url=http://no-such-host.invalid/api"],
         )  # fmt: skip
         bootstrap = stack.bootstrap_servers
         self.producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": unique("test.hostile")})
@@ -285,7 +308,9 @@ class Deployment:
         """The batch in one committed transaction; each record with its offset."""
         self.batches += 1
         run = uuid.uuid4().hex[:8]
-        batch = [materialise(spec, f"{run}{self.batches}x{i}") for i, spec in enumerate(specs)]
+        batch: list[Written] = []
+        for i, spec in enumerate(specs):
+            batch.append(materialise(spec, f"{run}{self.batches}x{i}", batch[-1] if batch else None))
         self.producer.begin_transaction()
         for written in batch:
             spec, fields = written.spec, written.fields
@@ -406,6 +431,24 @@ def check(deployment: Deployment, batch: Sequence[Written]) -> None:
                     f"{what}: DELIVERED, but the server applied it {applied[w.nonce]} times with keys "
                     f"{keys_applied[w.nonce]} (want once with {w.idempotency_key})"
                 )
+        spec = w.spec
+        if spec.expect_class is not None and (receipt.outcome != "DEAD_LETTERED" or classes != [spec.expect_class]):
+            problems.append(f"{what}: {receipt.outcome} {classes} ({receipt.reason!s:.160}), want {spec.expect_class}")
+        if spec.expect_reason is not None and spec.expect_reason not in (receipt.reason or ""):
+            problems.append(f"{what}: the reason {receipt.reason!s:.160} does not say {spec.expect_reason!r}")
+        reason_bytes = len((receipt.reason or "").encode())
+        if reason_bytes > 1024 or any(
+            len(v.encode()) > 1024 for d in dlq for k, v in d.items() if k.startswith("ikkai")
+        ):
+            problems.append(f"{what}: a reason or dead-letter header over 1 KiB ({reason_bytes} bytes)")
+        if (
+            spec.well_formed
+            and spec.behaviour in BODY_ONLY
+            and receipt.outcome == "DELIVERED"
+            and (spec.times == ALWAYS and (receipt.status_code is None or "body" not in (receipt.reason or "")))
+        ):
+            problems.append(f"{what}: DELIVERED without its status or without saying what the body did: "
+                            f"{receipt.status_code} {receipt.reason!s:.120}")  # fmt: skip
         expected = w.expected_outcome()
         if expected is not None and receipt.outcome != expected:
             problems.append(
@@ -456,6 +499,27 @@ EVERY_BEHAVIOUR = [
     for i, (b, times) in enumerate((b, t) for b in Behaviour for t in (1, ALWAYS))
 ] + [Spec(target=TLS, partition=0)]
 
+# Issue 44, each case on the shipped bundle's sink: (1) a ~400 KB alias, and a 300 KB request answered with a 390 KB
+# status line, each dead-lettered with bounded reasons (the DLQ entry must be there); (2) a valid 2,048-byte path whose
+# quoting overflowed the stack, answered 404; (5) is EVERY_BEHAVIOUR's stall-body, drip and huge; (6) an explicit
+# effect equal to the default effect of the record before it, same decision: two keys, both applied; (8) encoded dot
+# segments, and a target whose host does not resolve.
+ISSUE_44 = [
+    Spec(hostile=(("target", "t" * 400_000),), partition=0, expect_class="unknown-target"),
+    Spec(behaviour=Behaviour.HUGE_GARBAGE, times=ALWAYS, body=b"x" * 300_000, partition=1,
+         expect_class="retries-exhausted"),
+    Spec(behaviour=Behaviour.NOT_FOUND, times=ALWAYS, path_tail="?next=https://", path_bytes=2048, partition=2,
+         expect_class="rejected-by-target", expect_reason="returned 404"),
+    Spec(behaviour=Behaviour.OK, partition=0),
+    Spec(behaviour=Behaviour.OK, partition=0, effect_of_previous=True),
+    Spec(path_tail="/.%252e/.%252e/.%252e/.%252e/.%252e/internal", partition=1, expect_class="bad-path"),
+    Spec(path_tail="/..%3b/..%3b/..%3b/..%3b/..%3b/internal", partition=2, expect_class="bad-path"),
+    Spec(path_tail="/..%00/..%00/..%00/..%00/..%00/internal", partition=0, expect_class="bad-path"),
+    Spec(target=DNS, partition=1, expect_class="retries-exhausted", expect_reason="cannot resolve host"),
+]  # fmt: skip
+
+# Only the body misbehaves, after a 2xx status line and headers: the effect was applied.
+BODY_ONLY = frozenset({Behaviour.STALL_BODY, Behaviour.DRIP, Behaviour.HUGE})
 V2_HEADER_LEN = 10
 SHARP_VALUES: list[tuple[str, Any]] = [
     ("effect", "notify-客户"),
@@ -536,6 +600,10 @@ def named_records() -> dict[str, list[Spec]]:
 
 def test_every_server_behaviour(matrix: Matrix) -> None:
     matrix.deployment("behaviours").run(EVERY_BEHAVIOUR)
+
+
+def test_issue_44_cases(matrix: Matrix) -> None:
+    matrix.deployment("issue-44").run([*ISSUE_44, Spec(behaviour=Behaviour.OK, partition=2)])
 
 
 @pytest.mark.parametrize("group", list(named_records()))

@@ -25,6 +25,8 @@ final class Bounded {
     static final int DEAD_LETTER_KEY_BYTES = 16 * 1024;
     /** The record's own headers a dead letter copies, in all (names and values); the later ones are left out. */
     static final int DEAD_LETTER_HEADER_BYTES = 64 * 1024;
+    /** A piece of a record or of a server's answer quoted in a reason (a path, an alias, a header name, an error). */
+    static final int QUOTE_BYTES = 300;
     private static final String CUT = "…sha256:";
     private static final int SUFFIX_BYTES = CUT.getBytes(StandardCharsets.UTF_8).length + 64;
 
@@ -44,6 +46,11 @@ final class Bounded {
             return text;
         }
         return prefix(utf8, Math.max(0, maxBytes - SUFFIX_BYTES)) + CUT + Sha256.hex(utf8);
+    }
+
+    /** {@code text} as a reason may quote it: at most {@link #QUOTE_BYTES}, cut as {@link #text} cuts. */
+    static String quoted(String text) {
+        return text(text, QUOTE_BYTES);
     }
 
     /** The longest prefix of {@code utf8} of at most {@code maxBytes} bytes that ends on a character boundary. */

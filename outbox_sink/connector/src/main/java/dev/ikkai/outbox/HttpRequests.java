@@ -45,8 +45,8 @@ final class HttpRequests {
      * @throws RejectedRequest a header value HTTP cannot carry ({@link RejectedRequest#BAD_HEADER}); permanent
      */
     static HttpRequest build(Targets.Resolved resolved, OutboxRequest request, SinkRecord record, int attempt,
-                             Duration timeout, KeyFormat keyFormat) throws RejectedRequest {
-        Map<String, String> headers = headers(resolved, request, record, attempt, keyFormat);
+                             Duration timeout, KeyFormat keyFormat, IdempotencyKey.Version keyVersion) throws RejectedRequest {
+        Map<String, String> headers = headers(resolved, request, record, attempt, keyFormat, keyVersion);
         for (Map.Entry<String, String> header : headers.entrySet()) {
             checkValue(header.getKey(), header.getValue());
         }
@@ -84,14 +84,14 @@ final class HttpRequests {
         return Bounded.text(name, 200);
     }
 
-    /** Every header the sink sends (Idempotency-Key in the draft's sf-string form). */
+    /** Every header the sink sends (Idempotency-Key v2 in the draft's sf-string form). */
     static Map<String, String> headers(Targets.Resolved resolved, OutboxRequest request, SinkRecord record, int attempt) {
-        return headers(resolved, request, record, attempt, KeyFormat.STRUCTURED);
+        return headers(resolved, request, record, attempt, KeyFormat.STRUCTURED, IdempotencyKey.Version.V2);
     }
 
     /** Every header the sink sends: the record's own, then the ones only the sink may set. */
     static Map<String, String> headers(Targets.Resolved resolved, OutboxRequest request, SinkRecord record, int attempt,
-                                       KeyFormat keyFormat) {
+                                       KeyFormat keyFormat, IdempotencyKey.Version keyVersion) {
         Map<String, String> headers = new java.util.TreeMap<>(String.CASE_INSENSITIVE_ORDER);
         headers.putAll(request.headers());
         if (record != null) {
@@ -103,8 +103,8 @@ final class HttpRequests {
             }
             headers.put("X-Ikkai-Source", record.topic() + "/" + record.kafkaPartition() + "/" + record.kafkaOffset());
         }
-        headers.put("Idempotency-Key", keyFormat == KeyFormat.STRUCTURED ? "\"" + request.idempotencyKey() + "\""
-            : request.idempotencyKey());
+        String key = request.idempotencyKey(keyVersion);
+        headers.put("Idempotency-Key", keyFormat == KeyFormat.STRUCTURED ? "\"" + key + "\"" : key);
         headers.put("Content-Type", request.contentType());
         headers.put("User-Agent", USER_AGENT);
         headers.put("X-Ikkai-Decision-Id", request.decisionId());

@@ -40,10 +40,38 @@ import java.util.concurrent.atomic.AtomicInteger;
  */
 final class HttpSender implements AutoCloseable {
     /**
-     * How an attempt ended: a response (its body cut at the byte limit), or the error that stands for one
-     * (connection, timeout), and when.
+     * How an attempt ended: a response, or the error that stands for one (connection, timeout, no host), and when.
+     * Once the status line and headers are in, the answer is a response whatever its body does next (issue 44: a 2xx
+     * whose body stalls was applied): {@code bodyProblem} then says what the body did (cut at the byte limit, not
+     * ended by the deadline, broken off) and {@code response.body()} holds what was read; null when it ended normally.
      */
-    record Answer(HttpResponse<byte[]> response, Throwable error, Instant at) {
+    record Answer(HttpResponse<byte[]> response, Throwable error, Instant at, String bodyProblem) {
+        Answer(HttpResponse<byte[]> response, Throwable error, Instant at) {
+            this(response, error, at, null);
+        }
+    }
+
+    /**
+     * How long an idle connection stays open, and how many idle connections the JVM's HTTP clients keep in all (the
+     * least recently used one is closed past it). The JDK's defaults keep every connection 1,200 s with no cap: at
+     * 10,000 targets that was 10,022 open descriptors and ~230 MB of heap (issue 44). The JDK reads both once, as the
+     * system properties jdk.httpclient.keepalive.timeout and jdk.httpclient.connectionPoolSize, when its first
+     * client is built; the sink sets them only when the worker's JVM does not (-D... in KAFKA_OPTS wins). They are
+     * JVM-wide: other plugins' java.net.http clients in the worker get the same bounds. Idle connections per host are
+     * bounded by the requests in flight to it (outbox.max.in.flight.requests per partition): the JDK has no such cap.
+     */
+    static final long IDLE_TIMEOUT_SECONDS = 30;
+    static final int IDLE_CONNECTIONS = 256;
+    static final String KEEPALIVE_PROPERTY = "jdk.httpclient.keepalive.timeout";
+    static final String POOL_PROPERTY = "jdk.httpclient.connectionPoolSize";
+
+    static {
+        if (System.getProperty(KEEPALIVE_PROPERTY) == null) {
+            System.setProperty(KEEPALIVE_PROPERTY, String.valueOf(IDLE_TIMEOUT_SECONDS));
+        }
+        if (System.getProperty(POOL_PROPERTY) == null) {
+            System.setProperty(POOL_PROPERTY, String.valueOf(IDLE_CONNECTIONS));
+        }
     }
 
     private final HttpClient http;
@@ -57,11 +85,19 @@ final class HttpSender implements AutoCloseable {
     }
 
     HttpSender(Duration connectTimeout, String threadName, Clock clock, int maxBodyBytes) {
-        this.http = HttpClient.newBuilder()
+        this(connectTimeout, threadName, clock, maxBodyBytes, null);
+    }
+
+    /** {@code ssl}: the TLS context of https URLs (null: the JVM's default CAs). */
+    HttpSender(Duration connectTimeout, String threadName, Clock clock, int maxBodyBytes, javax.net.ssl.SSLContext ssl) {
+        HttpClient.Builder builder = HttpClient.newBuilder()
             .connectTimeout(connectTimeout)
             .followRedirects(HttpClient.Redirect.NEVER)
-            .version(HttpClient.Version.HTTP_1_1)
-            .build();
+            .version(HttpClient.Version.HTTP_1_1);
+        if (ssl != null) {
+            builder.sslContext(ssl);
+        }
+        this.http = builder.build();
         AtomicInteger n = new AtomicInteger();
         this.threads = Executors.newCachedThreadPool(runnable -> {
             Thread thread = new Thread(runnable, threadName + "-" + n.incrementAndGet());
@@ -74,6 +110,8 @@ final class HttpSender implements AutoCloseable {
             return thread;
         });
         deadlines.setRemoveOnCancelPolicy(true);
+        deadlines.setKeepAliveTime(60, TimeUnit.SECONDS);
+        deadlines.allowCoreThreadTimeOut(true);  // a sender nobody closes (the registry's) leaves no thread behind
         this.clock = clock;
         this.maxBodyBytes = maxBodyBytes;
     }
@@ -92,16 +130,21 @@ final class HttpSender implements AutoCloseable {
         ScheduledFuture<?> timer = deadline == null ? null
             : deadlines.schedule(exchange::expire, deadline.toNanos(), TimeUnit.NANOSECONDS);
         try {
-            HttpResponse<byte[]> response = http.send(request, info -> exchange.body(new LimitedBody(maxBodyBytes)));
-            return new Answer(response, null, clock.instant());
+            HttpResponse<byte[]> response = http.send(request, info -> exchange.body(new LimitedBody(maxBodyBytes), info));
+            LimitedBody body = exchange.body();
+            return new Answer(response, null, clock.instant(), body != null && body.cut()
+                ? "the body was cut at " + maxBodyBytes + " bytes (the rest was not read)" : null);
         } catch (InterruptedException e) {
             if (exchange.expired()) {  // our own deadline, not a close(): a timeout like any other
-                return new Answer(null, timeout(deadline), clock.instant());
+                return answered(request, exchange, timeout(deadline), "the body did not end within " + deadline.toMillis() + " ms");
             }
             Thread.currentThread().interrupt();  // closed: nobody waits for this answer any more
             return new Answer(null, e, clock.instant());
         } catch (Exception e) {  // IOException (connection refused or reset, HttpTimeoutException), or anything else
-            return new Answer(null, exchange.expired() ? timeout(deadline) : e, clock.instant());
+            if (exchange.expired()) {
+                return answered(request, exchange, timeout(deadline), "the body did not end within " + deadline.toMillis() + " ms");
+            }
+            return answered(request, exchange, named(request, e), "the body broke off: " + Bounded.quoted(String.valueOf(e)));
         } finally {
             if (timer != null) {
                 timer.cancel(false);
@@ -109,6 +152,69 @@ final class HttpSender implements AutoCloseable {
             if (exchange.finish()) {
                 Thread.interrupted();  // the deadline's interrupt came after the answer: not this thread's next attempt's
             }
+        }
+    }
+
+    /**
+     * An attempt that failed: a response all the same when its status line and headers came (what was read of the body,
+     * and what went wrong with it), else the error.
+     */
+    private Answer answered(HttpRequest request, Exchange exchange, Throwable error, String bodyProblem) {
+        HttpResponse.ResponseInfo info = exchange.info();
+        if (info == null) {
+            return new Answer(null, error, clock.instant());
+        }
+        byte[] read = exchange.body() == null ? new byte[0] : exchange.body().kept();
+        return new Answer(new Received(info, request, read), null, clock.instant(),
+            bodyProblem + " (" + read.length + " bytes read)");
+    }
+
+    /**
+     * A failure that says what failed: a host that does not resolve is named (the JDK's ConnectException carries no
+     * message, only an UnresolvedAddressException).
+     */
+    static Throwable named(HttpRequest request, Throwable e) {
+        for (Throwable cause = e; cause != null; cause = cause.getCause()) {
+            if (cause instanceof java.nio.channels.UnresolvedAddressException || cause instanceof java.net.UnknownHostException) {
+                java.net.ConnectException named = new java.net.ConnectException("cannot resolve host '"
+                    + Bounded.quoted(request.uri().getHost()) + "' (DNS): check the target's URL and the worker's resolver");
+                named.initCause(e);
+                return named;
+            }
+        }
+        return e;
+    }
+
+    /** A response whose status line and headers came, with what was read of its body. */
+    record Received(HttpResponse.ResponseInfo info, HttpRequest request, byte[] body) implements HttpResponse<byte[]> {
+        @Override
+        public int statusCode() {
+            return info.statusCode();
+        }
+
+        @Override
+        public java.net.http.HttpHeaders headers() {
+            return info.headers();
+        }
+
+        @Override
+        public java.util.Optional<HttpResponse<byte[]>> previousResponse() {
+            return java.util.Optional.empty();
+        }
+
+        @Override
+        public java.util.Optional<javax.net.ssl.SSLSession> sslSession() {
+            return java.util.Optional.empty();
+        }
+
+        @Override
+        public java.net.URI uri() {
+            return request.uri();
+        }
+
+        @Override
+        public HttpClient.Version version() {
+            return info.version();
         }
     }
 
@@ -127,6 +233,7 @@ final class HttpSender implements AutoCloseable {
     private static final class Exchange {
         private final Thread sender;
         private LimitedBody body;
+        private HttpResponse.ResponseInfo info;
         private boolean expired;
         private boolean finished;
 
@@ -134,8 +241,9 @@ final class HttpSender implements AutoCloseable {
             this.sender = sender;
         }
 
-        synchronized LimitedBody body(LimitedBody body) {
+        synchronized LimitedBody body(LimitedBody body, HttpResponse.ResponseInfo info) {
             this.body = body;
+            this.info = info;
             if (expired) {
                 body.abort();
             }
@@ -152,6 +260,14 @@ final class HttpSender implements AutoCloseable {
                 body.abort();
             }
             sender.interrupt();
+        }
+
+        synchronized LimitedBody body() {
+            return body;
+        }
+
+        synchronized HttpResponse.ResponseInfo info() {
+            return info;
         }
 
         synchronized boolean expired() {
@@ -175,6 +291,7 @@ final class HttpSender implements AutoCloseable {
         private final ByteArrayOutputStream kept = new ByteArrayOutputStream();
         private Flow.Subscription subscription;
         private boolean aborted;
+        private boolean cut;
 
         LimitedBody(int limit) {
             this.limit = limit;
@@ -208,6 +325,7 @@ final class HttpSender implements AutoCloseable {
                     buffer.get(bytes);
                     kept.writeBytes(bytes);
                     if (kept.size() >= limit && buffer.hasRemaining()) {
+                        cut = true;
                         subscription.cancel();
                         result.complete(kept.toByteArray());
                         return;
@@ -226,6 +344,16 @@ final class HttpSender implements AutoCloseable {
         @Override
         public synchronized void onComplete() {
             result.complete(kept.toByteArray());
+        }
+
+        /** Whether the body went on past the limit (the rest was not read). */
+        synchronized boolean cut() {
+            return cut;
+        }
+
+        /** What was read so far. */
+        synchronized byte[] kept() {
+            return kept.toByteArray();
         }
 
         /** The deadline passed: stop reading, the body is a timeout. */

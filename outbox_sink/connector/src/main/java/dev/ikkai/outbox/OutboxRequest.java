@@ -1,6 +1,5 @@
 package dev.ikkai.outbox;
 
-import java.nio.charset.StandardCharsets;
 import java.util.Map;
 
 /** One decoded record of outbox.requests (schemas/outbox_request). */
@@ -25,19 +24,19 @@ public record OutboxRequest(
 
     /**
      * Which side effect of its decision this is: the request's {@code effect} name, or, when it has
-     * none, {@code target + path} (e.g. {@code payments-api/payments/p-1/hold}; unambiguous, since an
-     * alias has no '/' and a path starts with one). ikkai/contract/outbox.py derives the same.
+     * none, {@code target + path} (e.g. {@code payments-api/payments/p-1/hold}), as headers, receipts and dead
+     * letters show it. The Idempotency-Key does not hash this name: it tells an explicit effect from a default one
+     * ({@link IdempotencyKey}). ikkai/contract/outbox.py derives the same.
      */
     public String effectName() {
         return effect != null && !effect.isEmpty() ? effect : target + path;
     }
 
     /**
-     * The Idempotency-Key: sha-256 hex of (decision_id, effect) joined by U+001F. One key per side
-     * effect, never shared by two effects of one decision (an API gateway keeps one key space for
-     * all paths), and the same for every attempt and replay of this effect.
+     * The Idempotency-Key of this side effect in the key derivation {@code version} ({@link IdempotencyKey}):
+     * one key per side effect, the same for every attempt and replay of it.
      */
-    public String idempotencyKey() {
-        return Sha256.hex((decisionId + "\u001f" + effectName()).getBytes(StandardCharsets.UTF_8));
+    public String idempotencyKey(IdempotencyKey.Version version) {
+        return IdempotencyKey.derive(version, decisionId, target, path, effect);
     }
 }

@@ -37,6 +37,7 @@ public final class OutboxSinkConfig extends AbstractConfig {
     public static final String IDEMPOTENCY_KEY_FORMAT = "outbox.idempotency.key.format";
     public static final String KEY_FORMAT_STRUCTURED = "structured";
     public static final String KEY_FORMAT_TOKEN = "token";
+    public static final String IDEMPOTENCY_KEY_VERSION = "outbox.idempotency.key.version";
     /** How long put() or preCommit() waits for the DLQ to confirm a dead letter before the task fails. */
     static final Duration DLQ_WRITE_TIMEOUT = Duration.ofSeconds(60);
     // The schema registry's keys are named as Confluent's serializers and converters name them.
@@ -69,6 +70,14 @@ public final class OutboxSinkConfig extends AbstractConfig {
             ConfigDef.ValidString.in(KEY_FORMAT_STRUCTURED, KEY_FORMAT_TOKEN), Importance.MEDIUM,
             "How the Idempotency-Key header is written: structured (an RFC 8941 sf-string, \"<hex>\", as the IETF "
                 + "Idempotency-Key draft specifies) or token (the bare <hex>, for APIs that expect it).")
+        // v1 stays the default of a config that names no version, so upgrading the plugin alone never changes a key
+        // an API has already seen; the shipped bundle sets v2 (docs/outbox.md, "Idempotency-Key v2").
+        .define(IDEMPOTENCY_KEY_VERSION, Type.STRING, IdempotencyKey.Version.V1.setting(),
+            ConfigDef.ValidString.in(IdempotencyKey.Version.V1.setting(), IdempotencyKey.Version.V2.setting()),
+            Importance.HIGH, "How the Idempotency-Key is derived: v2 (tells an explicit effect from target + path, "
+                + "length-prefixed; the shipped bundle's value) or v1 (decision_id U+001F effect name, where an "
+                + "explicit effect api/ok/1 and target api + path /ok/1 share a key). Keep v1 only while an API that "
+                + "saw v1 keys still has requests in flight (docs/outbox.md).")
         .define(BACKOFF_INITIAL, Type.LONG, 500L, ConfigDef.Range.atLeast(1), Importance.MEDIUM,
             "Backoff before the second attempt; doubles per attempt, with jitter.")
         .define(BACKOFF_MAX, Type.LONG, 30_000L, ConfigDef.Range.atLeast(1), Importance.MEDIUM,
@@ -161,6 +170,20 @@ public final class OutboxSinkConfig extends AbstractConfig {
     HttpRequests.KeyFormat keyFormat() {
         return KEY_FORMAT_TOKEN.equals(getString(IDEMPOTENCY_KEY_FORMAT)) ? HttpRequests.KeyFormat.TOKEN
             : HttpRequests.KeyFormat.STRUCTURED;
+    }
+
+    /** The dead-letter topic Connect's own settings name ({@value OutboxSinkConnector#DLQ_TOPIC}); empty when unset. */
+    String deadLetterTopic() {
+        return originalsStrings().getOrDefault(OutboxSinkConnector.DLQ_TOPIC, "").strip();
+    }
+
+    /** The connector's name (Connect puts it in every task's config), as dead letters name their writer. */
+    String connectorName() {
+        return originalsStrings().getOrDefault("name", "outbox-sink");
+    }
+
+    IdempotencyKey.Version keyVersion() {
+        return IdempotencyKey.Version.of(getString(IDEMPOTENCY_KEY_VERSION));
     }
 
     public Map<String, Target> targets() {

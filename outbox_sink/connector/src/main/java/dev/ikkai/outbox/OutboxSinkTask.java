@@ -27,8 +27,6 @@ import org.apache.kafka.clients.producer.Producer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.connect.errors.ConnectException;
-import org.apache.kafka.connect.header.Header;
-import org.apache.kafka.connect.sink.ErrantRecordReporter;
 import org.apache.kafka.connect.sink.SinkRecord;
 import org.apache.kafka.connect.sink.SinkTask;
 import org.slf4j.Logger;
@@ -61,8 +59,8 @@ import org.slf4j.LoggerFactory;
  * letter's receipt is written once the DLQ confirms it, and no offset is committed before; a DLQ
  * write that fails (Kafka itself failing) is the one thing that stops the task, without committing.
  *
- * <p>Final outcomes: 2xx and 303 are delivered; any other status, an unknown alias, a bad path or an
- * undecodable value goes to the dead-letter queue through the errant record reporter; a request
+ * <p>Final outcomes: 2xx and 303 are delivered, whatever the body does after the headers (the receipt's reason says when it was cut, stalled or broke off); any other status, an unknown alias, a bad path or an
+ * undecodable value goes to the dead-letter queue through the sink's own producer ({@link DeadLetterQueue}); a request
  * still failing transiently after {@code outbox.retry.max.duration.ms} too, or told by Retry-After
  * to wait longer than that (capped first: no answer can overflow the clock). Each final outcome
  * of a decodable request produces a receipt on outbox.receipts, keyed by decision_id.
@@ -74,7 +72,7 @@ import org.slf4j.LoggerFactory;
  *
  * <p>Delivery is at least once: after a task restart, requests whose offsets were not yet
  * committed are sent again with the same Idempotency-Key (one per side effect:
- * {@link OutboxRequest#idempotencyKey()}), so the receiver applies them once,
+ * {@link IdempotencyKey}), so the receiver applies them once,
  * and their receipts are written again (same decision_id, outcome, status and response digest
  * when the receiver answers a repeated key with its stored response; attempts and times are
  * those of the new delivery). Receipt readers keep one receipt per (decision_id, effect), DELIVERED
@@ -100,9 +98,11 @@ public final class OutboxSinkTask extends SinkTask {
     private HttpSender http;
     private Producer<byte[], byte[]> receipts;
     private String receiptsTopic;
-    private ErrantRecordReporter reporter;
+    private final Function<OutboxSinkConfig, DeadLetterQueue> deadLetterQueues;
+    private DeadLetterQueue deadLetters;
     private OutboxMetrics metrics;
     private HttpRequests.KeyFormat keyFormat;
+    private IdempotencyKey.Version keyVersion;
     /** Dead letters the DLQ has not confirmed yet, oldest first; each one's receipt is written once it has. */
     private final List<DeadLetterWrite> deadLetterWrites = new ArrayList<>();
     /** Why the DLQ failed to take a dead letter: the task stops, and commits nothing more. */
@@ -115,13 +115,19 @@ public final class OutboxSinkTask extends SinkTask {
     private final Set<TopicPartition> paused = new HashSet<>();
 
     public OutboxSinkTask() {
-        this(Clock.systemUTC(), KafkaProducer::new, ANSWER_WAIT);
+        this(Clock.systemUTC(), KafkaProducer::new, config -> new DeadLetterQueue.Topic(
+            new KafkaProducer<>(config.receiptProducerConfig()), config.deadLetterTopic(), config.connectorName()), ANSWER_WAIT);
     }
 
-    /** For tests: another clock, a producer for receipts that is not a real one, another {@link #ANSWER_WAIT}. */
-    OutboxSinkTask(Clock clock, Function<Map<String, Object>, Producer<byte[], byte[]>> producers, Duration answerWait) {
+    /**
+     * For tests: another clock, a producer for receipts and a dead-letter queue that are not real ones, another
+     * {@link #ANSWER_WAIT}.
+     */
+    OutboxSinkTask(Clock clock, Function<Map<String, Object>, Producer<byte[], byte[]>> producers,
+                   Function<OutboxSinkConfig, DeadLetterQueue> deadLetterQueues, Duration answerWait) {
         this.clock = clock;
         this.producers = producers;
+        this.deadLetterQueues = deadLetterQueues;
         this.answerWait = answerWait;
     }
 
@@ -137,16 +143,17 @@ public final class OutboxSinkTask extends SinkTask {
         policy = new RetryPolicy(config.duration(OutboxSinkConfig.BACKOFF_INITIAL), config.duration(OutboxSinkConfig.BACKOFF_MAX),
             config.duration(OutboxSinkConfig.RETRY_MAX_DURATION));
         codec = config.codec();
-        reporter = context.errantRecordReporter();
-        if (reporter == null) {
+        if (config.deadLetterTopic().isBlank()) {
             throw new ConnectException("the outbox sink needs a dead-letter queue: set errors.tolerance=all and "
-                + "errors.deadletterqueue.topic.name (the worker gave this task no errant record reporter)");
+                + OutboxSinkConnector.DLQ_TOPIC + " (e.g. dlq.outbox)");
         }
         http = new HttpSender(config.duration(OutboxSinkConfig.HTTP_CONNECT_TIMEOUT), "outbox-http", clock,
             config.getInt(OutboxSinkConfig.RESPONSE_MAX_BYTES));
         keyFormat = config.keyFormat();
+        keyVersion = config.keyVersion();
         receiptsTopic = config.getString(OutboxSinkConfig.RECEIPTS_TOPIC);
         receipts = producers.apply(config.receiptProducerConfig());
+        deadLetters = deadLetterQueues.apply(config);
         metrics = new OutboxMetrics(context.pluginMetrics());
         log.info("outbox sink task started; targets {}", targets.values());
     }
@@ -195,7 +202,13 @@ public final class OutboxSinkTask extends SinkTask {
             if (sent.answer().isDone()) {
                 it.remove();
                 sent.pending().inFlight = false;
-                if (complete(sent, sent.answer().join())) {
+                boolean done;
+                try {
+                    done = complete(sent, sent.answer().join());
+                } catch (Throwable t) {  // the backstop: one record's failure is its dead letter (failedOn)
+                    done = failedOn(sent.pending(), t);
+                }
+                if (done) {
                     pending.finish(sent.pending());
                 }
                 any = true;
@@ -211,7 +224,16 @@ public final class OutboxSinkTask extends SinkTask {
     private boolean sendDue() {
         List<PendingRecords.Pending> due = pending.due(clock.instant(), config.getInt(OutboxSinkConfig.MAX_IN_FLIGHT));
         for (PendingRecords.Pending p : due) {
-            Sent sent = send(p);
+            Sent sent;
+            try {
+                sent = send(p);
+            } catch (ConnectException e) {  // the task's own failure (the receipt schema refused): not the record's
+                throw e;
+            } catch (Throwable t) {  // the backstop: one record's failure is its dead letter (failedOn)
+                failedOn(p, t);
+                sent = null;
+                p.registryRetryAt = null;
+            }
             if (sent == null) {
                 if (p.registryRetryAt == null) {
                     pending.finish(p);
@@ -222,6 +244,40 @@ public final class OutboxSinkTask extends SinkTask {
             }
         }
         return !due.isEmpty();
+    }
+
+    /**
+     * The backstop of one record: anything it throws while it is decoded, checked, built, sent or judged (a
+     * StackOverflowError of a library, an unexpected RuntimeException) is its dead letter ({@code unsendable}), so no
+     * record can stop the task. Rethrown, failing the task without committing, are only the failures that are not
+     * one record's: {@link #isJvmWide} ones. Returns true (the record is final).
+     */
+    private boolean failedOn(PendingRecords.Pending p, Throwable t) {
+        if (isJvmWide(t)) {
+            throw (Error) t;  // isJvmWide holds only for Errors
+        }
+        log.error("outbox request at {}-{}@{} failed the sink ({}); it is dead-lettered", p.record.topic(),
+            p.record.kafkaPartition(), p.record.kafkaOffset(), t.getClass().getName());
+        if (p.request != null && p.attempts == null) {
+            p.attempts = new Attempts(clock.instant());
+        }
+        if (p.attempts != null) {
+            p.attempts.lastAttemptAt = clock.instant();
+        }
+        String message = t.getMessage() == null ? "" : ": " + Bounded.quoted(Urls.redact(Bounded.text(t.getMessage(), 64 * 1024)));
+        deadLetter(p.record, p.request, new RejectedRequest(RejectedRequest.UNSENDABLE,
+            "the sink failed on this record: " + t.getClass().getName() + message), p.attempts, null);
+        return true;
+    }
+
+    /**
+     * Failures that are the JVM's or the plugin's, never one record's: every VirtualMachineError but StackOverflowError
+     * (an OutOfMemoryError, InternalError: the heap or the VM is shared by every task of the worker), and LinkageError
+     * (a class missing from the plugin would fail every record: dead-lettering them all would empty the topic into the
+     * DLQ). A StackOverflowError unwinds only the thread that overflowed, so it is the record's.
+     */
+    static boolean isJvmWide(Throwable t) {
+        return t instanceof VirtualMachineError && !(t instanceof StackOverflowError) || t instanceof LinkageError;
     }
 
     /** Waits up to {@code wait} for any attempt in flight to be answered; false if none was. */
@@ -324,7 +380,7 @@ public final class OutboxSinkTask extends SinkTask {
         HttpRequest httpRequest;
         try {
             httpRequest = HttpRequests.build(resolved, request, record, state.attempts + 1,
-                config.duration(OutboxSinkConfig.HTTP_REQUEST_TIMEOUT), keyFormat);
+                config.duration(OutboxSinkConfig.HTTP_REQUEST_TIMEOUT), keyFormat, keyVersion);
         } catch (RejectedRequest e) {
             state.lastAttemptAt = clock.instant();
             deadLetter(record, request, e, state, null);
@@ -371,7 +427,7 @@ public final class OutboxSinkTask extends SinkTask {
         if (response == null) {  // connection refused or reset, timeout (HttpTimeoutException)
             state.lastStatus = null;
             state.lastDigest = null;
-            problem = "failed: " + answer.error();
+            problem = "failed: " + Bounded.quoted(Urls.redact(String.valueOf(answer.error())));
         } else {
             int status = response.statusCode();
             state.lastStatus = status;
@@ -379,12 +435,13 @@ public final class OutboxSinkTask extends SinkTask {
             switch (RetryPolicy.classify(status)) {
                 case DELIVERED -> {
                     metrics.delivered();
-                    writeReceipt(request, Receipt.Outcome.DELIVERED, state, null);
+                    // Applied, whatever its body did next: the receipt says what that was (cut, stalled, broken off).
+                    writeReceipt(request, Receipt.Outcome.DELIVERED, state, answer.bodyProblem());
                     return true;
                 }
                 case REJECT -> {
                     RejectedRequest why = new RejectedRequest(RejectedRequest.REJECTED_BY_TARGET,
-                        sent.resolved().method() + " " + sent.resolved().target().alias() + Urls.redactPath(request.path())
+                        sent.resolved().method() + " " + sent.resolved().target().alias() + Targets.shownPath(request.path())
                             + " returned " + status);
                     deadLetter(sent.pending().record, request, why, state,
                         HttpRequests.excerpt(response.body(), config.getInt(OutboxSinkConfig.EXCERPT_BYTES)));
@@ -413,88 +470,25 @@ public final class OutboxSinkTask extends SinkTask {
     }
 
     /**
-     * Sends the record to the DLQ (through the errant record reporter); its receipt is written once
-     * the DLQ confirms it ({@link #confirmDeadLetters}), so a receipt never says a dead letter is on the
-     * DLQ when it is not. The copy is bounded ({@link Bounded}): value, key and the record's headers cut,
-     * every ikkai.dlq.* header at most {@link Bounded#FIELD_BYTES}.
+     * Writes the record's bounded copy ({@link DeadLetterCopy}) to the DLQ through the sink's own producer
+     * ({@link DeadLetterQueue}); its receipt is written once the broker confirms it ({@link #confirmDeadLetters}), so
+     * a receipt never says a dead letter is on the DLQ when a read_committed reader cannot find it there.
      */
     private void deadLetter(SinkRecord record, OutboxRequest request, RejectedRequest why, Attempts state, String excerpt) {
         metrics.deadLettered();
-        Map<String, String> cut = new java.util.LinkedHashMap<>();
-        Object key = record.key();
-        if (key instanceof byte[] bytes && bytes.length > Bounded.DEAD_LETTER_KEY_BYTES) {
-            cut.put("ikkai.dlq.key_bytes", String.valueOf(bytes.length));
-            key = Bounded.bytes(bytes, Bounded.DEAD_LETTER_KEY_BYTES);
-        } else if (key instanceof String text && text.length() > Bounded.DEAD_LETTER_KEY_BYTES / 3) {
-            String bounded = Bounded.text(text, Bounded.DEAD_LETTER_KEY_BYTES);
-            if (!bounded.equals(text)) {
-                cut.put("ikkai.dlq.key_bytes", String.valueOf(OutboxCodec.utf8(text).length));
-                key = bounded;
-            }
-        }
-        Object value = record.value();
-        if (value instanceof byte[] bytes && bytes.length > Bounded.DEAD_LETTER_VALUE_BYTES) {
-            cut.put("ikkai.dlq.value_bytes", String.valueOf(bytes.length));
-            cut.put("ikkai.dlq.value_sha256", Sha256.hex(bytes));
-            value = Bounded.bytes(bytes, Bounded.DEAD_LETTER_VALUE_BYTES);
-        }
-        SinkRecord copy = new SinkRecord(record.topic(), record.kafkaPartition(), record.keySchema(), key,
-            record.valueSchema(), value, record.kafkaOffset(), record.timestamp(), record.timestampType());
-        long headerBytes = 0;
-        int headersLeftOut = 0;
-        for (Header h : record.headers()) {
-            headerBytes += h.key().length() + headerSize(h.value());
-            if (headerBytes <= Bounded.DEAD_LETTER_HEADER_BYTES) {
-                copy.headers().add(h);
-            } else {
-                headersLeftOut++;
-            }
-        }
-        if (headersLeftOut > 0) {
-            cut.put("ikkai.dlq.headers_left_out", String.valueOf(headersLeftOut));
-        }
-        Map<String, String> dlq = new java.util.LinkedHashMap<>();
-        dlq.put("ikkai.dlq.stage", "outbox");
-        dlq.put("ikkai.dlq.error_class", why.kind());
-        dlq.put("ikkai.dlq.reason", why.getMessage());
-        if (request != null) {
-            dlq.put("ikkai.dlq.decision_id", request.decisionId());
-            dlq.put("ikkai.dlq.target", request.target());
-            dlq.put("ikkai.dlq.effect", request.effectName());
-        }
-        if (state != null && state.lastStatus != null) {
-            dlq.put("ikkai.dlq.status_code", String.valueOf(state.lastStatus));
-        }
-        if (state != null) {
-            dlq.put("ikkai.dlq.attempts", String.valueOf(state.attempts));
-        }
-        if (excerpt != null) {
-            dlq.put("ikkai.dlq.response_excerpt", excerpt);
-        }
-        dlq.putAll(cut);
-        dlq.forEach((name, text) -> copy.headers().addString(name, Bounded.text(text, Bounded.FIELD_BYTES)));
+        SinkRecord copy = DeadLetterCopy.of(record, request, why, state, excerpt);
         log.warn("outbox request at {}-{}@{} dead-lettered ({}): {}", record.topic(), record.kafkaPartition(),
             record.kafkaOffset(), why.kind(), Bounded.text(why.getMessage(), Bounded.FIELD_BYTES));
-        java.util.concurrent.Future<Void> written;
+        java.util.concurrent.Future<?> written;
         try {
-            written = reporter.report(copy, why);
-        } catch (RuntimeException e) {  // the reporter could not even take it: Kafka (the DLQ) is failing
+            written = deadLetters.write(copy, why);
+        } catch (RuntimeException e) {  // the producer could not even take it: Kafka (the DLQ) is failing
             written = CompletableFuture.failedFuture(e);
         }
         Runnable receipt = request == null ? () -> { }
             : () -> writeReceipt(request, Receipt.Outcome.DEAD_LETTERED, state, why.kind() + ": " + why.getMessage());
         deadLetterWrites.add(new DeadLetterWrite(record.topic() + "-" + record.kafkaPartition() + "@" + record.kafkaOffset(),
             written, receipt));
-    }
-
-    private static long headerSize(Object value) {
-        if (value == null) {
-            return 0;
-        }
-        if (value instanceof byte[] bytes) {
-            return bytes.length;
-        }
-        return (long) String.valueOf(value).length() * 3;  // at most 3 UTF-8 bytes per UTF-16 unit
     }
 
     /**
@@ -547,7 +541,7 @@ public final class OutboxSinkTask extends SinkTask {
         String decisionId = Bounded.text(request.decisionId(), max);
         Receipt receipt = new Receipt(decisionId, Bounded.text(request.key(), max), Bounded.text(request.target(), max),
             outcome, state.lastStatus, state.attempts, state.firstAttemptAt.toEpochMilli(), state.lastAttemptAt.toEpochMilli(),
-            state.lastDigest, Bounded.text(reason, max), Bounded.text(request.effectName(), max), request.idempotencyKey());
+            state.lastDigest, Bounded.text(reason, max), Bounded.text(request.effectName(), max), request.idempotencyKey(keyVersion));
         receipts.send(new ProducerRecord<>(receiptsTopic, OutboxCodec.utf8(decisionId), codec.encodeReceipt(receipt)),
             (metadata, error) -> {
                 if (error != null) {
@@ -604,10 +598,13 @@ public final class OutboxSinkTask extends SinkTask {
         if (receipts != null) {
             receipts.close(Duration.ofSeconds(30));
         }
+        if (deadLetters != null) {
+            deadLetters.close();
+        }
     }
 
-    /** A dead letter handed to the reporter, and its receipt, written once the DLQ has it. */
-    record DeadLetterWrite(String where, java.util.concurrent.Future<Void> written, Runnable receipt) {
+    /** A dead letter handed to the DLQ producer, and its receipt, written once the broker has it. */
+    record DeadLetterWrite(String where, java.util.concurrent.Future<?> written, Runnable receipt) {
     }
 
     /** One attempt in flight. */

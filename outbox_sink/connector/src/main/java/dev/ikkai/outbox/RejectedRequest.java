@@ -21,10 +21,16 @@ public final class RejectedRequest extends Exception {
     public static final String REJECTED_BY_TARGET = "rejected-by-target";
     public static final String RETRIES_EXHAUSTED = "retries-exhausted";
 
+    /**
+     * The most a reason may hold, in UTF-8 bytes: it becomes a dead-letter header and a receipt's reason. Each piece a
+     * message quotes from a record or a server is cut first ({@link Bounded#quoted}); this is the backstop.
+     */
+    public static final int MESSAGE_BYTES = 2048;
+
     private final String kind;
 
     public RejectedRequest(String kind, String message) {
-        super(message, null, false, false);
+        super(Bounded.text(message, MESSAGE_BYTES), null, false, false);
         this.kind = kind;
     }
 

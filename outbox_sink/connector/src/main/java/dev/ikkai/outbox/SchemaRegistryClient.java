@@ -66,7 +66,12 @@ final class SchemaRegistryClient {
     private final String url;
     private final String shown;  // the URL as printed: credentials redacted (Urls)
     private final String authorization;
-    private final HttpClient http;
+    /**
+     * The most of a registry answer that is read: a schema is kilobytes; a body past this is not read (the connection
+     * closed) and the answer refused.
+     */
+    static final int MAX_ANSWER_BYTES = 1024 * 1024;
+    private final HttpSender http;
     private final Duration timeout;
     private final Map<Integer, Schema> byId = new ConcurrentHashMap<>();
 
@@ -75,11 +80,8 @@ final class SchemaRegistryClient {
         this.shown = Urls.redact(this.url);
         this.authorization = userInfo == null || userInfo.isEmpty() ? null
             : "Basic " + Base64.getEncoder().encodeToString(userInfo.getBytes(StandardCharsets.UTF_8));
-        HttpClient.Builder builder = HttpClient.newBuilder().connectTimeout(timeout).followRedirects(HttpClient.Redirect.NEVER);
-        if (ssl != null) {
-            builder.sslContext(ssl);
-        }
-        this.http = builder.build();
+        // HttpSender: the timeout covers the whole answer, headers and body (the JDK's own ends with the headers).
+        this.http = new HttpSender(timeout, "outbox-registry", java.time.Clock.systemUTC(), MAX_ANSWER_BYTES, ssl);
         this.timeout = timeout;
     }
 
@@ -152,17 +154,25 @@ final class SchemaRegistryClient {
         if (authorization != null) {
             request.header("Authorization", authorization);
         }
-        HttpResponse<String> response;
-        try {
-            response = http.send(request.build(), HttpResponse.BodyHandlers.ofString());
-        } catch (IOException e) {
-            throw new Unavailable("schema registry " + shown + ": " + what + " failed: " + Urls.redact(String.valueOf(e)), e);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new Unavailable("schema registry " + shown + ": " + what + " was interrupted", e);
+        HttpSender.Answer answer = http.send(request.build()).join();  // never exceptional; within the timeout
+        if (answer.response() == null) {
+            if (answer.error() instanceof InterruptedException) {
+                Thread.currentThread().interrupt();
+                throw new Unavailable("schema registry " + shown + ": " + what + " was interrupted", answer.error());
+            }
+            throw new Unavailable("schema registry " + shown + ": " + what + " failed: "
+                + Bounded.quoted(Urls.redact(String.valueOf(answer.error()))), answer.error());
         }
+        HttpResponse<byte[]> response = answer.response();
         int status = response.statusCode();
-        String text = response.body() == null ? "" : response.body();
+        if (answer.bodyProblem() != null) {
+            String problem = "schema registry " + shown + ": " + what + " returned " + status + ", but " + answer.bodyProblem();
+            if (answer.bodyProblem().startsWith("the body was cut")) {
+                throw new Refused(problem + ": no schema answer is that long", status);
+            }
+            throw new Unavailable(problem, null);  // stalled or broken off: the same call may succeed later
+        }
+        String text = response.body() == null ? "" : new String(response.body(), StandardCharsets.UTF_8);
         String excerpt = text.length() > 300 ? text.substring(0, 300) + "…" : text;
         if (status / 100 == 2) {
             try {

@@ -105,21 +105,22 @@ public final class Targets {
         Target target = targets.get(request.target());
         if (target == null) {
             throw new RejectedRequest(RejectedRequest.UNKNOWN_TARGET,
-                "target alias '" + request.target() + "' is not in the allow-list " + targets.keySet());
+                "target alias '" + Bounded.quoted(request.target()) + "' is not in the allow-list "
+                    + Bounded.quoted(targets.keySet().toString()));
         }
         String method = request.method() == null ? target.method() : request.method().toUpperCase(Locale.ROOT);
         if (!METHODS.contains(method)) {
-            throw new RejectedRequest(RejectedRequest.BAD_METHOD, "method '" + request.method() + "' is not one of " + METHODS);
+            throw new RejectedRequest(RejectedRequest.BAD_METHOD, "method '" + Bounded.quoted(request.method()) + "' is not one of " + METHODS);
         }
         URI uri = join(target.baseUrl(), request.path());
         for (String name : request.headers().keySet()) {
             String lower = name.toLowerCase(Locale.ROOT);
             if (RESERVED_HEADERS.contains(lower) || lower.equalsIgnoreCase(String.valueOf(target.authHeader()))
                 || lower.startsWith("x-ikkai-")) {
-                throw new RejectedRequest(RejectedRequest.RESERVED_HEADER, "header '" + name + "' is set by the outbox sink, not by the record");
+                throw new RejectedRequest(RejectedRequest.RESERVED_HEADER, "header '" + Bounded.quoted(name) + "' is set by the outbox sink, not by the record");
             }
             if (!HEADER_NAME.matcher(name).matches()) {
-                throw new RejectedRequest(RejectedRequest.RESERVED_HEADER, "header name '" + name + "' is not a valid HTTP header name");
+                throw new RejectedRequest(RejectedRequest.RESERVED_HEADER, "header name '" + Bounded.quoted(name) + "' is not a valid HTTP header name");
             }
         }
         return new Resolved(target, uri, method);
@@ -131,43 +132,91 @@ public final class Targets {
      */
     static URI join(URI base, String path) throws RejectedRequest {
         if (path == null || !path.startsWith("/") || path.startsWith("//")) {
-            throw new RejectedRequest(RejectedRequest.BAD_PATH, "path '" + Urls.redactPath(path) + "' must start with a single '/'");
+            throw new RejectedRequest(RejectedRequest.BAD_PATH, "path '" + shownPath(path) + "' must start with a single '/'");
         }
         for (int i = 0; i < path.length(); i++) {
             char c = path.charAt(i);
             if (c < 0x21 || c > 0x7e || c == '\\' || c == '#') {
                 throw new RejectedRequest(RejectedRequest.BAD_PATH,
-                    "path '" + Urls.redactPath(path) + "' has a character that must be percent-encoded (space, control, non-ASCII, '\\' or '#')");
+                    "path '" + shownPath(path) + "' has a character that must be percent-encoded (space, control, non-ASCII, '\\' or '#')");
             }
         }
         URI joined;
         try {
             joined = new URI(base.toString() + path);
         } catch (URISyntaxException e) {
-            throw new RejectedRequest(RejectedRequest.BAD_PATH, "path '" + Urls.redactPath(path) + "' is not a valid URL path: " + e.getReason());
+            throw new RejectedRequest(RejectedRequest.BAD_PATH, "path '" + shownPath(path) + "' is not a valid URL path: " + e.getReason());
         }
         String rawPath = joined.getRawPath();
         String lower = rawPath.toLowerCase(Locale.ROOT);
         if (lower.contains("%2f") || lower.contains("%5c")) {
-            throw new RejectedRequest(RejectedRequest.BAD_PATH, "path '" + Urls.redactPath(path) + "' has an encoded '/' or '\\' (%2F, %5C), "
+            throw new RejectedRequest(RejectedRequest.BAD_PATH, "path '" + shownPath(path) + "' has an encoded '/' or '\\' (%2F, %5C), "
                 + "which some servers decode into a segment boundary");
         }
-        boolean dotSegment = List.of(rawPath.split("/", -1)).stream().anyMatch(Targets::isDotSegment);
+        boolean dotSegment = List.of(rawPath.split("/", -1)).stream().anyMatch(Targets::leavesBase);
         if (dotSegment || !joined.getRawAuthority().equals(base.getRawAuthority())) {
-            throw new RejectedRequest(RejectedRequest.BAD_PATH, "path '" + Urls.redactPath(path) + "' would leave the target's base URL");
+            throw new RejectedRequest(RejectedRequest.BAD_PATH, "path '" + shownPath(path) + "' would leave the target's base URL");
         }
         return joined;
     }
 
+    /** A record's path as a reason quotes it: redacted (linear: {@link Urls}), then cut. */
+    static String shownPath(String path) {
+        return Bounded.quoted(Urls.redactPath(path));
+    }
+
     /**
-     * A segment a server may read as "." or "..": also with a path parameter ({@code ..;x}, which servlet
-     * containers strip before resolving) and with its dots percent-encoded.
+     * A segment a server may read as "." or "..", or as two segments: decoded as often as a chain of servers may
+     * decode it ({@code .%252e} is {@code ..} after two decodings), then cut at a path parameter ({@code ..;x},
+     * {@code ..%3b}, which servlet containers strip) or a NUL ({@code ..%00}, where C code ends a string); one that
+     * still decodes further after {@link #DECODINGS} rounds, or decodes to a '/' or '\', is refused too.
      */
-    private static boolean isDotSegment(String segment) {
-        int parameters = segment.indexOf(';');
-        String name = (parameters < 0 ? segment : segment.substring(0, parameters)).toLowerCase(Locale.ROOT)
-            .replace("%2e", ".");
+    private static boolean leavesBase(String segment) {
+        String name = segment;
+        for (int round = 0; ; round++) {
+            String decoded = percentDecoded(name);
+            if (decoded.equals(name)) {
+                break;
+            }
+            if (round == DECODINGS) {
+                return true;
+            }
+            name = decoded;
+        }
+        if (name.indexOf('/') >= 0 || name.indexOf('\\') >= 0) {
+            return true;
+        }
+        for (int i = 0; i < name.length(); i++) {
+            char c = name.charAt(i);
+            if (c == ';' || c == '\0') {
+                name = name.substring(0, i);
+                break;
+            }
+        }
         return name.equals(".") || name.equals("..");
+    }
+
+    /** How many percent-decodings a segment is checked through (a chain of proxies and a server). */
+    static final int DECODINGS = 4;
+
+    /** Every %XX of {@code text} as the character XX (one decoding; a '%' not followed by two hex digits stays). */
+    private static String percentDecoded(String text) {
+        if (text.indexOf('%') < 0) {
+            return text;
+        }
+        StringBuilder out = new StringBuilder(text.length());
+        for (int i = 0; i < text.length(); i++) {
+            char c = text.charAt(i);
+            int hi = i + 2 < text.length() ? Character.digit(text.charAt(i + 1), 16) : -1;
+            int lo = hi >= 0 ? Character.digit(text.charAt(i + 2), 16) : -1;
+            if (c == '%' && hi >= 0 && lo >= 0) {
+                out.append((char) (hi * 16 + lo));
+                i += 2;
+            } else {
+                out.append(c);
+            }
+        }
+        return out.toString();
     }
 
     public record Resolved(Target target, URI uri, String method) {

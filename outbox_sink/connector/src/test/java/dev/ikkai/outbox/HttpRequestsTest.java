@@ -31,8 +31,9 @@ class HttpRequestsTest {
             new byte[0], Map.of("X-Tenant", "t1"), 0L, "fraud@2");
         SinkRecord record = new SinkRecord("outbox.requests", 2, Schema.STRING_SCHEMA, "pay-9", Schema.BYTES_SCHEMA, new byte[0], 41L);
         record.headers().addBytes("traceparent", "00-trace-span-01".getBytes(StandardCharsets.UTF_8));
-        Map<String, String> headers = HttpRequests.headers(Targets.resolve(TARGETS, request), request, record, 2);
-        // sha-256 of "dec-9" U+001F "payments-api/holds": no effect name, so target + path (contract.py agrees).
+        Map<String, String> headers = HttpRequests.headers(Targets.resolve(TARGETS, request), request, record, 2,
+            HttpRequests.KeyFormat.STRUCTURED, IdempotencyKey.Version.V1);
+        // v1: sha-256 of "dec-9" U+001F "payments-api/holds": no effect name, so target + path (contract.py agrees).
         // An RFC 8941 sf-string, as the IETF Idempotency-Key draft specifies.
         assertEquals("\"e04087f98d6ce415062f93f9b299ed937cf261f45698dad34ee27e3358f605c9\"", headers.get("Idempotency-Key"));
         assertEquals("dec-9", headers.get("X-Ikkai-Decision-Id"));
@@ -45,7 +46,7 @@ class HttpRequestsTest {
         assertEquals("2", headers.get("X-Ikkai-Attempt"));
         assertEquals("fraud@2", headers.get("X-Ikkai-Model-Version"));
         HttpRequest built = HttpRequests.build(Targets.resolve(TARGETS, request), request, record, 2, Duration.ofSeconds(1),
-            HttpRequests.KeyFormat.STRUCTURED);  // the JDK accepts them all
+            HttpRequests.KeyFormat.STRUCTURED, IdempotencyKey.Version.V1);  // the JDK accepts them all
         assertEquals(headers.get("Idempotency-Key"), built.headers().firstValue("Idempotency-Key").orElseThrow());
     }
 
@@ -54,7 +55,7 @@ class HttpRequestsTest {
         OutboxRequest request = new OutboxRequest("dec-9", "pay-9", "payments-api", "/holds", null, "application/json",
             new byte[0], Map.of(), 0L, null);
         Map<String, String> headers = HttpRequests.headers(Targets.resolve(TARGETS, request), request, null, 1,
-            HttpRequests.KeyFormat.TOKEN);
+            HttpRequests.KeyFormat.TOKEN, IdempotencyKey.Version.V1);
         assertEquals("e04087f98d6ce415062f93f9b299ed937cf261f45698dad34ee27e3358f605c9", headers.get("Idempotency-Key"));
     }
 
@@ -85,7 +86,7 @@ class HttpRequestsTest {
         Targets.Resolved resolved = Targets.resolve(TARGETS, request);
 
         RejectedRequest rejected = assertThrows(RejectedRequest.class, () -> HttpRequests.build(resolved, request, record, 1,
-            Duration.ofSeconds(1), HttpRequests.KeyFormat.STRUCTURED));
+            Duration.ofSeconds(1), HttpRequests.KeyFormat.STRUCTURED, IdempotencyKey.Version.V2));
 
         assertEquals(RejectedRequest.BAD_HEADER, rejected.kind());
         assertTrue(rejected.getMessage().length() < 400, "the reason names the header, not its whole value");
@@ -97,7 +98,7 @@ class HttpRequestsTest {
         OutboxRequest request = new OutboxRequest("dec 9\t~!", "pay-9", "payments-api", "/holds", null, "application/json",
             new byte[0], Map.of("X-Long", longest), 0L, "m@1", "hold-payment");
         HttpRequest built = HttpRequests.build(Targets.resolve(TARGETS, request), request, null, 1, Duration.ofSeconds(1),
-            HttpRequests.KeyFormat.STRUCTURED);
+            HttpRequests.KeyFormat.STRUCTURED, IdempotencyKey.Version.V2);
         assertEquals(longest, built.headers().firstValue("X-Long").orElseThrow());
     }
 
@@ -108,8 +109,11 @@ class HttpRequestsTest {
         OutboxRequest notify = new OutboxRequest("dec-9", "pay-9", "notifications-api", "/n", null, "application/json",
             new byte[0], Map.of(), 0L, null, "notify-customer");
         // The same vector as tests/outbox_sink/test_contract.py: both sides derive the same key.
-        assertEquals("c1a02b85c4b683f44d325b9a398ca5eacabe76e2205009d08ef22d15d51ce4b3", hold.idempotencyKey());
-        assertFalse(hold.idempotencyKey().equals(notify.idempotencyKey()));
+        assertEquals("c1a02b85c4b683f44d325b9a398ca5eacabe76e2205009d08ef22d15d51ce4b3",
+            hold.idempotencyKey(IdempotencyKey.Version.V1));
+        assertFalse(hold.idempotencyKey(IdempotencyKey.Version.V1).equals(notify.idempotencyKey(IdempotencyKey.Version.V1)));
+        assertFalse(hold.idempotencyKey(IdempotencyKey.Version.V2).equals(notify.idempotencyKey(IdempotencyKey.Version.V2)));
+        assertFalse(hold.idempotencyKey(IdempotencyKey.Version.V2).equals(hold.idempotencyKey(IdempotencyKey.Version.V1)));
         assertEquals("notify-customer", notify.effectName());
     }
 

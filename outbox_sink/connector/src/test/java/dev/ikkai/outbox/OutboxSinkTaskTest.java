@@ -145,12 +145,13 @@ class OutboxSinkTaskTest {
     }
 
     private OutboxSinkTask startTask(Duration answerWait, Map<String, String> more) {
-        OutboxSinkTask task = new OutboxSinkTask(Clock.systemUTC(), config -> receipts, answerWait);
+        OutboxSinkTask task = new OutboxSinkTask(Clock.systemUTC(), config -> receipts, config -> deadLetterQueue(), answerWait);
         task.initialize(new FakeContext());
         Map<String, String> config = new HashMap<>(Map.of(
             "outbox.targets", "payments-api",
             "outbox.target.payments-api.url", "http://127.0.0.1:" + server.getAddress().getPort() + "/payments",
             "outbox.receipts.bootstrap.servers", "unused:9092",
+            "errors.deadletterqueue.topic.name", "dlq.test",
             "outbox.retry.backoff.initial.ms", "1",
             "outbox.retry.backoff.max.ms", "2"));
         config.putAll(more);
@@ -394,11 +395,11 @@ class OutboxSinkTaskTest {
     void aReceiptThatCannotBeWrittenStopsTheTask() {
         MockProducer<byte[], byte[]> failing = new MockProducer<>(false, null, new ByteArraySerializer(), new ByteArraySerializer());
         task.stop();
-        task = new OutboxSinkTask(Clock.systemUTC(), config -> failing, ANSWER_WAIT);
+        task = new OutboxSinkTask(Clock.systemUTC(), config -> failing, config -> deadLetterQueue(), ANSWER_WAIT);
         task.initialize(new FakeContext());
         task.start(Map.of("outbox.targets", "payments-api",
             "outbox.target.payments-api.url", "http://127.0.0.1:" + server.getAddress().getPort(),
-            "outbox.receipts.bootstrap.servers", "unused:9092"));
+            "outbox.receipts.bootstrap.servers", "unused:9092", "errors.deadletterqueue.topic.name", "dlq.test"));
         task.put(List.of(record(0, "A", "a1", "payments-api")));
         failing.errorNext(new org.apache.kafka.common.errors.TimeoutException("broker gone"));
         assertThrows(org.apache.kafka.connect.errors.ConnectException.class, () -> task.put(List.of()));
@@ -407,12 +408,13 @@ class OutboxSinkTaskTest {
     /** A task reading (and receipting) the Confluent wire format against {@code registry}. */
     private OutboxSinkTask startRegistryTask(FakeSchemaRegistry registry) {
         // The first task stays idle, not stopped: stop() would close the receipts producer the two share.
-        OutboxSinkTask started = new OutboxSinkTask(Clock.systemUTC(), config -> receipts, ANSWER_WAIT);
+        OutboxSinkTask started = new OutboxSinkTask(Clock.systemUTC(), config -> receipts, config -> deadLetterQueue(), ANSWER_WAIT);
         started.initialize(new FakeContext());
         started.start(Map.of(
             "outbox.targets", "payments-api",
             "outbox.target.payments-api.url", "http://127.0.0.1:" + server.getAddress().getPort() + "/payments",
             "outbox.receipts.bootstrap.servers", "unused:9092",
+            "errors.deadletterqueue.topic.name", "dlq.test",
             "outbox.retry.backoff.initial.ms", "1",
             "outbox.retry.backoff.max.ms", "2",
             "schema.registry.url", registry.url(),
@@ -528,14 +530,18 @@ class OutboxSinkTaskTest {
 
     @Test
     @org.junit.jupiter.api.Timeout(120)
-    void aBodyThatStallsAfterTheHeadersIsATimeoutRetriedLikeAnyOther() {
+    void a2xxWhoseBodyStallsAfterTheHeadersIsDeliveredOnceAndSaysSo() {
+        // Issue 44 case 5: the server answered 201, so the effect was applied; retrying would be a second application
+        // and dead-lettering it (status null) a lie. Before, the stall was a timeout retried like any other.
         task = startTask(Duration.ofSeconds(1), Map.of("outbox.http.request.timeout.ms", "500"));
 
         putUntilDone(List.of(record(0, 0, "A", "stall.1", "payments-api")));
 
-        assertEquals(List.of("stall.1", "stall.1"), received, "the first attempt timed out (body stalled), the second answered");
+        assertEquals(List.of("stall.1"), received, "one attempt: its status came");
         assertEquals("DELIVERED", receipt(0).get("outcome").toString());
-        assertEquals(2, receipt(0).get("attempts"));
+        assertEquals(201, receipt(0).get("status_code"));
+        assertEquals(1, receipt(0).get("attempts"));
+        assertTrue(receipt(0).get("reason").toString().contains("did not end within 500 ms"), receipt(0).get("reason").toString());
     }
 
     @Test
@@ -613,6 +619,21 @@ class OutboxSinkTaskTest {
         assertEquals(String.valueOf(((byte[]) record(0, 1, "B", "b1", "nowhere-api",
             r -> r.put("body", ByteBuffer.wrap(bigBody))).value()).length), header(big, "ikkai.dlq.value_bytes"));
         assertEquals(64, header(big, "ikkai.dlq.value_sha256").length());
+    }
+
+    /** The sink's dead-letter queue in this test: each dead letter collected, its write answered by {@link #dlq}. */
+    private DeadLetterQueue deadLetterQueue() {
+        return new DeadLetterQueue() {
+            @Override
+            public Future<?> write(SinkRecord copy, RejectedRequest why) {
+                deadLettered.add(copy);
+                return dlq.apply(copy);
+            }
+
+            @Override
+            public void close() {
+            }
+        };
     }
 
     private final class FakeContext implements SinkTaskContext {

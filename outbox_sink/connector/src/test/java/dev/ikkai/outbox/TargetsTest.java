@@ -53,11 +53,20 @@ class TargetsTest {
     @ParameterizedTest
     @ValueSource(strings = {"", "holds", "//evil.example/x", "/../admin", "/a/./b", "/a/%2e%2e/b", "/a/..;/admin", "/a/..;x=1/b", "/a/.;/b", "/a/%2E%2e;/b", "/..;", "/a/%2fb", "/a/..%2F..",
         "/a/%5c..", "/a b", "/a#frag",
-        "/a\\b", "/ü", "@evil.example/x"})
+        "/a\\b", "/ü", "@evil.example/x",
+        // Issue 44 case 8: decoded twice, or cut at a decoded ';' or NUL, these are "..", or a '/'.
+        "/a/.%252e/b", "/a/%252e%252e/b", "/a/..%3b/b", "/a/..%3Bx/b", "/a/..%00/b", "/a/..%253b/b", "/a/%25252e%25252e/b",
+        "/a/b%252fc", "/a/%2525252525252e"})
     void pathsThatLeaveTheBaseOrAreNotPlainAreRejected(String path) {
         RejectedRequest e = assertThrows(RejectedRequest.class,
             () -> Targets.resolve(TARGETS, request("payments-api", path, null, Map.of())));
         assertEquals(RejectedRequest.BAD_PATH, e.kind());
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"/a/100%25/b", "/a/x%20y", "/a/..b/c", "/a/.well-known/x", "/a/%2e%2ex/b", "/a/b;v=1"})
+    void encodedCharactersThatStayInTheirSegmentAreSent(String path) throws RejectedRequest {
+        assertEquals("payments-api", Targets.resolve(TARGETS, request("payments-api", path, null, Map.of())).target().alias());
     }
 
     @ParameterizedTest
