@@ -10,6 +10,7 @@ from ikkai.contract.outbox import OutboxError, OutboxRequestError
 
 __all__ = [
     "BadReceiptError",
+    "CommittedDespiteCancelError",
     "ConsumedOffsetsError",
     "InputRewindError",
     "OutboxDeliveryError",
@@ -27,6 +28,32 @@ class OutboxDeliveryError(OutboxError):
         self.topic = topic
         self.problem = problem
         self.fatal = fatal
+
+
+class CommittedDespiteCancelError(OutboxError):
+    """An asyncio task was cancelled while its transaction committed, and the commit went through.
+
+    ``task.cancel()``, ``asyncio.wait_for`` or ``asyncio.timeout`` asked the task to stop while
+    ``commit_transaction`` ran; a commit cannot be stopped half-way, so the task waited for it,
+    and it committed: every request and record of the transaction is there for a read_committed
+    reader. The cancellation is answered with this error instead of ``CancelledError`` (so
+    ``wait_for`` and ``asyncio.timeout`` do not turn it into a ``TimeoutError``): **do not
+    retry** — a retry would emit the requests twice. ``CancelledError`` or ``TimeoutError`` out
+    of a transaction means the opposite: not committed, safe to redo.
+    """
+
+    committed = True  # the transaction is committed: retrying it would emit its requests twice
+
+    def __init__(self, topic: str, transactional_id: str) -> None:
+        shown = transactional_id if len(transactional_id) <= 80 else transactional_id[:64] + "..."
+        super().__init__(
+            f"the transaction of {shown!a} on {topic} committed although the task was cancelled "
+            "(task.cancel(), asyncio.wait_for or asyncio.timeout) while the commit ran",
+            fix="do not retry: its requests are committed and a retry would emit them twice; go on as after "
+            "a commit (or stop the task, if the cancellation was a shutdown)",
+        )
+        self.topic = topic
+        self.transactional_id = transactional_id
 
 
 class ConsumedOffsetsError(OutboxError):
