@@ -174,7 +174,8 @@ class ReceiptReader:
         return self._read(timeout_s)
 
     def __iter__(self) -> Iterator[Receipt]:
-        """Every new or changed receipt as it arrives, until the reader is closed."""
+        """Every new or changed receipt as it arrives, until the reader is closed (or raises: a
+        ``BadReceiptError`` ends the loop, and iterating again reads on past the bad records)."""
         while not self._closed:
             yield from self.poll(1.0)
 
