@@ -25,6 +25,7 @@ from outbox_sink.async_emitter import AsyncOutboxEmitter
 from outbox_sink.emitter import OutboxEmitter, TransactionalConsumer, rewind
 from outbox_sink.errors import (
     BadReceiptError,
+    CommittedDespiteCancelError,
     ConsumedOffsetsError,
     InputRewindError,
     OutboxDeliveryError,
@@ -42,6 +43,7 @@ __all__ = [
     "AsyncOutboxEmitter",
     "BadReceipt",
     "BadReceiptError",
+    "CommittedDespiteCancelError",
     "ConsumedOffsetsError",
     "InputRewindError",
     "OutboxDeliveryError",

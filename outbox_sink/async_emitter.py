@@ -24,18 +24,26 @@ The semantics are ``OutboxEmitter``'s, unchanged (its docstring and docs/outbox.
 ``emit`` returns once the request is queued, as the sync ``emit`` does; a request is on the
 broker after ``flush`` (idempotent) or the transaction's commit (transactional).
 
-Cancellation. A producer call cannot be stopped half-way, so the transaction's begin, commit and
-abort run to their end on the emitter's thread whatever happens to the awaiting task, and the
-task resumes only after they finished:
+Cancellation (``task.cancel()``, ``asyncio.wait_for``, ``asyncio.timeout``): a producer call
+cannot be stopped half-way, so the transaction's begin, commit and abort run to their end on the
+emitter's thread whatever happens to the awaiting task (each is shielded), the task resumes only
+after they finished, and what leaves ``async with emitter.transaction()`` says what happened:
 
-* leaving ``async with emitter.transaction()`` normally means **committed**, even when the task
-  was cancelled while the commit ran: the cancellation is requested again and raised at the
-  task's next ``await`` after the block;
-* ``CancelledError`` (or any exception) out of the block means **not committed**: aborted, the
-  input consumer rewound (or, with a fatal ``OutboxDeliveryError``, never committable);
+* leaving the block normally means **committed**;
+* ``CommittedDespiteCancelError`` means **committed** too: the task was cancelled while the
+  commit ran, and the commit went through. It is raised instead of ``CancelledError``, so
+  ``wait_for`` and ``asyncio.timeout`` pass it on as it is, not as a ``TimeoutError``; the
+  cancellation is consumed (``Task.uncancel``), so no ``CancelledError`` waits at the task's next
+  ``await``. Do not retry: the requests are committed.
+* ``CancelledError`` (``TimeoutError`` from ``wait_for`` or ``asyncio.timeout``) or any other
+  exception out of the block means **not committed**: aborted and the input consumer rewound (or,
+  with a fatal ``OutboxDeliveryError``, fenced: never committable). Safe to redo.
 * a cancellation while the abort runs (a second one, say) waits for the abort and the rewind to
   finish, then goes on as ``CancelledError``; a cancellation while the transaction begins waits
   for the begin, aborts the empty transaction, then goes on.
+
+The deadline must hold the block, not more: a ``TimeoutError`` from a ``wait_for`` around a
+coroutine that awaits something else after the block can come after a commit.
 """
 
 from __future__ import annotations
@@ -56,7 +64,7 @@ from ikkai.contract.outbox import OutboxRequest
 from ikkai.contract.topics import OUTBOX_REQUESTS
 from ikkai.contract.wire_format import environment_codec
 from outbox_sink.emitter import OutboxEmitter, TransactionalConsumer
-from outbox_sink.errors import OutboxDeliveryError
+from outbox_sink.errors import CommittedDespiteCancelError, OutboxDeliveryError
 
 T = TypeVar("T")
 
@@ -81,6 +89,7 @@ class AsyncOutboxEmitter:
         timeout_s: float = 30.0,
     ) -> None:
         self.topic = topic
+        self.transactional_id = transactional_id
         self.transactional = transactional_id is not None
         self._create = functools.partial(
             OutboxEmitter,
@@ -95,6 +104,7 @@ class AsyncOutboxEmitter:
         self._emitter: OutboxEmitter | None = None
         self._closed = False
         self._cancels_caught = 0  # set by _to_the_end: how often the task was cancelled while its call ran
+        self._cancels_requested = 0  # set by _to_the_end: the cancellations requested meanwhile (Task.cancelling)
 
     async def start(self) -> AsyncOutboxEmitter:
         """Create the producer (and initialise its transactions) on the emitter's thread; once."""
@@ -124,9 +134,13 @@ class AsyncOutboxEmitter:
 
         The sync context manager is entered and left on the emitter's thread; an exception
         leaving the block (``asyncio.CancelledError`` included) aborts the transaction there and
-        rewinds ``consumer``, and then goes on to the caller. Leaving the block normally means
-        committed; the module docstring says what a cancellation during the begin, the commit or
-        the abort does (the task resumes only once each has finished).
+        rewinds ``consumer``, and then goes on to the caller.
+
+        Leaving the block normally, or with ``CommittedDespiteCancelError``, means committed; any
+        other exception (``CancelledError``, and ``TimeoutError`` from ``wait_for`` or
+        ``asyncio.timeout``, included) means not committed. The module docstring says what a
+        cancellation during the begin, the commit or the abort does (the task resumes only once
+        each has finished).
         """
         emitter = self._started()
         manager = emitter.transaction(consumer)
@@ -150,8 +164,9 @@ class AsyncOutboxEmitter:
                 if self._cancels_caught:  # ... unless the task was cancelled meanwhile: not done, cancelled
                     raise asyncio.CancelledError from failed
                 raise
-            if cancelled:  # committed: the block reports it, and the cancellation waits for the next await
-                self._cancel_again()
+            if cancelled:  # committed although cancelled: said so, and the cancellation is answered by it
+                self._consume_cancellation()
+                raise CommittedDespiteCancelError(self.topic, self.transactional_id or "")
 
     async def send_offsets(self, offsets: Sequence[TopicPartition] | None = None) -> None:
         """``OutboxEmitter.send_offsets``: these input offsets commit with the open transaction."""
@@ -204,24 +219,31 @@ class AsyncOutboxEmitter:
         """``call(*args)`` on the emitter's thread, awaited to its end even if this task is cancelled meanwhile.
 
         Returns its result and whether the task was cancelled while it ran; its exception is raised
-        (``_cancels_caught`` then says whether the task was cancelled too). The caller raises the
-        cancellation, or requests it again (``_cancel_again``).
+        (``_cancels_caught`` then says whether the task was cancelled too). ``_cancels_requested``
+        counts the cancellations requested meanwhile (``Task.cancelling``). The caller raises the
+        cancellation, or answers it otherwise and consumes it (``_consume_cancellation``).
         """
+        task = asyncio.current_task()
+        before = task.cancelling() if task is not None else 0
         self._cancels_caught = 0
         future = asyncio.ensure_future(self._run(call, *args))
-        while not future.done():
-            try:
-                await asyncio.shield(future)
-            except asyncio.CancelledError:
-                if future.done() and future.cancelled():  # the emitter's thread went away: nothing left to wait for
-                    raise
-                self._cancels_caught += 1
+        try:
+            while not future.done():
+                try:
+                    await asyncio.shield(future)
+                except asyncio.CancelledError:
+                    if future.done() and future.cancelled():  # the emitter's thread went away: nothing to wait for
+                        raise
+                    self._cancels_caught += 1
+        finally:
+            self._cancels_requested = max(0, task.cancelling() - before) if task is not None else 0
         return future.result(), self._cancels_caught > 0
 
-    def _cancel_again(self) -> None:
-        """Request once more the cancellation ``_to_the_end`` caught: raised at the task's next ``await``."""
+    def _consume_cancellation(self) -> None:
+        """The cancellations ``_to_the_end`` caught are answered, not raised: taken back (``Task.uncancel``), so
+        no ``CancelledError`` waits at the task's next ``await`` and ``asyncio.timeout`` turns nothing into a
+        ``TimeoutError``."""
         task = asyncio.current_task()
         if task is not None:
-            for _ in range(self._cancels_caught):
+            for _ in range(self._cancels_requested):
                 task.uncancel()
-            task.cancel()

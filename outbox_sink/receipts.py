@@ -26,14 +26,17 @@ delivery and its latest possible redelivery (docs/outbox.md). Where it starts:
   of the last call instead of skipping them. (A ``wait_for`` answered from what was already read
   reads nothing and commits nothing.)
 
-A record that is no receipt (it does not decode) is never skipped silently, and never costs
-its neighbours: the receipts before it are handed back first, and then, without
-``on_bad_record``, the reader raises ``BadReceiptError`` (topic, partition, offset) and stays at
-the record (nothing at or after it is marked seen, returned or committed; every call raises
-again). With ``on_bad_record``, the reader hands the record to it as a ``BadReceipt`` (topic,
-partition, offset, key, value, problem) and reads on: the callback is where it is handled, and
-its offset is committed like a returned receipt's. If the callback raises, the reader stays at
-the record as if there were none.
+A record that is no receipt (it does not decode) is never skipped silently, and never stops
+the reader: not its neighbours, not its partition, not the other partitions. The receipts read
+before it are handed back first; then, without ``on_bad_record``, the next call raises
+``BadReceiptError`` for it (with the bad records right after it: topic, partition, offset and
+problem of each, bounded) and has read past them, so the call after goes on on every partition.
+With a group, a bad record's offset is committed once the caller comes back for more after the
+error, like a returned receipt's (a caller that dies with the error in hand reads it again).
+With ``on_bad_record``, the reader hands each bad record to it as a ``BadReceipt`` (topic,
+partition, offset, key, value, problem) and reads on without raising; its offset is committed
+like a returned receipt's. If the callback raises, the reader stays at the record as if there
+were none, and the callback's exception goes on.
 
 It reads with ``read_committed`` (``KafkaContext.consumer_config``); ``consumer_config``
 adds client settings with Kafka's own names (``security.protocol``, ``sasl.*``, ``ssl.*``), which
@@ -148,7 +151,7 @@ class ReceiptReader:
         self._consumer = Consumer(reader_config(bootstrap_servers, group_id, start, consumer_config))
         self._pending: dict[int, int] = {}  # partition -> next offset, read but not yet handed back (grouped only)
         self._on_bad_record = on_bad_record
-        self._deferred: ReceiptReadError | Exception | None = None  # raised by the next read: neighbours first
+        self._deferred: list[Exception] = []  # raised by the next reads, in order: neighbours first
         self._closed = False
         self.seen: OrderedDict[tuple[str, str], Receipt] = OrderedDict()  # prevailing receipt per effect, oldest first
         self.duplicates = 0  # receipts that changed nothing (redeliveries after a restart)
@@ -171,7 +174,8 @@ class ReceiptReader:
         return self._read(timeout_s)
 
     def __iter__(self) -> Iterator[Receipt]:
-        """Every new or changed receipt as it arrives, until the reader is closed."""
+        """Every new or changed receipt as it arrives, until the reader is closed (or raises: a
+        ``BadReceiptError`` ends the loop, and iterating again reads on past the bad records)."""
         while not self._closed:
             yield from self.poll(1.0)
 
@@ -229,35 +233,51 @@ class ReceiptReader:
         return positions
 
     def _read(self, timeout_s: float) -> list[Receipt]:
-        """The new or changed receipts of one consumed batch, handed back whole or up to a record that stops it.
+        """The new or changed receipts of one consumed batch, or the bad records it starts with.
 
-        A record that stops the batch (a consumer error, a bad record without ``on_bad_record``, a
-        callback that raises) and every record after it are put back (the partitions sought to
-        them): not believed, not returned, not committed. Its error is raised at once if nothing
-        came before it in this batch, else by the next read, after the caller got what came before.
+        Receipts and bad records (no receipt) never go back to the caller in one call: a batch's
+        receipts up to its first bad record are returned, and the bad record is read again by the
+        next call; a batch that starts with bad records reports them in one ``BadReceiptError``
+        and has read past them (their offsets handed back when the caller comes back, like a
+        receipt's). A record that stops the batch (a consumer error, a callback that raises) is
+        raised the same way, at once or by the next call. Whatever a call does not hand back is
+        put back (the partitions sought to it): not believed, not returned, not committed.
         """
-        if self._deferred is not None:
-            deferred, self._deferred = self._deferred, None
-            raise deferred
+        if self._deferred:
+            raise self._deferred.pop(0)
         fresh: list[Receipt] = []
+        bad: list[BadReceipt] = []
+        stop: Exception | None = None
         messages = self._consumer.consume(500, timeout_s)
         for at, message in enumerate(messages):
             try:
-                receipt = self._take(message)
-            except Exception as stop:
+                taken = self._take(message)
+            except Exception as exc:  # noqa: BLE001 - raised below (now, or by the next call: neighbours first)
                 self._put_back(messages[at:])
-                if at == 0:
-                    raise
-                self._deferred = stop
-                return fresh
-            if receipt is not None and self._believe(receipt):
-                fresh.append(receipt)
+                stop = exc
+                break
+            if (isinstance(taken, BadReceipt) and fresh) or (isinstance(taken, Receipt) and bad):
+                self._put_back(messages[at:])  # what came before goes to the caller first; this is read again
+                break
+            if isinstance(taken, BadReceipt):
+                bad.append(taken)
+            elif taken is not None and self._believe(taken):
+                fresh.append(taken)
             if self._grouped and message.error() is None:
                 self._pending[message.partition() or 0] = (message.offset() or 0) + 1
+        errors: list[Exception] = (
+            [BadReceiptError(self.topic, [(b.partition, b.offset, b.problem) for b in bad])] if bad else []
+        )
+        errors += [stop] if stop is not None else []
+        if errors and not fresh:
+            self._deferred = errors[1:]
+            raise errors[0]
+        self._deferred = errors
         return fresh
 
-    def _take(self, message: Message) -> Receipt | None:
-        """The receipt in ``message``; None for an end-of-partition event, a tombstone, or a reported bad record."""
+    def _take(self, message: Message) -> Receipt | BadReceipt | None:
+        """The receipt in ``message``; a ``BadReceipt`` to report if it is none and there is no ``on_bad_record``;
+        None for an end-of-partition event, a tombstone, or a bad record handed to ``on_bad_record``."""
         error = message.error()
         if error is not None:
             if error.code() != KafkaError._PARTITION_EOF:
@@ -268,12 +288,12 @@ class ReceiptReader:
             return None
         try:
             return decode_receipt(value, self._codec)
-        except Exception as exc:  # untrusted bytes: any decoder failure is this record's, not the reader's
+        except Exception as exc:  # noqa: BLE001 - untrusted bytes: any decoder failure is this record's, reported
             problem = shown_error(exc, limit=500)  # card-number-like digits masked, then cut
-            partition, offset = message.partition() or 0, message.offset() or 0
+            bad = BadReceipt(self.topic, message.partition() or 0, message.offset() or 0, message.key(), value, problem)
             if self._on_bad_record is None:
-                raise BadReceiptError(self.topic, partition, offset, problem) from exc
-            self._on_bad_record(BadReceipt(self.topic, partition, offset, message.key(), value, problem))
+                return bad
+            self._on_bad_record(bad)
             return None
 
     def _put_back(self, messages: Sequence[Message]) -> None:

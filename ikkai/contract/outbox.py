@@ -17,6 +17,7 @@ from typing import Any, Literal
 from urllib.parse import unquote
 
 from ikkai.contract import ids
+from ikkai.contract.ids import KEY_VERSION, KEY_VERSIONS, KeyVersion
 from ikkai.contract.masking import mask_card_numbers
 from ikkai.errors import IkkaiError
 
@@ -144,23 +145,44 @@ def derive_decision_id(key: str, event_id: str, model_version: str) -> str:
 
 
 def default_effect(target: str, path: str) -> str:
-    """The effect of a request that names none: ``target + path`` (an alias has no '/', a path starts with one)."""
+    """The effect name of a request that names none: ``target + path`` (its receipt's ``effect``).
+
+    A name, not a key: the explicit effect ``api/ok/1`` has the same name; their keys differ (v2).
+    """
     return target + path
 
 
-def derive_idempotency_key(decision_id: str, effect: str) -> str:
-    """sha-256 hex of (decision_id, effect) joined by U+001F: the Idempotency-Key of one side effect.
+def derive_idempotency_key(
+    decision_id: str,
+    effect: str | None = None,
+    *,
+    target: str | None = None,
+    path: str | None = None,
+    version: KeyVersion = KEY_VERSION,
+) -> str:
+    """The Idempotency-Key of one side effect: ``effect`` named explicitly, or else the default effect of
+    ``target`` + ``path``; ``version`` as the sink's ``outbox.idempotency.key.version`` (v2, the bundle's).
 
     One key per side effect: real APIs and API gateways keep ONE key space for every path, so
     the hold and the notification of one decision must not share a key (the second would get
-    the first's stored response and never be applied). The outbox sink computes the same
-    (OutboxRequest.idempotencyKey in outbox_sink/connector); every attempt and replay of the
-    effect carries the same key.
+    the first's stored response and never be applied), and neither may an explicit effect and
+    another request's default effect (v2 tags which one it is: ``ikkai.contract.ids``). The outbox
+    sink computes the same (IdempotencyKey.derive in outbox_sink/connector); every attempt and
+    replay of the effect carries the same key.
     """
-    for name, part in (("decision_id", decision_id), ("effect", effect)):
-        if not part or "\x1f" in part:
-            raise OutboxRequestError(decision_id, name, f"{part!r} cannot be part of an idempotency key")
-    return ids.idempotency_key(decision_id, effect)
+    if version not in KEY_VERSIONS:
+        raise OutboxRequestError(decision_id, "version", f"{version!r:.40} is no key version", fix="v2, or v1")
+    if not effect and (target is None or path is None):
+        raise OutboxRequestError(
+            decision_id, "effect", "neither an effect nor a target and path", fix="name the effect, or pass target= "
+            "and path= for the default effect",
+        )  # fmt: skip
+    if not decision_id:
+        raise OutboxRequestError(decision_id, "decision_id", "is empty", fix="use derive_decision_id(...)")
+    for name, part in (("decision_id", decision_id), ("effect", effect or "")):
+        if version == "v1" and ids.SEPARATOR in part:  # v1 joins by U+001F: the split would be ambiguous
+            raise OutboxRequestError(decision_id, name, f"{part!r:.80} holds U+001F, which a v1 key cannot take")
+    return ids.idempotency_key(decision_id, effect, target or "", path or "", version=version)
 
 
 @dataclass(frozen=True)
@@ -168,8 +190,8 @@ class OutboxRequest:
     """One side effect to perform: ``target`` is an alias from the sink's allow-list, never a URL.
 
     ``effect`` names which side effect of the decision this is (``hold-payment``,
-    ``notify-customer``); None means ``target + path``. The Idempotency-Key is derived from
-    (``decision_id``, effect), so each side effect of a decision has its own key, and two
+    ``notify-customer``); None means the default effect, ``target + path``. The Idempotency-Key is
+    derived from (``decision_id``, effect), so each side effect of a decision has its own key, and two
     requests with the same decision and effect are one effect (the second is a repeat).
     """
 
@@ -191,7 +213,21 @@ class OutboxRequest:
 
     @property
     def idempotency_key(self) -> str:
-        return derive_idempotency_key(self.decision_id, self.effect_name)
+        """The key the shipped sink sends for this request (``KEY_VERSION``, v2)."""
+        return self.idempotency_key_as(KEY_VERSION)
+
+    def idempotency_key_as(self, version: KeyVersion) -> str:
+        """The key a sink with ``outbox.idempotency.key.version = version`` sends for this request."""
+        return ids.idempotency_key(self.decision_id, self.effect, self.target, self.path, version=version)
+
+    def key_version(self, idempotency_key: str) -> KeyVersion | None:
+        """Which version made ``idempotency_key`` (a receipt's, a server's log) of this request; None: neither.
+
+        The sink's setting decides the version, and a receipt carries the key it sent, not the
+        version: this tells it from the request, so a reader matching receipts to requests across
+        a v1 -> v2 migration needs no setting of its own.
+        """
+        return next((v for v in KEY_VERSIONS if self.idempotency_key_as(v) == idempotency_key), None)
 
     def __post_init__(self) -> None:
         check = self._problem()

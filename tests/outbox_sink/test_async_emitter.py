@@ -10,15 +10,22 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, Literal
 
 import pytest
 from confluent_kafka import Producer, TopicPartition
 
 from demo.pipeline_io import create_topic, unique
 from ikkai.contract.codec import default_codec
-from outbox_sink import AsyncOutboxEmitter, OutboxDeliveryError, OutboxEmitter, OutboxRequest, TransactionalConsumer
+from outbox_sink import (
+    AsyncOutboxEmitter,
+    CommittedDespiteCancelError,
+    OutboxDeliveryError,
+    OutboxEmitter,
+    OutboxRequest,
+    TransactionalConsumer,
+)
 from tests.kafka_helpers import read_all
 from tests.outbox_sink.conftest import make_request
 
@@ -184,37 +191,127 @@ async def settle() -> None:
         await asyncio.sleep(0)
 
 
+class JumpingClock(asyncio.SelectorEventLoop):
+    """An event loop whose clock the test moves forward: a deadline (``wait_for``, ``asyncio.timeout``) expires
+    exactly when the test says, here while the commit is held at the gate."""
+
+    skew = 0.0
+
+    def time(self) -> float:
+        return super().time() + self.skew
+
+
+Interruption = Literal["wait_for", "asyncio.timeout", "task.cancel"]
+HOUR = 3600.0
+
+
+async def until(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 60
+    while not condition():
+        assert time.monotonic() < deadline, what
+        await asyncio.sleep(0.01)
+
+
+Interrupt = Callable[[list["asyncio.Task[Any]"], asyncio.Event], Awaitable[None]]
+
+
+async def attempt(emitter: AsyncOutboxEmitter, request: OutboxRequest, how: Interruption, interrupt: Interrupt) -> str:
+    """One try of a service that emits ``request`` in a transaction under ``how``, as a caller that retries on
+    timeout sees it: "committed" (do not retry) or "not committed" (retry). ``interrupt`` is what the test
+    does meanwhile, given the task that runs the transaction (once it runs) and an event set once the caller
+    has its answer."""
+    loop = asyncio.get_running_loop()
+    serving: list[asyncio.Task[Any]] = []
+    answered = asyncio.Event()
+
+    async def service() -> None:
+        serving.append(asyncio.current_task())  # type: ignore[arg-type]
+        async with emitter.transaction():
+            await emitter.emit(request)
+
+    interrupter = asyncio.create_task(interrupt(serving, answered))
+    try:
+        if how == "wait_for":
+            await asyncio.wait_for(service(), HOUR)
+        elif how == "asyncio.timeout":
+            async with asyncio.timeout_at(loop.time() + HOUR):
+                await service()
+        else:
+            await asyncio.create_task(service())
+    except CommittedDespiteCancelError as exc:
+        assert exc.committed
+        return "committed"
+    except (TimeoutError, asyncio.CancelledError):
+        return "not committed"
+    finally:
+        answered.set()
+        await interrupter
+    return "committed"
+
+
 @pytest.mark.integration
-def test_a_cancellation_during_the_commit_reports_the_commit_and_goes_on_at_the_next_await(
-    bootstrap: str, topics: tuple[str, str]
+@pytest.mark.parametrize("how", ["wait_for", "asyncio.timeout", "task.cancel"])
+@pytest.mark.parametrize("commit", ["commits", "is fenced"])
+def test_a_caller_that_retries_on_timeout_or_cancellation_during_the_commit_emits_exactly_once(
+    bootstrap: str, topics: tuple[str, str], how: Interruption, commit: str
 ) -> None:
+    """The worst moment built on purpose: the commit is held at a gate on the emitter's thread while the
+    deadline passes (the loop's clock jumps) or the task is cancelled, and then commits (or fails: a newer
+    instance fenced it meanwhile). The caller's answer must be what a read_committed reader sees, a caller
+    that retries on "not committed" must end with exactly one request, and no CancelledError may wait at
+    the caller's next await."""
     requests_topic, _ = topics
-    request = make_request(1, "pay-1")
-    reported: list[str] = []
+    transactional_id = unique("svc")
+    request = make_request(7, "pay-7")
+    views: list[tuple[str, int]] = []  # (the caller's answer, requests a read_committed reader sees then)
+    stray: list[str] = []
+
+    def on_the_topic() -> int:
+        return sum(r.decision_id == request.decision_id for r in requests_on(bootstrap, requests_topic))
 
     async def scenario() -> None:
-        async with AsyncOutboxEmitter(bootstrap, transactional_id=unique("svc"), topic=requests_topic) as emitter:
-            gate = Gate(emitter, "commit_transaction")
+        loop = asyncio.get_running_loop()
+        assert isinstance(loop, JumpingClock)
+        emitter = await AsyncOutboxEmitter(bootstrap, transactional_id=transactional_id, topic=requests_topic).start()
+        gate = Gate(emitter, "commit_transaction")
 
-            async def service() -> None:
-                async with emitter.transaction():
-                    await emitter.emit(request)
-                reported.append("committed")  # the block ended normally: the service believes it committed
-                await asyncio.sleep(0)  # the cancellation goes on here
-                reported.append("not cancelled")
-
-            task = asyncio.create_task(service())
-            await gate.wait_running()
-            task.cancel()
-            await settle()
-            assert not task.done(), "the task resumed while the commit was still running"
+        async def interrupt(serving: list[asyncio.Task[Any]], answered: asyncio.Event) -> None:
+            await gate.wait_running()  # the commit runs, held
+            if how == "task.cancel":
+                serving[0].cancel()
+            else:
+                loop.skew += 2 * HOUR  # the deadline passes while the commit is held
+            await until(lambda: serving[0].cancelling() > 0 or answered.is_set(), f"{how} never cancelled the task")
+            if commit == "is fenced":
+                await asyncio.to_thread(
+                    lambda: OutboxEmitter(bootstrap, transactional_id=transactional_id, topic=requests_topic).close()
+                )
             gate.open.set()
-            with pytest.raises(asyncio.CancelledError):
-                await task
 
-    asyncio.run(scenario())
-    assert requests_on(bootstrap, requests_topic) == [request]
-    assert reported == ["committed"], "committed on the broker, so the block must say so (and the cancel still lands)"
+        async def leave_be(serving: list[asyncio.Task[Any]], answered: asyncio.Event) -> None:
+            pass
+
+        try:
+            view = await attempt(emitter, request, how, interrupt)
+            try:
+                await settle()
+            except asyncio.CancelledError:
+                stray.append(f"a CancelledError waited at the caller's next await after {view!r}")
+            views.append((view, await asyncio.to_thread(on_the_topic)))
+        finally:
+            await emitter.close()
+        while views[-1][0] == "not committed" and len(views) < 3:  # the caller retries, a new instance if fenced
+            async with AsyncOutboxEmitter(bootstrap, transactional_id=transactional_id, topic=requests_topic) as again:
+                view = await attempt(again, request, how, leave_be)
+            views.append((view, await asyncio.to_thread(on_the_topic)))
+
+    with asyncio.Runner(loop_factory=JumpingClock) as runner:
+        runner.run(scenario())
+    first = "committed" if commit == "commits" else "not committed"
+    assert views[0] == (first, 1 if commit == "commits" else 0), f"the caller's view {views} vs read_committed"
+    assert views[-1] == ("committed", 1), f"the caller retried to {views}: exactly one request must be committed"
+    assert stray == []
+    assert on_the_topic() == 1
 
 
 @pytest.mark.integration

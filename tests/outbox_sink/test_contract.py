@@ -138,18 +138,25 @@ def test_decision_ids_match_the_infer_jobs() -> None:
 
 
 def test_each_side_effect_has_its_own_idempotency_key() -> None:
-    # The same vector as the sink's HttpRequestsTest: Python and Java derive the same key.
+    # Vectors of tests/outbox_sink/idempotency_key_vectors.json, which the sink's IdempotencyKeyTest reads too.
     assert derive_idempotency_key("dec-9", "hold-payment") == (
+        "0fd2279cb80c82b5a784ae755bdd1e4599f44835ccc9f1aa56bbe0df536f5bb1"
+    )
+    assert derive_idempotency_key("dec-9", "hold-payment", version="v1") == (
         "c1a02b85c4b683f44d325b9a398ca5eacabe76e2205009d08ef22d15d51ce4b3"
     )
     hold = request(effect="hold-payment")
     notify = request(target="notifications-api", path="/notify", effect="notify-customer")
     assert hold.idempotency_key != notify.idempotency_key
     assert hold.idempotency_key == derive_idempotency_key(hold.decision_id, "hold-payment")
-    # No effect name: target + path, so two targets of one decision still get two keys.
+    # No effect name: the default effect, target + path, so two targets of one decision still get two keys;
+    # and an explicit effect spelled like it has a key of its own (v2).
     unnamed = request()
     assert unnamed.effect_name == "payments-api/holds/pay-1"
-    assert unnamed.idempotency_key == derive_idempotency_key(unnamed.decision_id, "payments-api/holds/pay-1")
+    assert unnamed.idempotency_key == derive_idempotency_key(
+        unnamed.decision_id, target="payments-api", path="/holds/pay-1"
+    )
+    assert unnamed.idempotency_key != derive_idempotency_key(unnamed.decision_id, "payments-api/holds/pay-1")
     with pytest.raises(OutboxRequestError) as caught:
         request(effect="")
     assert caught.value.field == "effect"

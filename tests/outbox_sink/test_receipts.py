@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from demo.pipeline_io import create_topic, unique
 from ikkai.contract.codec import default_codec
@@ -145,20 +145,70 @@ def write_with_a_bad_record(producer: Producer, topic: str) -> None:
     write(producer, topic, receipt_of("d-3"), receipt_of("d-4"))  # one partition: offsets 0, 1, bad 2, 3, 4
 
 
+def read_reporting_bad(
+    reader: ReceiptReader, receipts: int, timeout: float = 60.0
+) -> tuple[list[Receipt], list[tuple[int, int, str]]]:
+    """Poll until ``receipts`` receipts came back, as a caller that logs each BadReceiptError and reads on."""
+    got: list[Receipt] = []
+    bad: list[tuple[int, int, str]] = []
+    deadline = time.monotonic() + timeout
+    while len(got) < receipts:
+        places = [(p, o) for p, o, _ in bad[:10]]
+        assert time.monotonic() < deadline, f"{timeout}s: only {[r.decision_id for r in got]}; {len(bad)} bad: {places}"
+        try:
+            got += reader.poll(0.5)
+        except BadReceiptError as exc:
+            assert (exc.partition, exc.offset, exc.problem) == exc.records[0] and exc.more == 0
+            bad += exc.records
+    return got, bad
+
+
+def write_to(producer: Producer, topic: str, partition: int, *values: Receipt | bytes) -> None:
+    codec = default_codec()
+    for v in values:
+        value = v if isinstance(v, bytes) else codec.encode("outbox_receipt", v.to_record())
+        producer.produce(topic, partition=partition, key=b"k", value=value)
+    assert producer.flush(30) == 0
+
+
 @pytest.mark.integration
-def test_a_bad_record_stops_the_reader_at_it_after_handing_back_what_came_before(
+def test_a_bad_record_is_reported_once_and_read_past_on_its_partition_and_every_other(bootstrap: str) -> None:
+    """One bad record on one partition once stopped the reader for all of them; now it is one BadReceiptError
+    (partition, offset, problem) and the reader goes on: its partition past it, the others as they were."""
+    topic = create_topic(bootstrap, unique("outbox.receipts"), 3)
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    write_to(producer, topic, 0, receipt_of("d-1"), NOT_A_RECEIPT, receipt_of("d-3"), NOT_A_RECEIPT, receipt_of("d-5"))
+    write_to(producer, topic, 1, NOT_A_RECEIPT, receipt_of("d-6"))
+    write_to(producer, topic, 2, receipt_of("d-7"), receipt_of("d-8"))
+    with ReceiptReader(bootstrap, topic=topic) as reader:
+        got, bad = read_reporting_bad(reader, 6)
+    assert sorted(r.decision_id for r in got) == ["d-1", "d-3", "d-5", "d-6", "d-7", "d-8"]
+    assert [r.decision_id for r in got if r.decision_id in ("d-1", "d-3", "d-5")] == ["d-1", "d-3", "d-5"]
+    assert sorted((p, o) for p, o, _ in bad) == [(0, 1), (0, 3), (1, 0)]  # each once, none lost
+    assert all("UnknownWriterSchemaError" in problem for _, _, problem in bad)
+
+
+@pytest.mark.integration
+def test_a_group_commits_a_bad_record_once_the_caller_came_back_after_the_error(
     receipts_topic: tuple[str, Producer], bootstrap: str
 ) -> None:
     topic, producer = receipts_topic
+    group = unique("receipts-group")
     write_with_a_bad_record(producer, topic)
-    with ReceiptReader(bootstrap, topic=topic) as reader:
+    with pytest.raises(BadReceiptError), ReceiptReader(bootstrap, topic=topic, group_id=group) as reader:
         got, caught = read_until_error(reader)
-        assert got == ["d-1", "d-2"]  # its neighbours before it: handed back, not lost
+        assert got == ["d-1", "d-2"]  # its neighbours before it: handed back first
         assert (caught.topic, caught.partition, caught.offset) == (topic, 0, 2)
-        with pytest.raises(BadReceiptError) as again:  # it stays at the record: d-3 and d-4 are not skipped
-            reader.poll(1.0)
-        assert again.value.offset == 2
-        assert [d for d, _ in reader.seen] == ["d-1", "d-2"]  # nothing at or after it marked seen
+        raise caught  # the caller dies with the error in hand: the bad record is not committed
+    with ReceiptReader(bootstrap, topic=topic, group_id=group) as reader:
+        got, caught = read_until_error(reader)
+        assert got == [] and caught.offset == 2  # read again, reported again
+        assert [r.decision_id for r in poll_until(reader, 2)] == ["d-3", "d-4"]  # came back: read on past it
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        assert consumer.committed([TopicPartition(topic, 0)], timeout=30)[0].offset == 5  # past the bad record
+    finally:
+        consumer.close()
 
 
 @pytest.mark.integration
@@ -173,24 +223,6 @@ def test_a_bad_record_reported_to_the_callback_costs_no_neighbour(
     assert got == ["d-1", "d-2", "d-3", "d-4"]
     assert [(b.partition, b.offset, b.key, b.value) for b in bad] == [(0, 2, b"d-bad", NOT_A_RECEIPT)]
     assert "UnknownWriterSchemaError" in bad[0].problem
-
-
-@pytest.mark.integration
-def test_a_group_never_commits_past_a_bad_record_it_did_not_hand_back(
-    receipts_topic: tuple[str, Producer], bootstrap: str
-) -> None:
-    topic, producer = receipts_topic
-    group = unique("receipts-group")
-    write_with_a_bad_record(producer, topic)
-    with ReceiptReader(bootstrap, topic=topic, group_id=group) as reader:
-        got, _ = read_until_error(reader)
-        assert got == ["d-1", "d-2"]
-    # Closed normally: d-1 and d-2 were handed back and are committed; the bad record and what follows are not.
-    bad: list[BadReceipt] = []
-    with ReceiptReader(bootstrap, topic=topic, group_id=group, on_bad_record=bad.append) as reader:
-        got = [r.decision_id for r in poll_until(reader, 2)]
-        assert got == ["d-3", "d-4"]
-    assert [b.offset for b in bad] == [2]
 
 
 @pytest.mark.integration
