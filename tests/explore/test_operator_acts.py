@@ -29,9 +29,9 @@ from tests.explore.operator_model import OperatorActs
 
 pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
-EXAMPLES = int(os.environ.get("IKKAI_EXPLORE_EXAMPLES", "2"))
-STEPS = int(os.environ.get("IKKAI_EXPLORE_STEPS", "4"))
-SEED = int(os.environ.get("IKKAI_EXPLORE_SEED", "43"))
+EXAMPLES = int(os.environ.get("IKKAI_EXPLORE_EXAMPLES", "3"))
+STEPS = int(os.environ.get("IKKAI_EXPLORE_STEPS", "5"))
+SEED = int(os.environ.get("IKKAI_EXPLORE_SEED", "3"))
 POOL = 100  # events the produce acts take from
 
 
@@ -64,7 +64,7 @@ def test_operator_acts_in_any_order(machine: type[OperatorActs]) -> None:
     )  # fmt: skip
     try:
         run_state_machine_as_test(seed(SEED)(machine), settings=options)
-    except AssertionError as failure:
+    except Exception as failure:  # an assertion, or hypothesis telling a replay went otherwise: the seed first
         failure.add_note(
             f"explorer: IKKAI_EXPLORE_SEED={SEED} IKKAI_EXPLORE_EXAMPLES={EXAMPLES} IKKAI_EXPLORE_STEPS={STEPS} "
             "runs this again (docs/exploring-operator-acts.md)"
