@@ -1,0 +1,117 @@
+"""Exactly-once under operator acts in any order: a model-based explorer on the real stack, and its named cases.
+
+``OperatorActs`` (``operator_model``) generates sequences of operator acts on the infer job (start, restart
+with or without one-time flags, fresh or older checkpoints, a new model, a shadow, a handover, start
+offsets, two starts at once, kill -9 after a batch, new events) and judges each step with an independent
+read_committed reader (``output_checker``). ``make test`` runs a few derandomized examples of a few steps;
+a soak runs more (docs/exploring-operator-acts.md):
+
+    IKKAI_EXPLORE_EXAMPLES=40 IKKAI_EXPLORE_STEPS=8 IKKAI_EXPLORE_SEED=7 \\
+        .venv/bin/python -m pytest -n 0 tests/explore/test_operator_acts.py::test_operator_acts_in_any_order
+
+A failure prints the seed to run it again and the acts with their outcomes. The named cases below
+are the explorer's regression seeds: the sequences that found issue #43's cases 1-3, as fixed steps.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import HealthCheck, Phase, seed, settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from demo.payments_simulation import payment_records, simulate
+from spark_jobs.model.fraud_model import MODEL_PATH, FraudModel
+from tests.explore.operator_model import OperatorActs
+
+pytestmark = [pytest.mark.integration, pytest.mark.heavy]
+
+EXAMPLES = int(os.environ.get("IKKAI_EXPLORE_EXAMPLES", "3"))
+STEPS = int(os.environ.get("IKKAI_EXPLORE_STEPS", "5"))
+SEED = int(os.environ.get("IKKAI_EXPLORE_SEED", "3"))
+SKIP = frozenset(filter(None, os.environ.get("IKKAI_EXPLORE_SKIP", "").split(",")))  # acts left out, by rule name
+POOL = 100  # events the produce acts take from
+
+
+@pytest.fixture(scope="module")
+def machine(bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[type[OperatorActs]]:
+    """The machine's class with the stack, a work folder, the two models and the event pool set."""
+    folder = tmp_path_factory.mktemp("explore")
+    document = json.loads(MODEL_PATH.read_bytes())
+    document["thresholds"] = {"hold": 0.3, "review": 0.12}  # another artifact: a new version, other actions
+    model = folder / "model-v2.json"
+    model.write_bytes(json.dumps(document, sort_keys=True, separators=(",", ":")).encode() + b"\n")
+    assert FraudModel.load(model).version != FraudModel.load().version
+
+    class Explorer(OperatorActs):
+        pass
+
+    Explorer.bootstrap, Explorer.folder = bootstrap, folder
+    Explorer.models = {"v1": "", "v2": str(model)}
+    Explorer.pool = payment_records(simulate(43, payments=POOL).payments)
+    Explorer.skipped = SKIP
+    yield Explorer
+
+
+@pytest.mark.timeout(3600)
+def test_operator_acts_in_any_order(machine: type[OperatorActs]) -> None:
+    """Random sequences of acts (bounded here; a soak with the environment variables above), derandomized by the
+    seed. No shrinking: each step starts real processes, and the failing sequence is printed as it ran."""
+    options = settings(
+        max_examples=EXAMPLES, stateful_step_count=STEPS, deadline=None, database=None,
+        phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
+    )  # fmt: skip
+    try:
+        run_state_machine_as_test(seed(SEED)(machine), settings=options)
+    except Exception as failure:  # an assertion, or hypothesis telling a replay went otherwise: the seed first
+        failure.add_note(
+            f"explorer: IKKAI_EXPLORE_SEED={SEED} IKKAI_EXPLORE_EXAMPLES={EXAMPLES} IKKAI_EXPLORE_STEPS={STEPS} "
+            f"IKKAI_EXPLORE_SKIP={','.join(sorted(SKIP))} runs this again (docs/exploring-operator-acts.md)"
+        )
+        raise
+
+
+def acts(machine: type[OperatorActs]) -> OperatorActs:
+    """A machine for fixed steps; the test calls ``step`` for each act, which checks the outputs after it."""
+    return machine()
+
+
+def step(state: OperatorActs, act: str, **arguments: object) -> None:
+    getattr(state, act)(**arguments)
+    state.outputs_hold()
+
+
+@pytest.mark.timeout(1800)
+def test_case_1_two_new_queries_started_together_do_not_both_decide(machine: type[OperatorActs]) -> None:
+    """Issue #43, case 1: query a (model v1) and query b (model v2) over the same fresh topics, both started and
+    past their start checks before either commits, then 20 events: one of them must be refused. On 98d25a6 both
+    run and every event is decided twice, its side effects asked for under two decision ids."""
+    state = acts(machine)
+    step(state, "start_two_together", models=("v1", "v2"))
+
+
+@pytest.mark.timeout(1800)
+def test_case_2_a_restart_after_start_offsets_keeps_them(machine: type[OperatorActs]) -> None:
+    """Issue #43, case 2: query a started with ``--start-offsets`` at the input's end (the 20 events below were
+    decided elsewhere), then restarted with its usual arguments and a fresh checkpoint, which the docs call
+    harmless: it must decide none of those 20. On 98d25a6 the restart starts at offset 0 and decides them all."""
+    state = acts(machine)
+    step(state, "produce")
+    step(state, "start_at_offsets", query="a")
+    step(state, "run", query="a", which="fresh", model="v1", again=False)
+
+
+@pytest.mark.timeout(1800)
+def test_case_3_a_shadow_cannot_take_the_live_query_over(machine: type[OperatorActs]) -> None:
+    """Issue #43, case 3: ``--shadow --after-query a`` may be refused or may run into the shadow topics, but the
+    live query a must go on: new events get their live decision. On 98d25a6 the shadow is accepted as a handover
+    and a is refused for good afterwards (its refusal sends the operator to the shadow query)."""
+    state = acts(machine)
+    step(state, "produce")
+    step(state, "run", query="a", which="same", model="v1", again=False)
+    step(state, "shadow", after=True, model="v2")
+    step(state, "produce")
+    step(state, "run", query="a", which="same", model="v1", again=False)
