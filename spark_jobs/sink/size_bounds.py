@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from confluent_kafka.admin import AdminClient, ConfigResource
 
@@ -41,7 +41,30 @@ from spark_jobs.sink.dead_letters import (
 )
 
 if TYPE_CHECKING:
-    from spark_jobs.sink.partition_transactions import SinkConfig
+    from ikkai.contract.codec import RecordCodec
+
+
+class SizedSink(Protocol):
+    """What the size rules read of a sink's configuration (``partition_transactions.SinkConfig`` has it all):
+    declared here, so the rules need nothing from the module that uses them."""
+
+    @property
+    def query(self) -> str: ...
+    @property
+    def source_topic(self) -> str: ...
+    @property
+    def producer_config(self) -> Mapping[str, str]: ...
+    @property
+    def max_transaction_bytes(self) -> int: ...
+    @property
+    def topic_max_message_bytes(self) -> Mapping[str, int]: ...
+    @property
+    def dlq_topic(self) -> str: ...
+    @property
+    def dlq_stage(self) -> str: ...
+    @property
+    def dead_letter_codec(self) -> RecordCodec | None: ...
+
 
 Headers = Mapping[str, str] | Sequence[tuple[str, str]]
 # topic, key, value, timestamp, headers, then the input record it came from: source partition, source offset
@@ -79,19 +102,19 @@ def record_bytes(record: Record) -> int:
     return size
 
 
-def producer_record_limit(config: SinkConfig) -> int:
+def producer_record_limit(config: SizedSink) -> int:
     """The largest record (``record_bytes``) the sink's producer takes: its ``message.max.bytes``."""
     return int(config.producer_config.get("message.max.bytes", PRODUCER_MESSAGE_MAX_BYTES))
 
 
-def record_limit(config: SinkConfig, topic: str) -> int:
+def record_limit(config: SizedSink, topic: str) -> int:
     """The largest record (``record_bytes``) ``topic`` takes from the sink: its max.message.bytes, the producer's."""
     producer = producer_record_limit(config)
     read = config.topic_max_message_bytes.get(topic)
     return producer if read is None else min(producer, read)
 
 
-def producer_batch_bytes(config: SinkConfig) -> int | None:
+def producer_batch_bytes(config: SizedSink) -> int | None:
     """The sink's producer's ``batch.size``: under the smallest max.message.bytes of its topics; None: the default."""
     if not config.topic_max_message_bytes:
         return None
@@ -109,7 +132,7 @@ def read_topic_limits(admin: AdminClient, topics: Iterable[str], timeout_s: floa
 
 
 def set_aside_too_large(
-    config: SinkConfig, records: Sequence[Record], refused: Collection[Origin] = ()
+    config: SizedSink, records: Sequence[Record], refused: Collection[Origin] = ()
 ) -> Sequence[Record]:
     """``records`` with every input record that has an output too large for its topic turned into one dead letter.
 
@@ -143,7 +166,7 @@ def set_aside_too_large(
     return out
 
 
-def fitted_letter(config: SinkConfig, origin: Origin, refused: Record, limit: int, by_broker: bool) -> Record:
+def fitted_letter(config: SizedSink, origin: Origin, refused: Record, limit: int, by_broker: bool) -> Record:
     """The ``too_large`` dead letter of ``refused`` (an output of input record ``origin``) that fits the DLQ topic.
 
     The copy of the refused record is cut (value first, then key) until the letter, as the DLQ
@@ -226,7 +249,7 @@ def _cuttable(records: Sequence[Record]) -> bool:
     return True
 
 
-def frame_bytes(config: SinkConfig) -> int:
+def frame_bytes(config: SizedSink) -> int:
     """The most a frame to the executor writer holds (``record_bytes``): one transaction's bound, or one record."""
     return max(min(config.max_transaction_bytes, MAX_FRAME_BYTES), producer_record_limit(config))
 
