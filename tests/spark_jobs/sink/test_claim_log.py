@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from demo.pipeline_io import unique
+from demo.pipeline_io import create_topic, unique
 from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.owner_claims import CLAIM, OwnerClaim, fold
@@ -156,3 +156,21 @@ def test_a_start_that_died_after_its_claim_leaves_its_parameters_to_the_next_sta
     handed = claim_outputs(sink(successor, outputs, bootstrap=bootstrap, after_query=query), own={})
     restarted = claim_outputs(sink(successor, outputs, bootstrap=bootstrap), own={})
     assert handed.after_query == restarted.after_query == query  # the handover's origin is recorded too
+
+
+@pytest.mark.integration
+def test_a_start_reads_no_other_applications_commits_topic(bootstrap: str) -> None:
+    """Case 11: a start used to read every ``_ikkai.commits.*`` topic on the cluster to infer who owns what, so one
+    unreadable commits topic of another application (here a record that is no marker) stopped every start. Now a
+    start reads the claim log and its own commits topic only."""
+    from spark_jobs.sink.transactional_sink import start_as_owner
+
+    cluster = KafkaContext.of(bootstrap)
+    foreign = f"_ikkai.commits.{unique('other')}.q"
+    create_topic(bootstrap, foreign)
+    producer = Producer(cluster.client_config())
+    producer.produce(foreign, key=b"not a marker", value=b"\x00\xff not an Avro commit marker")
+    assert producer.flush(30) == 0
+    config = sink(unique("q"), (unique("decisions.eleven"),), bootstrap=bootstrap)
+    started = start_as_owner(config, {})
+    assert (started.query, started.output_topics) == (config.query, config.output_topics)
