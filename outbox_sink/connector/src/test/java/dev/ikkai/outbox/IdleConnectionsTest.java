@@ -25,20 +25,21 @@ import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.condition.EnabledIfSystemProperty;
 
 /**
- * Issue 44, case 4, measured: one request to each of N targets (distinct host:port, so N pool entries), then the
- * client's open connections (ESTABLISHED sockets towards the targets, from /proc/net/tcp) and the heap after a GC.
- * Not part of the default run (it opens N listening sockets):
+ * Idle connections stay bounded at many targets: one request to each of N targets (distinct host:port, so N pool
+ * entries), then the client's open connections (ESTABLISHED sockets towards the targets, from /proc/net/tcp) must be
+ * within the idle cap, {@link HttpSender#IDLE_CONNECTIONS}. N is 400 by default (over the cap, a second or two); the
+ * figure in docs/outbox.md is measured with N = 10,000, which opens that many listening sockets:
  *
- * <pre>mvn -q test -Dtest=ConnectionPoolBench -Dikkai.pool.targets=10000</pre>
+ * <pre>mvn -q test -Dtest=IdleConnectionsTest -Dikkai.pool.targets=10000</pre>
+ *
+ * Without the cap (the JDK's default: every connection kept 1,200 s) every target's connection stays open.
  */
-@EnabledIfSystemProperty(named = "ikkai.pool.targets", matches = "\\d+")
-class ConnectionPoolBench {
+class IdleConnectionsTest {
     @Test
     void idleConnectionsStayBoundedAtManyTargets() throws Exception {
-        int targets = Integer.getInteger("ikkai.pool.targets");
+        int targets = Integer.getInteger("ikkai.pool.targets", 400);
         Set<Integer> ports = new HashSet<>();
         try (Selector selector = Selector.open()) {
             List<ServerSocketChannel> listeners = new ArrayList<>();
