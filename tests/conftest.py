@@ -80,7 +80,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    if report.skipped and "integration" in report.keywords:
+    if report.skipped and "integration" in report.keywords and "soak" not in report.keywords:
         _skipped_integration.append(report.nodeid)
 
 

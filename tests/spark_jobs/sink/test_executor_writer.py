@@ -325,6 +325,7 @@ def test_a_batch_over_the_frame_bound_reaches_the_executor_writer_in_bounded_fra
     write_large_batch(job, count=40, size=512 * KIB, max_transaction_bytes=4 * KIB * KIB)
 
 
+@pytest.mark.soak
 @pytest.mark.skipif(not os.environ.get(SOAK), reason=f"a soak of 2.5 GiB: set {SOAK}=1 to run it")
 @pytest.mark.timeout(3600)
 def test_5000_dead_letters_of_512_kib_commit_through_the_executor_writer(job: dict[str, Any]) -> None:
