@@ -1,1 +1,1 @@
-"""Benchmark scripts: `python benchmarks/<name>.py` prints a table (see BENCHMARKS.md)."""
+"""Benchmark scripts: `python -m benchmarks.<name>` (from the checkout) prints a table (see BENCHMARKS.md)."""

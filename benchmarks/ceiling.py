@@ -13,7 +13,7 @@ IKKAI_CONNECT_URL) and measures, with the record size of the infer job's decisio
 * ``fraud_decisions.decide`` in one process, no Spark: decode, point-in-time features, score and
   encode, i.e. what one core can do for the infer job's own logic.
 
-Usage: .venv/bin/python benchmarks/ceiling.py [--records 200000] [--python-records 100000]
+Usage: .venv/bin/python -m benchmarks.ceiling [--records 200000] [--python-records 100000]
 """
 
 from __future__ import annotations
@@ -23,14 +23,10 @@ import re
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from benchmarks.harness import bench_stack, java, kafka_classpath, print_table  # noqa: E402
-from demo.pipeline_io import create_topic, unique  # noqa: E402
-from ikkai.contract.kafka import KafkaContext  # noqa: E402
+from benchmarks.harness import bench_stack, java, kafka_classpath, print_table
+from demo.pipeline_io import create_topic, unique
+from ikkai.contract.kafka import KafkaContext
 
 Row = list[object]
 

@@ -28,7 +28,7 @@ On a 2-core machine every executor, the driver, the broker and Connect share the
 measure what a second executor or worker costs there, not what it gains on a cluster. Ratios are per round; quote
 the medians.
 
-Usage: .venv/bin/python benchmarks/cluster_scaling.py [--events 20000] [--infer-batch 5000] [--payments 8000]
+Usage: .venv/bin/python -m benchmarks.cluster_scaling [--events 20000] [--infer-batch 5000] [--payments 8000]
        [--enrich-batch 2500] [--requests 6000] [--rounds 2] [--partitions 2] [--only infer,enrich,outbox] [--quick]
 """
 
@@ -50,31 +50,29 @@ from pathlib import Path
 from types import FrameType
 from urllib.parse import urlparse
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from benchmarks.enrich_infer import land_raw_stream  # noqa: E402
-from benchmarks.harness import (  # noqa: E402
+from benchmarks.enrich_infer import land_raw_stream
+from benchmarks.harness import (
     JobProcess,
     alternating,
     median,
-    own_cpu_seconds,
     print_table,
     proc_stats,
     process_tree,
 )
-from benchmarks.infer_throughput import EOS, fresh_outputs  # noqa: E402
-from benchmarks.outbox_throughput import ceiling, sink_rate, start_receiver  # noqa: E402
-from benchmarks.peer_streams import tree_cpu_seconds  # noqa: E402
-from demo.lineup import IKKAI, spark_defaults  # noqa: E402
-from demo.payments_simulation import payment_records, simulate  # noqa: E402
-from demo.pipeline_io import by_partition, create_topic, produce_payments, unique  # noqa: E402
-from deploy.connect_rest import ConnectClient  # noqa: E402
-from ikkai.errors import IkkaiError  # noqa: E402
-from ikkai.settings import jars_dir  # noqa: E402
-from stack.local_stack import LocalStack  # noqa: E402
-from stack.processes import stack_processes  # noqa: E402
-from stack.spark_cluster import SPARK_MASTER, shared_dir, spark_worker_components  # noqa: E402
+from benchmarks.infer_throughput import EOS, fresh_outputs
+from benchmarks.outbox_throughput import ceiling, sink_rate, start_receiver
+from benchmarks.peer_streams import tree_cpu_seconds
+from demo.lineup import IKKAI, spark_defaults
+from demo.payments_simulation import payment_records, simulate
+from demo.pipeline_io import by_partition, create_topic, produce_payments, unique
+from deploy.connect_rest import ConnectClient
+from ikkai.errors import IkkaiError
+from ikkai.settings import jars_dir
+from stack.local_stack import LocalStack
+from stack.processes import stack_processes
+from stack.spark_cluster import SPARK_MASTER, shared_dir, spark_worker_components
+
+REPO = Path(__file__).resolve().parents[1]
 
 WORKERS = 2  # Spark workers and Connect workers of the stack
 SCALES = [1, 2]  # executors of an application; Connect workers the sink's tasks run on
@@ -184,8 +182,8 @@ class ProcessCpu:
 
     def __init__(self, roots: dict[str, int]) -> None:
         self.roots = dict(roots)
-        self.first: dict[tuple[int, str], float] = {}
-        self.last: dict[tuple[int, str], float] = {}
+        self.first: dict[tuple[int, float], float] = {}
+        self.last: dict[tuple[int, float], float] = {}
         self.busy: set[str] = set()
         self._lock = threading.Lock()
         self.sample()
@@ -207,9 +205,9 @@ class ProcessCpu:
             if tree - {root}:
                 self.busy.add(name)
             for pid in tree:
-                fields = stats.get(pid)
-                if fields and len(fields) > 18:
-                    self.last[(pid, fields[18])] = own_cpu_seconds(fields)
+                stat = stats.get(pid)
+                if stat is not None:
+                    self.last[(pid, stat.started)] = stat.own_cpu_s
 
     def _run(self) -> None:
         while not self._stop.wait(SAMPLE_S):

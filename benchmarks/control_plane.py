@@ -1,6 +1,6 @@
 """Measure the control plane: apply a bundle of N connectors to all-RUNNING, then the no-op re-apply.
 
-    .venv/bin/python benchmarks/control_plane.py [--connectors 20,100] [--rounds 3]
+    .venv/bin/python -m benchmarks.control_plane [--connectors 20,100] [--rounds 3]
 
 Uses the cluster named by IKKAI_CONNECT_URL / IKKAI_BOOTSTRAP_SERVERS, else starts the embedded
 stack in a temporary home (and stops it afterwards). The bundle is generated: N FileStreamSource
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 import uuid
@@ -20,13 +19,10 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from benchmarks.harness import bench_stack, print_table  # noqa: E402
-from deploy import bundle_ops  # noqa: E402
-from deploy.bundle_ops import BundleRequest  # noqa: E402
-from deploy.connect_rest import ConnectClient  # noqa: E402
+from benchmarks.harness import bench_stack, print_table
+from deploy import bundle_ops
+from deploy.bundle_ops import BundleRequest
+from deploy.connect_rest import ConnectClient
 
 TEMPLATE = """{
   "connector.class": "org.apache.kafka.connect.file.FileStreamSourceConnector",

@@ -10,7 +10,7 @@ fresh topics: enrich drains the raw lines to the end (``ingest.payments`` → ``
 (its Spark is up) until a read_committed consumer has seen one decision per event enrich wrote.
 Both jobs share the machine's 2 cores, as they would on one host.
 
-Usage: .venv/bin/python benchmarks/enrich_infer.py [--payments 20000] [--batch 5000] [--rounds 2]
+Usage: .venv/bin/python -m benchmarks.enrich_infer [--payments 20000] [--batch 5000] [--rounds 2]
 """
 
 from __future__ import annotations
@@ -20,20 +20,17 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from benchmarks.harness import JobProcess, alternating, bench_stack, median, print_table, python_module  # noqa: E402
-from benchmarks.infer_throughput import ALOS, EOS, MB, DecisionWatch  # noqa: E402
-from demo.payments_simulation import generate_profiles  # noqa: E402
-from demo.pipeline_io import (  # noqa: E402
+from benchmarks.harness import JobProcess, alternating, bench_stack, median, print_table, python_module
+from benchmarks.infer_throughput import ALOS, EOS, MB, DecisionWatch
+from demo.payments_simulation import generate_profiles
+from demo.pipeline_io import (
     by_partition,
     create_topic,
     unique,
 )
-from demo.raw_payments import MixedStream, mixed_stream, produce_lines  # noqa: E402
-from ikkai.contract.kafka import KafkaContext  # noqa: E402
-from spark_jobs.enrich.master_data import publish_profiles  # noqa: E402
+from demo.raw_payments import MixedStream, mixed_stream, produce_lines
+from ikkai.contract.kafka import KafkaContext
+from spark_jobs.enrich.master_data import publish_profiles
 
 SEED = 11
 

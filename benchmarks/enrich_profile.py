@@ -17,7 +17,7 @@ The JVM's side is recorded by Java Flight Recorder (``jcmd <pid> JFR.start``, th
 over the same window and its execution samples are charged the same way, to the first frame from the leaf in a
 known part (``JVM_STAGES``: the Kafka consumer, Arrow, the Python runners, the state store, shuffle and cache, ...).
 
-Usage: .venv/bin/python benchmarks/enrich_profile.py [--payments 150000] [--seconds 60] [--rate 50]
+Usage: .venv/bin/python -m benchmarks.enrich_profile [--payments 150000] [--seconds 60] [--rate 50]
        [--warmup-batches 3] [--batch N] [--partitions 2] [--py-spy PATH] [--no-jfr] [--quick]
 """
 
@@ -34,22 +34,18 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from benchmarks.enrich_infer import land_raw_stream  # noqa: E402
-from benchmarks.harness import (  # noqa: E402
+from benchmarks.enrich_infer import land_raw_stream
+from benchmarks.harness import (
     JobProcess,
     bench_stack,
-    own_cpu_seconds,
     print_table,
     proc_stats,
     process_tree,
     python_module,
 )
-from benchmarks.steady_state import phase_summary  # noqa: E402
-from demo.pipeline_io import create_topic, unique  # noqa: E402
-from spark_jobs.progress import parse_progress  # noqa: E402
+from benchmarks.steady_state import phase_summary
+from demo.pipeline_io import create_topic, unique
+from spark_jobs.progress import parse_progress
 
 # (stage, path fragment of the frame's file, function names or None for any): the first that matches the innermost
 # frame of ikkai's code on a stack names the sample's stage.
@@ -167,14 +163,10 @@ def cpu_by_kind(root: int) -> dict[int, tuple[str, float]]:
     stats = proc_stats()
     result = {}
     for pid in process_tree(root, stats):
-        try:
-            command = Path(f"/proc/{pid}/comm").read_text().strip()
-        except OSError:
+        stat = stats.get(pid)
+        if stat is None:
             continue
-        fields = stats.get(pid)
-        if fields is None:
-            continue
-        result[pid] = ("java" if command == "java" else DRIVER if pid == root else WORKERS, own_cpu_seconds(fields))
+        result[pid] = ("java" if stat.name == "java" else DRIVER if pid == root else WORKERS, stat.own_cpu_s)
     return result
 
 

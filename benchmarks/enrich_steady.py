@@ -26,7 +26,7 @@ Then, once the job has read the whole backlog, **fixed loads** as in ``steady_st
 own, event times after the whole stream's: each becomes one event); p50/p99/max from a line's produce to its
 event (enrich alone) or its decision (enrich + infer) arriving at a read_committed consumer.
 
-Usage: .venv/bin/python benchmarks/enrich_steady.py [--payments 150000] [--seconds 60] [--lines 400000]
+Usage: .venv/bin/python -m benchmarks.enrich_steady [--payments 150000] [--seconds 60] [--lines 400000]
        [--rounds 3] [--warmup-batches 3] [--load-seconds 20] [--batch N] [--partitions 2] [--quick]
 """
 
@@ -43,14 +43,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from benchmarks.enrich_infer import SEED, land_raw_stream  # noqa: E402
-from benchmarks.harness import JobProcess, alternating, bench_stack, median, print_table, python_module  # noqa: E402
-from benchmarks.steady_state import LOAD_LABELS, Load, fixed_load, phase_summary  # noqa: E402
-from demo.raw_payments import EVENT, MixedStream, encode_line, format_event_time, mixed_stream  # noqa: E402
-from spark_jobs.progress import parse_progress  # noqa: E402
+from benchmarks.enrich_infer import SEED, land_raw_stream
+from benchmarks.harness import JobProcess, alternating, bench_stack, median, print_table, python_module
+from benchmarks.steady_state import LOAD_LABELS, Load, fixed_load, phase_summary
+from demo.raw_payments import EVENT, MixedStream, encode_line, format_event_time, mixed_stream
+from spark_jobs.progress import parse_progress
 
 ENRICH_EOS = "enrich exactly-once"
 ENRICH_ALOS = "enrich at-least-once"

@@ -12,7 +12,7 @@ every variant. Every line must come out once (events + dead letters = lines).
 Peak memory is the PSS of the job's whole process tree. Ratios are per round (same load on the
 machine, minutes apart); quote the medians.
 
-Usage: .venv/bin/python benchmarks/enrich_throughput.py [--payments 20000] [--batch 10000] [--rounds 3]
+Usage: .venv/bin/python -m benchmarks.enrich_throughput [--payments 20000] [--batch 10000] [--rounds 3]
        [--partitions 2] [--compare-code DIR]
 
 ``--compare-code DIR`` adds a third variant: exactly-once with the code of another checkout
@@ -26,13 +26,10 @@ import dataclasses
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from benchmarks.enrich_infer import land_raw_stream  # noqa: E402
-from benchmarks.harness import JobProcess, alternating, bench_stack, python_module  # noqa: E402
-from benchmarks.infer_throughput import ALOS, EOS, MB, Result, Variant, batch_costs, report  # noqa: E402
-from demo.pipeline_io import by_partition, create_topic, unique  # noqa: E402
+from benchmarks.enrich_infer import land_raw_stream
+from benchmarks.harness import JobProcess, alternating, bench_stack, python_module
+from benchmarks.infer_throughput import ALOS, EOS, MB, Result, Variant, batch_costs, report
+from demo.pipeline_io import by_partition, create_topic, unique
 
 
 def drain(bootstrap: str, raw: tuple[str, str, str, int], variant: Variant, args: argparse.Namespace,

@@ -20,6 +20,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
+
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
@@ -82,26 +84,33 @@ def alternating(variants: Sequence[str], rounds: int) -> list[tuple[int, str]]:
 # ---------------------------------------------------------------- memory of a process tree
 
 
-def proc_stats() -> dict[int, list[str]]:
-    """``/proc/<pid>/stat`` of every live process: the fields after the command name (ppid first)."""
-    stats: dict[int, list[str]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
+@dataclass(frozen=True)
+class ProcStat:
+    """What the benchmarks read of one live process (psutil): its parent, its CPU, when it started, its name."""
+
+    ppid: int
+    own_cpu_s: float  # user + system CPU it spent itself (not its reaped children's)
+    children_cpu_s: float  # user + system CPU of the children it has reaped
+    started: float  # epoch seconds; with the pid, which process it is
+    name: str
+
+
+def proc_stats() -> dict[int, ProcStat]:
+    """Every live process's ``ProcStat``, read in one pass."""
+    stats: dict[int, ProcStat] = {}
+    for process in psutil.process_iter(["ppid", "cpu_times", "create_time", "name"]):
+        info = process.info
+        times = info["cpu_times"]
+        if times is None or info["ppid"] is None:  # gone, or not ours to read
             continue
-        try:
-            stat = (entry / "stat").read_text()
-            stats[int(entry.name)] = stat[stat.rindex(")") + 2 :].split()[1:]
-        except (OSError, ValueError, IndexError):
-            continue
+        reaped = times.children_user + times.children_system
+        stats[process.pid] = ProcStat(
+            info["ppid"], times.user + times.system, reaped, info["create_time"] or 0.0, info["name"] or ""
+        )
     return stats
 
 
-def own_cpu_seconds(fields: Sequence[str]) -> float:
-    """User + system CPU seconds a process spent itself (its ``proc_stats`` fields; not its reaped children's)."""
-    return (int(fields[10]) + int(fields[11])) / os.sysconf("SC_CLK_TCK")
-
-
-def process_tree(root: int, stats: dict[int, list[str]] | None = None) -> set[int]:
+def process_tree(root: int, stats: dict[int, ProcStat] | None = None) -> set[int]:
     """``root`` and every live descendant, by parent links: not by process group, because PySpark's
     daemon moves itself and its Python workers into a group of their own. An executor writer
     (``--transactional-writer executor``) counts with the executor JVM it serves: the Python worker
@@ -111,7 +120,7 @@ def process_tree(root: int, stats: dict[int, list[str]] | None = None) -> set[in
     while True:
         while frontier:
             parent = frontier.pop()
-            children = [pid for pid, fields in stats.items() if fields and int(fields[0]) == parent and pid not in tree]
+            children = [pid for pid, stat in stats.items() if stat.ppid == parent and pid not in tree]
             tree.update(children)
             frontier.extend(children)
         frontier = [pid for pid, executor in executor_writers(stats).items() if executor in tree and pid not in tree]
@@ -123,16 +132,16 @@ def process_tree(root: int, stats: dict[int, list[str]] | None = None) -> set[in
 EXECUTOR_WRITER_MODULE = "spark_jobs.sink.executor_writer"
 
 
-def executor_writers(stats: dict[int, list[str]]) -> dict[int, int]:
+def executor_writers(stats: dict[int, ProcStat]) -> dict[int, int]:
     """Every live executor writer process → the executor JVM's pid it serves (its ``--executor-pid``)."""
     writers: dict[int, int] = {}
     for pid in stats:
         try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
+            argv = psutil.Process(pid).cmdline()
+        except psutil.Error:
             continue
-        if EXECUTOR_WRITER_MODULE.encode() in argv and b"--executor-pid" in argv:
-            index = argv.index(b"--executor-pid") + 1
+        if EXECUTOR_WRITER_MODULE in argv and "--executor-pid" in argv:
+            index = argv.index("--executor-pid") + 1
             if index < len(argv) and argv[index].isdigit():
                 writers[pid] = int(argv[index])
     return writers
@@ -144,11 +153,9 @@ def tree_memory_bytes(root: int) -> int:
     total = 0
     for pid in process_tree(root):
         try:
-            rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
-        except OSError:
+            total += psutil.Process(pid).memory_full_info().pss
+        except psutil.Error:
             continue
-        pss = next((line.split()[1] for line in rollup.splitlines() if line.startswith("Pss:")), "0")
-        total += int(pss) * 1024
     return total
 
 

@@ -11,7 +11,7 @@ min.insync.replicas 2) and, alternating with the job kills, N times the broker l
 the job's output partitions, or the transaction coordinator of one of its transactional ids
 (``ikkai.<query>.<p>``), is SIGKILLed mid-stream and started again while the job runs on.
 
-Usage: .venv/bin/python benchmarks/infer_chaos.py [--kills 30] [--events 2000] [--seed N]
+Usage: .venv/bin/python -m benchmarks.infer_chaos [--kills 30] [--events 2000] [--seed N]
                                                   [--brokers 3 --broker-kills 10]
 """
 
@@ -25,15 +25,12 @@ import time
 from collections import Counter
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from demo.infer_process import InferProcess, InferTopics  # noqa: E402
-from demo.payments_simulation import payment_records, simulate  # noqa: E402
-from demo.pipeline_io import by_partition, create_topic, flat, produce_payments, unique  # noqa: E402  # noqa: E402
-from ikkai.contract.codec import default_codec  # noqa: E402
-from ikkai.settings import external_endpoints, jars_dir  # noqa: E402
-from stack.chaos import ChaosStack  # noqa: E402
+from demo.infer_process import InferProcess, InferTopics
+from demo.payments_simulation import payment_records, simulate
+from demo.pipeline_io import by_partition, create_topic, flat, produce_payments, unique
+from ikkai.contract.codec import default_codec
+from ikkai.settings import external_endpoints, jars_dir
+from stack.chaos import ChaosStack
 
 PARTITIONS = 2
 APP = "ikkai"  # the infer job's default --app: its transactional ids are <app>.<query>.<p>

@@ -12,7 +12,7 @@ of exactly-once. (The infer job's trigger is either "available now" — what is 
 with the batch size as the knob — or a fixed 1 s interval with --continuous, whose batches are
 as large as what arrived in that second: see infer_throughput.py's fixed load.)
 
-Usage: .venv/bin/python benchmarks/infer_scaling.py [--events 40000] [--batch 10000]
+Usage: .venv/bin/python -m benchmarks.infer_scaling [--events 40000] [--batch 10000]
        [--partitions 1,2,4] [--batches 2000,5000,20000] [--rounds 1]
 """
 
@@ -22,13 +22,10 @@ import argparse
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from benchmarks.harness import alternating, bench_stack, median, print_table  # noqa: E402
-from benchmarks.infer_throughput import ALOS, EOS, MB, Result, Variant, max_load  # noqa: E402
-from demo.payments_simulation import payment_records, simulate  # noqa: E402
-from demo.pipeline_io import (  # noqa: E402
+from benchmarks.harness import alternating, bench_stack, median, print_table
+from benchmarks.infer_throughput import ALOS, EOS, MB, Result, Variant, max_load
+from demo.payments_simulation import payment_records, simulate
+from demo.pipeline_io import (
     create_topic,
     produce_payments,
     unique,

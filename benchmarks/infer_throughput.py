@@ -16,7 +16,7 @@ Peak memory is the resident set of the job's whole process tree (driver, JVM, Py
 sampled every 0.25 s. The EOS/ALOS ratio is per round (same load on the machine, minutes apart);
 quote the median.
 
-Usage: .venv/bin/python benchmarks/infer_throughput.py [--events 60000] [--batch 20000] [--rounds 3]
+Usage: .venv/bin/python -m benchmarks.infer_throughput [--events 60000] [--batch 20000] [--rounds 3]
        [--rate 500] [--seconds 30] [--partitions 2] [--only max|fixed] [--compare-code DIR]
 
 ``--compare-code DIR`` adds a third variant: exactly-once with the code of another checkout
@@ -35,10 +35,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from benchmarks.harness import (  # noqa: E402
+from benchmarks.harness import (
     JobProcess,
     alternating,
     bench_stack,
@@ -47,12 +44,12 @@ from benchmarks.harness import (  # noqa: E402
     print_table,
     python_module,
 )
-from demo.infer_process import InferTopics  # noqa: E402
-from demo.payments_simulation import payment_records, simulate  # noqa: E402
-from demo.pipeline_io import by_partition, create_topic, produce_payments, unique  # noqa: E402  # noqa: E402
-from ikkai.contract.codec import default_codec  # noqa: E402
-from ikkai.contract.kafka import KafkaContext  # noqa: E402
-from ikkai.contract.partitioning import kafka_partition  # noqa: E402
+from demo.infer_process import InferTopics
+from demo.payments_simulation import payment_records, simulate
+from demo.pipeline_io import by_partition, create_topic, produce_payments, unique
+from ikkai.contract.codec import default_codec
+from ikkai.contract.kafka import KafkaContext
+from ikkai.contract.partitioning import kafka_partition
 
 EOS, ALOS = "exactly-once", "at-least-once"
 MB = 1024 * 1024

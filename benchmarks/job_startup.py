@@ -8,7 +8,7 @@ job's start that is the same for every job.
 
 Tables only; nothing here asserts anything about time.
 
-Usage: .venv/bin/python benchmarks/job_startup.py [--rounds 3]
+Usage: .venv/bin/python -m benchmarks.job_startup [--rounds 3]
 """
 
 from __future__ import annotations
@@ -21,10 +21,9 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from benchmarks.harness import alternating, median, print_table
 
-from benchmarks.harness import alternating, median, print_table  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 PROBE = """
 import json, sys, time

@@ -17,7 +17,7 @@ between rounds); the medians over the rounds are the numbers to quote. Before th
 path: a worker's first few thousand requests run at a fraction of its later rate, which says
 little about a worker that runs for days.
 
-Usage: .venv/bin/python benchmarks/outbox_throughput.py [--requests 3000] [--rounds 3] [--warmup 1] [--tasks 1,2,3]
+Usage: .venv/bin/python -m benchmarks.outbox_throughput [--requests 3000] [--rounds 3] [--warmup 1] [--tasks 1,2,3]
 """
 
 from __future__ import annotations
@@ -34,20 +34,19 @@ from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlparse
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from benchmarks.harness import bench_stack, median, print_table  # noqa: E402
-from connectors.render import RenderedConnector, load_bundle, render_bundle  # noqa: E402
-from deploy.bundle_ops import bundle_folder  # noqa: E402
-from deploy.connect_rest import ConnectClient  # noqa: E402
-from outbox_sink import (  # noqa: E402
+from benchmarks.harness import bench_stack, median, print_table
+from connectors.render import RenderedConnector, load_bundle, render_bundle
+from deploy.bundle_ops import bundle_folder
+from deploy.connect_rest import ConnectClient
+from outbox_sink import (
     OutboxEmitter,
     OutboxRequest,
     ReceiptReader,
     create_outbox_topics,
     derive_decision_id,
 )
+
+REPO = Path(__file__).resolve().parents[1]
 
 BODY = json.dumps({"payment_id": "pay-0", "amount": 1250, "currency": "EUR"}).encode()
 

@@ -1,6 +1,6 @@
 """Measure the operator page at scale: a thousand connectors, and stage topics of a hundred partitions.
 
-    .venv/bin/python benchmarks/page_scale.py [--connectors 1000] [--partitions 100] [--rounds 5]
+    .venv/bin/python -m benchmarks.page_scale [--connectors 1000] [--partitions 100] [--rounds 5]
 
 Uses the cluster named by IKKAI_CONNECT_URL / IKKAI_BOOTSTRAP_SERVERS, else starts the embedded stack in a
 temporary home (and stops it afterwards). The bundle is generated: N FileStreamSource connectors, created
@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import re
 import statistics
-import sys
 import threading
 import time
 import uuid
@@ -34,22 +33,19 @@ from typing import cast
 import requests
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from benchmarks.harness import bench_stack, print_table  # noqa: E402
-from connectors.render import RenderedBundle  # noqa: E402
-from deploy import bundle_ops  # noqa: E402
-from deploy.bundle_ops import BundleRequest  # noqa: E402
-from deploy.connect_rest import ConnectClient  # noqa: E402
-from deploy.connector_table import FRESH_SECONDS, PAGE_SIZE, ConnectorTable  # noqa: E402
-from deploy.flow import TOPICS  # noqa: E402
-from deploy.page.views import connector_rows  # noqa: E402
-from deploy.reconcile import Reconciler  # noqa: E402
-from deploy.serve_http import make_server  # noqa: E402
-from deploy.service import ControlPlane  # noqa: E402
-from ikkai.contract.kafka import KafkaContext, ensure_topics  # noqa: E402
-from ikkai.errors import IkkaiError  # noqa: E402
+from benchmarks.harness import bench_stack, print_table
+from connectors.render import RenderedBundle
+from deploy import bundle_ops
+from deploy.bundle_ops import BundleRequest
+from deploy.connect_rest import ConnectClient
+from deploy.connector_table import FRESH_SECONDS, PAGE_SIZE, ConnectorTable
+from deploy.flow import TOPICS
+from deploy.page.views import connector_rows
+from deploy.reconcile import Reconciler
+from deploy.serve_http import make_server
+from deploy.service import ControlPlane
+from ikkai.contract.kafka import KafkaContext, ensure_topics
+from ikkai.errors import IkkaiError
 
 ENV = "bench"
 TOKEN = "page-scale-" + "x" * 16

@@ -26,7 +26,7 @@ IKKAI_CONNECT_URL), then:
 Each row also gives the CPU time the job's process tree spent per 1,000 events in the measured
 interval (user + system, from /proc): on a shared machine it moves far less than the wall-clock rate.
 
-Usage: .venv/bin/python benchmarks/peer_streams.py [--events 40000] [--batch 20000] [--rounds 3]
+Usage: .venv/bin/python -m benchmarks.peer_streams [--events 40000] [--batch 20000] [--rounds 3]
        [--rate 200] [--seconds 30] [--partitions 2] [--only check|max|fixed] [--threads 2]
 """
 
@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import os
 import subprocess
 import sys
 import tempfile
@@ -44,10 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from benchmarks.harness import (  # noqa: E402
+from benchmarks.harness import (
     JobProcess,
     alternating,
     bench_stack,
@@ -58,13 +54,15 @@ from benchmarks.harness import (  # noqa: E402
     proc_stats,
     process_tree,
 )
-from benchmarks.infer_throughput import EOS, DecisionWatch, Variant, fresh_outputs, start_infer  # noqa: E402
-from demo.infer_process import InferTopics  # noqa: E402
-from demo.payments_simulation import payment_records, simulate  # noqa: E402
-from demo.pipeline_io import by_partition, create_topic, produce_payments, unique  # noqa: E402
-from ikkai.contract.codec import default_codec, schemas_dir  # noqa: E402
-from ikkai.contract.kafka import KafkaContext  # noqa: E402
-from ikkai.contract.partitioning import kafka_partition  # noqa: E402
+from benchmarks.infer_throughput import EOS, DecisionWatch, Variant, fresh_outputs, start_infer
+from demo.infer_process import InferTopics
+from demo.payments_simulation import payment_records, simulate
+from demo.pipeline_io import by_partition, create_topic, produce_payments, unique
+from ikkai.contract.codec import default_codec, schemas_dir
+from ikkai.contract.kafka import KafkaContext
+from ikkai.contract.partitioning import kafka_partition
+
+REPO = Path(__file__).resolve().parents[1]
 
 PEER = REPO / "benchmarks" / "peers" / "kafka-streams"
 IKKAI_EOS = "ikkai exactly-once"
@@ -289,8 +287,7 @@ def tree_cpu_seconds(root: int) -> float:
     """
     stats = proc_stats()
     tree = process_tree(root, stats)
-    ticks = {pid: sum(int(v) for v in stats[pid][10:14]) for pid in tree if pid in stats}  # utime .. cstime
-    return sum(ticks.get(pid, 0) for pid in tree) / os.sysconf("SC_CLK_TCK")
+    return sum(stats[pid].own_cpu_s + stats[pid].children_cpu_s for pid in tree if pid in stats)
 
 
 Starter = Callable[[InferTopics, Path], JobProcess]

@@ -18,7 +18,7 @@ read_committed consumer; arrival wall clock):
 4. ``JVM only``: the input copied to the output by Spark's own Kafka sink, no Python at all: the
    floor Real-Time Mode gives on this machine (at-least-once).
 
-Usage: .venv/bin/python benchmarks/real_time_mode.py [--rate 200] [--seconds 20] [--batch-duration "5 seconds"]
+Usage: .venv/bin/python -m benchmarks.real_time_mode [--rate 200] [--seconds 20] [--batch-duration "5 seconds"]
 """
 
 from __future__ import annotations
@@ -28,13 +28,9 @@ import re
 import sys
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from benchmarks.harness import bench_stack, percentile, print_table  # noqa: E402
+from benchmarks.harness import bench_stack, percentile, print_table
 
 SETTLE_S = 20.0  # a started query's first long batch: records produced before it runs are not measured
 

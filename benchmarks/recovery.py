@@ -27,7 +27,7 @@ ports) and measures, per round:
 
 Tables only; nothing here asserts anything about time.
 
-Usage: .venv/bin/python benchmarks/recovery.py [--rounds 3] [--only job|connect] [--rate 100]
+Usage: .venv/bin/python -m benchmarks.recovery [--rounds 3] [--only job|connect] [--rate 100]
        [--connect-settings both|new|old] [--transactional-writer worker|executor] [--code DIR]
        [--baseline-code DIR]
        [--broker-port P --connect-port P]
@@ -51,10 +51,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+import psutil
 
-from benchmarks.harness import JobProcess, alternating, median, print_table, python_module  # noqa: E402
+from benchmarks.harness import JobProcess, alternating, median, print_table, python_module
 
 # ---------------------------------------------------------------- the job's milestones (pure)
 
@@ -496,13 +495,9 @@ def wait_all_running(connect_url: str, names: Sequence[str], timeout: float = 30
 
 
 def process_started_at(pid: int) -> float:
-    """Epoch seconds at which process ``pid`` started (``/proc/<pid>/stat`` field 22, after boot);
-    to about a second only: the boot time (``btime``) is whole seconds."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    ticks = int(stat[stat.rindex(")") + 2 :].split()[19])
-    lines = Path("/proc/stat").read_text().splitlines()
-    boot = next(int(line.split()[1]) for line in lines if line.startswith("btime"))
-    return boot + ticks / os.sysconf("SC_CLK_TCK")
+    """Epoch seconds at which process ``pid`` started (psutil; to about a second on Linux, whose boot time is whole
+    seconds)."""
+    return float(psutil.Process(pid).create_time())
 
 
 def connect_round(stack: object, connect_url: str, names: Sequence[str], round_: int, variant: str) -> ConnectRound:

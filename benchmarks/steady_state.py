@@ -39,7 +39,7 @@ not measured here: ``job_startup.py`` and ``recovery.py`` keep their own rows.
 The benchmark's own producer and consumer run on the same cores as the job; on a shared machine the
 absolute numbers move with everybody's load, the ratios within a run much less.
 
-Usage: .venv/bin/python benchmarks/steady_state.py [--events 400000] [--seconds 60] [--rounds 3] [--quick]
+Usage: .venv/bin/python -m benchmarks.steady_state [--events 400000] [--seconds 60] [--rounds 3] [--quick]
        [--warmup-batches 3] [--load-seconds 20] [--partitions 2] [--threads 2] [--batch N]
 """
 
@@ -56,10 +56,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any, Protocol
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from benchmarks.harness import (  # noqa: E402
+from benchmarks.harness import (
     JobProcess,
     alternating,
     bench_stack,
@@ -68,7 +65,7 @@ from benchmarks.harness import (  # noqa: E402
     print_table,
     python_module,
 )
-from spark_jobs.progress import parse_progress  # noqa: E402
+from spark_jobs.progress import parse_progress
 
 IKKAI_EOS = "ikkai exactly-once"
 IKKAI_ALOS = "ikkai at-least-once"

@@ -92,6 +92,7 @@ def test_an_executor_writer_counts_with_the_jvm_it_serves_when_its_parent_is_gon
     """The Python worker that started a writer may exit: the writer, then a child of init, is still the job's, named
     by its ``--executor-pid``. Built with two real processes and the writer's parent link rewritten to init's.
     Mutation: the tree by parent links only -> the writer is left out."""
+    import dataclasses
     import os
     import subprocess
     import sys
@@ -103,7 +104,7 @@ def test_an_executor_writer_counts_with_the_jvm_it_serves_when_its_parent_is_gon
     )  # fmt: skip
     try:
         stats = proc_stats()
-        stats[writer.pid] = ["1", *stats[writer.pid][1:]]  # as after its starter exited
+        stats[writer.pid] = dataclasses.replace(stats[writer.pid], ppid=1)  # as after its starter exited
         assert executor_writers(stats)[writer.pid] == executor.pid
         assert writer.pid in process_tree(executor.pid, stats)
         assert writer.pid not in process_tree(os.getpid() + 10**9, stats)  # a tree without that JVM does not take it

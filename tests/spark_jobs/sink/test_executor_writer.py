@@ -38,6 +38,7 @@ from spark_jobs.sink.executor_writer_client import (
 from spark_jobs.sink.partition_transactions import DEFAULT_MAX_TRANSACTION_BYTES, PAUSE_BEFORE_COMMIT, Record
 from spark_jobs.sink.size_bounds import FRAME_SLACK_BYTES, frame_bytes
 from spark_jobs.sink.transactional_sink import TransactionalBatchWriter
+from stack.processes import has_exited
 from tests.spark_jobs.sink.sink_worker import config
 
 pytestmark = pytest.mark.integration
@@ -56,11 +57,7 @@ def wait_until(condition: Callable[[], bool], what: str) -> None:
 
 
 def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    return not has_exited(pid)
 
 
 @pytest.fixture
