@@ -9,7 +9,7 @@ The pipeline's topics are created with ``--partitions`` partitions each (empty).
 server (uvicorn, on a free loopback port) is asked, as a logged-in browser would, for:
 
 * the connectors view: its first render (one expanded Connect call for every bundle, the bundle rendered),
-  a cached render (within ``deploy.connector_table.FRESH_SECONDS``), the last page, and the HTML sizes;
+  a cached render (within ``deploy.serve.page.connector_table.FRESH_SECONDS``), the last page, and the HTML sizes;
 * the flow and health views over the hundred-partition topics: first and cached render;
 
 and, beside the server, the expanded ``GET /connectors?expand=status&expand=info`` call on its own, and the
@@ -42,12 +42,12 @@ from connectors.render import RenderedBundle  # noqa: E402
 from deploy import bundle_ops  # noqa: E402
 from deploy.bundle_ops import BundleRequest  # noqa: E402
 from deploy.connect_rest import ConnectClient  # noqa: E402
-from deploy.connector_table import FRESH_SECONDS, PAGE_SIZE, ConnectorTable  # noqa: E402
-from deploy.flow import TOPICS  # noqa: E402
-from deploy.page.views import connector_rows  # noqa: E402
+from deploy.eos_view.flow import TOPICS  # noqa: E402
 from deploy.reconcile import Reconciler  # noqa: E402
-from deploy.serve_http import make_server  # noqa: E402
-from deploy.service import ControlPlane  # noqa: E402
+from deploy.serve.http import make_server  # noqa: E402
+from deploy.serve.page.connector_table import FRESH_SECONDS, PAGE_SIZE, ConnectorTable  # noqa: E402
+from deploy.serve.page.views import connector_rows  # noqa: E402
+from deploy.serve.service import ControlPlane  # noqa: E402
 from ikkai.contract.kafka import KafkaContext, ensure_topics  # noqa: E402
 from ikkai.errors import IkkaiError  # noqa: E402
 

@@ -1,14 +1,14 @@
-"""The routes of the operator page, mounted by ``deploy.serve_app`` at ``/ui``.
+"""The routes of the operator page, mounted by ``deploy.serve.app`` at ``/ui``.
 
 Server-rendered: Jinja2 templates (autoescaped) and one stylesheet, both shipped in this package and served
 from it, nothing fetched from elsewhere. ``GET /ui/login`` asks for the same bearer token as the API and
 ``POST /ui/login`` turns it into a signed session cookie (HttpOnly, SameSite=Strict, Secure over HTTPS;
-``deploy.page.session``). Every other page needs that cookie (else a redirect to the login) and covers only
+``deploy.serve.page.session``). Every other page needs that cookie (else a redirect to the login) and covers only
 the environments the token covers (else 403); every action is a POST that also needs the session's CSRF
 token in its form (else 403). The views call Connect (and the flow and health views Kafka, through
-``deploy.flow`` and ``deploy.eos_health``, one reader of each per environment), so they run on Starlette's
+``deploy.eos_view.flow`` and ``deploy.eos_view.health``, one reader of each per environment), so they run on Starlette's
 thread pool like the API's bundle routes. The connectors view reads one table per environment
-(``deploy.connector_table``: one expanded Connect call per interval for every bundle and viewer, paged,
+(``deploy.serve.page.connector_table``: one expanded Connect call per interval for every bundle and viewer, paged,
 and never waited on longer than its ``WAIT_SECONDS``). The connectors, flow and health views reload
 themselves every ``REFRESH_SECONDS``; the flow and latency charts are SVG ``<img>``s.
 """
@@ -39,14 +39,16 @@ from starlette.types import ASGIApp
 from connectors.render import RenderedBundle
 from deploy import applies, bundle_ops
 from deploy.clusters import kafka_cluster
-from deploy.connector_table import PAGE_SIZE, WAIT_SECONDS, ConnectorTable, Table, fingerprint, page_of
-from deploy.eos_health import LOOKBACK, MAX_PARTITIONS, STUCK_SECONDS, Health, HealthReader
-from deploy.event_decisions import EVENTS_WINDOW
-from deploy.flow import DEAD_LETTERS, STAGES, FlowReader, rates
-from deploy.latency import BUCKET_SECONDS, BUCKETS
-from deploy.page import session as login
-from deploy.page.charts import flow_chart, latency_chart
-from deploy.page.views import (
+from deploy.eos_view.event_decisions import EVENTS_WINDOW
+from deploy.eos_view.flow import DEAD_LETTERS, STAGES, FlowReader, rates
+from deploy.eos_view.health import LOOKBACK, MAX_PARTITIONS, STUCK_SECONDS, Health, HealthReader
+from deploy.eos_view.latency import BUCKET_SECONDS, BUCKETS
+from deploy.eos_view.reconciliation import GRACE_SECONDS, RECEIPTS_WINDOW, REQUESTS_WINDOW
+from deploy.reconcile import LiveConnector, Reconciler
+from deploy.serve.page import session as login
+from deploy.serve.page.charts import flow_chart, latency_chart
+from deploy.serve.page.connector_table import PAGE_SIZE, WAIT_SECONDS, ConnectorTable, Table, fingerprint, page_of
+from deploy.serve.page.views import (
     bundle_row,
     connector_rows,
     dead_letter_rows,
@@ -59,9 +61,7 @@ from deploy.page.views import (
     latency_rows,
     reconciliation_view,
 )
-from deploy.reconcile import LiveConnector, Reconciler
-from deploy.reconciliation import GRACE_SECONDS, RECEIPTS_WINDOW, REQUESTS_WINDOW
-from deploy.service import ControlPlane
+from deploy.serve.service import ControlPlane
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.topics import APPLIES
 from ikkai.errors import IkkaiError
@@ -80,9 +80,8 @@ def _one_line(exc: IkkaiError) -> str:
 
 def page_app(plane: ControlPlane, *, secure_cookie: bool = False) -> ASGIApp:
     """The page for ``plane``; ``secure_cookie`` (served over HTTPS) marks the session cookie Secure."""
-    templates = Jinja2Templates(
-        env=Environment(loader=PackageLoader("deploy.page", "templates"), autoescape=select_autoescape(default=True))
-    )
+    loader = PackageLoader("deploy.serve.page", "templates")
+    templates = Jinja2Templates(env=Environment(loader=loader, autoescape=select_autoescape(default=True)))
     throttle = login.LoginThrottle()  # failed logins per client address (429 after too many)
 
     def render(request: Request, name: str, status: int = 200, **context: Any) -> Response:
@@ -235,7 +234,7 @@ def page_app(plane: ControlPlane, *, secure_cookie: bool = False) -> ASGIApp:
 
     async def connectors_view(request: Request) -> Response:
         """A page of the environment's connectors (``?page=N``, ``?name=`` part of a name, ``?state=``), grouped
-        by bundle; never waits on Connect longer than ``WAIT_SECONDS`` (``deploy.connector_table``)."""
+        by bundle; never waits on Connect longer than ``WAIT_SECONDS`` (``deploy.serve.page.connector_table``)."""
         env = request.path_params["env"]
         refused = gate(request, env)
         if refused is not None:

@@ -1,7 +1,7 @@
 """``ikkai serve``: the bundle operations over HTTP for automation, plus an optional reconcile loop.
 
-This module holds what the routes do and the loop; the routes themselves are ``deploy.serve_app``
-(Starlette) and the server ``deploy.serve_http`` (uvicorn, with its timeouts and limits).
+This module holds what the routes do and the loop; the routes themselves are ``deploy.serve.app``
+(Starlette) and the server ``deploy.serve.http`` (uvicorn, with its timeouts and limits).
 
   GET  /healthz                              liveness, no token needed; "degraded" with a reason
                                              while the reconcile loop's last pass failed
@@ -38,9 +38,9 @@ from typing import Any
 from deploy import bundle_ops
 from deploy.auto_restart import RestartBackoff, RestartStateFile
 from deploy.bundle_ops import BundleRequest
-from deploy.health import failure
-from deploy.serve_metrics import Metrics
-from deploy.serve_tokens import TOKEN_VAR, ServeTokens, read_token, read_tokens
+from deploy.connector_status import failure
+from deploy.serve.metrics import Metrics
+from deploy.serve.tokens import TOKEN_VAR, ServeTokens, read_token, read_tokens
 from ikkai.errors import ConfigError, IkkaiError
 
 TLS_CERT_VAR = "IKKAI_SERVE_TLS_CERT"
