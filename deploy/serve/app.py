@@ -69,8 +69,7 @@ class Guard:
 
         async def counted(message: Message) -> None:
             if message["type"] == "http.response.start":
-                with self.plane.metrics.lock:
-                    self.plane.metrics.requests[(route, message["status"])] += 1
+                self.plane.metrics.count_request(route, message["status"])
             await send(message)
 
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}

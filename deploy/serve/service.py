@@ -102,11 +102,9 @@ class ControlPlane:
                 request, prune=prune, applied_by=LOOP if loop else SERVE, record_unchanged=not loop, warn=log.warning
             )
         except IkkaiError:
-            with self.metrics.lock:
-                self.metrics.applies[(bundle, env, "error")] += 1
+            self.metrics.count_apply(bundle, env, "error")
             raise
-        with self.metrics.lock:
-            self.metrics.applies[(bundle, env, "ok")] += 1
+        self.metrics.count_apply(bundle, env, "ok")
         return data
 
 
@@ -152,8 +150,7 @@ class ReconcileLoop:
                     failures.append(self._failed(bundle, env, exc))
         self.failed_passes = self.failed_passes + 1 if failures else 0
         self.plane.degraded = f"reconcile: {failures[-1]}" if failures else None
-        with self.plane.metrics.lock:
-            self.plane.metrics.reconcile_runs += 1
+        self.plane.metrics.count_reconcile_run()
 
     def _failed(self, bundle: str, env: str, exc: Exception) -> str:
         kind = type(exc).__name__
@@ -164,8 +161,7 @@ class ReconcileLoop:
         else:  # not one of ours: the trace is what a person needs
             log.error("%s", reason, exc_info=exc)
         self.errors = [*self.errors, str(exc)][-KEPT_ERRORS:]
-        with self.plane.metrics.lock:
-            self.plane.metrics.reconcile_failures[kind] += 1
+        self.plane.metrics.count_reconcile_failure(kind)
         return reason
 
     def pause(self) -> float:
@@ -189,18 +185,15 @@ class ReconcileLoop:
             if current is None:
                 continue
             key = f"{env}/{c.name}"  # connector names are unique per cluster, and each env has its own
-            with self.plane.metrics.lock:
-                self.plane.metrics.connector_states[(bundle, env, c.name)] = current.state or "UNKNOWN"
+            self.plane.metrics.saw_connector(bundle, env, c.name, current.state or "UNKNOWN")
             if not failure(current.status):
                 changed |= self.backoff.healthy(key, now)
             elif self.backoff.due(key, now):
                 reconciler.client.restart_connector(c.name, include_tasks=True, only_failed=True)
                 self.backoff.restarted(key, now)
                 changed = True
-                with self.plane.metrics.lock:
-                    self.plane.metrics.restarts[c.name] += 1
-            with self.plane.metrics.lock:
-                self.plane.metrics.restarts_exhausted[c.name] = self.backoff.exhausted(key)
+                self.plane.metrics.count_restart(c.name)
+            self.plane.metrics.note_exhausted(c.name, exhausted=self.backoff.exhausted(key))
         if changed and self.state_file is not None:
             self.state_file.save(self.backoff)
 
