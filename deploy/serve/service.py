@@ -70,6 +70,7 @@ class ControlPlane:
         return ServeTokens.single(self.token) if isinstance(self.token, str) else self.token
 
     def health(self) -> dict[str, str]:
+        """The server's liveness, as ``/healthz`` shows it: ok, or degraded with the reconcile loop's reason."""
         reason = self.degraded
         return {"status": "ok"} if reason is None else {"status": "degraded", "reason": reason}
 
