@@ -9,7 +9,7 @@ The pipeline's topics are created with ``--partitions`` partitions each (empty).
 server (uvicorn, on a free loopback port) is asked, as a logged-in browser would, for:
 
 * the connectors view: its first render (one expanded Connect call for every bundle, the bundle rendered),
-  a cached render (within ``deploy.connector_table.FRESH_SECONDS``), the last page, and the HTML sizes;
+  a cached render (within ``deploy.serve.page.connector_table.FRESH_SECONDS``), the last page, and the HTML sizes;
 * the flow and health views over the hundred-partition topics: first and cached render;
 
 and, beside the server, the expanded ``GET /connectors?expand=status&expand=info`` call on its own, and the
@@ -38,12 +38,12 @@ from connectors.render import RenderedBundle
 from deploy import bundle_ops
 from deploy.bundle_ops import BundleRequest
 from deploy.connect_rest import ConnectClient
-from deploy.connector_table import FRESH_SECONDS, PAGE_SIZE, ConnectorTable
-from deploy.flow import TOPICS
-from deploy.page.views import connector_rows
+from deploy.eos_view.flow import TOPICS
 from deploy.reconcile import Reconciler
-from deploy.serve_http import make_server
-from deploy.service import ControlPlane
+from deploy.serve.http import make_server
+from deploy.serve.page.connector_table import FRESH_SECONDS, PAGE_SIZE, ConnectorTable
+from deploy.serve.page.views import connector_rows
+from deploy.serve.service import ControlPlane
 from ikkai.contract.kafka import KafkaContext, ensure_topics
 from ikkai.errors import IkkaiError
 

@@ -252,8 +252,8 @@ def serve(
     import threading
 
     from deploy.auto_restart import RestartBackoff, RestartStateFile
-    from deploy.serve_http import make_server
-    from deploy.service import ControlPlane, ReconcileLoop, ServeTLS, check_plain_http, read_tokens
+    from deploy.serve.http import make_server
+    from deploy.serve.service import ControlPlane, ReconcileLoop, ServeTLS, check_plain_http, read_tokens
     from ikkai.settings import ikkai_home
 
     plane = ControlPlane(read_tokens(os.environ, token_file), bundles_dir, connect_url, clusters)

@@ -1,6 +1,6 @@
 """The operator page of ``ikkai serve`` during the demo: the run seen live, on loopback, for its own stack.
 
-The demo starts the same server ``ikkai serve`` runs (``deploy.serve_http``), in a thread of its own
+The demo starts the same server ``ikkai serve`` runs (``deploy.serve.http``), in a thread of its own
 process, on 127.0.0.1 and a free port, pointed at the demo's stack through a clusters file of one
 environment (``dev``, the environment the demo applies its bundles to). Its login token is random per
 run and lives only in a 0600 file of the run folder (0700); the demo prints the file's path, never the
@@ -21,9 +21,9 @@ from pathlib import Path
 import yaml
 
 from deploy.bundle_ops import BUNDLES
-from deploy.serve_http import ServiceServer, make_server
-from deploy.serve_tokens import ServeTokens
-from deploy.service import ControlPlane
+from deploy.serve.http import ServiceServer, make_server
+from deploy.serve.service import ControlPlane
+from deploy.serve.tokens import ServeTokens
 from ikkai.settings import Endpoints
 from stack.stack_security import private_dir, write_private
 

@@ -4,7 +4,7 @@ The page holds the text report as it is printed, the invariants as a table and t
 the phases on a timeline, the records per second into each stage, and a histogram of the
 latencies (ingest → decision, decision → receipt). pygal (Kozea) draws them on the server as
 SVG, written inline; its tooltip script, which it would fetch from a CDN, is switched off
-(``js=[]``) as on the operator page (deploy/page/charts.py). Jinja2 renders the page with
+(``js=[]``) as on the operator page (deploy/serve/page/charts.py). Jinja2 renders the page with
 autoescape on: every value of the report is escaped; only pygal's SVG, which escapes its own
 labels, goes in as markup. Nothing is fetched: the page opens from a file with no network.
 """

@@ -20,8 +20,8 @@ from typing import Any
 
 from connectors.secrets import REDACTED, is_placeholder, redact, secret_keys
 from deploy.connect_rest import ConnectClient, ConnectRestError
+from deploy.connector_status import trace_summary
 from deploy.errors import ConnectorNotFound, ConnectorStateError
-from deploy.health import trace_summary
 from ikkai.errors import ConfigError
 from ikkai.redaction import redact_urls
 

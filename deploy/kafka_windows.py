@@ -1,11 +1,11 @@
-"""Bounded reads for the health view: end offsets in one batched request, and the last records of partitions.
+"""Bounded reads of Kafka: end offsets in one batched request, and the last records of partitions.
 
-The health view's readers (``deploy.consumer_lag``, ``deploy.dead_letter_reasons``, ``deploy.reconciliation``)
-never read a topic's history: they ask for offsets in one batched ListOffsets request per kind, and read a
-window of at most a few hundred records before each partition's read_committed end (the last stable offset,
-LSO), with a read_committed consumer that is assigned its partitions (no group is joined, nothing committed).
-Every read has a deadline and a byte budget: what did not arrive within them is reported as not read to its
-end, never waited for.
+Used by the health view's readers (``deploy.eos_view``: ``consumer_lag``, ``dead_letter_reasons``, ``reconciliation``,
+``event_decisions``) and by the record of applies (``deploy.applies``), so it stands below both. They never read a
+topic's history: they ask for offsets in one batched ListOffsets request per kind, and read a window of at most a
+few hundred records before each partition's read_committed end (the last stable offset, LSO), with a
+read_committed consumer that is assigned its partitions (no group is joined, nothing committed). Every read has a
+deadline and a byte budget: what did not arrive within them is reported as not read to its end, never waited for.
 """
 
 from __future__ import annotations

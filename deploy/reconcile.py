@@ -23,7 +23,7 @@ from connectors.render import RenderedBundle
 from connectors.secrets import REDACTED, is_placeholder, secret_keys
 from deploy.connect_ops import shown_trace
 from deploy.connect_rest import ConnectClient, ConnectRestError
-from deploy.health import failure, reached, trace_summary
+from deploy.connector_status import failure, reached, trace_summary
 from deploy.plan import (
     CONNECT_STATE,
     CREATE,

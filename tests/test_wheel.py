@@ -49,7 +49,8 @@ DATA = {  # data folders, relative to the repo and to the wheel's root alike
 }
 DATA_FILES = (
     "spark_jobs/enrich/*.yaml", "transforms/*.csv", "connectors/*.yaml", "connectors/plugins/*/pom.xml",
-    "outbox_sink/connector/pom.xml", "deploy/page/templates/*.html", "deploy/page/static/*", "demo/templates/*.html",
+    "outbox_sink/connector/pom.xml", "deploy/serve/page/templates/*.html", "deploy/serve/page/static/*",
+    "demo/templates/*.html",
 )  # fmt: skip
 
 

@@ -1,7 +1,7 @@
 """Commit markers as records: what one output partition of a query has committed, and where it is kept.
 
 The exactly-once sink (``spark_jobs.sink.commit_markers``) writes and reads them in its transactions;
-the operator page (``deploy.eos_health``) reads the newest of each partition to show it. Both share
+the operator page (``deploy.eos_view.health``) reads the newest of each partition to show it. Both share
 these definitions, so they live in the contract: plain dataclasses, the names that map (app, query,
 partition) to a topic and a ``transactional.id``, and the Avro encoding (schema ``commit_marker``).
 Pure: no Kafka client here.

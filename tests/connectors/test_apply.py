@@ -19,7 +19,7 @@ from demo.pipeline_io import unique
 from deploy import bundle_ops
 from deploy.bundle_ops import BundleRequest
 from deploy.connect_rest import ConnectClient
-from deploy.health import reached
+from deploy.connector_status import reached
 from deploy.reconcile import ApplyFailed, ValidationFailed
 from ikkai.settings import Endpoints
 from tests.cli.cli_runner import run_ikkai

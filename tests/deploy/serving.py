@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 
-from deploy.serve_http import make_server
-from deploy.service import ControlPlane
+from deploy.serve.http import make_server
+from deploy.serve.service import ControlPlane
 
 
 def serve(plane: ControlPlane) -> Iterator[str]:

@@ -21,8 +21,8 @@ from deploy.applies import RECORD_MAX, config_digest, parse_value, record_value
 from deploy.bundle_ops import BundleRequest
 from deploy.bundle_output import render_text
 from deploy.connect_rest import ConnectClient
-from deploy.page.views import AS_RENDERED, CHANGED, bundle_row, last_apply_view
 from deploy.reconcile import ValidationFailed
+from deploy.serve.page.views import AS_RENDERED, CHANGED, bundle_row, last_apply_view
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.topics import APPLIES
 from ikkai.settings import Endpoints

@@ -20,9 +20,9 @@ import yaml
 
 from connectors.render import RenderedBundle, load_bundle, render_bundle
 from deploy.connect_rest import ConnectClient
-from deploy.connector_table import FRESH_SECONDS, PAGE_SIZE, ConnectorTable, Row, Table, fingerprint, page_of
 from deploy.reconcile import LiveConnector
-from deploy.service import ControlPlane
+from deploy.serve.page.connector_table import FRESH_SECONDS, PAGE_SIZE, ConnectorTable, Row, Table, fingerprint, page_of
+from deploy.serve.service import ControlPlane
 from ikkai.errors import IkkaiError
 from ikkai.settings import Endpoints
 from tests.deploy.serving import serve

@@ -1,4 +1,4 @@
-"""Consumer lag (deploy/consumer_lag.py): the arithmetic over plain data — a query's progress from its markers,
+"""Consumer lag (deploy/eos_view/consumer_lag.py): the arithmetic over plain data — a query's progress from its markers,
 its lag per input partition, a sink's lag from its group's committed offsets — and, on the real broker, a query's
 markers and a consumer group read back as lag. The view showing it is test_page_health.py."""
 
@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from deploy.consumer_lag import (
+from deploy.eos_view.consumer_lag import (
     SINK_GROUP_PREFIX,
     ConsumerLag,
     PartitionLag,

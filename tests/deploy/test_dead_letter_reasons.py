@@ -1,4 +1,4 @@
-"""Dead letters by reason (deploy/dead_letter_reasons.py): counting by (topic, stage, error class) over plain
+"""Dead letters by reason (deploy/eos_view/dead_letter_reasons.py): counting by (topic, stage, error class) over plain
 records, the newest reason masked as the logs mask text from outside, and, on the real broker, dead letters
 written with the stages' headers read back from the end of their topic."""
 
@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from deploy.dead_letter_reasons import (
+from deploy.eos_view.dead_letter_reasons import (
     ERROR_CLASS_HEADER,
     LAST_RECORDS,
     REASON_HEADER,

@@ -1,4 +1,4 @@
-"""The exactly-once health reader (deploy/eos_health.py): its pure core (open and stuck transactions, the newest
+"""The exactly-once health reader (deploy/eos_view/health.py): its pure core (open and stuck transactions, the newest
 marker, the rows the page shows) and, on the real broker, markers written in transactions the way the sink writes
 them and a transaction left open on a commits partition. The page's route over it is test_page_health.py."""
 
@@ -10,7 +10,7 @@ import uuid
 import pytest
 from confluent_kafka import Producer
 
-from deploy.eos_health import (
+from deploy.eos_view.health import (
     SAMPLE_SECONDS,
     STUCK_SECONDS,
     Ends,
@@ -24,7 +24,7 @@ from deploy.eos_health import (
     newest,
     open_transactions,
 )
-from deploy.page.views import health_tables
+from deploy.serve.page.views import health_tables
 from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.markers import CommitMarker, commits_topic_for

@@ -1,5 +1,5 @@
-"""Events without a decision (deploy/event_decisions.py): the committed frontier from the infer query's markers,
-which events are judged, in flight or outside the outcomes read, which lack a decision and which have two; and,
+"""Events without a decision (deploy/eos_view/event_decisions.py): the committed frontier from the infer query's
+markers, which events are judged, in flight or outside the outcomes read, which lack a decision and which have two; and,
 on the real broker, events, decisions, a dead letter and markers written to their topics and read back."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from deploy.event_decisions import Frontier, decided_frontier, read_event_decisions, undecided
+from deploy.eos_view.event_decisions import Frontier, decided_frontier, read_event_decisions, undecided
 from deploy.kafka_windows import Deadline, Record
 from deploy.kafka_windows import window_coverage as covered_from
 from ikkai.contract.codec import default_codec

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from deploy.health import failure, reached, trace_summary
+from deploy.connector_status import failure, reached, trace_summary
 
 
 def status(connector: str, *tasks: str) -> dict[str, object]:

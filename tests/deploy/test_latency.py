@@ -1,4 +1,4 @@
-"""The latency picture (deploy/latency.py): percentiles per minute over plain points, which decision or receipt
+"""The latency picture (deploy/eos_view/latency.py): percentiles per minute over plain points, which decision or receipt
 counts and against which record; and, on the real broker, events, decisions, requests and receipts written with
 known timestamps and read back through the health view's windows (read_committed)."""
 
@@ -11,11 +11,11 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from deploy.event_decisions import read_event_decisions
+from deploy.eos_view.event_decisions import read_event_decisions
+from deploy.eos_view.latency import Bucket, buckets, decision_to_receipt, percentile, produced_to_decision
+from deploy.eos_view.reconciliation import read_reconciliation
 from deploy.kafka_windows import Deadline
-from deploy.latency import Bucket, buckets, decision_to_receipt, percentile, produced_to_decision
-from deploy.page.charts import latency_chart
-from deploy.reconciliation import read_reconciliation
+from deploy.serve.page.charts import latency_chart
 from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.markers import CommitMarker

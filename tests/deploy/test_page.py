@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import requests
 
-from deploy.page.session import MAX_FAILURES, WINDOW_SECONDS, LoginThrottle
-from deploy.page.views import DRIFTED, IN_SYNC, bundle_row, connector_rows, environments, first_line
-from deploy.serve_http import make_server
-from deploy.service import ControlPlane, ServeTLS, ServeTokens
+from deploy.serve.http import make_server
+from deploy.serve.page.session import MAX_FAILURES, WINDOW_SECONDS, LoginThrottle
+from deploy.serve.page.views import DRIFTED, IN_SYNC, bundle_row, connector_rows, environments, first_line
+from deploy.serve.service import ControlPlane, ServeTLS, ServeTokens
 from stack.stack_security import ensure_secrets
 from tests.deploy.serving import serve
 

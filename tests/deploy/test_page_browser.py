@@ -22,8 +22,8 @@ import yaml
 from confluent_kafka import Producer
 
 from deploy.connect_rest import ConnectClient
-from deploy.page import REFRESH_SECONDS
-from deploy.service import ControlPlane
+from deploy.serve.page import REFRESH_SECONDS
+from deploy.serve.service import ControlPlane
 from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka import KafkaContext, ensure_topics
 from ikkai.contract.markers import CommitMarker, commits_topic_for

@@ -1,12 +1,13 @@
-"""The flow reader's sampling and rates (deploy/flow.py) and the page's chart of them (deploy/page/charts.py).
+"""The flow reader's sampling and rates (deploy/eos_view/flow.py) and the page's chart of them
+(deploy/serve/page/charts.py).
 The reader against a real cluster is in test_page_browser.py (the flow view)."""
 
 from __future__ import annotations
 
 import pytest
 
-from deploy.flow import SAMPLE_SECONDS, FlowReader, Sample, rates
-from deploy.page.charts import flow_chart
+from deploy.eos_view.flow import SAMPLE_SECONDS, FlowReader, Sample, rates
+from deploy.serve.page.charts import flow_chart
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.topics import EVENTS_PAYMENTS, INGEST_PAYMENTS
 

@@ -19,12 +19,12 @@ import pytest
 import requests
 import yaml
 
-from deploy.consumer_lag import ConsumerLag, Lags, PartitionLag
-from deploy.dead_letter_reasons import DeadLetters, ReasonCount
-from deploy.eos_health import Health, HealthReader, health_of
-from deploy.event_decisions import EventDecisions
-from deploy.reconciliation import Reconciliation, RequestSeen
-from deploy.service import ControlPlane
+from deploy.eos_view.consumer_lag import ConsumerLag, Lags, PartitionLag
+from deploy.eos_view.dead_letter_reasons import DeadLetters, ReasonCount
+from deploy.eos_view.event_decisions import EventDecisions
+from deploy.eos_view.health import Health, HealthReader, health_of
+from deploy.eos_view.reconciliation import Reconciliation, RequestSeen
+from deploy.serve.service import ControlPlane
 from ikkai.contract.codec import default_codec
 from tests.deploy.serving import serve
 from tests.deploy.test_eos_health import marker, new_query, write_markers
@@ -140,7 +140,7 @@ class SampleReader(HealthReader):
 def test_the_view_prints_lag_dead_letters_by_reason_and_the_reconciliation(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("deploy.page.app.HealthReader", SampleReader)
+    monkeypatch.setattr("deploy.serve.page.app.HealthReader", SampleReader)
     for url in served(tmp_path, "127.0.0.1:9"):
         session, _ = logged_in(url)
         page = session.get(f"{url}/ui/env/{ENV}/health", timeout=60)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import requests
 
-from deploy.service import MAX_PAUSE_SECONDS, ControlPlane, ReconcileLoop
+from deploy.serve.service import MAX_PAUSE_SECONDS, ControlPlane, ReconcileLoop
 from tests.deploy.serving import serve
 
 TOKEN = "loop-test-token-" + "w" * 16

@@ -1,5 +1,5 @@
-"""The outbox's reconciliation (deploy/reconciliation.py): the rules over plain receipts and requests — what is a
-repeated effect and what is only a repeated receipt, which requests lack a final receipt and which are in flight
+"""The outbox's reconciliation (deploy/eos_view/reconciliation.py): the rules over plain receipts and requests — what is
+a repeated effect and what is only a repeated receipt, which requests lack a final receipt and which are in flight
 or outside the receipts read — and, on the real broker, requests and receipts written to their topics and read
 back through the windows that line up."""
 
@@ -12,9 +12,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from deploy.kafka_windows import Deadline, Record
-from deploy.kafka_windows import window_coverage as receipts_coverage
-from deploy.reconciliation import (
+from deploy.eos_view.reconciliation import (
     GRACE_SECONDS,
     ReceiptSeen,
     RequestSeen,
@@ -22,6 +20,8 @@ from deploy.reconciliation import (
     repeated_effects,
     without_final_receipt,
 )
+from deploy.kafka_windows import Deadline, Record
+from deploy.kafka_windows import window_coverage as receipts_coverage
 from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.outbox import OutboxRequest, Receipt

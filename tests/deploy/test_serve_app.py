@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from deploy.serve_app import MAX_BODY_BYTES, MAX_HEADER_BYTES
-from deploy.service import ControlPlane
+from deploy.serve.app import MAX_BODY_BYTES, MAX_HEADER_BYTES
+from deploy.serve.service import ControlPlane
 from tests.deploy.serving import serve
 
 TOKEN = "openapi-test-token-" + "o" * 16

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from deploy.serve_metrics import Metrics
+from deploy.serve.metrics import Metrics
 
 
 def test_label_values_round_trip_through_the_exposition_format() -> None:

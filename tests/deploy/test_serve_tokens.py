@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from deploy.serve_tokens import ServeTokens, read_token, read_tokens
-from deploy.service import ControlPlane, ServeTLS, check_plain_http
+from deploy.serve.service import ControlPlane, ServeTLS, check_plain_http
+from deploy.serve.tokens import ServeTokens, read_token, read_tokens
 from ikkai.errors import ConfigError
 from tests.cli.cli_runner import run_ikkai
 from tests.deploy.serving import serve

@@ -15,8 +15,8 @@ import yaml
 
 from deploy.auto_restart import RestartBackoff, RestartStateFile
 from deploy.connect_rest import ConnectClient
-from deploy.health import reached
-from deploy.service import ControlPlane, ReconcileLoop, read_token
+from deploy.connector_status import reached
+from deploy.serve.service import ControlPlane, ReconcileLoop, read_token
 from ikkai.errors import ConfigError
 from ikkai.settings import Endpoints
 from tests.cli.cli_runner import IKKAI

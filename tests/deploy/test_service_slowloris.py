@@ -19,7 +19,7 @@ from pathlib import Path
 
 import requests
 
-from deploy.serve_http import HEADER_SECONDS, MAX_CONNECTIONS
+from deploy.serve.http import HEADER_SECONDS, MAX_CONNECTIONS
 from stack.ports import free_port
 from tests.cli.cli_runner import IKKAI, ROOT
 

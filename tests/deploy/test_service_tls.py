@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from deploy.service import ServeTLS
+from deploy.serve.service import ServeTLS
 from ikkai.errors import ConfigError
 from stack.ports import free_port
 from stack.stack_security import StackSecrets, ensure_secrets

@@ -21,7 +21,7 @@ What the contract lets a reader conclude (``ikkai.contract.outbox``, docs/outbox
   partition was not read to its end. A request that does not decode gets no receipt (the sink dead-letters it):
   it is counted as *undecodable*, not as missing.
 
-Each first receipt of an effect whose request was read also gives its latency (``delays``, ``deploy.latency``).
+Each first receipt of an effect whose request was read also gives its latency (``delays``, ``deploy.eos_view.latency``).
 
 Windows that line up: the last ``REQUESTS_WINDOW`` offsets of each ``outbox.requests`` partition are read first;
 then each ``outbox.receipts`` partition from the first offset at or after the oldest of those requests'
@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from confluent_kafka import IsolationLevel
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from deploy.eos_view.latency import Point, decision_to_receipt
 from deploy.kafka_windows import Deadline, Record, last_records, offsets, window_coverage
-from deploy.latency import Point, decision_to_receipt
 from ikkai.contract.codec import RecordCodec
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.outbox import RECEIPT_SCHEMA, REQUEST_SCHEMA, Receipt, default_effect

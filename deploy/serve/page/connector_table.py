@@ -3,7 +3,7 @@ kept for ``FRESH_SECONDS`` however many look, and cut into pages. The page at a 
 
 A refresh is one ``GET /connectors?expand=status&expand=info`` (``Reconciler.live``) for all the bundles of the
 environment, then each bundle rendered (pure) and its rows shaped by ``deploy.reconcile.status_rows`` (secrets
-cut out of traces) and ``deploy.page.views.connector_rows``. Viewers in that interval get the same table.
+cut out of traces) and ``deploy.serve.page.views.connector_rows``. Viewers in that interval get the same table.
 ``table(wait)`` never waits longer than ``wait`` seconds: while another thread refreshes, or when Connect is
 slow, it returns the last table it has (``stale``) or none; the refresh goes on and serves the next viewer.
 A failure (Connect unreachable, a bundle that does not render) is kept like a table, per bundle, so a worker
@@ -36,7 +36,7 @@ PAGE_SIZE = 50
 @dataclass(frozen=True)
 class Row:
     bundle: str
-    connector: Mapping[str, Any]  # as deploy.page.views.connector_rows shapes it
+    connector: Mapping[str, Any]  # as deploy.serve.page.views.connector_rows shapes it
 
 
 @dataclass(frozen=True)

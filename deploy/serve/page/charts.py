@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 import pygal
 
-from deploy.flow import STAGES, Sample, rates
-from deploy.latency import BUCKET_SECONDS, Bucket
+from deploy.eos_view.flow import STAGES, Sample, rates
+from deploy.eos_view.latency import BUCKET_SECONDS, Bucket
 
 
 def flow_chart(samples: Sequence[Sample]) -> str:

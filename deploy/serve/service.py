@@ -1,7 +1,7 @@
 """``ikkai serve``: the bundle operations over HTTP for automation, plus an optional reconcile loop.
 
-This module holds what the routes do and the loop; the routes themselves are ``deploy.serve_app``
-(Starlette) and the server ``deploy.serve_http`` (uvicorn, with its timeouts and limits).
+This module holds what the routes do and the loop; the routes themselves are ``deploy.serve.app``
+(Starlette) and the server ``deploy.serve.http`` (uvicorn, with its timeouts and limits).
 
   GET  /healthz                              liveness, no token needed; "degraded" with a reason
                                              while the reconcile loop's last pass failed
@@ -38,9 +38,9 @@ from typing import Any
 from deploy import bundle_ops
 from deploy.auto_restart import RestartBackoff, RestartStateFile
 from deploy.bundle_ops import BundleRequest
-from deploy.health import failure
-from deploy.serve_metrics import Metrics
-from deploy.serve_tokens import TOKEN_VAR, ServeTokens, read_token, read_tokens
+from deploy.connector_status import failure
+from deploy.serve.metrics import Metrics
+from deploy.serve.tokens import TOKEN_VAR, ServeTokens, read_token, read_tokens
 from ikkai.errors import ConfigError, IkkaiError
 
 TLS_CERT_VAR = "IKKAI_SERVE_TLS_CERT"
@@ -70,6 +70,7 @@ class ControlPlane:
         return ServeTokens.single(self.token) if isinstance(self.token, str) else self.token
 
     def health(self) -> dict[str, str]:
+        """The server's liveness, as ``/healthz`` shows it: ok, or degraded with the reconcile loop's reason."""
         reason = self.degraded
         return {"status": "ok"} if reason is None else {"status": "degraded", "reason": reason}
 
@@ -102,11 +103,9 @@ class ControlPlane:
                 request, prune=prune, applied_by=LOOP if loop else SERVE, record_unchanged=not loop, warn=log.warning
             )
         except IkkaiError:
-            with self.metrics.lock:
-                self.metrics.applies[(bundle, env, "error")] += 1
+            self.metrics.count_apply(bundle, env, "error")
             raise
-        with self.metrics.lock:
-            self.metrics.applies[(bundle, env, "ok")] += 1
+        self.metrics.count_apply(bundle, env, "ok")
         return data
 
 
@@ -152,8 +151,7 @@ class ReconcileLoop:
                     failures.append(self._failed(bundle, env, exc))
         self.failed_passes = self.failed_passes + 1 if failures else 0
         self.plane.degraded = f"reconcile: {failures[-1]}" if failures else None
-        with self.plane.metrics.lock:
-            self.plane.metrics.reconcile_runs += 1
+        self.plane.metrics.count_reconcile_run()
 
     def _failed(self, bundle: str, env: str, exc: Exception) -> str:
         kind = type(exc).__name__
@@ -164,8 +162,7 @@ class ReconcileLoop:
         else:  # not one of ours: the trace is what a person needs
             log.error("%s", reason, exc_info=exc)
         self.errors = [*self.errors, str(exc)][-KEPT_ERRORS:]
-        with self.plane.metrics.lock:
-            self.plane.metrics.reconcile_failures[kind] += 1
+        self.plane.metrics.count_reconcile_failure(kind)
         return reason
 
     def pause(self) -> float:
@@ -189,18 +186,15 @@ class ReconcileLoop:
             if current is None:
                 continue
             key = f"{env}/{c.name}"  # connector names are unique per cluster, and each env has its own
-            with self.plane.metrics.lock:
-                self.plane.metrics.connector_states[(bundle, env, c.name)] = current.state or "UNKNOWN"
+            self.plane.metrics.saw_connector(bundle, env, c.name, current.state or "UNKNOWN")
             if not failure(current.status):
                 changed |= self.backoff.healthy(key, now)
             elif self.backoff.due(key, now):
                 reconciler.client.restart_connector(c.name, include_tasks=True, only_failed=True)
                 self.backoff.restarted(key, now)
                 changed = True
-                with self.plane.metrics.lock:
-                    self.plane.metrics.restarts[c.name] += 1
-            with self.plane.metrics.lock:
-                self.plane.metrics.restarts_exhausted[c.name] = self.backoff.exhausted(key)
+                self.plane.metrics.count_restart(c.name)
+            self.plane.metrics.note_exhausted(c.name, exhausted=self.backoff.exhausted(key))
         if changed and self.state_file is not None:
             self.state_file.save(self.backoff)
 

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterable, MutableMapping
 from typing import Any
 
-from deploy.serve_tokens import EVERY
+from deploy.serve.tokens import EVERY
 
 ENVIRONMENTS = "environments"
 CSRF = "csrf"

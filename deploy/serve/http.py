@@ -1,6 +1,6 @@
 """The HTTP server of ``ikkai serve``: uvicorn, with the limits a server facing a network needs.
 
-uvicorn (h11) serves the Starlette app of ``deploy.serve_app``. Its own limits are used as they are:
+uvicorn (h11) serves the Starlette app of ``deploy.serve.app``. Its own limits are used as they are:
 at most ``MAX_CONNECTIONS`` connections at once (a request beyond that is answered 503, not queued),
 request line and headers at most ``MAX_HEADER_BYTES`` while they arrive (h11 checks only an incomplete
 request; the app answers 431 to a complete one over it), an idle keep-alive connection closed after
@@ -25,8 +25,8 @@ from typing import Any
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from deploy.serve_app import MAX_HEADER_BYTES, app_for
-from deploy.service import ControlPlane, ServeTLS
+from deploy.serve.app import MAX_HEADER_BYTES, app_for
+from deploy.serve.service import ControlPlane, ServeTLS
 
 HEADER_SECONDS = 10.0
 KEEP_ALIVE_SECONDS = 5

@@ -5,11 +5,11 @@ Read from records the health sample reads anyway, in its bounded read_committed 
 - **produced → decision**: a decision names its input record (``input_topic``/``input_partition``/
   ``input_offset``, ``fraud_decision``); its latency is the decision record's Kafka timestamp minus that event
   record's Kafka timestamp. Only decisions whose event is in the events window (``EVENTS_WINDOW`` offsets a
-  partition, ``deploy.event_decisions``) count.
+  partition, ``deploy.eos_view.event_decisions``) count.
 - **decision → receipt**: a receipt's Kafka timestamp minus the Kafka timestamp of its decision's outbox
   request (the request is written with the decision, in its transaction), matched by decision id; the first
   receipt of each (decision, effect) counts, not the at-least-once repeats. Only requests in the requests
-  window (``REQUESTS_WINDOW``, ``deploy.reconciliation``) count.
+  window (``REQUESTS_WINDOW``, ``deploy.eos_view.reconciliation``) count.
 
 Each point is filed under the minute of its later record (the decision, the receipt). Timestamps are the
 producers' clocks (``CreateTime``): a negative difference (clock skew between machines) is kept as it is,

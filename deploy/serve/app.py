@@ -1,10 +1,10 @@
 """The routes of ``ikkai serve`` as a Starlette application: bearer token, size limit, request metrics.
 
-What each route does lives in ``deploy.service`` (``ControlPlane``); this module only maps HTTP onto
+What each route does lives in ``deploy.serve.service`` (``ControlPlane``); this module only maps HTTP onto
 it. Every route but ``/healthz`` and the page needs ``Authorization: Bearer <token>``, checked before
 routing so that a caller without the token learns nothing about which paths exist; a bundle route also
-needs a token that covers its environment (``deploy.serve_tokens``), else 403. The operator page is
-mounted at ``/ui`` (``deploy.page``): it takes no bearer header but a login that turns the same token
+needs a token that covers its environment (``deploy.serve.tokens``), else 403. The operator page is
+mounted at ``/ui`` (``deploy.serve.page``): it takes no bearer header but a login that turns the same token
 into a signed session cookie, and checks that cookie and a CSRF token itself. No API route takes a
 body (the page's small forms do): a request announcing one larger than ``MAX_BODY_BYTES`` (or a
 chunked one, whose size is unknown) is refused with 413 before any route runs, and a request line and
@@ -26,9 +26,9 @@ from starlette.routing import Mount, Route
 from starlette.schemas import SchemaGenerator
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from deploy.page import page_app
-from deploy.serve_metrics import CONTENT_TYPE
-from deploy.service import ControlPlane, ServeTokens
+from deploy.serve.metrics import CONTENT_TYPE
+from deploy.serve.page import page_app
+from deploy.serve.service import ControlPlane, ServeTokens
 from ikkai.errors import IkkaiError
 
 MAX_BODY_BYTES = 64 * 1024  # no route reads a body: this only bounds what a client may announce
@@ -69,8 +69,7 @@ class Guard:
 
         async def counted(message: Message) -> None:
             if message["type"] == "http.response.start":
-                with self.plane.metrics.lock:
-                    self.plane.metrics.requests[(route, message["status"])] += 1
+                self.plane.metrics.count_request(route, message["status"])
             await send(message)
 
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}

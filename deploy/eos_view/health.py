@@ -18,9 +18,9 @@ So the cost is bounded by ``MAX_PARTITIONS`` times ``LOOKBACK`` records, not by 
 
 The same sample, after the markers and within one more ``TIMEOUT_SECONDS``, reads what the markers lead to,
 each bounded in its own module and shown with its own problem when its reads fail: the consumer lag of the
-queries (from their markers) and of the Connect sinks (``deploy.consumer_lag``), the recent dead letters by
-reason (``deploy.dead_letter_reasons``), the outbox's reconciliation (``deploy.reconciliation``) and the
-events without a decision (``deploy.event_decisions``).
+queries (from their markers) and of the Connect sinks (``deploy.eos_view.consumer_lag``), the recent dead
+letters by reason (``deploy.eos_view.dead_letter_reasons``), the outbox's reconciliation
+(``deploy.eos_view.reconciliation``) and the events without a decision (``deploy.eos_view.event_decisions``).
 
 Open transactions: where a partition's LSO is below its HW, a transaction is open there (a writer began it
 and has not committed or aborted yet). A writer commits a batch within seconds; one that stays open with
@@ -42,11 +42,11 @@ from typing import Any
 from confluent_kafka import Consumer, IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from deploy.consumer_lag import Lags, read_lags
-from deploy.dead_letter_reasons import DeadLetters, read_dead_letters
-from deploy.event_decisions import EventDecisions, read_event_decisions
+from deploy.eos_view.consumer_lag import Lags, read_lags
+from deploy.eos_view.dead_letter_reasons import DeadLetters, read_dead_letters
+from deploy.eos_view.event_decisions import EventDecisions, read_event_decisions
+from deploy.eos_view.reconciliation import Reconciliation, read_reconciliation
 from deploy.kafka_windows import Deadline
-from deploy.reconciliation import Reconciliation, read_reconciliation
 from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.markers import CommitMarker, app_and_query

@@ -16,7 +16,7 @@ must have a marker) its outcome is committed whichever partition it went to. So:
 - an event below it with no decision and no dead letter naming it is **without a decision**;
 - an event that two decisions name is **decided twice** (the exactly-once promise broken).
 
-Each decision read also gives its latency (``delays``, ``deploy.latency``): its timestamp minus its event's.
+Each decision read also gives its latency (``delays``, ``deploy.eos_view.latency``): its timestamp minus its event's.
 
 Windows that line up: the last ``EVENTS_WINDOW`` offsets of each events partition are read first (only their
 positions and timestamps: values are not decoded); then the decisions and the query's dead letters from the
@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from confluent_kafka import IsolationLevel
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from deploy.eos_view.latency import Point, produced_to_decision
 from deploy.kafka_windows import Deadline, Record, Where, last_records, offsets, window_coverage
-from deploy.latency import Point, produced_to_decision
 from ikkai.contract.codec import RecordCodec
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.markers import CommitMarker

@@ -1,6 +1,7 @@
 """What ``ikkai serve`` counts, and ``/metrics`` rendered from it by ``prometheus_client``.
 
-``Metrics`` is plain data the routes and the reconcile loop update under one lock; ``render`` hands
+``Metrics`` is plain data the routes and the reconcile loop update through its methods (each takes its one
+lock), and the page reads the restart counts through ``restart_counts``; ``render`` hands
 it to prometheus_client as a custom collector on a registry of its own (never the process-wide
 default one, so that two control planes in one process never share a counter), and prometheus_client
 writes the exposition format: escaping, types, help lines and its content type.
@@ -32,6 +33,40 @@ class Metrics:
     reconcile_runs: int = 0
     reconcile_failures: Counter[str] = field(default_factory=Counter)  # by exception class
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def count_request(self, route: str, status: int) -> None:
+        with self.lock:
+            self.requests[(route, status)] += 1
+
+    def count_apply(self, bundle: str, env: str, result: str) -> None:
+        with self.lock:
+            self.applies[(bundle, env, result)] += 1
+
+    def count_reconcile_run(self) -> None:
+        with self.lock:
+            self.reconcile_runs += 1
+
+    def count_reconcile_failure(self, kind: str) -> None:
+        with self.lock:
+            self.reconcile_failures[kind] += 1
+
+    def saw_connector(self, bundle: str, env: str, connector: str, state: str) -> None:
+        with self.lock:
+            self.connector_states[(bundle, env, connector)] = state
+
+    def count_restart(self, connector: str) -> None:
+        with self.lock:
+            self.restarts[connector] += 1
+
+    def note_exhausted(self, connector: str, *, exhausted: bool) -> None:
+        """Note whether ``connector`` is FAILED after max restarts (left for a person)."""
+        with self.lock:
+            self.restarts_exhausted[connector] = exhausted
+
+    def restart_counts(self) -> dict[str, int]:
+        """A copy of the automatic restarts per connector."""
+        with self.lock:
+            return dict(self.restarts)
 
     def render(self) -> str:
         registry = CollectorRegistry(auto_describe=False)

@@ -1,5 +1,5 @@
 """The page's rows, shaped from what ``deploy.bundle_ops`` returns for plan and status, and from
-``deploy.eos_health``'s samples (markers, consumer lag, dead letters by reason, the reconciliation, the latency
+``deploy.eos_view.health``'s samples (markers, consumer lag, dead letters by reason, the reconciliation, the latency
 per minute). Pure.
 
 Secrets are already redacted there (plans mask secret values on both sides, status cuts literal secrets and
@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from deploy.applies import LastApply
-from deploy.dead_letter_reasons import shown_reason
-from deploy.eos_health import Health
-from deploy.latency import Bucket, buckets
-from deploy.reconciliation import SHOWN
+from deploy.eos_view.dead_letter_reasons import shown_reason
+from deploy.eos_view.health import Health
+from deploy.eos_view.latency import Bucket, buckets
+from deploy.eos_view.reconciliation import SHOWN
 
 IN_SYNC = "in sync"
 DRIFTED = "drifted"

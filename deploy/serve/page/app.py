@@ -1,0 +1,302 @@
+"""The routes of the operator page, mounted by ``deploy.serve.app`` at ``/ui``.
+
+Server-rendered: Jinja2 templates (autoescaped) and one stylesheet, both shipped in this package and served
+from it, nothing fetched from elsewhere. ``GET /ui/login`` asks for the same bearer token as the API and
+``POST /ui/login`` turns it into a signed session cookie (HttpOnly, SameSite=Strict, Secure over HTTPS;
+``deploy.serve.page.session``). Every other page needs that cookie (else a redirect to the login) and covers
+only the environments the token covers (else 403); every action is a POST that also needs the session's CSRF
+token in its form (else 403). ``page_app``'s routes say which each needs, and ``deploy.serve.page.access``
+checks it. The views call Connect (and the flow and health views Kafka, through ``deploy.eos_view.flow`` and
+``deploy.eos_view.health``, one reader of each per environment, kept by ``deploy.serve.page.environment_readers``),
+so they run on Starlette's thread pool like the API's bundle routes. The connectors view reads one table per
+environment (``deploy.serve.page.connector_table``: one expanded Connect call per interval for every bundle and
+viewer, paged, and never waited on longer than its ``WAIT_SECONDS``). The connectors, flow and health views reload
+themselves every ``REFRESH_SECONDS``; the flow and latency charts are SVG ``<img>``s.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
+from starlette.middleware.sessions import SessionMiddleware
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+from starlette.types import ASGIApp
+
+from deploy import applies, bundle_ops
+from deploy.eos_view.event_decisions import EVENTS_WINDOW
+from deploy.eos_view.flow import DEAD_LETTERS, STAGES, FlowReader, rates
+from deploy.eos_view.health import LOOKBACK, MAX_PARTITIONS, STUCK_SECONDS, Health, HealthReader
+from deploy.eos_view.latency import BUCKET_SECONDS, BUCKETS
+from deploy.eos_view.reconciliation import GRACE_SECONDS, RECEIPTS_WINDOW, REQUESTS_WINDOW
+from deploy.serve.page import session as login
+from deploy.serve.page.access import Access, form
+from deploy.serve.page.charts import flow_chart, latency_chart
+from deploy.serve.page.connector_table import PAGE_SIZE, WAIT_SECONDS, Table, page_of
+from deploy.serve.page.environment_readers import EnvironmentReaders
+from deploy.serve.page.views import (
+    bundle_row,
+    dead_letter_rows,
+    environments,
+    event_decisions_view,
+    health_tables,
+    lag_tables,
+    last_apply_view,
+    latency_buckets,
+    latency_rows,
+    reconciliation_view,
+)
+from deploy.serve.service import ControlPlane
+from ikkai.contract.topics import APPLIES
+from ikkai.errors import IkkaiError
+
+REFRESH_SECONDS = 5  # the connectors view reloads itself this often
+APPLIES_SECONDS = 3.0  # the bundles view's read of the last applies; unread, they are shown as unknown
+SESSION_COOKIE = "ikkai_page"
+SESSION_SECONDS = 8 * 3600  # a working day; a restarted server (new signing key) ends every session sooner
+FLASH = "flash"
+_PAUSE = {"pause": "pause_connector", "resume": "resume_connector"}
+
+
+def _one_line(exc: IkkaiError) -> str:
+    return str(exc).splitlines()[0]
+
+
+class Page:
+    """The page's endpoints for ``plane``; which access each needs is said once, in ``page_app``'s routes."""
+
+    def __init__(self, plane: ControlPlane) -> None:
+        self.plane = plane
+        loader = PackageLoader("deploy.serve.page", "templates")
+        self.templates = Jinja2Templates(env=Environment(loader=loader, autoescape=select_autoescape(default=True)))
+        self.throttle = login.LoginThrottle()  # failed logins per client address (429 after too many)
+        self.readers = EnvironmentReaders(plane)
+
+    def environments(self) -> dict[str, list[str]]:
+        """Environment → its bundles, as the bundles folder holds them now."""
+        return environments(self.plane.bundles_dir)
+
+    def render(self, request: Request, name: str, status: int = 200, **context: Any) -> Response:
+        envs = [e for e in self.environments() if login.covers(request.session, e)]
+        context.update(
+            environments=envs, csrf=request.session.get(login.CSRF), flash=request.session.pop(FLASH, None),
+            refresh_seconds=REFRESH_SECONDS,
+        )  # fmt: skip
+        return self.templates.TemplateResponse(request, name, context, status_code=status)
+
+    async def login_form(self, request: Request) -> Response:
+        return self.render(request, "login.html")
+
+    async def login_post(self, request: Request) -> Response:
+        client = request.client.host if request.client else "unknown"
+        wait = self.throttle.wait_seconds(client)
+        if wait > 0:
+            seconds = math.ceil(wait)
+            error = f"too many failed logins from this address: try again in {seconds} s"
+            refused = self.render(request, "login.html", status=429, error=error)
+            refused.headers["Retry-After"] = str(seconds)
+            return refused
+        token = (await form(request)).get("token", "")
+        covered = self.plane.tokens.environments(token.strip())
+        if covered is None:
+            self.throttle.failed(client)
+            return self.render(request, "login.html", status=401, error="not a token of this server")
+        self.throttle.succeeded(client)
+        login.log_in(request.session, covered)
+        return RedirectResponse("/ui/", status_code=303)
+
+    async def logout(self, request: Request) -> Response:
+        request.session.clear()
+        return RedirectResponse("/ui/login", status_code=303)
+
+    async def home(self, request: Request) -> Response:
+        envs = [e for e in self.environments() if login.covers(request.session, e)]
+        if not envs:
+            return self.render(request, "empty.html")
+        return RedirectResponse(f"/ui/env/{envs[0]}/connectors", status_code=303)
+
+    def last_applies(self, env: str) -> tuple[dict[str, applies.LastApply], str | None]:
+        """The environment's last apply of each bundle, and why they could not be read (None when they were)."""
+        try:
+            found, complete = applies.last_applies(self.readers.kafka(env), env, APPLIES_SECONDS)
+        except Exception as exc:  # noqa: BLE001 - the record is best-effort: unread, the view says so and goes on
+            reason = _one_line(exc) if isinstance(exc, IkkaiError) else f"{type(exc).__name__}: {exc}"
+            return {}, reason.splitlines()[0] if reason else type(exc).__name__
+        return found, None if complete else f"{APPLIES} not read to its end within {APPLIES_SECONDS:.0f} s"
+
+    def bundle_rows(self, env: str) -> list[dict[str, Any]]:
+        last, unread = self.last_applies(env)
+        rows = []
+        for bundle in self.environments()[env]:
+            try:
+                request = self.plane.request(bundle, env)
+                rendered = bundle_ops.rendered(request)
+                plan = bundle_ops.reconciler(request).plan(rendered).as_dict()
+                latest = last_apply_view(last.get(rendered.name), applies.config_digest(rendered))
+                rows.append(bundle_row(bundle, plan, owner=rendered.bundle.manifest.owner, last_apply=latest))
+            except IkkaiError as exc:
+                rows.append({"bundle": bundle, "sync": "unknown", "error": _one_line(exc)})
+            rows[-1]["applies_unread"] = unread
+        return rows
+
+    async def bundles_view(self, request: Request) -> Response:
+        """The bundles view of the path's environment: rows read on the thread pool (Connect)."""
+        env = request.path_params["env"]
+        rows = await run_in_threadpool(self.bundle_rows, env)
+        return self.render(request, "bundles.html", env=env, view="bundles", bundles=rows)
+
+    async def connectors_view(self, request: Request) -> Response:
+        """A page of the environment's connectors (``?page=N``, ``?name=`` part of a name, ``?state=``), grouped
+        by bundle; never waits on Connect longer than ``WAIT_SECONDS`` (``deploy.serve.page.connector_table``)."""
+        env = request.path_params["env"]
+        query = request.query_params
+        number = int(query["page"]) if query.get("page", "").isdigit() else 1
+        name, state = query.get("name", "")[:100], query.get("state", "")[:20]
+        table = await run_in_threadpool(self.readers.connectors(env).table)
+        if table is None:
+            table = Table(0.0, (), {"*": f"Connect did not answer within {WAIT_SECONDS:.0f} s: reload in a moment"})
+        shown = page_of(table, number, PAGE_SIZE, name, state)
+        bundles = [
+            {"bundle": b, "error": table.errors.get(b) or table.errors.get("*"),
+             "connectors": [r.connector for r in shown.rows if r.bundle == b]}
+            for b in self.environments()[env]
+        ]  # fmt: skip
+
+        def link(to: int) -> str:
+            return f"?{urlencode({'page': to, 'name': name, 'state': state})}"
+
+        pager = {"number": shown.number, "pages": shown.pages, "total": shown.total, "all": shown.all_rows,
+                 "previous": link(shown.number - 1) if shown.number > 1 else None,
+                 "next": link(shown.number + 1) if shown.number < shown.pages else None,
+                 "size": PAGE_SIZE, "name": name, "state": state, "stale": table.stale,
+                 "age": None if not table.at else max(0, round(time.monotonic() - table.at))}  # fmt: skip
+        return self.render(request, "connectors.html", env=env, view="connectors", bundles=bundles, pager=pager)
+
+    def flow_samples(self, env: str) -> list[Any]:
+        """The environment's flow samples."""
+        samples: list[Any] = self.readers.of("flow", env, FlowReader).sampled()
+        return samples
+
+    async def flow_view(self, request: Request) -> Response:
+        env = request.path_params["env"]
+        try:
+            samples = await run_in_threadpool(self.flow_samples, env)
+        except IkkaiError as exc:
+            return self.render(request, "flow.html", env=env, view="flow", error=_one_line(exc))
+        ends = samples[-1].ends
+        stages = [
+            {"stage": stage, "topic": topic, "end": ends.get(topic), "rate": (rates(samples, topic) or [None])[-1]}
+            for stage, topic in STAGES
+        ]
+        dead = [{"topic": topic, "end": ends.get(topic)} for topic in DEAD_LETTERS]
+        return self.render(request, "flow.html", env=env, view="flow", stages=stages, dead=dead, samples=len(samples))
+
+    async def flow_svg(self, request: Request) -> Response:
+        try:
+            samples = await run_in_threadpool(self.flow_samples, request.path_params["env"])
+        except IkkaiError:
+            samples = []
+        return Response(flow_chart(samples), media_type="image/svg+xml", headers={"Cache-Control": "no-store"})
+
+    def health_sample(self, env: str) -> Health:
+        """The environment's exactly-once health."""
+        health: Health = self.readers.of("health", env, HealthReader).sampled()
+        return health
+
+    async def health_view(self, request: Request) -> Response:
+        env = request.path_params["env"]
+        bounds = {"lookback": LOOKBACK, "max_partitions": MAX_PARTITIONS, "stuck_seconds": round(STUCK_SECONDS),
+                  "grace_seconds": round(GRACE_SECONDS), "requests_window": REQUESTS_WINDOW,
+                  "receipts_window": RECEIPTS_WINDOW, "events_window": EVENTS_WINDOW,
+                  "latency_minutes": BUCKETS * BUCKET_SECONDS // 60}  # fmt: skip
+        try:
+            health = await run_in_threadpool(self.health_sample, env)
+        except IkkaiError as exc:
+            return self.render(request, "health.html", env=env, view="health", error=_one_line(exc), **bounds)
+        return self.render(request, "health.html", env=env, view="health", queries=health_tables(health),
+                           left_out=health.left_out, lags=lag_tables(health), lag=health.lags,
+                           dead=dead_letter_rows(health), dead_letters=health.dead_letters,
+                           reconciliation=reconciliation_view(health), decided=event_decisions_view(health),
+                           latency=latency_rows(health), **bounds)  # fmt: skip
+
+    async def latency_svg(self, request: Request) -> Response:
+        try:
+            health = await run_in_threadpool(self.health_sample, request.path_params["env"])
+            decided, receipted = latency_buckets(health)
+            now_ms = int(health.at * 1000)
+        except IkkaiError:
+            decided, receipted, now_ms = [], [], 0
+        chart = latency_chart(decided, receipted, now_ms)
+        return Response(chart, media_type="image/svg+xml", headers={"Cache-Control": "no-store"})
+
+    async def bundle_action(self, request: Request) -> Response:
+        env, bundle, verb = (request.path_params[k] for k in ("env", "bundle", "verb"))
+        if bundle not in self.environments()[env] or verb not in ("apply", "restart"):
+            return Response(f"no bundle {bundle} in {env}", status_code=404, media_type="text/plain")
+        try:
+            result = (await run_in_threadpool(self.plane.run, bundle, env, verb, {}))[1]
+            done = f"{verb} {bundle}/{env}: done" if verb == "apply" else f"restarted {', '.join(result['restarted'])}"
+        except IkkaiError as exc:
+            done = f"{verb} {bundle}/{env} failed: {_one_line(exc)}"
+        request.session[FLASH] = done
+        return RedirectResponse(f"/ui/env/{env}/connectors", status_code=303)
+
+    async def connector_action(self, request: Request) -> Response:
+        env, bundle, name, verb = (request.path_params[k] for k in ("env", "bundle", "connector", "verb"))
+        if bundle not in self.environments()[env] or verb not in _PAUSE:
+            return Response(f"no bundle {bundle} in {env}", status_code=404, media_type="text/plain")
+
+        def act() -> str:
+            request_ = self.plane.request(bundle, env)
+            if name not in {c.name for c in bundle_ops.rendered(request_).connectors}:
+                return f"{name} is not a connector of {bundle}/{env}"
+            getattr(bundle_ops.reconciler(request_).client, _PAUSE[verb])(name)
+            return f"{verb} {name}: asked (a reconcile loop applying this bundle puts back its target state)"
+
+        try:
+            request.session[FLASH] = await run_in_threadpool(act)
+        except IkkaiError as exc:
+            request.session[FLASH] = f"{verb} {name} failed: {_one_line(exc)}"
+        return RedirectResponse(f"/ui/env/{env}/connectors", status_code=303)
+
+
+def page_app(plane: ControlPlane, *, secure_cookie: bool = False) -> ASGIApp:
+    """The page for ``plane``; ``secure_cookie`` (served over HTTPS) marks the session cookie Secure."""
+    page = Page(plane)
+    access = Access(page.environments)
+    seen, acted = access.seen, access.acted
+    static = Path(__file__).with_name("static")
+    routes = [
+        Route("/login", page.login_form, methods=["GET"]),
+        Route("/login", page.login_post, methods=["POST"]),
+        Route("/logout", access.guarded(page.logout, login=False, csrf=True), methods=["POST"]),
+        Route("/", seen(page.home), methods=["GET"]),
+        Route("/env/{env}/bundles", seen(page.bundles_view), methods=["GET"]),
+        Route("/env/{env}/connectors", seen(page.connectors_view), methods=["GET"]),
+        Route("/env/{env}/flow", seen(page.flow_view), methods=["GET"]),
+        Route("/env/{env}/flow.svg", seen(page.flow_svg), methods=["GET"]),
+        Route("/env/{env}/health", seen(page.health_view), methods=["GET"]),
+        Route("/env/{env}/latency.svg", seen(page.latency_svg), methods=["GET"]),
+        Route("/env/{env}/bundles/{bundle}/{verb}", acted(page.bundle_action), methods=["POST"]),
+        Route(
+            "/env/{env}/bundles/{bundle}/connectors/{connector}/{verb}", acted(page.connector_action), methods=["POST"]
+        ),
+        Mount("/static", StaticFiles(directory=static), name="static"),
+    ]
+    session = Middleware(
+        SessionMiddleware, secret_key=secrets.token_urlsafe(32), session_cookie=SESSION_COOKIE,
+        max_age=SESSION_SECONDS, path="/ui", same_site="strict", https_only=secure_cookie,
+    )  # fmt: skip
+    return Starlette(routes=routes, middleware=[session])
