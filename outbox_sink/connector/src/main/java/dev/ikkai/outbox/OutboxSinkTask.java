@@ -75,7 +75,7 @@ import org.slf4j.LoggerFactory;
  * {@link IdempotencyKey}), so the receiver applies them once,
  * and their receipts are written again (same decision_id, outcome, status and response digest
  * when the receiver answers a repeated key with its stored response; attempts and times are
- * those of the new delivery). Receipt readers keep one receipt per (decision_id, effect), DELIVERED
+ * those of the new delivery). Receipt readers keep one receipt per (decision_id, effect kind, effect), DELIVERED
  * winning over DEAD_LETTERED (docs/outbox.md).
  */
 public final class OutboxSinkTask extends SinkTask {
@@ -541,7 +541,8 @@ public final class OutboxSinkTask extends SinkTask {
         String decisionId = Bounded.text(request.decisionId(), max);
         Receipt receipt = new Receipt(decisionId, Bounded.text(request.key(), max), Bounded.text(request.target(), max),
             outcome, state.lastStatus, state.attempts, state.firstAttemptAt.toEpochMilli(), state.lastAttemptAt.toEpochMilli(),
-            state.lastDigest, Bounded.text(reason, max), Bounded.text(request.effectName(), max), request.idempotencyKey(keyVersion));
+            state.lastDigest, Bounded.text(reason, max), Bounded.text(request.effectName(), max), request.idempotencyKey(keyVersion),
+            request.effectKind());
         receipts.send(new ProducerRecord<>(receiptsTopic, OutboxCodec.utf8(decisionId), codec.encodeReceipt(receipt)),
             (metadata, error) -> {
                 if (error != null) {
