@@ -12,6 +12,7 @@ The sink's connector config is the ``outbox-sink`` bundle (connectors/bundles/ou
 """
 
 from ikkai.contract.outbox import (
+    EffectRef,
     OutboxRequest,
     Receipt,
     derive_decision_id,
@@ -45,6 +46,7 @@ __all__ = [
     "BadReceiptError",
     "CommittedDespiteCancelError",
     "ConsumedOffsetsError",
+    "EffectRef",
     "InputRewindError",
     "OutboxDeliveryError",
     "OutboxEmitter",

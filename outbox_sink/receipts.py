@@ -3,7 +3,9 @@
 The sink writes a receipt per final outcome, at least once: after a Connect task restart a
 request may be delivered again (same Idempotency-Key) and receipted again, and a dead-lettered
 request replayed from the DLQ is receipted again. The reader keeps one receipt per effect,
-(``decision_id``, ``effect_id``) — one decision may ask for several side effects — and when two
+(``Receipt.effect_ref``: ``decision_id``, the kind of effect — named by the request or its target
++ path — and the effect's name; one decision may ask for several side effects, and an explicit
+effect ``api/ok/1`` is not the default effect of target ``api``, path ``/ok/1``) and when two
 disagree believes ``prevailing``: DELIVERED wins (the effect happened), otherwise the first.
 Repeats are counted in ``duplicates``, corrections (a DEAD_LETTERED replaced by a DELIVERED) in
 ``corrected``.
@@ -13,7 +15,7 @@ only what arrived since the last one, and it remembers the verdicts of the last 
 effects, not the whole topic. "DELIVERED wins" holds within that window only: a DEAD_LETTERED
 receipt of an effect whose DELIVERED receipt was forgotten (``forgotten`` counts them; a new or
 restarted reader has forgotten everything before it) is returned as news. A service that acts on
-DEAD_LETTERED (compensates, alerts) keeps its own durable verdict per (decision_id, effect_id)
+DEAD_LETTERED (compensates, alerts) keeps its own durable verdict per ``effect_ref``
 and applies ``prevailing`` to it, or sizes ``remember`` above the effects receipted between a
 delivery and its latest possible redelivery (docs/outbox.md). Where it starts:
 
@@ -57,7 +59,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from ikkai.contract.codec import RecordCodec
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.masking import shown_error
-from ikkai.contract.outbox import RECEIPT_SCHEMA, Receipt, prevailing
+from ikkai.contract.outbox import RECEIPT_SCHEMA, EffectRef, Receipt, prevailing
 from ikkai.contract.topics import OUTBOX_RECEIPTS
 from ikkai.contract.wire_format import environment_codec
 from ikkai.errors import ConfigError
@@ -153,7 +155,7 @@ class ReceiptReader:
         self._on_bad_record = on_bad_record
         self._deferred: list[Exception] = []  # raised by the next reads, in order: neighbours first
         self._closed = False
-        self.seen: OrderedDict[tuple[str, str], Receipt] = OrderedDict()  # prevailing receipt per effect, oldest first
+        self.seen: OrderedDict[EffectRef, Receipt] = OrderedDict()  # prevailing receipt per effect, oldest first
         self.duplicates = 0  # receipts that changed nothing (redeliveries after a restart)
         self.corrected = 0  # DEAD_LETTERED receipts replaced by a later DELIVERED one
         self.forgotten = 0  # effects dropped from ``seen`` (the window): a later receipt of one is news again
@@ -189,7 +191,11 @@ class ReceiptReader:
         return self._wait(wanted, lambda r: r.decision_id, timeout_s)
 
     def wait_for_effects(self, wanted: Iterable[tuple[str, str]], timeout_s: float) -> dict[tuple[str, str], Receipt]:
-        """Like ``wait_for`` for decisions with several side effects: by (decision_id, effect_id)."""
+        """Like ``wait_for`` for decisions with several side effects: by (decision_id, effect_id).
+
+        By name: an explicit and a default effect of one name (``Receipt.effect_ref`` tells them
+        apart, and ``seen`` keeps both) are found with either one's receipt.
+        """
         return self._wait(set(wanted), lambda r: (r.decision_id, r.effect_id), timeout_s)
 
     def wait_for_targets(self, wanted: Iterable[tuple[str, str]], timeout_s: float) -> dict[tuple[str, str], Receipt]:
@@ -312,7 +318,7 @@ class ReceiptReader:
 
     def _believe(self, receipt: Receipt) -> bool:
         """Record ``receipt`` under its effect; whether it is new or changes the verdict."""
-        effect = (receipt.decision_id, receipt.effect_id)
+        effect = receipt.effect_ref
         current = self.seen.get(effect)
         if current is not None:
             if prevailing(current, receipt) is current:
@@ -333,7 +339,7 @@ class ReceiptReader:
         def take(receipt: Receipt) -> None:
             k = key(receipt)
             held = found.get(k)
-            if k in wanted and (held is None or held.effect_id == receipt.effect_id):  # a correction replaces
+            if k in wanted and (held is None or held.effect_ref == receipt.effect_ref):  # a correction replaces
                 found[k] = receipt
 
         for receipt in self.seen.values():

@@ -2,7 +2,7 @@
 counted by (topic, stage, error class), each with its newest reason masked as the logs mask it.
 
 Every stage writes a dead letter with three headers (the jobs' ``spark_jobs.sink.dead_letters``, the outbox
-sink's ``OutboxSinkTask.deadLetter``): ``ikkai.dlq.stage`` (enrich, infer, outbox), ``ikkai.dlq.error_class``
+sink's ``DeadLetters.write``): ``ikkai.dlq.stage`` (enrich, infer, outbox), ``ikkai.dlq.error_class``
 (a stable machine-readable name: ``missing_field``, ``too_large``, ``retries-exhausted``...) and
 ``ikkai.dlq.reason`` (a sentence for people). Only the headers are looked at; the dead letter's copy of the
 input record is never shown. A reason quotes input, so it is shown as the logs show text from outside:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 from urllib.parse import unquote
 
 from ikkai.contract import ids
@@ -48,6 +48,7 @@ KEY = re.compile(r"[^\x00-\x1f\x7f-\x9f]+")  # the Kafka key is no header: any c
 PATH = re.compile(r"[\x21-\x7e]+")  # the sink refuses the rest too ('\\' and '#' below): percent-encode them
 
 Outcome = Literal["DELIVERED", "DEAD_LETTERED"]
+EffectKind = Literal["EXPLICIT", "DEFAULT"]  # the request named its effect, or it is target + path
 
 
 class OutboxError(IkkaiError):
@@ -303,13 +304,26 @@ class OutboxRequest:
         return cls(**{k: record[k] for k in cls.__dataclass_fields__ if k in record})
 
 
+class EffectRef(NamedTuple):
+    """Which side effect a receipt is for: its decision, the kind of its effect, the effect's name.
+
+    The name alone is not enough: the explicit effect ``api/ok/1`` and the default effect of
+    target ``api`` with path ``/ok/1`` share it, and are two effects with two Idempotency-Keys.
+    """
+
+    decision_id: str
+    kind: EffectKind
+    name: str
+
+
 @dataclass(frozen=True)
 class Receipt:
     """The final outcome of one side effect, as the outbox sink wrote it to ``outbox.receipts``.
 
-    A reader identifies the effect by ``(decision_id, effect_id)``. Receipts are written at least
-    once, so one effect may have several; when they disagree, DELIVERED wins (``prevailing``):
-    the effect happened, whatever an earlier attempt concluded.
+    A reader identifies the effect by ``effect_ref``: (``decision_id``, ``effect_kind``,
+    ``effect_id``). Receipts are written at least once, so one effect may have several; when they
+    disagree, DELIVERED wins (``prevailing``): the effect happened, whatever an earlier attempt
+    concluded.
     """
 
     decision_id: str
@@ -324,6 +338,7 @@ class Receipt:
     reason: str | None
     effect: str | None = None  # None in receipts written before outbox_receipt v2
     idempotency_key: str | None = None
+    effect_kind: EffectKind | None = None  # None in receipts written before outbox_receipt v3
 
     @property
     def delivered(self) -> bool:
@@ -333,6 +348,23 @@ class Receipt:
     def effect_id(self) -> str:
         """Which effect of its decision this receipt is for: its effect, or (older receipts) its target."""
         return self.effect or self.target
+
+    @property
+    def kind(self) -> EffectKind:
+        """Whether the request named its effect or its effect is target + path; for receipts written before
+        outbox_receipt v3, read from the name: a default effect's name is the target, then a ``/`` (the path), or the
+        target alone (v1). An explicit name of that shape was the one case v2 receipts could not tell apart (the
+        docs asked explicit names not to start with the target and ``/``)."""
+        if self.effect_kind is not None:
+            return self.effect_kind
+        if self.effect is None or self.effect.startswith(self.target + "/"):
+            return "DEFAULT"
+        return "EXPLICIT"
+
+    @property
+    def effect_ref(self) -> EffectRef:
+        """The side effect this receipt is for: what a reader keeps one verdict per."""
+        return EffectRef(self.decision_id, self.kind, self.effect_id)
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Receipt:

@@ -124,6 +124,23 @@ def test_values_at_the_bounds_are_accepted() -> None:
     )  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    ("effect", "effect_kind", "kind"),
+    [
+        ("api/ok/1", "EXPLICIT", "EXPLICIT"),  # v3: the receipt says, whatever the name looks like
+        ("api/ok/1", "DEFAULT", "DEFAULT"),
+        ("api/ok/1", None, "DEFAULT"),  # before v3: target + "/" + ... is a default effect's name
+        ("hold-payment", None, "EXPLICIT"),
+        ("api-other/x", None, "EXPLICIT"),  # another target's prefix is no default name of this one
+        (None, None, "DEFAULT"),  # v1: no effect, the target names it
+    ],
+)
+def test_a_receipt_names_its_effect_with_its_kind(effect: str | None, effect_kind: str | None, kind: str) -> None:
+    made = Receipt("d-1", "pay-1", "api", "DELIVERED", 201, 1, 1, 2, None, None, effect, None, effect_kind)  # type: ignore[arg-type]
+    assert made.effect_ref == ("d-1", kind, effect or "api")
+    assert decode_receipt(default_codec().encode("outbox_receipt", made.to_record())).effect_ref == made.effect_ref
+
+
 def test_receipts_decode_from_what_the_sink_writes() -> None:
     receipt = Receipt("d-1", "pay-1", "payments-api", "DELIVERED", 201, 2, 1_000, 2_000, "ab" * 32, None)
     encoded = default_codec().encode("outbox_receipt", receipt.to_record())

@@ -17,7 +17,7 @@ from demo.pipeline_io import create_topic, unique
 from ikkai.contract.codec import default_codec
 from ikkai.errors import ConfigError
 from ikkai.settings import Endpoints
-from outbox_sink import BadReceipt, BadReceiptError, Receipt, ReceiptReader
+from outbox_sink import BadReceipt, BadReceiptError, EffectRef, Receipt, ReceiptReader
 from outbox_sink.receipts import reader_config
 from tests.kafka_helpers import transactional_producer
 
@@ -100,7 +100,7 @@ def test_a_reader_remembers_only_the_last_effects_yet_finds_every_one_it_waits_f
     with ReceiptReader(bootstrap, topic=topic, remember=2) as reader:
         found = reader.wait_for([f"d-{i}" for i in range(5)], 30)
         assert sorted(found) == [f"d-{i}" for i in range(5)]
-        assert [d for d, _ in reader.seen] == ["d-3", "d-4"]
+        assert [ref.decision_id for ref in reader.seen] == ["d-3", "d-4"]
         assert reader.wait_for("d-4", 0)["d-4"].delivered  # one decision id: not its characters
         assert reader.forgotten == 3
 
@@ -111,7 +111,34 @@ def test_a_reader_remembers_only_the_last_effects_yet_finds_every_one_it_waits_f
         write(producer, topic, receipt_of("d-0", "DEAD_LETTERED"), receipt_of("d-4", "DEAD_LETTERED"))
         later = poll_until(reader, 2)
         assert [(r.decision_id, r.outcome) for r in later] == [("d-0", "DEAD_LETTERED")]
-        assert reader.duplicates == 1 and reader.seen[("d-4", "payments-api")].delivered
+        assert reader.duplicates == 1 and reader.seen[EffectRef("d-4", "DEFAULT", "payments-api")].delivered
+
+
+@pytest.mark.integration
+def test_one_name_of_two_kinds_is_two_effects_and_a_receipt_before_v3_is_its_own_effect(
+    receipts_topic: tuple[str, Producer], bootstrap: str
+) -> None:
+    topic, producer = receipts_topic
+    name = "api/ok/1"  # explicit effect api/ok/1; default effect of target api, path /ok/1
+    sent = Receipt("d-1", "pay-1", "api", "DELIVERED", 201, 1, 1_000, 2_000, None, None, name, "e" * 64, "EXPLICIT")
+    by_default = Receipt(**{**sent.to_record(), "idempotency_key": "d" * 64, "effect_kind": "DEFAULT"})
+    # The same two effects receipted again by a sink before v3 (no kind): the default one redelivered, and an
+    # explicit "hold-payment" first receipted by the old sink and again by the new one. Each meets its own effect.
+    before_v3 = Receipt(**{**by_default.to_record(), "effect_kind": None})
+    hold_v2 = Receipt(**{**sent.to_record(), "effect": "hold-payment", "effect_kind": None})
+    hold_v3 = Receipt(**{**hold_v2.to_record(), "effect_kind": "EXPLICIT"})
+    write(producer, topic, sent, by_default, before_v3, hold_v2, hold_v3)
+
+    with ReceiptReader(bootstrap, topic=topic) as reader:
+        news = poll_until(reader, 5)
+
+    assert [r.idempotency_key for r in news] == ["e" * 64, "d" * 64, "e" * 64]
+    assert list(reader.seen) == [
+        EffectRef("d-1", "EXPLICIT", name),
+        EffectRef("d-1", "DEFAULT", name),
+        EffectRef("d-1", "EXPLICIT", "hold-payment"),
+    ]
+    assert reader.duplicates == 2
 
 
 def poll_until(reader: ReceiptReader, records: int, timeout: float = 30.0) -> list[Receipt]:

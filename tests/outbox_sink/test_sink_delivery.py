@@ -277,6 +277,37 @@ def test_one_decision_with_two_side_effects_gets_both_applied_and_two_receipts(
     assert len({a.idempotency_key for a in applied}) == 2
 
 
+def test_an_explicit_effect_and_a_default_effect_of_one_name_are_two_effects_to_the_reader(
+    outbox_sink: SinkFactory, receiver: ReferenceReceiver
+) -> None:
+    # Issue 44 case 6: the explicit effect "payments-api/holds/<id>" and the default effect of target
+    # payments-api, path /holds/<id> (same decision) share a name; their keys differ (v2) and the API
+    # applies both. The reader must report two effects, both DELIVERED, not one and a repeat.
+    sink = outbox_sink(**FAST_RETRIES)
+    by_default = make_request(0, "pay-named")
+    explicit = replace(by_default, path="/explicit/pay-named", effect=by_default.target + by_default.path)
+    assert explicit.effect_name == by_default.effect_name and explicit.idempotency_key != by_default.idempotency_key
+    sink.emit([by_default, explicit])
+    reader = sink.receipts()
+
+    deadline = time.monotonic() + WAIT
+    while reader.duplicates + len(reader.seen) + reader.corrected < 2:  # two receipts read, whatever it believes
+        assert time.monotonic() < deadline, "fewer than two receipts arrived"
+        reader.poll(0.5)
+
+    assert sorted(a.idempotency_key for a in receiver.applied()) == sorted(
+        r.idempotency_key for r in (by_default, explicit)
+    )
+    assert reader.duplicates == 0, "two effects read as one and a repeat"
+    effects = {ref: r for ref, r in reader.seen.items() if ref.decision_id == by_default.decision_id}
+    assert {(ref.kind, ref.name) for ref in effects} == {
+        ("DEFAULT", by_default.effect_name), ("EXPLICIT", explicit.effect_name),
+    }  # fmt: skip
+    assert {r.idempotency_key: r.outcome for r in effects.values()} == {
+        by_default.idempotency_key: "DELIVERED", explicit.idempotency_key: "DELIVERED",
+    }  # fmt: skip
+
+
 def test_tracing_headers_reach_the_api(outbox_sink: SinkFactory, receiver: ReferenceReceiver) -> None:
     sink = outbox_sink(**FAST_RETRIES)
     traced = make_request(0, "pay-traced")

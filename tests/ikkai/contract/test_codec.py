@@ -43,6 +43,7 @@ CATALOG_FINGERPRINTS = {
     ("merchant_profile", 1): "ab3165b29816e9b2",
     ("outbox_receipt", 1): "6f930c58ae82ceda",
     ("outbox_receipt", 2): "329844b28f8294a7",
+    ("outbox_receipt", 3): "81c1222c79b5e7f4",
     ("outbox_request", 1): "a7796f4c54cedb41",
     ("outbox_request", 2): "c7c9a54f45b6e1ae",
     ("owner_claim", 1): "65c803959ead1f6b",

@@ -226,6 +226,11 @@ public final class OutboxCodec {
             r.put("effect", receipt.effect());
             r.put("idempotency_key", receipt.idempotencyKey());
         }
+        Schema.Field kind = receiptSchema.getField("effect_kind");
+        if (kind != null && receipt.effectKind() != null) {
+            Schema kinds = kind.schema().getTypes().get(1);  // ["null", OutboxEffectKind]
+            r.put("effect_kind", new GenericData.EnumSymbol(kinds, receipt.effectKind().name()));
+        }
         if (confluentReceipts) {
             return confluent(r);
         }

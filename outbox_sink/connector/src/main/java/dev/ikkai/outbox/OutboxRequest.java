@@ -29,7 +29,12 @@ public record OutboxRequest(
      * ({@link IdempotencyKey}). ikkai/contract/outbox.py derives the same.
      */
     public String effectName() {
-        return effect != null && !effect.isEmpty() ? effect : target + path;
+        return effectKind() == Receipt.EffectKind.EXPLICIT ? effect : target + path;
+    }
+
+    /** Whether the request names its effect, or its effect is the default one (target + path): the receipt says. */
+    public Receipt.EffectKind effectKind() {
+        return effect != null && !effect.isEmpty() ? Receipt.EffectKind.EXPLICIT : Receipt.EffectKind.DEFAULT;
     }
 
     /**

@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 
@@ -171,5 +172,25 @@ class OutboxCodecTest {
             .decode(codec.encodeReceipt(receipt));
         assertNull(back.get("reason"));
         assertEquals(3, back.get("attempts"));
+    }
+
+    @Test
+    void aReceiptSaysWhetherItsEffectWasNamedOrIsTheDefaultOne() throws Exception {
+        // The explicit effect api/ok/1 and the default effect of target api, path /ok/1: one name, two effects.
+        OutboxRequest explicit = new OutboxRequest("dec-3", "pay-3", "api", "/other", "POST", "application/json",
+            new byte[0], Map.of(), 1L, null, "api/ok/1");
+        OutboxRequest byDefault = new OutboxRequest("dec-3", "pay-3", "api", "/ok/1", "POST", "application/json",
+            new byte[0], Map.of(), 1L, null, null);
+        assertEquals(explicit.effectName(), byDefault.effectName());
+        List<String> kinds = new ArrayList<>();
+        for (OutboxRequest request : List.of(explicit, byDefault)) {
+            Receipt receipt = new Receipt("dec-3", "pay-3", "api", Receipt.Outcome.DELIVERED, 201, 1, 1L, 1L, null, null,
+                request.effectName(), request.idempotencyKey(IdempotencyKey.Version.V2), request.effectKind());
+            GenericRecord back = new BinaryMessageDecoder<GenericRecord>(GenericData.get(), codec.receiptSchema())
+                .decode(codec.encodeReceipt(receipt));
+            assertEquals("api/ok/1", back.get("effect").toString());
+            kinds.add(back.get("effect_kind").toString());
+        }
+        assertEquals(List.of("EXPLICIT", "DEFAULT"), kinds);
     }
 }
