@@ -173,17 +173,37 @@ def render_sink(bootstrap: str, receiver_url: str, topics: Mapping[str, str], se
     return under_owner(shipped, unique("test-outbox-sink") + ".")
 
 
+def with_targets(rendered: RenderedBundle, urls: Mapping[str, str]) -> RenderedBundle:
+    """``rendered`` with more target aliases, each laid out as the bundle's template lays out ``targets.<alias>.url``
+    (listed last in ``outbox.targets``; ``outbox.target.<alias>.method`` POST and ``.url``).
+
+    For a deployment with more targets than ``--set`` can carry: the render checks that each ``--set`` is used by
+    rendering the bundle without it, so a thousand of them cost a million renders; a mapping cannot be one ``--set``.
+    ``test_hostile_limits`` checks the layout against the template's.
+    """
+    connectors = []
+    for c in rendered.connectors:
+        config = {**c.config, "outbox.targets": ",".join([c.config["outbox.targets"], *urls])}
+        for alias, url in urls.items():
+            config[f"outbox.target.{alias}.method"] = "POST"
+            config[f"outbox.target.{alias}.url"] = url
+        connectors.append(replace(c, config=config))
+    return replace(rendered, connectors=tuple(connectors))
+
+
 def deploy_sink(
     endpoints: Endpoints,
     receiver: ReferenceReceiver,
     *,
     partitions: int = 3,
     sets: Sequence[str] = (),
+    more_targets: Mapping[str, str] | None = None,
     **settings: object,
 ) -> DeployedSink:
     """Render the outbox-sink bundle and apply it as ``ikkai bundle apply`` does (lint, validate, PUT, wait).
 
-    ``settings`` are the keywords of ``SETTING_VALUES``, ``sets`` any further bundle values.
+    ``settings`` are the keywords of ``SETTING_VALUES``, ``sets`` any further bundle values; ``more_targets``
+    (alias: URL) are added to the rendered config as the template adds targets (``with_targets``).
     """
     topics = {"requests": unique("outbox.requests"), "receipts": unique("outbox.receipts"), "dlq": unique("outbox")}
     dlq_topic = "dlq." + topics["dlq"]
@@ -195,6 +215,8 @@ def deploy_sink(
         partitions=partitions,
     )
     rendered = render_sink(endpoints.bootstrap_servers, receiver.url, topics, [*bundle_values(settings), *sets])
+    if more_targets:
+        rendered = with_targets(rendered, more_targets)
     [connector] = rendered.connectors
     client = ConnectClient(endpoints.connect_url)
     classes = {p["class"] for p in client.connector_plugins()}

@@ -240,6 +240,13 @@ class HostileServer:
         with self._state.lock:
             return self._state.open_stalls
 
+    def more_targets(self, count: int) -> list[str]:
+        """``count`` more listeners on loopback, each a port of its own and served as ``url`` is: their base URLs.
+
+        Distinct host:port, so a client pools one connection per listener (the many-targets deployment).
+        """
+        return asyncio.run_coroutine_threadsafe(self._listen(count), self._loop).result(120)
+
     def heal(self) -> None:
         """From now on every attempt gets the normal answer, whatever its path asks for (the target recovered)."""
         with self._state.lock:
@@ -274,6 +281,14 @@ class HostileServer:
         self.port = plain.sockets[0].getsockname()[1]
         self.tls_port = tls.sockets[0].getsockname()[1]
         self._loop.call_later(self.lifetime_s, lambda: asyncio.ensure_future(self._shutdown()))
+
+    async def _listen(self, count: int) -> list[str]:
+        urls = []
+        for _ in range(count):
+            server = await asyncio.start_server(self._serve, HOST, 0, limit=READ_LIMIT)
+            self._servers.append(server)
+            urls.append(f"http://{HOST}:{server.sockets[0].getsockname()[1]}{BASE}")
+        return urls
 
     async def _shutdown(self) -> None:
         assert self._stopping is not None

@@ -40,7 +40,7 @@ import os
 import time
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -272,12 +272,17 @@ class Observed:
 class Deployment:
     """One outbox sink against the hostile server, a producer for its requests and readers for what comes back."""
 
-    def __init__(self, stack: Endpoints, receiver: ReferenceReceiver, server: HostileServer) -> None:
+    def __init__(
+        self, stack: Endpoints, receiver: ReferenceReceiver, server: HostileServer, sets: Sequence[str] = (),
+        more_targets: Mapping[str, str] | None = None,
+    ) -> None:  # fmt: skip
+        """``sets``: further values of the shipped bundle (``--set``), e.g. a schema registry; ``more_targets``:
+        aliases and URLs added as the bundle's template adds targets (``with_targets``: many of them)."""
         self.server = server
         self.sink: DeployedSink = deploy_sink(
-            stack, receiver, partitions=PARTITIONS, **SINK,
+            stack, receiver, partitions=PARTITIONS, **SINK, more_targets=more_targets,
             sets=[f"targets.{HOSTILE}.url={server.url}", f"targets.{TLS}.url={server.tls_url}",
-                  f"targets.{DNS}.url=http://no-such-host.invalid/api"],
+                  f"targets.{DNS}.url=http://no-such-host.invalid/api", *sets],
         )  # fmt: skip
         bootstrap = stack.bootstrap_servers
         self.producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": unique("test.hostile")})
@@ -311,6 +316,10 @@ class Deployment:
         batch: list[Written] = []
         for i, spec in enumerate(specs):
             batch.append(materialise(spec, f"{run}{self.batches}x{i}", batch[-1] if batch else None))
+        return self.produce(batch)
+
+    def produce(self, batch: list[Written]) -> list[Written]:
+        """Records already made into bytes, in one committed transaction; each with its offset."""
         self.producer.begin_transaction()
         for written in batch:
             spec, fields = written.spec, written.fields
@@ -358,8 +367,8 @@ class Deployment:
         receipts = self.observed.receipts.get(written.idempotency_key or "")
         return bool(receipts) and (receipts[0].outcome == "DELIVERED" or bool(dlq))
 
-    def wait(self, batch: Sequence[Written]) -> None:
-        deadline = time.monotonic() + WAIT
+    def wait(self, batch: Sequence[Written], seconds: float = WAIT) -> None:
+        deadline = time.monotonic() + seconds
         while not all(self.settled(w) for w in batch) and time.monotonic() < deadline:
             if self.task_failure() is not None:
                 break
