@@ -634,7 +634,7 @@ def main() -> None:
     build = build_peer()
     started = time.monotonic()
     if args.backlog is None:
-        from spark_jobs.job_shell import default_max_offsets_per_trigger
+        from spark_jobs.options import default_max_offsets_per_trigger
 
         args.backlog = 2 * (args.batch or default_max_offsets_per_trigger())
     data = Input.simulated(args.distinct)

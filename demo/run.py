@@ -279,9 +279,8 @@ class Demo:
 
     def _topics_and_master_data(self, stream: Any) -> None:
         from demo.raw_payments import write_master_data
-        from ikkai.contract.kafka import KafkaContext
+        from ikkai.contract.kafka import KafkaContext, ensure_topics
         from outbox_sink.topics import create_outbox_topics
-        from spark_jobs.job_shell import ensure_topics
 
         assert self.endpoints is not None
         bootstrap = self.endpoints.bootstrap_servers

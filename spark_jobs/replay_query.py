@@ -147,17 +147,6 @@ def failure_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first}"[:500]
 
 
-def replay_requests_option(command: Callable[..., Any]) -> Callable[..., Any]:
-    """``--replay-requests DIR`` (click)."""
-    import click
-
-    return click.option(
-        "--replay-requests", type=click.Path(path_type=Path, file_okay=False),
-        help="With --continuous: a folder where <query>.request files ask for a replay of the input from its start "
-        "into the output topics with a suffix, as a second query of this job (<query>.done says how it ended).",
-    )(command)  # fmt: skip
-
-
 def requests_folder(folder: Path) -> Path:
     """``folder``, created 0700; refused unless it is a folder of this user that nobody else can write (rule 11).
 

@@ -1,12 +1,13 @@
-"""The streaming-job template: the shared options, the start sequence and the exactly-once wiring, once.
+"""The streaming-job template: the start sequence and the exactly-once wiring, once.
 
-A job (enrich, infer) supplies its name, the topic that pins its partition layout, and a
-``BatchPlan`` once the partition count is known: what it writes, what decides its output
-(``writer_version``), how the Kafka source becomes the streamed rows and what runs per
-micro-batch. The template does the rest, in this order::
+A job (enrich, infer) parses its options (``spark_jobs.options``: pure, nothing touched yet), then
+supplies its name, the topic that pins its partition layout, and a ``BatchPlan`` once the partition
+count is known: what it writes, what decides its output (``writer_version``), how the Kafka source
+becomes the streamed rows and what runs per micro-batch. The template does the rest, in this order::
 
-    pinned_partitions → the job's plan → kafka_source → SinkConfig (input identity, handover,
-    start offsets) → batch_writer(crash_hook) → rebase on a recreated input → prepare → trigger
+    opened (the cluster resolved and checked, --create-topics) → the session → pinned_partitions →
+    the job's plan → kafka_source → SinkConfig (input identity, handover, start offsets) →
+    batch_writer(crash_hook) → rebase on a recreated input → prepare → trigger
 
 The sink is attached one of two ways: through ``foreachBatch`` (the default), or, for a job whose rows
 are written in place with the sink's transform (infer) and ``--sink-api data-source``, through a
@@ -14,48 +15,40 @@ Python data source's stream writer (``stream_writer``: per-task write, driver co
 callback per batch; ``sink_api`` says why it is not the default). An ``IkkaiError`` raised inside a
 batch reaches the driver wrapped in Spark's ``StreamingQueryException`` (a page of JVM and Python
 traceback); the template raises the ``IkkaiError`` itself instead, so the job prints its one line
-and exits 1 (``job_shell.main_entry``).
+and exits 1 (``main_entry``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
+import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ikkai.contract.kafka import KafkaContext
+from confluent_kafka.admin import AdminClient
+
+from ikkai.contract import kafka
+from ikkai.contract.kafka import KafkaContext, resolve_cluster
 from ikkai.contract.wire_format import environment_codec
 from ikkai.errors import ConfigError, IkkaiError
-from spark_jobs.job_shell import (
+from spark_jobs.options import (
+    DATA_SOURCE,
     DEFAULT_TRIGGER_INTERVAL,
-    MODES,
-    batch_bound_options,
-    batch_writer,
-    continuous_options,
-    crash_hook,
+    FOREACH_BATCH,
+    JobOptions,
     default_max_offsets_per_trigger,
     default_max_transaction_bytes,
-    ensure_topics,
-    kafka_cluster,
-    kafka_source,
-    pinned_partitions,
-    retry_deadline_s,
     stream_trigger,
 )
-from spark_jobs.sink.input_identity import (
-    completed_offsets,
-    input_recreated_option,
-    input_topic_id,
-    is_uri,
-    rebase_on_recreated_input,
-)
+from spark_jobs.sink.input_identity import completed_offsets, input_topic_id, rebase_on_recreated_input
 from spark_jobs.sink.partition_transactions import DEFAULT_TRANSACTION_TIMEOUT_MS, DEFAULT_TRANSACTIONAL_WRITER
-from spark_jobs.sink.query_handover import handover_options
 from spark_jobs.sink.transactional_sink import (
     AtLeastOnceBatchWriter,
+    PartitionResult,
     RowTransform,
     SinkConfig,
     TransactionalBatchWriter,
@@ -69,7 +62,7 @@ if TYPE_CHECKING:
     from spark_jobs.replay_query import ReplayRequest
 
 BatchWriter = TransactionalBatchWriter | AtLeastOnceBatchWriter
-FOREACH_BATCH, DATA_SOURCE = "foreach-batch", "data-source"  # how the sink is attached to the query
+AfterBatch = Callable[[int, list[PartitionResult]], None]
 BatchFunction = Callable[["DataFrame", int], None]
 
 
@@ -102,29 +95,20 @@ class StreamingOptions:
     replay_of: str = ""  # a replay's: the live query whose recorded cut it reproduces (replay_options)
 
     @classmethod
-    def from_cli(cls, job: str, kw: dict[str, Any], query: str, output_topics: tuple[str, ...]) -> StreamingOptions:
-        """The shared options as the command line gave them; the servers checked, ``--create-topics`` done."""
-        import click
-
+    def of(cls, given: JobOptions, cluster: KafkaContext, query: str, shadow: bool = False) -> StreamingOptions:
+        """The options the template runs with: what the command line gave, the cluster resolved (the default
+        checkpoint a folder under ``$IKKAI_HOME``)."""
         from ikkai.settings import ikkai_home
 
-        if kw.get("replay_requests") and not kw["continuous"]:  # refused before Kafka or Spark is touched
-            raise click.UsageError("--replay-requests needs --continuous: a replay runs beside a live query")
-        cluster = kafka_cluster(job, kw["bootstrap"])
-        if kw["create_topics"]:
-            if not kw["partitions"]:
-                raise click.UsageError("--create-topics needs --partitions")
-            ensure_topics(cluster, [kw["input_topic"], *output_topics], kw["partitions"])
         return cls(
-            cluster=cluster, checkpoint=kw["checkpoint"] or ikkai_home() / "checkpoints" / query,
-            input_topic=kw["input_topic"], query=query, partitions=kw["partitions"], mode=kw["mode"],
-            available_now=not kw["continuous"], trigger_interval=kw["trigger_interval"],
-            max_offsets_per_trigger=kw["max_offsets_per_trigger"], transaction_timeout_ms=kw["transaction_timeout_ms"],
-            master=kw["master"], crash_after_batch=kw["crash_after_batch"], input_recreated=kw["input_recreated"],
-            after_query=kw["after_query"], start_offsets=kw["start_offsets"], progress=kw["progress"],
-            checkpoint_given=kw["checkpoint"] is not None, sink_api=kw.get("sink_api"),
-            transactional_writer=kw.get("transactional_writer", DEFAULT_TRANSACTIONAL_WRITER),
-            replay_requests=kw.get("replay_requests"), shadow=bool(kw.get("shadow")),
+            cluster=cluster, checkpoint=given.checkpoint or ikkai_home() / "checkpoints" / query,
+            input_topic=given.input_topic, query=query, partitions=given.partitions, mode=given.mode,
+            available_now=not given.continuous, trigger_interval=given.trigger_interval,
+            max_offsets_per_trigger=given.max_offsets_per_trigger, transaction_timeout_ms=given.transaction_timeout_ms,
+            master=given.master, crash_after_batch=given.crash_after_batch, input_recreated=given.input_recreated,
+            after_query=given.after_query, start_offsets=given.start_offsets, progress=given.progress,
+            checkpoint_given=given.checkpoint_given, sink_api=given.sink_api,
+            transactional_writer=given.transactional_writer, replay_requests=given.replay_requests, shadow=shadow,
         )  # fmt: skip
 
     @property
@@ -212,6 +196,97 @@ class RunningQuery:
             if refusal is not None:
                 raise refusal from None
             raise
+
+
+def kafka_cluster(job: str, given: str | None) -> KafkaContext:
+    """The job's Kafka cluster, resolved once (``kafka.resolve_cluster``: --bootstrap, the environment,
+    or the embedded stack's record) and checked before Spark starts, so wrong credentials or a wrong
+    CA are one line within seconds. The context then travels with the job's configuration, into the
+    Spark source, the sink and its Python workers; nothing reads the environment again.
+    """
+    cluster = resolve_cluster(given)
+    if cluster is None:
+        raise ConfigError(job, "--bootstrap", "no cluster configured", fix="run `ikkai stack up` or pass --bootstrap")
+    kafka.check_access(cluster, timeout=30)
+    return cluster
+
+
+def opened(
+    job: str, given: JobOptions, query: str, output_topics: tuple[str, ...], shadow: bool = False
+) -> StreamingOptions:
+    """The run's first step, before Spark: the cluster resolved and checked, then ``--create-topics`` done."""
+    cluster = kafka_cluster(job, given.bootstrap)
+    if given.create_topics and given.partitions:  # JobOptions refuses --create-topics without --partitions
+        kafka.ensure_topics(cluster, [given.input_topic, *output_topics], given.partitions)  # never auto-created
+    return StreamingOptions.of(given, cluster, query, shadow)
+
+
+def topic_partitions(cluster: KafkaContext, topic: str) -> int | None:
+    metadata = AdminClient(cluster.client_config()).list_topics(timeout=30).topics.get(topic)
+    return None if metadata is None or metadata.error is not None else len(metadata.partitions)
+
+
+def pinned_partitions(job: str, cluster: KafkaContext, given: int | None, layout_topic: str, input_topic: str) -> int:
+    """The partition count every topic of the job shares; the input must already have it."""
+    partitions = given or topic_partitions(cluster, layout_topic)
+    if partitions is None:
+        raise ConfigError(job, "--partitions", f"the topic {layout_topic} does not exist",
+                          fix="create the topics (--create-topics) or pass --partitions")  # fmt: skip
+    input_partitions = topic_partitions(cluster, input_topic)
+    if input_partitions is None:
+        raise ConfigError(job, input_topic, "the input topic does not exist",
+                          fix="create it (--create-topics) or name the right one (--input)")  # fmt: skip
+    if input_partitions != partitions:
+        raise ConfigError(
+            job, input_topic, f"has {input_partitions} partitions, {layout_topic} {partitions}",
+            fix="input and output topics share one partition layout: grow every topic of the job to the same count "
+            "(docs/exactly-once.md, 'What an operator may change, and how': partitions), then start it again",
+        )  # fmt: skip
+    return partitions
+
+
+def kafka_source(
+    spark: SparkSession, cluster: KafkaContext, topic: str, max_offsets_per_trigger: int | None
+) -> DataFrame:
+    """The job's input from the start, committed records only (rule 3), failing loudly if records were lost."""
+    source = (
+        spark.readStream.format("kafka")
+        .options(**cluster.spark_options())
+        .option("subscribe", topic)
+        .option("kafka.isolation.level", "read_committed")
+        .option("startingOffsets", "earliest")
+        .option("failOnDataLoss", "true")
+    )
+    if max_offsets_per_trigger:
+        source = source.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
+    return source.load()
+
+
+def retry_deadline_s(transaction_timeout_ms: int) -> float:
+    """How long one transaction step is retried: 30 s, or less when the timeout is short."""
+    return min(30.0, transaction_timeout_ms / 2000)
+
+
+def crash_hook(query: str, crash_after_batch: int | None) -> AfterBatch:
+    """Fault injection for the tests: SIGKILL this process right after batch ``crash_after_batch`` is written."""
+
+    def after_batch(batch_id: int, _: list[PartitionResult]) -> None:
+        if crash_after_batch is not None and batch_id >= crash_after_batch:
+            sys.stderr.write(f"{query}: fault injection: SIGKILL after batch {batch_id}\n")
+            sys.stderr.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return after_batch
+
+
+def batch_writer(
+    mode: str, config: SinkConfig, after_batch: AfterBatch, transform: RowTransform | None = None
+) -> TransactionalBatchWriter | AtLeastOnceBatchWriter:
+    """The exactly-once writer; or Spark's own at-least-once sink, the benchmarks' baseline."""
+    if mode == "exactly-once":
+        return TransactionalBatchWriter(config, after_batch=after_batch, transform=transform)
+    return AtLeastOnceBatchWriter(config.cluster, after_batch=after_batch, query=config.query,
+                                  transform=transform)  # fmt: skip
 
 
 def start_query(spark: SparkSession, options: StreamingOptions, job: StreamingJob) -> RunningQuery:
@@ -370,68 +445,10 @@ def replay_options(live: StreamingOptions, request: ReplayRequest) -> StreamingO
     )  # fmt: skip
 
 
-def checkpoint_location(value: str | None) -> Path | str | None:
-    """``--checkpoint`` as given: a URI stays a string (``Path`` would turn ``hdfs://nn/x`` into ``hdfs:/nn/x``)."""
-    if value is None or is_uri(value):
-        return value
-    return Path(value)
-
-
-def input_options(input_topic: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """``--bootstrap``, ``--checkpoint`` and ``--input`` (click), the input defaulting to ``input_topic``."""
-    import click
-
-    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
-        command = click.option("--input", "input_topic", default=input_topic, show_default=True)(command)
-        command = click.option(
-            "--checkpoint",
-            callback=lambda _ctx, _param, value: checkpoint_location(value),
-            help="Spark checkpoint folder [default with a local master: $IKKAI_HOME/checkpoints/<query>; required "
-            "on a cluster, where every process must reach it: hdfs://, s3a://, a shared folder].",
-        )(command)
-        return click.option(
-            "--bootstrap", help="Kafka bootstrap servers [default: IKKAI_BOOTSTRAP_SERVERS, else the local stack]."
-        )(command)
-
-    return decorate
-
-
-def layout_options(layout_topic: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """``--partitions``, ``--create-topics`` and ``--mode`` (click); the partitions default to ``layout_topic``'s."""
-    import click
-
-    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
-        command = click.option("--mode", type=click.Choice(MODES), default="exactly-once", show_default=True)(command)
-        command = click.option(
-            "--create-topics", is_flag=True, help="Create missing topics with --partitions partitions first."
-        )(command)
-        return click.option(
-            "--partitions", type=int, help=f"Pinned partition count of every topic [default: the {layout_topic}'s]."
-        )(command)
-
-    return decorate
-
-
-def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Where a query starts (handover, start offsets, a recreated input), when it stops, how big a batch is, and
-    where it takes replay requests (click)."""
-    from spark_jobs.replay_query import replay_requests_option
-
-    return handover_options(input_recreated_option(continuous_options(batch_bound_options(
-        replay_requests_option(command)))))  # fmt: skip
-
-
-def master_option(command: Callable[..., Any]) -> Callable[..., Any]:
-    """``--master`` (click)."""
-    import click
-
-    return click.option("--master", default="local[2]", show_default=True)(command)
-
-
-def crash_option(command: Callable[..., Any]) -> Callable[..., Any]:
-    """The hidden options (click): the tests' ``--crash-after-batch`` (SIGKILL after that batch is written) and
-    the benchmarks' ``--sink-api`` (``data-source``: the data source writer of ``spark_jobs.sink.stream_writer``)."""
-    import click
-
-    command = click.option("--sink-api", type=click.Choice((FOREACH_BATCH, DATA_SOURCE)), hidden=True)(command)
-    return click.option("--crash-after-batch", type=int, hidden=True)(command)
+def main_entry(command: Callable[..., Any], argv: Sequence[str] | None = None) -> None:
+    """``python -m spark_jobs.<job>``: an IkkaiError is one line on stderr and exit 1, never a traceback."""
+    try:
+        command(args=argv, standalone_mode=True)
+    except IkkaiError as exc:
+        sys.stderr.write(f"ikkai: error: {exc}\n")
+        sys.exit(1)

@@ -60,18 +60,8 @@ from spark_jobs.enrich.records import (
     encode_dead_letters,
     encode_events,
 )
-from spark_jobs.job_shell import main_entry
-from spark_jobs.streaming_job import (
-    BatchPlan,
-    BatchWriter,
-    StreamingOptions,
-    crash_option,
-    input_options,
-    layout_options,
-    master_option,
-    run_job,
-    run_options,
-)
+from spark_jobs.options import JobOptions, click_options, option
+from spark_jobs.streaming_job import BatchPlan, BatchWriter, StreamingOptions, main_entry, opened, run_job
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -212,34 +202,58 @@ class EnrichBatch:
             snapshot.unpersist()
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@input_options(topics.INGEST_PAYMENTS)
-@click.option("--output", "events_topic", default=topics.EVENTS_PAYMENTS, show_default=True)
-@click.option("--dlq", default=topics.DLQ_ENRICH, show_default=True)
-@click.option("--merchants", default=MasterDataTopics.merchants, show_default=True, help="Merchant profile versions.")
-@click.option("--customers", default=MasterDataTopics.customers, show_default=True, help="Customer profile versions.")
-@click.option("--lateness", type=int, default=DEFAULT_LATENESS_MS, show_default=True,
-              help="Allowed event-time lateness in ms; older events go to the DLQ as 'late'.")  # fmt: skip
-@click.option("--transforms", "transforms_spec", type=click.Path(path_type=Path, dir_okay=False),
-              default=TRANSFORMS_SPEC, show_default=True, help="Transform spec file (YAML).")  # fmt: skip
-@layout_options("events topic")
-@click.option("--query", default="enrich", show_default=True, help="Query name; part of every transactional.id.")
-@run_options
-@click.option("--master-data-timeout", type=float, default=600.0, show_default=True,
-              help="Seconds a batch waits for unreadable master data; then the job stops.")  # fmt: skip
-@master_option
-@crash_option
-def main(**kw: Any) -> None:
-    """Run the enrich job until the input is drained (or forever with --continuous)."""
-    load_enrich_spec(kw["transforms_spec"])  # a bad spec fails here, before Spark or Kafka are touched
-    job = EnrichJob(
-        events_topic=kw["events_topic"], dlq_topic=kw["dlq"],
-        master_data=MasterDataTopics(kw["merchants"], kw["customers"]), lateness_ms=kw["lateness"],
-        transforms=kw["transforms_spec"], master_data_timeout_s=kw["master_data_timeout"],
+@dataclass(frozen=True)
+class EnrichOptions(JobOptions):
+    """The enrich job's command line: the shared options (its input, layout topic and query its own), then its own."""
+
+    input_topic: str = option("--input", default=topics.INGEST_PAYMENTS, show_default=True)
+    partitions: int | None = option(
+        "--partitions", type=int, help="Pinned partition count of every topic [default: the events topic's]."
+    )
+    query: str = option(
+        "--query", default="enrich", show_default=True, help="Query name; part of every transactional.id."
+    )
+    events_topic: str = option("--output", after="input_topic", default=topics.EVENTS_PAYMENTS, show_default=True)
+    dlq_topic: str = option("--dlq", after="input_topic", default=topics.DLQ_ENRICH, show_default=True)
+    merchants: str = option("--merchants", after="input_topic", default=MasterDataTopics.merchants,
+                            show_default=True, help="Merchant profile versions.")  # fmt: skip
+    customers: str = option("--customers", after="input_topic", default=MasterDataTopics.customers,
+                            show_default=True, help="Customer profile versions.")  # fmt: skip
+    lateness_ms: int = option(
+        "--lateness", after="input_topic", type=int, default=DEFAULT_LATENESS_MS, show_default=True,
+        help="Allowed event-time lateness in ms; older events go to the DLQ as 'late'.",
     )  # fmt: skip
-    options = StreamingOptions.from_cli("enrich", kw, kw["query"], job.output_topics)
-    if kw["create_topics"]:
-        ensure_master_topics(options.cluster, merchants_topic=kw["merchants"], customers_topic=kw["customers"])
+    transforms: Path = option(
+        "--transforms", after="input_topic", type=click.Path(path_type=Path, dir_okay=False),
+        default=TRANSFORMS_SPEC, show_default=True, help="Transform spec file (YAML).",
+    )  # fmt: skip
+    master_data_timeout_s: float = option(
+        "--master-data-timeout", after="replay_requests", type=float, default=600.0, show_default=True,
+        help="Seconds a batch waits for unreadable master data; then the job stops.",
+    )  # fmt: skip
+
+    def job(self) -> EnrichJob:
+        return EnrichJob(
+            events_topic=self.events_topic, dlq_topic=self.dlq_topic,
+            master_data=MasterDataTopics(self.merchants, self.customers), lateness_ms=self.lateness_ms,
+            transforms=self.transforms, master_data_timeout_s=self.master_data_timeout_s,
+        )  # fmt: skip
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click_options(EnrichOptions)
+def main(**given: Any) -> None:
+    """Run the enrich job until the input is drained (or forever with --continuous)."""
+    run(EnrichOptions(**given))
+
+
+def run(given: EnrichOptions) -> None:
+    """The job's run: its spec checked before Spark or Kafka is touched, the cluster, its topics, then the query."""
+    load_enrich_spec(given.transforms)  # a bad spec fails here, before Spark or Kafka are touched
+    job = given.job()
+    options = opened(job.name, given, given.query, job.output_topics)
+    if given.create_topics:
+        ensure_master_topics(options.cluster, merchants_topic=given.merchants, customers_topic=given.customers)
     run_job(options, job)
 
 

@@ -44,21 +44,12 @@ from ikkai.contract.wire_format import environment_codec
 from ikkai.settings import ikkai_home
 from spark_jobs.infer.fraud_decisions import ORDER_BY, OUTPUT_SCHEMA, Topics, decide_arrow_batches
 from spark_jobs.infer.recorded_cut import RecordedCut, recorded_cut
-from spark_jobs.job_shell import main_entry
 from spark_jobs.model.fraud_model import FEATURES_PATH, MODEL_PATH, ModelSource
 from spark_jobs.model.model_store import keep
+from spark_jobs.options import JobOptions, click_options, option
 from spark_jobs.sink.commit_markers import commits_topic_for, read_markers
 from spark_jobs.sink.transactional_sink import RowTransform
-from spark_jobs.streaming_job import (
-    BatchPlan,
-    StreamingOptions,
-    crash_option,
-    input_options,
-    layout_options,
-    master_option,
-    run_job,
-    run_options,
-)
+from spark_jobs.streaming_job import BatchPlan, StreamingOptions, main_entry, opened, run_job
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -123,45 +114,64 @@ class InferJob:
         return cut
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@input_options(EVENTS_PAYMENTS)
-@click.option("--decisions", default=DECISIONS_FRAUD, show_default=True)
-@click.option("--outbox", default=OUTBOX_REQUESTS, show_default=True)
-@click.option("--dlq", default=DLQ_INFER, show_default=True)
-@layout_options("decisions topic")
-@click.option(
-    "--query", help="Query name; part of every transactional.id [default: infer, with --shadow infer.shadow]."
-)
-@click.option(
-    "--shadow", is_flag=True,
-    help="Run a candidate model beside the live one: decisions to <decisions>.shadow, dead letters to "
-    "<dlq>.shadow, no outbox requests (compare with `ikkai jobs compare`).",
-)  # fmt: skip
-@run_options
-@master_option
-@click.option(
-    "--model", help="Model artifact (model.json) [default: the shipped one, spark_jobs/model/artifacts/fraud]."
-)
-@click.option("--features", help="Feature snapshots (CSV) [default: the model's customer_features.csv].")
-@click.option(
-    "--model-store", type=click.Path(path_type=Path, file_okay=False),
-    help="Where every version the job decides with is kept by version, for a replay to decide each recorded "
-    "range with its own [default: $IKKAI_HOME/models].",
-)  # fmt: skip
-@crash_option
-def main(**kw: Any) -> None:
-    """Run the infer job until the input is drained (or forever with --continuous)."""
-    outputs = Topics(kw["decisions"], kw["outbox"], kw["dlq"])
-    if kw["shadow"]:
-        outputs = outputs.shadow()
-    query = kw["query"] or ("infer.shadow" if kw["shadow"] else "infer")
-    job = InferJob(
-        outputs=outputs,
-        model_path=Path(kw["model"]) if kw["model"] else MODEL_PATH,
-        features_path=Path(kw["features"]) if kw["features"] else FEATURES_PATH,
-        model_store=kw["model_store"] or ikkai_home() / "models",
+@dataclass(frozen=True)
+class InferOptions(JobOptions):
+    """The infer job's command line: the shared options (its input, layout topic and query its own), then its own."""
+
+    input_topic: str = option("--input", default=EVENTS_PAYMENTS, show_default=True)
+    partitions: int | None = option(
+        "--partitions", type=int, help="Pinned partition count of every topic [default: the decisions topic's]."
     )
-    run_job(StreamingOptions.from_cli("infer", kw, query, outputs.written), job)
+    query: str | None = option(
+        "--query", help="Query name; part of every transactional.id [default: infer, with --shadow infer.shadow]."
+    )
+    decisions: str = option("--decisions", after="input_topic", default=DECISIONS_FRAUD, show_default=True)
+    outbox: str = option("--outbox", after="input_topic", default=OUTBOX_REQUESTS, show_default=True)
+    dlq: str = option("--dlq", after="input_topic", default=DLQ_INFER, show_default=True)
+    shadow: bool = option(
+        "--shadow", after="query", is_flag=True, default=False,
+        help="Run a candidate model beside the live one: decisions to <decisions>.shadow, dead letters to "
+        "<dlq>.shadow, no outbox requests (compare with `ikkai jobs compare`).",
+    )  # fmt: skip
+    model: str | None = option(
+        "--model", after="master",
+        help="Model artifact (model.json) [default: the shipped one, spark_jobs/model/artifacts/fraud].",
+    )  # fmt: skip
+    features: str | None = option(
+        "--features", after="master",
+        help="Feature snapshots (CSV) [default: the model's customer_features.csv].",
+    )  # fmt: skip
+    model_store: Path | None = option(
+        "--model-store", after="master", type=click.Path(path_type=Path, file_okay=False),
+        help="Where every version the job decides with is kept by version, for a replay to decide each recorded "
+        "range with its own [default: $IKKAI_HOME/models].",
+    )  # fmt: skip
+
+    @property
+    def query_name(self) -> str:
+        return self.query or ("infer.shadow" if self.shadow else "infer")
+
+    def job(self) -> InferJob:
+        outputs = Topics(self.decisions, self.outbox, self.dlq)
+        return InferJob(
+            outputs=outputs.shadow() if self.shadow else outputs,
+            model_path=Path(self.model) if self.model else MODEL_PATH,
+            features_path=Path(self.features) if self.features else FEATURES_PATH,
+            model_store=self.model_store or ikkai_home() / "models",
+        )
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click_options(InferOptions)
+def main(**given: Any) -> None:
+    """Run the infer job until the input is drained (or forever with --continuous)."""
+    run(InferOptions(**given))
+
+
+def run(given: InferOptions) -> None:
+    """The job's run: the cluster resolved and checked, ``--create-topics`` done, then the query."""
+    job = given.job()
+    run_job(opened(job.name, given, given.query_name, job.outputs.written, shadow=given.shadow), job)
 
 
 if __name__ == "__main__":

@@ -200,14 +200,3 @@ def rebased(marker: CommitMarker, topic_id: str) -> CommitMarker:
     return dataclasses.replace(
         marker, source_topic_id=topic_id, source_offsets={}, records=0, writer_version="", cuts=()
     )
-
-
-def input_recreated_option(command: Callable[..., Any]) -> Callable[..., Any]:
-    """The jobs' ``--input-recreated TOPIC_ID`` option (click)."""
-    import click
-
-    return click.option(
-        "--input-recreated", metavar="TOPIC_ID", default="",
-        help="The input topic was deleted and recreated: decide every record of the topic with this id from its "
-        "start, once (needs a fresh --checkpoint; the refusal names the id).",
-    )(command)  # fmt: skip

@@ -72,7 +72,7 @@ from spark_jobs.sink.size_bounds import (
 from spark_jobs.sink.size_bounds import Record as Record
 
 DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
-# Bound of one transaction in bytes, for the default timeout (job_shell.default_max_transaction_bytes).
+# Bound of one transaction in bytes, for the default timeout (options.default_max_transaction_bytes).
 DEFAULT_MAX_TRANSACTION_BYTES = 60 * 1024 * 1024
 
 

@@ -21,8 +21,6 @@ recorded by the claim that makes the query owner, so a restart without them star
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
-from typing import Any
 
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient
@@ -103,25 +101,3 @@ def parse_start_offsets(text: str) -> dict[int, int]:
             )  # fmt: skip
         offsets[int(partition)] = int(offset)
     return offsets
-
-
-def handover_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """The jobs' ``--after-query`` and ``--start-offsets`` options (click): where a new query starts."""
-    import click
-
-    def checked(_ctx: click.Context, _param: click.Parameter, value: str | None) -> dict[int, int]:
-        try:
-            return parse_start_offsets(value or "")
-        except ConfigError as exc:
-            raise click.BadParameter(f"{exc.problem} ({exc.fix})") from exc
-
-    command = click.option(
-        "--start-offsets", callback=checked, metavar="P:O,...",
-        help="Write only input records from these offsets on (a query over output topics no query owns, e.g. "
-        "written before); recorded at the query's first start, so its restarts need not repeat it.",
-    )(command)  # fmt: skip
-    return click.option(
-        "--after-query", default="", metavar="QUERY",
-        help="A new query continues QUERY's output: QUERY is fenced and stops for good, this one starts at its "
-        "committed offsets (recorded at the first start, so restarts need not repeat it).",
-    )(command)  # fmt: skip

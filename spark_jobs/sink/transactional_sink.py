@@ -49,7 +49,7 @@ How it stays exactly-once (the protocol in docs/exactly-once.md):
 stall behind a writer that died mid-transaction and never comes back; a restarted writer fences
 it at once. It must exceed the time one partition of one batch
 takes to write and commit, or the broker aborts healthy transactions: keep batches small enough
-(``maxOffsetsPerTrigger``, bounded by default in ``job_shell``) to write in well under a minute.
+(``maxOffsetsPerTrigger``, bounded by default in ``spark_jobs.options``) to write in well under a minute.
 A writer reads only its own partition of the query's commits topic, right after its
 ``init_transactions`` ended any transaction its predecessor left open there, so it never waits
 for another partition's writer or another query's zombie (``commit_markers``).

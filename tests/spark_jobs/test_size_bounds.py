@@ -30,7 +30,7 @@ from ikkai.contract.partitioning import kafka_partition
 from ikkai.errors import ConfigError
 from spark_jobs.enrich import reasons as r
 from spark_jobs.enrich.master_data import publish_profiles
-from spark_jobs.job_shell import default_max_transaction_bytes
+from spark_jobs.options import default_max_transaction_bytes
 from spark_jobs.sink.commit_markers import CommitMarker, ensure_commits_topic
 from spark_jobs.sink.dead_letters import (
     DEAD_LETTER_VALUE_BYTES,

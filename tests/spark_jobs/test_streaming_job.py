@@ -10,7 +10,6 @@ import pytest
 
 from ikkai.contract.kafka import KafkaContext
 from ikkai.errors import ConfigError
-from spark_jobs.job_shell import main_entry
 from spark_jobs.sink.transactional_sink import (
     AtLeastOnceBatchWriter,
     RowTransform,
@@ -23,6 +22,7 @@ from spark_jobs.streaming_job import (
     RunningQuery,
     StreamingOptions,
     default_checkpoint_refusal,
+    main_entry,
     sink_api,
 )
 

@@ -8,7 +8,7 @@ from click.testing import CliRunner
 from ikkai.errors import ConfigError
 from spark_jobs.enrich import job as enrich
 from spark_jobs.infer import job as infer
-from spark_jobs.job_shell import DEFAULT_TRIGGER_INTERVAL, stream_trigger, trigger_interval_ms
+from spark_jobs.options import DEFAULT_TRIGGER_INTERVAL, stream_trigger, trigger_interval_ms
 
 
 @pytest.mark.parametrize(

@@ -293,7 +293,7 @@ def test_a_restart_with_another_max_offsets_per_trigger_changes_nothing(
 def test_a_backlog_drains_in_bounded_batches_by_default_exactly_once(bootstrap: str, tmp_path: Path) -> None:
     """No --max-offsets-per-trigger: the bound derived from the transaction timeout splits a backlog of several
     bounds into several transactions (one unbounded transaction could outlive transaction.timeout.ms forever)."""
-    from spark_jobs.job_shell import default_max_offsets_per_trigger
+    from spark_jobs.options import default_max_offsets_per_trigger
 
     timeout_ms = 2000
     bound = default_max_offsets_per_trigger(timeout_ms)

@@ -14,7 +14,6 @@ import pytest
 
 from ikkai.contract.kafka import KafkaContext
 from ikkai.errors import ConfigError
-from spark_jobs.job_shell import kafka_source
 from spark_jobs.sink.commit_markers import CommitMarkerError
 from spark_jobs.sink.partition_transactions import PartitionResult, SinkConfig
 from spark_jobs.sink.stream_writer import (
@@ -27,6 +26,7 @@ from spark_jobs.sink.stream_writer import (
     read_refusal,
     refuse_a_split_stream,
 )
+from spark_jobs.streaming_job import kafka_source
 
 CONFIG = SinkConfig(app="ikkai", query="q", cluster=KafkaContext.of("127.0.0.1:1"), output_topics=("out",),
                     partitions=2, order_by=("offset",), source_topic="in", partition_column="partition")  # fmt: skip
