@@ -42,7 +42,7 @@ from deploy.eos_view.latency import Point, decision_to_receipt
 from deploy.kafka_windows import Deadline, Record, last_records, offsets, window_coverage
 from ikkai.contract.codec import RecordCodec
 from ikkai.contract.kafka import KafkaContext
-from ikkai.contract.outbox import RECEIPT_SCHEMA, REQUEST_SCHEMA, Receipt, default_effect
+from ikkai.contract.outbox import RECEIPT_SCHEMA, REQUEST_SCHEMA, EffectKind, Receipt, default_effect, effect_kind_of
 from ikkai.contract.topics import OUTBOX_RECEIPTS, OUTBOX_REQUESTS
 from ikkai.errors import IkkaiError
 
@@ -52,7 +52,8 @@ RECEIPTS_WINDOW = 2000  # at most this many offsets before each outbox.receipts 
 MAX_PARTITIONS = 64  # of each topic
 SHOWN = 5  # examples of each finding shown
 
-Effect = tuple[str, str]  # (decision_id, effect)
+Effect = tuple[str, str]  # (decision_id, effect), as shown
+EffectKey = tuple[str, str, str]  # (decision_id, kind, effect): an explicit and a default effect of one name are two
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,11 @@ class RequestSeen:
     target: str
     timestamp_ms: int
     where: tuple[str, int, int]  # topic, partition, offset
+    effect_kind: EffectKind | None = None  # EXPLICIT: the request named its effect; None: read from the name
+
+    @property
+    def key(self) -> EffectKey:
+        return self.decision_id, effect_kind_of(self.effect_kind, self.effect, self.target), self.effect
 
 
 @dataclass(frozen=True)
@@ -71,10 +77,15 @@ class ReceiptSeen:
     target: str
     delivered: bool
     idempotency_key: str | None
+    effect_kind: EffectKind | None = None  # None in receipts written before outbox_receipt v3: read from the name
 
     @property
     def effect_id(self) -> str:
         return self.effect or self.target
+
+    @property
+    def key(self) -> EffectKey:
+        return self.decision_id, effect_kind_of(self.effect_kind, self.effect, self.target), self.effect_id
 
 
 @dataclass(frozen=True)
@@ -96,12 +107,12 @@ class Reconciliation:
 def repeated_effects(receipts: Iterable[ReceiptSeen]) -> tuple[list[Effect], list[str], int]:
     """(effects DELIVERED under more than one Idempotency-Key, keys receipted for more than one effect, repeat
     receipts). Receipts without a key are not judged. Pure."""
-    keys_of: dict[Effect, set[str]] = {}
-    effects_of: dict[str, set[Effect]] = {}
-    seen: set[tuple[Effect, str | None, bool]] = set()
+    keys_of: dict[EffectKey, set[str]] = {}
+    effects_of: dict[str, set[EffectKey]] = {}
+    seen: set[tuple[EffectKey, str | None, bool]] = set()
     repeats = 0
     for r in receipts:
-        effect = (r.decision_id, r.effect_id)
+        effect = r.key
         if (effect, r.idempotency_key, r.delivered) in seen:
             repeats += 1
         seen.add((effect, r.idempotency_key, r.delivered))
@@ -110,14 +121,14 @@ def repeated_effects(receipts: Iterable[ReceiptSeen]) -> tuple[list[Effect], lis
         effects_of.setdefault(r.idempotency_key, set()).add(effect)
         if r.delivered:
             keys_of.setdefault(effect, set()).add(r.idempotency_key)
-    repeated = sorted(e for e, keys in keys_of.items() if len(keys) > 1)
+    repeated = sorted({(d, e) for (d, _, e), keys in keys_of.items() if len(keys) > 1})
     shared = sorted(k for k, effects in effects_of.items() if len(effects) > 1)
     return repeated, shared, repeats
 
 
-def has_final_receipt(request: RequestSeen, finals: set[Effect]) -> bool:
+def has_final_receipt(request: RequestSeen, finals: set[EffectKey]) -> bool:
     """A receipt of its effect exists (an old receipt without an effect names the target instead). Pure."""
-    return (request.decision_id, request.effect) in finals or (request.decision_id, request.target) in finals
+    return request.key in finals or (request.decision_id, "DEFAULT", request.target) in finals
 
 
 def without_final_receipt(
@@ -132,7 +143,7 @@ def without_final_receipt(
 
     ``covered_from_ms``: requests written before it may have their receipt before the receipts window.
     """
-    finals = {(r.decision_id, r.effect_id) for r in receipts}
+    finals = {r.key for r in receipts}
     missing: list[RequestSeen] = []
     judged = in_flight = not_judged = 0
     for request in requests:
@@ -151,12 +162,13 @@ def request_of(record: Record, codec: RecordCodec) -> RequestSeen:
     value = codec.decode(REQUEST_SCHEMA, record.value or b"")
     effect = value.get("effect") or default_effect(value["target"], value["path"])
     where = (record.topic, record.partition, record.offset)
-    return RequestSeen(value["decision_id"], effect, value["target"], record.timestamp_ms, where)
+    kind: EffectKind = "EXPLICIT" if value.get("effect") else "DEFAULT"
+    return RequestSeen(value["decision_id"], effect, value["target"], record.timestamp_ms, where, kind)
 
 
 def receipt_of(record: Record, codec: RecordCodec) -> ReceiptSeen:
     r = Receipt.from_record(codec.decode(RECEIPT_SCHEMA, record.value or b""))
-    return ReceiptSeen(r.decision_id, r.effect, r.target, r.delivered, r.idempotency_key)
+    return ReceiptSeen(r.decision_id, r.effect, r.target, r.delivered, r.idempotency_key, r.effect_kind)
 
 
 def read_reconciliation(

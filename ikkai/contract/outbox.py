@@ -304,6 +304,16 @@ class OutboxRequest:
         return cls(**{k: record[k] for k in cls.__dataclass_fields__ if k in record})
 
 
+def effect_kind_of(given: EffectKind | None, effect: str | None, target: str) -> EffectKind:
+    """``given`` where a receipt (v3) or a request says it; else read from the name, as for receipts written before
+    outbox_receipt v3: a default effect's name is the target, then a ``/`` (the path), or the target alone (v1)."""
+    if given is not None:
+        return given
+    if effect is None or effect.startswith(target + "/"):
+        return "DEFAULT"
+    return "EXPLICIT"
+
+
 class EffectRef(NamedTuple):
     """Which side effect a receipt is for: its decision, the kind of its effect, the effect's name.
 
@@ -355,11 +365,7 @@ class Receipt:
         outbox_receipt v3, read from the name: a default effect's name is the target, then a ``/`` (the path), or the
         target alone (v1). An explicit name of that shape was the one case v2 receipts could not tell apart (the
         docs asked explicit names not to start with the target and ``/``)."""
-        if self.effect_kind is not None:
-            return self.effect_kind
-        if self.effect is None or self.effect.startswith(self.target + "/"):
-            return "DEFAULT"
-        return "EXPLICIT"
+        return effect_kind_of(self.effect_kind, self.effect, self.target)
 
     @property
     def effect_ref(self) -> EffectRef:

@@ -55,6 +55,23 @@ def test_an_effect_delivered_under_two_keys_is_repeated_and_a_key_of_two_effects
     assert (repeated, shared, repeats) == ([("d1", "hold")], ["k5"], 1)
 
 
+def test_an_explicit_effect_and_a_default_effect_of_one_name_are_two_effects() -> None:
+    """The explicit effect ``payments-api/ok/1`` and target ``payments-api`` + path ``/ok/1`` share a name and have two
+    keys: two effects, each applied once, neither repeated; a receipt of one is no receipt of the other (receipt v3
+    says which; requests say it by naming an effect or not). Mutation: the key without the kind -> the pair is
+    "repeated" and the default request counts as receipted."""
+    name = "payments-api/ok/1"
+    explicit, default = (ReceiptSeen("d1", name, "payments-api", True, key, kind) for key, kind in
+                         (("k-explicit", "EXPLICIT"), ("k-default", "DEFAULT")))  # fmt: skip
+    assert repeated_effects([explicit, default]) == ([], [], 0)
+    old = NOW - GRACE_MS - 1
+    asked_explicit = RequestSeen("d1", name, "payments-api", old, (OUTBOX_REQUESTS, 0, 0), "EXPLICIT")
+    asked_default = RequestSeen("d1", name, "payments-api", old, (OUTBOX_REQUESTS, 0, 1), "DEFAULT")
+    missing, judged, _, _ = without_final_receipt([asked_explicit, asked_default], [explicit], now_ms=NOW,
+                                                  covered_from_ms=0)  # fmt: skip
+    assert (missing, judged) == ([asked_default], 2)
+
+
 def test_requests_without_a_final_receipt_are_judged_only_past_the_grace_and_inside_the_receipts_read() -> None:
     old = NOW - GRACE_MS - 1
     requests = [
