@@ -44,7 +44,7 @@ from spark_jobs.options import (
     default_max_transaction_bytes,
     stream_trigger,
 )
-from spark_jobs.sink.input_identity import completed_offsets, input_topic_id, rebase_on_recreated_input
+from spark_jobs.sink.input_identity import input_topic_id, rebase_on_recreated_input
 from spark_jobs.sink.partition_transactions import DEFAULT_TRANSACTION_TIMEOUT_MS, DEFAULT_TRANSACTIONAL_WRITER
 from spark_jobs.sink.transactional_sink import (
     AtLeastOnceBatchWriter,
@@ -133,6 +133,7 @@ class BatchPlan:
     batch_function: Callable[[BatchWriter], BatchFunction] = _identity  # the sink's writer → foreachBatch's function
     transform: RowTransform | None = None  # run inside the sink's write task (infer's model)
     partition_column: str | None = None  # rows already in their output partition: written in place
+    outputs_follow_input: bool = False  # routed, but every output key maps to its input record's partition (enrich)
     output_mode: str | None = None  # "update" for a stateful job
 
 
@@ -305,7 +306,7 @@ def start_query(spark: SparkSession, options: StreamingOptions, job: StreamingJo
         input_recreated=options.input_recreated, dlq_topic=plan.dlq_topic, dlq_stage=job.name,
         dead_letter_codec=environment_codec(),
         max_transaction_bytes=default_max_transaction_bytes(options.transaction_timeout_ms),
-        partition_column=plan.partition_column,
+        partition_column=plan.partition_column, outputs_follow_input=plan.outputs_follow_input,
         # A new version continues the query from its markers: the marker records the cut (query_handover).
         writer_version=plan.writer_version, after_query=options.after_query, start_offsets=options.start_offsets,
         transactional_writer=options.transactional_writer, shadow=options.shadow,
@@ -315,7 +316,7 @@ def start_query(spark: SparkSession, options: StreamingOptions, job: StreamingJo
     if options.mode == "exactly-once":
         rebase_on_recreated_input(config, options.checkpoint, spark)  # --input-recreated: start over on the new topic
     if isinstance(writer, TransactionalBatchWriter):
-        writer.prepare(spark, completed_offsets(options.checkpoint, options.input_topic))
+        writer.prepare(spark)
     stream = rows.writeStream.queryName(options.query).option("checkpointLocation", str(options.checkpoint))
     if plan.output_mode:
         stream = stream.outputMode(plan.output_mode)

@@ -148,6 +148,7 @@ class EnrichJob:
             output_topics=self.output_topics, dlq_topic=self.dlq_topic, order_by=ORDER_BY,
             writer_version=writer_version(self.lateness_ms, parameters.exponents, self.transforms),
             rows=classified, batch_function=enrich_batch, output_mode="update",
+            outputs_follow_input=True,  # events keyed like their input, dead letters to their partition (dlq_key)
         )  # fmt: skip
 
 

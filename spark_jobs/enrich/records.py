@@ -127,7 +127,7 @@ def classify_with_state(parameters: EnrichParameters) -> Any:
 KEY_TRIES_PER_PARTITION = 64
 REPARTITION_FIX = (
     "the layout is pinned; stop the job, let it drain, grow every topic of the layout to one count, and "
-    "start a new --query with the --start-offsets its next start prints (docs/exactly-once.md, "
+    "start it again: it prints the new --query and its --after-query (docs/exactly-once.md, "
     "'What an operator may change, and how': partitions)"
 )
 

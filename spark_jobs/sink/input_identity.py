@@ -27,7 +27,6 @@ silently starts in the middle, and the new topic's first records would never be 
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 import time
 from collections.abc import Callable
@@ -103,30 +102,6 @@ def checkpoint_is_fresh(checkpoint: Path | str, spark: SparkSession | None = Non
         return not fs.exists(offsets) or not any(str(s.getPath().getName()).isdigit() for s in fs.listStatus(offsets))
     offsets = Path(checkpoint) / "offsets"
     return not offsets.is_dir() or not any(p.name.isdigit() for p in offsets.iterdir())
-
-
-def completed_offsets(checkpoint: Path | str, topic: str) -> dict[int, int] | None:
-    """Per partition of ``topic``, the end of the checkpoint's last batch, if that batch is committed; else None.
-
-    Spark writes ``offsets/<N>`` when it plans batch N (its third line: each source's end offsets as
-    JSON) and ``commits/<N>`` once the batch's sink returned, i.e. once every output partition's
-    transaction of it committed. Batches start where the one before ended, from the earliest offsets
-    of a fresh checkpoint, so when the last planned batch is committed every input record below these
-    ends has its output committed on every output partition. None: not shown (a URI, a fresh or
-    foreign checkpoint, a batch planned but not committed).
-    """
-    if isinstance(checkpoint, str) and is_uri(checkpoint):
-        return None
-    offsets, commits = Path(checkpoint) / "offsets", Path(checkpoint) / "commits"
-    planned = sorted(int(p.name) for p in offsets.iterdir() if p.name.isdigit()) if offsets.is_dir() else []
-    if not planned or not (commits / str(planned[-1])).is_file():
-        return None
-    try:
-        lines = (offsets / str(planned[-1])).read_text().splitlines()
-        ends = json.loads(lines[2]).get(topic) if len(lines) > 2 else None
-    except (OSError, ValueError):
-        return None
-    return {int(p): int(o) for p, o in ends.items()} if isinstance(ends, dict) else None
 
 
 def is_uri(location: str) -> bool:

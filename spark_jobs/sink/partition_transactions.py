@@ -60,6 +60,7 @@ from spark_jobs.sink.commit_markers import (
     marker_key,
     read_marker,
 )
+from spark_jobs.sink.grown_layout import OriginLayout, not_held
 from spark_jobs.sink.kafka_errors import ErrorKind, TransactionError, call_with_retries, classify
 from spark_jobs.sink.size_bounds import Headers as Headers
 from spark_jobs.sink.size_bounds import (
@@ -105,6 +106,12 @@ class SinkConfig:
     # Given at a start, recorded by the claim that made the query owner (claim_log); later starts get them from there.
     after_query: str = ""
     start_offsets: Mapping[int, int] = field(default_factory=dict)
+    # A handover across a grown layout: what the origin, of another partition count, committed, read at every
+    # start (query_handover.with_origin_layout). Every write leaves out the records it holds (grown_layout).
+    origin_layout: OriginLayout | None = None
+    # Every output record's key maps to its input record's partition (enrich: events keyed like the input,
+    # dead letters keyed to their partition): a routed write puts it where an in-place write would.
+    outputs_follow_input: bool = False
     # Kafka's topic id of source_topic (KIP-516), looked up at start: every marker records it, and a
     # marker of another id (the topic was deleted and recreated) is refused. "": not known, not checked.
     source_topic_id: str = ""
@@ -225,10 +232,11 @@ class Lineage:
 def _committed_offsets(config: SinkConfig, partition: int) -> tuple[dict[int, int], Lineage]:
     """(query, partition)'s committed source offsets and lineage; call it after ``init_transactions``.
 
-    A query without a marker starts where it was told: at ``start_offsets`` (with a handover too: one
-    across a grown layout, whose origin's markers have another partition count), else after a handover
+    A query without a marker starts where it was told: at ``start_offsets``, else after a handover
     (``after_query``) at the offsets the query it took over from committed (final: the handover fenced
-    that query's writers and recorded itself there first); otherwise from the beginning.
+    that query's writers and recorded itself there first): across a grown layout, where every old output
+    partition committed (``OriginLayout.start``; ``uncommitted`` leaves out the rest the origin holds);
+    otherwise from the beginning.
     """
     marker = read_marker(config.cluster, config.app, config.query, partition, topic=config.commits_topic)
     if marker is not None:
@@ -240,6 +248,8 @@ def _committed_offsets(config: SinkConfig, partition: int) -> tuple[dict[int, in
                 "one stopped; writing here again would decide its events twice",
             )  # fmt: skip
         return dict(marker.source_offsets), Lineage(marker.writer_version, marker.cuts, marker.started_after)
+    if config.origin_layout is not None and not config.start_offsets:
+        return config.origin_layout.start(), Lineage(started_after=config.after_query)
     if config.after_query and not config.start_offsets:
         origin_topic = commits_topic_for(config.app, config.after_query)
         origin = read_marker(config.cluster, config.app, config.after_query, partition, topic=origin_topic)
@@ -537,13 +547,19 @@ def _write_transaction(config: SinkConfig, batch_id: int, partition: int, record
         raise
 
 
-def uncommitted(records: Sequence[Record], committed: Mapping[int, int]) -> tuple[list[Record], dict[int, int]]:
-    """The records at or beyond the committed source offsets, and the offsets once they are committed too."""
+def uncommitted(
+    records: Sequence[Record], committed: Mapping[int, int], origin: OriginLayout | None = None
+) -> tuple[list[Record], dict[int, int]]:
+    """The records to write, and the source offsets once they are committed too.
+
+    To write: at or beyond the committed source offsets, and not committed by the ``origin`` of another
+    layout (``grown_layout``). The offsets cover the origin's records too: they are in the output.
+    """
     pending = [r for r in records if r[6] >= committed.get(r[5], 0)]
     covered = dict(committed)
     for record in pending:
         covered[record[5]] = max(covered.get(record[5], 0), record[6] + 1)
-    return pending, covered
+    return not_held(pending, origin), covered
 
 
 def _write(
@@ -553,7 +569,7 @@ def _write(
     if committed is None:  # this producer has not read this commits topic yet (another query's writer)
         committed, writer.lineage[config.commits_topic] = _committed_offsets(config, partition)
         writer.committed[config.commits_topic] = committed
-    pending, covered = uncommitted(records, committed)
+    pending, covered = uncommitted(records, committed, config.origin_layout)
     if not pending:
         return PartitionResult(partition, batch_id, 0, skipped=True, already_committed=len(records))
     producer, txn_id, deadline = writer.producer, config.transactional_id(partition), config.retry_deadline_s

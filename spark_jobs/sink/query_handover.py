@@ -13,6 +13,10 @@ a marker of their own, at Q's committed offsets (``partition_transactions._commi
 record ``started_after`` = Q. It is idempotent: a start after a crash between the claim and the end
 of the fencing does it again, and a partition already marked for this query is left as it is.
 
+Across a grown layout (the origin's markers have another partition count) the new query starts where
+every old output partition committed and leaves out each record the origin committed (``grown_layout``):
+no offsets need be given.
+
 ``--start-offsets`` gives explicit input offsets instead: the operator's word that nothing below them
 may be written (for output topics no query owns, e.g. written by a retired pipeline). Both are
 recorded by the claim that makes the query owner, so a restart without them starts the same way.
@@ -28,7 +32,15 @@ from confluent_kafka.admin import AdminClient
 from ikkai.contract import kafka
 from ikkai.contract.codec import default_codec
 from ikkai.errors import ConfigError
-from spark_jobs.sink.commit_markers import CommitMarker, CommitMarkerError, commits_topic_for, marker_key, read_marker
+from spark_jobs.sink.commit_markers import (
+    CommitMarker,
+    CommitMarkerError,
+    commits_topic_for,
+    marker_key,
+    read_marker,
+    read_markers,
+)
+from spark_jobs.sink.grown_layout import origin_layout
 from spark_jobs.sink.kafka_errors import call_with_retries
 from spark_jobs.sink.partition_transactions import SinkConfig, check_markers, on_accepted_recreation
 
@@ -43,11 +55,26 @@ def hand_over(config: SinkConfig) -> None:
     metadata = AdminClient(config.cluster.client_config()).list_topics(topic, timeout=30).topics.get(topic)
     if metadata is None or metadata.error is not None:
         return
+    layout = dataclasses.replace(config, partitions=len(metadata.partitions))  # the origin's own count (grown_layout)
     for partition in sorted(metadata.partitions):
-        _hand_over_partition(config, topic, partition)
+        _hand_over_partition(config, topic, partition, layout)
 
 
-def _hand_over_partition(config: SinkConfig, topic: str, partition: int) -> None:
+def with_origin_layout(config: SinkConfig) -> SinkConfig:
+    """``config`` with what its origin of another partition count committed (``grown_layout``); else as it is.
+
+    Read at every start, after the handover (its markers are final: the handover fenced its writers).
+    """
+    if not config.after_query:
+        return config
+    markers = read_markers(config.cluster, config.app, config.after_query,
+                           topic=commits_topic_for(config.app, config.after_query))  # fmt: skip
+    by_input_partition = config.partition_column is not None or config.outputs_follow_input
+    return dataclasses.replace(config, origin_layout=origin_layout(markers, config.partitions, by_input_partition))
+
+
+def _hand_over_partition(config: SinkConfig, topic: str, partition: int, layout: SinkConfig) -> None:
+    """``layout``: the config with the origin's partition count, which its markers must have."""
     origin, deadline = config.after_query, config.retry_deadline_s
     transactional_id = marker_key(config.app, origin, partition).decode()
     producer = Producer({
@@ -63,7 +90,7 @@ def _hand_over_partition(config: SinkConfig, topic: str, partition: int) -> None
         )
         marker = read_marker(config.cluster, config.app, origin, partition, topic=topic)
         if marker is not None and not config.start_offsets and not on_accepted_recreation(config, marker):
-            check_markers(config, {partition: marker})  # its offsets are where this query starts: the same layout
+            check_markers(layout, {partition: marker})  # its layout, its input: a grown layout is read as the old one
         if marker is not None and marker.handed_over_to == config.query:
             return
         if marker is not None and marker.handed_over_to:
@@ -73,7 +100,7 @@ def _hand_over_partition(config: SinkConfig, topic: str, partition: int) -> None
                 f"(--after-query {marker.handed_over_to})",
             )  # fmt: skip
         if marker is None:
-            marker = CommitMarker(config.app, origin, partition, -1, config.partitions, 0, config.source_topic)
+            marker = CommitMarker(config.app, origin, partition, -1, layout.partitions, 0, config.source_topic)
         record = dataclasses.replace(marker, handed_over_to=config.query)
         call_with_retries(transactional_id, "begin_transaction", producer.begin_transaction, deadline_s=deadline)
         producer.produce(topic, key=record.key, value=record.encode(default_codec()), partition=partition)

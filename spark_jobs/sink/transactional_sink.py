@@ -68,12 +68,12 @@ from typing import TYPE_CHECKING, Any, TextIO
 from confluent_kafka.admin import AdminClient
 
 from ikkai.contract.kafka import TOPIC_DEADLINE_S, KafkaContext
-from ikkai.contract.owner_claims import format_offsets
 from ikkai.contract.partitioning import kafka_partitions, spark_partition_routes
 from ikkai.errors import ConfigError
 from spark_jobs.sink.claim_log import claim_outputs
 from spark_jobs.sink.commit_markers import CommitMarker, CommitMarkerError, ensure_commits_topic, read_markers
 from spark_jobs.sink.executor_writer_client import write_through_executor
+from spark_jobs.sink.grown_layout import REPARTITION_PROCEDURE, refuse_a_grown_layout
 from spark_jobs.sink.partition_transactions import (
     PartitionResult,
     Record,
@@ -81,7 +81,7 @@ from spark_jobs.sink.partition_transactions import (
     check_markers,
     write_partition,
 )
-from spark_jobs.sink.query_handover import hand_over
+from spark_jobs.sink.query_handover import hand_over, with_origin_layout
 from spark_jobs.sink.size_bounds import read_topic_limits
 
 if TYPE_CHECKING:
@@ -148,16 +148,13 @@ class TransactionalBatchWriter:
         self._topics_checked_at = float("-inf")  # time.monotonic() of the last check_topics
         self._columns_checked = False  # the transform's output columns, analysed once (they cannot change)
 
-    def prepare(self, spark: SparkSession, completed: Mapping[int, int] | None = None) -> None:
-        """Checks before the query starts: speculation off, commits topic present, layout unchanged, outputs claimed.
-
-        ``completed``: the input offsets the query's checkpoint shows committed (a grown layout's exact start).
-        """
+    def prepare(self, spark: SparkSession) -> None:
+        """Checks before the query starts: speculation off, commits topic present, layout unchanged, outputs claimed."""
         refuse_speculation(spark)
         # Topics grown since the last run: refused, naming the query that goes on, before the count checks.
         config = self.config
         markers = read_markers(config.cluster, config.app, config.query, topic=config.commits_topic)
-        refuse_a_grown_layout(config, markers, completed)
+        refuse_a_grown_layout(config, markers)
         ensure_commits_topic(self.config.cluster, self.config.commits_topic, self.config.partitions)
         self._admin = AdminClient(self.config.cluster.client_config())
         check_layout(self.config, self._admin)
@@ -396,11 +393,12 @@ def _source_rdd_partitions(rdd: Any) -> list[Any] | None:
 def start_as_owner(config: SinkConfig, markers: Mapping[int, CommitMarker]) -> SinkConfig:
     """Claim the outputs (refused in one line unless the claim log makes this query their owner), with the start
     parameters the claim that made it owner recorded; a handover fences its origin while a partition has no marker
-    of this query's own yet (idempotent: a restart after a crash in between does it again)."""
+    of this query's own yet (idempotent: a restart after a crash in between does it again), and an origin of another
+    partition count is read on every start (``grown_layout``)."""
     config = claim_outputs(config, markers)
     if config.after_query and len(markers) < config.partitions:
         hand_over(config)
-    return config
+    return with_origin_layout(config)
 
 
 def refuse_speculation(spark: SparkSession) -> None:
@@ -419,10 +417,6 @@ def check_layout(config: SinkConfig, admin: AdminClient | None = None) -> None:
     markers = read_markers(config.cluster, config.app, config.query, topic=config.commits_topic)
     refuse_a_grown_layout(config, markers)
     check_markers(config, markers)
-
-
-# What an operator does to add partitions (docs/exactly-once.md, "What an operator may change, and how").
-REPARTITION_PROCEDURE = "docs/exactly-once.md, 'What an operator may change, and how': partitions"
 
 
 def check_topics(config: SinkConfig, admin: AdminClient | None = None, deadline_s: float = TOPIC_DEADLINE_S) -> None:
@@ -469,64 +463,6 @@ def with_topic_limits(config: SinkConfig, admin: AdminClient) -> SinkConfig:
     """``config`` with the ``max.message.bytes`` of every topic it writes, read now (``size_bounds``)."""
     topics = (*config.output_topics, *([config.dlq_topic] if config.dlq_topic else []))
     return dataclasses.replace(config, topic_max_message_bytes=read_topic_limits(admin, topics, TOPIC_DEADLINE_S))
-
-
-def refuse_a_grown_layout(
-    config: SinkConfig, markers: Mapping[int, CommitMarker], completed: Mapping[int, int] | None = None
-) -> None:
-    """Markers of another partition count: the topics grew. Refused with the command of the query that continues.
-
-    The markers' layout is pinned (an output partition's marker vouches for what its writer wrote
-    with that count), so a grown layout is a new query that takes over from this one
-    (``--after-query``, which fences it and moves its claim) from the input offsets
-    ``grown_layout_start`` gives: offsets below which every record is committed, never more.
-    ``completed``: what the query's checkpoint shows committed (``input_identity.completed_offsets``).
-    """
-    grown = [m for m in markers.values() if m.partitions != config.partitions]
-    if not grown:
-        return
-    start, exact = grown_layout_start(config, markers, completed)
-    again = "" if exact else (
-        f" (no drain is shown, so these are the lowest offsets any output partition committed: nothing is skipped, "
-        f"and records from there up to the highest ({format_offsets(_highest(markers))}) are written again)"
-    )  # fmt: skip
-    raise CommitMarkerError(
-        config.commits_topic,
-        f"query {config.query} committed with {grown[0].partitions} partitions, the topics now have "
-        f"{config.partitions}",
-        fix=f"run the job as a new query that continues this one: --query {config.query}-p{config.partitions} "
-        f"--after-query {config.query} --start-offsets {format_offsets(start)} and a fresh --checkpoint{again} "
-        f"({REPARTITION_PROCEDURE})",
-    )
-
-
-def _highest(markers: Mapping[int, CommitMarker]) -> dict[int, int]:
-    highest: dict[int, int] = {}
-    for marker in markers.values():
-        for partition, offset in marker.source_offsets.items():
-            highest[partition] = max(highest.get(partition, 0), offset)
-    return highest
-
-
-def grown_layout_start(
-    config: SinkConfig, markers: Mapping[int, CommitMarker], completed: Mapping[int, int] | None
-) -> tuple[dict[int, int], bool]:
-    """Per input partition, where a query of the new layout starts so that no record is skipped; and whether exactly.
-
-    Pure. Written in place (``partition_column``), output partition p holds only input partition p's
-    records: p's marker is exact. Routed, an output partition's marker says nothing of the records of
-    an input partition routed elsewhere: a batch committed on one output partition and not on another
-    leaves the highest offset above records not committed. Then only a drained checkpoint (its last
-    batch committed, its ends at or above every marker) is exact. Otherwise the lowest offset any
-    output partition committed (0 where one has none) skips nothing and writes some records again.
-    """
-    highest = _highest(markers)
-    if config.partition_column:
-        return highest, True
-    if completed is not None and all(completed.get(p, -1) >= o for p, o in highest.items()):
-        return dict(completed), True
-    lowest = {p: min(m.source_offsets.get(p, 0) for m in markers.values()) for p in highest}
-    return lowest, lowest == highest
 
 
 def _with_route(schema: StructType) -> StructType:

@@ -3,35 +3,42 @@
 The procedure (docs/exactly-once.md, "What an operator may change, and how": partitions): stop what
 writes the input, let the job drain and stop, grow every topic of its layout to one count, and start
 it as a new query that takes over from the old one (``--query``, ``--after-query``, a fresh
-``--checkpoint``) with the ``--start-offsets`` its refusal prints. The unit tests build the stale or
-grown answers with fakes; the integration tests run the enrich job on the real stack and count what
-read_committed readers see.
+``--checkpoint``), as its refusal prints: no offsets to type, the new query leaves out what the old
+one committed. The unit tests build the stale or grown answers with fakes; the integration tests run
+the enrich job on the real stack and count what read_committed readers see.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import contextlib
 import json
+import os
 import re
+import shlex
+import signal
 import time
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions
 
 from demo.payments_simulation import DAY_MS, START_MS, generate_profiles
 from demo.pipeline_io import by_partition, create_topic, flat, unique
-from demo.raw_payments import MixedStream, mixed_stream, produce_lines
+from demo.raw_payments import MixedStream, RawLine, mixed_stream, produce_lines
 from ikkai.contract import kafka
 from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka import KafkaContext
+from ikkai.contract.partitioning import kafka_partition
 from spark_jobs.enrich.master_data import publish_profiles
 from spark_jobs.sink import transactional_sink
-from spark_jobs.sink.commit_markers import CommitMarker, CommitMarkerError
-from spark_jobs.sink.input_identity import completed_offsets
-from spark_jobs.sink.transactional_sink import SinkConfig, check_topics, grown_layout_start, refuse_a_grown_layout
+from spark_jobs.sink.commit_markers import CommitMarker, CommitMarkerError, commits_topic_for, read_marker
+from spark_jobs.sink.grown_layout import OriginLayout, origin_layout, refuse_a_grown_layout
+from spark_jobs.sink.partition_transactions import PAUSE_BEFORE_COMMIT, Record, uncommitted
+from spark_jobs.sink.transactional_sink import SinkConfig, check_topics
 from tests.spark_jobs.enrich_process import EnrichProcess, EnrichTopics
 
 pytestmark = pytest.mark.heavy
@@ -48,49 +55,66 @@ def marker(partition: int, offsets: dict[int, int], partitions: int = 2) -> Comm
     return CommitMarker("ikkai", "enrich", partition, 9, partitions, 5, "ingest.x", offsets)
 
 
-def test_a_grown_layout_is_refused_with_the_new_query_and_where_it_starts() -> None:
-    """Markers pinned at 2, topics grown to 3: the fix names the new query, the handover from this one and, per input
-    partition, offsets below which every record is committed: the drained checkpoint's ends when it shows them."""
+def test_a_grown_layout_is_refused_with_the_command_of_the_new_query_and_no_offsets() -> None:
+    """Markers pinned at 2, topics grown to 3: the fix names the new query and the handover from this one, a plain
+    command line with no offsets to type (issue 43, case 6: the printed offsets could skip records or repeat them)."""
     markers = {0: marker(0, {0: 120, 1: 7}), 1: marker(1, {1: 80})}
-    with pytest.raises(CommitMarkerError) as refused:
-        refuse_a_grown_layout(config(3), markers, completed={0: 120, 1: 80})
-    text = str(refused.value)
-    assert "query enrich committed with 2 partitions, the topics now have 3" in text
-    assert "--query enrich-p3 --after-query enrich --start-offsets 0:120,1:80 and a fresh --checkpoint (" in text
-    refuse_a_grown_layout(config(2), markers)  # the same layout: nothing to say
-
-
-def test_a_grown_layout_never_prints_offsets_that_skip_a_record() -> None:
-    """Issue 43, case 6: a routed batch committed on output partition 0 (input 0 up to 200) but not on 1 (up to 150).
-    The highest offset (200) would skip input records 150-199 routed to partition 1. Without a drained checkpoint the
-    lowest is printed (nothing skipped, some written again, and the fix says so); a checkpoint whose last batch ends
-    below the markers (older than them) is no proof either."""
-    markers = {0: marker(0, {0: 200, 1: 40}), 1: marker(1, {0: 150})}
-    assert grown_layout_start(config(3), markers, None) == ({0: 150, 1: 0}, False)
-    assert grown_layout_start(config(3), markers, {0: 150, 1: 40}) == ({0: 150, 1: 0}, False)
-    assert grown_layout_start(config(3), markers, {0: 210, 1: 40}) == ({0: 210, 1: 40}, True)
-    in_place = dataclasses.replace(config(3), partition_column="input_partition")
-    exact = {0: marker(0, {0: 200}), 1: marker(1, {1: 40})}  # in place: output p holds only input p's records
-    assert grown_layout_start(in_place, exact, None) == ({0: 200, 1: 40}, True)
     with pytest.raises(CommitMarkerError) as refused:
         refuse_a_grown_layout(config(3), markers)
     text = str(refused.value)
-    assert "--start-offsets 0:150,1:0 and a fresh --checkpoint (no drain is shown" in text and "\n" not in text
+    assert "query enrich committed with 2 partitions, the topics now have 3" in text
+    assert "run the job as a new query that continues this one: --query enrich-p3 --after-query enrich and a fresh " \
+        "--checkpoint;" in text  # fmt: skip
+    assert "--start-offsets" not in text and "\n" not in text
+    refuse_a_grown_layout(config(2), markers)  # the same layout: nothing to say
 
 
-def test_a_checkpoint_shows_its_ends_only_when_its_last_batch_is_committed(tmp_path: Path) -> None:
-    (tmp_path / "offsets").mkdir()
-    (tmp_path / "commits").mkdir()
-    for batch, ends in ((0, {"0": 5, "1": 7}), (1, {"0": 120, "1": 80})):
-        (tmp_path / "offsets" / str(batch)).write_text(
-            f'v1\n{{"batchWatermarkMs":0}}\n{json.dumps({"ingest.x": ends})}'
-        )
-    (tmp_path / "commits" / "0").write_text("v1\n{}")
-    assert completed_offsets(tmp_path, "ingest.x") is None  # batch 1 planned, not committed
-    (tmp_path / "commits" / "1").write_text("v1\n{}")
-    assert completed_offsets(tmp_path, "ingest.x") == {0: 120, 1: 80}
-    assert completed_offsets(tmp_path, "other") is None and completed_offsets(tmp_path / "none", "ingest.x") is None
-    assert completed_offsets("hdfs://nn/ck", "ingest.x") is None
+def record(partition: int, offset: int, key: bytes) -> Record:
+    return ("events.x", key, b"v", None, None, partition, offset)
+
+
+def key_of(partition: int, partitions: int) -> bytes:
+    """A key whose default partition among ``partitions`` is ``partition``."""
+    return next(k for n in range(10_000) if kafka_partition(k := f"k{n}".encode(), partitions) == partition)
+
+
+def test_a_routed_origin_holds_exactly_what_its_old_partitions_committed() -> None:
+    """Issue 43, case 6: a routed batch committed on old output partition 0 (input 0 up to 200) but not on 1 (up to
+    150). A record is left out when its old route (its key's partition among the OLD count) committed it: input 0
+    offsets 150-199 are left out on route 0, written on route 1; nothing at or above 200 is left out. The start is
+    the lowest (150, and 0 where an old partition has none), so nothing is skipped; ``holds`` does the rest."""
+    origin = OriginLayout(2, {0: {0: 200, 1: 40}, 1: {0: 150}}, by_input_partition=False)
+    old_0, old_1 = key_of(0, 2), key_of(1, 2)
+    assert origin.holds(record(0, 170, old_0)) and not origin.holds(record(0, 170, old_1))
+    assert origin.holds(record(0, 149, old_1)) and not origin.holds(record(0, 150, old_1))
+    assert not origin.holds(record(0, 200, old_0)) and not origin.holds(record(0, 10_000, old_1))
+    assert origin.holds(record(1, 39, old_0)) and not origin.holds(record(1, 39, old_1))  # route 1 has none of input 1
+    assert not origin.holds(record(2, 0, old_0))  # a new input partition: nothing committed
+    assert origin.start() == {0: 150, 1: 0}
+    batch = [record(0, o, k) for o in (149, 150, 199, 200) for k in (old_0, old_1)]
+    pending, covered = uncommitted(batch, origin.start(), origin)
+    assert [(r[6], r[1]) for r in pending] == [(150, old_1), (199, old_1), (200, old_0), (200, old_1)]
+    assert covered == {0: 201, 1: 0}  # the origin's records are in the output too: the marker goes past them
+
+
+def test_the_old_route_is_the_old_count_not_the_new_one() -> None:
+    """The mutation this pins: routing by the new count (3) picks another old marker for some keys."""
+    origin = OriginLayout(2, {0: {0: 200}, 1: {0: 150}}, by_input_partition=False)
+    moved = next(
+        k for n in range(10_000) if kafka_partition(k := f"k{n}".encode(), 2) == 0 and kafka_partition(k, 3) == 1
+    )
+    assert origin.old_partition(record(0, 170, moved)) == 0 and origin.holds(record(0, 170, moved))
+
+
+def test_an_origin_written_by_input_partition_starts_at_each_partitions_own_marker() -> None:
+    """In place (infer), or keyed to the input's partition (enrich): old output partition p held input partition p's
+    records only, so p's marker is exact for p whatever the key; a batch committed on partition 0 only skips
+    nothing of partition 1 (its older marker)."""
+    origin = OriginLayout(2, {0: {0: 200}, 1: {1: 40}}, by_input_partition=True)
+    assert origin.start() == {0: 200, 1: 40}
+    assert origin.holds(record(0, 199, key_of(1, 2))) and not origin.holds(record(1, 40, key_of(1, 2)))
+    assert origin_layout({0: marker(0, {0: 200}), 1: marker(1, {1: 40})}, 3, by_input_partition=True) == origin
+    assert origin_layout({0: marker(0, {0: 200}, partitions=3)}, 3, by_input_partition=True) is None  # same layout
 
 
 class _Metadata:
@@ -166,9 +190,8 @@ def test_partitions_added_between_runs_go_on_as_a_new_query_with_nothing_lost_or
     bootstrap: str, tmp_path: Path
 ) -> None:
     """The procedure, end to end: enrich drains ingest on 2 partitions; every topic of its layout grows to 3; the
-    same query is refused at start in one line naming the new query, its handover and its --start-offsets (exact:
-    its checkpoint shows the drain); that new query then
-    decides the lines written with 3 partitions. A read_committed reader sees every line of both streams once, as
+    same query is refused at start in one line naming the new query and its handover, no offsets; that new query
+    then decides the lines written with 3 partitions. A read_committed reader sees every line of both streams once, as
     an event or a dead letter, and no event twice. (Before: records of the new partition were dead-lettered as
     wrong_partition and the dead-letter key search never ended.)"""
     before = mixed_stream(7, payments=120, partitions=2)
@@ -186,13 +209,11 @@ def test_partitions_added_between_runs_go_on_as_a_new_query_with_nothing_lost_or
     assert refused.wait(1200) == 1, refused.tail()
     [line] = error_lines(refused)  # one line: what, where, what to do
     assert f"query {query} committed with 2 partitions, the topics now have 3" in line
-    found = re.search(r"--query (\S+) --after-query (\S+) --start-offsets (\S+) and a fresh --checkpoint \(", line)
-    assert found is not None and found.groups()[:2] == (f"{query}-p3", query), line  # drained: exact, no note
+    command = printed_command(line)  # no offsets to type: the new query finds them in the old one's markers
+    assert command == ["--query", f"{query}-p3", "--after-query", query], line
 
     produce_lines(bootstrap, topics.input, after.lines)
-    new_query, _, start = found.groups()
-    second = EnrichProcess(bootstrap, topics, tmp_path / "second", new_query, "--after-query", query,
-                           "--start-offsets", start)  # fmt: skip
+    second = EnrichProcess(bootstrap, topics, tmp_path / "second", command[1], *command[2:])
     assert second.wait(1200) == 0, second.tail()
 
     codec = default_codec()
@@ -231,3 +252,104 @@ def test_a_running_job_whose_input_gains_a_partition_stops_with_the_procedure(bo
     codec = default_codec()
     letters = [codec.decode("dead_letter", v) for _, v in flat(by_partition(bootstrap, topics.dlq))]
     assert all(d["source_partition"] != 2 for d in letters)
+
+
+def printed_command(line: str) -> list[str]:
+    """The options of the query the refusal says continues the old one: what the operator types, as printed."""
+    found = re.search(r"continues this one: (--query .*?) and a fresh --checkpoint", line)
+    assert found is not None, line
+    return shlex.split(found.group(1))
+
+
+def committed_batch(cluster: KafkaContext, query: str, partition: int) -> int:
+    """The batch of (query, partition)'s newest committed marker, -1 without one."""
+    found = read_marker(cluster, "ikkai", query, partition, topic=commits_topic_for("ikkai", query))
+    return -1 if found is None else found.batch_id
+
+
+def each_line_once(lines: Sequence[RawLine], events: list[dict[str, Any]], letters: list[dict[str, Any]]) -> None:
+    """Every input line is in the output exactly once, as an event or as a dead letter at its own position.
+
+    Lines of one event_id (a retried event) are one group: as many outputs as lines, events and dead letters
+    together, whichever line the event is (a line the new layout dead-letters lets a retry of it be the event).
+    """
+    seen: Counter[int] = Counter()
+    positions = []
+    for line in lines:
+        positions.append((line.partition, seen[line.partition]))
+        seen[line.partition] += 1
+    letters_at = Counter((d["source_partition"], d["source_offset"]) for d in letters)
+    events_of = Counter(e["event_id"] for e in events)
+    groups: dict[str | None, list[tuple[int, int]]] = {}
+    for line, position in zip(lines, positions, strict=True):
+        groups.setdefault(line.event_id, []).append(position)
+    assert set(letters_at) <= set(positions) and set(events_of) <= set(groups) - {None}, "an output of no line"
+    lines_of: dict[str, int] = {"written again": 0, "skipped": 0}
+    for event_id, places in groups.items():
+        if event_id is None:  # no event id: each such line a dead letter of its own
+            outputs = [letters_at[p] for p in places]
+            lines_of["written again"] += sum(n - 1 for n in outputs if n > 1)
+            lines_of["skipped"] += outputs.count(0)
+            continue
+        written = events_of[event_id] + sum(letters_at[p] for p in places)
+        lines_of["written again" if written > len(places) else "skipped"] += abs(written - len(places))
+    assert lines_of == {"written again": 0, "skipped": 0}, f"{lines_of} of {len(lines)} lines"
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(2400)  # four enrich runs in a row: slow on a loaded 2-core machine
+def test_a_batch_committed_on_one_output_partition_only_goes_on_after_the_growth_with_each_line_once(
+    bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 43, case 6, the crash state built on purpose: enrich (routed) on 2 partitions commits a batch on one
+    output partition and is killed before the other commits (the sink's pause point holds the first write at its
+    commit; the other partition's marker is seen committed; then kill -9). Every topic grows to 3; the old query is
+    refused and the job is started with exactly the command the refusal prints. A read_committed reader sees every
+    input line once, as an event or a dead letter: none skipped, none written again."""
+    stream = mixed_stream(7, payments=120, partitions=2)
+    half = len(stream.lines) // 2
+    topics = enrich_topics(bootstrap, stream, 2)
+    produce_lines(bootstrap, topics.input, stream.lines[:half])
+    query, checkpoint = unique("enrich"), tmp_path / "first"
+    first = EnrichProcess(bootstrap, topics, checkpoint, query)
+    assert first.wait(1200) == 0, first.tail()
+
+    produce_lines(bootstrap, topics.input, stream.lines[half:])
+    pause = tmp_path / "pause"
+    pause.mkdir()
+    monkeypatch.setenv(PAUSE_BEFORE_COMMIT, str(pause))  # the job, its executor and its writer inherit it
+    crashed = EnrichProcess(bootstrap, topics, checkpoint, query)
+    monkeypatch.delenv(PAUSE_BEFORE_COMMIT)
+    cluster = KafkaContext.of(bootstrap)
+    try:
+        give_up_at = time.monotonic() + 1200
+        while not (pause / "paused").exists():  # the first write at its commit holds its transaction open
+            assert crashed.process.poll() is None and time.monotonic() < give_up_at, crashed.tail()
+            time.sleep(0.2)
+        paused = json.loads((pause / "paused").read_text())
+        other = 1 - paused["partition"]
+        while committed_batch(cluster, query, other) < paused["batch"]:  # the other partition's transaction commits
+            assert crashed.process.poll() is None and time.monotonic() < give_up_at, crashed.tail()
+            time.sleep(0.5)
+    finally:
+        crashed.kill()  # kill -9, the whole job; then its executor's writer, which holds the paused transaction
+        if (pause / "paused").exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(json.loads((pause / "paused").read_text())["pid"], signal.SIGKILL)
+    assert not (pause / "outcome").exists(), "the paused transaction must not have committed"
+
+    grow(bootstrap, 3, topics.input, topics.events, topics.dlq)
+    refused = EnrichProcess(bootstrap, topics, checkpoint, query)
+    assert refused.wait(1200) == 1, refused.tail()
+    [line] = error_lines(refused)
+    command = printed_command(line)
+    assert command[:4] == ["--query", f"{query}-p3", "--after-query", query], line
+    second = EnrichProcess(bootstrap, topics, tmp_path / "second", command[1], *command[2:])
+    assert second.wait(1200) == 0, second.tail()
+
+    codec = default_codec()
+    events = [codec.decode("payment_event", v) for _, v in flat(by_partition(bootstrap, topics.events))]
+    letters = [codec.decode("dead_letter", v) for _, v in flat(by_partition(bootstrap, topics.dlq))]
+    print(f"the refusal printed: {' '.join(command)}")  # shown with a failure: what was run
+    each_line_once(stream.lines, events, letters)
+    assert len(events) + len(letters) == len(stream.lines)  # in = out + DLQ

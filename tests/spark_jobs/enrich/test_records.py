@@ -135,7 +135,7 @@ def hang_guard(seconds: int = 10) -> Iterator[None]:
 def test_a_dead_letter_of_a_partition_the_layout_lacks_is_refused_with_the_procedure_not_searched_for_ever() -> None:
     """issue 27, item 3: ingest.payments grew to 3 partitions under a job pinned at 2. Its records were dead-lettered
     as wrong_partition, and the key search looked for ever for a key Kafka maps to partition 2 of 2."""
-    with hang_guard(), pytest.raises(ConfigError, match="--start-offsets") as refused:
+    with hang_guard(), pytest.raises(ConfigError, match="--after-query") as refused:
         dlq_key(None, "ingest.payments", 2, 17, 2)
     assert "ingest.payments partition 2" in str(refused.value) and "layout 2 (0..1)" in str(refused.value)
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import io
-import re
 from typing import Any
 
 import pytest
@@ -159,10 +158,9 @@ def test_a_changed_partition_count_stops_the_job(spark: Any, bootstrap: str, top
     # The same query over the grown layout: refused with the new query that starts where this one stopped.
     with pytest.raises(CommitMarkerError, match=r"committed with 3 partitions, the topics now have 4") as grown:
         TransactionalBatchWriter(moved).prepare(spark)
-    # Routed, no checkpoint to show a drain: the lowest offset any output partition committed, never above one.
+    # No offsets to type: the new query leaves out what this one committed, by its markers (grown_layout).
     text = str(grown.value)
-    found = re.search(r"--query q-p4 --after-query q --start-offsets 0:(\d+) and a fresh --checkpoint", text)
-    assert found is not None and int(found.group(1)) <= 10, text
+    assert "--query q-p4 --after-query q and a fresh --checkpoint;" in text and "--start-offsets" not in text, text
 
 
 def test_a_missing_output_topic_is_refused(

@@ -1,0 +1,121 @@
+"""A query that continues one of another partition count (the topics grew): where it starts, what it leaves out.
+
+The markers' layout is pinned (an output partition's marker vouches for what its writer wrote with
+that count), so a grown layout is a new query that takes over from the old one (``--after-query``,
+which fences it and moves its claim). The old query's markers say, per *old* output partition q, the
+input offsets below which q holds everything. A record's output went to q by the old layout:
+
+- written in place, or by a job whose every output key maps to its input record's partition
+  (``outputs_follow_input``: enrich), q is the record's input partition, so each input partition has
+  one marker that is exact for it;
+- routed by key otherwise, q is Kafka's default partition of the output key among the old count
+  (``kafka_partition``, the sink's own routing). A batch committed on one output partition and not on
+  another leaves no single offset per input partition below which everything is committed and above
+  which nothing is: the lowest skips nothing but would write again what the higher ones committed.
+
+So the new query needs no offsets from anyone: ``OriginLayout`` holds the old markers (read at
+every start, after the handover made them final: ``query_handover.with_origin_layout``), each of its
+writers starts where every old partition committed (``start``) and leaves out each record its old
+partition committed (``holds``), on every start and every write path (``partition_transactions.uncommitted``).
+Nothing is skipped and nothing is written again. Pure, but for the refusal's wording.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Protocol
+
+from ikkai.contract.partitioning import kafka_partition
+from spark_jobs.sink.commit_markers import CommitMarker, CommitMarkerError
+from spark_jobs.sink.size_bounds import Record
+
+# What an operator does to add partitions (docs/exactly-once.md, "What an operator may change, and how").
+REPARTITION_PROCEDURE = "docs/exactly-once.md, 'What an operator may change, and how': partitions"
+
+
+@dataclass(frozen=True)
+class OriginLayout:
+    """What the origin query, of another partition count, committed: per old output partition, its source offsets."""
+
+    partitions: int  # the old count
+    committed: Mapping[int, Mapping[int, int]]  # old output partition -> input partition -> offset below: committed
+    by_input_partition: bool  # a record's old output partition was its input partition (module docstring)
+
+    def old_partition(self, record: Record) -> int:
+        """The output partition the origin wrote ``record`` to (module docstring)."""
+        if self.by_input_partition:
+            return record[5]
+        return kafka_partition(record[1], self.partitions)
+
+    def holds(self, record: Record) -> bool:
+        """The origin committed ``record``: its input offset is below its old output partition's marker."""
+        _, _, _, _, _, partition, offset = record
+        if offset >= self.highest.get(partition, 0):  # above every old marker: no need to route it
+            return False
+        return offset < self.committed.get(self.old_partition(record), {}).get(partition, 0)
+
+    @cached_property
+    def highest(self) -> dict[int, int]:
+        """Per input partition, the highest offset any old output partition committed."""
+        highest: dict[int, int] = {}
+        for offsets in self.committed.values():
+            for partition, offset in offsets.items():
+                highest[partition] = max(highest.get(partition, 0), offset)
+        return highest
+
+    def start(self) -> dict[int, int]:
+        """Per input partition, the offsets below which the origin committed every record: where a new writer starts.
+
+        By input partition, that partition's own marker (exact); routed by key, the lowest any old
+        output partition committed (0 where one has none): ``holds`` leaves out the rest it committed.
+        """
+        if self.by_input_partition:
+            return {p: self.committed.get(p, {}).get(p, 0) for p in self.highest}
+        return {p: min(self.committed.get(q, {}).get(p, 0) for q in range(self.partitions)) for p in self.highest}
+
+
+def origin_layout(
+    markers: Mapping[int, CommitMarker], partitions: int, by_input_partition: bool
+) -> OriginLayout | None:
+    """The origin's layout if its markers were written with another partition count than ``partitions``, else None."""
+    other = [m.partitions for m in markers.values() if m.partitions != partitions]
+    if not other:
+        return None
+    committed = {m.partition: dict(m.source_offsets) for m in markers.values()}
+    return OriginLayout(other[0], committed, by_input_partition)
+
+
+def not_held(records: Sequence[Record], origin: OriginLayout | None) -> list[Record]:
+    """``records`` but those the origin of another layout committed."""
+    if origin is None:
+        return list(records)
+    return [record for record in records if not origin.holds(record)]
+
+
+class _Query(Protocol):
+    @property
+    def query(self) -> str: ...
+    @property
+    def partitions(self) -> int: ...
+    @property
+    def commits_topic(self) -> str: ...
+
+
+def refuse_a_grown_layout(config: _Query, markers: Mapping[int, CommitMarker]) -> None:
+    """Markers of another partition count: the topics grew. Refused with the command of the query that continues.
+
+    The command names no offsets: the new query finds where to start in this query's markers (``OriginLayout``).
+    """
+    grown = [m for m in markers.values() if m.partitions != config.partitions]
+    if not grown:
+        return
+    raise CommitMarkerError(
+        config.commits_topic,
+        f"query {config.query} committed with {grown[0].partitions} partitions, the topics now have "
+        f"{config.partitions}",
+        fix=f"run the job as a new query that continues this one: --query {config.query}-p{config.partitions} "
+        f"--after-query {config.query} and a fresh --checkpoint; it leaves out every record this query committed, "
+        f"by its markers ({REPARTITION_PROCEDURE})",
+    )
