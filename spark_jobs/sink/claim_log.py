@@ -40,7 +40,7 @@ from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.owner_claims import CLAIM, HANDOVER, SHADOW, OwnerClaim, fold, format_offsets
 from ikkai.contract.topics import OWNERS
 from ikkai.errors import ConfigError, IkkaiError
-from spark_jobs.sink.commit_markers import CommitMarker, read_markers
+from spark_jobs.sink.commit_markers import CommitMarker, handed_over, read_markers
 from spark_jobs.sink.kafka_errors import TransactionError, call_with_retries
 from spark_jobs.sink.partition_transactions import OPERATOR_GUIDE, PAUSE_BOUND_S, SinkConfig
 
@@ -122,11 +122,7 @@ def refuse_by_own_markers(config: SinkConfig, own: Mapping[int, CommitMarker]) -
     """What the query's own markers forbid before it claims: writing again after a handover, other topics."""
     for marker in own.values():
         if marker.handed_over_to:
-            raise OwnerClaimError(
-                config.commits_topic, f"query {config.query} handed its output over to query {marker.handed_over_to}",
-                fix=f"run query {marker.handed_over_to} (--query {marker.handed_over_to}), which continues where "
-                "this one stopped",
-            )  # fmt: skip
+            raise OwnerClaimError(*handed_over(config.commits_topic, config.query, marker.handed_over_to))
         if marker.output_topics and set(marker.output_topics) != set(config.output_topics):
             raise OwnerClaimError(
                 config.commits_topic, f"query {config.query} committed output to {', '.join(marker.output_topics)}, "

@@ -57,6 +57,7 @@ from spark_jobs.sink.commit_markers import (
     VersionCut,
     check_names,
     commits_topic_for,
+    handed_over,
     marker_key,
     read_marker,
 )
@@ -242,11 +243,7 @@ def _committed_offsets(config: SinkConfig, partition: int) -> tuple[dict[int, in
     if marker is not None:
         check_markers(config, {partition: marker})
         if marker.handed_over_to:
-            raise CommitMarkerError(
-                config.commits_topic, f"query {config.query} handed its output over to query {marker.handed_over_to}",
-                fix=f"run query {marker.handed_over_to} (--query {marker.handed_over_to}): it continues where this "
-                "one stopped; writing here again would decide its events twice",
-            )  # fmt: skip
+            raise CommitMarkerError(*handed_over(config.commits_topic, config.query, marker.handed_over_to))
         return dict(marker.source_offsets), Lineage(marker.writer_version, marker.cuts, marker.started_after)
     if config.origin_layout is not None and not config.start_offsets:
         return config.origin_layout.start(), Lineage(started_after=config.after_query)
