@@ -134,7 +134,7 @@ def _outcomes(
     """The records of ``topic`` written since ``since_ms`` (at most ``OUTCOMES_WINDOW`` a partition), the
     partitions whose window was cut, and those not read to their end."""
     chosen = [(topic, p) for p in sorted(partitions)][:MAX_PARTITIONS]
-    at_time = offsets(admin, chosen, OffsetSpec.for_timestamp(since_ms), deadline)  # type: ignore[no-untyped-call]
+    at_time = offsets(admin, chosen, OffsetSpec.for_timestamp(since_ms), deadline)
     ends = offsets(admin, chosen, OffsetSpec.latest(), deadline)  # type: ignore[no-untyped-call]
     starts = {w: ends[w] if at_time[w] < 0 else at_time[w] for w in chosen}  # -1: nothing that new
     cut = {w for w in chosen if starts[w] < ends[w] - OUTCOMES_WINDOW}

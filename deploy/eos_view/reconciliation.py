@@ -203,7 +203,7 @@ def read_reconciliation(
     if receipts_topic in partitions_of:
         receipt_partitions = [(receipts_topic, p) for p in sorted(partitions_of[receipts_topic])][:MAX_PARTITIONS]
         since = max(0, min((r.timestamp_ms for r in requests), default=0) - int(GRACE_SECONDS * 1000))
-        at_time = offsets(admin, receipt_partitions, OffsetSpec.for_timestamp(since), deadline)  # type: ignore[no-untyped-call]
+        at_time = offsets(admin, receipt_partitions, OffsetSpec.for_timestamp(since), deadline)
         ends = offsets(admin, receipt_partitions, OffsetSpec.latest(), deadline)  # type: ignore[no-untyped-call]
         # for_timestamp answers -1 when no record is that new: nothing to read there
         starts = {w: ends[w] if at_time[w] < 0 else at_time[w] for w in receipt_partitions}

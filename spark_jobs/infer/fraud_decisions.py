@@ -204,7 +204,7 @@ class OutputRows:
         return frame
 
     def to_arrow(self) -> pa.RecordBatch:
-        import pyarrow as pa  # type: ignore[import-untyped]
+        import pyarrow as pa
 
         headers = [None if h is None else list(h.items()) for h in self.headers]
         return pa.RecordBatch.from_arrays(

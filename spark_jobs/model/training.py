@@ -72,6 +72,6 @@ def train(payments: pd.DataFrame, snapshots: pd.DataFrame, seed: int) -> tuple[b
     cut = doc["training"]["samples"]
     model = FraudModel.from_bytes(canonical_json(doc))
     auc = float(roc_auc_score(labels[cut:], model.score(features.iloc[cut:])))
-    doc["training"]["holdout_auc"] = round(auc, 4)  # type: ignore[index]
+    doc["training"]["holdout_auc"] = round(auc, 4)
     shipped = snapshots.to_csv(index=False, float_format="%.6f").encode()
     return canonical_json(doc), shipped, auc

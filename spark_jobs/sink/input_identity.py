@@ -98,7 +98,7 @@ def checkpoint_is_fresh(checkpoint: Path | str, spark: SparkSession | None = Non
         jvm = spark.sparkContext._jvm
         assert jvm is not None
         offsets = jvm.org.apache.hadoop.fs.Path(checkpoint.rstrip("/") + "/offsets")
-        fs = offsets.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())  # type: ignore[union-attr]
+        fs = offsets.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
         return not fs.exists(offsets) or not any(str(s.getPath().getName()).isdigit() for s in fs.listStatus(offsets))
     offsets = Path(checkpoint) / "offsets"
     return not offsets.is_dir() or not any(p.name.isdigit() for p in offsets.iterdir())

@@ -49,7 +49,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pyspark import cloudpickle  # type: ignore[attr-defined]
+from pyspark import cloudpickle
 from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
 
 from ikkai.errors import IkkaiError

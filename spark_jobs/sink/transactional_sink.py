@@ -358,7 +358,7 @@ def _planned_inputs(part: Any) -> Any:
     partition with nothing to read); Spark 3.x held a ``Seq`` named ``inputPartitions``. Reading
     only the old name made every foreachBatch check fall back to a Spark job of its own per batch.
     """
-    from py4j.protocol import Py4JError  # type: ignore[import-untyped]
+    from py4j.protocol import Py4JError
 
     try:
         planned = part.inputPartition()
@@ -480,7 +480,7 @@ def _keys(chunk: pa.RecordBatch | pa.Table) -> list[bytes]:
 
 def route_batches(batches: Iterator[pa.RecordBatch], routes: tuple[int, ...]) -> Iterator[pa.RecordBatch]:
     """``mapInArrow``: append each row's route, the value that sends it to Spark partition = its Kafka partition."""
-    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow as pa
 
     table = pa.array(routes, type=pa.int32())
     for chunk in batches:
@@ -546,8 +546,8 @@ def write_in_place(
     yields for them, computed here, in the same Python worker, before the transaction begins.
     A task without rows writes nothing (a re-run of the batch has none either).
     """
-    import pyarrow as pa  # type: ignore[import-untyped]
-    import pyarrow.compute as pc  # type: ignore[import-untyped]
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
     chunks = [chunk for chunk in (batches if transform is None else transform(batches)) if len(chunk)]
     if not chunks:
@@ -588,7 +588,7 @@ def _collect(
 
 
 def _result_batch(result: PartitionResult) -> Any:
-    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow as pa
 
     arrow = {"int": pa.int32(), "long": pa.int64(), "boolean": pa.bool_(), "double": pa.float64()}
     schema = pa.schema([(name, arrow[kind]) for name, kind in _RESULT_TYPES.items()])
