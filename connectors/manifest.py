@@ -32,7 +32,8 @@ from connectors.errors import BundleError
 
 MANIFEST = "bundle.yaml"
 STATES = ("running", "paused", "stopped")
-_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+BUNDLE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")  # a bundle's name (and a connector name prefix's start)
+ENVIRONMENT_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")  # dev, prod, …: values/<env>.yaml, a token's scope, a URL
 OWNER_MAX = 100  # characters: a team's name and a channel or an address fit; a paragraph does not
 
 
@@ -88,7 +89,7 @@ def parse_manifest(data: Any, bundle: str) -> BundleManifest:
     top = _mapping(data, bundle, "the file", required=required, optional=optional)
     name = _text(top["name"], bundle, "name")
     prefix = _text(top["owner_prefix"], bundle, "owner_prefix")
-    if not _NAME.match(prefix) or prefix[-1] not in ".-_":
+    if not BUNDLE_NAME.match(prefix) or prefix[-1] not in ".-_":
         raise _bad(
             bundle,
             "owner_prefix",
@@ -133,7 +134,7 @@ def _connector(item: Any, bundle: str, index: int) -> ConnectorSpec:
     where = f"connectors[{index}]"
     data = _mapping(item, bundle, where, required={"name", "template"}, optional={"state", "waivers"})
     name = _text(data["name"], bundle, f"{where}.name")
-    if not _NAME.match(name):
+    if not BUNDLE_NAME.match(name):
         raise _bad(bundle, f"{where}.name", f"{name!r} is not a valid name", "use lower-case letters, digits, . _ -")
     state = str(data.get("state") or "running")
     if state not in STATES:

@@ -15,7 +15,6 @@ they run on Starlette's thread pool, never on the event loop that serves ``/heal
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from starlette.applications import Starlette
@@ -26,6 +25,7 @@ from starlette.routing import Mount, Route
 from starlette.schemas import SchemaGenerator
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from connectors.manifest import BUNDLE_NAME, ENVIRONMENT_NAME
 from deploy.serve.metrics import CONTENT_TYPE
 from deploy.serve.page import page_app
 from deploy.serve.service import ControlPlane, ServeTokens
@@ -33,8 +33,6 @@ from ikkai.errors import IkkaiError
 
 MAX_BODY_BYTES = 64 * 1024  # no route reads a body: this only bounds what a client may announce
 MAX_HEADER_BYTES = 16 * 1024  # request line and headers together
-_BUNDLE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
-_ENV = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 _METHOD = {"plan": "GET", "status": "GET", "apply": "POST", "restart": "POST"}
 _OPEN = ("/healthz",)
 PAGE = "/ui"  # the operator page: its own login and session cookie instead of the bearer header
@@ -98,10 +96,10 @@ class Guard:
         )
 
 
-_BUNDLE_PARAMETERS = """
+_BUNDLE_PARAMETERS = f"""
 parameters:
-  - {name: bundle, in: path, required: true, schema: {type: string, pattern: "^[a-z0-9][a-z0-9._-]*$"}}
-  - {name: env, in: path, required: true, schema: {type: string, pattern: "^[a-z0-9][a-z0-9_-]*$"}}"""
+  - {{name: bundle, in: path, required: true, schema: {{type: string, pattern: "{BUNDLE_NAME.pattern}"}}}}
+  - {{name: env, in: path, required: true, schema: {{type: string, pattern: "{ENVIRONMENT_NAME.pattern}"}}}}"""
 _BUNDLE_RESPONSES = """
 responses:
   "200": {description: "The result, as JSON (as `ikkai bundle ... -o json` prints it)."}
@@ -151,7 +149,7 @@ def app_for(plane: ControlPlane, *, secure_cookie: bool = False) -> ASGIApp:
     async def bundle_verb(request: Request) -> Response:
         bundle, env = request.path_params["bundle"], request.path_params["env"]
         verb = request.url.path.rsplit("/", 1)[1]
-        if not (_BUNDLE.match(bundle) and _ENV.match(env)):
+        if not (BUNDLE_NAME.match(bundle) and ENVIRONMENT_NAME.match(env)):
             return json_response(404, {"error": f"no route {request.url.path}"})
         if not ServeTokens.covers(request.scope[ENVIRONMENTS], env):
             return json_response(403, {"error": f"this token is not for environment {env}"})

@@ -23,13 +23,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from connectors.manifest import ENVIRONMENT_NAME
 from ikkai.errors import ConfigError
 
 TOKEN_VAR = "IKKAI_SERVE_TOKEN"  # noqa: S105 - the variable's name, not a token
 MIN_LENGTH = 16
 EVERY = "*"
 _SCOPED = re.compile(r"^\s*([a-z0-9*][a-z0-9_*,\s-]*?)\s*:\s*(\S+)\s*$")
-_ENV = re.compile(r"^(\*|[a-z0-9][a-z0-9_-]*)$")
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ def read_tokens(env: Mapping[str, str], token_file: Path | None) -> ServeTokens:
         where = f"{token_file} line {number}"
         match = _SCOPED.match(line)
         envs = frozenset(e.strip() for e in match.group(1).split(",")) if match else frozenset()
-        if match is None or not envs or not all(_ENV.match(e) for e in envs):
+        if match is None or not envs or not all(e == "*" or ENVIRONMENT_NAME.match(e) for e in envs):
             raise ConfigError(where, "token", "not 'environments: token'", fix="e.g. 'dev, staging: <token>'")
         token = match.group(2)
         if len(token) < MIN_LENGTH:
