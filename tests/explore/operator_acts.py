@@ -1,21 +1,29 @@
 """The explorer's hands: the infer job started as an operator starts it (``ikkai jobs run infer``), and its outcome.
 
-Each act is a real process on the real stack (``demo.infer_process.InferProcess``). An act ends
+Each act is a real process on the real stack (``demo.infer_process.InferProcess``), or a change an
+operator makes to the topics (``recreate_input``, ``grow``). An act ends
 in one of four outcomes, read from the process alone: it ``ran`` (exit 0, or a continuous query
 that drained the input and was then stopped), it was ``refused`` (a non-zero exit with the CLI's
 one-line ``ikkai: error:``), it was ``killed`` (the SIGKILL the act asked for), or it ``failed``
 in some other way (a traceback, a timeout: never allowed). Every wait is a condition polled
-against a deadline.
+against a deadline. A refusal's fix is followed as the operator reads it: ``fix_command`` takes
+the flags it names from its line, whatever they are.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
 from demo.infer_process import InferProcess, InferTopics
 from demo.pipeline_io import create_topic, produce_payments, unique
+from ikkai.contract import kafka
+from ikkai.contract.kafka import KafkaContext
 from spark_jobs.progress import parse_progress
 
 PARTITIONS = 2
@@ -45,8 +53,37 @@ class Pipeline:
     def shadow_decisions(self) -> str:
         return f"{self.topics.decisions}.shadow"
 
-    def produce(self, events: list[dict[str, object]]) -> None:
-        produce_payments(self.bootstrap, self.topics.input, events, PARTITIONS)
+    @property
+    def layout(self) -> tuple[str, ...]:
+        """Every topic the live and the shadow query read or write (the commits topics are the job's own)."""
+        return (*vars(self.topics).values(), self.shadow_decisions, f"{self.topics.dlq}.shadow")
+
+    def produce(self, events: list[dict[str, object]], partitions: int = PARTITIONS) -> None:
+        produce_payments(self.bootstrap, self.topics.input, events, partitions)
+
+    def recreate_input(self, partitions: int) -> None:
+        """The input deleted and created again under its name (a new topic id, offsets from 0)."""
+        admin = AdminClient(KafkaContext.of(self.bootstrap).client_config())
+        admin.delete_topics([self.topics.input], operation_timeout=60)[self.topics.input].result(90)
+        end = time.monotonic() + 90
+        while True:  # the deletion completes in the background: "already exists" (marked for deletion) until then
+            try:
+                created = admin.create_topics([NewTopic(self.topics.input, partitions)], operation_timeout=60)
+                created[self.topics.input].result(90)
+                break
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS or time.monotonic() > end:
+                    raise
+                time.sleep(0.5)  # the poll's period: the condition is the creation succeeding
+        create_topic(self.bootstrap, self.topics.input, partitions)  # waits until every partition has a leader
+
+    def grow(self, partitions: int) -> None:
+        """Every topic of the layout grown to ``partitions`` (Kafka adds partitions, it never removes them)."""
+        cluster = KafkaContext.of(self.bootstrap)
+        admin = AdminClient(cluster.client_config())
+        for future in admin.create_partitions([NewPartitions(t, partitions) for t in self.layout]).values():
+            future.result(timeout=60)
+        kafka.wait_until_usable(cluster, self.layout, give_up_at=time.monotonic() + 120)
 
     def start(self, query: str, checkpoint: Path, *flags: str) -> InferProcess:
         return InferProcess(self.bootstrap, self.topics, checkpoint, query, *flags)
@@ -56,7 +93,8 @@ class Pipeline:
 class Outcome:
     kind: str  # RAN, REFUSED, KILLED or FAILED
     command: str  # the act's flags, for the journal
-    detail: str = ""  # the refusal's line, or the log's tail
+    detail: str = ""  # the refusal's line (bounded), or the log's tail
+    line: str = ""  # a refusal's whole line, its fix included (the CLI bounds it)
 
     def __str__(self) -> str:
         return f"{self.kind}: {self.detail}" if self.detail else self.kind
@@ -70,7 +108,7 @@ def outcome(job: InferProcess, flags: tuple[str, ...], *, stopped_by_us: bool = 
     if code == 0 or (stopped_by_us and not errors):
         return Outcome(RAN, command)
     if errors:
-        return Outcome(REFUSED, command, errors[-1][:400])
+        return Outcome(REFUSED, command, errors[-1][:400], errors[-1])
     if any("fault injection: SIGKILL" in line for line in job.log):
         return Outcome(KILLED, command)
     return Outcome(FAILED, command, f"exit {code}: {job.tail(15)[-2000:]}")
@@ -133,3 +171,32 @@ def start_together(
 
 def fresh_checkpoint(pipeline: Pipeline, query: str) -> Path:
     return pipeline.folder / unique(f"checkpoint-{query}")
+
+
+@dataclass(frozen=True)
+class FixCommand:
+    """What a refusal tells the operator to run: its ``--flag value`` pairs, and whether on a fresh checkpoint."""
+
+    flags: tuple[str, ...]
+    fresh_checkpoint: bool
+
+    def value(self, flag: str) -> str:
+        pairs = dict(zip(self.flags[::2], self.flags[1::2], strict=True))
+        return pairs.get(flag, "")
+
+
+FLAG_WITH_VALUE = re.compile(r"(--[a-z][a-z-]*) +([^\s(][^\s]*)")
+
+
+def fix_command(line: str) -> FixCommand:
+    """The command a refusal's line names, read as an operator reads it. Pure.
+
+    Every ``--flag value`` in the line, in order (a value ends at a space, its trailing ``,;:.)`` are
+    prose), except ``--checkpoint``, which the line names as "a fresh --checkpoint": the act then
+    starts on a new folder. Nothing is assumed about which flags a fix names.
+    """
+    flags: list[str] = []
+    for flag, value in FLAG_WITH_VALUE.findall(line):
+        if flag != "--checkpoint" and not value.startswith("-"):
+            flags += [flag, value.rstrip(",;:.)")]
+    return FixCommand(tuple(flags), "fresh --checkpoint" in line)

@@ -7,13 +7,16 @@ commit markers what was written, it counts what a downstream reader gets.
 
 The rules, after every step of an exploration:
 
-- every decision on the live decisions topic is of an event on the input, and no event has two;
+- every decision on the live decisions topic is of an event on the input (or on an input topic deleted
+  since, decided before it was deleted), and no event has two;
 - every event the model says must be decided (its owner drained after it arrived) has one;
-- no event the operator excluded (``--start-offsets`` above it) has one;
+- no event the operator excluded (``--start-offsets`` above it) has one, nor does an event of a deleted
+  input topic that had none when it was deleted;
 - every outbox request belongs to a live decision, each (event, effect) is asked for once, no event
   has side effects asked for under two decision ids, and each decision asks for what its action
   asks for (hold: two, review: one, approve: none);
-- the shadow decisions topic holds at most one decision per event and only events on the input.
+- the shadow decisions topic holds at most one decision per event and only events on the input (now or
+  before a recreation).
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ class Expected:
 
     decided: frozenset[str] = frozenset()
     excluded: frozenset[str] = frozenset()
+    earlier: frozenset[str] = frozenset()  # events of an input topic deleted since: no longer on the input
 
 
 def _some(ids: Iterable[object]) -> str:
@@ -60,7 +64,7 @@ def violations(outputs: Outputs, expected: Expected) -> list[str]:
     """Every rule of the module docstring that ``outputs`` break, one line each; empty when all hold."""
     found: list[str] = []
     per_event = Counter(str(d["event_id"]) for d in outputs.decisions)
-    unknown = set(per_event) - set(outputs.events)
+    unknown = set(per_event) - set(outputs.events) - expected.earlier
     if unknown:
         found.append(f"{len(unknown)} live decisions of events never produced: {_some(unknown)}")
     twice = {e: n for e, n in per_event.items() if n > 1}
@@ -76,9 +80,12 @@ def violations(outputs: Outputs, expected: Expected) -> list[str]:
     excluded = expected.excluded & set(per_event)
     if excluded:
         found.append(f"{len(excluded)} events below the operator's --start-offsets were decided: {_some(excluded)}")
+    late = (expected.earlier & set(per_event)) - expected.decided
+    if late:
+        found.append(f"{len(late)} events decided after their input topic was deleted: {_some(late)}")
     found += _request_violations(outputs)
     shadow = Counter(str(d["event_id"]) for d in outputs.shadow)
-    if any(n > 1 for n in shadow.values()) or set(shadow) - set(outputs.events):
+    if any(n > 1 for n in shadow.values()) or set(shadow) - set(outputs.events) - expected.earlier:
         found.append(f"the shadow topic holds {len(outputs.shadow)} decisions for {len(shadow)} events")
     return found
 
