@@ -12,7 +12,8 @@ in offset order and decides each one, the same way for every reader:
 - A **handover** from query P is valid when P owns every pair it names and it names exactly P's
   output topics of that input: it moves them. Naming it again on a restart is accepted.
 - A **shadow** claim is a claim whose every output topic is a shadow topic (``*.shadow``), and
-  which takes nothing over.
+  which takes nothing over but another shadow query's topics, exactly those (a shadow's grown layout
+  continues as a new shadow query ``--after-query`` the old one).
 - Anything else is **void**: kept in the log, it changes nothing. Its claimer is refused.
 
 The first valid claim of a pair wins, whatever comes later: the log is never compacted (a compacted
@@ -112,13 +113,18 @@ class Ownership:
             return Verdict(False, f"claim kind {claim.kind!r} is none of {', '.join(KINDS)}", "report this bug")
         if claim.kind == SHADOW:
             live = [t for t in claim.output_topics if not t.endswith(SHADOW_SUFFIX)]
-            if live or claim.from_query:
+            mine = set(claim.output_topics) <= self.owned(claim.owner, claim.source_topic)
+            origin = self.owned((claim.app, claim.from_query), claim.source_topic) if claim.from_query else set()
+            if live or (claim.from_query and not mine and origin != set(claim.output_topics)):
                 what = f"writes {', '.join(live)}" if live else f"takes over query {claim.from_query}'s output"
                 return Verdict(
                     False, f"shadow query {claim.query} {what}: a shadow writes only its own *{SHADOW_SUFFIX} topics",
-                    "run the shadow without --after-query; to make a candidate live, continue the live query with "
-                    "the new model (the same --query: a cutover)",
+                    "run the shadow without --after-query (or --after-query the shadow query that owns exactly these "
+                    f"*{SHADOW_SUFFIX} topics); to make a candidate live, continue the live query with the new model "
+                    "(the same --query: a cutover)",
                 )  # fmt: skip
+            if claim.from_query and not mine:
+                return Verdict(True)  # a shadow continuing a shadow of exactly its topics (a grown layout): moves them
         if set(claim.output_topics) <= self.owned(claim.owner, claim.source_topic):
             return self._restart(claim)
         if claim.kind == HANDOVER:

@@ -71,6 +71,9 @@ def test_a_handover_of_other_topics_is_void() -> None:
     assert "nothing to hand over" in fold([nobody]).verdicts[nobody.nonce].problem
 
 
+SHADOWS = ("decisions.fraud.shadow", "dlq.infer.shadow")
+
+
 def test_a_shadow_claims_only_shadow_topics_and_takes_nothing_over() -> None:
     live = claim("live")
     shadow = claim("s", SHADOW, outputs=("decisions.fraud.shadow", "dlq.infer.shadow"))
@@ -80,6 +83,22 @@ def test_a_shadow_claims_only_shadow_topics_and_takes_nothing_over() -> None:
     assert [ownership.verdicts[x.nonce].valid for x in (live, shadow, over_live, taking)] == [True, True, False, False]
     assert "writes outbox.requests" in ownership.verdicts[over_live.nonce].problem
     assert "takes over query live's output" in ownership.verdicts[taking.nonce].problem
+    assert ownership.owners[("events.payments", "outbox.requests")] == ("ikkai", "live")
+
+
+def test_a_shadow_continues_only_a_shadow_of_exactly_its_topics() -> None:
+    """A shadow's grown layout is a new shadow query after the old one (the refusal prints --after-query): valid when
+    the origin owns exactly its *.shadow topics, and the live query's output stays the live query's. Found by the
+    explorer: the printed command was refused. Mutation: every shadow with --after-query void -> s-p3 is refused."""
+    live, shadow = claim("live"), claim("s", SHADOW, outputs=SHADOWS)
+    grown = claim("s-p3", SHADOW, outputs=SHADOWS, from_query="s")
+    again = claim("s-p3", SHADOW, outputs=SHADOWS, from_query="s")
+    fewer = claim("s2", SHADOW, outputs=SHADOWS[:1], from_query="s-p3")
+    ownership = fold([live, shadow, grown, again, fewer])
+    assert [ownership.verdicts[x.nonce].valid for x in (live, shadow, grown, again, fewer)] == [
+        True, True, True, True, False,
+    ]  # fmt: skip
+    assert {ownership.owners[("events.payments", t)] for t in SHADOWS} == {("ikkai", "s-p3")}
     assert ownership.owners[("events.payments", "outbox.requests")] == ("ikkai", "live")
 
 
