@@ -559,16 +559,40 @@ def uncommitted(
     return not_held(pending, origin), covered
 
 
+def record_start(config: SinkConfig, partition: int) -> bool:
+    """Write ``partition``'s start as a marker of its own (no record) unless it has one; whether it wrote one.
+
+    A query that starts after another (``--after-query``, across a grown layout or not) or at
+    ``--start-offsets`` computes each output partition's start (``_committed_offsets``); a partition
+    that then gets no record keeps no marker, and a query that later takes over from this one would
+    start it at offset 0 and write again what was committed before. Called at the start, before any
+    batch: ``init_transactions`` first (fencing any earlier writer of the id), then the marker is read.
+    """
+    txn_id = config.transactional_id(partition)
+    writer = _fresh_writer(config, txn_id, partition)
+    try:
+        own = read_marker(config.cluster, config.app, config.query, partition, topic=config.commits_topic)
+        if own is not None or not any(writer.committed[config.commits_topic].values()):
+            return False
+        _write(config, writer, -1, partition, (), mark=True)
+        return True
+    finally:
+        _discard(config, txn_id)
+
+
 def _write(
-    config: SinkConfig, writer: _Writer, batch_id: int, partition: int, records: Sequence[Record]
+    config: SinkConfig, writer: _Writer, batch_id: int, partition: int, records: Sequence[Record], mark: bool = False
 ) -> PartitionResult:
     committed = writer.committed.get(config.commits_topic)
     if committed is None:  # this producer has not read this commits topic yet (another query's writer)
         committed, writer.lineage[config.commits_topic] = _committed_offsets(config, partition)
         writer.committed[config.commits_topic] = committed
     pending, covered = uncommitted(records, committed, config.origin_layout)
-    if not pending:
+    if not pending and covered == committed and not mark:
         return PartitionResult(partition, batch_id, 0, skipped=True, already_committed=len(records))
+    # Records past the marker that the origin of another layout holds, all of them: nothing to write, but the marker
+    # moves past them in a transaction of its own, else a query that takes over from this one (same layout, so no
+    # origin to filter by) would start below them and write them again. ``mark``: the start alone (record_start).
     producer, txn_id, deadline = writer.producer, config.transactional_id(partition), config.retry_deadline_s
     writer.refused.clear()
     call_with_retries(txn_id, "begin_transaction", producer.begin_transaction, deadline_s=deadline)

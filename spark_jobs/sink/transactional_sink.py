@@ -79,6 +79,7 @@ from spark_jobs.sink.partition_transactions import (
     Record,
     SinkConfig,
     check_markers,
+    record_start,
     write_partition,
 )
 from spark_jobs.sink.query_handover import hand_over, with_origin_layout
@@ -394,11 +395,17 @@ def start_as_owner(config: SinkConfig, markers: Mapping[int, CommitMarker]) -> S
     """Claim the outputs (refused in one line unless the claim log makes this query their owner), with the start
     parameters the claim that made it owner recorded; a handover fences its origin while a partition has no marker
     of this query's own yet (idempotent: a restart after a crash in between does it again), and an origin of another
-    partition count is read on every start (``grown_layout``)."""
+    partition count is read on every start (``grown_layout``). Then each output partition without a marker of its own
+    gets its start as one (``record_start``), so a later handover from this query starts after it."""
     config = claim_outputs(config, markers)
     if config.after_query and len(markers) < config.partitions:
         hand_over(config)
-    return with_origin_layout(config)
+    config = with_origin_layout(config)
+    if config.after_query or config.start_offsets:  # each start durable where it is not 0 (record_start)
+        for partition in range(config.partitions):
+            if partition not in markers:
+                record_start(config, partition)
+    return config
 
 
 def refuse_speculation(spark: SparkSession) -> None:

@@ -305,7 +305,10 @@ def test_a_batch_committed_on_one_output_partition_only_goes_on_after_the_growth
     output partition and is killed before the other commits (the sink's pause point holds the first write at its
     commit; the other partition's marker is seen committed; then kill -9). Every topic grows to 3; the old query is
     refused and the job is started with exactly the command the refusal prints. A read_committed reader sees every
-    input line once, as an event or a dead letter: none skipped, none written again."""
+    input line once, as an event or a dead letter: none skipped, none written again; and again after that query hands
+    over to one of its own layout (an output partition all of whose records the old query held still gets a marker).
+    Mutations: the old-layout filter dropped; enrich routed by key with the old count; no marker when every record
+    was held (then the third query writes the old query's lines again)."""
     stream = mixed_stream(7, payments=120, partitions=2)
     half = len(stream.lines) // 2
     topics = enrich_topics(bootstrap, stream, 2)
@@ -353,3 +356,11 @@ def test_a_batch_committed_on_one_output_partition_only_goes_on_after_the_growth
     print(f"the refusal printed: {' '.join(command)}")  # shown with a failure: what was run
     each_line_once(stream.lines, events, letters)
     assert len(events) + len(letters) == len(stream.lines)  # in = out + DLQ
+
+    # The new query hands over in turn, to a query of its own layout: that one has no origin of another layout to
+    # filter by, so it must find everything the old query committed under the new query's markers.
+    third = EnrichProcess(bootstrap, topics, tmp_path / "third", f"{query}-r", "--after-query", command[1])
+    assert third.wait(1200) == 0, third.tail()
+    events = [codec.decode("payment_event", v) for _, v in flat(by_partition(bootstrap, topics.events))]
+    letters = [codec.decode("dead_letter", v) for _, v in flat(by_partition(bootstrap, topics.dlq))]
+    each_line_once(stream.lines, events, letters)
