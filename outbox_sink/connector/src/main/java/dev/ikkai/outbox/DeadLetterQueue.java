@@ -22,6 +22,9 @@ import org.apache.kafka.connect.storage.SimpleHeaderConverter;
  * there).
  */
 interface DeadLetterQueue extends AutoCloseable {
+    /** Connect's executing class of a sink's put stage: the task (a string, so this floor names no room above it). */
+    String EXECUTING_CLASS = "dev.ikkai.outbox.OutboxSinkTask";
+
     /** Starts writing {@code copy} (already bounded) for the rejection {@code why}; the future fails if the broker refuses. */
     Future<?> write(SinkRecord copy, RejectedRequest why);
 
@@ -55,7 +58,7 @@ interface DeadLetterQueue extends AutoCloseable {
             out.add(ERRORS + "offset", utf8(String.valueOf(copy.kafkaOffset())));
             out.add(ERRORS + "connector.name", utf8(Bounded.quoted(connector)));
             out.add(ERRORS + "stage", utf8("TASK_PUT"));
-            out.add(ERRORS + "class.name", utf8(OutboxSinkTask.class.getName()));
+            out.add(ERRORS + "class.name", utf8(EXECUTING_CLASS));
             out.add(ERRORS + "exception.class.name", utf8(RejectedRequest.class.getName()));
             out.add(ERRORS + "exception.message", utf8(Bounded.text(why.kind() + ": " + why.getMessage(), Bounded.FIELD_BYTES)));
             return producer.send(new ProducerRecord<>(topic, null, null,

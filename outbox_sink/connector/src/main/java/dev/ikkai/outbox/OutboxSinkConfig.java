@@ -20,6 +20,9 @@ import org.apache.kafka.common.config.types.Password;
  * parsed by {@link Targets}; everything else is declared here.
  */
 public final class OutboxSinkConfig extends AbstractConfig {
+    /** Connect's setting of a sink's dead-letter topic (the sink writes its dead letters there itself). */
+    static final String DLQ_TOPIC = "errors.deadletterqueue.topic.name";
+
     public static final String TARGETS = Targets.ALIASES;
     public static final String RECEIPTS_TOPIC = "outbox.receipts.topic";
     public static final String RECEIPTS_BOOTSTRAP = "outbox.receipts.bootstrap.servers";
@@ -172,9 +175,9 @@ public final class OutboxSinkConfig extends AbstractConfig {
             : HttpRequests.KeyFormat.STRUCTURED;
     }
 
-    /** The dead-letter topic Connect's own settings name ({@value OutboxSinkConnector#DLQ_TOPIC}); empty when unset. */
+    /** The dead-letter topic Connect's own settings name ({@value #DLQ_TOPIC}); empty when unset. */
     String deadLetterTopic() {
-        return originalsStrings().getOrDefault(OutboxSinkConnector.DLQ_TOPIC, "").strip();
+        return originalsStrings().getOrDefault(DLQ_TOPIC, "").strip();
     }
 
     /** The connector's name (Connect puts it in every task's config), as dead letters name their writer. */

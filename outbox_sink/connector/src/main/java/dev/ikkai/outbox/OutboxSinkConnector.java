@@ -18,7 +18,6 @@ import org.apache.kafka.connect.sink.SinkConnector;
  */
 public final class OutboxSinkConnector extends SinkConnector {
     static final String TOLERANCE = "errors.tolerance";
-    static final String DLQ_TOPIC = "errors.deadletterqueue.topic.name";
 
     private Map<String, String> config;
 
@@ -81,9 +80,9 @@ public final class OutboxSinkConnector extends SinkConnector {
         }
         if (!"all".equals(props.get(TOLERANCE))) {
             targets.addErrorMessage("the outbox sink needs " + TOLERANCE + "=all and a dead-letter queue ("
-                + DLQ_TOPIC + "), so a rejected request is parked there instead of failing the task");
-        } else if (props.getOrDefault(DLQ_TOPIC, "").isBlank()) {
-            targets.addErrorMessage("set " + DLQ_TOPIC + " (e.g. dlq.outbox): rejected requests are parked there");
+                + OutboxSinkConfig.DLQ_TOPIC + "), so a rejected request is parked there instead of failing the task");
+        } else if (props.getOrDefault(OutboxSinkConfig.DLQ_TOPIC, "").isBlank()) {
+            targets.addErrorMessage("set " + OutboxSinkConfig.DLQ_TOPIC + " (e.g. dlq.outbox): rejected requests are parked there");
         }
         return result;
     }

@@ -117,7 +117,7 @@ public final class OutboxSinkTask extends SinkTask {
         OutboxCodec codec = config.codec();
         if (config.deadLetterTopic().isBlank()) {
             throw new ConnectException("the outbox sink needs a dead-letter queue: set errors.tolerance=all and "
-                + OutboxSinkConnector.DLQ_TOPIC + " (e.g. dlq.outbox)");
+                + OutboxSinkConfig.DLQ_TOPIC + " (e.g. dlq.outbox)");
         }
         receipts = new Receipts(producers.apply(config.receiptProducerConfig()),
             config.getString(OutboxSinkConfig.RECEIPTS_TOPIC), codec, config.keyVersion());

@@ -245,6 +245,12 @@ class OutboxSinkTaskTest {
     }
 
     @Test
+    void deadLettersNameTheTaskAsConnectsExecutingClass() {
+        // DeadLetterQueue spells the name out (it stands below the task): a renamed task must rename it too.
+        assertEquals(OutboxSinkTask.class.getName(), DeadLetterQueue.EXECUTING_CLASS);
+    }
+
+    @Test
     void aFailingRequestHoldsBackOnlyItsOwnKey() {
         failuresLeft.put("a1", 2);
         List<SinkRecord> batch = List.of(record(0, "A", "a1", "payments-api"), record(1, "B", "b1", "payments-api"),
