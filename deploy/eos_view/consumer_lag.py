@@ -16,8 +16,9 @@ counting them would show lag where there is none to catch up.
 
 On a transactional input each transaction ends in a commit control record that takes an offset, so a reader
 that is caught up may show a lag of 1 (the control record after the last record it read).
-Cost per sample: one batched ListOffsets for the input partitions (at most ``MAX_PARTITIONS``), one
-ListGroups and one OffsetFetch per ``connect-*`` group (at most ``MAX_GROUPS``, in name order).
+Cost per sample: one batched ListOffsets for the input partitions (at most ``MAX_PARTITIONS``), and the
+``connect-*`` groups' committed offsets (at most ``MAX_GROUPS``, in name order) read in a short-lived child
+process (``deploy.eos_view.group_offsets``, which says why).
 """
 
 from __future__ import annotations
@@ -26,13 +27,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from deploy.eos_view.group_offsets import SINK_GROUP_PREFIX, GroupReader
 from deploy.kafka_windows import Deadline, Where, offsets
 from ikkai.contract.markers import CommitMarker
 
-SINK_GROUP_PREFIX = "connect-"  # Kafka Connect's consumer group of a sink connector: connect-<name>
 MAX_GROUPS = 32
 MAX_PARTITIONS = 256
 
@@ -116,32 +117,22 @@ def read_lags(
     partitions_of: Mapping[str, Sequence[int]],
     queries: Mapping[tuple[str, str], Iterable[CommitMarker]],
     deadline: Deadline,
+    groups: GroupReader,
     *,
     max_groups: int = MAX_GROUPS,
 ) -> Lags:
-    """The lags of the queries whose markers are given and of the first ``max_groups`` ``connect-*`` groups."""
+    """The lags of the queries whose markers are given and of the first ``max_groups`` ``connect-*`` groups.
+
+    ``groups`` reads the groups' committed offsets (``deploy.eos_view.group_offsets``: in a child process, where
+    an abort inside librdkafka cannot end this one); the end offsets are read here with ``admin``."""
     progress = query_progress(queries)
-    listed = admin.list_consumer_groups(request_timeout=deadline.left()).result(timeout=deadline.left())
-    names = sorted(g.group_id for g in listed.valid if g.group_id.startswith(SINK_GROUP_PREFIX))
-    states = {g.group_id: str(getattr(g.state, "name", g.state or "")) for g in listed.valid}
-    chosen = names[:max_groups]
-    futures = {
-        group: admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
-                                                 request_timeout=deadline.left())[group]
-        for group in chosen
-    }  # fmt: skip
-    groups: dict[str, tuple[str, dict[Where, int]]] = {}
-    for group, future in futures.items():
-        answer = future.result(timeout=deadline.left())
-        committed = {(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions or [] if tp.offset >= 0}
-        if committed:
-            groups[group] = (states.get(group, ""), committed)
+    sinks = groups(deadline, max_groups)
     wanted = sorted({(t, p) for t, _ in progress.values() for p in partitions_of.get(t, ())}
-                    | {w for _, committed in groups.values() for w in committed})  # fmt: skip
+                    | {w for _, committed in sinks.groups.values() for w in committed})  # fmt: skip
     wanted = [w for w in wanted if w[0] in partitions_of]  # a deleted topic has no end to ask for
     try:
         ends = offsets(admin, wanted[:MAX_PARTITIONS], OffsetSpec.latest(), deadline)  # type: ignore[no-untyped-call]
     except KafkaException as exc:
         return Lags(problem=f"end offsets unreadable: {exc.args[0]}")
-    left_out = max(0, len(wanted) - MAX_PARTITIONS) + len(names) - len(chosen)
-    return Lags(tuple(query_lags(progress, ends, partitions_of)), tuple(sink_lags(groups, ends)), left_out)
+    left_out = max(0, len(wanted) - MAX_PARTITIONS) + sinks.left_out
+    return Lags(tuple(query_lags(progress, ends, partitions_of)), tuple(sink_lags(sinks.groups, ends)), left_out)

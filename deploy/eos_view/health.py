@@ -45,6 +45,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from deploy.eos_view.consumer_lag import Lags, read_lags
 from deploy.eos_view.dead_letter_reasons import DeadLetters, read_dead_letters
 from deploy.eos_view.event_decisions import EventDecisions, read_event_decisions
+from deploy.eos_view.group_offsets import GroupOffsetsUnreadable, in_child
 from deploy.eos_view.reconciliation import Reconciliation, read_reconciliation
 from deploy.kafka_windows import Deadline
 from ikkai.contract.codec import default_codec
@@ -244,22 +245,48 @@ class HealthReader:
         self.last: Health | None = None
         self.transactions: dict[Where, OpenTransaction] = {}
         self._lock = threading.Lock()
+        self._outcome: Health | HealthUnreadable | None = None  # the last sample, or why it failed
+        self._outcome_at = 0.0
         self._admin: AdminClient | None = None
         self._partitions_of: dict[str, list[int]] = {}  # every topic's partitions, from the last metadata read
 
     def sampled(self) -> Health:
-        """The last sample, after taking a new one if it is older than ``SAMPLE_SECONDS``."""
-        with self._lock:
+        """The last sample, after taking a new one if it is older than ``SAMPLE_SECONDS``.
+
+        Viewers never queue behind a slow sample: while one viewer takes it, the others get the last outcome at
+        once (a ``Health`` carries its time, ``at``; a failed sample raises its ``HealthUnreadable`` again). Only
+        the very first sample of a reader is waited for, once: whoever waited gets the outcome it produced.
+        """
+        if not self._lock.acquire(blocking=self._outcome is None):
+            return self._last_outcome()
+        try:
             now = self.clock()
-            if self.last is None or now - self.last.at >= SAMPLE_SECONDS:
-                names, ends, (markers, unread), left_out = self._read()
-                self.transactions = open_transactions(self.transactions, ends, now)
-                health = health_of(
-                    now, names, ends, markers, self.transactions, unread=unread, left_out=left_out,
-                    stuck_seconds=self.stuck_seconds,
-                )  # fmt: skip
-                self.last = self._around(health)
-            return self.last
+            if self._outcome is None or now - self._outcome_at >= SAMPLE_SECONDS:
+                self._outcome_at = now
+                try:
+                    self._outcome = self._sample(now)
+                except HealthUnreadable as exc:
+                    self._outcome = exc
+            return self._last_outcome()
+        finally:
+            self._lock.release()
+
+    def _last_outcome(self) -> Health:
+        outcome = self._outcome
+        if isinstance(outcome, HealthUnreadable):
+            raise outcome
+        assert outcome is not None
+        return outcome
+
+    def _sample(self, now: float) -> Health:
+        names, ends, (markers, unread), left_out = self._read()
+        self.transactions = open_transactions(self.transactions, ends, now)
+        health = health_of(
+            now, names, ends, markers, self.transactions, unread=unread, left_out=left_out,
+            stuck_seconds=self.stuck_seconds,
+        )  # fmt: skip
+        self.last = self._around(health)
+        return self.last
 
     def _around(self, health: Health) -> Health:
         """``health`` with the lags, dead letters by reason and the reconciliations read within one more deadline;
@@ -268,27 +295,32 @@ class HealthReader:
         deadline = Deadline(TIMEOUT_SECONDS)
         queries = {name: [p.marker for p in rows if p.marker is not None] for name, rows in health.queries.items()}
         lags, letters, reconciliation = Lags(), DeadLetters(), Reconciliation()
+        failed = False  # no client lives past a failed read: the next sample makes a new one
         try:
-            lags = read_lags(self._admin, self._partitions_of, queries, deadline)
+            lags = read_lags(self._admin, self._partitions_of, queries, deadline, in_child(self.kafka.client_config()))
+        except GroupOffsetsUnreadable as exc:
+            lags, failed = Lags(problem=f"consumer lag unreadable: {exc.reason}"), True
         except (KafkaException, TimeoutError) as exc:
-            lags = Lags(problem=f"consumer lag unreadable: {_said(exc)}")
+            lags, failed = Lags(problem=f"consumer lag unreadable: {_said(exc)}"), True
         try:
             letters = read_dead_letters(self.kafka, self._admin, self._partitions_of, deadline)
         except (KafkaException, TimeoutError) as exc:
-            letters = DeadLetters(problem=f"dead letters unreadable: {_said(exc)}")
+            letters, failed = DeadLetters(problem=f"dead letters unreadable: {_said(exc)}"), True
         try:
             reconciliation = read_reconciliation(
                 self.kafka, self._admin, self._partitions_of, environment_codec(), int(health.at * 1000), deadline
             )
         except (KafkaException, TimeoutError, IkkaiError) as exc:
-            reconciliation = Reconciliation(problem=f"outbox topics unreadable: {_said(exc)}")
+            reconciliation, failed = Reconciliation(problem=f"outbox topics unreadable: {_said(exc)}"), True
         try:
             markers = [marker for rows in queries.values() for marker in rows]
             decided = read_event_decisions(
                 self.kafka, self._admin, self._partitions_of, markers, environment_codec(), deadline
             )
         except (KafkaException, TimeoutError, IkkaiError) as exc:
-            decided = EventDecisions(problem=f"events or decisions unreadable: {_said(exc)}")
+            decided, failed = EventDecisions(problem=f"events or decisions unreadable: {_said(exc)}"), True
+        if failed or lags.problem:
+            self._admin = None
         return replace(health, lags=lags, dead_letters=letters, reconciliation=reconciliation, event_decisions=decided)
 
     def _read(self) -> tuple[dict[str, tuple[str, str]], dict[Where, Ends], Markers, int]:

@@ -19,6 +19,7 @@ from deploy.eos_view.consumer_lag import (
     read_lags,
     sink_lags,
 )
+from deploy.eos_view.group_offsets import in_child
 from deploy.kafka_windows import Deadline
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.markers import CommitMarker
@@ -77,7 +78,8 @@ def test_a_querys_markers_and_a_connect_group_read_back_as_their_lag(bootstrap: 
     consumer.close()
     partitions_of = {topic: [0, 1]}
     queries = {("ikkai", "q"): [marker(0, {0: 2, 1: 4}, source=topic)]}
-    lags = read_lags(admin, partitions_of, queries, Deadline(30), max_groups=10_000)  # other tests' groups too
+    groups = in_child(kafka.client_config())  # the real child process
+    lags = read_lags(admin, partitions_of, queries, Deadline(30), groups, max_groups=10_000)  # other tests' groups too
     assert lags.problem is None
     (query,) = lags.queries
     assert [(p.end, p.committed, p.lag) for p in query.partitions] == [(5, 2, 3), (5, 4, 1)]

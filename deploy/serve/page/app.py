@@ -225,8 +225,10 @@ class Page:
             health = await run_in_threadpool(self.health_sample, env)
         except IkkaiError as exc:
             return self.render(request, "health.html", env=env, view="health", error=_one_line(exc), **bounds)
-        return self.render(request, "health.html", env=env, view="health", queries=health_tables(health),
-                           left_out=health.left_out, lags=lag_tables(health), lag=health.lags,
+        ago = max(0, round(time.time() - health.at))  # a viewer who did not take the sample gets the last one
+        return self.render(request, "health.html", env=env, view="health", sampled_ago=ago,
+                           queries=health_tables(health), left_out=health.left_out,
+                           lags=lag_tables(health), lag=health.lags,
                            dead=dead_letter_rows(health), dead_letters=health.dead_letters,
                            reconciliation=reconciliation_view(health), decided=event_decisions_view(health),
                            latency=latency_rows(health), **bounds)  # fmt: skip
