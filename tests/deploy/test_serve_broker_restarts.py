@@ -125,11 +125,15 @@ def test_serve_outlives_broker_restarts_and_reads_lag_again(
     name = sink_group(endpoints)
     with serving(tmp_path, endpoints) as (process, url):
         session, _ = logged_in(url)
+        # A new connection per view: the server closes an idle keep-alive connection after 5 s, the views come every
+        # 5 s, and a request sent on a connection the server is closing gets no answer at all (a client race).
+        session.headers["Connection"] = "close"
         assert lag_of(session, url, name) is not None  # read before any restart
         stop = threading.Event()
 
         def sample_in_a_loop() -> None:  # a viewer who keeps the page open, sampling through every restart
             looker, _ = logged_in(url)
+            looker.headers["Connection"] = "close"
             while not stop.is_set() and process.poll() is None:
                 try:
                     looker.get(f"{url}/ui/env/{ENV}/health", timeout=120)
