@@ -30,6 +30,7 @@ from confluent_kafka.admin import AdminClient
 
 from deploy.kafka_windows import Deadline, Where
 from ikkai.errors import IkkaiError
+from ikkai.redaction import redact_urls
 
 SINK_GROUP_PREFIX = "connect-"  # Kafka Connect's consumer group of a sink connector: connect-<name>
 CHILD = (sys.executable, "-m", "deploy.eos_view.group_offsets")
@@ -105,7 +106,7 @@ def how_it_ended(code: int, stderr: str) -> str:
     except ValueError:
         by = f"exit {code}"
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
-    said = f": {lines[-1][:MAX_REASON]}" if lines else ""
+    said = f": {redact_urls(lines[-1])[:MAX_REASON]}" if lines else ""  # shown on the page: no URL credential
     return f"its reading process died, {by}{said}"
 
 

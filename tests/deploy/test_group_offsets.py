@@ -42,6 +42,8 @@ def test_how_a_child_ended_names_the_signal_and_its_last_line_bounded() -> None:
     assert how_it_ended(134, "") == "its reading process died, SIGABRT (exit 134)"
     assert how_it_ended(1, "Traceback\nValueError: x") == "its reading process died, exit 1: ValueError: x"
     assert len(how_it_ended(-6, "y" * 10_000)) <= MAX_REASON + 60
+    said = how_it_ended(1, "KafkaException: https://ikkai:s3cret@broker:9093/?password=s3cret refused")
+    assert "s3cret" not in said and "broker:9093" in said  # the page never shows a credential the child printed
 
 
 @pytest.mark.parametrize(("command", "ended"), [(ABORTS, "SIGABRT (exit -6): python3: rdkafka_queue.h"),
