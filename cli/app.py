@@ -5,39 +5,59 @@ Every ``IkkaiError`` is turned into one line on stderr and exit code 1 here, in 
 ``-o json`` into one JSON object on stderr instead (cli/output.py), with the same exit code.
 Exit codes: 0 ok, 1 error, 2 usage error, 3 ``stack status`` found the stack not running,
 130 interrupted.
+
+Each command's module is imported when that command runs, not before: ``ikkai jobs run`` (which every job
+start goes through, then execs the job) would otherwise import the demo, the page's server, the stack and the
+bundle tools first, about a second of a job's start for nothing (``benchmarks.cli_start``).
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import traceback
 
 import click
 
-from cli.bundle import bundle as bundle_group
-from cli.bundle import serve as serve_command
-from cli.connect import connect as connect_group
-from cli.demo import demo as demo_command
-from cli.jobs import jobs
 from cli.output import chosen_output, show_error
-from cli.plugins import plugins as plugins_group
-from cli.stack import setup, smoke, stack
-from cli.transforms import transforms as transforms_group
 from ikkai.errors import IkkaiError
 
+# Each command: the module and the name it is defined under, in the order `ikkai --help` lists them.
+COMMANDS = {
+    "setup": ("cli.stack", "setup"),
+    "stack": ("cli.stack", "stack"),
+    "smoke": ("cli.stack", "smoke"),
+    "bundle": ("cli.bundle", "bundle"),
+    "connect": ("cli.connect", "connect"),
+    "serve": ("cli.bundle", "serve"),
+    "jobs": ("cli.jobs", "jobs"),
+    "demo": ("cli.demo", "demo"),
+    "transforms": ("cli.transforms", "transforms"),
+    "plugins": ("cli.plugins", "plugins"),
+}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+class LazyGroup(click.Group):
+    """A group whose commands are imported by name when asked for (click's documented lazy-loading pattern)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        module, name = COMMANDS[cmd_name]
+        command = getattr(importlib.import_module(module), name)
+        if not isinstance(command, click.Command):
+            raise TypeError(f"{module}.{name} is not a click command")
+        return command
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="ikkai")
 def cli() -> None:
     """ikkai: exactly-once ML inference on Kafka, Kafka Connect and Spark."""
-
-
-for command in (
-    setup, stack, smoke, bundle_group, connect_group, serve_command, jobs, demo_command, transforms_group,
-    plugins_group,
-):  # fmt: skip
-    cli.add_command(command)
 
 
 def main() -> None:

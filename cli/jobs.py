@@ -22,18 +22,20 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import yaml
 
 from cli.output import emit, output_option
-from deploy import spark_kubernetes
-from deploy.spark_kubernetes import JobFiles, KubernetesTarget
 from ikkai.contract import topics
 from ikkai.contract.ids import application_name
 from ikkai.resources import package_path
-from spark_jobs.shipping import build_app_zip
+
+if TYPE_CHECKING:
+    from deploy.spark_kubernetes import JobFiles, KubernetesTarget
+
+# `run` execs the job at once: what only `submit` needs (the Kubernetes renderer, the app zip's builder, YAML)
+# is imported where it is used, so that a job's start does not pay for it.
 
 JOBS = {"enrich": "spark_jobs.enrich", "infer": "spark_jobs.infer"}
 
@@ -118,6 +120,7 @@ def submit_command(
     driver and the executors run, they find the data inside the packages they import.
     """
     from spark_jobs.session import DEFAULTS, spark_jars
+    from spark_jobs.shipping import build_app_zip
 
     app_zip = build_app_zip(dist)
     conf = {**DEFAULTS, "spark.speculation": "false"}
@@ -140,7 +143,9 @@ def submit_command(
 
 
 def kubernetes_files(job: str, dist: Path, python_env: Path | None) -> JobFiles:
+    from deploy.spark_kubernetes import JobFiles
     from spark_jobs.session import spark_jars
+    from spark_jobs.shipping import build_app_zip
 
     return JobFiles(
         app_zip=build_app_zip(dist),
@@ -155,6 +160,7 @@ def kubernetes_submit_command(
     python_env: Path | None = None,
 ) -> list[str]:  # fmt: skip
     """The spark-submit line for a ``k8s://`` master: the image, and every file uploaded or ``local://``."""
+    from deploy import spark_kubernetes
     from spark_jobs.session import DEFAULTS
 
     target.validate(cluster_mode=deploy_mode == "cluster")
@@ -172,6 +178,7 @@ def spark_application(
     """A SparkApplication for the Spark operator, and the files to copy to the upload path first."""
     import pyspark
 
+    from deploy import spark_kubernetes
     from spark_jobs.session import DEFAULTS
 
     target.validate(cluster_mode=True)
@@ -238,6 +245,10 @@ def submit(
     kubernetes = master.startswith("k8s://")
     mode = deploy_mode or ("cluster" if kubernetes else "client")
     if kubernetes or format_ == "spark-operator":
+        import yaml
+
+        from deploy.spark_kubernetes import KubernetesTarget
+
         target = KubernetesTarget(
             master=master, image=image or "", upload_path=upload_path, in_image=in_image, namespace=namespace,
             service_account=service_account,
