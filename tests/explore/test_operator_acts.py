@@ -38,6 +38,8 @@ SEED = int(os.environ.get("IKKAI_EXPLORE_SEED", "124"))
 SKIP = frozenset(filter(None, os.environ.get("IKKAI_EXPLORE_SKIP", ",".join(sorted(COSTLY))).split(",")))
 POOL = 100  # events the produce acts take from
 TOPIC_ACTS = "IKKAI_EXPLORE_TOPIC_ACTS"  # runs the named sequence of the costly acts (a soak)
+# runs the named case 3 (its deterministic pin is sink/test_owner_claims_job.py's shadow test, in make test)
+NAMED_SOAK = "IKKAI_EXPLORE_NAMED"
 
 
 @pytest.fixture(scope="module")
@@ -97,6 +99,8 @@ def test_case_1_two_new_queries_started_together_do_not_both_decide(machine: typ
     step(state, "start_two_together", models=("v1", "v2"))
 
 
+@pytest.mark.soak
+@pytest.mark.skipif(not os.environ.get(NAMED_SOAK), reason=f"pinned by test_owner_claims_job.py: set {NAMED_SOAK}=1")
 @pytest.mark.timeout(1800)
 def test_case_3_a_shadow_cannot_take_the_live_query_over(machine: type[OperatorActs]) -> None:
     """Issue #43, case 3: ``--shadow --after-query a`` may be refused or may run into the shadow topics, but the
