@@ -49,7 +49,7 @@ def write_configs(
     ``connect_ports``: each Connect worker's REST port by name (default: ``connect`` alone, on ``ports.connect``).
     ``log_only``: components that get their log4j2 file only (the Spark master and workers)."""
     private_dir(home.config_dir)  # the secured stack's files hold its passwords
-    home.logs_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(home.logs_dir)  # a log line may quote a record or a connector's config
     brokers = broker_components(len(ports.nodes))
     files = {
         **{

@@ -22,6 +22,7 @@ from stack.stack_security import (
     StackSecrets,
     broker_jvm_options,
     connect_jvm_options,
+    private_dir,
     scram_credentials,
     write_private,
 )
@@ -76,10 +77,13 @@ def format_storage(home: StackHome, broker: str, java: Path, jars: JarSet, secre
     """Format ``broker``'s empty log.dirs with the home's cluster id (and the SCRAM users of a secured
     stack, from an argument file that exists only while the tool runs); a no-op once formatted."""
     data_dir = home.node_data_dir(broker)
+    # The segments hold every record (card numbers, the SCRAM metadata): only this user may enter, whatever the
+    # home's mode (a home `ikkai setup` made is 0755); an existing folder is narrowed too.
+    private_dir(data_dir.parent)
+    private_dir(data_dir)
     if (data_dir / "meta.properties").exists():
         return
     cluster_id = json.loads(home.state_file.read_text())["cluster_id"]
-    data_dir.mkdir(parents=True, exist_ok=True)
     args = ["format", "--cluster-id", cluster_id, "--config", str(home.server_properties(broker)), "--ignore-formatted"]
     arguments_file = None
     if secrets is not None:

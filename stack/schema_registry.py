@@ -36,6 +36,7 @@ from stack.maven_build import COMPLETE, build_once
 from stack.ports import ephemeral_range, free_port, port_is_free, reserved_ports
 from stack.prerequisites import check_java
 from stack.stack_config import HOST
+from stack.stack_security import private_dir
 
 REGISTRY = "schema-registry"
 POM = Path(__file__).parent / "registry" / "pom.xml"
@@ -229,7 +230,7 @@ class LocalSchemaRegistry:
         port = self._choose_port()
         java = check_java()
         build = ensure_registry_build(self.jars_dir, progress=self.progress)
-        self.home.mkdir(parents=True, exist_ok=True)
+        private_dir(self.home)  # its log may quote a schema or a request
         self.state_file.write_text(json.dumps({"port": port}) + "\n")
         process = processes.start_java(
             java.executable,

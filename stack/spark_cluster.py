@@ -32,6 +32,7 @@ from pathlib import Path
 
 from stack.errors import StackError
 from stack.stack_config import CONNECT, HOST
+from stack.stack_security import private_dir
 
 SPARK_MASTER = "spark-master"
 SPARK_WORKER = "spark-worker"
@@ -152,7 +153,7 @@ def spark_launch(home: Path, component: str, ports: dict[str, int]) -> SparkLaun
     if component == SPARK_MASTER:
         return SparkLaunch(MASTER_MAIN, f"{root}/jars/*", args, env)
     folder = work_dir(home, component)
-    folder.mkdir(parents=True, exist_ok=True)
+    private_dir(folder)  # the applications' files and their executors' output
     args += ["--cores", str(WORKER_CORES), "--memory", WORKER_MEMORY, "--work-dir", str(folder), master_url(ports)]
     return SparkLaunch(WORKER_MAIN, f"{root}/jars/*", args, env)
 

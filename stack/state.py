@@ -35,7 +35,7 @@ from stack.stack_config import (
     broker_node_id,
     connect_url,
 )
-from stack.stack_security import StackSecrets, ensure_secrets
+from stack.stack_security import StackSecrets, ensure_secrets, write_private
 
 LISTENERS_KEY = "secure_listeners"  # stack.json: a secured one-broker stack's extra listener ports
 CLUSTER_PORTS_KEY = "cluster_ports"  # stack.json: the Spark cluster's and the extra Connect workers' ports
@@ -87,7 +87,7 @@ class StackHome:
         return state if isinstance(state, dict) else {}
 
     def update_state(self, **entries: object) -> None:
-        self.state_file.write_text(json.dumps({**self.saved_state(), **entries}, indent=2) + "\n")
+        write_private(self.state_file, json.dumps({**self.saved_state(), **entries}, indent=2) + "\n")
 
     def saved_ports(self) -> Ports | None:
         try:
@@ -164,7 +164,8 @@ class StackHome:
             )
         state["endpoints"] = self.endpoints_at(ports, secure=secure).as_dict()
         state.setdefault("cluster_id", new_cluster_id())
-        self.state_file.write_text(json.dumps(state, indent=2) + "\n")
+        # 0600 whatever the home's mode (the cluster id and the ports: the user's only, as every file of the stack)
+        write_private(self.state_file, json.dumps(state, indent=2) + "\n")
 
     # -- what it can become --------------------------------------------------------------------
 

@@ -2,9 +2,10 @@
 
 After ``up --secure``, every file under the stack's home that holds one of its secrets (the
 client, inter-broker and Connect REST passwords from ``passwords.json``, or a private key) is
-0600, and every folder from the home down to it 0700; no command the stack ran (the storage
-format, each JVM) and no command line of its live processes (``/proc/<pid>/cmdline``, which any
-local user may read) carries a password.
+0600, and every folder from the home down to it 0700; no file of it (the brokers' segments among them)
+can be read by another user although the home was made 0755 before (as a home ``ikkai setup`` made
+is); no command the stack ran (the storage format, each JVM) and no command line of its live
+processes (``/proc/<pid>/cmdline``, which any local user may read) carries a password.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ PRIVATE_KEY = b"PRIVATE KEY-----"
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalStack, list[list[str]]]]:
     """A secured stack that is up, and every command line the ``up`` started (recorded as it ran them)."""
     home = tmp_path_factory.mktemp("secret-files") / "home"
+    home.mkdir(mode=0o755)  # an existing home open to others, as `ikkai setup` leaves ~/.ikkai
     local = LocalStack(home, jars_dir(), heap="512m", secure=True, progress=sys.stderr)
     commands: list[list[str]] = []
 
@@ -79,11 +81,38 @@ def test_every_file_holding_a_secret_is_0600_in_0700_folders(secured: tuple[Loca
         folder
         for path in holding
         for folder in (path.parent, *path.parent.parents)
-        if folder.is_relative_to(local.home)
+        if folder.is_relative_to(local.home) and folder != local.home  # the home was made 0755 before (fixture)
     }
     open_folders = {str(folder): oct(stat.S_IMODE(folder.stat().st_mode)) for folder in folders
                     if stat.S_IMODE(folder.stat().st_mode) != 0o700}  # fmt: skip
     assert open_folders == {}
+
+
+def _readable_by_others(path: Path, home: Path) -> bool:
+    """Another local user may read ``path``: it is readable to others and every folder of the home down to it
+    lets them through (the folders above the home are the test's own, 0700)."""
+    if not stat.S_IMODE(path.stat().st_mode) & 0o004:
+        return False
+    folders = [folder for folder in path.parents if folder.is_relative_to(home)]
+    return all(stat.S_IMODE(folder.stat().st_mode) & 0o001 for folder in folders)
+
+
+def test_no_file_of_the_stack_is_readable_by_another_user_on_an_open_home(
+    secured: tuple[LocalStack, list[list[str]]],
+) -> None:
+    local, _ = secured
+    assert stat.S_IMODE(local.home.stat().st_mode) & 0o005 == 0o005  # the home stayed open: the folders below close
+    files = [path for path in local.home.rglob("*") if path.is_file() and not path.is_symlink()]
+    segments = [path for path in files if path.suffix == ".log" and path.stem.isdigit()]
+    assert segments, "the walk must reach the brokers' segment files"
+    exposed = []
+    for path in files:
+        try:
+            if _readable_by_others(path, local.home):
+                exposed.append(str(path.relative_to(local.home)))
+        except FileNotFoundError:  # a file the live broker replaced while the walk ran
+            continue
+    assert exposed == []
 
 
 def test_no_secret_on_a_command_line(secured: tuple[LocalStack, list[list[str]]]) -> None:
