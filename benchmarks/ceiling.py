@@ -25,8 +25,8 @@ import sys
 import time
 
 from benchmarks.harness import bench_stack, java, kafka_classpath, print_table
-from demo.pipeline_io import create_topic, unique
 from ikkai.contract.kafka import KafkaContext
+from stack.kit.topic_io import create_topic, unique
 
 Row = list[object]
 

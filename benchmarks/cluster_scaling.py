@@ -64,10 +64,10 @@ from benchmarks.outbox_throughput import ceiling, sink_rate, start_receiver
 from benchmarks.peer_streams import tree_cpu_seconds
 from demo.lineup import IKKAI, spark_defaults
 from demo.payments_simulation import payment_records, simulate
-from demo.pipeline_io import by_partition, create_topic, produce_payments, unique
 from deploy.connect_rest import ConnectClient
 from ikkai.errors import IkkaiError
 from ikkai.settings import jars_dir
+from stack.kit.topic_io import by_partition, create_topic, produce_payments, unique
 from stack.local_stack import LocalStack
 from stack.processes import stack_processes
 from stack.spark_cluster import SPARK_MASTER, shared_dir, spark_worker_components

@@ -23,14 +23,14 @@ from pathlib import Path
 from benchmarks.harness import JobProcess, alternating, bench_stack, median, print_table, python_module
 from benchmarks.infer_throughput import ALOS, EOS, MB, DecisionWatch
 from demo.payments_simulation import generate_profiles
-from demo.pipeline_io import (
+from demo.raw_payments import MixedStream, mixed_stream, produce_lines
+from ikkai.contract.kafka import KafkaContext
+from spark_jobs.enrich.master_data import publish_profiles
+from stack.kit.topic_io import (
     by_partition,
     create_topic,
     unique,
 )
-from demo.raw_payments import MixedStream, mixed_stream, produce_lines
-from ikkai.contract.kafka import KafkaContext
-from spark_jobs.enrich.master_data import publish_profiles
 
 SEED = 11
 

@@ -27,10 +27,10 @@ from pathlib import Path
 
 from demo.infer_process import InferProcess, InferTopics
 from demo.payments_simulation import payment_records, simulate
-from demo.pipeline_io import by_partition, create_topic, flat, produce_payments, unique
 from ikkai.contract.codec import default_codec
 from ikkai.settings import external_endpoints, jars_dir
-from stack.chaos import ChaosStack
+from stack.kit.chaos import ChaosStack
+from stack.kit.topic_io import by_partition, create_topic, flat, produce_payments, unique
 
 PARTITIONS = 2
 APP = "ikkai"  # the infer job's default --app: its transactional ids are <app>.<query>.<p>

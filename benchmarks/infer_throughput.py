@@ -46,10 +46,10 @@ from benchmarks.harness import (
 )
 from demo.infer_process import InferTopics
 from demo.payments_simulation import payment_records, simulate
-from demo.pipeline_io import by_partition, create_topic, produce_payments, unique
 from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.partitioning import kafka_partition
+from stack.kit.topic_io import by_partition, create_topic, produce_payments, unique
 
 EOS, ALOS = "exactly-once", "at-least-once"
 MB = 1024 * 1024

@@ -57,10 +57,10 @@ from benchmarks.harness import (
 from benchmarks.infer_throughput import EOS, DecisionWatch, Variant, fresh_outputs, start_infer
 from demo.infer_process import InferTopics
 from demo.payments_simulation import payment_records, simulate
-from demo.pipeline_io import by_partition, create_topic, produce_payments, unique
 from ikkai.contract.codec import default_codec, schemas_dir
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.partitioning import kafka_partition
+from stack.kit.topic_io import by_partition, create_topic, produce_payments, unique
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -154,8 +154,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20, help="how long each query is fed")
     parser.add_argument("--batch-duration", default="5 seconds", help="Real-Time Mode's long batch")
     args = parser.parse_args()
-    from demo.pipeline_io import create_topic, unique
     from spark_jobs.session import spark_session
+    from stack.kit.topic_io import create_topic, unique
 
     rows: list[list[object]] = []
     with bench_stack("rtm") as (bootstrap, _, scratch):

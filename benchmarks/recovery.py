@@ -220,8 +220,8 @@ class CommittedWatch:
     def __init__(self, bootstrap: str, topic: str) -> None:
         from confluent_kafka import Consumer
 
-        from demo.pipeline_io import unique
         from ikkai.contract.kafka import KafkaContext
+        from stack.kit.topic_io import unique
 
         self.arrivals: list[tuple[float, int, int]] = []  # (monotonic, partition, offset)
         self.topic = topic
@@ -311,8 +311,8 @@ def job_options(args: argparse.Namespace) -> list[str]:
 
 def job_rounds(bootstrap: str, args: argparse.Namespace, scratch: Path, rng: random.Random) -> list[JobRound]:
     from benchmarks.infer_throughput import fresh_outputs
-    from demo.pipeline_io import by_partition, create_topic, flat, unique
     from ikkai.contract.codec import default_codec
+    from stack.kit.topic_io import by_partition, create_topic, flat, unique
 
     topic = create_topic(bootstrap, unique("events.payments.recovery"), args.partitions)
     topics = fresh_outputs(bootstrap, topic, args.partitions)
@@ -438,9 +438,9 @@ def connect_settings(variant: str) -> Iterator[None]:
 
 def create_connectors(bootstrap: str, connect_url: str, scratch: Path, count: int) -> list[str]:
     from connectors.render import load_bundle, render_bundle
-    from demo.pipeline_io import create_topic, unique
     from deploy.bundle_ops import bundle_folder
     from deploy.connect_rest import ConnectClient
+    from stack.kit.topic_io import create_topic, unique
 
     client = ConnectClient(connect_url)
     for topic in ("outbox.requests", "outbox.receipts", "dlq.outbox"):

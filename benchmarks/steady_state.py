@@ -467,7 +467,7 @@ Starter = Callable[[Any, Path], JobProcess]
 
 def starters(build: Path, bootstrap: str, args: argparse.Namespace) -> dict[str, Starter]:
     from benchmarks.peer_streams import start_peer
-    from demo.pipeline_io import unique
+    from stack.kit.topic_io import unique
 
     extra = ["--max-offsets-per-trigger", str(args.batch)] if args.batch else []
 
@@ -506,7 +506,7 @@ def one_run(
     bootstrap: str, variant: str, start: Starter, data: Input, scratch: Path, args: argparse.Namespace, n: int
 ) -> Run:
     from benchmarks.infer_throughput import DecisionWatch, fresh_outputs
-    from demo.pipeline_io import create_topic, unique
+    from stack.kit.topic_io import create_topic, unique
 
     topic = create_topic(bootstrap, unique("events.payments.steady"), args.partitions)
     topics = fresh_outputs(bootstrap, topic, args.partitions)

@@ -68,7 +68,7 @@ from ikkai.contract.topics import (
 )
 from ikkai.errors import IkkaiError
 from ikkai.settings import Endpoints, endpoints_connect_auth, ikkai_home, jars_dir
-from stack.chaos import ChaosStack, executor_jvms
+from stack.kit.chaos import ChaosStack, executor_jvms
 from stack.local_stack import CONNECT
 from stack.ports import free_port
 from stack.probes import broker_answers

@@ -23,7 +23,7 @@ answers. The home's paths, its ``stack.json`` and the choice of ports are stack/
 the config files is stack/stack_config.py's and their writing stack/config_files.py's; each JVM's main
 class, options, storage format and start-up diagnosis are stack/launch.py's. The broker-failure queries
 (which broker leads a partition or coordinates a transaction, waiting until replicas are in sync) are
-``ChaosStack`` in stack/chaos.py, which only the demo, benchmarks and tests import.
+``ChaosStack`` in stack/kit/chaos.py, which only the demo, benchmarks and tests import.
 """
 
 from __future__ import annotations
@@ -300,7 +300,7 @@ class LocalStack:
 
     def kill(self, component: str, sig: signal.Signals = signal.SIGKILL) -> list[int]:
         """Send ``sig`` to one component (chaos tests, the demo's worker restart): ``connect``, ``broker``
-        on a one-broker stack, ``broker-<i>`` on a stack of more (stack.chaos's ``ChaosStack.leader_of``
+        on a one-broker stack, ``broker-<i>`` on a stack of more (stack.kit.chaos's ``ChaosStack.leader_of``
         and ``coordinator_of`` name the one that matters), ``connect-<i>``, ``spark-master``, ``spark-worker-<i>``
         (with its executors: they are in its process group)."""
         self._check_component(component)

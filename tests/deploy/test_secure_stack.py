@@ -17,7 +17,6 @@ from confluent_kafka import Consumer, Producer
 
 from demo.infer_process import InferProcess, InferTopics
 from demo.payments_simulation import generate_profiles, payment_records, simulate
-from demo.pipeline_io import by_partition, create_topic, flat, produce_payments, unique
 from demo.raw_payments import mixed_stream, produce_lines
 from ikkai.contract import kafka
 from ikkai.contract.codec import default_codec
@@ -27,6 +26,7 @@ from ikkai.errors import KafkaAccessError
 from ikkai.settings import Endpoints, endpoints_connect_auth
 from outbox_sink import OutboxEmitter, OutboxRequest
 from spark_jobs.enrich.master_data import publish_profiles
+from stack.kit.topic_io import by_partition, create_topic, flat, produce_payments, unique
 from stack.stack_security import CLIENT_USER, PLAIN_MODULE, StackSecrets, client_settings, ensure_secrets
 from tests.cli.cli_runner import run_ikkai
 from tests.spark_jobs.enrich_process import EnrichProcess, EnrichTopics

@@ -26,13 +26,13 @@ from pathlib import Path
 import pytest
 
 from demo.infer_process import InferProcess
-from demo.pipeline_io import by_partition, create_topic, flat, unique
 from demo.raw_payments import EVENT, RawLine, encode_line, format_event_time, produce_lines
 from ikkai.contract.codec import CATALOG_VAR, SchemaCatalog, SingleObjectCodec, schemas_dir
 from ikkai.contract.compatibility import check_catalog
 from ikkai.contract.partitioning import kafka_partition
 from spark_jobs.enrich.job import TRANSFORMS_SPEC
 from spark_jobs.enrich.records import TRANSFORM_COLUMNS
+from stack.kit.topic_io import by_partition, create_topic, flat, unique
 from tests.cli.cli_runner import IKKAI
 from tests.spark_jobs.enrich.test_parse import VALID
 from tests.spark_jobs.enrich_process import EnrichTopics

@@ -29,9 +29,9 @@ from deploy.connect_rest import ConnectClient
 from ikkai.settings import Endpoints, jars_dir
 from outbox_sink import OutboxRequest, ReceiptReader
 from outbox_sink.receipts import decode_receipt
+from stack.kit.topic_io import read_all
 from stack.local_stack import LocalStack
 from tests.connect_helpers import wait_running
-from tests.kafka_helpers import read_all
 from tests.outbox_sink.conftest import DeployedSink, deploy_sink, make_request
 
 pytestmark = [pytest.mark.integration, pytest.mark.heavy]

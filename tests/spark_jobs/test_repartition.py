@@ -27,7 +27,6 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions
 
 from demo.payments_simulation import DAY_MS, START_MS, generate_profiles
-from demo.pipeline_io import by_partition, create_topic, flat, unique
 from demo.raw_payments import MixedStream, RawLine, mixed_stream, produce_lines
 from ikkai.contract import kafka
 from ikkai.contract.codec import default_codec
@@ -39,6 +38,7 @@ from spark_jobs.sink.commit_markers import CommitMarker, CommitMarkerError, comm
 from spark_jobs.sink.grown_layout import OriginLayout, origin_layout, refuse_a_grown_layout
 from spark_jobs.sink.partition_transactions import PAUSE_BEFORE_COMMIT, Record, uncommitted
 from spark_jobs.sink.transactional_sink import SinkConfig, check_topics
+from stack.kit.topic_io import by_partition, create_topic, flat, unique
 from tests.spark_jobs.enrich_process import EnrichProcess, EnrichTopics
 
 pytestmark = pytest.mark.heavy

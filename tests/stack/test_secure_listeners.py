@@ -22,13 +22,13 @@ from confluent_kafka import Consumer, Producer
 
 from demo.infer_process import InferProcess, InferTopics
 from demo.payments_simulation import payment_records, simulate
-from demo.pipeline_io import by_partition, create_topic, flat, produce_payments, unique
 from ikkai.contract import kafka
 from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.kafka_security import CONFIG_VAR, client_security
 from ikkai.errors import KafkaAccessError
 from ikkai.settings import jars_dir
+from stack.kit.topic_io import by_partition, create_topic, flat, produce_payments, unique
 from stack.local_stack import LocalStack
 from stack.stack_security import (
     OAUTH_AUDIENCE,

@@ -27,18 +27,17 @@ import psutil
 import pytest
 
 from demo.payments_simulation import payment_records, simulate
-from demo.pipeline_io import create_topic, produce_payments, unique
 from ikkai.contract.codec import default_codec
 from ikkai.errors import IkkaiError
 from ikkai.settings import jars_dir
 from spark_jobs.sink.commit_markers import commits_topic_for, read_markers
 from spark_jobs.sink.partition_transactions import PAUSE_BEFORE_COMMIT
-from stack.chaos import EXECUTOR_ID, command_option, executor_jvms
+from stack.kit.chaos import EXECUTOR_ID, command_option, executor_jvms
+from stack.kit.topic_io import create_topic, produce_payments, read_all, unique
 from stack.local_stack import LocalStack
 from stack.processes import stack_processes
 from stack.spark_cluster import shared_dir, work_dir
 from tests.cli.cli_runner import IKKAI, ROOT, run_ikkai
-from tests.kafka_helpers import read_all
 
 pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 

@@ -18,13 +18,13 @@ from typing import Any
 import pytest
 
 from demo.payments_simulation import generate_profiles
-from demo.pipeline_io import Partitioned, by_partition, create_topic, flat, unique
 from demo.raw_payments import EVENT, MixedStream, RawLine, mixed_stream, produce_lines
 from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.partitioning import kafka_partition
 from spark_jobs.enrich import reasons as r
 from spark_jobs.enrich.master_data import CustomerProfile, MerchantProfile, publish_profiles
+from stack.kit.topic_io import Partitioned, by_partition, create_topic, flat, unique
 from tests.spark_jobs.enrich_process import EnrichProcess, EnrichTopics
 from tests.spark_jobs.records import headers_by_value
 

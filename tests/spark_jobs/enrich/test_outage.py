@@ -16,7 +16,6 @@ import pytest
 from confluent_kafka import Producer
 
 from demo.payments_simulation import generate_profiles
-from demo.pipeline_io import by_partition, create_topic, flat, unique
 from demo.raw_payments import mixed_stream, produce_lines
 from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka import KafkaContext
@@ -26,6 +25,7 @@ from spark_jobs.enrich.master_data import (
     ensure_master_topics,
     publish_profiles,
 )
+from stack.kit.topic_io import by_partition, create_topic, flat, unique
 from tests.spark_jobs.enrich_process import EnrichProcess, EnrichTopics
 
 pytestmark = [pytest.mark.integration, pytest.mark.heavy]
