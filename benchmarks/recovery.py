@@ -161,9 +161,13 @@ def assignment_delays(stamped: Sequence[tuple[float, str]], since: float) -> lis
 def own_stack(args: argparse.Namespace, home: Path) -> Iterator[object]:
     from ikkai.settings import jars_dir
     from stack.local_stack import LocalStack
+    from stack.shape import StackOptions
 
     stack = LocalStack(
-        home / "stack", jars_dir(), broker_port=args.broker_port, connect_port=args.connect_port, progress=sys.stderr
+        home / "stack",
+        jars_dir(),
+        StackOptions(broker_port=args.broker_port, connect_port=args.connect_port),
+        progress=sys.stderr,
     )
     try:
         stack.up()

@@ -72,6 +72,7 @@ from stack.kit.chaos import ChaosStack, executor_jvms
 from stack.local_stack import CONNECT
 from stack.ports import free_port
 from stack.probes import broker_answers
+from stack.shape import StackOptions
 from stack.spark_cluster import SPARK_MASTER, shared_dir
 
 POLL_S = 0.5  # the follow loop's look at the topics; drained = follow.STABLE_POLLS looks in a row
@@ -94,6 +95,13 @@ class DemoOptions:
     connect_workers: int = 1  # Kafka Connect workers in the stack's group
 
     @property
+    def stack_options(self) -> StackOptions:
+        """The demo's stack: a fresh home, so every other knob is a new home's default."""
+        return StackOptions(
+            brokers=self.brokers, spark_workers=self.spark_workers, connect_workers=self.connect_workers
+        )
+
+    @property
     def plan(self) -> chaos_.ChaosPlan | chaos_.SoakPlan | None:
         if not self.chaos:
             return None
@@ -111,14 +119,8 @@ class Demo:
         self._lock = threading.Lock()
         self.home = (options.home or ikkai_home()) / "demo"
         self.run_dir = self.home / "run"
-        self.stack = ChaosStack(
-            self.home,
-            jars_dir(),
-            brokers=options.brokers,
-            progress=LineWriter(self.say),  # type: ignore[arg-type]
-            spark_workers=options.spark_workers,
-            connect_workers=options.connect_workers,
-        )
+        progress = LineWriter(self.say)
+        self.stack = ChaosStack(self.home, jars_dir(), options.stack_options, progress=progress)  # type: ignore[arg-type]
         self.plan = options.plan
         self.children: dict[str, Child] = {}
         self.chaos_events: list[ChaosEvent] = []

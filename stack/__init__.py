@@ -11,6 +11,7 @@ from stack.artifacts import JarSet, ensure_jars, resolved_jars
 from stack.errors import ArtifactError, NoFreePortError, PortInUseError, StackError
 from stack.local_stack import LocalStack
 from stack.runtime import ExternalStack, Stack, select_stack
+from stack.shape import StackOptions
 from stack.status import ComponentStatus, StackStatus, embedded_endpoints
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "PortInUseError",
     "Stack",
     "StackError",
+    "StackOptions",
     "StackStatus",
     "embedded_endpoints",
     "ensure_jars",

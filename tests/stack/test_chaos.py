@@ -12,10 +12,11 @@ import pytest
 
 from stack.errors import StackError
 from stack.kit.chaos import ChaosStack, active_application_ids, command_option
+from stack.shape import StackOptions
 
 
 def test_a_node_id_names_its_broker_and_an_unknown_one_is_refused(tmp_path: Path) -> None:
-    stack = ChaosStack(tmp_path / "home", tmp_path / "jars", brokers=3, progress=io.StringIO())
+    stack = ChaosStack(tmp_path / "home", tmp_path / "jars", StackOptions(brokers=3), progress=io.StringIO())
     assert [stack.broker_of(node) for node in (1, 2, 3)] == ["broker-1", "broker-2", "broker-3"]
     with pytest.raises(StackError, match=r"no such broker .* \(node ids 1\.\.3\)"):
         stack.broker_of(4)

@@ -30,6 +30,7 @@ from ikkai.errors import KafkaAccessError
 from ikkai.settings import jars_dir
 from stack.kit.topic_io import by_partition, create_topic, flat, produce_payments, unique
 from stack.local_stack import LocalStack
+from stack.shape import StackOptions
 from stack.stack_security import (
     OAUTH_AUDIENCE,
     OAUTH_ISSUER,
@@ -51,7 +52,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[StackSec
     """The stack's secrets and its extra listeners (``mtls``, ``oauth`` → host:port)."""
     reuse = os.environ.get("IKKAI_TEST_SECURE_HOME")
     home = Path(reuse) if reuse else tmp_path_factory.mktemp("secure") / "home"
-    local = LocalStack(home, jars_dir(), heap="512m", secure=True, progress=sys.stderr)
+    local = LocalStack(home, jars_dir(), StackOptions(secure=True), heap="512m", progress=sys.stderr)
     local.up()
     secrets = local.stack_secrets()
     assert secrets is not None

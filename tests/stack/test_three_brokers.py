@@ -32,6 +32,7 @@ from stack.kit.leaders import TRANSACTION_STATE_TOPIC
 from stack.kit.topic_io import by_partition, create_topic, flat, produce_payments, transactional_producer, unique
 from stack.local_stack import CONNECT
 from stack.processes import stack_processes
+from stack.shape import StackOptions
 
 pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
@@ -43,7 +44,7 @@ BROKERS = ("broker-1", "broker-2", "broker-3")
 
 @pytest.fixture
 def stack(tmp_path: Path) -> Iterator[ChaosStack]:
-    local = ChaosStack(tmp_path / "home", jars_dir(), brokers=3, heap="512m", progress=sys.stderr)
+    local = ChaosStack(tmp_path / "home", jars_dir(), StackOptions(brokers=3), heap="512m", progress=sys.stderr)
     try:
         yield local
     finally:
