@@ -46,10 +46,11 @@ def land_raw_stream(
     name = unique("bench")
     merchants_topic, customers_topic = f"masterdata.merchants.{name}", f"masterdata.customers.{name}"
     merchants, customers = generate_profiles(stream.world, SEED)
-    publish_profiles(KafkaContext.of(bootstrap), merchants, customers, merchants_topic=merchants_topic,
+    cluster = KafkaContext.from_environment(bootstrap)
+    publish_profiles(cluster, merchants, customers, merchants_topic=merchants_topic,
                      customers_topic=customers_topic, transactional_id=unique("bench.masterdata"))  # fmt: skip
     ingest = create_topic(bootstrap, f"ingest.payments.{name}", partitions)
-    return ingest, merchants_topic, customers_topic, produce_lines(bootstrap, ingest, stream.lines)
+    return ingest, merchants_topic, customers_topic, produce_lines(cluster, ingest, stream.lines)
 
 
 def one_round(

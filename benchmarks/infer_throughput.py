@@ -164,7 +164,7 @@ class DecisionWatch:
         self.count = 0  # every record, duplicates included
         self.last: float | None = None  # wall clock of the newest record
         self._stop = threading.Event()
-        self._consumer = Consumer(KafkaContext.of(bootstrap).consumer_config(unique("bench.latency"), **{
+        self._consumer = Consumer(KafkaContext.from_environment(bootstrap).consumer_config(unique("bench.latency"), **{
             "auto.offset.reset": "earliest", "enable.auto.commit": False, "fetch.wait.max.ms": 10,
         }))  # fmt: skip
         self._consumer.subscribe([topic])
@@ -206,7 +206,7 @@ def fixed_load(bootstrap: str, variant: Variant, args: argparse.Namespace, scrat
     ]  # before the clock starts
     watch = DecisionWatch(bootstrap, topics.decisions)
     job = start_infer(bootstrap, topics, scratch / unique("fixed").replace(".", "-"), variant, "--continuous")
-    producer = Producer(KafkaContext.of(bootstrap).producer_config(**{"linger.ms": 1}))
+    producer = Producer(KafkaContext.from_environment(bootstrap).producer_config(**{"linger.ms": 1}))
     sent: dict[bytes, float] = {}
     try:
         job.wait_started()

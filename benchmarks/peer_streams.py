@@ -125,7 +125,7 @@ def source_rows(bootstrap: str, topic: str) -> Any:
     import pandas as pd
     from confluent_kafka import Consumer
 
-    consumer = Consumer(KafkaContext.of(bootstrap).consumer_config(unique("bench.check"), **{
+    consumer = Consumer(KafkaContext.from_environment(bootstrap).consumer_config(unique("bench.check"), **{
         "auto.offset.reset": "earliest", "enable.auto.commit": False, "enable.partition.eof": True,
     }))  # fmt: skip
     consumer.subscribe([topic])
@@ -352,7 +352,7 @@ def fixed_load(
     ]
     watch = DecisionWatch(bootstrap, topics.decisions)
     job = start(topics, scratch)
-    producer = Producer(KafkaContext.of(bootstrap).producer_config(**{"linger.ms": 1}))
+    producer = Producer(KafkaContext.from_environment(bootstrap).producer_config(**{"linger.ms": 1}))
     sent: dict[bytes, float] = {}
     try:
         job.wait_started()

@@ -190,7 +190,7 @@ class Load:
         self.sent: list[str] = []
         self._payments = iter(payment_records(simulate(seed, payments=count).payments))
         self._codec, self._partition, self._partitions = default_codec(), kafka_partition, partitions
-        self._producer = Producer(KafkaContext.of(bootstrap).producer_config(**{"linger.ms": 5}))
+        self._producer = Producer(KafkaContext.from_environment(bootstrap).producer_config(**{"linger.ms": 5}))
         self._topic, self._rate = topic, rate
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -229,11 +229,12 @@ class CommittedWatch:
 
         self.arrivals: list[tuple[float, int, int]] = []  # (monotonic, partition, offset)
         self.topic = topic
-        self._consumer = Consumer(KafkaContext.of(bootstrap).consumer_config(unique("bench.recovery"), **{
+        cluster = KafkaContext.from_environment(bootstrap)
+        self._consumer = Consumer(cluster.consumer_config(unique("bench.recovery"), **{
             "auto.offset.reset": "earliest", "enable.auto.commit": False, "fetch.wait.max.ms": 10,
         }))  # fmt: skip
         self._consumer.subscribe([topic])
-        self._ends = Consumer(KafkaContext.of(bootstrap).consumer_config(unique("bench.recovery.ends")))
+        self._ends = Consumer(cluster.consumer_config(unique("bench.recovery.ends")))
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()

@@ -397,7 +397,7 @@ class Feeder:
 
         self.produced = 0
         self._stop = threading.Event()
-        producer = Producer(KafkaContext.of(bootstrap).producer_config(**{"linger.ms": 20}))
+        producer = Producer(KafkaContext.from_environment(bootstrap).producer_config(**{"linger.ms": 20}))
         records = [(key, value, kafka_partition(key, partitions)) for key, value in data.encoded]
 
         def produce(count: int) -> None:
@@ -585,7 +585,7 @@ def fixed_load(
     from ikkai.contract.partitioning import kafka_partition
 
     records = data.fresh(tag, max(1, int(rate * args.load_seconds)))  # before the clock starts
-    producer = Producer(KafkaContext.of(bootstrap).producer_config(**{"linger.ms": 1}))
+    producer = Producer(KafkaContext.from_environment(bootstrap).producer_config(**{"linger.ms": 1}))
     sent: dict[bytes, float] = {}
     began = time.monotonic()
     for i, (key, value) in enumerate(records):

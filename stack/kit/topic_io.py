@@ -1,6 +1,8 @@
 """Writing to and reading from topics as a fresh client sees them, for the benchmarks and the tests.
 
-Unique topic names, topic creation (through ``ikkai.contract.kafka.ensure_topics``), Avro payments produced on
+Each function takes the bootstrap servers as a test names them and reads the client file ``IKKAI_KAFKA_CONFIG``
+names when it is called (``KafkaContext.from_environment``: a test sets it for a secured stack). Unique topic
+names, topic creation (through ``ikkai.contract.kafka.ensure_topics``), Avro payments produced on
 their key's partition, transactions to read, and what a fresh consumer (read_committed unless asked otherwise)
 sees: per partition (``by_partition``) or in the order it arrived (``read_all``), both from one read loop.
 """
@@ -27,7 +29,7 @@ def unique(prefix: str) -> str:
 
 def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> str:
     """``name`` with ``partitions`` partitions and the brokers' default replication (``kafka.ensure_topics``)."""
-    kafka.ensure_topics(KafkaContext.of(bootstrap), [name], partitions, config=config)
+    kafka.ensure_topics(KafkaContext.from_environment(bootstrap), [name], partitions, config=config)
     return name
 
 
@@ -38,7 +40,7 @@ def _arrivals(
 
     Reads until every partition reached the end offset it had when reading began (for read_committed: the last
     stable offset), or, with ``expect``, until that many arrived; with ``timeout``, at most that long."""
-    consumer = Consumer(KafkaContext.of(bootstrap).client_config(**{
+    consumer = Consumer(KafkaContext.from_environment(bootstrap).client_config(**{
         "group.id": unique("test.reader"), "auto.offset.reset": "earliest",
         "enable.auto.commit": False, "isolation.level": isolation, "enable.partition.eof": True,
     }))  # fmt: skip
@@ -96,7 +98,7 @@ def produce_payments(
     """Payments as Avro (single-object, or as ``codec`` writes them), keyed by payment_id, on Kafka's default
     partition of the key."""
     codec = codec or default_codec()
-    producer = Producer(KafkaContext.of(bootstrap).producer_config())
+    producer = Producer(KafkaContext.from_environment(bootstrap).producer_config())
     for payment in payments:
         key = str(payment["payment_id"]).encode()
         value = codec.encode("payment_event", payment, version=1)
@@ -107,7 +109,9 @@ def produce_payments(
 def transactional_producer(bootstrap: str, transactional_id: str) -> Producer:
     """An idempotent producer (rule 3 of docs/architecture.md) with ``transactional_id``, its transactions
     initialised."""
-    producer = Producer(KafkaContext.of(bootstrap).producer_config(**{"transactional.id": transactional_id}))
+    producer = Producer(
+        KafkaContext.from_environment(bootstrap).producer_config(**{"transactional.id": transactional_id})
+    )
     producer.init_transactions(60)
     return producer
 

@@ -224,7 +224,7 @@ def test_the_enrich_job_works_through_sasl_ssl(
                      customers_topic=topics.customers, transactional_id=unique("test.masterdata"))  # fmt: skip
     for topic in (topics.input, topics.events, topics.dlq):
         create_topic(bootstrap, topic, 1)
-    produce_lines(bootstrap, topics.input, stream.lines)
+    produce_lines(KafkaContext.from_environment(bootstrap), topics.input, stream.lines)
     job = EnrichProcess(bootstrap, topics, tmp_path / "checkpoint", name)
     assert job.wait() == 0, job.tail()
     codec = default_codec()

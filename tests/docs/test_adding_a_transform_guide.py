@@ -29,6 +29,7 @@ from demo.infer_process import InferProcess
 from demo.raw_payments import EVENT, RawLine, encode_line, format_event_time, produce_lines
 from ikkai.contract.codec import CATALOG_VAR, SchemaCatalog, SingleObjectCodec, schemas_dir
 from ikkai.contract.compatibility import check_catalog
+from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.partitioning import kafka_partition
 from spark_jobs.enrich.job import TRANSFORMS_SPEC
 from spark_jobs.enrich.records import TRANSFORM_COLUMNS
@@ -205,7 +206,7 @@ def test_the_guides_field_reaches_events_payments(
     topics = EnrichTopics(f"ingest.{name}", f"events.{name}", f"dlq.{name}", f"masterdata.merchants.{name}",
                           f"masterdata.customers.{name}")  # fmt: skip
     create_topic(bootstrap, topics.input, PARTITIONS)
-    produce_lines(bootstrap, topics.input, raw_lines())
+    produce_lines(KafkaContext.from_environment(bootstrap), topics.input, raw_lines())
     for variable, value in exports(guide_steps()["check"].body).items():
         monkeypatch.setenv(variable, value)
     monkeypatch.chdir(workspace.root)
