@@ -25,8 +25,8 @@ import sys
 import time
 
 from benchmarks.harness import bench_stack, java, kafka_classpath, print_table
-from demo.pipeline_io import create_topic, unique
 from ikkai.contract.kafka import KafkaContext
+from stack.kit.topic_io import create_topic, unique
 
 Row = list[object]
 
@@ -88,7 +88,7 @@ def python_client(bootstrap: str, records: int, size: int, txn_records: int) -> 
     rows: list[Row] = []
     value = b"x" * size
     keys = [f"pay-{i:09d}".encode() for i in range(records)]
-    base = KafkaContext.of(bootstrap).producer_config(**{"linger.ms": 5})
+    base = KafkaContext.from_environment(bootstrap).producer_config(**{"linger.ms": 5})
     topic = create_topic(bootstrap, unique("bench.py"), 2)
     producer = Producer(base)
     started = time.perf_counter()
@@ -110,7 +110,7 @@ def python_client(bootstrap: str, records: int, size: int, txn_records: int) -> 
     seconds = time.perf_counter() - started
     rows.append(["confluent-kafka produce", f"transactions of {txn_records:,}", records, records / seconds,
                  records * size / seconds / 1e6, None])  # fmt: skip
-    consumer = Consumer(KafkaContext.of(bootstrap).consumer_config(unique("bench.py"), **{
+    consumer = Consumer(KafkaContext.from_environment(bootstrap).consumer_config(unique("bench.py"), **{
         "auto.offset.reset": "earliest", "enable.auto.commit": False,
     }))  # fmt: skip
     consumer.subscribe([topic])

@@ -1,7 +1,7 @@
 """Infer and enrich on 1 and 2 Spark executors, the outbox sink on 1 and 2 Connect workers, A B A B in one run.
 
 Starts one embedded stack in a temporary home with a Spark standalone master, 2 Spark workers (1 core each) and 2
-Kafka Connect workers in one group (``LocalStack(..., spark_workers=2, connect_workers=2)``), stopped at the end
+Kafka Connect workers in one group (``StackOptions(spark_workers=2, connect_workers=2)``), stopped at the end
 whatever happens (SIGTERM included). Then, per round, alternating:
 
 * **infer**: ``ikkai jobs run infer --master spark://…`` drains the same pre-filled ``events.payments`` topic
@@ -64,12 +64,13 @@ from benchmarks.outbox_throughput import ceiling, sink_rate, start_receiver
 from benchmarks.peer_streams import tree_cpu_seconds
 from demo.lineup import IKKAI, spark_defaults
 from demo.payments_simulation import payment_records, simulate
-from demo.pipeline_io import by_partition, create_topic, produce_payments, unique
 from deploy.connect_rest import ConnectClient
 from ikkai.errors import IkkaiError
 from ikkai.settings import jars_dir
+from stack.kit.topic_io import by_partition, create_topic, produce_payments, unique
 from stack.local_stack import LocalStack
 from stack.processes import stack_processes
+from stack.shape import StackOptions
 from stack.spark_cluster import SPARK_MASTER, shared_dir, spark_worker_components
 
 REPO = Path(__file__).resolve().parents[1]
@@ -244,8 +245,12 @@ def cluster_stack(prefix: str) -> Iterator[tuple[LocalStack, Path]]:
     process of it, executors included, stopped on the way out."""
     with tempfile.TemporaryDirectory(prefix=f"ikkai-{prefix}-") as tmp:
         home = Path(tmp)
-        stack = LocalStack(home / "stack", jars_dir(), progress=sys.stderr, spark_workers=WORKERS,
-                           connect_workers=WORKERS)  # fmt: skip
+        stack = LocalStack(
+            home / "stack",
+            jars_dir(),
+            StackOptions(spark_workers=WORKERS, connect_workers=WORKERS),
+            progress=sys.stderr,
+        )
         try:
             stack.up()
             yield stack, home

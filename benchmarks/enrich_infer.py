@@ -23,14 +23,14 @@ from pathlib import Path
 from benchmarks.harness import JobProcess, alternating, bench_stack, median, print_table, python_module
 from benchmarks.infer_throughput import ALOS, EOS, MB, DecisionWatch
 from demo.payments_simulation import generate_profiles
-from demo.pipeline_io import (
+from demo.raw_payments import MixedStream, mixed_stream, produce_lines
+from ikkai.contract.kafka import KafkaContext
+from spark_jobs.enrich.master_data import publish_profiles
+from stack.kit.topic_io import (
     by_partition,
     create_topic,
     unique,
 )
-from demo.raw_payments import MixedStream, mixed_stream, produce_lines
-from ikkai.contract.kafka import KafkaContext
-from spark_jobs.enrich.master_data import publish_profiles
 
 SEED = 11
 
@@ -46,10 +46,11 @@ def land_raw_stream(
     name = unique("bench")
     merchants_topic, customers_topic = f"masterdata.merchants.{name}", f"masterdata.customers.{name}"
     merchants, customers = generate_profiles(stream.world, SEED)
-    publish_profiles(KafkaContext.of(bootstrap), merchants, customers, merchants_topic=merchants_topic,
+    cluster = KafkaContext.from_environment(bootstrap)
+    publish_profiles(cluster, merchants, customers, merchants_topic=merchants_topic,
                      customers_topic=customers_topic, transactional_id=unique("bench.masterdata"))  # fmt: skip
     ingest = create_topic(bootstrap, f"ingest.payments.{name}", partitions)
-    return ingest, merchants_topic, customers_topic, produce_lines(bootstrap, ingest, stream.lines)
+    return ingest, merchants_topic, customers_topic, produce_lines(cluster, ingest, stream.lines)
 
 
 def one_round(

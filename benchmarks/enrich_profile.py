@@ -44,8 +44,8 @@ from benchmarks.harness import (
     python_module,
 )
 from benchmarks.steady_state import phase_summary
-from demo.pipeline_io import create_topic, unique
 from spark_jobs.progress import parse_progress
+from stack.kit.topic_io import create_topic, unique
 
 # (stage, path fragment of the frame's file, function names or None for any): the first that matches the innermost
 # frame of ikkai's code on a stack names the sample's stage.

@@ -246,7 +246,7 @@ def one_run(
     n: int,
 ) -> Run:
     from benchmarks.infer_throughput import DecisionWatch
-    from demo.pipeline_io import create_topic, unique
+    from stack.kit.topic_io import create_topic, unique
 
     ingest, merchants, customers, lines = land_raw_stream(bootstrap, args.payments, args.partitions, stream)
     name = unique("steady").replace(".", "-")

@@ -29,7 +29,7 @@ from pathlib import Path
 from benchmarks.enrich_infer import land_raw_stream
 from benchmarks.harness import JobProcess, alternating, bench_stack, python_module
 from benchmarks.infer_throughput import ALOS, EOS, MB, Result, Variant, batch_costs, report
-from demo.pipeline_io import by_partition, create_topic, unique
+from stack.kit.topic_io import by_partition, create_topic, unique
 
 
 def drain(bootstrap: str, raw: tuple[str, str, str, int], variant: Variant, args: argparse.Namespace,

@@ -27,10 +27,11 @@ from pathlib import Path
 
 from demo.infer_process import InferProcess, InferTopics
 from demo.payments_simulation import payment_records, simulate
-from demo.pipeline_io import by_partition, create_topic, flat, produce_payments, unique
 from ikkai.contract.codec import default_codec
 from ikkai.settings import external_endpoints, jars_dir
-from stack.chaos import ChaosStack
+from stack.kit.chaos import ChaosStack
+from stack.kit.topic_io import by_partition, create_topic, flat, produce_payments, unique
+from stack.shape import StackOptions
 
 PARTITIONS = 2
 APP = "ikkai"  # the infer job's default --app: its transactional ids are <app>.<query>.<p>
@@ -94,7 +95,11 @@ def main() -> int:
     print(f"seed {args.seed}", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="ikkai-chaos-") as tmp:
         home = Path(tmp)
-        stack = None if external else ChaosStack(home / "stack", jars_dir(), brokers=args.brokers, progress=sys.stderr)
+        stack = (
+            None
+            if external
+            else ChaosStack(home / "stack", jars_dir(), StackOptions(brokers=args.brokers), progress=sys.stderr)
+        )
         bootstrap = external.bootstrap_servers if external else stack.up().bootstrap_servers  # type: ignore[union-attr]
         try:
             payments = payment_records(simulate(args.seed, payments=args.events).payments)

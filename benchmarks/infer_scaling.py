@@ -25,7 +25,7 @@ from pathlib import Path
 from benchmarks.harness import alternating, bench_stack, median, print_table
 from benchmarks.infer_throughput import ALOS, EOS, MB, Result, Variant, max_load
 from demo.payments_simulation import payment_records, simulate
-from demo.pipeline_io import (
+from stack.kit.topic_io import (
     create_topic,
     produce_payments,
     unique,

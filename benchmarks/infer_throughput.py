@@ -46,10 +46,10 @@ from benchmarks.harness import (
 )
 from demo.infer_process import InferTopics
 from demo.payments_simulation import payment_records, simulate
-from demo.pipeline_io import by_partition, create_topic, produce_payments, unique
 from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.partitioning import kafka_partition
+from stack.kit.topic_io import by_partition, create_topic, produce_payments, unique
 
 EOS, ALOS = "exactly-once", "at-least-once"
 MB = 1024 * 1024
@@ -164,7 +164,7 @@ class DecisionWatch:
         self.count = 0  # every record, duplicates included
         self.last: float | None = None  # wall clock of the newest record
         self._stop = threading.Event()
-        self._consumer = Consumer(KafkaContext.of(bootstrap).consumer_config(unique("bench.latency"), **{
+        self._consumer = Consumer(KafkaContext.from_environment(bootstrap).consumer_config(unique("bench.latency"), **{
             "auto.offset.reset": "earliest", "enable.auto.commit": False, "fetch.wait.max.ms": 10,
         }))  # fmt: skip
         self._consumer.subscribe([topic])
@@ -206,7 +206,7 @@ def fixed_load(bootstrap: str, variant: Variant, args: argparse.Namespace, scrat
     ]  # before the clock starts
     watch = DecisionWatch(bootstrap, topics.decisions)
     job = start_infer(bootstrap, topics, scratch / unique("fixed").replace(".", "-"), variant, "--continuous")
-    producer = Producer(KafkaContext.of(bootstrap).producer_config(**{"linger.ms": 1}))
+    producer = Producer(KafkaContext.from_environment(bootstrap).producer_config(**{"linger.ms": 1}))
     sent: dict[bytes, float] = {}
     try:
         job.wait_started()

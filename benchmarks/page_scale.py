@@ -116,7 +116,7 @@ def measure(bootstrap: str, connect_url: str, home: Path, connectors: int, parti
         create_s, _ = timed(
             lambda: list(pool.map(lambda nc: client.create_connector(nc[0], nc[1], "STOPPED"), configs))
         )
-    ensure_topics(KafkaContext.of(bootstrap), [t for t in TOPICS], partitions)
+    ensure_topics(KafkaContext.from_environment(bootstrap), [t for t in TOPICS], partitions)
     live = len(client.connectors())
     try:
         expanded_first, _ = timed(client.connectors_expanded)

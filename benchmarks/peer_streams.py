@@ -57,10 +57,10 @@ from benchmarks.harness import (
 from benchmarks.infer_throughput import EOS, DecisionWatch, Variant, fresh_outputs, start_infer
 from demo.infer_process import InferTopics
 from demo.payments_simulation import payment_records, simulate
-from demo.pipeline_io import by_partition, create_topic, produce_payments, unique
 from ikkai.contract.codec import default_codec, schemas_dir
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.partitioning import kafka_partition
+from stack.kit.topic_io import by_partition, create_topic, produce_payments, unique
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -125,7 +125,7 @@ def source_rows(bootstrap: str, topic: str) -> Any:
     import pandas as pd
     from confluent_kafka import Consumer
 
-    consumer = Consumer(KafkaContext.of(bootstrap).consumer_config(unique("bench.check"), **{
+    consumer = Consumer(KafkaContext.from_environment(bootstrap).consumer_config(unique("bench.check"), **{
         "auto.offset.reset": "earliest", "enable.auto.commit": False, "enable.partition.eof": True,
     }))  # fmt: skip
     consumer.subscribe([topic])
@@ -352,7 +352,7 @@ def fixed_load(
     ]
     watch = DecisionWatch(bootstrap, topics.decisions)
     job = start(topics, scratch)
-    producer = Producer(KafkaContext.of(bootstrap).producer_config(**{"linger.ms": 1}))
+    producer = Producer(KafkaContext.from_environment(bootstrap).producer_config(**{"linger.ms": 1}))
     sent: dict[bytes, float] = {}
     try:
         job.wait_started()

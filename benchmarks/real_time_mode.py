@@ -47,7 +47,7 @@ class ForeachProducer:
 
         from ikkai.contract.kafka import KafkaContext
 
-        self.producer = Producer(KafkaContext.of(self.bootstrap).producer_config(**{"linger.ms": 1}))
+        self.producer = Producer(KafkaContext.from_environment(self.bootstrap).producer_config(**{"linger.ms": 1}))
         return True
 
     def process(self, row: Any) -> None:
@@ -63,7 +63,7 @@ def queries(bootstrap: str, duration: str) -> dict[str, Callable[[Any, str, str,
     """Name → start(spark, input topic, output topic, checkpoint) of each query tried."""
     from ikkai.contract.kafka import KafkaContext
 
-    cluster = KafkaContext.of(bootstrap)
+    cluster = KafkaContext.from_environment(bootstrap)
 
     def source(spark: Any, topic: str) -> Any:
         reader = spark.readStream.format("kafka").options(**cluster.spark_options()).option("subscribe", topic)
@@ -117,7 +117,7 @@ def feed_and_measure(bootstrap: str, topic: str, output: str, rate: float, secon
 
     from ikkai.contract.kafka import KafkaContext
 
-    context = KafkaContext.of(bootstrap)
+    context = KafkaContext.from_environment(bootstrap)
     consumer = Consumer(context.consumer_config(f"rtm-{time.time_ns()}", **{"auto.offset.reset": "earliest"}))
     consumer.subscribe([output])
     producer = Producer(context.producer_config(**{"linger.ms": 1}))
@@ -154,8 +154,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20, help="how long each query is fed")
     parser.add_argument("--batch-duration", default="5 seconds", help="Real-Time Mode's long batch")
     args = parser.parse_args()
-    from demo.pipeline_io import create_topic, unique
     from spark_jobs.session import spark_session
+    from stack.kit.topic_io import create_topic, unique
 
     rows: list[list[object]] = []
     with bench_stack("rtm") as (bootstrap, _, scratch):

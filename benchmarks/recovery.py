@@ -161,9 +161,13 @@ def assignment_delays(stamped: Sequence[tuple[float, str]], since: float) -> lis
 def own_stack(args: argparse.Namespace, home: Path) -> Iterator[object]:
     from ikkai.settings import jars_dir
     from stack.local_stack import LocalStack
+    from stack.shape import StackOptions
 
     stack = LocalStack(
-        home / "stack", jars_dir(), broker_port=args.broker_port, connect_port=args.connect_port, progress=sys.stderr
+        home / "stack",
+        jars_dir(),
+        StackOptions(broker_port=args.broker_port, connect_port=args.connect_port),
+        progress=sys.stderr,
     )
     try:
         stack.up()
@@ -186,7 +190,7 @@ class Load:
         self.sent: list[str] = []
         self._payments = iter(payment_records(simulate(seed, payments=count).payments))
         self._codec, self._partition, self._partitions = default_codec(), kafka_partition, partitions
-        self._producer = Producer(KafkaContext.of(bootstrap).producer_config(**{"linger.ms": 5}))
+        self._producer = Producer(KafkaContext.from_environment(bootstrap).producer_config(**{"linger.ms": 5}))
         self._topic, self._rate = topic, rate
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -220,16 +224,17 @@ class CommittedWatch:
     def __init__(self, bootstrap: str, topic: str) -> None:
         from confluent_kafka import Consumer
 
-        from demo.pipeline_io import unique
         from ikkai.contract.kafka import KafkaContext
+        from stack.kit.topic_io import unique
 
         self.arrivals: list[tuple[float, int, int]] = []  # (monotonic, partition, offset)
         self.topic = topic
-        self._consumer = Consumer(KafkaContext.of(bootstrap).consumer_config(unique("bench.recovery"), **{
+        cluster = KafkaContext.from_environment(bootstrap)
+        self._consumer = Consumer(cluster.consumer_config(unique("bench.recovery"), **{
             "auto.offset.reset": "earliest", "enable.auto.commit": False, "fetch.wait.max.ms": 10,
         }))  # fmt: skip
         self._consumer.subscribe([topic])
-        self._ends = Consumer(KafkaContext.of(bootstrap).consumer_config(unique("bench.recovery.ends")))
+        self._ends = Consumer(cluster.consumer_config(unique("bench.recovery.ends")))
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -311,8 +316,8 @@ def job_options(args: argparse.Namespace) -> list[str]:
 
 def job_rounds(bootstrap: str, args: argparse.Namespace, scratch: Path, rng: random.Random) -> list[JobRound]:
     from benchmarks.infer_throughput import fresh_outputs
-    from demo.pipeline_io import by_partition, create_topic, flat, unique
     from ikkai.contract.codec import default_codec
+    from stack.kit.topic_io import by_partition, create_topic, flat, unique
 
     topic = create_topic(bootstrap, unique("events.payments.recovery"), args.partitions)
     topics = fresh_outputs(bootstrap, topic, args.partitions)
@@ -438,9 +443,9 @@ def connect_settings(variant: str) -> Iterator[None]:
 
 def create_connectors(bootstrap: str, connect_url: str, scratch: Path, count: int) -> list[str]:
     from connectors.render import load_bundle, render_bundle
-    from demo.pipeline_io import create_topic, unique
     from deploy.bundle_ops import bundle_folder
     from deploy.connect_rest import ConnectClient
+    from stack.kit.topic_io import create_topic, unique
 
     client = ConnectClient(connect_url)
     for topic in ("outbox.requests", "outbox.receipts", "dlq.outbox"):

@@ -397,7 +397,7 @@ class Feeder:
 
         self.produced = 0
         self._stop = threading.Event()
-        producer = Producer(KafkaContext.of(bootstrap).producer_config(**{"linger.ms": 20}))
+        producer = Producer(KafkaContext.from_environment(bootstrap).producer_config(**{"linger.ms": 20}))
         records = [(key, value, kafka_partition(key, partitions)) for key, value in data.encoded]
 
         def produce(count: int) -> None:
@@ -467,7 +467,7 @@ Starter = Callable[[Any, Path], JobProcess]
 
 def starters(build: Path, bootstrap: str, args: argparse.Namespace) -> dict[str, Starter]:
     from benchmarks.peer_streams import start_peer
-    from demo.pipeline_io import unique
+    from stack.kit.topic_io import unique
 
     extra = ["--max-offsets-per-trigger", str(args.batch)] if args.batch else []
 
@@ -506,7 +506,7 @@ def one_run(
     bootstrap: str, variant: str, start: Starter, data: Input, scratch: Path, args: argparse.Namespace, n: int
 ) -> Run:
     from benchmarks.infer_throughput import DecisionWatch, fresh_outputs
-    from demo.pipeline_io import create_topic, unique
+    from stack.kit.topic_io import create_topic, unique
 
     topic = create_topic(bootstrap, unique("events.payments.steady"), args.partitions)
     topics = fresh_outputs(bootstrap, topic, args.partitions)
@@ -585,7 +585,7 @@ def fixed_load(
     from ikkai.contract.partitioning import kafka_partition
 
     records = data.fresh(tag, max(1, int(rate * args.load_seconds)))  # before the clock starts
-    producer = Producer(KafkaContext.of(bootstrap).producer_config(**{"linger.ms": 1}))
+    producer = Producer(KafkaContext.from_environment(bootstrap).producer_config(**{"linger.ms": 1}))
     sent: dict[bytes, float] = {}
     began = time.monotonic()
     for i, (key, value) in enumerate(records):

@@ -19,6 +19,7 @@ from stack.local_plugins import ensure_local_plugins
 from stack.local_stack import LocalStack
 from stack.prerequisites import check_java, check_maven
 from stack.runtime import RUNTIMES, Stack, select_stack
+from stack.shape import AS_RECORDED, StackOptions
 from stack.status import StackStatus
 
 EXIT_NOT_RUNNING = 3
@@ -79,22 +80,8 @@ def stack(ctx: click.Context, home: Path | None, runtime: str) -> None:
     ctx.obj = {"home": home, "runtime": runtime}
 
 
-def _stack(
-    ctx: click.Context,
-    broker_port: int | None = None,
-    connect_port: int | None = None,
-    brokers: int | None = None,
-    secure: bool | None = None,
-    registry: bool | None = None,
-    registry_port: int | None = None,
-    spark_workers: int | None = None,
-    connect_workers: int | None = None,
-) -> Stack:
-    return select_stack(
-        ctx.obj["runtime"], home=ctx.obj["home"], broker_port=broker_port, connect_port=connect_port, brokers=brokers,
-        secure=secure, registry=registry, registry_port=registry_port, spark_workers=spark_workers,
-        connect_workers=connect_workers,
-    )  # fmt: skip
+def _stack(ctx: click.Context, options: StackOptions = AS_RECORDED) -> Stack:
+    return select_stack(ctx.obj["runtime"], home=ctx.obj["home"], options=options)
 
 
 def _endpoint_data(endpoints: Endpoints, stack_: Stack) -> dict[str, Any]:
@@ -143,23 +130,10 @@ def _endpoint_data(endpoints: Endpoints, stack_: Stack) -> dict[str, Any]:
 )  # fmt: skip
 @output_option
 @click.pass_context
-def up(
-    ctx: click.Context,
-    broker_port: int | None,
-    connect_port: int | None,
-    brokers: int | None,
-    secure: bool | None,
-    registry: bool | None,
-    registry_port: int | None,
-    spark_workers: int | None,
-    connect_workers: int | None,
-    output: str,
-) -> None:
+def up(ctx: click.Context, /, output: str, **knobs: Any) -> None:
     """Start the stack and wait until it answers; prints the endpoints."""
     started = time.monotonic()
-    stack_ = _stack(ctx, broker_port=broker_port, connect_port=connect_port, brokers=brokers, secure=secure,
-                    registry=registry, registry_port=registry_port, spark_workers=spark_workers,
-                    connect_workers=connect_workers)  # fmt: skip
+    stack_ = _stack(ctx, StackOptions(**knobs))  # the options above are StackOptions' fields, typed there
     endpoints = stack_.up()
     click.echo(f"stack up in {time.monotonic() - started:.1f}s", err=True)
     emit(_endpoint_data(endpoints, stack_), output, endpoints_text)

@@ -17,6 +17,7 @@ from demo.facts import LIVE_TOPICS, Decision, ReceiptSeen, SideEffectRequest
 from demo.measures import TopicRecord
 from demo.topics import read_topic
 from ikkai.contract.codec import default_codec
+from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.outbox import OutboxRequest
 from ikkai.contract.topics import DECISIONS_FRAUD, DLQ_ENRICH, EVENTS_PAYMENTS, OUTBOX_RECEIPTS, OUTBOX_REQUESTS
 from outbox_sink.receipts import decode_receipt
@@ -33,16 +34,16 @@ def receipt_identity(value: bytes) -> tuple[str, str]:
     return receipt.decision_id, receipt.effect_id
 
 
-def read_topics(bootstrap: str, topics: Iterable[str]) -> dict[str, list[TopicRecord]]:
+def read_topics(cluster: KafkaContext, topics: Iterable[str]) -> dict[str, list[TopicRecord]]:
     """Every topic read at once, one consumer each: a read mostly waits (assignment, fetches, each partition's end),
     so one after the other the demo's seven live topics took 7-8 s on the development machine."""
     names = list(topics)
     with ThreadPoolExecutor(max_workers=max(1, len(names)), thread_name_prefix="demo-read") as pool:
-        return dict(zip(names, pool.map(lambda topic: read_topic(bootstrap, topic), names), strict=True))
+        return dict(zip(names, pool.map(lambda topic: read_topic(cluster, topic), names), strict=True))
 
 
-def read_live(bootstrap: str) -> dict[str, list[TopicRecord]]:
-    return read_topics(bootstrap, LIVE_TOPICS)
+def read_live(cluster: KafkaContext) -> dict[str, list[TopicRecord]]:
+    return read_topics(cluster, LIVE_TOPICS)
 
 
 def _values(records: Iterable[TopicRecord]) -> Iterable[tuple[TopicRecord, bytes]]:

@@ -13,11 +13,8 @@ from demo.measures import TopicRecord
 from demo.phases import Phase
 from ikkai.contract import topics
 
-# The topics the demo reads, by the names of ikkai.contract.topics.
-LIVE_TOPICS = (
-    topics.INGEST_PAYMENTS, topics.EVENTS_PAYMENTS, topics.DLQ_ENRICH, topics.DECISIONS_FRAUD, topics.OUTBOX_REQUESTS,
-    topics.DLQ_INFER, topics.OUTBOX_RECEIPTS, topics.DLQ_OUTBOX,
-)  # fmt: skip
+# The topics the demo reads: every topic of the pipeline (ikkai.contract.topics.PIPELINE).
+LIVE_TOPICS = topics.PIPELINE_TOPICS
 # What the replay writes again, into fresh topics.
 REPLAYED = (topics.EVENTS_PAYMENTS, topics.DLQ_ENRICH, topics.DECISIONS_FRAUD, topics.OUTBOX_REQUESTS, topics.DLQ_INFER)
 

@@ -299,14 +299,14 @@ def write_jsonl(path: Path, lines: Iterable[RawLine]) -> int:
     return count
 
 
-def produce_lines(bootstrap: str, topic: str, lines: Iterable[RawLine]) -> int:
+def produce_lines(cluster: KafkaContext, topic: str, lines: Iterable[RawLine]) -> int:
     """Every line to ``topic`` on its own partition, in stream order.
 
     An idempotent producer writes them (docs/architecture.md, rule 3).
     """
     from confluent_kafka import Producer
 
-    producer = Producer(KafkaContext.of(bootstrap).producer_config(**{"linger.ms": 5}))
+    producer = Producer(cluster.producer_config(**{"linger.ms": 5}))
     count = 0
     for line in lines:
         give_up_at = time.monotonic() + 60
@@ -327,7 +327,7 @@ def produce_lines(bootstrap: str, topic: str, lines: Iterable[RawLine]) -> int:
 
 
 def write_master_data(
-    bootstrap: str, world: PaymentsWorld, seed: int, *, merchants_topic: str | None = None,
+    cluster: KafkaContext, world: PaymentsWorld, seed: int, *, merchants_topic: str | None = None,
     customers_topic: str | None = None,
 ) -> int:  # fmt: skip
     """Publish merchant and customer profile versions consistent with ``world`` (see ``master_data``)."""
@@ -336,6 +336,6 @@ def write_master_data(
 
     merchants, customers = generate_profiles(world, seed)
     return publish_profiles(
-        KafkaContext.of(bootstrap), merchants, customers, merchants_topic=merchants_topic or MERCHANTS_TOPIC,
+        cluster, merchants, customers, merchants_topic=merchants_topic or MERCHANTS_TOPIC,
         customers_topic=customers_topic or CUSTOMERS_TOPIC,
     )  # fmt: skip

@@ -18,23 +18,9 @@ from demo.facts import LIVE_TOPICS, REPLAYED, Facts, replay_topic
 from demo.invariants import check_all, duplicate_decisions
 from demo.measures import first_seen, latencies, latency_summary, topic_digest
 from demo.phases import phase_lines
-from ikkai.contract.topics import (
-    DECISIONS_FRAUD,
-    DLQ_ENRICH,
-    DLQ_INFER,
-    DLQ_OUTBOX,
-    EVENTS_PAYMENTS,
-    INGEST_PAYMENTS,
-    OUTBOX_RECEIPTS,
-    OUTBOX_REQUESTS,
-)
+from ikkai.contract.topics import DECISIONS_FRAUD, DLQ_ENRICH, INGEST_PAYMENTS, OUTBOX_RECEIPTS, PIPELINE
 
-STAGES = (
-    ("ingested", (INGEST_PAYMENTS,)),
-    ("enriched", (EVENTS_PAYMENTS, DLQ_ENRICH)),
-    ("decided", (DECISIONS_FRAUD, OUTBOX_REQUESTS, DLQ_INFER)),
-    ("delivered", (OUTBOX_RECEIPTS, DLQ_OUTBOX)),
-)
+STAGES = tuple((stage.name, stage.topics) for stage in PIPELINE)
 
 
 # Edges of the latency histogram's buckets in ms (the last bucket is open): fixed, so two runs compare.

@@ -68,10 +68,11 @@ from ikkai.contract.topics import (
 )
 from ikkai.errors import IkkaiError
 from ikkai.settings import Endpoints, endpoints_connect_auth, ikkai_home, jars_dir
-from stack.chaos import ChaosStack, executor_jvms
+from stack.kit.chaos import ChaosStack, executor_jvms
 from stack.local_stack import CONNECT
 from stack.ports import free_port
 from stack.probes import broker_answers
+from stack.shape import StackOptions
 from stack.spark_cluster import SPARK_MASTER, shared_dir
 
 POLL_S = 0.5  # the follow loop's look at the topics; drained = follow.STABLE_POLLS looks in a row
@@ -94,6 +95,13 @@ class DemoOptions:
     connect_workers: int = 1  # Kafka Connect workers in the stack's group
 
     @property
+    def stack_options(self) -> StackOptions:
+        """The demo's stack: a fresh home, so every other knob is a new home's default."""
+        return StackOptions(
+            brokers=self.brokers, spark_workers=self.spark_workers, connect_workers=self.connect_workers
+        )
+
+    @property
     def plan(self) -> chaos_.ChaosPlan | chaos_.SoakPlan | None:
         if not self.chaos:
             return None
@@ -111,14 +119,8 @@ class Demo:
         self._lock = threading.Lock()
         self.home = (options.home or ikkai_home()) / "demo"
         self.run_dir = self.home / "run"
-        self.stack = ChaosStack(
-            self.home,
-            jars_dir(),
-            brokers=options.brokers,
-            progress=LineWriter(self.say),  # type: ignore[arg-type]
-            spark_workers=options.spark_workers,
-            connect_workers=options.connect_workers,
-        )
+        progress = LineWriter(self.say)
+        self.stack = ChaosStack(self.home, jars_dir(), options.stack_options, progress=progress)  # type: ignore[arg-type]
         self.plan = options.plan
         self.children: dict[str, Child] = {}
         self.chaos_events: list[ChaosEvent] = []
@@ -203,7 +205,7 @@ class Demo:
         self.replays.nothing_left("infer")
         with self.clock.phase("read topics"):
             self.say("reading every topic with read_committed consumers (the replay runs meanwhile)")
-            topics = read_live(self.endpoints.bootstrap_servers)
+            topics = read_live(self.cluster)
             applied = receiver_applied(self.run_dir / "receiver.sqlite")
             deliveries = receiver_deliveries(self.receiver_url)
         replay = self._replay()
@@ -255,6 +257,12 @@ class Demo:
             time.sleep(0.5)
         self._stack_ready()
 
+    @property
+    def cluster(self) -> KafkaContext:
+        """The demo's own stack's Kafka cluster (plaintext), as its endpoints name it: every client of the demo's."""
+        assert self.endpoints is not None
+        return KafkaContext(self.endpoints.bootstrap_servers)
+
     def _stack_up_in_background(self) -> None:
         try:
             self.endpoints = self.stack.up()
@@ -279,17 +287,16 @@ class Demo:
 
     def _topics_and_master_data(self, stream: Any) -> None:
         from demo.raw_payments import write_master_data
-        from ikkai.contract.kafka import KafkaContext, ensure_topics
+        from ikkai.contract.kafka import ensure_topics
         from outbox_sink.topics import create_outbox_topics
 
         assert self.endpoints is not None
-        bootstrap = self.endpoints.bootstrap_servers
-        cluster = KafkaContext(bootstrap)  # the demo's own stack: plaintext
+        cluster = self.cluster
         p = self.options.partitions
         ensure_topics(cluster, [INGEST_PAYMENTS, EVENTS_PAYMENTS, DLQ_ENRICH, DECISIONS_FRAUD, DLQ_INFER], p)
         ensure_topics(cluster, [replay_topic(t) for t in REPLAYED], p)
         create_outbox_topics(cluster, partitions=p)
-        count = write_master_data(bootstrap, stream.world, self.options.seed)
+        count = write_master_data(cluster, stream.world, self.options.seed)
         self.say(f"topics created ({p} partitions each); {count} master-data profile versions published")
 
     def _lineup(self) -> Lineup:
@@ -386,7 +393,7 @@ class Demo:
         assert self.endpoints is not None
         pipeline = PipelineCounts(expectation, {})
         counter = RecordCounter(
-            self.endpoints.bootstrap_servers,
+            self.cluster,
             LIVE_TOPICS,
             distinct={OUTBOX_RECEIPTS: receipt_identity},  # a receipt repeated after the worker restart is not progress
         )
@@ -640,7 +647,7 @@ class Demo:
         if not self.replays.wait(self.options.job_timeout_s):
             return None
         with self.clock.phase("read replay topics"):
-            return read_topics(self.endpoints.bootstrap_servers, [replay_topic(t) for t in REPLAYED])
+            return read_topics(self.cluster, [replay_topic(t) for t in REPLAYED])
 
     # -- stopping ------------------------------------------------------------------------------
 

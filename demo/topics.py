@@ -25,9 +25,9 @@ class DemoKafkaError(IkkaiError):
         self.topic = topic
 
 
-def _consumer(bootstrap: str) -> Consumer:
+def _consumer(cluster: KafkaContext) -> Consumer:
     settings = {"enable.auto.commit": False, "auto.offset.reset": "earliest", "enable.partition.eof": True}
-    return Consumer(KafkaContext.of(bootstrap).consumer_config(f"ikkai.demo.{uuid.uuid4().hex[:12]}", **settings))
+    return Consumer(cluster.consumer_config(f"ikkai.demo.{uuid.uuid4().hex[:12]}", **settings))
 
 
 def _partitions(consumer: Consumer, topic: str) -> list[TopicPartition]:
@@ -37,9 +37,9 @@ def _partitions(consumer: Consumer, topic: str) -> list[TopicPartition]:
     return [TopicPartition(topic, p, 0) for p in sorted(metadata.partitions)]
 
 
-def read_topic(bootstrap: str, topic: str, timeout_s: float = 120.0) -> list[TopicRecord]:
+def read_topic(cluster: KafkaContext, topic: str, timeout_s: float = 120.0) -> list[TopicRecord]:
     """Every committed record of ``topic``, from the start to the end each partition had when reading began."""
-    consumer = _consumer(bootstrap)
+    consumer = _consumer(cluster)
     try:
         partitions = _partitions(consumer, topic)
         consumer.assign(partitions)
@@ -74,11 +74,11 @@ class RecordCounter:
 
     def __init__(
         self,
-        bootstrap: str,
+        cluster: KafkaContext,
         topics: Iterable[str],
         distinct: Mapping[str, Callable[[bytes], Hashable]] | None = None,
     ) -> None:
-        self._consumer = _consumer(bootstrap)
+        self._consumer = _consumer(cluster)
         self._distinct = dict(distinct or {})
         self._seen: dict[str, set[Hashable]] = {topic: set() for topic in self._distinct}
         self.counts: dict[str, int] = {}

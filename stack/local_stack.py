@@ -19,11 +19,13 @@ file, so ``up`` after a crash notices the half-dead stack, stops what is left an
 clean, and ``down`` leaves no process of this home behind.
 
 This module is the lifecycle: ``up``, ``down``, ``kill``, ``start`` and the waits until each component
-answers. The home's paths, its ``stack.json`` and the choice of ports are stack/state.py's; the text of
-the config files is stack/stack_config.py's and their writing stack/config_files.py's; each JVM's main
-class, options, storage format and start-up diagnosis are stack/launch.py's. The broker-failure queries
+answers. What the stack is made of (the knobs asked for, ``StackOptions``, over the home's record) is
+stack/shape.py's ``StackShape``, which ``LocalStack`` extends. The home's paths, its ``stack.json`` and
+the choice of ports are stack/state.py's; the text of the config files is stack/stack_config.py's and
+their writing stack/config_files.py's; each JVM's main class, options, storage format and start-up
+diagnosis are stack/launch.py's. The broker-failure queries
 (which broker leads a partition or coordinates a transaction, waiting until replicas are in sync) are
-``ChaosStack`` in stack/chaos.py, which only the demo, benchmarks and tests import.
+``ChaosStack`` in stack/kit/chaos.py, which only the demo, benchmarks and tests import.
 """
 
 from __future__ import annotations
@@ -39,8 +41,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TextIO
 
-from ikkai.contract.kafka import KafkaContext
-from ikkai.contract.kafka_security import NO_SECURITY, SecurityConfig
 from ikkai.settings import Endpoints, endpoints_connect_auth
 from stack import processes
 from stack.artifacts import JarSet, ensure_jars
@@ -60,6 +60,7 @@ from stack.local_plugins import local_plugin_dirs_for_stack
 from stack.prerequisites import check_java
 from stack.probes import broker_answers, connect_plugins, spark_answers
 from stack.schema_registry import REGISTRY, LocalSchemaRegistry
+from stack.shape import AS_RECORDED, StackOptions, StackShape
 from stack.spark_cluster import (
     DAEMON_HEAP,
     SPARK_MASTER,
@@ -69,14 +70,12 @@ from stack.spark_cluster import (
     launcher_java_options,
     master_ui_url,
     master_url,
-    spark_components,
     spark_launch,
 )
 from stack.stack_config import BROKER as BROKER  # re-exported: callers name components by these
 from stack.stack_config import CONNECT as CONNECT
-from stack.stack_config import HOST, Ports, bootstrap_servers, broker_components, broker_node_id
-from stack.stack_security import SECURE_DIR, StackSecrets, client_settings
-from stack.state import StackHome
+from stack.stack_config import HOST, Ports, broker_node_id
+from stack.stack_security import SECURE_DIR
 from stack.status import ComponentStatus, StackStatus
 
 COMPONENTS = (BROKER, CONNECT)  # a one-broker stack's; ``LocalStack.components`` has the others'
@@ -84,160 +83,33 @@ COMPONENTS = (BROKER, CONNECT)  # a one-broker stack's; ``LocalStack.components`
 FILE_SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 
 
-class LocalStack:
-    """Start, inspect and stop the embedded stack rooted at ``home``."""
+class LocalStack(StackShape):
+    """Start, inspect and stop the embedded stack rooted at ``home``, shaped as ``options`` ask (stack/shape.py)."""
 
     def __init__(
         self,
         home: Path,
         jars_dir: Path,
+        options: StackOptions = AS_RECORDED,
         *,
-        broker_port: int | None = None,
-        connect_port: int | None = None,
-        brokers: int | None = None,
         heap: str = "1g",
         extra_plugin_dirs: tuple[Path, ...] = (),
         progress: TextIO = sys.stderr,
-        secure: bool | None = None,
         listener_ports: Mapping[str, int] | None = None,
-        registry: bool | None = None,
-        registry_port: int | None = None,
-        spark_workers: int | None = None,
-        connect_workers: int | None = None,
     ) -> None:
-        """``brokers``: how many KRaft nodes ``up`` starts; None keeps the home's count (1 for a new home).
-        ``secure``: SASL_SSL and an HTTPS, basic-auth Connect REST API; None keeps the home's choice.
-        ``listener_ports``: a secured one-broker stack's ``mtls`` and ``oauth`` listener ports (default:
-        last run's, else free ones). ``spark_workers``: a Spark standalone master and that many workers (0: none);
-        ``connect_workers``: Connect workers in the stack's group; None keeps the home's count (0 and 1 for a new
-        home)."""
-        if connect_workers is not None:
-            connect_components(connect_workers)  # at least one
-        if brokers is not None:
-            broker_components(brokers)  # at least one
-        self.home = home.resolve()
-        self._home = StackHome(self.home)
+        """``listener_ports``: a secured one-broker stack's ``mtls`` and ``oauth`` listener ports (default: last
+        run's, else free ones)."""
+        super().__init__(home, options)
         self.jars_dir = jars_dir
-        self.requested = {BROKER: broker_port, CONNECT: connect_port}
-        self.requested_brokers = brokers
         self.heap = heap
         self.extra_plugin_dirs = extra_plugin_dirs
         self.progress = progress
-        self.requested_secure = secure
         self.requested_listeners = dict(listener_ports or {})
-        self.requested_registry = registry  # the local schema registry too; None keeps the home's choice
-        self.registry_port = registry_port
-        self.requested_spark_workers = spark_workers
-        self.requested_connect_workers = connect_workers
-
-    # -- paths (the home's, stack.state) ----------------------------------------------------------
-
-    @property
-    def state_file(self) -> Path:
-        return self._home.state_file
-
-    @property
-    def config_dir(self) -> Path:
-        return self._home.config_dir
-
-    @property
-    def data_dir(self) -> Path:
-        return self._home.data_dir
-
-    @property
-    def logs_dir(self) -> Path:
-        return self._home.logs_dir
-
-    def log_file(self, component: str) -> Path:
-        return self._home.log_file(component)
-
-    def node_data_dir(self, component: str) -> Path:
-        """A broker's log.dirs: ``kafka/data`` on a one-broker stack, ``kafka/data-<i>`` for node i of more."""
-        return self._home.node_data_dir(component)
-
-    # -- the cluster's shape -------------------------------------------------------------------
-
-    @property
-    def broker_count(self) -> int:
-        """The brokers this home holds (from stack.json), else those asked for, else 1."""
-        return self._home.saved_broker_count() or self.requested_brokers or 1
-
-    @property
-    def secure(self) -> bool:
-        """Whether this home's stack is secured: as recorded once it exists, else as requested."""
-        saved = self._home.saved_secure()
-        return saved if saved is not None else bool(self.requested_secure)
-
-    def stack_secrets(self) -> StackSecrets | None:
-        """The secured stack's certificates and credentials (made on first use); None for a plaintext stack."""
-        return self._home.secrets(self.secure)
-
-    def secure_listeners(self) -> dict[str, str]:
-        """A secured one-broker stack's extra listeners by name (``mtls``, ``oauth``): their ``host:port``."""
-        return self._home.secure_listeners()
-
-    @property
-    def with_registry(self) -> bool:
-        """Whether this home's stack runs the local schema registry: as asked, else as recorded, else not."""
-        requested = self.requested_registry
-        return requested if requested is not None else self._home.saved_registry()
 
     def schema_registry(self) -> LocalSchemaRegistry:
-        return LocalSchemaRegistry(self.home, self.jars_dir, port=self.registry_port, progress=self.progress)
-
-    @property
-    def brokers(self) -> tuple[str, ...]:
-        """The brokers' component names: ``("broker",)``, or ``("broker-1", ..., "broker-N")``."""
-        return broker_components(self.broker_count)
-
-    @property
-    def spark_worker_count(self) -> int:
-        """The Spark workers ``up`` starts: as asked, else as recorded, else none (and then no master)."""
-        asked = self.requested_spark_workers
-        return asked if asked is not None else self._home.saved_count("spark_workers") or 0
-
-    @property
-    def connect_worker_count(self) -> int:
-        """The Connect workers ``up`` starts in the stack's group: as asked, else as recorded, else one."""
-        asked = self.requested_connect_workers
-        return asked if asked is not None else self._home.saved_count("connect_workers") or 1
-
-    @property
-    def connect_workers(self) -> tuple[str, ...]:
-        """``("connect",)``, or ``("connect", "connect-2", ..., "connect-N")``."""
-        return connect_components(self.connect_worker_count)
-
-    @property
-    def spark(self) -> tuple[str, ...]:
-        """``("spark-master", "spark-worker-1", ..., "spark-worker-N")``, or none."""
-        return spark_components(self.spark_worker_count)
-
-    @property
-    def components(self) -> tuple[str, ...]:
-        return (*self.brokers, *self.connect_workers, *self.spark)
-
-    def spark_master_url(self) -> str | None:
-        """The Spark master's ``spark://`` URL (for ``ikkai jobs submit --master``); None without Spark workers."""
-        ports = self._home.saved_cluster_ports()
-        return master_url(ports) if self.spark and SPARK_MASTER in ports else None
-
-    def connect_urls(self) -> list[str]:
-        """Every Connect worker's REST URL, the stack's ``connect_url`` first."""
-        endpoints = self.endpoints()
-        if endpoints is None:
-            return []
-        ports = self._home.saved_cluster_ports()
-        scheme = endpoints.connect_url.split("://", 1)[0]
-        more = [f"{scheme}://{HOST}:{ports[c]}" for c in self.connect_workers[1:] if c in ports]
-        return [endpoints.connect_url, *more]
+        return LocalSchemaRegistry(self.home, self.jars_dir, port=self.options.registry_port, progress=self.progress)
 
     # -- public API ----------------------------------------------------------------------------
-
-    def endpoints(self) -> Endpoints | None:
-        return self._home.endpoints(secure=self.secure, registry=self.with_registry)
-
-    def _endpoints(self, ports: Ports) -> Endpoints:
-        return self._home.endpoints_at(ports, secure=self.secure)
 
     def status(self) -> StackStatus:
         live = processes.stack_processes(self.home)
@@ -255,7 +127,7 @@ class LocalStack:
 
     def up(self) -> Endpoints:
         """Bring the stack to running; a no-op (bar a health check) when it already is."""
-        self._home.check_request(brokers=self.requested_brokers, secure=self.requested_secure)
+        self._home.check_request(brokers=self.options.brokers, secure=self.options.secure)
         current = self.status()
         current = dataclasses.replace(current, components=[c for c in current.components if c.name != REGISTRY])
         unexpected = set(processes.stack_processes(self.home)) - {*self.components, REGISTRY}  # fewer workers asked
@@ -300,7 +172,7 @@ class LocalStack:
 
     def kill(self, component: str, sig: signal.Signals = signal.SIGKILL) -> list[int]:
         """Send ``sig`` to one component (chaos tests, the demo's worker restart): ``connect``, ``broker``
-        on a one-broker stack, ``broker-<i>`` on a stack of more (stack.chaos's ``ChaosStack.leader_of``
+        on a one-broker stack, ``broker-<i>`` on a stack of more (stack.kit.chaos's ``ChaosStack.leader_of``
         and ``coordinator_of`` name the one that matters), ``connect-<i>``, ``spark-master``, ``spark-worker-<i>``
         (with its executors: they are in its process group)."""
         self._check_component(component)
@@ -337,7 +209,7 @@ class LocalStack:
         count = self.connect_worker_count + 1
         worker = connect_components(count)[-1]
         self._home.choose_cluster_ports((worker,), ports)
-        self.requested_connect_workers = count
+        self.options = dataclasses.replace(self.options, connect_workers=count)
         self._home.update_state(connect_workers=count)
         java = check_java()
         jars = ensure_jars(self.jars_dir, progress=self.progress)
@@ -354,7 +226,7 @@ class LocalStack:
     def _start_registry(self) -> Endpoints:
         """With ``registry``: the local schema registry up (a no-op when it answers) and recorded; the endpoints."""
         registry = self.schema_registry()
-        if self.requested_registry is False and registry.status().pids:
+        if self.options.registry is False and registry.status().pids:
             self._say(f"stopping {REGISTRY} (--no-registry)")
             registry.down()
         if self.with_registry:
@@ -366,8 +238,8 @@ class LocalStack:
                 versions = register_catalog(url)
                 self._say(f"{REGISTRY} ready in {time.monotonic() - started:.1f}s on {url}; the catalog's {versions} "
                           "schema versions registered in catalog order (the same ids after every restart)")  # fmt: skip
-        if self.requested_registry is not None:
-            self._home.update_state(registry=self.requested_registry)
+        if self.options.registry is not None:
+            self._home.update_state(registry=self.options.registry)
         endpoints = self.endpoints()
         assert endpoints is not None
         self._home.update_state(endpoints=endpoints.as_dict())  # for clients that read stack.json (the jobs)
@@ -377,15 +249,6 @@ class LocalStack:
         if component not in self.components:
             raise StackError(component, f"no such component in {self.home}",
                              fix=f"name one of {', '.join(self.components)}")  # fmt: skip
-
-    def kafka_cluster(self, ports: Ports | None = None) -> KafkaContext:
-        """This stack's Kafka cluster as its clients reach it: the brokers and, secured, the stack's client settings."""
-        ports = ports or self._saved_ports()
-        if ports is None:
-            raise StackError("stack", f"never started in {self.home}", fix="run `ikkai stack up` first")
-        stack = self.stack_secrets()
-        security = SecurityConfig(client_settings(stack), str(stack.dir)) if stack else NO_SECURITY
-        return KafkaContext(bootstrap_servers(ports), security)
 
     def _answers(self, component: str, ports: Ports) -> bool:
         if is_spark(component):
@@ -407,12 +270,10 @@ class LocalStack:
         plugins = connect_plugins(endpoints.connect_url, auth=endpoints_connect_auth(endpoints))
         return plugins is not None and FILE_SOURCE in plugins
 
-    def _saved_ports(self) -> Ports | None:
-        return self._home.saved_ports()
-
     def _choose_ports(self) -> Ports:
         """Requested ports, else last run's, else new ones (``StackHome.choose_ports``); says which moved."""
-        chosen, notes = self._home.choose_ports(self.requested, self.broker_count)
+        requested = {BROKER: self.options.broker_port, CONNECT: self.options.connect_port}
+        chosen, notes = self._home.choose_ports(requested, self.broker_count)
         for note in notes:
             self._say(note)
         return chosen

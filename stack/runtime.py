@@ -16,6 +16,7 @@ from ikkai.settings import Endpoints, endpoints_connect_auth, external_endpoints
 from stack.errors import StackError
 from stack.local_stack import LocalStack
 from stack.probes import broker_answers, connect_plugins
+from stack.shape import AS_RECORDED, StackOptions
 from stack.status import ComponentStatus, StackStatus
 
 RUNTIMES = ("local", "docker")
@@ -73,18 +74,12 @@ def select_stack(
     runtime: str = "local",
     *,
     home: Path | None = None,
-    broker_port: int | None = None,
-    connect_port: int | None = None,
-    brokers: int | None = None,
-    secure: bool | None = None,
-    registry: bool | None = None,
-    registry_port: int | None = None,
-    spark_workers: int | None = None,
-    connect_workers: int | None = None,
+    options: StackOptions = AS_RECORDED,
     progress: TextIO = sys.stderr,
 ) -> Stack:
-    """``brokers``: the embedded stack's broker count (None: the home's, 1 for a new one); only it has a choice,
-    as of ``spark_workers`` (a Spark standalone cluster) and ``connect_workers``."""
+    """The stack ``runtime`` names, as ``options`` ask; only the embedded stack has a choice of its brokers,
+    security, schema registry and Spark and Connect workers (the others refuse them)."""
+    brokers, secure, registry = options.brokers, options.secure, options.registry
     external = external_endpoints()
     if external is not None:
         return ExternalStack(external, progress)
@@ -92,7 +87,8 @@ def select_stack(
         raise StackError(
             "stack", f"--brokers {brokers} is for the embedded stack only", fix="use --runtime local, or omit --brokers"
         )
-    for flag, count, default in (("--spark-workers", spark_workers, 0), ("--connect-workers", connect_workers, 1)):
+    workers = (("--spark-workers", options.spark_workers, 0), ("--connect-workers", options.connect_workers, 1))
+    for flag, count, default in workers:
         if count not in (None, default) and runtime != "local":
             raise StackError("stack", f"{flag} {count} is for the embedded stack only",
                              fix=f"use --runtime local, or omit {flag}")  # fmt: skip
@@ -108,16 +104,4 @@ def select_stack(
         from stack.docker_stack import DockerStack  # imported lazily: needs the docker SDK
 
         return DockerStack(progress=progress)
-    return LocalStack(
-        home or ikkai_home(),
-        jars_dir(),
-        broker_port=broker_port,
-        connect_port=connect_port,
-        brokers=brokers,
-        progress=progress,
-        secure=secure,
-        registry=registry,
-        registry_port=registry_port,
-        spark_workers=spark_workers,
-        connect_workers=connect_workers,
-    )
+    return LocalStack(home or ikkai_home(), jars_dir(), options, progress=progress)

@@ -24,23 +24,11 @@ from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from ikkai.contract.kafka import KafkaContext
-from ikkai.contract.topics import (
-    DECISIONS_FRAUD,
-    DLQ_ENRICH,
-    DLQ_INFER,
-    DLQ_OUTBOX,
-    EVENTS_PAYMENTS,
-    INGEST_PAYMENTS,
-    OUTBOX_RECEIPTS,
-    OUTBOX_REQUESTS,
-)
+from ikkai.contract.topics import PIPELINE
 from ikkai.errors import IkkaiError
 
-STAGES = (
-    ("ingest", INGEST_PAYMENTS), ("events", EVENTS_PAYMENTS), ("decisions", DECISIONS_FRAUD),
-    ("outbox", OUTBOX_REQUESTS), ("receipts", OUTBOX_RECEIPTS),
-)  # fmt: skip
-DEAD_LETTERS = (DLQ_ENRICH, DLQ_INFER, DLQ_OUTBOX)
+STAGES = tuple(output for stage in PIPELINE for output in stage.outputs)  # (short name, topic), one row each
+DEAD_LETTERS = tuple(topic for stage in PIPELINE for topic in stage.dead_letters)
 TOPICS = tuple(topic for _, topic in STAGES) + DEAD_LETTERS
 SAMPLE_SECONDS = 5.0
 KEPT = 60  # samples: five minutes at one per SAMPLE_SECONDS

@@ -82,9 +82,17 @@ class KafkaContext:
             raise ConfigError("kafka", "bootstrap servers", "empty", fix="name at least one broker as host:port")
 
     @classmethod
+    def from_environment(cls, bootstrap_servers: str, env: Mapping[str, str] = os.environ) -> KafkaContext:
+        """The cluster at ``bootstrap_servers`` as the environment's client file (``IKKAI_KAFKA_CONFIG``) says, read
+        now: the one door from the environment to a context, for an entry point (a command, a service's start, a
+        test) to call once and pass the context down."""
+        return cls(bootstrap_servers, client_security(env))
+
+    @classmethod
     def of(cls, where: KafkaContext | str, env: Mapping[str, str] = os.environ) -> KafkaContext:
-        """``where`` itself, or the cluster at that address as the environment's client file says (read now)."""
-        return where if isinstance(where, KafkaContext) else cls(where, client_security(env))
+        """``where`` itself, or a bare address through ``from_environment``: for the public constructors that take
+        either (the outbox emitter, the receipt reader, the outbox topics), where a service starts."""
+        return where if isinstance(where, KafkaContext) else cls.from_environment(where, env)
 
     @classmethod
     def at(cls, bootstrap_servers: str, security_file: str | Path | None) -> KafkaContext:
@@ -129,7 +137,7 @@ def resolve_cluster(given: str | None = None, env: Mapping[str, str] = os.enviro
     """
     bootstrap = (given or env.get(BOOTSTRAP_VAR, "")).strip()
     if bootstrap:
-        return KafkaContext.of(bootstrap, env)
+        return KafkaContext.from_environment(bootstrap, env)
     endpoints = recorded_endpoints(ikkai_home(env))
     if endpoints is None:
         return None

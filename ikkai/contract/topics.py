@@ -9,6 +9,8 @@ are the defaults every room, the demo and the benchmarks agree on.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 INGEST_PAYMENTS = "ingest.payments"
 # The payments table's rows as the postgres-cdc bundle lands them (ingest.<table>-db): its own raw topic,
 # read by a second enrich query (``--input ingest.payments-db --query enrich-cdc``, docs/cdc.md).
@@ -31,3 +33,30 @@ OWNERS = "_ikkai.owners"
 
 INGEST_PREFIX = "ingest."
 DLQ_PREFIX = "dlq."
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One step of the pipeline and the topics it writes: its outputs, each with the short name the operator page
+    labels its row with, and its dead letters."""
+
+    name: str
+    outputs: tuple[tuple[str, str], ...]  # (short name, topic)
+    dead_letters: tuple[str, ...] = ()
+
+    @property
+    def topics(self) -> tuple[str, ...]:
+        """The outputs, then the dead letters."""
+        return tuple(topic for _, topic in self.outputs) + self.dead_letters
+
+
+# The pipeline's stage → topic map, written once: the operator page (deploy.eos_view.flow), the demo's facts and
+# its report read it. In the order the data flows.
+PIPELINE = (
+    Stage("ingested", (("ingest", INGEST_PAYMENTS),)),
+    Stage("enriched", (("events", EVENTS_PAYMENTS),), (DLQ_ENRICH,)),
+    Stage("decided", (("decisions", DECISIONS_FRAUD), ("outbox", OUTBOX_REQUESTS)), (DLQ_INFER,)),
+    Stage("delivered", (("receipts", OUTBOX_RECEIPTS),), (DLQ_OUTBOX,)),
+)
+# Every topic the pipeline writes, stage by stage (each stage's outputs, then its dead letters).
+PIPELINE_TOPICS = tuple(topic for stage in PIPELINE for topic in stage.topics)

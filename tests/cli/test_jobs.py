@@ -21,13 +21,13 @@ from click.testing import CliRunner
 from cli.app import cli
 from cli.jobs import job_script
 from demo.payments_simulation import payment_records, simulate
-from demo.pipeline_io import by_partition, create_topic, flat, produce_payments, unique
 from deploy.spark_kubernetes import KubernetesSubmitError
 from ikkai.contract.codec import default_codec
 from ikkai.errors import IkkaiError
 from spark_jobs.model.fraud_model import FraudModel
 from spark_jobs.session import spark_jars
 from spark_jobs.shipping import build_app_zip
+from stack.kit.topic_io import by_partition, create_topic, flat, produce_payments, unique
 from tests.cli.cli_runner import IKKAI
 from tests.deploy.crd_schemas import SPARK_OPERATOR_CRD, validation_errors
 

@@ -15,15 +15,14 @@ import yaml
 from confluent_kafka import Consumer
 
 from connectors.errors import BundleError, PolicyViolation
-from demo.pipeline_io import unique
 from deploy import bundle_ops
 from deploy.bundle_ops import BundleRequest
 from deploy.connect_rest import ConnectClient
 from deploy.connector_status import reached
 from deploy.reconcile import ApplyFailed, ValidationFailed
 from ikkai.settings import Endpoints
+from stack.kit.topic_io import read_all, unique
 from tests.cli.cli_runner import run_ikkai
-from tests.kafka_helpers import read_all
 
 pytestmark = pytest.mark.integration
 STRICT = "on_unkeyable=fail"  # a line without payment_id fails the task (the default lands it unkeyed)

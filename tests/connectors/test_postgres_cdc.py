@@ -17,12 +17,12 @@ import pytest
 import yaml
 from confluent_kafka import Consumer
 
-from demo.pipeline_io import unique
 from deploy import bundle_ops
 from deploy.bundle_ops import BundleRequest
 from deploy.connect_rest import ConnectClient
 from ikkai.contract.partitioning import kafka_partition
 from ikkai.settings import Endpoints
+from stack.kit.topic_io import read_all, unique
 from tests.connectors.postgres import (
     Postgres,
     cdc_values,
@@ -31,7 +31,6 @@ from tests.connectors.postgres import (
     payments_table_ddl,
     postgres_or_skip,
 )
-from tests.kafka_helpers import read_all
 
 pytestmark = pytest.mark.integration
 

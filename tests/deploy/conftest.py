@@ -12,6 +12,7 @@ import pytest
 
 from ikkai.settings import Endpoints, jars_dir
 from stack.local_stack import LocalStack
+from stack.shape import StackOptions
 from stack.stack_security import StackSecrets
 from tests.conftest import connectors_removed
 from tests.deploy.crd_schemas import NoSuitableJava, strimzi_crds
@@ -33,7 +34,7 @@ def secure_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[End
     """A secured embedded stack for the module (``IKKAI_TEST_SECURE_HOME`` names a running one to reuse)."""
     reuse = os.environ.get("IKKAI_TEST_SECURE_HOME")
     home = Path(reuse) if reuse else tmp_path_factory.mktemp("secure") / "home"
-    local = LocalStack(home, jars_dir(), heap="512m", secure=True, progress=sys.stderr)
+    local = LocalStack(home, jars_dir(), StackOptions(secure=True), heap="512m", progress=sys.stderr)
     endpoints = local.up()
     secrets = local.stack_secrets()
     assert secrets is not None

@@ -26,7 +26,7 @@ from deploy.serve.page.views import AS_RENDERED, CHANGED, bundle_row, last_apply
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.topics import APPLIES
 from ikkai.settings import Endpoints
-from tests.kafka_helpers import read_all
+from stack.kit.topic_io import read_all
 
 SHIPPED = Path(__file__).resolve().parents[2] / "connectors" / "bundles"
 SECRET = "hunter2-" + "q" * 8  # a literal secret, waived on purpose: it must never reach the record

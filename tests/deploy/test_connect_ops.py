@@ -12,13 +12,12 @@ from typing import Any
 
 import pytest
 
-from demo.pipeline_io import create_topic, unique
 from deploy import connect_ops
 from deploy.connect_rest import ConnectClient
 from ikkai.settings import Endpoints
+from stack.kit.topic_io import create_topic, read_all, unique
 from tests.cli.cli_runner import IKKAI, ROOT, run_ikkai
 from tests.connect_helpers import wait_running
-from tests.kafka_helpers import read_all
 
 pytestmark = pytest.mark.integration
 

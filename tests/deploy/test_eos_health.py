@@ -29,7 +29,7 @@ from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.markers import CommitMarker, commits_topic_for
 from spark_jobs.sink.commit_markers import ensure_commits_topic
-from tests.kafka_helpers import transactional_producer
+from stack.kit.topic_io import transactional_producer
 
 TOPIC = "_ikkai.commits.app.q"
 P0, P1 = (TOPIC, 0), (TOPIC, 1)

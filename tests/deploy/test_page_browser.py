@@ -38,10 +38,10 @@ from ikkai.contract.topics import (
 )
 from ikkai.settings import Endpoints
 from spark_jobs.sink.commit_markers import ensure_commits_topic
+from stack.kit.topic_io import transactional_producer
 from stack.local_stack import CONNECT, LocalStack
 from tests.deploy.serving import serve
 from tests.deploy.test_eos_health import write_markers
-from tests.kafka_helpers import transactional_producer
 
 pytestmark = pytest.mark.integration
 

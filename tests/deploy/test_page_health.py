@@ -26,10 +26,10 @@ from deploy.eos_view.health import Health, HealthReader, health_of
 from deploy.eos_view.reconciliation import Reconciliation, RequestSeen
 from deploy.serve.service import ControlPlane
 from ikkai.contract.codec import default_codec
+from stack.kit.topic_io import transactional_producer
 from tests.deploy.serving import serve
 from tests.deploy.test_eos_health import marker, new_query, write_markers
 from tests.deploy.test_page import SHIPPED, TOKEN, logged_in
-from tests.kafka_helpers import transactional_producer
 
 ENV = "dev"
 

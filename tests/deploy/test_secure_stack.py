@@ -17,7 +17,6 @@ from confluent_kafka import Consumer, Producer
 
 from demo.infer_process import InferProcess, InferTopics
 from demo.payments_simulation import generate_profiles, payment_records, simulate
-from demo.pipeline_io import by_partition, create_topic, flat, produce_payments, unique
 from demo.raw_payments import mixed_stream, produce_lines
 from ikkai.contract import kafka
 from ikkai.contract.codec import default_codec
@@ -27,6 +26,7 @@ from ikkai.errors import KafkaAccessError
 from ikkai.settings import Endpoints, endpoints_connect_auth
 from outbox_sink import OutboxEmitter, OutboxRequest
 from spark_jobs.enrich.master_data import publish_profiles
+from stack.kit.topic_io import by_partition, create_topic, flat, produce_payments, unique
 from stack.stack_security import CLIENT_USER, PLAIN_MODULE, StackSecrets, client_settings, ensure_secrets
 from tests.cli.cli_runner import run_ikkai
 from tests.spark_jobs.enrich_process import EnrichProcess, EnrichTopics
@@ -224,7 +224,7 @@ def test_the_enrich_job_works_through_sasl_ssl(
                      customers_topic=topics.customers, transactional_id=unique("test.masterdata"))  # fmt: skip
     for topic in (topics.input, topics.events, topics.dlq):
         create_topic(bootstrap, topic, 1)
-    produce_lines(bootstrap, topics.input, stream.lines)
+    produce_lines(KafkaContext.from_environment(bootstrap), topics.input, stream.lines)
     job = EnrichProcess(bootstrap, topics, tmp_path / "checkpoint", name)
     assert job.wait() == 0, job.tail()
     codec = default_codec()

@@ -19,9 +19,9 @@ from deploy.connector_status import reached
 from deploy.serve.service import ControlPlane, ReconcileLoop, read_token
 from ikkai.errors import ConfigError
 from ikkai.settings import Endpoints
+from stack.kit.topic_io import read_all
 from tests.cli.cli_runner import IKKAI
 from tests.deploy.serving import serve
-from tests.kafka_helpers import read_all
 
 TOKEN = "test-token-" + "x" * 16
 SHIPPED = Path(__file__).resolve().parents[2] / "connectors" / "bundles"

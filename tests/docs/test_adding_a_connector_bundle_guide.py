@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer
 
-from demo.pipeline_io import unique
 from ikkai.settings import Endpoints
+from stack.kit.topic_io import unique
 from tests.cli.cli_runner import IKKAI
 from tests.docs.guide import Guide, read_guide
 

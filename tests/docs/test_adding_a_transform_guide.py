@@ -26,13 +26,14 @@ from pathlib import Path
 import pytest
 
 from demo.infer_process import InferProcess
-from demo.pipeline_io import by_partition, create_topic, flat, unique
 from demo.raw_payments import EVENT, RawLine, encode_line, format_event_time, produce_lines
 from ikkai.contract.codec import CATALOG_VAR, SchemaCatalog, SingleObjectCodec, schemas_dir
 from ikkai.contract.compatibility import check_catalog
+from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.partitioning import kafka_partition
 from spark_jobs.enrich.job import TRANSFORMS_SPEC
 from spark_jobs.enrich.records import TRANSFORM_COLUMNS
+from stack.kit.topic_io import by_partition, create_topic, flat, unique
 from tests.cli.cli_runner import IKKAI
 from tests.spark_jobs.enrich.test_parse import VALID
 from tests.spark_jobs.enrich_process import EnrichTopics
@@ -205,7 +206,7 @@ def test_the_guides_field_reaches_events_payments(
     topics = EnrichTopics(f"ingest.{name}", f"events.{name}", f"dlq.{name}", f"masterdata.merchants.{name}",
                           f"masterdata.customers.{name}")  # fmt: skip
     create_topic(bootstrap, topics.input, PARTITIONS)
-    produce_lines(bootstrap, topics.input, raw_lines())
+    produce_lines(KafkaContext.from_environment(bootstrap), topics.input, raw_lines())
     for variable, value in exports(guide_steps()["check"].body).items():
         monkeypatch.setenv(variable, value)
     monkeypatch.chdir(workspace.root)

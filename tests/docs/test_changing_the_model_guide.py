@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from demo.payments_simulation import payment_records, simulate
-from demo.pipeline_io import by_partition, create_topic, flat, produce_payments, unique
 from ikkai.contract.codec import default_codec
 from spark_jobs.model.fraud_model import FEATURES_PATH, MODEL_PATH, FraudModel, deciding_version
+from stack.kit.topic_io import by_partition, create_topic, flat, produce_payments, unique
 from tests.cli.cli_runner import IKKAI
 from tests.docs.guide import read_guide
 

@@ -21,10 +21,10 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from demo.infer_process import InferProcess, InferTopics
-from demo.pipeline_io import create_topic, produce_payments, unique
 from ikkai.contract import kafka
 from ikkai.contract.kafka import KafkaContext
 from spark_jobs.progress import parse_progress
+from stack.kit.topic_io import create_topic, produce_payments, unique
 
 PARTITIONS = 2
 RUN_DEADLINE_S = 900.0  # one job process from start to exit: Spark starts slowly on a loaded 2-core machine

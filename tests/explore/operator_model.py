@@ -24,7 +24,7 @@ from typing import ClassVar
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from demo.pipeline_io import unique
+from stack.kit.topic_io import unique
 from tests.explore.operator_acts import (
     FAILED,
     KILLED,

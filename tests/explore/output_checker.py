@@ -2,7 +2,7 @@
 
 Pure (``violations``) over records decoded with the contract's codec, and one thin edge
 (``read_outputs``) that reads the topics with a fresh read_committed consumer
-(``demo.pipeline_io.by_partition``). Nothing here imports the sink: the judge never asks the
+(``stack.kit.topic_io.by_partition``). Nothing here imports the sink: the judge never asks the
 commit markers what was written, it counts what a downstream reader gets.
 
 The rules, after every step of an exploration:
@@ -26,8 +26,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from demo.pipeline_io import Partitioned, by_partition
 from ikkai.contract.codec import default_codec
+from stack.kit.topic_io import Partitioned, by_partition
 
 Record = Mapping[str, Any]
 EFFECTS_PER_ACTION = {"hold": 2, "review": 1, "approve": 0}

@@ -13,7 +13,6 @@ import pytest
 from confluent_kafka import Consumer, KafkaError
 
 from connectors.render import ConnectorBundle, RenderedBundle, load_bundle
-from demo.pipeline_io import unique
 from demo.receiver import ReferenceReceiver
 from deploy import bundle_ops
 from deploy.bundle_ops import BundleRequest, bundle_folder
@@ -21,6 +20,7 @@ from deploy.connect_rest import ConnectClient
 from deploy.reconcile import Reconciler
 from ikkai.settings import Endpoints
 from outbox_sink import OutboxEmitter, OutboxRequest, ReceiptReader, create_outbox_topics, derive_decision_id
+from stack.kit.topic_io import unique
 from tests.outbox_sink.hostile_server import HostileServer
 
 MODEL = "fraud@test"

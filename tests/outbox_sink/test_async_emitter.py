@@ -16,7 +16,6 @@ from typing import Any, Literal
 import pytest
 from confluent_kafka import Producer, TopicPartition
 
-from demo.pipeline_io import create_topic, unique
 from ikkai.contract.codec import default_codec
 from outbox_sink import (
     AsyncOutboxEmitter,
@@ -26,7 +25,7 @@ from outbox_sink import (
     OutboxRequest,
     TransactionalConsumer,
 )
-from tests.kafka_helpers import read_all
+from stack.kit.topic_io import create_topic, read_all, unique
 from tests.outbox_sink.conftest import make_request
 
 NOWHERE = "127.0.0.1:9"  # nothing listens: these checks fail before anything is sent

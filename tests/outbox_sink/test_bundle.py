@@ -8,12 +8,12 @@ import pytest
 
 from connectors.lint import blocking, lint_bundle
 from connectors.render import load_bundle, render_bundle
-from demo.pipeline_io import unique
 from demo.receiver import ReferenceReceiver
 from deploy.connect_rest import ConnectClient
 from deploy.reconcile import Reconciler
 from ikkai.settings import Endpoints
 from outbox_sink import OutboxEmitter, ReceiptReader, create_outbox_topics
+from stack.kit.topic_io import unique
 from tests.outbox_sink.conftest import make_request, outbox_bundle, read_dead_letters
 
 BUNDLE = Path(__file__).resolve().parents[2] / "connectors" / "bundles" / "outbox-sink"

@@ -29,9 +29,10 @@ from deploy.connect_rest import ConnectClient
 from ikkai.settings import Endpoints, jars_dir
 from outbox_sink import OutboxRequest, ReceiptReader
 from outbox_sink.receipts import decode_receipt
+from stack.kit.topic_io import read_all
 from stack.local_stack import LocalStack
+from stack.shape import StackOptions
 from tests.connect_helpers import wait_running
-from tests.kafka_helpers import read_all
 from tests.outbox_sink.conftest import DeployedSink, deploy_sink, make_request
 
 pytestmark = [pytest.mark.integration, pytest.mark.heavy]
@@ -86,7 +87,7 @@ class GatedReceiver(ReferenceReceiver):
 @pytest.fixture(scope="module")
 def group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     """A stack of one broker and a Connect group of two workers, for this module alone."""
-    local = LocalStack(tmp_path_factory.mktemp("connect-group"), jars_dir(), connect_workers=2)
+    local = LocalStack(tmp_path_factory.mktemp("connect-group"), jars_dir(), StackOptions(connect_workers=2))
     try:
         local.up()
         yield local

@@ -16,10 +16,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaError, Message, Producer, TopicPartition
 
-from demo.pipeline_io import create_topic, unique
 from outbox_sink import OutboxDeliveryError, OutboxEmitter
 from outbox_sink.emitter import TransactionalConsumer
-from tests.kafka_helpers import read_all
+from stack.kit.topic_io import create_topic, read_all, unique
 from tests.outbox_sink.consume_process_service import decide
 
 pytestmark = pytest.mark.integration

@@ -50,13 +50,13 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, To
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
-from demo.pipeline_io import unique
 from demo.receiver import ReferenceReceiver
 from deploy.connect_rest import ConnectRestError
 from ikkai.contract.codec import default_codec
 from ikkai.contract.outbox import REQUEST_SCHEMA, Receipt
 from ikkai.settings import Endpoints
 from outbox_sink.receipts import decode_receipt
+from stack.kit.topic_io import unique
 from tests.outbox_sink.conftest import DeployedSink, deploy_sink
 from tests.outbox_sink.hostile_server import ALWAYS, MAX_TARGET, Behaviour, HostileServer, script_path
 

@@ -13,13 +13,12 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from demo.pipeline_io import create_topic, unique
 from ikkai.contract.codec import default_codec
 from ikkai.errors import ConfigError
 from ikkai.settings import Endpoints
 from outbox_sink import BadReceipt, BadReceiptError, EffectRef, Receipt, ReceiptReader
 from outbox_sink.receipts import reader_config
-from tests.kafka_helpers import transactional_producer
+from stack.kit.topic_io import create_topic, transactional_producer, unique
 
 
 class Boom(Exception):

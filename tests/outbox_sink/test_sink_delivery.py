@@ -15,9 +15,8 @@ from dataclasses import replace
 import pytest
 from confluent_kafka import Producer
 
-from demo.pipeline_io import create_topic, unique
 from demo.receiver import ReferenceReceiver
-from tests.kafka_helpers import read_all
+from stack.kit.topic_io import create_topic, read_all, unique
 from tests.outbox_sink.conftest import SinkFactory, make_request, read_dead_letters
 
 pytestmark = [pytest.mark.integration, pytest.mark.heavy]

@@ -20,8 +20,8 @@ from demo.receiver import ReferenceReceiver
 from ikkai.contract.codec import default_codec
 from ikkai.contract.registry import RegistryCodec
 from outbox_sink import OutboxRequest
+from stack.kit.topic_io import read_all
 from stack.schema_registry import LocalSchemaRegistry
-from tests.kafka_helpers import read_all
 from tests.outbox_sink.conftest import SinkFactory, make_request, read_dead_letters
 from tests.registry_helpers import running_registry
 

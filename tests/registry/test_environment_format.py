@@ -22,14 +22,13 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 from demo.infer_process import InferProcess, InferTopics
 from demo.payments_simulation import payment_records, simulate
-from demo.pipeline_io import by_partition, create_topic, flat, unique
 from ikkai.contract.codec import default_codec
 from ikkai.contract.ids import decision_id
 from ikkai.contract.kafka import KafkaContext
-from ikkai.contract.partitioning import kafka_partition
 from ikkai.contract.registry import MAGIC, RegistryCodec
 from ikkai.contract.wire_format import CONFIG_VAR, URL_VAR, environment_codec
 from outbox_sink import OutboxEmitter, OutboxRequest, ReceiptReader, derive_decision_id
+from stack.kit.topic_io import by_partition, create_topic, flat, produce_payments, unique
 from tests.registry_helpers import running_registry
 
 pytestmark = pytest.mark.integration
@@ -123,12 +122,7 @@ def test_the_infer_job_writes_decisions_and_requests_confluents_deserializer_rea
     source = create_topic(bootstrap, unique("events.payments"), PARTITIONS)
     codec = environment_codec()  # the input as enrich writes it in this environment: the wire format too
     assert isinstance(codec, RegistryCodec)
-    producer = Producer(KafkaContext.of(bootstrap).producer_config())
-    for payment in payments:
-        key = str(payment["payment_id"]).encode()
-        value = codec.encode("payment_event", payment, version=1)
-        producer.produce(source, key=key, value=value, partition=kafka_partition(key, PARTITIONS))
-    assert producer.flush(60) == 0
+    produce_payments(bootstrap, source, payments, PARTITIONS, codec)
     name = unique("reg")
     topics = InferTopics(source, f"decisions.{name}", f"outbox.{name}", f"dlq.{name}")
     for topic in (topics.decisions, topics.outbox, topics.dlq):

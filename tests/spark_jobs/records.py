@@ -6,7 +6,7 @@ import time
 
 from confluent_kafka import Consumer
 
-from demo.pipeline_io import unique
+from stack.kit.topic_io import unique
 
 
 def headers_by_value(bootstrap: str, topic: str, expect: int, timeout: float = 60) -> dict[bytes, dict[str, bytes]]:

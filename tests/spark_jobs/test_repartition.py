@@ -27,7 +27,6 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions
 
 from demo.payments_simulation import DAY_MS, START_MS, generate_profiles
-from demo.pipeline_io import by_partition, create_topic, flat, unique
 from demo.raw_payments import MixedStream, RawLine, mixed_stream, produce_lines
 from ikkai.contract import kafka
 from ikkai.contract.codec import default_codec
@@ -39,6 +38,7 @@ from spark_jobs.sink.commit_markers import CommitMarker, CommitMarkerError, comm
 from spark_jobs.sink.grown_layout import OriginLayout, origin_layout, refuse_a_grown_layout
 from spark_jobs.sink.partition_transactions import PAUSE_BEFORE_COMMIT, Record, uncommitted
 from spark_jobs.sink.transactional_sink import SinkConfig, check_topics
+from stack.kit.topic_io import by_partition, create_topic, flat, unique
 from tests.spark_jobs.enrich_process import EnrichProcess, EnrichTopics
 
 pytestmark = pytest.mark.heavy
@@ -199,7 +199,7 @@ def test_partitions_added_between_runs_go_on_as_a_new_query_with_nothing_lost_or
     # lines before the cut, so lines written after the growth must be later than those, as they are in life.
     after = mixed_stream(11, payments=120, partitions=3, start_ms=START_MS + DAY_MS + 3_600_000)
     topics = enrich_topics(bootstrap, before, 2)
-    produce_lines(bootstrap, topics.input, before.lines)
+    produce_lines(KafkaContext.from_environment(bootstrap), topics.input, before.lines)
     query = unique("enrich")
     first = EnrichProcess(bootstrap, topics, tmp_path / "first", query)
     assert first.wait(1200) == 0, first.tail()
@@ -212,7 +212,7 @@ def test_partitions_added_between_runs_go_on_as_a_new_query_with_nothing_lost_or
     command = printed_command(line)  # no offsets to type: the new query finds them in the old one's markers
     assert command == ["--query", f"{query}-p3", "--after-query", query], line
 
-    produce_lines(bootstrap, topics.input, after.lines)
+    produce_lines(KafkaContext.from_environment(bootstrap), topics.input, after.lines)
     second = EnrichProcess(bootstrap, topics, tmp_path / "second", command[1], *command[2:])
     assert second.wait(1200) == 0, second.tail()
 
@@ -235,13 +235,17 @@ def test_a_running_job_whose_input_gains_a_partition_stops_with_the_procedure(bo
     with the procedure, and nothing of the new partition is written."""
     stream = mixed_stream(7, payments=120, partitions=2)
     topics = enrich_topics(bootstrap, stream, 2)
-    produce_lines(bootstrap, topics.input, stream.lines[:40])
+    produce_lines(KafkaContext.from_environment(bootstrap), topics.input, stream.lines[:40])
     job = EnrichProcess(bootstrap, topics, tmp_path / "checkpoint", unique("enrich"), "--continuous")
     try:
         assert job.wait_for_batches(1, timeout=900), job.tail()
         grow(bootstrap, 3, topics.input)
         grown = mixed_stream(11, payments=120, partitions=3)
-        produce_lines(bootstrap, topics.input, [line for line in grown.lines if line.partition == 2][:5])
+        produce_lines(
+            KafkaContext.from_environment(bootstrap),
+            topics.input,
+            [line for line in grown.lines if line.partition == 2][:5],
+        )
         code = job.wait(timeout=900)  # a hang fails here, it does not hang the suite
     finally:
         job.kill()
@@ -312,12 +316,12 @@ def test_a_batch_committed_on_one_output_partition_only_goes_on_after_the_growth
     stream = mixed_stream(7, payments=120, partitions=2)
     half = len(stream.lines) // 2
     topics = enrich_topics(bootstrap, stream, 2)
-    produce_lines(bootstrap, topics.input, stream.lines[:half])
+    produce_lines(KafkaContext.from_environment(bootstrap), topics.input, stream.lines[:half])
     query, checkpoint = unique("enrich"), tmp_path / "first"
     first = EnrichProcess(bootstrap, topics, checkpoint, query)
     assert first.wait(1200) == 0, first.tail()
 
-    produce_lines(bootstrap, topics.input, stream.lines[half:])
+    produce_lines(KafkaContext.from_environment(bootstrap), topics.input, stream.lines[half:])
     pause = tmp_path / "pause"
     pause.mkdir()
     monkeypatch.setenv(PAUSE_BEFORE_COMMIT, str(pause))  # the job, its executor and its writer inherit it

@@ -6,10 +6,9 @@ from typing import Any
 
 import pytest
 
-from demo.pipeline_io import create_topic, unique
 from ikkai.errors import ConfigError
 from spark_jobs.session import spark_session
-from tests.kafka_helpers import commit_then_abort
+from stack.kit.topic_io import commit_then_abort, create_topic, unique
 
 pytestmark = pytest.mark.integration
 

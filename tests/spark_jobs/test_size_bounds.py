@@ -22,7 +22,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from demo.payments_simulation import generate_profiles
-from demo.pipeline_io import by_partition, create_topic, flat, unique
 from demo.raw_payments import RawLine, mixed_stream, produce_lines
 from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka import KafkaContext
@@ -51,6 +50,7 @@ from spark_jobs.sink.size_bounds import (
     set_aside_too_large,
     transaction_chunks,
 )
+from stack.kit.topic_io import by_partition, create_topic, flat, unique
 from tests.spark_jobs.enrich_process import EnrichProcess, EnrichTopics
 
 KIB = 1024
@@ -249,7 +249,7 @@ def test_an_output_topic_with_a_smaller_max_message_bytes_gets_dead_letters_and_
     ]
     half = len(stream.lines) // 2
     lines = [*stream.lines[:half], *bigs, *stream.lines[half:]]
-    produce_lines(bootstrap, topics.input, lines)
+    produce_lines(KafkaContext.from_environment(bootstrap), topics.input, lines)
     job = EnrichProcess(bootstrap, topics, tmp_path, unique("small"), "--max-offsets-per-trigger", "20")
     assert job.wait(1000) == 0, job.tail()
     batches = [line for line in job.log if " committed " in line]

@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from stack.chaos import ChaosStack, active_application_ids, command_option
 from stack.errors import StackError
+from stack.kit.chaos import ChaosStack, active_application_ids, command_option
+from stack.shape import StackOptions
 
 
 def test_a_node_id_names_its_broker_and_an_unknown_one_is_refused(tmp_path: Path) -> None:
-    stack = ChaosStack(tmp_path / "home", tmp_path / "jars", brokers=3, progress=io.StringIO())
+    stack = ChaosStack(tmp_path / "home", tmp_path / "jars", StackOptions(brokers=3), progress=io.StringIO())
     assert [stack.broker_of(node) for node in (1, 2, 3)] == ["broker-1", "broker-2", "broker-3"]
     with pytest.raises(StackError, match=r"no such broker .* \(node ids 1\.\.3\)"):
         stack.broker_of(4)
@@ -30,7 +31,7 @@ def test_a_question_to_a_stack_that_never_started_says_to_start_it(tmp_path: Pat
 def test_the_stack_and_its_command_never_load_the_chaos_kit() -> None:
     loaded = subprocess.run(
         [sys.executable, "-c", "import sys, stack, cli.stack; print(sorted(m for m in sys.modules if m in "
-         "('stack.chaos', 'stack.leaders')))"],
+         "('stack.kit', 'stack.kit.chaos', 'stack.kit.leaders', 'stack.kit.topic_io')))"],
         capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parents[2],
     ).stdout  # fmt: skip
     assert loaded.strip() == "[]"

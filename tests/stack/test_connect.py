@@ -7,15 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from demo.pipeline_io import create_topic, unique
 from deploy.connect_rest import ConnectClient, ConnectRestError
 from ikkai.settings import Endpoints, jars_dir
 from stack.artifacts import resolved_jars
+from stack.kit.topic_io import create_topic, read_all, unique
 from stack.prerequisites import java_executable
 from stack.processes import run_java
 from stack.stack_config import CONNECT_GROUP, SOURCE_TRANSACTION_TIMEOUT_MS
 from tests.connect_helpers import wait_running
-from tests.kafka_helpers import read_all
 
 pytestmark = pytest.mark.integration
 

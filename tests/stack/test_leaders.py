@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from stack.leaders import java_string_hash, transaction_state_partition
+from stack.kit.leaders import java_string_hash, transaction_state_partition
 
 # (text, String.hashCode(), Utils.abs(hashCode) % 50), printed by Java 17.
 JAVA = [

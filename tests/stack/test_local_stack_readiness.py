@@ -15,6 +15,7 @@ from ikkai.contract.kafka import KafkaContext
 from ikkai.errors import IkkaiError
 from stack import local_stack
 from stack.local_stack import LocalStack
+from stack.shape import StackOptions
 from stack.stack_config import NodePorts, Ports
 
 PORTS = Ports(9092, 9093, 8083, (NodePorts(9192, 9193), NodePorts(9292, 9293)))
@@ -45,7 +46,7 @@ def test_three_brokers_are_ready_only_once_each_lists_every_other(
     registrations = _Registrations(lag=3)
     monkeypatch.setattr(local_stack, "broker_answers", registrations)
     monkeypatch.setattr(local_stack.time, "sleep", lambda _s: None)
-    stack = LocalStack(tmp_path / "home", tmp_path / "jars", brokers=3, progress=io.StringIO())
+    stack = LocalStack(tmp_path / "home", tmp_path / "jars", StackOptions(brokers=3), progress=io.StringIO())
     stack._wait_all_registered(PORTS, local_stack.time.monotonic())
     assert registrations.lag == 0  # asked again until broker-1 listed broker-3
     assert registrations.asked[-9:] == [(a, n) for a in (1, 2, 3) for n in (1, 2, 3)]  # the last round: all nine
@@ -56,7 +57,7 @@ def test_a_broker_that_never_registers_is_named_within_the_deadline(
 ) -> None:
     monkeypatch.setattr(local_stack, "broker_answers", _Registrations(lag=10**9))
     monkeypatch.setattr(local_stack.time, "sleep", lambda _s: None)
-    stack = LocalStack(tmp_path / "home", tmp_path / "jars", brokers=3, progress=io.StringIO())
+    stack = LocalStack(tmp_path / "home", tmp_path / "jars", StackOptions(brokers=3), progress=io.StringIO())
     started = local_stack.time.monotonic() - local_stack.READY_TIMEOUT[local_stack.BROKER]  # the deadline is now
     with pytest.raises(IkkaiError, match="broker-1 does not list broker-3"):
         stack._wait_all_registered(PORTS, started)

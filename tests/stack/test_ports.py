@@ -31,6 +31,7 @@ from stack.ports import (
     parse_reserved_ports,
 )
 from stack.processes import stack_processes
+from stack.shape import StackOptions
 from stack.stack_config import Ports
 
 KERNEL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
@@ -86,7 +87,7 @@ def test_saved_ports_inside_the_ephemeral_range_move_on_the_next_up(home: Path, 
 
 def test_a_pinned_port_is_kept_even_inside_the_ephemeral_range(home: Path, kernel_range: range) -> None:
     pinned = a_port_inside(kernel_range)
-    ports = LocalStack(home, jars_dir(), connect_port=pinned)._choose_ports()
+    ports = LocalStack(home, jars_dir(), StackOptions(connect_port=pinned))._choose_ports()
     assert ports.connect == pinned
 
 
@@ -199,7 +200,7 @@ def test_up_with_another_broker_count_than_the_homes_refuses_and_says_how_to_sta
     home.mkdir()
     ports = {"broker": free_port(), "controller": free_port(), "connect": free_port()}
     (home / "stack.json").write_text(json.dumps({"ports": ports, "cluster_id": "x"}))  # an older ikkai's: no count
-    stack = LocalStack(home, jars_dir(), brokers=3)
+    stack = LocalStack(home, jars_dir(), StackOptions(brokers=3))
     assert stack.broker_count == 1 and stack.components == ("broker", "connect")
     with pytest.raises(StackError) as raised:
         stack.up()

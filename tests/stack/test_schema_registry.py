@@ -13,13 +13,13 @@ import requests
 from confluent_kafka import Producer
 from fastavro.schema import to_parsing_canonical_form
 
-from demo.pipeline_io import create_topic, unique
 from deploy.connect_rest import ConnectClient
 from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.registry import RegistryCodec
 from ikkai.errors import IkkaiError
 from ikkai.settings import Endpoints, jars_dir
+from stack.kit.topic_io import create_topic, unique
 from stack.local_stack import LocalStack
 from stack.ports import port_is_free
 from stack.processes import stack_processes

@@ -21,6 +21,7 @@ import pytest
 from ikkai.settings import jars_dir
 from stack import processes
 from stack.local_stack import LocalStack
+from stack.shape import StackOptions
 
 pytestmark = pytest.mark.integration
 
@@ -32,7 +33,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalSta
     """A secured stack that is up, and every command line the ``up`` started (recorded as it ran them)."""
     home = tmp_path_factory.mktemp("secret-files") / "home"
     home.mkdir(mode=0o755)  # an existing home open to others, as `ikkai setup` leaves ~/.ikkai
-    local = LocalStack(home, jars_dir(), heap="512m", secure=True, progress=sys.stderr)
+    local = LocalStack(home, jars_dir(), StackOptions(secure=True), heap="512m", progress=sys.stderr)
     commands: list[list[str]] = []
 
     class Recording(subprocess.Popen):  # type: ignore[type-arg]

@@ -22,14 +22,15 @@ from confluent_kafka import Consumer, Producer
 
 from demo.infer_process import InferProcess, InferTopics
 from demo.payments_simulation import payment_records, simulate
-from demo.pipeline_io import by_partition, create_topic, flat, produce_payments, unique
 from ikkai.contract import kafka
 from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.kafka_security import CONFIG_VAR, client_security
 from ikkai.errors import KafkaAccessError
 from ikkai.settings import jars_dir
+from stack.kit.topic_io import by_partition, create_topic, flat, produce_payments, unique
 from stack.local_stack import LocalStack
+from stack.shape import StackOptions
 from stack.stack_security import (
     OAUTH_AUDIENCE,
     OAUTH_ISSUER,
@@ -51,7 +52,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[StackSec
     """The stack's secrets and its extra listeners (``mtls``, ``oauth`` → host:port)."""
     reuse = os.environ.get("IKKAI_TEST_SECURE_HOME")
     home = Path(reuse) if reuse else tmp_path_factory.mktemp("secure") / "home"
-    local = LocalStack(home, jars_dir(), heap="512m", secure=True, progress=sys.stderr)
+    local = LocalStack(home, jars_dir(), StackOptions(secure=True), heap="512m", progress=sys.stderr)
     local.up()
     secrets = local.stack_secrets()
     assert secrets is not None

@@ -27,18 +27,18 @@ import psutil
 import pytest
 
 from demo.payments_simulation import payment_records, simulate
-from demo.pipeline_io import create_topic, produce_payments, unique
 from ikkai.contract.codec import default_codec
 from ikkai.errors import IkkaiError
 from ikkai.settings import jars_dir
 from spark_jobs.sink.commit_markers import commits_topic_for, read_markers
 from spark_jobs.sink.partition_transactions import PAUSE_BEFORE_COMMIT
-from stack.chaos import EXECUTOR_ID, command_option, executor_jvms
+from stack.kit.chaos import EXECUTOR_ID, command_option, executor_jvms
+from stack.kit.topic_io import create_topic, produce_payments, read_all, unique
 from stack.local_stack import LocalStack
 from stack.processes import stack_processes
+from stack.shape import StackOptions
 from stack.spark_cluster import shared_dir, work_dir
 from tests.cli.cli_runner import IKKAI, ROOT, run_ikkai
-from tests.kafka_helpers import read_all
 
 pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
@@ -55,7 +55,7 @@ JOINED = re.compile(r"Joined group at generation (\d+) .*leaderUrl='([^']+)'")
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
-    local = LocalStack(tmp_path_factory.mktemp("cluster"), jars_dir(), spark_workers=2, connect_workers=2)
+    local = LocalStack(tmp_path_factory.mktemp("cluster"), jars_dir(), StackOptions(spark_workers=2, connect_workers=2))
     try:
         local.up()
     except IkkaiError as exc:

@@ -10,6 +10,7 @@ from cryptography.hazmat.primitives.asymmetric import padding
 
 from ikkai.contract.kafka_security import librdkafka_settings, load_security
 from stack.local_stack import LocalStack
+from stack.shape import StackOptions
 from stack.stack_config import Ports
 from stack.stack_security import (
     CLIENT_USER,
@@ -77,7 +78,7 @@ def test_broker_and_worker_settings_agree_with_the_client(tmp_path: Path) -> Non
 
 
 def test_a_secured_home_renders_sasl_ssl_listeners_and_an_https_connect(tmp_path: Path) -> None:
-    local = LocalStack(tmp_path / "home", tmp_path / "jars", secure=True)
+    local = LocalStack(tmp_path / "home", tmp_path / "jars", StackOptions(secure=True))
     ports = Ports(broker=19092, controller=19093, connect=18083)
     properties = local._broker_properties(ports, "broker", 1)
     assert properties["listeners"] == "SASL_SSL://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093"

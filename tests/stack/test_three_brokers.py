@@ -21,18 +21,18 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 
 from demo.infer_process import InferProcess, InferTopics
 from demo.payments_simulation import payment_records, simulate
-from demo.pipeline_io import by_partition, create_topic, flat, produce_payments, unique
 from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka import KafkaContext
 from ikkai.settings import jars_dir
 from spark_jobs.sink import commit_markers
 from spark_jobs.sink.commit_markers import CommitMarker, ensure_commits_topic, read_marker
 from spark_jobs.sink.partition_transactions import SinkConfig
-from stack.chaos import ChaosStack
-from stack.leaders import TRANSACTION_STATE_TOPIC
+from stack.kit.chaos import ChaosStack
+from stack.kit.leaders import TRANSACTION_STATE_TOPIC
+from stack.kit.topic_io import by_partition, create_topic, flat, produce_payments, transactional_producer, unique
 from stack.local_stack import CONNECT
 from stack.processes import stack_processes
-from tests.kafka_helpers import transactional_producer
+from stack.shape import StackOptions
 
 pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
@@ -44,7 +44,7 @@ BROKERS = ("broker-1", "broker-2", "broker-3")
 
 @pytest.fixture
 def stack(tmp_path: Path) -> Iterator[ChaosStack]:
-    local = ChaosStack(tmp_path / "home", jars_dir(), brokers=3, heap="512m", progress=sys.stderr)
+    local = ChaosStack(tmp_path / "home", jars_dir(), StackOptions(brokers=3), heap="512m", progress=sys.stderr)
     try:
         yield local
     finally:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from demo.pipeline_io import create_topic, unique
-from tests.kafka_helpers import commit_then_abort, read_all, transactional_producer
+from stack.kit.topic_io import commit_then_abort, create_topic, read_all, transactional_producer, unique
 
 pytestmark = pytest.mark.integration
 

@@ -73,6 +73,15 @@ def test_a_bare_address_takes_the_environments_client_file_once(tmp_path: Path) 
         KafkaContext(" ")
 
 
+def test_the_environment_door_reads_the_client_file_now_and_only_when_called(tmp_path: Path) -> None:
+    env = {CONFIG_VAR: str(_client_file(tmp_path))}
+    assert KafkaContext.from_environment("k:9093", env).security == load_security(_client_file(tmp_path))
+    assert KafkaContext.from_environment("k:9092", {}) == KafkaContext("k:9092", NO_SECURITY)
+    resolved = KafkaContext.from_environment("k:9093", env)
+    env.clear()  # passed down, a context keeps what its entry resolved
+    assert resolved.security == load_security(_client_file(tmp_path))
+
+
 def test_the_cluster_is_resolved_from_flag_environment_or_the_recorded_stack(tmp_path: Path) -> None:
     stack_file = _client_file(tmp_path, "stack-client.properties")
     _recorded_stack(tmp_path, str(stack_file))

@@ -7,7 +7,6 @@ import random
 import pytest
 from confluent_kafka import Producer
 
-from demo.pipeline_io import create_topic, unique
 from ikkai.contract.partitioning import (
     kafka_partition,
     kafka_partitions,
@@ -15,6 +14,7 @@ from ikkai.contract.partitioning import (
     spark_hash_int,
     spark_partition_routes,
 )
+from stack.kit.topic_io import create_topic, unique
 
 
 def test_murmur2_known_values() -> None:

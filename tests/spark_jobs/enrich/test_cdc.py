@@ -22,7 +22,6 @@ import pytest
 import yaml
 
 from demo.infer_process import InferProcess, InferTopics
-from demo.pipeline_io import by_partition, create_topic, flat, unique
 from deploy import bundle_ops
 from deploy.bundle_ops import BundleRequest
 from deploy.connect_rest import ConnectClient
@@ -32,6 +31,7 @@ from ikkai.contract.kafka import KafkaContext
 from ikkai.settings import Endpoints
 from spark_jobs.enrich import reasons as r
 from spark_jobs.enrich.master_data import CustomerProfile, MerchantProfile, publish_profiles
+from stack.kit.topic_io import by_partition, create_topic, flat, read_all, unique
 from tests.connectors.postgres import (
     CDC_BUNDLE,
     Postgres,
@@ -41,7 +41,6 @@ from tests.connectors.postgres import (
     payments_table_ddl,
     postgres_or_skip,
 )
-from tests.kafka_helpers import read_all
 from tests.spark_jobs.enrich_process import EnrichProcess, EnrichTopics
 
 pytestmark = pytest.mark.integration

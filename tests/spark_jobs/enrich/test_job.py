@@ -19,13 +19,13 @@ from typing import Any
 import pytest
 
 from demo.payments_simulation import generate_profiles
-from demo.pipeline_io import Partitioned, by_partition, create_topic, flat, unique
 from demo.raw_payments import EVENT, MixedStream, RawLine, mixed_stream, produce_lines
 from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.partitioning import kafka_partition
 from spark_jobs.enrich import reasons as r
 from spark_jobs.enrich.master_data import CustomerProfile, MerchantProfile, publish_profiles
+from stack.kit.topic_io import Partitioned, by_partition, create_topic, flat, unique
 from tests.spark_jobs.enrich_process import EnrichProcess, EnrichTopics
 from tests.spark_jobs.records import headers_by_value
 
@@ -62,7 +62,7 @@ def ingest(bootstrap: str) -> tuple[EnrichTopics, MixedStream]:
     publish_profiles(KafkaContext.of(bootstrap), merchants, customers, merchants_topic=topics.merchants,
                      customers_topic=topics.customers, transactional_id=unique("test.masterdata"))  # fmt: skip
     create_topic(bootstrap, topics.input, PARTITIONS)
-    produce_lines(bootstrap, topics.input, stream.lines)
+    produce_lines(KafkaContext.from_environment(bootstrap), topics.input, stream.lines)
     return topics, stream
 
 
@@ -290,7 +290,7 @@ def test_hostile_lines_are_dead_lettered_and_the_job_goes_on(
     mixed = MixedStream(tuple(lines), stream.world, PARTITIONS, stream.lateness_ms, SEED)
     hostile_topics = replace(outputs(bootstrap, topics), input=unique("ingest.hostile"))
     create_topic(bootstrap, hostile_topics.input, PARTITIONS)
-    produce_lines(bootstrap, hostile_topics.input, lines)
+    produce_lines(KafkaContext.from_environment(bootstrap), hostile_topics.input, lines)
     run_to_end(bootstrap, hostile_topics, tmp_path, unique("hostile"), "--max-offsets-per-trigger", "60")
     codec = default_codec()
     events = [codec.decode("payment_event", value) for _, value in flat(by_partition(bootstrap, hostile_topics.events))]
@@ -339,12 +339,12 @@ def test_a_raw_line_near_the_size_limit_is_dead_lettered_cut_and_the_job_goes_on
         big.append(RawLine(key, value, kafka_partition(key, PARTITIONS), expected, None, via_connector=False))
     big_topics = replace(outputs(bootstrap, topics), input=unique("ingest.big"))
     create_topic(bootstrap, big_topics.input, PARTITIONS)
-    produce_lines(bootstrap, big_topics.input, valid[:1])
+    produce_lines(KafkaContext.from_environment(bootstrap), big_topics.input, valid[:1])
     producer = Producer(KafkaContext.of(bootstrap).producer_config(**{"message.max.bytes": 1_048_576}))
     for line in big:
         producer.produce(big_topics.input, value=line.value, key=line.key, partition=line.partition)
     assert producer.flush(60) == 0
-    produce_lines(bootstrap, big_topics.input, valid[1:])
+    produce_lines(KafkaContext.from_environment(bootstrap), big_topics.input, valid[1:])
     run_to_end(bootstrap, big_topics, tmp_path, unique("big"))
     codec = default_codec()
     events = [codec.decode("payment_event", value) for _, value in flat(by_partition(bootstrap, big_topics.events))]

@@ -16,7 +16,6 @@ import pytest
 from confluent_kafka import Producer
 
 from demo.payments_simulation import generate_profiles
-from demo.pipeline_io import by_partition, create_topic, flat, unique
 from demo.raw_payments import mixed_stream, produce_lines
 from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka import KafkaContext
@@ -26,6 +25,7 @@ from spark_jobs.enrich.master_data import (
     ensure_master_topics,
     publish_profiles,
 )
+from stack.kit.topic_io import by_partition, create_topic, flat, unique
 from tests.spark_jobs.enrich_process import EnrichProcess, EnrichTopics
 
 pytestmark = [pytest.mark.integration, pytest.mark.heavy]
@@ -64,7 +64,7 @@ def test_a_publish_in_flight_holds_the_batch_and_is_then_used(bootstrap: str, tm
         publisher.produce(topics.merchants, key=key, value=value)
     assert publisher.flush(60) == 0
     time.sleep(0.05)  # the events below are ingested strictly after the versions were appended
-    produce_lines(bootstrap, topics.input, stream.lines)
+    produce_lines(KafkaContext.from_environment(bootstrap), topics.input, stream.lines)
 
     job = EnrichProcess(bootstrap, topics, tmp_path, unique("held"), "--master-data-timeout", "600")
     try:
@@ -95,7 +95,9 @@ def test_unreadable_master_data_stops_the_job_and_writes_nothing(bootstrap: str,
     ensure_master_topics(
         KafkaContext.of(bootstrap), merchants_topic=topics.merchants, customers_topic=f"{topics.customers}.other"
     )
-    produce_lines(bootstrap, topics.input, stream.lines)  # the customers topic the job reads does not exist
+    produce_lines(
+        KafkaContext.from_environment(bootstrap), topics.input, stream.lines
+    )  # the customers topic the job reads does not exist
     job = EnrichProcess(bootstrap, topics, tmp_path, unique("outage"), "--master-data-timeout", "3")
     assert job.wait() != 0
     log = "".join(job.log)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from demo.infer_process import InferTopics
-from demo.pipeline_io import create_topic, unique
+from stack.kit.topic_io import create_topic, unique
 
 
 def outputs(bootstrap: str, input_topic: str, partitions: int = 2) -> InferTopics:

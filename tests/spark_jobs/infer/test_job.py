@@ -19,10 +19,10 @@ import pytest
 
 from demo.infer_process import InferProcess, InferTopics
 from demo.payments_simulation import payment_records, simulate
-from demo.pipeline_io import Partitioned, by_partition, create_topic, flat, produce_payments, unique
 from ikkai.contract.codec import default_codec
 from ikkai.contract.ids import decision_id
 from spark_jobs.progress import parse_progress
+from stack.kit.topic_io import Partitioned, by_partition, create_topic, flat, produce_payments, unique
 from tests.spark_jobs.infer.infer_topics import outputs
 
 pytestmark = [pytest.mark.integration, pytest.mark.heavy]

@@ -14,8 +14,8 @@ import pytest
 
 from demo.infer_process import InferProcess, InferTopics
 from demo.payments_simulation import payment_records, simulate
-from demo.pipeline_io import Partitioned, by_partition, create_topic, flat, produce_payments, unique
 from spark_jobs.replay_query import read_outcome, request_replay
+from stack.kit.topic_io import Partitioned, by_partition, create_topic, flat, produce_payments, unique
 from tests.spark_jobs.infer.infer_topics import outputs
 
 pytestmark = [pytest.mark.integration, pytest.mark.heavy]

@@ -19,7 +19,6 @@ from click.testing import CliRunner
 from cli.app import cli
 from demo.infer_process import InferProcess, InferTopics
 from demo.payments_simulation import payment_records, simulate
-from demo.pipeline_io import by_partition, create_topic, flat, produce_payments, unique
 from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka import KafkaContext
 from spark_jobs.infer.decision_compare import compare
@@ -27,6 +26,7 @@ from spark_jobs.model.fraud_model import FEATURES_PATH, MODEL_PATH, FraudModel, 
 from spark_jobs.sink.commit_markers import CommitMarker, VersionCut, commits_topic_for, read_markers
 from spark_jobs.sink.partition_transactions import Lineage
 from spark_jobs.sink.query_handover import parse_start_offsets
+from stack.kit.topic_io import by_partition, create_topic, flat, produce_payments, unique
 
 pytestmark = pytest.mark.heavy
 

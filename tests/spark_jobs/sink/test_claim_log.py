@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from demo.pipeline_io import create_topic, unique
 from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.owner_claims import CLAIM, OwnerClaim, fold
@@ -25,6 +24,7 @@ from ikkai.contract.topics import OWNERS
 from spark_jobs.sink import claim_log
 from spark_jobs.sink.claim_log import OwnerClaimError, claim_outputs, ensure_owners_topic, write_claim
 from spark_jobs.sink.partition_transactions import SinkConfig
+from stack.kit.topic_io import create_topic, unique
 
 WAIT_S = 120.0
 

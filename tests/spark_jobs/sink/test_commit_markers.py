@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaException, Producer
 
-from demo.pipeline_io import by_partition, create_topic, unique
 from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka import KafkaContext
 from ikkai.errors import ConfigError
@@ -29,7 +28,7 @@ from spark_jobs.sink.commit_markers import (
     read_markers,
 )
 from spark_jobs.sink.partition_transactions import Record, SinkConfig, uncommitted, write_partition
-from tests.kafka_helpers import transactional_producer
+from stack.kit.topic_io import by_partition, create_topic, transactional_producer, unique
 
 PARTITIONS = 2
 

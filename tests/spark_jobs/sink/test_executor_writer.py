@@ -22,7 +22,6 @@ from typing import Any
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
-from demo.pipeline_io import by_partition, create_topic, unique
 from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka import KafkaContext
 from ikkai.errors import ConfigError
@@ -38,6 +37,7 @@ from spark_jobs.sink.executor_writer_client import (
 from spark_jobs.sink.partition_transactions import DEFAULT_MAX_TRANSACTION_BYTES, PAUSE_BEFORE_COMMIT, Record
 from spark_jobs.sink.size_bounds import FRAME_SLACK_BYTES, frame_bytes
 from spark_jobs.sink.transactional_sink import TransactionalBatchWriter
+from stack.kit.topic_io import by_partition, create_topic, unique
 from stack.processes import has_exited
 from tests.spark_jobs.sink.sink_worker import config
 

@@ -24,7 +24,6 @@ import pytest
 from confluent_kafka import Producer
 
 from demo.payments_simulation import payment_records, simulate
-from demo.pipeline_io import Partitioned, by_partition, create_topic, produce_payments, unique
 from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka import KafkaContext
 from spark_jobs.infer.fraud_decisions import ORDER_BY, OUTPUT_SCHEMA, Topics, decide_arrow_batches
@@ -37,6 +36,7 @@ from spark_jobs.sink.transactional_sink import (
     TransactionalBatchWriter,
     planned_kafka_partitions,
 )
+from stack.kit.topic_io import Partitioned, by_partition, create_topic, produce_payments, unique
 from tests.spark_jobs.records import headers_by_value
 
 pytestmark = [pytest.mark.integration, pytest.mark.heavy]

@@ -20,7 +20,6 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from demo.infer_process import InferProcess, InferTopics
 from demo.payments_simulation import payment_records, simulate
-from demo.pipeline_io import by_partition, create_topic, flat, produce_payments, unique
 from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.markers import VersionCut, recorded_versions
@@ -29,6 +28,7 @@ from spark_jobs.options import checkpoint_location
 from spark_jobs.sink.commit_markers import CommitMarker, CommitMarkerError, read_markers
 from spark_jobs.sink.input_identity import checkpoint_is_fresh, input_topic_id, rebase_on_recreated_input, rebased
 from spark_jobs.sink.partition_transactions import SinkConfig, check_markers
+from stack.kit.topic_io import by_partition, create_topic, flat, produce_payments, unique
 
 pytestmark = pytest.mark.heavy
 

@@ -18,7 +18,6 @@ from confluent_kafka.admin import AdminClient
 
 from demo.infer_process import IKKAI, InferProcess, InferTopics
 from demo.payments_simulation import payment_records, simulate
-from demo.pipeline_io import by_partition, create_topic, flat, produce_payments, unique
 from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.partitioning import kafka_partition
@@ -26,6 +25,7 @@ from ikkai.contract.topics import OWNERS
 from spark_jobs.sink.claim_log import PAUSE_CLAIM
 from spark_jobs.sink.input_identity import input_topic_id
 from spark_jobs.sink.partition_transactions import PAUSE_BEFORE_COMMIT
+from stack.kit.topic_io import by_partition, create_topic, flat, produce_payments, unique
 from tests.spark_jobs.sink.test_input_identity import recreate
 
 pytestmark = pytest.mark.heavy

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaException, Producer
 
-from demo.pipeline_io import by_partition, create_topic, unique
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.partitioning import kafka_partition
 from ikkai.errors import ConfigError
@@ -22,7 +21,7 @@ from spark_jobs.sink.transactional_sink import (
     TransactionalBatchWriter,
     refuse_speculation,
 )
-from tests.kafka_helpers import transactional_producer
+from stack.kit.topic_io import by_partition, create_topic, transactional_producer, unique
 from tests.spark_jobs.records import headers_by_value
 
 pytestmark = pytest.mark.integration

@@ -2,7 +2,7 @@
 
 Broker-failure runs kill a broker on purpose: the one leading a job's output partition, or the one
 coordinating a writer's transactions, then wait until every partition is back in sync before the
-next kill. ``ChaosStack`` is a ``LocalStack`` with those queries (stack/leaders.py asks the brokers);
+next kill. ``ChaosStack`` is a ``LocalStack`` with those queries (stack/kit/leaders.py asks the brokers);
 ``kill`` and ``start`` are the stack's own. On a stack with a Spark standalone cluster, executor
 kills aim at the JVMs the workers launched for an application (``executor_jvms``, ``executors_of``:
 the master's ``/json/`` names each running application's id, each executor's command line its
@@ -21,7 +21,7 @@ import psutil
 import requests
 
 from stack.errors import StackError
-from stack.leaders import partition_leaders, transaction_coordinator, under_replicated
+from stack.kit.leaders import partition_leaders, transaction_coordinator, under_replicated
 from stack.local_stack import LocalStack
 from stack.processes import stack_processes
 from stack.spark_cluster import SPARK_MASTER, master_ui_url, spark_worker_components

@@ -1,0 +1,130 @@
+"""Writing to and reading from topics as a fresh client sees them, for the benchmarks and the tests.
+
+Each function takes the bootstrap servers as a test names them and reads the client file ``IKKAI_KAFKA_CONFIG``
+names when it is called (``KafkaContext.from_environment``: a test sets it for a secured stack). Unique topic
+names, topic creation (through ``ikkai.contract.kafka.ensure_topics``), Avro payments produced on
+their key's partition, transactions to read, and what a fresh consumer (read_committed unless asked otherwise)
+sees: per partition (``by_partition``) or in the order it arrived (``read_all``), both from one read loop.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from confluent_kafka import Consumer, KafkaError, Producer
+
+from ikkai.contract import kafka
+from ikkai.contract.codec import RecordCodec, default_codec
+from ikkai.contract.kafka import KafkaContext
+from ikkai.contract.partitioning import kafka_partition
+
+Record = tuple[bytes | None, bytes | None]  # (key, value); a tombstone or an unkeyed record holds None
+Partitioned = dict[int, list[Record]]
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}.{uuid.uuid4().hex[:10]}"
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> str:
+    """``name`` with ``partitions`` partitions and the brokers' default replication (``kafka.ensure_topics``)."""
+    kafka.ensure_topics(KafkaContext.from_environment(bootstrap), [name], partitions, config=config)
+    return name
+
+
+def _arrivals(
+    bootstrap: str, topic: str, isolation: str, expect: int | None, timeout: float | None, poll_seconds: float
+) -> tuple[int, list[tuple[int, Record]]]:
+    """(the topic's partition count, (partition, record) in the order a fresh consumer received them).
+
+    Reads until every partition reached the end offset it had when reading began (for read_committed: the last
+    stable offset), or, with ``expect``, until that many arrived; with ``timeout``, at most that long."""
+    consumer = Consumer(KafkaContext.from_environment(bootstrap).client_config(**{
+        "group.id": unique("test.reader"), "auto.offset.reset": "earliest",
+        "enable.auto.commit": False, "isolation.level": isolation, "enable.partition.eof": True,
+    }))  # fmt: skip
+    consumer.subscribe([topic])
+    deadline = None if timeout is None else time.monotonic() + timeout
+    arrived: list[tuple[int, Record]] = []
+    eof: set[int] = set()
+    try:
+        parts = len(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
+        while deadline is None or time.monotonic() < deadline:
+            message = consumer.poll(poll_seconds)
+            if message is None or message.partition() is None:
+                continue
+            partition = int(message.partition())  # type: ignore[arg-type]  # checked just above
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    eof.add(partition)  # enable.partition.eof
+                    if expect is None and len(eof) >= parts:
+                        break
+                continue
+            eof.discard(partition)
+            arrived.append((partition, (message.key(), message.value())))
+            if expect is not None and len(arrived) >= expect:
+                break
+    finally:
+        consumer.close()
+    return parts, arrived
+
+
+def by_partition(bootstrap: str, topic: str, isolation: str = "read_committed") -> Partitioned:
+    """Every record of ``topic`` per partition, in offset order, up to the current end."""
+    parts, arrived = _arrivals(bootstrap, topic, isolation, expect=None, timeout=None, poll_seconds=1.0)
+    seen: Partitioned = {p: [] for p in range(parts)}
+    for partition, record in arrived:
+        seen[partition].append(record)
+    return seen
+
+
+def read_all(
+    bootstrap: str, topic: str, *, isolation: str = "read_committed", expect: int | None = None, timeout: float = 30.0
+) -> list[Record]:
+    """(key, value) pairs from the start of ``topic`` to its current end, in the order a fresh consumer received
+    them; with ``expect``, until that many arrived; what arrived within ``timeout`` seconds at the most."""
+    return [record for _, record in _arrivals(bootstrap, topic, isolation, expect, timeout, poll_seconds=0.5)[1]]
+
+
+def flat(records: Partitioned) -> list[Record]:
+    return [record for partition in sorted(records) for record in records[partition]]
+
+
+def produce_payments(
+    bootstrap: str, topic: str, payments: list[dict[str, object]], partitions: int, codec: RecordCodec | None = None
+) -> None:
+    """Payments as Avro (single-object, or as ``codec`` writes them), keyed by payment_id, on Kafka's default
+    partition of the key."""
+    codec = codec or default_codec()
+    producer = Producer(KafkaContext.from_environment(bootstrap).producer_config())
+    for payment in payments:
+        key = str(payment["payment_id"]).encode()
+        value = codec.encode("payment_event", payment, version=1)
+        producer.produce(topic, value=value, key=key, partition=kafka_partition(key, partitions))
+    assert producer.flush(60) == 0
+
+
+def transactional_producer(bootstrap: str, transactional_id: str) -> Producer:
+    """An idempotent producer (rule 3 of docs/architecture.md) with ``transactional_id``, its transactions
+    initialised."""
+    producer = Producer(
+        KafkaContext.from_environment(bootstrap).producer_config(**{"transactional.id": transactional_id})
+    )
+    producer.init_transactions(60)
+    return producer
+
+
+def commit_then_abort(bootstrap: str, topic: str, committed: int, aborted: int) -> None:
+    """One committed transaction of ``committed-<i>`` values, then one aborted of ``aborted-<i>``."""
+    producer = transactional_producer(bootstrap, unique("test.txn.writer"))
+    producer.begin_transaction()
+    for i in range(committed):
+        producer.produce(topic, key=f"payment-{i}", value=f"committed-{i}")
+    producer.commit_transaction(60)
+    producer.begin_transaction()
+    for i in range(aborted):
+        producer.produce(topic, key=f"payment-{i}", value=f"aborted-{i}")
+    producer.flush(60)
+    producer.abort_transaction(60)
