@@ -7,7 +7,10 @@ A template is code written by a bundle's author, and render, lint, plan and ``ik
 run it (a bundle from a pull request, linted in CI, included). It therefore runs in Jinja's
 ``ImmutableSandboxedEnvironment``: it may read values and use Jinja's filters and tests, but not
 reach Python internals (``cycler.__init__.__globals__.os`` ...) nor change the values it is given;
-trying is a ``BundleError`` naming the template and line.
+trying is a ``BundleError`` naming the template and line. ``connectors.template_sandbox`` confines
+it further: it reads only the bundle's own template files (no link followed, no values file), and
+its work, output size and time are bounded (``RenderBounds``); every error a template causes is one
+``BundleError`` line naming the template.
 """
 
 from __future__ import annotations
@@ -22,11 +25,11 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-import jinja2.sandbox
 
 from connectors.errors import BundleError
 from connectors.manifest import BundleManifest, ConnectorSpec, load_manifest
 from connectors.secrets import DEFAULT_PROVIDERS, parse_providers, redact
+from connectors.template_sandbox import BoundedSandbox, RenderBounds, RenderStopped, TemplateRefused
 from connectors.values import existing_keys, layered_values, set_path
 
 _UNDEFINED = re.compile(r"'([^']+)' is undefined|has no attribute '([^']+)'")
@@ -137,11 +140,7 @@ def _unused_override(bundle: str, assignment: str, values: Mapping[str, Any]) ->
 
 def _render(bundle: ConnectorBundle, env: str, overrides: Iterable[str] = ()) -> RenderedBundle:
     values = layered_values(bundle.folder, bundle.name, env, bundle.manifest.defaults, overrides)
-    jinja = jinja2.sandbox.ImmutableSandboxedEnvironment(  # no autoescape: renders JSON configs, not HTML
-        loader=jinja2.FileSystemLoader(str(bundle.folder)),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-    )
+    jinja = BoundedSandbox(bundle.folder, RenderBounds())
     jinja.filters["tojson"] = _tojson
     rendered = []
     for spec in bundle.manifest.connectors:
@@ -171,10 +170,33 @@ def _providers(values: Mapping[str, Any], bundle: str, env: str) -> tuple[str, .
 
 
 def _render_template(
-    jinja: jinja2.Environment, bundle: ConnectorBundle, template: str, values: Mapping[str, Any], env: str
+    jinja: BoundedSandbox, bundle: ConnectorBundle, template: str, values: Mapping[str, Any], env: str
 ) -> str:
     try:
-        return jinja.get_template(template).render(values)
+        return jinja.render(jinja.get_template(template), dict(values))
+    except TemplateRefused as exc:
+        raise BundleError(
+            bundle.name,
+            template,
+            f"{exc.reason}; a template reads only the bundle's own template files",
+            line=_template_line(exc, bundle.folder / template),
+            fix="keep included templates as plain files inside the bundle (no links); values come as variables",
+        ) from None
+    except RenderStopped as exc:
+        raise BundleError(
+            bundle.name,
+            template,
+            f"rendering stopped: {exc.what}",
+            line=_template_line(exc, bundle.folder / template),
+            fix="a connector config is a few kB: look for a loop, a macro calling itself or a repeated text",
+        ) from None
+    except RecursionError:
+        raise BundleError(
+            bundle.name,
+            template,
+            "the template recurses too deep",
+            fix="give the macro that calls itself an end (or include a template that does not include this one)",
+        ) from None
     except jinja2.TemplateNotFound as exc:
         raise BundleError(
             bundle.name,
@@ -207,10 +229,23 @@ def _render_template(
         raise BundleError(
             bundle.name,
             template,
-            f"bad value: {exc}",
+            f"bad value: {_one_line(exc)}",
             line=_template_line(exc, bundle.folder / template),
             fix="check the values the template uses",
         ) from exc
+    except Exception as exc:
+        raise BundleError(
+            bundle.name,
+            template,
+            f"the template failed: {type(exc).__name__}: {_one_line(exc)}",
+            line=_template_line(exc, bundle.folder / template),
+            fix="check the values the template uses and the filters it applies to them",
+        ) from exc
+
+
+def _one_line(exc: BaseException, limit: int = 300) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _unsafe_name(exc: jinja2.exceptions.SecurityError) -> str:
