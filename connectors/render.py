@@ -174,73 +174,52 @@ def _render_template(
 ) -> str:
     try:
         return jinja.render(jinja.get_template(template), dict(values))
-    except TemplateRefused as exc:
-        raise BundleError(
-            bundle.name,
-            template,
+    except Exception as exc:  # a template is a bundle author's code: whatever it raises is its error
+        problem, fix = _template_problem(exc, bundle, env)
+        if isinstance(exc, jinja2.TemplateSyntaxError):
+            line: int | None = exc.lineno
+        else:
+            line = _template_line(exc, bundle.folder / template)
+        raise BundleError(bundle.name, template, problem, line=line, fix=fix) from exc
+
+
+def _template_problem(exc: Exception, bundle: ConnectorBundle, env: str) -> tuple[str, str | None]:
+    """What went wrong while rendering, and what to do, as one line each."""
+    if isinstance(exc, TemplateRefused):
+        return (
             f"{exc.reason}; a template reads only the bundle's own template files",
-            line=_template_line(exc, bundle.folder / template),
-            fix="keep included templates as plain files inside the bundle (no links); values come as variables",
-        ) from None
-    except RenderStopped as exc:
-        raise BundleError(
-            bundle.name,
-            template,
+            "keep included templates as plain files inside the bundle (no links); values come as variables",
+        )
+    if isinstance(exc, RenderStopped):
+        return (
             f"rendering stopped: {exc.what}",
-            line=_template_line(exc, bundle.folder / template),
-            fix="a connector config is a few kB: look for a loop, a macro calling itself or a repeated text",
-        ) from None
-    except RecursionError:
-        raise BundleError(
-            bundle.name,
-            template,
+            "a connector config is a few kB: look for a loop, a macro calling itself or a repeated text",
+        )
+    if isinstance(exc, RecursionError):
+        return (
             "the template recurses too deep",
-            fix="give the macro that calls itself an end (or include a template that does not include this one)",
-        ) from None
-    except jinja2.TemplateNotFound as exc:
-        raise BundleError(
-            bundle.name,
-            template,
-            "template not found",
-            fix=f"create it or fix the path in bundle.yaml ({bundle.folder})",
-        ) from exc
-    except jinja2.TemplateSyntaxError as exc:
-        raise BundleError(bundle.name, template, f"template syntax error: {exc.message}", line=exc.lineno) from exc
-    except jinja2.exceptions.SecurityError as exc:
-        raise BundleError(
-            bundle.name,
-            template,
+            "give the macro that calls itself an end (or include a template that does not include this one)",
+        )
+    if isinstance(exc, jinja2.TemplateNotFound):
+        return "template not found", f"create it or fix the path in bundle.yaml ({bundle.folder})"
+    if isinstance(exc, jinja2.TemplateSyntaxError):
+        return f"template syntax error: {exc.message}", None
+    if isinstance(exc, jinja2.exceptions.SecurityError):
+        return (
             f"the template reaches for {_unsafe_name(exc)}, which the sandbox refuses",
-            line=_template_line(exc, bundle.folder / template),
-            fix="remove that expression: a template may only read values and use Jinja's filters and tests",
-        ) from exc
-    except jinja2.UndefinedError as exc:
+            "remove that expression: a template may only read values and use Jinja's filters and tests",
+        )
+    if isinstance(exc, jinja2.UndefinedError):
         match = _UNDEFINED.search(exc.message or "")
         missing = (match.group(1) or match.group(2)) if match else None
-        problem = f"undefined variable '{missing}'" if missing else f"undefined value: {exc.message}"
-        raise BundleError(
-            bundle.name,
-            template,
-            problem,
-            line=_template_line(exc, bundle.folder / template),
-            fix=f"define it in values/{env}.yaml, the bundle defaults or --set",
-        ) from exc
-    except (TypeError, ValueError, ArithmeticError, jinja2.TemplateError) as exc:
-        raise BundleError(
-            bundle.name,
-            template,
-            f"bad value: {_one_line(exc)}",
-            line=_template_line(exc, bundle.folder / template),
-            fix="check the values the template uses",
-        ) from exc
-    except Exception as exc:
-        raise BundleError(
-            bundle.name,
-            template,
-            f"the template failed: {type(exc).__name__}: {_one_line(exc)}",
-            line=_template_line(exc, bundle.folder / template),
-            fix="check the values the template uses and the filters it applies to them",
-        ) from exc
+        problem = f"undefined variable '{missing}'" if missing else f"undefined value: {_one_line(exc)}"
+        return problem, f"define it in values/{env}.yaml, the bundle defaults or --set"
+    if isinstance(exc, (TypeError, ValueError, ArithmeticError, jinja2.TemplateError)):
+        return f"bad value: {_one_line(exc)}", "check the values the template uses"
+    return (
+        f"the template failed: {type(exc).__name__}: {_one_line(exc)}",
+        "check the values the template uses and the filters it applies to them",
+    )
 
 
 def _one_line(exc: BaseException, limit: int = 300) -> str:

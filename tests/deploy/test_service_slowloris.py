@@ -85,18 +85,7 @@ def test_idle_half_requests_are_closed_and_a_real_request_is_answered_meanwhile(
             )
             assert answered.status_code == 200
 
-            open_ = set(sockets)
-            with selectors.DefaultSelector() as selector:
-                for sock in sockets:
-                    selector.register(sock, selectors.EVENT_READ)
-                deadline = opened + REQUEST_SECONDS + MARGIN_SECONDS
-                while open_ and time.monotonic() < deadline:
-                    for key, _ in selector.select(timeout=0.5):
-                        sock = key.fileobj
-                        assert isinstance(sock, socket.socket)
-                        if closed_by_peer(sock):
-                            selector.unregister(sock)
-                            open_.discard(sock)
+            open_ = wait_closed(sockets, opened + REQUEST_SECONDS + MARGIN_SECONDS - time.monotonic())
             assert not open_, (
                 f"{len(open_)} of {HALF_REQUESTS} half-requests still open "
                 f"{REQUEST_SECONDS + MARGIN_SECONDS:.0f} s after they were sent"
