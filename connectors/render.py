@@ -30,7 +30,7 @@ from connectors.errors import BundleError
 from connectors.manifest import BundleManifest, ConnectorSpec, load_manifest
 from connectors.secrets import DEFAULT_PROVIDERS, parse_providers, redact
 from connectors.template_sandbox import BoundedSandbox, RenderBounds, RenderStopped, TemplateRefused
-from connectors.values import existing_keys, layered_values, set_path
+from connectors.values import ValueLayers, existing_keys, set_path, value_layers
 
 _UNDEFINED = re.compile(r"'([^']+)' is undefined|has no attribute '([^']+)'")
 
@@ -97,21 +97,26 @@ def render_bundle(bundle: ConnectorBundle, env: str, overrides: Iterable[str] = 
     template (a typo, most often): that is an error naming the key and the keys that do exist.
     """
     overrides = tuple(overrides)
-    rendered = _render(bundle, env, overrides)
+    # Each check renders the bundle again: the files and each --set are read once, the templates compiled once.
+    layers = value_layers(bundle.folder, bundle.name, env, bundle.manifest.defaults)
+    jinja = BoundedSandbox(bundle.folder, RenderBounds())
+    jinja.filters["tojson"] = _tojson
+    rendered = _render(bundle, layers, jinja, overrides)
+    after = layers.with_sets(overrides)
     for index, assignment in enumerate(overrides):
         others = overrides[:index] + overrides[index + 1 :]
-        before = layered_values(bundle.folder, bundle.name, env, bundle.manifest.defaults, others)
-        after = layered_values(bundle.folder, bundle.name, env, bundle.manifest.defaults, overrides)
+        before = layers.with_sets(others)
         if before == after:
             continue  # sets what was there already: harmless
         try:
-            unchanged = _render(bundle, env, others) == rendered
+            unchanged = _render(bundle, layers, jinja, others) == rendered
             path = set_path(assignment, bundle.name)
             parent, keys = existing_keys(before, path)
             if unchanged and (len(parent) < len(path) - 1 or path[-1] not in keys):
                 # A new key may equal a template's own default (``default("POST")``): a value no one
                 # would choose shows whether a template reads it.
-                unchanged = _render(bundle, env, (*others, f"{'.'.join(path)}={_PROBE}")) == rendered
+                probe = (*others, f"{'.'.join(path)}={_PROBE}")
+                unchanged = _render(bundle, layers, jinja, probe) == rendered
         except BundleError:
             continue  # without it, or with another value, the bundle does not render: it is needed
         if unchanged:
@@ -138,10 +143,11 @@ def _unused_override(bundle: str, assignment: str, values: Mapping[str, Any]) ->
     )
 
 
-def _render(bundle: ConnectorBundle, env: str, overrides: Iterable[str] = ()) -> RenderedBundle:
-    values = layered_values(bundle.folder, bundle.name, env, bundle.manifest.defaults, overrides)
-    jinja = BoundedSandbox(bundle.folder, RenderBounds())
-    jinja.filters["tojson"] = _tojson
+def _render(
+    bundle: ConnectorBundle, layers: ValueLayers, jinja: BoundedSandbox, overrides: tuple[str, ...]
+) -> RenderedBundle:
+    values = layers.with_sets(overrides)
+    env = layers.env
     rendered = []
     for spec in bundle.manifest.connectors:
         name = bundle.manifest.connector_name(spec)
