@@ -38,6 +38,7 @@ from jinja2.loaders import split_template_path
 from jinja2.nodes import EvalContext
 
 MAX_TEMPLATE_BYTES = 256 * 1024
+_MAX_NAME = 255
 _MACRO_STEPS = 20  # a macro call costs about what twenty loop iterations do
 _WIDTH = re.compile(r"%[-#0 +]*(\d+|\*)?(?:\.(\d+|\*))?")  # a %-format's width and precision
 _GROWING_METHODS = frozenset({"center", "ljust", "rjust", "zfill", "expandtabs"})  # str methods taking a width
@@ -75,6 +76,8 @@ class BundleLoader(jinja2.BaseLoader):
         self.folder = folder  # resolved by ``load_bundle``
 
     def get_source(self, environment: jinja2.Environment, template: str) -> tuple[str, str, Callable[[], bool]]:
+        if len(template) > _MAX_NAME:  # a name is an expression: it may be built long, and is quoted in errors
+            raise TemplateRefused(f"{template[:40]}…", f"is not a template name (over {_MAX_NAME} characters)")
         pieces = split_template_path(template)  # refuses ".." and empty names
         name = "/".join(pieces)
         if pieces[0] == "values":

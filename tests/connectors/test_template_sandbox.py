@@ -77,6 +77,8 @@ def test_another_environments_values_and_the_manifest_are_not_includable(make_bu
     assert "bundle.yaml is the manifest" in str(refused(folder))
     (folder / "templates" / "one.json.j2").write_text(including("../b/values/prod.yaml"))
     refused(folder)  # Jinja's own rule: no ".." in a template name
+    (folder / "templates" / "one.json.j2").write_text('{% include "values/" ~ "x" * 100000 %}' + BODY)
+    assert len(str(refused(folder))) < 400  # the name is quoted in the error, cut
 
 
 def test_an_include_of_a_template_file_of_the_bundle_still_works(make_bundle: BundleFactory) -> None:
