@@ -215,6 +215,12 @@ def value_layers(folder: Path, bundle: str, env: str, defaults: Mapping[str, Any
         raise BundleError(
             bundle, f"values/{env}.yaml", "not found", fix=f"environments of this bundle: {', '.join(known) or 'none'}"
         )
+    for linked in (folder / "values", env_file):
+        if linked.is_symlink():  # it could be another bundle's prod values, or any file of this machine
+            raise BundleError(
+                bundle, f"values/{env}.yaml", f"{linked.relative_to(folder)} is a symbolic link",
+                fix="keep each environment's values as a plain file in the bundle's values folder",
+            )  # fmt: skip
     platform = load_yaml_mapping(PLATFORM_DEFAULTS, bundle, "platform defaults")
     declarations = [("bundle defaults", defaults), ("platform defaults", platform)]
     env_values = load_yaml_mapping(env_file, bundle, f"values/{env}.yaml")

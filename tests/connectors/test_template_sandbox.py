@@ -81,6 +81,16 @@ def test_another_environments_values_and_the_manifest_are_not_includable(make_bu
     assert len(str(refused(folder))) < 400  # the name is quoted in the error, cut
 
 
+def test_an_environments_values_file_that_is_a_link_is_refused(make_bundle: BundleFactory, tmp_path: Path) -> None:
+    """values/dev.yaml linked to another bundle's prod values would hand them to a dev render."""
+    other = tmp_path / "other-prod.yaml"
+    other.write_text(f"text: {SECRET}\n")
+    folder = make_bundle(manifest(), {"templates/one.json.j2": BODY}, {})
+    (folder / "values" / "dev.yaml").symlink_to(other)
+    error = refused(folder)
+    assert (error.file, error.problem) == ("values/dev.yaml", "values/dev.yaml is a symbolic link")
+
+
 def test_an_include_of_a_template_file_of_the_bundle_still_works(make_bundle: BundleFactory) -> None:
     folder = make_bundle(
         manifest(), {"templates/one.json.j2": including("templates/part.j2"), "templates/part.j2": "x{{ env }}"},
