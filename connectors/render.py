@@ -7,7 +7,10 @@ A template is code written by a bundle's author, and render, lint, plan and ``ik
 run it (a bundle from a pull request, linted in CI, included). It therefore runs in Jinja's
 ``ImmutableSandboxedEnvironment``: it may read values and use Jinja's filters and tests, but not
 reach Python internals (``cycler.__init__.__globals__.os`` ...) nor change the values it is given;
-trying is a ``BundleError`` naming the template and line.
+trying is a ``BundleError`` naming the template and line. ``connectors.template_sandbox`` confines
+it further: it reads only the bundle's own template files (no link followed, no values file), and
+its work, output size and time are bounded (``RenderBounds``); every error a template causes is one
+``BundleError`` line naming the template.
 """
 
 from __future__ import annotations
@@ -22,12 +25,12 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-import jinja2.sandbox
 
 from connectors.errors import BundleError
 from connectors.manifest import BundleManifest, ConnectorSpec, load_manifest
 from connectors.secrets import DEFAULT_PROVIDERS, parse_providers, redact
-from connectors.values import existing_keys, layered_values, set_path
+from connectors.template_sandbox import BoundedSandbox, RenderBounds, RenderStopped, TemplateRefused
+from connectors.values import ValueLayers, existing_keys, set_path, value_layers
 
 _UNDEFINED = re.compile(r"'([^']+)' is undefined|has no attribute '([^']+)'")
 
@@ -94,21 +97,26 @@ def render_bundle(bundle: ConnectorBundle, env: str, overrides: Iterable[str] = 
     template (a typo, most often): that is an error naming the key and the keys that do exist.
     """
     overrides = tuple(overrides)
-    rendered = _render(bundle, env, overrides)
+    # Each check renders the bundle again: the files and each --set are read once, the templates compiled once.
+    layers = value_layers(bundle.folder, bundle.name, env, bundle.manifest.defaults)
+    jinja = BoundedSandbox(bundle.folder, RenderBounds())
+    jinja.filters["tojson"] = _tojson
+    rendered = _render(bundle, layers, jinja, overrides)
+    after = layers.with_sets(overrides)
     for index, assignment in enumerate(overrides):
         others = overrides[:index] + overrides[index + 1 :]
-        before = layered_values(bundle.folder, bundle.name, env, bundle.manifest.defaults, others)
-        after = layered_values(bundle.folder, bundle.name, env, bundle.manifest.defaults, overrides)
+        before = layers.with_sets(others)
         if before == after:
             continue  # sets what was there already: harmless
         try:
-            unchanged = _render(bundle, env, others) == rendered
+            unchanged = _render(bundle, layers, jinja, others) == rendered
             path = set_path(assignment, bundle.name)
             parent, keys = existing_keys(before, path)
             if unchanged and (len(parent) < len(path) - 1 or path[-1] not in keys):
                 # A new key may equal a template's own default (``default("POST")``): a value no one
                 # would choose shows whether a template reads it.
-                unchanged = _render(bundle, env, (*others, f"{'.'.join(path)}={_PROBE}")) == rendered
+                probe = (*others, f"{'.'.join(path)}={_PROBE}")
+                unchanged = _render(bundle, layers, jinja, probe) == rendered
         except BundleError:
             continue  # without it, or with another value, the bundle does not render: it is needed
         if unchanged:
@@ -135,14 +143,11 @@ def _unused_override(bundle: str, assignment: str, values: Mapping[str, Any]) ->
     )
 
 
-def _render(bundle: ConnectorBundle, env: str, overrides: Iterable[str] = ()) -> RenderedBundle:
-    values = layered_values(bundle.folder, bundle.name, env, bundle.manifest.defaults, overrides)
-    jinja = jinja2.sandbox.ImmutableSandboxedEnvironment(  # no autoescape: renders JSON configs, not HTML
-        loader=jinja2.FileSystemLoader(str(bundle.folder)),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-    )
-    jinja.filters["tojson"] = _tojson
+def _render(
+    bundle: ConnectorBundle, layers: ValueLayers, jinja: BoundedSandbox, overrides: tuple[str, ...]
+) -> RenderedBundle:
+    values = layers.with_sets(overrides)
+    env = layers.env
     rendered = []
     for spec in bundle.manifest.connectors:
         name = bundle.manifest.connector_name(spec)
@@ -171,46 +176,61 @@ def _providers(values: Mapping[str, Any], bundle: str, env: str) -> tuple[str, .
 
 
 def _render_template(
-    jinja: jinja2.Environment, bundle: ConnectorBundle, template: str, values: Mapping[str, Any], env: str
+    jinja: BoundedSandbox, bundle: ConnectorBundle, template: str, values: Mapping[str, Any], env: str
 ) -> str:
     try:
-        return jinja.get_template(template).render(values)
-    except jinja2.TemplateNotFound as exc:
-        raise BundleError(
-            bundle.name,
-            template,
-            "template not found",
-            fix=f"create it or fix the path in bundle.yaml ({bundle.folder})",
-        ) from exc
-    except jinja2.TemplateSyntaxError as exc:
-        raise BundleError(bundle.name, template, f"template syntax error: {exc.message}", line=exc.lineno) from exc
-    except jinja2.exceptions.SecurityError as exc:
-        raise BundleError(
-            bundle.name,
-            template,
+        return jinja.render(jinja.get_template(template), dict(values))
+    except Exception as exc:  # a template is a bundle author's code: whatever it raises is its error
+        problem, fix = _template_problem(exc, bundle, env)
+        if isinstance(exc, jinja2.TemplateSyntaxError):
+            line: int | None = exc.lineno
+        else:
+            line = _template_line(exc, bundle.folder / template)
+        raise BundleError(bundle.name, template, problem, line=line, fix=fix) from exc
+
+
+def _template_problem(exc: Exception, bundle: ConnectorBundle, env: str) -> tuple[str, str | None]:
+    """What went wrong while rendering, and what to do, as one line each."""
+    if isinstance(exc, TemplateRefused):
+        return (
+            f"{exc.reason}; a template reads only the bundle's own template files",
+            "keep included templates as plain files inside the bundle (no links); values come as variables",
+        )
+    if isinstance(exc, RenderStopped):
+        return (
+            f"rendering stopped: {exc.what}",
+            "a connector config is a few kB: look for a loop, a macro calling itself or a repeated text",
+        )
+    if isinstance(exc, RecursionError):
+        return (
+            "the template recurses too deep",
+            "give the macro that calls itself an end (or include a template that does not include this one)",
+        )
+    if isinstance(exc, jinja2.TemplateNotFound):
+        return "template not found", f"create it or fix the path in bundle.yaml ({bundle.folder})"
+    if isinstance(exc, jinja2.TemplateSyntaxError):
+        return f"template syntax error: {exc.message}", None
+    if isinstance(exc, jinja2.exceptions.SecurityError):
+        return (
             f"the template reaches for {_unsafe_name(exc)}, which the sandbox refuses",
-            line=_template_line(exc, bundle.folder / template),
-            fix="remove that expression: a template may only read values and use Jinja's filters and tests",
-        ) from exc
-    except jinja2.UndefinedError as exc:
+            "remove that expression: a template may only read values and use Jinja's filters and tests",
+        )
+    if isinstance(exc, jinja2.UndefinedError):
         match = _UNDEFINED.search(exc.message or "")
         missing = (match.group(1) or match.group(2)) if match else None
-        problem = f"undefined variable '{missing}'" if missing else f"undefined value: {exc.message}"
-        raise BundleError(
-            bundle.name,
-            template,
-            problem,
-            line=_template_line(exc, bundle.folder / template),
-            fix=f"define it in values/{env}.yaml, the bundle defaults or --set",
-        ) from exc
-    except (TypeError, ValueError, ArithmeticError, jinja2.TemplateError) as exc:
-        raise BundleError(
-            bundle.name,
-            template,
-            f"bad value: {exc}",
-            line=_template_line(exc, bundle.folder / template),
-            fix="check the values the template uses",
-        ) from exc
+        problem = f"undefined variable '{missing}'" if missing else f"undefined value: {_one_line(exc)}"
+        return problem, f"define it in values/{env}.yaml, the bundle defaults or --set"
+    if isinstance(exc, (TypeError, ValueError, ArithmeticError, jinja2.TemplateError)):
+        return f"bad value: {_one_line(exc)}", "check the values the template uses"
+    return (
+        f"the template failed: {type(exc).__name__}: {_one_line(exc)}",
+        "check the values the template uses and the filters it applies to them",
+    )
+
+
+def _one_line(exc: BaseException, limit: int = 300) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _unsafe_name(exc: jinja2.exceptions.SecurityError) -> str:

@@ -10,6 +10,7 @@ type declared and where. ``--set`` of a value declared as text keeps the text as
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,18 +39,24 @@ def set_path(assignment: str, bundle: str) -> tuple[str, ...]:
     return tuple(key.strip().split("."))
 
 
-def parse_set(assignments: Iterable[str], bundle: str, declared: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def parse_set(
+    assignments: Iterable[str],
+    bundle: str,
+    declared: Mapping[str, Any] | None = None,
+    read: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """``a.b=3`` → ``{"a": {"b": 3}}``; the value is read as YAML (3 is a number, true a boolean,
     ``[{name: payments, key: payment_id}]`` a list); mappings and what YAML cannot read stay strings.
-    A value ``declared`` as text stays the text as typed."""
+    A value ``declared`` as text stays the text as typed. ``read`` keeps each text's YAML reading for the
+    next call (``render_bundle`` sets the same values many times)."""
     result: dict[str, Any] = {}
+    read = {} if read is None else read
     for assignment in assignments:
         path = set_path(assignment, bundle)
         raw = assignment.partition("=")[2]
-        try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
-        except yaml.YAMLError:
-            value = raw
+        if raw not in read:
+            read[raw] = _read_set_value(raw)
+        value = read[raw]
         if isinstance(value, dict):  # "a: b" or "{x}" is text someone typed, not a mapping
             value = raw
         if isinstance(lookup(declared or {}, path), str) and isinstance(value, (bool, int, float)):
@@ -65,6 +72,13 @@ def parse_set(assignments: Iterable[str], bundle: str, declared: Mapping[str, An
             node = child
         node[leaf] = value
     return result
+
+
+def _read_set_value(raw: str) -> Any:
+    try:
+        return yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        return raw
 
 
 _MISSING = object()
@@ -175,22 +189,47 @@ def load_yaml_mapping(path: Path, bundle: str, label: str) -> dict[str, Any]:
     return data
 
 
-def layered_values(
-    folder: Path, bundle: str, env: str, defaults: Mapping[str, Any], overrides: Iterable[str] = ()
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ValueLayers:
+    """One bundle's values for one environment before ``--set``: its files read and checked once."""
+
+    bundle: str
+    env: str
+    files: dict[str, Any]  # platform defaults, bundle defaults, then the environment's file
+    declarations: list[tuple[str, Mapping[str, Any]]]
+    declared: dict[str, Any]  # platform and bundle defaults: what a --set value is typed against
+    read: dict[str, Any] = field(default_factory=dict)  # each --set text's YAML reading
+
+    def with_sets(self, overrides: Iterable[str] = ()) -> dict[str, Any]:
+        set_values = parse_set(overrides, self.bundle, declared=self.declared, read=self.read)
+        check_types(set_values, self.declarations, self.bundle, "--set")
+        values = merge(self.files, set_values)
+        values["env"] = self.env
+        return values
+
+
+def value_layers(folder: Path, bundle: str, env: str, defaults: Mapping[str, Any]) -> ValueLayers:
     env_file = folder / "values" / f"{env}.yaml"
     if not env_file.is_file():
         known = sorted(p.stem for p in (folder / "values").glob("*.yaml"))
         raise BundleError(
             bundle, f"values/{env}.yaml", "not found", fix=f"environments of this bundle: {', '.join(known) or 'none'}"
         )
+    for linked in (folder / "values", env_file):
+        if linked.is_symlink():  # it could be another bundle's prod values, or any file of this machine
+            raise BundleError(
+                bundle, f"values/{env}.yaml", f"{linked.relative_to(folder)} is a symbolic link",
+                fix="keep each environment's values as a plain file in the bundle's values folder",
+            )  # fmt: skip
     platform = load_yaml_mapping(PLATFORM_DEFAULTS, bundle, "platform defaults")
     declarations = [("bundle defaults", defaults), ("platform defaults", platform)]
     env_values = load_yaml_mapping(env_file, bundle, f"values/{env}.yaml")
     check_types(env_values, declarations, bundle, f"values/{env}.yaml")
-    values = merge(merge(platform, defaults), env_values)
-    set_values = parse_set(overrides, bundle, declared=merge(platform, defaults))
-    check_types(set_values, declarations, bundle, "--set")
-    values = merge(values, set_values)
-    values["env"] = env
-    return values
+    files = merge(merge(platform, defaults), env_values)
+    return ValueLayers(bundle, env, files, declarations, merge(platform, defaults))
+
+
+def layered_values(
+    folder: Path, bundle: str, env: str, defaults: Mapping[str, Any], overrides: Iterable[str] = ()
+) -> dict[str, Any]:
+    return value_layers(folder, bundle, env, defaults).with_sets(overrides)

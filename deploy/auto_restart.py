@@ -15,6 +15,7 @@ written or writes it elsewhere. Counts are unbounded; the backoff they give is c
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -111,20 +112,33 @@ class RestartBackoff:
                 source, "version", f"not an auto-restart state of version {STATE_VERSION}", fix="delete the file"
             )
         for name, entry in connectors.items():
-            try:
-                count = int(entry.get("restarts", 0))
-                last = entry.get("last_restart")
-                healthy = entry.get("healthy_since")
-                last = None if last is None else float(last)
-                healthy = None if healthy is None else float(healthy)
-            except (AttributeError, TypeError, ValueError) as exc:
-                raise ConfigError(source, f"connectors.{name}", "malformed entry", fix="delete the file") from exc
+            if not isinstance(entry, Mapping):
+                raise ConfigError(source, f"connectors.{name}", "malformed entry", fix="delete the file")
+            count = _entry_number(entry, "restarts", name, source, whole=True)
+            last = _entry_number(entry, "last_restart", name, source)
+            healthy = _entry_number(entry, "healthy_since", name, source)
             if count:
-                self._count[name] = count
+                self._count[name] = int(count)
             if last is not None:
                 self._last[name] = last
             if healthy is not None:
                 self._healthy_since[name] = healthy
+
+
+def _entry_number(entry: Mapping[str, Any], key: str, name: str, source: str, *, whole: bool = False) -> float | None:
+    """``entry[key]``: a finite number not below 0 (a whole one for a count), or None when absent."""
+    value = entry.get(key)
+    if value is None:
+        return 0 if whole else None
+    number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    impossible = isinstance(number, float) and not math.isfinite(number)  # 1e400 reads as inf; NaN too
+    if number is None or impossible or number < 0 or (whole and number != int(number)):
+        kind = "a whole number" if whole else "a time in seconds"
+        raise ConfigError(
+            source, f"connectors.{name}.{key}", f"is {str(value)[:40]}, not {kind} of 0 or more",
+            fix="delete the file (the restart counts start again from 0)",
+        )  # fmt: skip
+    return number
 
 
 @dataclass(frozen=True)

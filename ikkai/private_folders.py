@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import tempfile
 from pathlib import Path
 
 from ikkai.errors import ConfigError
@@ -43,3 +44,24 @@ def private_folder(folder: Path, option: str, stake: str) -> Path:
         "job", option, f"{folder} {problem}: {stake}",
         fix=f"chmod 700 {folder} if it is yours, or name a folder of your own (the job creates it 0700)",
     )  # fmt: skip
+
+
+def private_temp_folder(name: str, source: str, stake: str) -> Path:
+    """``<temp>/<name>-<uid>``, created 0700; a ``ConfigError`` (``source``, the folder) unless only this user can
+    write it, ``stake`` saying what whoever else could write there would do.
+
+    In a shared ``/tmp`` another user can create that name first (squat it): it is refused, never used, and
+    since only its owner or root can remove it, the fix is a temporary folder of one's own (``TMPDIR``).
+    """
+    folder = Path(tempfile.gettempdir()) / f"{name}-{os.getuid()}"
+    problem = make_private_folder(folder)
+    if problem is None:
+        return folder
+    if os.lstat(folder).st_uid != os.getuid():
+        fix = (
+            f"another user created {folder} first and only they or root can remove it: set TMPDIR to a folder of "
+            "your own (mkdir -m 700 ~/.cache/tmp && export TMPDIR=~/.cache/tmp)"
+        )
+    else:
+        fix = f"remove {folder} (ikkai creates it again, 0700, for this user) or set TMPDIR to a folder of your own"
+    raise ConfigError(source, str(folder), f"{problem}: {stake}", fix=fix)

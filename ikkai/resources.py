@@ -40,7 +40,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from ikkai.errors import ConfigError
-from ikkai.private_folders import make_private_folder
+from ikkai.private_folders import private_temp_folder
 
 EXTRACT_ATTEMPTS = 3  # a copy other processes keep replacing under us: give up loudly after this many
 
@@ -87,14 +87,9 @@ def _digest(contents: dict[str, bytes], *, folder: bool) -> str:
 
 def _private_root() -> Path:
     """``<temp>/ikkai-<uid>``, where the copies live: created 0700, refused unless only this user can write it."""
-    root = Path(tempfile.gettempdir()) / f"ikkai-{os.getuid()}"
-    problem = make_private_folder(root)
-    if problem is None:
-        return root
-    raise ConfigError(
-        "package data", str(root),
-        f"{problem}: whoever can write it can replace the model, the Avro catalog or the transform spec a job loads",
-        fix=f"remove {root} (ikkai creates it again, 0700, for this user) or set TMPDIR to a folder of your own",
+    return private_temp_folder(
+        "ikkai", "package data",
+        "whoever can write it can replace the model, the Avro catalog or the transform spec a job loads",
     )  # fmt: skip
 
 

@@ -1,16 +1,25 @@
 """The HTTP server of ``ikkai serve``: uvicorn, with the limits a server facing a network needs.
 
 uvicorn (h11) serves the Starlette app of ``deploy.serve.app``. Its own limits are used as they are:
-at most ``MAX_CONNECTIONS`` connections at once (a request beyond that is answered 503, not queued),
 request line and headers at most ``MAX_HEADER_BYTES`` while they arrive (h11 checks only an incomplete
-request; the app answers 431 to a complete one over it), an idle keep-alive connection closed after
-``KEEP_ALIVE_SECONDS``. One limit uvicorn lacks: its keep-alive timer starts only after a response and
-is cancelled by every byte received, so a connection that sends half a request line and waits (a
-slowloris) is kept for ever. ``HeaderDeadline`` adds it: from the moment a connection is made, and again
-after each response, the request line and headers must be complete within ``HEADER_SECONDS``, however
-slowly they trickle in, or the connection is closed. It is a subclass of uvicorn's own h11 protocol
-(the version is pinned in constraints.txt) and ``tests/deploy/test_service_slowloris.py`` holds it to
-its word against the real command.
+request; the app answers 431 to a complete one over it, and 413 to an announced body over
+``MAX_BODY_BYTES``), an idle keep-alive connection closed after ``KEEP_ALIVE_SECONDS``. uvicorn's
+keep-alive timer starts only after a response and is cancelled by every byte received, so a connection
+that sends half a request (a slowloris), or its headers and then never its body, would be kept for ever.
+``RequestDeadline`` adds two limits:
+
+- **A deadline for the whole request.** From the moment a connection is made, and again after each
+  response, the request line, headers *and body* must have arrived within ``REQUEST_SECONDS``, however
+  slowly they trickle in, or the connection is closed. Once a request is complete the app's work is not
+  timed here (an apply may wait minutes on Connect).
+- **A connection budget anonymous clients cannot exhaust.** At most ``MAX_CONNECTIONS`` connections:
+  when one more is made, the connection that has waited longest *on its client* (an unfinished request,
+  or an idle keep-alive) is closed to make room. A client that sends its request at once, authenticated
+  or ``/healthz``, is therefore served however many slow connections others hold; only when every
+  connection is busy with a complete request does uvicorn answer 503.
+
+``RequestDeadline`` is a subclass of uvicorn's own h11 protocol (the version is pinned in constraints.txt)
+and ``tests/deploy/test_service_slowloris.py`` holds it to its word against the real command.
 
 Over TLS the handshake is bounded by asyncio's ``ssl_handshake_timeout`` (60 s), and the deadline
 starts once it is done.
@@ -20,34 +29,42 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 from typing import Any
 
 import uvicorn
+from starlette.requests import ClientDisconnect
+from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from deploy.serve.app import MAX_HEADER_BYTES, app_for
 from deploy.serve.service import ControlPlane, ServeTLS
 
-HEADER_SECONDS = 10.0
+REQUEST_SECONDS = 10.0
 KEEP_ALIVE_SECONDS = 5
 MAX_CONNECTIONS = 512
+_BUSY_SLACK = 16  # uvicorn's own 503 limit: above MAX_CONNECTIONS, so it answers only when all are busy
 SHUTDOWN_SECONDS = 5
 
 
-class HeaderDeadline(H11Protocol):
-    """uvicorn's h11 protocol, closing a connection whose request headers are not complete in time."""
+class RequestDeadline(H11Protocol):
+    """uvicorn's h11 protocol: a request must arrive whole in time, and the longest waiting gives way to a new one."""
 
     _deadline: asyncio.TimerHandle | None = None
     _armed_for: Any = None  # the cycle (request) that was current when the deadline was set
+    waiting_since: float | None = None  # since when this connection waits on its client; None while served
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._arm()
+        self._make_room()
 
     def handle_events(self) -> None:
         super().handle_events()
-        if self.cycle is not None and self.cycle is not self._armed_for:
-            self._disarm()  # a new request's headers were read: its body and the app's answer are not timed here
+        cycle = self.cycle
+        if cycle is not None and cycle is not self._armed_for and not cycle.more_body:
+            self._disarm()  # the request is complete: the app's answer is not timed here
+            self._armed_for = cycle
 
     def on_response_complete(self) -> None:
         self._arm()  # before the next request may start inside super() (pipelining)
@@ -60,17 +77,41 @@ class HeaderDeadline(H11Protocol):
     def _arm(self) -> None:
         self._disarm()
         self._armed_for = self.cycle
-        self._deadline = self.loop.call_later(HEADER_SECONDS, self._expire)
+        self.waiting_since = time.monotonic()
+        self._deadline = self.loop.call_later(REQUEST_SECONDS, self._expire)
 
     def _disarm(self) -> None:
+        self.waiting_since = None
         if self._deadline is not None:
             self._deadline.cancel()
             self._deadline = None
 
     def _expire(self) -> None:
-        self._deadline = None
+        self._disarm()
         if not self.transport.is_closing():
             self.transport.close()
+
+    def _make_room(self) -> None:
+        """Over ``MAX_CONNECTIONS``: close the connection that has waited longest on its client (never this one)."""
+        open_ = [c for c in self.connections if isinstance(c, RequestDeadline) and not c.transport.is_closing()]
+        if len(open_) <= MAX_CONNECTIONS:
+            return
+        waiting = [c for c in open_ if c is not self and c.waiting_since is not None]
+        if waiting:
+            min(waiting, key=lambda c: c.waiting_since or 0.0)._expire()
+
+
+class QuietDisconnects:
+    """A client gone mid-body (cut off at the request deadline, say) needs no answer and is no error to log."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await self.app(scope, receive, send)
+        except ClientDisconnect:
+            return
 
 
 class ServiceServer:
@@ -82,13 +123,13 @@ class ServiceServer:
         self.socket = socket.create_server((host, port), family=family, backlog=MAX_CONNECTIONS)
         self.server = uvicorn.Server(
             uvicorn.Config(
-                app_for(plane, secure_cookie=context is not None),
-                http=HeaderDeadline,
+                QuietDisconnects(app_for(plane, secure_cookie=context is not None)),
+                http=RequestDeadline,
                 lifespan="off",
                 log_config=None,
                 access_log=False,  # metrics count requests instead
                 server_header=False,
-                limit_concurrency=MAX_CONNECTIONS,
+                limit_concurrency=MAX_CONNECTIONS + _BUSY_SLACK,
                 timeout_keep_alive=KEEP_ALIVE_SECONDS,
                 h11_max_incomplete_event_size=MAX_HEADER_BYTES,
                 timeout_graceful_shutdown=SHUTDOWN_SECONDS,

@@ -27,15 +27,14 @@ import os
 import select
 import signal
 import socket
-import stat
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from ikkai.errors import IkkaiError
+from ikkai.private_folders import private_temp_folder
 from spark_jobs.sink.executor_writer import READY, FramingError, peer_credentials, read_frame, send_frame, started_at
 from spark_jobs.sink.partition_transactions import PartitionResult, SinkConfig, combined_result
 from spark_jobs.sink.size_bounds import (
@@ -80,16 +79,9 @@ def executor_pid() -> int:
 
 def writers_folder() -> Path:
     """The folder of this user's writer sockets: 0700 and ours, or refused."""
-    folder = Path(tempfile.gettempdir()) / f"ikkai-executor-writers-{os.getuid()}"
-    with contextlib.suppress(FileExistsError):
-        folder.mkdir(mode=0o700)
-    status = folder.lstat()
-    if not stat.S_ISDIR(status.st_mode) or status.st_uid != os.getuid() or stat.S_IMODE(status.st_mode) != 0o700:
-        raise IkkaiError(
-            f"{folder} is not a folder of uid {os.getuid()} with mode 0700",
-            fix=f"remove {folder}: the sink recreates it (its sockets let a process write as the job)",
-        )
-    return folder
+    return private_temp_folder(
+        "ikkai-executor-writers", "executor writers", "its sockets let a process write as the job",
+    )  # fmt: skip
 
 
 def socket_path(app: str, executor: int | None = None) -> Path:

@@ -74,6 +74,28 @@ def test_a_state_file_that_is_not_ours_is_an_error_naming_it(tmp_path: Path) -> 
     assert caught.value.source == str(path) and caught.value.fix == "delete the file"
 
 
+@pytest.mark.parametrize(
+    ("entry", "field"),
+    [
+        ('{"restarts": 1e400}', "restarts"),  # JSON's way to write infinity: int() of it raised OverflowError
+        ('{"restarts": -1}', "restarts"),
+        ('{"restarts": 2.5}', "restarts"),
+        ('{"restarts": 1, "last_restart": NaN}', "last_restart"),
+        ('{"restarts": 1, "healthy_since": "yesterday"}', "healthy_since"),
+    ],
+)
+def test_a_state_file_with_an_impossible_number_is_an_error_naming_the_file_and_field(
+    tmp_path: Path, entry: str, field: str
+) -> None:
+    path = tmp_path / "auto-restart.json"
+    path.write_text('{"version": 1, "connectors": {"dev/c": ' + entry + "}}")
+    with pytest.raises(ConfigError) as caught:
+        RestartStateFile(path).load_into(RestartBackoff())
+    assert (caught.value.source, caught.value.key) == (str(path), f"connectors.dev/c.{field}")
+    assert "of 0 or more" in str(caught.value)
+    assert caught.value.fix is not None and "delete the file" in caught.value.fix
+
+
 @pytest.mark.parametrize("count", [1_025, 5_000])
 def test_the_backoff_is_finite_and_capped_at_any_count(count: int) -> None:
     backoff = RestartBackoff(base=2.0, cap=300.0)  # floats, as `ikkai serve --backoff-base` gives them

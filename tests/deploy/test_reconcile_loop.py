@@ -74,3 +74,25 @@ def test_failed_passes_back_off_up_to_a_cap_and_a_clean_pass_clears_the_health(p
     loop.targets = []  # nothing left to fail
     loop.once()
     assert loop.failed_passes == 0 and loop.pause() == 1.0 and plane.health() == {"status": "ok"}
+
+
+def test_a_bundle_whose_template_never_ends_fails_the_pass_and_healthz_says_degraded(tmp_path: Path) -> None:
+    """Rendering is bounded: a template looping 10^10 times stops at its step budget, the pass ends, /healthz says
+    why (today the pass never ended and /healthz said ok)."""
+    folder = tmp_path / "bundles" / "bomb"
+    (folder / "templates").mkdir(parents=True)
+    (folder / "values").mkdir()
+    (folder / "bundle.yaml").write_text(
+        "name: bomb\nowner_prefix: bomb.\nconnectors: [{name: one, template: templates/one.json.j2}]\n"
+    )
+    loops = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+    (folder / "templates" / "one.json.j2").write_text(loops + '{"topic": "ingest.x"}\n')
+    (folder / "values" / "dev.yaml").write_text("{}\n")
+    plane = ControlPlane(TOKEN, tmp_path / "bundles", connect_url="http://127.0.0.1:9")  # nothing listens there
+    loop = ReconcileLoop(plane, [("bomb", "dev")], interval=60)
+    for url in serve(plane):
+        loop.once()
+        assert plane.metrics.reconcile_runs == 1
+        assert requests.get(f"{url}/healthz", timeout=5).json()["status"] == "degraded"
+        assert plane.metrics.reconcile_failures["BundleError"] == 1  # the apply (the restart step met no Connect)
+        assert loop.errors[0].startswith("bundle bomb templates/one.json.j2 line 1: rendering stopped: more than")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import requests
 
-from deploy.serve.http import HEADER_SECONDS, MAX_CONNECTIONS
+from deploy.serve.http import MAX_CONNECTIONS, REQUEST_SECONDS
 from stack.ports import free_port
 from tests.cli.cli_runner import IKKAI, ROOT
 
@@ -85,21 +85,10 @@ def test_idle_half_requests_are_closed_and_a_real_request_is_answered_meanwhile(
             )
             assert answered.status_code == 200
 
-            open_ = set(sockets)
-            with selectors.DefaultSelector() as selector:
-                for sock in sockets:
-                    selector.register(sock, selectors.EVENT_READ)
-                deadline = opened + HEADER_SECONDS + MARGIN_SECONDS
-                while open_ and time.monotonic() < deadline:
-                    for key, _ in selector.select(timeout=0.5):
-                        sock = key.fileobj
-                        assert isinstance(sock, socket.socket)
-                        if closed_by_peer(sock):
-                            selector.unregister(sock)
-                            open_.discard(sock)
+            open_ = wait_closed(sockets, opened + REQUEST_SECONDS + MARGIN_SECONDS - time.monotonic())
             assert not open_, (
                 f"{len(open_)} of {HALF_REQUESTS} half-requests still open "
-                f"{HEADER_SECONDS + MARGIN_SECONDS:.0f} s after they were sent"
+                f"{REQUEST_SECONDS + MARGIN_SECONDS:.0f} s after they were sent"
             )
         finally:
             for sock in sockets:
@@ -110,7 +99,7 @@ def test_a_header_trickled_a_byte_at_a_time_is_cut_off_at_the_same_deadline(tmp_
     """Every byte received restarts uvicorn's (and hypercorn's) idle timers: the deadline must be absolute."""
     with serving(tmp_path) as port:
         sockets = [half_request(port) for _ in range(TRICKLERS)]
-        deadline = time.monotonic() + HEADER_SECONDS + MARGIN_SECONDS
+        deadline = time.monotonic() + REQUEST_SECONDS + MARGIN_SECONDS
         try:
             open_ = set(sockets)
             while open_ and time.monotonic() < deadline:
@@ -122,14 +111,61 @@ def test_a_header_trickled_a_byte_at_a_time_is_cut_off_at_the_same_deadline(tmp_
                 sock.close()
 
 
-def test_past_the_connection_limit_a_request_is_answered_503_at_once(tmp_path: Path) -> None:
+def slow_body(port: int) -> socket.socket:
+    """A login whose headers arrive at once and whose announced body never does (the headers' deadline passed)."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock.sendall(
+        b"POST /ui/login HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+        b"Content-Length: 100\r\n\r\ntoken="
+    )
+    sock.setblocking(False)
+    return sock
+
+
+def wait_closed(sockets: list[socket.socket], seconds: float) -> set[socket.socket]:
+    """The sockets the server has not closed within ``seconds``."""
+    open_ = set(sockets)
+    deadline = time.monotonic() + seconds
+    with selectors.DefaultSelector() as selector:
+        for sock in sockets:
+            selector.register(sock, selectors.EVENT_READ)
+        while open_ and time.monotonic() < deadline:
+            for key, _ in selector.select(timeout=0.5):
+                sock = key.fileobj
+                assert isinstance(sock, socket.socket)
+                if closed_by_peer(sock):
+                    selector.unregister(sock)
+                    open_.discard(sock)
+    return open_
+
+
+def test_a_body_that_never_arrives_is_cut_off_at_the_request_deadline(tmp_path: Path) -> None:
+    """Headers complete, body announced, never sent: the deadline covers the whole request, not the headers only."""
     with serving(tmp_path) as port:
-        sockets = [half_request(port) for _ in range(MAX_CONNECTIONS)]
+        sockets = [slow_body(port) for _ in range(TRICKLERS)]
         try:
-            shed = requests.get(
-                f"http://127.0.0.1:{port}/metrics", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=5
-            )
-            assert shed.status_code == 503
+            left = wait_closed(sockets, REQUEST_SECONDS + MARGIN_SECONDS)
+            assert not left, f"{len(left)} of {TRICKLERS} bodies that never came still held"
+        finally:
+            for sock in sockets:
+                sock.close()
+
+
+def test_anonymous_clients_past_the_connection_limit_do_not_refuse_healthz_or_an_authenticated_request(
+    tmp_path: Path,
+) -> None:
+    """More slow bodies and half-requests than the server takes connections: a new connection closes the one
+    that has waited longest on its client, so /healthz and an authenticated /metrics are still answered."""
+    with serving(tmp_path) as port:
+        sockets = [slow_body(port) for _ in range(10)] + [half_request(port) for _ in range(MAX_CONNECTIONS + 10)]
+        try:
+            for _ in range(3):
+                health = requests.get(f"http://127.0.0.1:{port}/healthz", timeout=5)
+                assert health.status_code == 200 and health.json()["status"] == "ok"
+                metrics = requests.get(
+                    f"http://127.0.0.1:{port}/metrics", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=5
+                )
+                assert metrics.status_code == 200
         finally:
             for sock in sockets:
                 sock.close()

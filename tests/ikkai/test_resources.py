@@ -158,7 +158,10 @@ def test_a_copy_folder_of_another_user_or_behind_a_link_is_refused(
     other = os.getuid() + 4242  # a folder named for that user, but this user's: so not that user's own
     monkeypatch.setattr(os, "getuid", lambda: other)
     (zipped_package / f"ikkai-{other}").mkdir(mode=0o700)
-    assert f"belongs to uid {other - 4242}, not to this user (uid {other})" in _refused(zipped_package)
+    message = _refused(zipped_package)
+    assert f"belongs to uid {other - 4242}, not to this user (uid {other})" in message
+    assert "another user created" in message and "set TMPDIR" in message  # it cannot remove what it does not own
+    assert f"remove {zipped_package}" not in message
 
 
 def test_the_copy_folder_is_created_private(zipped_package: Path) -> None:

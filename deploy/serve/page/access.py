@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from urllib.parse import parse_qs
 
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
@@ -23,7 +24,10 @@ MAX_FORM_FIELDS = 8  # the page's forms have one or two fields
 
 async def form(request: Request) -> dict[str, str]:
     """The fields of the request's urlencoded form, the first value of each."""
-    fields = parse_qs((await request.body()).decode("utf-8", "replace"), max_num_fields=MAX_FORM_FIELDS)
+    try:
+        fields = parse_qs((await request.body()).decode("utf-8", "replace"), max_num_fields=MAX_FORM_FIELDS)
+    except ValueError:  # more fields than that: a forged form
+        raise HTTPException(400, f"a form of more than {MAX_FORM_FIELDS} fields: the page's have one or two") from None
     return {k: v[0] for k, v in fields.items()}
 
 
