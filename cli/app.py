@@ -9,6 +9,7 @@ Exit codes: 0 ok, 1 error, 2 usage error, 3 ``stack status`` found the stack not
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import traceback
@@ -25,6 +26,7 @@ from cli.plugins import plugins as plugins_group
 from cli.stack import setup, smoke, stack
 from cli.transforms import transforms as transforms_group
 from ikkai.errors import IkkaiError
+from ikkai.redaction import RedactingFormatter
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -40,7 +42,17 @@ for command in (
     cli.add_command(command)
 
 
+def log_redacted() -> None:
+    """Log lines go to stderr as logging's last resort prints them (warnings and worse, the message alone, then
+    any traceback), with URL credentials redacted: ``ikkai serve``'s reconcile loop logs Connect's errors."""
+    handler = logging.StreamHandler()
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(RedactingFormatter())
+    logging.getLogger().addHandler(handler)
+
+
 def main() -> None:
+    log_redacted()
     try:
         cli.main(standalone_mode=False)
     except click.exceptions.Abort:
