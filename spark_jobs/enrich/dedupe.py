@@ -50,9 +50,10 @@ class EventTimeGate:
         watermark = self.watermark
         verdict: tuple[str, str] | None = None
         if watermark is not None and event_time < watermark:
+            newest = r.instant(watermark + self.lateness_ms)  # the max event_time
             verdict = (r.LATE, f"event_time {r.instant(event_time)} is {watermark - event_time} ms behind the "
-                               f"partition's watermark {r.instant(watermark)} (max event_time "
-                               f"{r.instant(self.max_event_time)} - lateness {self.lateness_ms} ms)")  # fmt: skip
+                               f"partition's watermark {r.instant(watermark)} (max event_time {newest} - "
+                               f"lateness {self.lateness_ms} ms)")  # fmt: skip
         elif event_id in self.accepted and (watermark is None or self.accepted[event_id] >= watermark):
             verdict = (r.DUPLICATE, f"event_id {r.quote(event_id)} was already accepted (event_time "
                                     f"{r.instant(self.accepted[event_id])})")  # fmt: skip

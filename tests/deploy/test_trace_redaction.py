@@ -94,7 +94,7 @@ def test_a_validation_message_quoting_a_url_loses_its_credential() -> None:
 CARD_TRACE = (
     "org.apache.kafka.connect.errors.DataException: cannot convert value 4111\u00a01111\u20131111.1111 of field pan\n"
     "\tat io.example.Converter.convert(Converter.java:42)\n"
-    "Caused by: java.lang.NumberFormatException: For input string: \"4111 1111 1111 1111\" at 1795884189781"
+    'Caused by: java.lang.NumberFormatException: For input string: "4111 1111 1111 1111" at 1795884189781'
 )
 
 
