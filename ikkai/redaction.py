@@ -4,7 +4,7 @@ Key names mark most secrets (``connectors.secrets``); a URL can carry one under 
 ``jdbc:postgresql://db/x?user=a&password=secret``, ``http://user:pass@host/``. This module is the
 one rule for that, used by everything that prints a config value, a plan or an error with a URL in
 it (bundle render and plan, the lint, the schema registry's errors). The outbox sink's Java applies
-the same rule (``dev.ikkai.outbox.Urls``).
+the same rule (``dev.ikkai.outbox.Urls``), where a URL ends only at white space (the sink writes no HTML).
 
 A URL is a run of non-space text that starts with a scheme and ``://`` (``jdbc:postgresql://`` too)
 and ends before a space, a ``"``, a ``<`` or a ``>`` (none of which a URL holds unencoded, so a URL in

@@ -3,13 +3,15 @@
 The Connect URL carries a password three ways (user info, ``?password=``, ``&token=``) and points at a Connect
 that is not there (a closed port) or refuses every request (401). The real ``ikkai`` runs as a user runs it:
 ``bundle status`` in text and ``-o json``, then ``ikkai serve`` with a reconcile loop on that URL, whose log
-lines, ``/healthz`` (the degraded reason), API error bodies (the 422) and page HTML (bundles and connectors views,
-an action's flash message) are each read and searched for the secret. Each exit must also show the redaction
+lines, ``/healthz`` (the degraded reason), API error bodies (the 422), page HTML (bundles and connectors views,
+an action's flash message) and the page's session cookie (which carries the flash) are each read and searched
+for the secret. Each exit must also show the redaction
 (``<redacted>``), so an exit that printed nothing about the URL does not pass by saying nothing.
 """
 
 from __future__ import annotations
 
+import base64
 import html
 import json
 import os
@@ -128,7 +130,21 @@ def page_texts(url: str) -> dict[str, str]:
     texts = {view: session.get(f"{url}/ui/env/dev/{view}", timeout=60).text for view in ("bundles", "connectors")}
     acted = session.post(f"{url}/ui/env/dev/bundles/{BUNDLE}/restart", data={"csrf": csrf.group(1)}, timeout=120)
     texts["flash after restart"] = acted.text
+    cookies = [r.headers.get("set-cookie", "") for r in (*acted.history, acted)]
+    texts["cookies set around the restart"] = " ".join([*cookies, *map(cookie_text, cookies)])
     return texts
+
+
+def cookie_text(header: str) -> str:
+    """What a cookie carries, readable: each dot-separated part of its value decoded from base64 where it is."""
+    value = header.partition("=")[2].partition(";")[0]
+    parts = []
+    for part in value.split("."):
+        try:
+            parts.append(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)).decode("utf-8", "replace"))
+        except ValueError:
+            parts.append(part)
+    return " ".join(parts)
 
 
 @pytest.mark.parametrize("kind", ["unreachable", "refusing"])
