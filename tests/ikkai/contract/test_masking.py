@@ -94,3 +94,5 @@ def test_an_error_about_a_value_is_shown_masked_and_cut() -> None:
     )
     problem = path_problem("4111111111111111/holds")  # a path without its leading '/' is quoted in the refusal
     assert problem is not None and "4111111111111111" not in problem and "1111" in problem
+    cut = path_problem("x" * 55 + "4111111111111111")  # the quote's cut falls inside the card number
+    assert cut is not None and "4111" not in cut and "*********…" in cut
