@@ -14,6 +14,7 @@ bundle tools first, about a second of a job's start for nothing (``benchmarks.cl
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import sys
 import traceback
@@ -22,6 +23,7 @@ import click
 
 from cli.output import chosen_output, show_error
 from ikkai.errors import IkkaiError
+from ikkai.redaction import RedactingFormatter
 
 # Each command: the module and the name it is defined under, in the order `ikkai --help` lists them.
 COMMANDS = {
@@ -60,7 +62,17 @@ def cli() -> None:
     """ikkai: exactly-once ML inference on Kafka, Kafka Connect and Spark."""
 
 
+def log_redacted() -> None:
+    """Log lines go to stderr as logging's last resort prints them (warnings and worse, the message alone, then
+    any traceback), with URL credentials redacted: ``ikkai serve``'s reconcile loop logs Connect's errors."""
+    handler = logging.StreamHandler()
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(RedactingFormatter())
+    logging.getLogger().addHandler(handler)
+
+
 def main() -> None:
+    log_redacted()
     try:
         cli.main(standalone_mode=False)
     except click.exceptions.Abort:

@@ -4,6 +4,9 @@ errors on stderr.
 With ``-o json`` an error is one JSON object on stderr too (``error_document``): the error's class, its
 message, its structured fields and the fix; the exit code stays what it is in text mode. The option's
 callback remembers the format for cli/app.py, which maps every error in one place.
+
+Everything printed here passes the one redaction (``ikkai.redaction``) on its way out: a result, an error
+(its message, fix and every field, a Connect URL's ``url`` included) and a progress line.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+
+from ikkai.redaction import redact_data, redact_urls
 
 F = TypeVar("F", bound=Callable[..., Any])
 _chosen = {"output": "text"}  # the -o of the command being run, for the error mapping
@@ -46,7 +51,7 @@ def chosen_output(argv: list[str] | None = None) -> str:
 
 
 def emit(data: dict[str, Any], output: str, text: Callable[[dict[str, Any]], str]) -> None:
-    click.echo(json.dumps(data, indent=2, sort_keys=True) if output == "json" else text(data))
+    click.echo(json.dumps(redact_data(data), indent=2, sort_keys=True) if output == "json" else redact_urls(text(data)))
 
 
 def _plain(value: Any) -> Any:
@@ -66,17 +71,19 @@ _NOT_FIELDS = frozenset({"message", "fix", "args"})
 
 
 def error_document(exc: BaseException, *, fix: str | None = None) -> dict[str, Any]:
-    """``{"error": class, "message": one line, "fields": {...}, "fix": ...}`` for ``-o json``."""
+    """``{"error": class, "message": one line, "fields": {...}, "fix": ...}`` for ``-o json``, redacted."""
     fields = {k: _plain(v) for k, v in vars(exc).items() if not k.startswith("_") and k not in _NOT_FIELDS}
     message = getattr(exc, "message", None)
     if not isinstance(message, str):
         message = exc.format_message() if isinstance(exc, click.ClickException) else str(exc)
-    return {
+    document = {
         "error": type(exc).__name__,
         "message": message,
         "fields": dict(sorted(fields.items())),
         "fix": getattr(exc, "fix", None) or fix,
     }
+    redacted: dict[str, Any] = redact_data(document)
+    return redacted
 
 
 def show_error(exc: BaseException, text: str, *, fix: str | None = None) -> None:
@@ -84,7 +91,7 @@ def show_error(exc: BaseException, text: str, *, fix: str | None = None) -> None
     if chosen_output() == "json":
         click.echo(json.dumps(error_document(exc, fix=fix), sort_keys=True), err=True)
     else:
-        click.echo(text, err=True)
+        click.echo(redact_urls(text), err=True)
 
 
 def progress_printer(output: str) -> Callable[[str], None] | None:
@@ -98,6 +105,6 @@ def progress_printer(output: str) -> Callable[[str], None] | None:
     started = time.monotonic()
 
     def say(line: str) -> None:
-        click.echo(f"[{time.monotonic() - started:5.1f}s] {line}", err=True)
+        click.echo(f"[{time.monotonic() - started:5.1f}s] {redact_urls(line)}", err=True)
 
     return say

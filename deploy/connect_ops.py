@@ -22,8 +22,11 @@ from connectors.secrets import REDACTED, is_placeholder, redact, secret_keys
 from deploy.connect_rest import ConnectClient, ConnectRestError
 from deploy.connector_status import trace_summary
 from deploy.errors import ConnectorNotFound, ConnectorStateError
+from ikkai.contract.masking import masked_prefix
 from ikkai.errors import ConfigError
 from ikkai.redaction import redact_urls
+
+MAX_TRACE_CHARS = 4096  # what a view, `bundle status` or `connect describe` shows of a trace's summary
 
 Progress = Callable[[str], None]
 LEVELS = ("TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF")
@@ -87,13 +90,14 @@ def password_keys(client: ConnectClient, connector_class: str) -> frozenset[str]
 
 def shown_trace(trace: str | None, hidden: Collection[str] = ()) -> str | None:
     """What ikkai shows of a Connect trace: its summary, with the literal secret values ``hidden`` and the
-    credentials of any URL in it (``ikkai.redaction``) replaced by ``REDACTED``. Pure."""
+    credentials of any URL in it (``ikkai.redaction``) replaced by ``REDACTED``, card numbers masked to their
+    last four (``ikkai.contract.masking``: a task's trace may quote a record) and cut to ``MAX_TRACE_CHARS``. Pure."""
     summary = trace_summary(trace)
     if summary is None:
         return None
     for secret in hidden:
         summary = summary.replace(secret, REDACTED)
-    return redact_urls(summary)
+    return masked_prefix(redact_urls(summary), MAX_TRACE_CHARS)
 
 
 def describe_data(client: ConnectClient, name: str) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from deploy.plan import (
     owned_leftovers,
     prune_plan,
 )
+from ikkai.contract.masking import mask_card_numbers
 from ikkai.errors import IkkaiError
 from ikkai.redaction import redact_urls
 
@@ -61,7 +62,7 @@ class ApplyFailed(IkkaiError):
     """A connector or task did not reach its target state; the previous configs were restored."""
 
     def __init__(self, connector: str, state: str, trace: str, rolled_back: list[str]) -> None:
-        trace = redact_urls(trace)
+        trace = mask_card_numbers(redact_urls(trace))  # a task's trace may quote a record's card number
         first = trace_summary(trace) or "no trace"
         super().__init__(
             f"connector {connector} is {state} after apply: {first}; "

@@ -144,3 +144,21 @@ def test_the_checks_find_what_they_look_for() -> None:
     # A code span in a heading keeps its text in the fragment, as on GitHub.
     headings = HEADING.findall(without_fences("## 7. `ikkai serve` over HTTPS\n```\n# not a heading\n```\n"))
     assert [anchor(h) for h in headings] == ["7-ikkai-serve-over-https"]
+
+
+# The team's own issue tracker is not shipped: "issue 46 item 8", "#43 case 6" mean nothing to a user.
+TRACKER = re.compile(r"\bissues? #?\d+ (?:item|case)s? \d+|(?<![\w/-])#4\d (?:item|case)\b")
+
+
+def test_the_docs_do_not_name_the_teams_issues() -> None:
+    files = repository_files()
+    docs = sorted(name for name in files if name == "README.md" or re.fullmatch(r"docs/[^/]+\.md", name))
+    found = [
+        f"{name}:{text.count(chr(10), 0, match.start()) + 1}: {match.group()}"
+        for name in docs
+        for text in [(ROOT / name).read_text()]
+        for match in TRACKER.finditer(text)
+    ]
+    assert TRACKER.search("the row (issue 46 item 8)") and TRACKER.search("see #43 case 6")
+    assert not TRACKER.search("librdkafka issue #4605")
+    assert not found, "say what the row is, not which issue asked for it:\n  " + "\n  ".join(found)

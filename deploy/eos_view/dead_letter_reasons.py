@@ -25,7 +25,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from deploy.kafka_windows import Deadline, Record, Where, last_records, offsets
 from ikkai.contract.kafka import KafkaContext
-from ikkai.contract.masking import mask_card_numbers
+from ikkai.contract.masking import masked_prefix
 from ikkai.contract.topics import DLQ_PREFIX
 from ikkai.redaction import redact_urls
 
@@ -43,8 +43,8 @@ def shown_reason(text: str | None) -> str:
     """A reason as a person may read it: card numbers masked, URL credentials redacted, cut. Pure."""
     if not text:
         return ""
-    shown = redact_urls(mask_card_numbers(text))
-    return shown if len(shown) <= SHOWN_REASON_CHARS else shown[: SHOWN_REASON_CHARS - 1] + "…"
+    # Only a prefix is read: a reason from another writer may be a megabyte of digits (masking costs per group).
+    return masked_prefix(redact_urls(text[: 16 * SHOWN_REASON_CHARS]), SHOWN_REASON_CHARS)
 
 
 @dataclass(frozen=True)

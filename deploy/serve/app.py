@@ -27,6 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from connectors.manifest import BUNDLE_NAME, ENVIRONMENT_NAME
 from deploy.serve.metrics import CONTENT_TYPE
+from deploy.serve.outgoing import RedactedResponses
 from deploy.serve.page import page_app
 from deploy.serve.service import ControlPlane, ServeTokens
 from ikkai.errors import IkkaiError
@@ -194,7 +195,7 @@ def app_for(plane: ControlPlane, *, secure_cookie: bool = False) -> ASGIApp:
         for verb, method in _METHOD.items()
     ]
     starlette = Starlette(routes=routes, exception_handlers={404: no_route, 405: wrong_method})
-    return Guard(starlette, plane)
+    return RedactedResponses(Guard(starlette, plane))  # every body leaves redacted (deploy.serve.outgoing)
 
 
 _SCHEMAS = SchemaGenerator(

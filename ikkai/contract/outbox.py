@@ -18,7 +18,7 @@ from urllib.parse import unquote
 
 from ikkai.contract import ids
 from ikkai.contract.ids import KEY_VERSION, KEY_VERSIONS, KeyVersion
-from ikkai.contract.masking import mask_card_numbers
+from ikkai.contract.masking import masked_prefix
 from ikkai.errors import IkkaiError
 
 REQUEST_SCHEMA = "outbox_request"
@@ -96,10 +96,15 @@ def header_problem(name: str, value: object) -> str | None:
     return f"{name}: {problem}" if problem else None
 
 
+def _quoted_path(path: str) -> str:
+    """``path`` as a problem quotes it: masked before it is cut, so a cut never leaves a card's first digits."""
+    return masked_prefix(repr(path[:1024]), 66)
+
+
 def path_problem(path: str) -> str | None:
     """Why ``path`` is not a path under a target's base URL (the sink's Targets.join rule, and a length), or None."""
     if not path.startswith("/") or path.startswith("//"):
-        return f"{mask_card_numbers(repr(path[:64]))} must start with a single '/'"
+        return f"{_quoted_path(path)} must start with a single '/'"
     problem = value_problem(path, max_bytes=MAX_PATH_BYTES, allowed=PATH, what="a URL path")
     if problem is None and ("\\" in path or "#" in path):
         problem = "has '\\' or '#', which a URL path cannot carry"
@@ -107,7 +112,7 @@ def path_problem(path: str) -> str | None:
         return problem
     segments = (unquote(s.split(";", 1)[0]) for s in path.split("?", 1)[0].split("/"))
     if any(s in (".", "..") for s in segments):
-        return f"{mask_card_numbers(repr(path[:64]))} has a dot segment: it would leave the target's base URL"
+        return f"{_quoted_path(path)} has a dot segment: it would leave the target's base URL"
     return None
 
 

@@ -50,15 +50,17 @@ class EventTimeGate:
         watermark = self.watermark
         verdict: tuple[str, str] | None = None
         if watermark is not None and event_time < watermark:
-            verdict = (r.LATE, f"event_time {event_time} is {watermark - event_time} ms behind the partition's "
-                               f"watermark {watermark} (max event_time {self.max_event_time} - lateness "
-                               f"{self.lateness_ms} ms)")  # fmt: skip
+            newest = r.instant(watermark + self.lateness_ms)  # the max event_time
+            verdict = (r.LATE, f"event_time {r.instant(event_time)} is {watermark - event_time} ms behind the "
+                               f"partition's watermark {r.instant(watermark)} (max event_time {newest} - "
+                               f"lateness {self.lateness_ms} ms)")  # fmt: skip
         elif event_id in self.accepted and (watermark is None or self.accepted[event_id] >= watermark):
             verdict = (r.DUPLICATE, f"event_id {r.quote(event_id)} was already accepted (event_time "
-                                    f"{self.accepted[event_id]})")  # fmt: skip
+                                    f"{r.instant(self.accepted[event_id])})")  # fmt: skip
         elif payment_id in self.latest and self.latest[payment_id] >= event_time:
-            verdict = (r.STALE, f"payment {r.quote(payment_id)} already has an event at {self.latest[payment_id]}, "
-                                f"not older than this one's {event_time}")  # fmt: skip
+            verdict = (r.STALE, f"payment {r.quote(payment_id)} already has an event at "
+                                f"{r.instant(self.latest[payment_id])}, not older than this one's "
+                                f"{r.instant(event_time)}")  # fmt: skip
         else:
             self.accepted[event_id] = event_time
             self.latest[payment_id] = event_time

@@ -31,7 +31,7 @@ producer's ``message.max.bytes``; the sink also sets aside any record too large 
 A reason never quotes a card number, whichever field holds it (a card number sent as a JSON number
 was once quoted whole as ``wrong_type``): values are quoted only through ``enrich.reasons.quote``,
 which masks card-number-like digits to their last four, and instants are written as ISO-8601 text
-(``_instant``), never as 13 digits of epoch millis that no reader can tell from a PAN.
+(``reasons.instant``), never as 13 digits of epoch millis that no reader can tell from a PAN.
 
 Everything depends on the record alone (its key, value, partition and Kafka timestamp), never on
 the clock: "the future" is more than ``MAX_CLOCK_SKEW_MS`` after the ingest record's own
@@ -66,7 +66,7 @@ import json
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from ikkai.contract.partitioning import kafka_partition
@@ -132,15 +132,6 @@ def parse_event_time(text: str) -> int | None:
         return None
     millis = int((fraction or "0").ljust(3, "0"))
     return int(moment.timestamp()) * 1000 + millis
-
-
-def _instant(millis: int) -> str:
-    """Epoch millis as ISO-8601 UTC text for a reason (``2026-01-05T10:00:00.123Z``); never raises."""
-    try:
-        moment = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=millis)
-    except OverflowError:
-        return "an instant outside the years 1 to 9999"
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _walk(document: Any) -> Iterator[tuple[int, str, Any]]:
@@ -310,7 +301,7 @@ def parse_record(
         return Rejection(
             r.FUTURE_TIMESTAMP,
             f"event_time {r.quote(document['event_time'])} is more than {MAX_CLOCK_SKEW_MS // 60_000} min after "
-            f"the record was ingested ({_instant(ingest_timestamp)})",
+            f"the record was ingested ({r.instant(ingest_timestamp)})",
         )
     rejection = _check_domains(document)
     if rejection is not None:

@@ -54,9 +54,10 @@ stale                its payment already has an accepted event with the same or 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Final
 
-from ikkai.contract.masking import mask_card_numbers
+from ikkai.contract.masking import masked_prefix
 from spark_jobs.sink import dead_letters
 
 EMPTY_VALUE: Final = "empty_value"
@@ -101,6 +102,18 @@ VALUE_SHA256_HEADER: Final = dead_letters.VALUE_SHA256_HEADER
 QUOTED_CHARS: Final = 60  # characters of an offending value quoted in a reason
 
 
+def instant(millis: int) -> str:
+    """Epoch millis as ISO-8601 UTC text for a reason (``2026-01-05T10:00:00.123Z``); never raises.
+
+    A reason names instants so, never as epoch millis: 13 digits a person cannot read, and which the card
+    mask would hide when they happen to pass the Luhn check (``ikkai.contract.masking``)."""
+    try:
+        moment = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=millis)
+    except OverflowError:
+        return "an instant outside the years 1 to 9999"
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def quote(value: object) -> str:
     """``value`` as a reason quotes it: as JSON (bytes as a Python literal), masked, cut to ``QUOTED_CHARS``.
 
@@ -109,5 +122,4 @@ def quote(value: object) -> str:
     Card-number-like digits are masked before the cut, so the cut never leaves a PAN's first digits.
     """
     text = repr(value) if isinstance(value, bytes) else json.dumps(value, ensure_ascii=False)
-    text = mask_card_numbers(text.encode("utf-8", "backslashreplace").decode("utf-8"))
-    return text if len(text) <= QUOTED_CHARS else text[: QUOTED_CHARS - 1] + "…"
+    return masked_prefix(text.encode("utf-8", "backslashreplace").decode("utf-8"), QUOTED_CHARS)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Final
 
-from ikkai.contract.masking import mask_card_numbers
+from ikkai.contract.masking import masked_prefix
 
 DEAD_LETTER_VALUE_BYTES: Final = 512 * 1024
 DEAD_LETTER_KEY_BYTES: Final = 16 * 1024
@@ -42,8 +42,7 @@ MAX_REASON_CHARS: Final = 1024
 
 def reason_text(error: BaseException) -> str:
     """A dead letter's reason from an error: card-number-like digits masked to their last four, then cut."""
-    text = mask_card_numbers(str(error))
-    return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 1] + "…"
+    return masked_prefix(str(error), MAX_REASON_CHARS)
 
 
 def cut_copy(

@@ -15,6 +15,7 @@ from deploy.eos_view.dead_letter_reasons import (
     ERROR_CLASS_HEADER,
     LAST_RECORDS,
     REASON_HEADER,
+    SHOWN_REASON_CHARS,
     STAGE_HEADER,
     UNKNOWN,
     ReasonCount,
@@ -96,3 +97,21 @@ def test_recent_dead_letters_are_read_from_their_topics_end_by_their_headers(boo
     assert counts[("infer", "ValueError")].newest_reason == "card ************1111 #2"
     assert counts[("enrich", "not_json")].count == LAST_RECORDS - 3  # the window is the last LAST_RECORDS offsets
     assert abs(counts[("infer", "ValueError")].newest_ms / 1000 - time.time()) < 3600
+
+
+def test_a_megabyte_reason_of_digit_groups_is_shown_from_its_prefix_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reason from another writer may be huge, and masking costs per group of digits: the page masks a bounded
+    prefix (``masked_prefix``), before the cut."""
+    from ikkai.contract import masking
+
+    masked: list[int] = []
+    original = masking.mask_card_numbers
+
+    def spy(text: str) -> str:
+        masked.append(len(text))
+        return original(text)
+
+    monkeypatch.setattr(masking, "mask_card_numbers", spy)
+    shown = shown_reason("x" * 190 + "4111 1111 1111 1111 " + "1 " * 500_000)
+    assert len(shown) == SHOWN_REASON_CHARS and "4111" not in shown and shown.endswith("*********…")
+    assert masked and max(masked) < 10 * SHOWN_REASON_CHARS, masked

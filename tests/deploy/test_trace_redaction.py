@@ -89,3 +89,29 @@ def test_a_validation_message_quoting_a_url_loses_its_credential() -> None:
         ("connection.password", f"Invalid value {REDACTED}"),
         ("connection.url", f"Cannot connect to {URL.replace(SECRET, REDACTED)} (refused)"),
     )
+
+
+CARD_TRACE = (
+    "org.apache.kafka.connect.errors.DataException: cannot convert value 4111\u00a01111\u20131111.1111 of field pan\n"
+    "\tat io.example.Converter.convert(Converter.java:42)\n"
+    'Caused by: java.lang.NumberFormatException: For input string: "4111 1111 1111 1111" at 1795884189781'
+)
+
+
+@pytest.mark.parametrize("output", ["text", "json"])
+def test_a_trace_quoting_a_card_number_shows_its_last_four_only(
+    output: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 46 item 5: a task's trace quoting a record's card number, whatever separates its digits, in the
+    connectors view, `bundle status` and `connect describe` (all read ``shown_trace``) and a failed apply."""
+    status = {
+        "connector": {"state": "RUNNING", "worker_id": "w1:8083", "trace": None},
+        "tasks": [{"id": 0, "state": "FAILED", "worker_id": "w1:8083", "trace": CARD_TRACE}],
+        "type": "sink",
+    }
+    info = {"type": "sink", "config": {"connector.class": "io.example.JdbcSink", "topics": "payments"}}
+    shown = printed(describe_view("jdbc-sink", status, info, frozenset(), ["payments"]), output, describe_text, capsys)
+    assert "4111" not in shown and shown.count("************1111") == 2
+    assert "1795884189781" in shown  # a number that is no card number stays readable
+    failed = ApplyFailed("jdbc-sink", "FAILED (task 0)", CARD_TRACE, [])
+    assert "4111" not in str(failed) + failed.trace and "Converter.java:42" in failed.trace

@@ -74,3 +74,25 @@ def test_registry_settings_and_a_bad_registry_url_never_print_credentials() -> N
         with pytest.raises(ConfigError) as caught:
             check_url(url)
         assert "s3cret" not in str(caught.value) and "is not an http(s) URL" in str(caught.value)
+
+
+def test_a_url_ends_at_a_quote_or_a_tag_and_html_gets_the_escaped_marker() -> None:
+    from html import escape
+
+    text = '<td>http://u:p@h/x?password=s</td> "http://h/?token=t" <a href="http://u:p@h/">'
+    shown = redact_urls(text, escape(REDACTED))
+    marker = escape(REDACTED)
+    assert (
+        shown
+        == f'<td>http://{marker}@h/x?password={marker}</td> "http://h/?token={marker}" <a href="http://{marker}@h/">'
+    )
+    assert redact_urls(shown, marker) == shown  # redacting twice changes nothing, with either marker
+
+
+def test_data_is_redacted_string_by_string_numbers_kept() -> None:
+    from ikkai.redaction import redact_data
+
+    data = {"url": "http://u:p@h/?token=t", "fields": [{"n": 1, "ok": True, "none": None}, ("http://u:p@h",)]}
+    assert redact_data(data) == {
+        "url": f"http://{R}@h/?token={R}", "fields": [{"n": 1, "ok": True, "none": None}, [f"http://{R}@h"]],
+    }  # fmt: skip

@@ -61,6 +61,7 @@ from deploy.serve.page.views import (
 from deploy.serve.service import ControlPlane
 from ikkai.contract.topics import APPLIES
 from ikkai.errors import IkkaiError
+from ikkai.redaction import redact_urls
 
 REFRESH_SECONDS = 5  # the connectors view reloads itself this often
 APPLIES_SECONDS = 3.0  # the bundles view's read of the last applies; unread, they are shown as unknown
@@ -71,7 +72,8 @@ _PAUSE = {"pause": "pause_connector", "resume": "resume_connector"}
 
 
 def _one_line(exc: IkkaiError) -> str:
-    return str(exc).splitlines()[0]
+    """The error's first line, redacted here too: as a flash message it leaves inside the session cookie."""
+    return redact_urls(str(exc).splitlines()[0])
 
 
 class Page:

@@ -6,10 +6,10 @@ characters, trailing newlines, digits of other scripts, huge numbers, nested val
 numbers in every field (as text, as JSON numbers, split by spaces or dashes, inside other text).
 Each record must come out as exactly one event or one dead letter, never as an exception; the
 classified rows must survive the Arrow conversion Spark applies to them; every dead letter encodes
-(Avro, UTF-8 headers), and its reason quotes no card number: no bad-input reason holds a run of 12
-to 19 digits at all, and no reason holds one that the input held (PCI DSS: a stored PAN is
-unreadable). The Spark test sends the same kind of records through the job's own batch function
-(transforms, as-of join, encoding) and checks what the sink would write.
+(Avro, UTF-8 headers), and its reason quotes no card number (13 to 19 digits passing the Luhn check,
+``tests.ikkai.contract.card_number_checks``): no bad-input reason holds one at all, and no reason holds one
+that the input held (PCI DSS: a stored PAN is unreadable). The Spark test sends the same kind of records
+through the job's own batch function (transforms, as-of join, encoding) and checks what the sink would write.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from spark_jobs.enrich.records import (
     classify,
     encode_dead_letters,
 )
+from tests.ikkai.contract.card_number_checks import card_numbers_in, with_check_digit
 from tests.spark_jobs.enrich.test_parse import INGESTED, PARTITIONS, VALID
 from transforms import CURRENCY_EXPONENTS, load_spec
 
@@ -64,9 +65,9 @@ hostile_char = st.one_of(
     st.sampled_from(["\n", "\r", "\x00", "\t", " ", "\x85", "\u2028", "\ufeff", "\\", '"']),
 )
 hostile_text = st.lists(hostile_char, max_size=30).map("".join)  # st.text() would drop the surrogates
-# A card number wherever a sender might put one: a 12-19 digit string, the same split by spaces or
-# dashes, inside other text, or a JSON number where a string belongs (int and float).
-pan_digits = st.integers(10**11, 10**19 - 1).map(str)
+# A card number wherever a sender might put one: 13-19 digits that pass the Luhn check, the same split by
+# spaces or dashes, inside other text, or a JSON number where a string belongs (int and float).
+pan_digits = st.integers(10**11, 10**18 - 1).map(lambda body: with_check_digit(str(body)))
 pan_text = st.one_of(
     pan_digits,
     pan_digits.map(lambda pan: " ".join(pan[i : i + 4] for i in range(0, len(pan), 4))),
@@ -74,8 +75,6 @@ pan_text = st.one_of(
     st.builds(lambda before, pan, after: before + pan + after, hostile_text, pan_digits, hostile_text),
 )
 card_like = st.one_of(pan_text, st.integers(10**11, 10**19 - 1), st.integers(10**11, 10**19 - 1).map(float))
-# A run of 12 or more digits (any script), also when single spaces or dashes split it: a card number's shape.
-CARD_LIKE = re.compile(r"\d(?:[ -]?\d){11,}")
 
 
 def _digits_of(text: str, zero: int) -> str:
@@ -171,20 +170,12 @@ def check_dead_letter(value: bytes, headers: dict[str, str], raw: dict[tuple[int
     check_no_card_number(letter["error_class"], letter["reason"], letter["value"])
 
 
-def _card_digits(text: str) -> set[str]:
-    return {"".join(c for c in run if c.isdigit()) for run in CARD_LIKE.findall(text)}
-
-
 def check_no_card_number(error_class: str, reason: str, raw_value: bytes | None) -> None:
-    """A reason quotes no card number: a bad-input reason has no card-like run at all, none has one of the input's.
-
-    The event-time reasons (``enrich.dedupe``) also name instants as epoch millis, 13 digits the job
-    computed: those may be card-shaped, but they are not the input's.
-    """
+    """A reason quotes no card number: a bad-input reason none at all, no reason one of the input's."""
     if error_class in r.BAD_INPUT_CLASSES:
-        assert not CARD_LIKE.search(reason), reason
-    quoted = _card_digits((raw_value or b"").decode("utf-8", "replace"))
-    assert not quoted & _card_digits(reason), reason
+        assert not card_numbers_in(reason), reason
+    quoted = card_numbers_in((raw_value or b"").decode("utf-8", "replace"))
+    assert not quoted & card_numbers_in(reason), reason
 
 
 def check_admitted(row: Any, raw_value: bytes) -> None:

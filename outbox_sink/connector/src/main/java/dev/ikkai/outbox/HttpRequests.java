@@ -120,17 +120,28 @@ final class HttpRequests {
         return headers;
     }
 
-    /** At most {@code maxBytes} of the body as text (invalid UTF-8 replaced), for a dead-letter header. */
+    /**
+     * At most {@code maxBytes} of the body as text (invalid UTF-8 replaced), card numbers masked ({@link CardNumbers}),
+     * for a dead-letter header. Masked before the cut (a card's digits reach at most {@link CardNumbers#LONGEST_CARD_BYTES}
+     * past it), so a cut never leaves a card number's first digits.
+     */
     static String excerpt(byte[] body, int maxBytes) {
         if (body == null || maxBytes == 0) {
             return "";
         }
-        int n = Math.min(body.length, maxBytes);
+        String masked = CardNumbers.mask(decoded(body, Math.min(body.length, maxBytes + CardNumbers.LONGEST_CARD_BYTES)));
+        byte[] utf8 = masked.getBytes(StandardCharsets.UTF_8);
+        String shown = utf8.length <= maxBytes ? masked : decoded(utf8, maxBytes);
+        return shown + (body.length > maxBytes ? "…" : "");
+    }
+
+    /** The first {@code n} bytes of {@code bytes} as text; a character cut at the end is left out. */
+    private static String decoded(byte[] bytes, int n) {
         CharsetDecoder decoder = StandardCharsets.UTF_8.newDecoder()
             .onMalformedInput(CodingErrorAction.REPLACE).onUnmappableCharacter(CodingErrorAction.REPLACE);
         CharBuffer out = CharBuffer.allocate(n);
-        decoder.decode(ByteBuffer.wrap(body, 0, n), out, false);  // false: a character cut at the end is left out
+        decoder.decode(ByteBuffer.wrap(bytes, 0, n), out, false);  // false: a character cut at the end is left out
         out.flip();
-        return out.toString() + (body.length > n ? "…" : "");
+        return out.toString();
     }
 }

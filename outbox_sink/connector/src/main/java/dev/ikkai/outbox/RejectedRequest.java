@@ -2,7 +2,8 @@ package dev.ikkai.outbox;
 
 /**
  * Why a record goes to the dead-letter queue instead of (or after) being sent. {@code kind} is
- * machine-readable (the {@code ikkai.dlq.error_class} header); the message is for people.
+ * machine-readable (the {@code ikkai.dlq.error_class} header); the message is for people, and shows no card
+ * number (it becomes the dead letter's {@code ikkai.dlq.reason}, the receipt's reason and a log line).
  */
 public final class RejectedRequest extends Exception {
     private static final long serialVersionUID = 1L;
@@ -29,8 +30,9 @@ public final class RejectedRequest extends Exception {
 
     private final String kind;
 
+    /** {@code message}, its card numbers masked ({@link CardNumbers}: a path or a server's answer may quote one), then bounded. */
     public RejectedRequest(String kind, String message) {
-        super(Bounded.text(message, MESSAGE_BYTES), null, false, false);
+        super(Bounded.text(CardNumbers.mask(message), MESSAGE_BYTES), null, false, false);
         this.kind = kind;
     }
 
