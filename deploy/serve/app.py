@@ -49,7 +49,8 @@ PAGE = "/ui"  # the operator page: its own login and session cookie instead of t
 ENVIRONMENTS = "ikkai.environments"  # set in the ASGI scope by Guard: what the caller's token covers
 WHO = "ikkai.who"  # set in the ASGI scope by Guard: the caller's token's fingerprint, for the audit log
 PAGE_POLICY = (
-    "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+    "default-src 'none'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; base-uri 'none'; "
+    "frame-ancestors 'none'"
 )
 OTHER_POLICY = "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'"  # JSON, SVG charts, CSS
 _SHOWN_HOST = 100  # characters of a refused Host quoted back
