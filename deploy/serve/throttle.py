@@ -58,10 +58,6 @@ class FailureThrottle:
             while len(self._failures) > self.max_clients:
                 del self._failures[next(iter(self._failures))]
 
-    def succeeded(self, client: str) -> None:
-        with self._lock:
-            self._failures.pop(client, None)
-
     def _recent(self, client: str) -> list[float]:
         now = self.clock()
         return [at for at in self._failures.get(client, []) if now - at < self.window_seconds]
