@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import requests
 
 from deploy.serve.throttle import MAX_FAILURES
@@ -48,3 +49,33 @@ def test_a_named_proxy_is_believed_and_the_throttle_keys_on_the_client_it_names(
         url = f"http://127.0.0.1:{port}"
         assert [login(url, WRONG, "10.9.9.1") for _ in range(MAX_FAILURES + 1)][-1] == 429
         assert login(url, WRONG, "10.9.9.2") == 401  # another client behind the proxy: its own count
+
+
+def test_behind_a_tls_proxy_the_cookie_is_secure_and_origins_are_https(tmp_path: Path) -> None:
+    """The service cannot see the proxy's TLS: ``--tls-proxy`` says so, and the page's cookie is Secure."""
+    with test_service_slowloris.serving(tmp_path, "--tls-proxy") as port:
+        url = f"http://127.0.0.1:{port}"
+        seen = f"https://127.0.0.1:{port}"  # what the browser in front of the proxy sends
+        assert requests.post(f"{url}/ui/login", data={"token": TOKEN}, headers={"Origin": url}, timeout=30,
+                             allow_redirects=False).status_code == 403  # fmt: skip
+        login = requests.post(f"{url}/ui/login", data={"token": TOKEN}, headers={"Origin": seen}, timeout=30,
+                              allow_redirects=False)  # fmt: skip
+        assert login.status_code == 303 and "; secure" in login.headers["set-cookie"].lower()
+
+
+def test_every_interface_needs_the_names_clients_use(tmp_path: Path) -> None:
+    from deploy.serve.site import ServeSite
+    from ikkai.errors import ConfigError
+    from tests.cli.cli_runner import run_ikkai
+
+    result = run_ikkai("serve", "--host", "0.0.0.0", "--insecure-http", "--port", "0", "--bundles-dir",  # noqa: S104
+                       str(tmp_path), env={"IKKAI_SERVE_TOKEN": TOKEN}, timeout=60)  # fmt: skip
+    assert result.returncode == 1
+    [line] = result.stderr.strip().splitlines()
+    assert "--host 0.0.0.0" in line and "--server-name" in line
+    site = ServeSite.of("0.0.0.0", ("ikkai.example.com", "10.0.0.5"))  # noqa: S104
+    assert site.host_ok("ikkai.example.com:8484") and site.host_ok("10.0.0.5") and not site.host_ok("127.0.0.1")
+    assert ServeSite.of("::1").host_ok("[::1]:8484") and ServeSite.of("127.0.0.1").host_ok("localhost:1")
+    with pytest.raises(ConfigError) as caught:
+        ServeSite.of("::")
+    assert "--server-name" in (caught.value.fix or "")
