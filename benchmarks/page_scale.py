@@ -136,6 +136,7 @@ def measure(bootstrap: str, connect_url: str, home: Path, connectors: int, parti
         ]
         with served(plane) as url:
             session = requests.Session()
+            session.headers["Origin"] = url  # as a browser sends it with a form
             # no redirect followed: the home page would redirect to the connectors view and read the table
             session.post(f"{url}/ui/login", data={"token": TOKEN}, allow_redirects=False, timeout=30).raise_for_status()
             view = f"{url}/ui/env/{ENV}/connectors"

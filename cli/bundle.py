@@ -229,6 +229,20 @@ def delete(
     "--tls-client-ca", type=click.Path(dir_okay=False, path_type=Path), envvar="IKKAI_SERVE_TLS_CLIENT_CA",
     help="Require client certificates signed by this CA, PEM (mutual TLS). [env IKKAI_SERVE_TLS_CLIENT_CA]",
 )  # fmt: skip
+@click.option(
+    "--server-name", "server_names", multiple=True, metavar="NAME",
+    help="A name clients use in the Host header (repeatable); others get 421. [default: localhost and the "
+    "loopback addresses on a loopback --host, else --host itself; required on every interface]",
+)  # fmt: skip
+@click.option(
+    "--tls-proxy", is_flag=True,
+    help="Browsers reach this server over HTTPS through a TLS-terminating proxy: the page's cookie is Secure.",
+)  # fmt: skip
+@click.option(
+    "--forwarded-allow-ips", metavar="ADDRESSES", default="",
+    help="The proxy (comma-separated addresses or networks) whose X-Forwarded-For/-Proto are believed "
+    "[default: no one].",
+)  # fmt: skip
 def serve(
     host: str,
     port: int,
@@ -246,14 +260,21 @@ def serve(
     tls_cert: Path | None,
     tls_key: Path | None,
     tls_client_ca: Path | None,
+    server_names: tuple[str, ...],
+    tls_proxy: bool,
+    forwarded_allow_ips: str,
 ) -> None:
     """Serve plan/apply/status/restart over HTTP or HTTPS (bearer token), /healthz and /metrics."""
+    import logging
     import os
+    import sys
     import threading
 
     from deploy.auto_restart import RestartBackoff, RestartStateFile
+    from deploy.serve.audit import AUDIT
     from deploy.serve.http import make_server
     from deploy.serve.service import ControlPlane, ReconcileLoop, ServeTLS, check_plain_http, read_tokens
+    from deploy.serve.site import ServeSite
     from ikkai.settings import ikkai_home
 
     plane = ControlPlane(read_tokens(os.environ, token_file), bundles_dir, connect_url, clusters)
@@ -265,8 +286,15 @@ def serve(
         plane.request(bundle_name, env)
         pairs.append((bundle_name, env))
     tls = ServeTLS.of(tls_cert, tls_key, tls_client_ca)
-    check_plain_http(host, tls, insecure_http)
-    server = make_server(plane, host, port, tls)
+    check_plain_http(host, tls, insecure_http or tls_proxy)
+    proxies = tuple(a.strip() for a in forwarded_allow_ips.split(",") if a.strip())
+    site = ServeSite.of(host, server_names, https=tls_proxy, proxies=proxies)
+    if not AUDIT.handlers:  # the audit log goes to stderr, beside the server's own lines
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s audit %(message)s"))
+        AUDIT.addHandler(handler)
+        AUDIT.setLevel(logging.INFO)
+    server = make_server(plane, host, port, tls, site)
     loop = None
     if pairs:
         loop = ReconcileLoop(

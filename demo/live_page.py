@@ -45,7 +45,7 @@ class LivePage:
 
     def start(self) -> str:
         private_dir(self.run_dir)
-        token = secrets.token_urlsafe(24)
+        token = secrets.token_urlsafe(32)  # 256 bits (ikkai serve refuses a token under 128)
         write_private(self.token_file, token + "\n")
         cluster = {"connect_url": self.endpoints.connect_url, "bootstrap_servers": self.endpoints.bootstrap_servers}
         self.clusters_file.write_text(yaml.safe_dump({ENV: cluster}))

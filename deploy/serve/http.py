@@ -39,6 +39,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from deploy.serve.app import MAX_HEADER_BYTES, app_for
 from deploy.serve.service import ControlPlane, ServeTLS
+from deploy.serve.site import ServeSite
 
 REQUEST_SECONDS = 10.0
 KEEP_ALIVE_SECONDS = 5
@@ -117,13 +118,20 @@ class QuietDisconnects:
 class ServiceServer:
     """The bound socket and the uvicorn server on it; ``serve_forever`` blocks until ``shutdown``."""
 
-    def __init__(self, plane: ControlPlane, host: str, port: int, tls: ServeTLS | None) -> None:
+    def __init__(
+        self, plane: ControlPlane, host: str, port: int, tls: ServeTLS | None, site: ServeSite | None = None
+    ) -> None:
         context = tls.context() if tls else None  # its files are checked here, before the port is bound
+        site = site or ServeSite.of(host)
+        if context is not None and not site.https:
+            site = ServeSite(site.names, True, site.proxies)
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.socket = socket.create_server((host, port), family=family, backlog=MAX_CONNECTIONS)
         self.server = uvicorn.Server(
             uvicorn.Config(
-                QuietDisconnects(app_for(plane, secure_cookie=context is not None)),
+                QuietDisconnects(app_for(plane, site=site, cookie=f"ikkai_page_{self.port}")),  # a cookie per server
+                proxy_headers=bool(site.proxies),  # X-Forwarded-* believed only from the proxy named
+                forwarded_allow_ips=list(site.proxies),
                 http=RequestDeadline,
                 lifespan="off",
                 log_config=None,
@@ -153,7 +161,12 @@ class ServiceServer:
 
 
 def make_server(
-    plane: ControlPlane, host: str = "127.0.0.1", port: int = 0, tls: ServeTLS | None = None
+    plane: ControlPlane,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    tls: ServeTLS | None = None,
+    site: ServeSite | None = None,
 ) -> ServiceServer:
-    """HTTP, or HTTPS with ``tls`` (its files are checked here, before the port is bound)."""
-    return ServiceServer(plane, host, port, tls)
+    """HTTP, or HTTPS with ``tls`` (its files are checked here, before the port is bound); ``site``: the names
+    and proxy it answers for (``deploy.serve.site``; default: those of ``host``)."""
+    return ServiceServer(plane, host, port, tls, site)

@@ -40,6 +40,7 @@ from deploy.auto_restart import RestartBackoff, RestartStateFile
 from deploy.bundle_ops import BundleRequest
 from deploy.connector_status import failure
 from deploy.serve.metrics import Metrics
+from deploy.serve.throttle import FailureThrottle
 from deploy.serve.tokens import TOKEN_VAR, ServeTokens, read_token, read_tokens
 from ikkai.errors import ConfigError, IkkaiError
 
@@ -64,6 +65,7 @@ class ControlPlane:
     clusters: Path | None = None
     metrics: Metrics = field(default_factory=Metrics)
     degraded: str | None = None  # why the reconcile loop is not well, for /healthz; None while it is
+    throttle: FailureThrottle = field(default_factory=FailureThrottle)  # wrong tokens per peer: login and API
 
     @property
     def tokens(self) -> ServeTokens:

@@ -8,17 +8,20 @@ environment, as before. A token file may instead scope its tokens, one per line:
     prod: 9c41...
     *: 77d0...                   (every environment, like a single token)
 
-Blank lines and ``#`` comments are skipped; every token is at least ``MIN_LENGTH`` characters and
-used once. ``/metrics`` takes any of the tokens; a bundle route takes only a token that covers its
-environment (403 otherwise). Like ssh with a private key, a token file that its group or others may
-read is refused, with the ``chmod`` that fixes it.
+Blank lines and ``#`` comments are skipped; every token is used once and carries at least ``MIN_BITS``
+bits by ``estimated_bits`` (a token of one repeated letter, a word padded with one, is refused where it is
+read, before the port is bound; ``openssl rand -hex 24`` makes a good one). ``/metrics`` takes any of the
+tokens; a bundle route takes only a token that covers its environment (403 otherwise). Like ssh with a
+private key, a token file that its group or others may read is refused, with the ``chmod`` that fixes it.
 """
 
 from __future__ import annotations
 
 import hmac
+import math
 import re
 import stat
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +30,7 @@ from connectors.manifest import ENVIRONMENT_NAME
 from ikkai.errors import ConfigError
 
 TOKEN_VAR = "IKKAI_SERVE_TOKEN"  # noqa: S105 - the variable's name, not a token
-MIN_LENGTH = 16
+MIN_BITS = 128
 EVERY = "*"
 _SCOPED = re.compile(r"^\s*([a-z0-9*][a-z0-9_*,\s-]*?)\s*:\s*(\S+)\s*$")
 
@@ -55,11 +58,24 @@ class ServeTokens:
         return EVERY in environments or env in environments
 
 
-def _too_short(where: str) -> ConfigError:
+def estimated_bits(token: str) -> float:
+    """The token's length times the Shannon entropy of its characters (as often as each occurs): 0 for one
+    repeated letter, about 180 for ``openssl rand -hex 24``. It counts how varied the characters are, not how
+    they were made, so it refuses the repeated and the padded but cannot tell a pattern from chance; it never
+    counts more than a random token of the same length over the same characters carries."""
+    counts = Counter(token)
+    return -sum(n * math.log2(n / len(token)) for n in counts.values()) if token else 0.0
+
+
+def _weak(where: str, token: str) -> ConfigError | None:
+    """A refusal when ``token`` is missing or estimated under ``MIN_BITS`` bits; never quotes it."""
+    bits = estimated_bits(token)
+    if bits >= MIN_BITS:
+        return None
+    why = "missing" if not token else f"about {bits:.0f} bits by the variety of its characters, under {MIN_BITS} bits"
     return ConfigError(
-        where, "token", f"missing or shorter than {MIN_LENGTH} characters",
-        fix="e.g. export IKKAI_SERVE_TOKEN=$(openssl rand -hex 24)",
-    )  # fmt: skip
+        where, "token", why, fix="make a random one, e.g. export IKKAI_SERVE_TOKEN=$(openssl rand -hex 24)"
+    )
 
 
 def read_token_file(path: Path) -> str:
@@ -80,8 +96,9 @@ def read_token_file(path: Path) -> str:
 def read_token(env: Mapping[str, str], token_file: Path | None) -> str:
     """One token for every environment: the whole token file, or ``$IKKAI_SERVE_TOKEN``."""
     token = read_token_file(token_file).strip() if token_file else env.get(TOKEN_VAR, "").strip()
-    if len(token) < MIN_LENGTH:
-        raise _too_short(str(token_file) if token_file else f"${TOKEN_VAR}")
+    weak = _weak(str(token_file) if token_file else f"${TOKEN_VAR}", token)
+    if weak is not None:
+        raise weak
     return token
 
 
@@ -104,11 +121,12 @@ def read_tokens(env: Mapping[str, str], token_file: Path | None) -> ServeTokens:
         if match is None or not envs or not all(e == "*" or ENVIRONMENT_NAME.match(e) for e in envs):
             raise ConfigError(where, "token", "not 'environments: token'", fix="e.g. 'dev, staging: <token>'")
         token = match.group(2)
-        if len(token) < MIN_LENGTH:
-            raise _too_short(where)
+        weak = _weak(where, token)
+        if weak is not None:
+            raise weak
         if any(token == known for known, _ in scopes):
             raise ConfigError(where, "token", "used on an earlier line too", fix="give each line its own token")
         scopes.append((token, envs))
     if not scopes:
-        raise _too_short(str(token_file))
+        raise ConfigError(str(token_file), "token", "missing", fix="write a token, e.g. $(openssl rand -hex 24)")
     return ServeTokens(tuple(scopes))

@@ -170,6 +170,7 @@ def shown(page: str) -> list[str]:
 def test_page_two_shows_the_connectors_page_one_does_not(crowded: tuple[str, str]) -> None:
     url, prefix = crowded
     session = requests.Session()
+    session.headers["Origin"] = url  # as a browser sends it with a form
     assert session.post(f"{url}/ui/login", data={"token": TOKEN}, timeout=30).status_code == 200
     view = f"{url}/ui/env/dev/connectors"
     one, two = (session.get(view, params={"page": n}, timeout=30).text for n in (1, 2))

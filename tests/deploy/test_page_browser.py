@@ -118,7 +118,8 @@ class Page:
         return int(self.driver.execute_async_script(script, f"{self.url}{path}", form))  # type: ignore[attr-defined]
 
 
-def chromium() -> object:
+def chromium(*flags: str) -> object:
+    """Headless Chromium under Selenium, with Chromium's own command-line ``flags`` added."""
     missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
     if missing:
         pytest.fail(f"no {' and no '.join(missing)}: the page's browser tests need Debian's chromium and its driver "
@@ -131,7 +132,7 @@ def chromium() -> object:
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
     for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                 f"--window-size={SIZE[0]},{SIZE[1]}"):  # fmt: skip
+                 f"--window-size={SIZE[0]},{SIZE[1]}", *flags):  # fmt: skip
         options.add_argument(flag)
     return webdriver.Chrome(options=options, service=Service(executable_path=str(CHROMEDRIVER)))
 

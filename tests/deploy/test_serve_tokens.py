@@ -9,14 +9,14 @@ import pytest
 import requests
 
 from deploy.serve.service import ControlPlane, ServeTLS, check_plain_http
-from deploy.serve.tokens import ServeTokens, read_token, read_tokens
+from deploy.serve.tokens import MIN_BITS, ServeTokens, estimated_bits, read_token, read_tokens
 from ikkai.errors import ConfigError
 from tests.cli.cli_runner import run_ikkai
 from tests.deploy.serving import serve
 
-DEV = "dev-staging-token-" + "d" * 16
-PROD = "prod-token-" + "p" * 16
-ALL = "every-env-token-" + "a" * 16
+DEV = "ecf8481c54e2aa4cc810a9c185858bfc0674e5bd66140553"
+PROD = "eee67f80b2140b5eec3a9f585f5a129a8c22a70fb7f7ff60"
+ALL = "a7Kq2ZpX9vR4mT1wLc8NbY3sHd6Gj0Ue5Fo_-iQ"
 
 
 def token_file(tmp_path: Path, text: str, mode: int = 0o600) -> Path:
@@ -55,7 +55,7 @@ def test_scoped_tokens_cover_their_environments_only(tmp_path: Path) -> None:
     [
         (f"dev: {DEV}\nprod {PROD}\n", "line 2: token: not 'environments: token'"),
         (f"dev: {DEV}\nProd: {PROD}\n", "line 2: token: not 'environments: token'"),
-        (f"dev: {DEV}\nprod: short\n", "line 2: token: missing or shorter than 16"),
+        (f"dev: {DEV}\nprod: short\n", "line 2: token: about 12 bits by the variety of its characters, under 128"),
         (f"dev: {DEV}\nprod: {DEV}\n", "line 2: token: used on an earlier line too"),
     ],
 )
@@ -105,3 +105,27 @@ def test_serve_on_every_interface_without_tls_is_one_line_naming_the_flag(tmp_pa
     assert result.returncode == 1
     [line] = result.stderr.strip().splitlines()
     assert "--host 0.0.0.0" in line and "--insecure-http" in line and "in clear" in line
+
+
+@pytest.mark.parametrize("weak", ["a" * 64, "ab" * 32, "every-env-token-" + "a" * 16, "0123456789abcdef"])
+def test_a_token_of_under_128_bits_is_refused_when_read(tmp_path: Path, weak: str) -> None:
+    assert estimated_bits(weak) < MIN_BITS
+    with pytest.raises(ConfigError, match="bits") as caught:
+        read_tokens({"IKKAI_SERVE_TOKEN": weak}, None)
+    assert caught.value.fix is not None and "openssl rand -hex 24" in caught.value.fix
+    assert weak not in str(caught.value)
+    with pytest.raises(ConfigError, match=r"line 2.*bits"):
+        read_tokens({}, token_file(tmp_path, f"prod: {PROD}\ndev: {weak}\n"))
+    result = run_ikkai("serve", "--port", "0", "--bundles-dir", str(tmp_path), env={"IKKAI_SERVE_TOKEN": weak},
+                       timeout=60)  # fmt: skip
+    assert result.returncode == 1
+    [line] = result.stderr.strip().splitlines()
+    assert "$IKKAI_SERVE_TOKEN" in line and "128 bits" in line and weak not in line
+
+
+def test_random_tokens_of_the_documented_sizes_pass() -> None:
+    import secrets
+
+    for _ in range(200):
+        for token in (secrets.token_hex(24), secrets.token_urlsafe(32)):
+            assert estimated_bits(token) >= MIN_BITS, token

@@ -23,7 +23,7 @@ from stack.kit.topic_io import read_all
 from tests.cli.cli_runner import IKKAI
 from tests.deploy.serving import serve
 
-TOKEN = "test-token-" + "x" * 16
+TOKEN = "test-token-Hq4vZ8sLw2NcR7kT1mXb9pYd3Gf6Jz0"  # noqa: S105 - a test's token, over 128 bits
 SHIPPED = Path(__file__).resolve().parents[2] / "connectors" / "bundles"
 
 

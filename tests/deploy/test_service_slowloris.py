@@ -23,18 +23,19 @@ from deploy.serve.http import MAX_CONNECTIONS, REQUEST_SECONDS
 from stack.ports import free_port
 from tests.cli.cli_runner import IKKAI, ROOT
 
-TOKEN = "slowloris-token-" + "z" * 16
+TOKEN = "slowloris-token-Mb7Nc2Xz9Lk4Jh1Gf6Dd3Ss8Aa5Qw0"  # noqa: S105 - a test's token, over 128 bits
 HALF_REQUESTS = 300
 TRICKLERS = 20
 MARGIN_SECONDS = 10.0  # a behavioural bound on a shared machine, not a speed benchmark
 
 
 @contextmanager
-def serving(tmp_path: Path) -> Iterator[int]:
+def serving(tmp_path: Path, *flags: str) -> Iterator[int]:
+    """``ikkai serve`` with ``flags``, as a user starts it: its port while it runs."""
     port = free_port()
     environment = {k: v for k, v in os.environ.items() if not k.startswith("IKKAI_")} | {"IKKAI_SERVE_TOKEN": TOKEN}
     process = subprocess.Popen(
-        [str(IKKAI), "serve", "--port", str(port), "--bundles-dir", str(tmp_path)],
+        [str(IKKAI), "serve", "--port", str(port), "--bundles-dir", str(tmp_path), *flags],
         env=environment, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:

@@ -2,8 +2,12 @@
 
 Server-rendered: Jinja2 templates (autoescaped) and one stylesheet, both shipped in this package and served
 from it, nothing fetched from elsewhere. ``GET /ui/login`` asks for the same bearer token as the API and
-``POST /ui/login`` turns it into a signed session cookie (HttpOnly, SameSite=Strict, Secure over HTTPS;
-``deploy.serve.page.session``). Every other page needs that cookie (else a redirect to the login) and covers
+``POST /ui/login`` turns it into a session kept in this process, whose random id is the cookie
+(``ikkai_page_<port>``, Path ``/ui``, HttpOnly, SameSite=Strict, Secure over HTTPS or behind ``--tls-proxy``;
+``deploy.serve.page.session``); the logout ends it. Every login, failed login, logout and action is a line
+of the audit log (``deploy.serve.audit``). Connector names go into the actions' URLs as one quoted path
+segment each (the ``segment`` filter), so no name can point a button at another route. Every other page
+needs that session (else a redirect to the login) and covers
 only the environments the token covers (else 403); every action is a POST that also needs the session's CSRF
 token in its form (else 403). ``page_app``'s routes say which each needs, and ``deploy.serve.page.access``
 checks it. The views call Connect (and the flow and health views Kafka, through ``deploy.eos_view.flow`` and
@@ -17,23 +21,21 @@ themselves every ``REFRESH_SECONDS``; the flow and latency charts are SVG ``<img
 from __future__ import annotations
 
 import math
-import secrets
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
-from starlette.middleware.sessions import SessionMiddleware
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from deploy import applies, bundle_ops
 from deploy.eos_view.event_decisions import EVENTS_WINDOW
@@ -41,6 +43,7 @@ from deploy.eos_view.flow import DEAD_LETTERS, STAGES, FlowReader, rates
 from deploy.eos_view.health import LOOKBACK, MAX_PARTITIONS, STUCK_SECONDS, Health, HealthReader
 from deploy.eos_view.latency import BUCKET_SECONDS, BUCKETS
 from deploy.eos_view.reconciliation import GRACE_SECONDS, RECEIPTS_WINDOW, REQUESTS_WINDOW
+from deploy.serve.audit import NOBODY, audit, fingerprint
 from deploy.serve.page import session as login
 from deploy.serve.page.access import Access, form
 from deploy.serve.page.charts import flow_chart, latency_chart
@@ -59,14 +62,15 @@ from deploy.serve.page.views import (
     reconciliation_view,
 )
 from deploy.serve.service import ControlPlane
+from deploy.serve.throttle import peer
 from ikkai.contract.topics import APPLIES
 from ikkai.errors import IkkaiError
 from ikkai.redaction import redact_urls
 
 REFRESH_SECONDS = 5  # the connectors view reloads itself this often
 APPLIES_SECONDS = 3.0  # the bundles view's read of the last applies; unread, they are shown as unknown
-SESSION_COOKIE = "ikkai_page"
-SESSION_SECONDS = 8 * 3600  # a working day; a restarted server (new signing key) ends every session sooner
+SESSION_COOKIE = "ikkai_page"  # deploy.serve.http adds the port: one cookie per server of a host
+SESSION_ID = "ikkai.session_id"  # set in the ASGI scope by SessionCookie: the live session's id, or None
 FLASH = "flash"
 _PAUSE = {"pause": "pause_connector", "resume": "resume_connector"}
 
@@ -76,14 +80,38 @@ def _one_line(exc: IkkaiError) -> str:
     return redact_urls(str(exc).splitlines()[0])
 
 
+def segment(name: str) -> str:
+    """``name`` as one path segment of a URL: every character but letters, digits and ``-._~`` quoted."""
+    return quote(name, safe="")
+
+
+class SessionCookie:
+    """Puts the live session the request's cookie names (``SessionStore``) into ``scope["session"]``, else an
+    empty mapping that is kept nowhere; its id into ``scope[SESSION_ID]``."""
+
+    def __init__(self, app: ASGIApp, store: login.SessionStore, cookie: str) -> None:
+        self.app, self.store, self.cookie = app, store, cookie
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            sid = HTTPConnection(scope).cookies.get(self.cookie)
+            fields = self.store.get(sid)
+            scope["session"] = {} if fields is None else fields
+            scope[SESSION_ID] = None if fields is None else sid
+        await self.app(scope, receive, send)
+
+
 class Page:
     """The page's endpoints for ``plane``; which access each needs is said once, in ``page_app``'s routes."""
 
-    def __init__(self, plane: ControlPlane) -> None:
+    def __init__(self, plane: ControlPlane, *, cookie: str = SESSION_COOKIE, secure_cookie: bool = False) -> None:
         self.plane = plane
+        self.cookie, self.secure_cookie = cookie, secure_cookie
         loader = PackageLoader("deploy.serve.page", "templates")
-        self.templates = Jinja2Templates(env=Environment(loader=loader, autoescape=select_autoescape(default=True)))
-        self.throttle = login.LoginThrottle()  # failed logins per client address (429 after too many)
+        templates = Environment(loader=loader, autoescape=select_autoescape(default=True))
+        templates.filters["segment"] = segment
+        self.templates = Jinja2Templates(env=templates)
+        self.sessions = login.SessionStore()
         self.readers = EnvironmentReaders(plane)
 
     def environments(self) -> dict[str, list[str]]:
@@ -102,26 +130,42 @@ class Page:
         return self.render(request, "login.html")
 
     async def login_post(self, request: Request) -> Response:
-        client = request.client.host if request.client else "unknown"
-        wait = self.throttle.wait_seconds(client)
-        if wait > 0:
-            seconds = math.ceil(wait)
-            error = f"too many failed logins from this address: try again in {seconds} s"
-            refused = self.render(request, "login.html", status=429, error=error)
-            refused.headers["Retry-After"] = str(seconds)
-            return refused
-        token = (await form(request)).get("token", "")
-        covered = self.plane.tokens.environments(token.strip())
+        """A right token is always let in; a wrong one counts against the peer (``deploy.serve.throttle``)."""
+        client = peer(request.scope)
+        token = (await form(request)).get("token", "").strip()
+        covered = self.plane.tokens.environments(token)
         if covered is None:
-            self.throttle.failed(client)
+            wait = self.plane.throttle.wait_seconds(client)
+            self.plane.throttle.failed(client)
+            audit("login failed", who=NOBODY, peer=client, throttled=wait > 0)
+            if wait > 0:
+                seconds = math.ceil(wait)
+                error = f"too many failed logins from this address: try again in {seconds} s"
+                refused = self.render(request, "login.html", status=429, error=error)
+                refused.headers["Retry-After"] = str(seconds)
+                return refused
             return self.render(request, "login.html", status=401, error="not a token of this server")
-        self.throttle.succeeded(client)
-        login.log_in(request.session, covered)
-        return RedirectResponse("/ui/", status_code=303)
+        self.sessions.end(request.scope.get(SESSION_ID))  # a new id at every login: no fixation
+        who = fingerprint(token)
+        sid = self.sessions.create(covered, who=who)
+        audit("login", who=who, peer=client, env=",".join(sorted(covered)))
+        done = RedirectResponse("/ui/", status_code=303)
+        done.set_cookie(self.cookie, sid, max_age=int(login.MAX_SECONDS), path="/ui", secure=self.secure_cookie,
+                        httponly=True, samesite="strict")  # fmt: skip
+        return done
 
     async def logout(self, request: Request) -> Response:
-        request.session.clear()
-        return RedirectResponse("/ui/login", status_code=303)
+        audit("logout", who=request.session.get(login.WHO, NOBODY), peer=peer(request.scope))
+        self.sessions.end(request.scope.get(SESSION_ID))
+        done = RedirectResponse("/ui/login", status_code=303)
+        done.delete_cookie(self.cookie, path="/ui", secure=self.secure_cookie, httponly=True, samesite="strict")
+        return done
+
+    def acted(self, request: Request, what: str, env: str, result: str, **fields: str) -> None:
+        """The action's line in the audit log, and its result for the next page (the flash)."""
+        audit(what, who=request.session.get(login.WHO, NOBODY), peer=peer(request.scope), env=env, result=result,
+              **fields)  # fmt: skip
+        request.session[FLASH] = result
 
     async def home(self, request: Request) -> Response:
         envs = [e for e in self.environments() if login.covers(request.session, e)]
@@ -254,7 +298,7 @@ class Page:
             done = f"{verb} {bundle}/{env}: done" if verb == "apply" else f"restarted {', '.join(result['restarted'])}"
         except IkkaiError as exc:
             done = f"{verb} {bundle}/{env} failed: {_one_line(exc)}"
-        request.session[FLASH] = done
+        self.acted(request, f"page {verb}", env, done, bundle=bundle)
         return RedirectResponse(f"/ui/env/{env}/connectors", status_code=303)
 
     async def connector_action(self, request: Request) -> Response:
@@ -270,15 +314,17 @@ class Page:
             return f"{verb} {name}: asked (a reconcile loop applying this bundle puts back its target state)"
 
         try:
-            request.session[FLASH] = await run_in_threadpool(act)
+            done = await run_in_threadpool(act)
         except IkkaiError as exc:
-            request.session[FLASH] = f"{verb} {name} failed: {_one_line(exc)}"
+            done = f"{verb} {name} failed: {_one_line(exc)}"
+        self.acted(request, f"page {verb}", env, done, bundle=bundle, connector=name)
         return RedirectResponse(f"/ui/env/{env}/connectors", status_code=303)
 
 
-def page_app(plane: ControlPlane, *, secure_cookie: bool = False) -> ASGIApp:
-    """The page for ``plane``; ``secure_cookie`` (served over HTTPS) marks the session cookie Secure."""
-    page = Page(plane)
+def page_app(plane: ControlPlane, *, secure_cookie: bool = False, cookie: str = SESSION_COOKIE) -> ASGIApp:
+    """The page for ``plane``; ``cookie`` names its session cookie, ``secure_cookie`` (browsers see HTTPS) marks
+    it Secure."""
+    page = Page(plane, cookie=cookie, secure_cookie=secure_cookie)
     access = Access(page.environments)
     seen, acted = access.seen, access.acted
     static = Path(__file__).with_name("static")
@@ -295,12 +341,10 @@ def page_app(plane: ControlPlane, *, secure_cookie: bool = False) -> ASGIApp:
         Route("/env/{env}/latency.svg", seen(page.latency_svg), methods=["GET"]),
         Route("/env/{env}/bundles/{bundle}/{verb}", acted(page.bundle_action), methods=["POST"]),
         Route(
-            "/env/{env}/bundles/{bundle}/connectors/{connector}/{verb}", acted(page.connector_action), methods=["POST"]
+            "/env/{env}/bundles/{bundle}/connectors/{connector:path}/{verb}",
+            acted(page.connector_action),
+            methods=["POST"],
         ),
         Mount("/static", StaticFiles(directory=static), name="static"),
     ]
-    session = Middleware(
-        SessionMiddleware, secret_key=secrets.token_urlsafe(32), session_cookie=SESSION_COOKIE,
-        max_age=SESSION_SECONDS, path="/ui", same_site="strict", https_only=secure_cookie,
-    )  # fmt: skip
-    return Starlette(routes=routes, middleware=[session])
+    return Starlette(routes=routes, middleware=[Middleware(SessionCookie, store=page.sessions, cookie=cookie)])

@@ -1,15 +1,19 @@
-"""Who is logged in to the page, and the CSRF rule every action obeys. Pure over the session mapping.
+"""Who is logged in to the page, and the CSRF rule every action obeys.
 
-The session lives in a cookie signed by Starlette's ``SessionMiddleware`` (itsdangerous), so the server keeps
-no session table and a restart (a new signing key) logs everyone out. It holds the environments the login
-token covers, never the token itself, and a synchronizer CSRF token: a random value made at login, written
-into every form of the page, and compared (in constant time) with the form's copy on every POST. A page
-from another site cannot read it, and with ``SameSite=Strict`` the browser does not even send the cookie
-on a cross-site POST; either alone refuses a forged action, together they do not depend on each other.
+Sessions live in this process (``SessionStore``); the cookie holds only a random id, so it carries
+nothing readable (no CSRF token, no environments), a logout or ``IDLE_SECONDS`` without a request ends it
+for good, and a restart ends them all. Cookies ignore ports: a browser sends the cookie to every server on
+127.0.0.1, and another local user's server that the operator visits receives the id; it is refused after
+the logout or the idle time, and by any other server. A session holds the environments the login token
+covers, never the token itself, who logged in (``WHO``: the token's short fingerprint) and a synchronizer
+CSRF token: a random value made at login, written into every form of the page, and compared (in constant
+time) with the form's copy on every POST. A page elsewhere cannot read it, and the server also refuses a
+POST whose ``Origin`` is not its own (``deploy.serve.site``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import secrets
 import threading
@@ -22,6 +26,7 @@ from deploy.serve.tokens import EVERY
 ENVIRONMENTS = "environments"
 CSRF = "csrf"
 CSRF_FIELD = "csrf"  # the form field that carries the copy
+WHO = "who"  # who logged in, for the audit log
 
 
 def log_in(session: MutableMapping[str, Any], environments: Iterable[str]) -> None:
@@ -48,51 +53,65 @@ def csrf_ok(session: MutableMapping[str, Any], supplied: str | None) -> bool:
     return hmac.compare_digest(expected.encode(), supplied.encode())
 
 
-MAX_FAILURES = 5  # failed logins from one address ...
-WINDOW_SECONDS = 60.0  # ... within this long, then that address waits out the window
-MAX_CLIENTS = 10_000  # addresses remembered; the oldest is forgotten first
+IDLE_SECONDS = 30 * 60.0  # a session no request used for this long is over (an open view reloads itself)
+MAX_SECONDS = 8 * 3600.0  # and any session after a working day
+MAX_SESSIONS = 1_000  # sessions kept; beyond it the least recently used ends first
 
 
-class LoginThrottle:
-    """Failed logins per client address: after ``MAX_FAILURES`` within ``WINDOW_SECONDS`` that address is refused
-    (429) until its oldest counted failure is a window old. A token is at least 16 random characters, so guessing
-    is hopeless anyway; this keeps a guesser from costing the server a comparison per token per request, and shows
-    in the logs as 429s. Memory is bounded by ``MAX_CLIENTS`` addresses. Pure apart from the clock it is given."""
+class SessionStore:
+    """The page's sessions, in this process: a random id (the only thing the cookie holds) → its fields.
+
+    ``get`` renews the idle time; ``end`` (the logout) removes the id, so a copy of the cookie replayed
+    afterwards finds nothing; a restarted server has none. Ids are kept as their SHA-256, so looking one
+    up compares no secret byte by byte. Pure apart from its clock."""
 
     def __init__(
         self,
         clock: Callable[[], float] = time.monotonic,
-        max_failures: int = MAX_FAILURES,
-        window_seconds: float = WINDOW_SECONDS,
-        max_clients: int = MAX_CLIENTS,
+        idle_seconds: float = IDLE_SECONDS,
+        max_seconds: float = MAX_SECONDS,
+        max_sessions: int = MAX_SESSIONS,
     ) -> None:
         self.clock = clock
-        self.max_failures = max_failures
-        self.window_seconds = window_seconds
-        self.max_clients = max_clients
-        self._failures: dict[str, list[float]] = {}
+        self.idle_seconds = idle_seconds
+        self.max_seconds = max_seconds
+        self.max_sessions = max_sessions
+        self._sessions: dict[str, tuple[float, float, dict[str, Any]]] = {}  # key → (made, last used, fields)
         self._lock = threading.Lock()
 
-    def wait_seconds(self, client: str) -> float:
-        """How long ``client`` must wait before its next login attempt is heard; 0 when it may try now."""
-        with self._lock:
-            recent = self._recent(client)
-            if len(recent) < self.max_failures:
-                return 0.0
-            return max(0.0, recent[0] + self.window_seconds - self.clock())
-
-    def failed(self, client: str) -> None:
-        with self._lock:
-            recent = self._recent(client)
-            self._failures.pop(client, None)  # re-inserted last: the dict's order is the forgetting order
-            self._failures[client] = [*recent, self.clock()][-self.max_failures :]
-            while len(self._failures) > self.max_clients:
-                del self._failures[next(iter(self._failures))]
-
-    def succeeded(self, client: str) -> None:
-        with self._lock:
-            self._failures.pop(client, None)
-
-    def _recent(self, client: str) -> list[float]:
+    def create(self, environments: Iterable[str], *, who: str) -> str:
+        """A new session logged in for ``environments`` with a new CSRF token; its id, for the cookie."""
+        sid = secrets.token_urlsafe(32)
+        fields: dict[str, Any] = {}
+        log_in(fields, environments)
+        fields[WHO] = who
         now = self.clock()
-        return [at for at in self._failures.get(client, []) if now - at < self.window_seconds]
+        with self._lock:
+            self._sessions[_key(sid)] = (now, now, fields)
+            while len(self._sessions) > self.max_sessions:
+                del self._sessions[next(iter(self._sessions))]
+        return sid
+
+    def get(self, sid: str | None) -> dict[str, Any] | None:
+        """The session's fields (shared: changes stay), renewed; None when there is no such live session."""
+        if not sid:
+            return None
+        key, now = _key(sid), self.clock()
+        with self._lock:
+            found = self._sessions.pop(key, None)
+            if found is None:
+                return None
+            made, used, fields = found
+            if now - used >= self.idle_seconds or now - made >= self.max_seconds:
+                return None
+            self._sessions[key] = (made, now, fields)  # last: the dict's order is the least recently used first
+            return fields
+
+    def end(self, sid: str | None) -> None:
+        if sid:
+            with self._lock:
+                self._sessions.pop(_key(sid), None)
+
+
+def _key(sid: str) -> str:
+    return hashlib.sha256(sid.encode()).hexdigest()
