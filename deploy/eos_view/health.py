@@ -297,7 +297,8 @@ class HealthReader:
         lags, letters, reconciliation = Lags(), DeadLetters(), Reconciliation()
         failed = False  # no client lives past a failed read: the next sample makes a new one
         try:
-            lags = read_lags(self._admin, self._partitions_of, queries, deadline, in_child(self.kafka.client_config()))
+            lags = read_lags(self.kafka, self._admin, self._partitions_of, queries, deadline,
+                             in_child(self.kafka.client_config()))  # fmt: skip
         except GroupOffsetsUnreadable as exc:
             lags, failed = Lags(problem=f"consumer lag unreadable: {exc.reason}"), True
         except (KafkaException, TimeoutError) as exc:
