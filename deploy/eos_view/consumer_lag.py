@@ -138,6 +138,17 @@ def sink_lags(
     ]  # fmt: skip
 
 
+def sink_committed(lags: Lags) -> dict[Where, int]:
+    """Per input partition, the highest offset any sink connector's group committed. Pure."""
+    found: dict[Where, int] = {}
+    for sink in lags.sinks:
+        for p in sink.partitions:
+            if p.committed is not None:
+                where = (p.topic, p.partition)
+                found[where] = max(found.get(where, p.committed), p.committed)
+    return found
+
+
 def gaps_to_count(committed: Iterable[tuple[Where, int]], ends: Mapping[Where, int]) -> dict[Where, tuple[int, int]]:
     """Per partition, the window to read: from the lowest committed offset of its readers at most ``COUNTED_GAP``
     offsets behind its end (and behind it at all), to its end. Pure."""

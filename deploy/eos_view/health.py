@@ -42,7 +42,7 @@ from typing import Any
 from confluent_kafka import Consumer, IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from deploy.eos_view.consumer_lag import Lags, read_lags
+from deploy.eos_view.consumer_lag import Lags, read_lags, sink_committed
 from deploy.eos_view.dead_letter_reasons import DeadLetters, read_dead_letters
 from deploy.eos_view.event_decisions import EventDecisions, read_event_decisions
 from deploy.eos_view.group_offsets import GroupOffsetsUnreadable, in_child
@@ -309,8 +309,9 @@ class HealthReader:
             letters, failed = DeadLetters(problem=f"dead letters unreadable: {_said(exc)}"), True
         try:
             reconciliation = read_reconciliation(
-                self.kafka, self._admin, self._partitions_of, environment_codec(), int(health.at * 1000), deadline
-            )
+                self.kafka, self._admin, self._partitions_of, environment_codec(), int(health.at * 1000), deadline,
+                delivered=sink_committed(lags),
+            )  # fmt: skip
         except (KafkaException, TimeoutError, IkkaiError) as exc:
             reconciliation, failed = Reconciliation(problem=f"outbox topics unreadable: {_said(exc)}"), True
         try:

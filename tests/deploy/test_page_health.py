@@ -153,7 +153,9 @@ def test_the_view_prints_lag_dead_letters_by_reason_and_the_reconciliation(
     assert "dlq.enrich enrich invalid_field 7 0 card ************1111 refused" in shown["dead-letter-reasons"]
     assert shown["effects-repeated"].endswith("1 aaaaaaaaaaaaaaaa… hold")
     missing = shown["requests-without-receipt"]
-    assert missing.startswith("requests older than 60 s without a final receipt 1 bbbbbbbbbbbbbbbb… ")
+    assert missing.startswith(
+        "requests without a final receipt (committed by the sink, or older than 60 s) 1 bbbbbbbbbbbbbbbb… "
+    )
     assert "at outbox.requests-1@17, 90 s old" in missing
     assert PAN not in page.text and "************1111" in missing  # the effect's path is masked too
     assert shown["requests-judged"].endswith("30 / 9 / 1")

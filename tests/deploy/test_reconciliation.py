@@ -92,6 +92,17 @@ def test_requests_without_a_final_receipt_are_judged_only_past_the_grace_and_ins
     assert (judged, in_flight, not_judged) == (5, 1, 1)
 
 
+def test_a_request_below_the_sinks_committed_offset_is_judged_however_young() -> None:
+    """The sink flushes a request's receipt before it commits the request's offset: below that offset the outcome
+    is due now, not after the grace. Mutation: ``delivered`` ignored -> all three are in flight, nothing judged."""
+    young = NOW - 1_000
+    requests = [request("d1", "hold", young, 0), request("d2", "hold", young, 1), request("d3", "hold", young, 2)]
+    missing, judged, in_flight, _ = without_final_receipt(
+        requests, [receipt("d1", "hold", "k1")], now_ms=NOW, covered_from_ms=0, delivered={(OUTBOX_REQUESTS, 0): 2}
+    )
+    assert ([m.where[2] for m in missing], judged, in_flight) == ([1], 2, 1)  # 2 is beyond the committed offset
+
+
 def test_the_receipts_read_covers_from_the_latest_first_timestamp_of_a_cut_partition() -> None:
     def at(partition: int, ms: int) -> Record:
         return Record(OUTBOX_RECEIPTS, partition, ms, ms, None, None)
