@@ -207,6 +207,10 @@ def delete(
     help="Re-apply this bundle on an interval and auto-restart its failed tasks (repeatable).",
 )
 @click.option("--interval", type=float, default=30.0, show_default=True, help="Seconds between reconcile runs.")
+@click.option(
+    "--health-interval", type=click.FloatRange(min=1.0), default=20.0, show_default=True,
+    help="Seconds between background samples of each environment's exactly-once health (the page, /metrics).",
+)  # fmt: skip
 @click.option("--backoff-base", type=float, default=2.0, show_default=True, help="First auto-restart backoff, seconds.")
 @click.option("--backoff-cap", type=float, default=300.0, show_default=True, help="Longest auto-restart backoff.")
 @click.option(
@@ -253,6 +257,7 @@ def serve(
     clusters: Path | None,
     targets: tuple[str, ...],
     interval: float,
+    health_interval: float,
     backoff_base: float,
     backoff_cap: float,
     max_restarts: int | None,
@@ -277,7 +282,8 @@ def serve(
     from deploy.serve.site import ServeSite
     from ikkai.settings import ikkai_home
 
-    plane = ControlPlane(read_tokens(os.environ, token_file), bundles_dir, connect_url, clusters)
+    plane = ControlPlane(read_tokens(os.environ, token_file), bundles_dir, connect_url, clusters,
+                         health_seconds=health_interval)  # fmt: skip
     pairs = []
     for target in targets:
         bundle_name, sep, env = target.partition("/")
@@ -310,6 +316,7 @@ def serve(
     try:
         server.serve_forever()
     finally:
+        plane.stopping.set()  # the health sampler
         if loop:
             loop.stopping.set()
         server.server_close()

@@ -22,6 +22,7 @@ import yaml
 
 from deploy.bundle_ops import BUNDLES
 from deploy.serve.http import ServiceServer, make_server
+from deploy.serve.page.health_sampler import DEFAULT_SECONDS as HEALTH_SECONDS
 from deploy.serve.service import ControlPlane
 from deploy.serve.tokens import ServeTokens
 from ikkai.settings import Endpoints
@@ -41,6 +42,7 @@ class LivePage:
         self.token_file = run_dir / TOKEN_FILE
         self.clusters_file = run_dir / CLUSTERS_FILE
         self._server: ServiceServer | None = None
+        self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
 
     def start(self) -> str:
@@ -50,8 +52,13 @@ class LivePage:
         cluster = {"connect_url": self.endpoints.connect_url, "bootstrap_servers": self.endpoints.bootstrap_servers}
         self.clusters_file.write_text(yaml.safe_dump({ENV: cluster}))
         plane = ControlPlane(
-            ServeTokens(((token, frozenset({ENV})),)), BUNDLES, self.endpoints.connect_url, self.clusters_file
+            ServeTokens(((token, frozenset({ENV})),)),
+            BUNDLES,
+            self.endpoints.connect_url,
+            self.clusters_file,
+            health_seconds=HEALTH_SECONDS,  # sampled whether or not the page is open, as ikkai serve does
         )
+        self._stopping = plane.stopping
         self._server = make_server(plane)  # 127.0.0.1, a free port, plain HTTP: loopback only
         self._thread = threading.Thread(target=self._server.serve_forever, name="demo-page", daemon=True)
         self._thread.start()
@@ -60,6 +67,7 @@ class LivePage:
     def stop(self) -> None:
         if self._server is None or self._thread is None:
             return
+        self._stopping.set()
         self._server.shutdown()
         self._thread.join(10)
         self._server.server_close()

@@ -8,8 +8,16 @@ letter name the input record they came from (``input_topic``/``input_partition``
 
 When an event is judged, without guessing from timestamps: the query's commit markers say, per output
 partition and input partition, the next input offset whose output is committed there. An event's output is
-on one output partition; below the **lowest** of those offsets (over every output partition, each of which
-must have a marker) its outcome is committed whichever partition it went to. So:
+on one output partition, so its input partition's **frontier** is:
+
+- for a query that writes **in place** (every marker names no input partition but its own: infer, whose output
+  partition p holds the outcomes of input partition p only, and enrich), the offset its own partition's marker
+  records (0 while that partition has no marker: nothing of it is committed);
+- for any other layout, the **lowest** offset over every output partition's marker (each must have one): below it
+  an event's outcome is committed whichever partition it went to. An input partition some marker does not name
+  is not judged.
+
+So:
 
 - an event at or beyond that frontier is **in flight** (read, not committed yet, or not read yet: the
   query's lag) and never judged;
@@ -73,9 +81,10 @@ class EventDecisions:
 
 
 def decided_frontier(markers: Iterable[CommitMarker], decisions_topic: str = DECISIONS_FRAUD) -> Frontier | None:
-    """The committed frontier of the queries that write ``decisions_topic``, or None when none has a marker on
-    every output partition yet. Per query the lowest offset over its output partitions; across queries (a
-    handover: the newer one starts where the older one stopped) the highest. Pure."""
+    """The committed frontier of the queries that write ``decisions_topic`` (see the module's rules: in place,
+    each input partition's own marker; otherwise the lowest offset over every output partition's marker), or None
+    when none can be judged yet. Across queries (a handover: the newer one starts where the older one stopped)
+    the highest. Pure."""
     by_query: dict[tuple[str, str], list[CommitMarker]] = {}
     for marker in markers:
         if decisions_topic in marker.output_topics and marker.source_topic:
@@ -83,17 +92,31 @@ def decided_frontier(markers: Iterable[CommitMarker], decisions_topic: str = DEC
     frontier: dict[int, int] = {}
     source, dlq = None, None
     for found in by_query.values():
-        if len({m.partition for m in found}) < found[0].partitions or len({m.source_topic for m in found}) > 1:
-            continue  # an output partition without a marker: an event routed there may be uncommitted
-        if source is not None and found[0].source_topic != source:
+        if len({m.source_topic for m in found}) > 1 or (source is not None and found[0].source_topic != source):
+            continue
+        committed = committed_per_input(found)
+        if committed is None:
             continue
         source = found[0].source_topic
         dlq = dlq or next((t for t in found[0].output_topics if t.startswith(DLQ_PREFIX)), None)
-        inputs = set.intersection(*(set(m.source_offsets) for m in found))
-        for partition in inputs:
-            lowest = min(m.source_offsets[partition] for m in found)
-            frontier[partition] = max(frontier.get(partition, lowest), lowest)
+        for partition, offset in committed.items():
+            frontier[partition] = max(frontier.get(partition, offset), offset)
     return None if source is None else Frontier(source, frontier, dlq)
+
+
+def committed_per_input(markers: Sequence[CommitMarker]) -> dict[int, int] | None:
+    """One query's frontier per input partition from its markers, or None when nothing can be judged. Pure.
+
+    In place (no marker names an input partition but its own), input partition p's outcomes are on output
+    partition p only: p's marker alone says what is committed. Otherwise an event may be on any output partition,
+    so every one must have a marker, and an input partition counts only as far as the lowest of them.
+    """
+    if all(set(m.source_offsets) <= {m.partition} for m in markers):
+        return {m.partition: m.source_offsets.get(m.partition, 0) for m in markers}
+    if len({m.partition for m in markers}) < markers[0].partitions:
+        return None  # an output partition without a marker: an event routed there may be uncommitted
+    inputs = set.intersection(*(set(m.source_offsets) for m in markers))
+    return {p: min(m.source_offsets[p] for m in markers) for p in inputs}
 
 
 def undecided(
@@ -154,7 +177,7 @@ def read_event_decisions(
 ) -> EventDecisions:
     frontier = decided_frontier(markers, decisions_topic)
     if frontier is None:
-        return EventDecisions(problem=f"no query writing {decisions_topic} has a marker on every output partition")
+        return EventDecisions(problem=f"no query writing {decisions_topic} has markers to judge by yet")
     source = frontier.source_topic
     if source not in partitions_of or decisions_topic not in partitions_of:
         return EventDecisions(source_topic=source, problem=f"no topic {source} or {decisions_topic}")

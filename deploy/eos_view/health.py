@@ -3,7 +3,8 @@ partition the last committed commit marker, and whether a transaction is open, o
 
 Every query keeps its markers on its own compacted topic ``_ikkai.commits.<app>.<query>``, one partition per
 output partition, written in the same transaction as the output they vouch for (``ikkai.contract.markers``).
-A sample, taken at most every ``SAMPLE_SECONDS`` per cluster however many look, costs:
+A sample, taken at most every ``SAMPLE_SECONDS`` per cluster however many look (``ikkai serve`` takes one every
+``--health-interval`` seconds in the background, whether or not anyone looks), costs:
 
 - one metadata request (which commits topics exist, and their partitions);
 - three batched ListOffsets requests for at most ``MAX_PARTITIONS`` commits partitions (the rest are counted
@@ -42,7 +43,7 @@ from typing import Any
 from confluent_kafka import Consumer, IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from deploy.eos_view.consumer_lag import Lags, read_lags
+from deploy.eos_view.consumer_lag import Lags, read_lags, sink_committed
 from deploy.eos_view.dead_letter_reasons import DeadLetters, read_dead_letters
 from deploy.eos_view.event_decisions import EventDecisions, read_event_decisions
 from deploy.eos_view.group_offsets import GroupOffsetsUnreadable, in_child
@@ -228,7 +229,11 @@ def _said(exc: Exception) -> str:
 
 
 class HealthReader:
-    """One cluster's exactly-once health, sampled at most every ``SAMPLE_SECONDS``; thread-safe."""
+    """One cluster's exactly-once health, sampled at most every ``sample_seconds``; thread-safe.
+
+    ``ikkai serve`` samples it in the background (``deploy.serve.page.health_sampler``) and its views read the last
+    sample (``cached``); without that, a view takes the sample when the last one is due (``sampled``).
+    """
 
     def __init__(
         self,
@@ -237,9 +242,11 @@ class HealthReader:
         *,
         max_partitions: int | None = None,
         stuck_seconds: float = STUCK_SECONDS,
+        sample_seconds: float = SAMPLE_SECONDS,
     ) -> None:
         self.kafka = kafka
         self.clock = clock
+        self.sample_seconds = sample_seconds
         self.max_partitions = MAX_PARTITIONS if max_partitions is None else max_partitions
         self.stuck_seconds = stuck_seconds
         self.last: Health | None = None
@@ -250,8 +257,15 @@ class HealthReader:
         self._admin: AdminClient | None = None
         self._partitions_of: dict[str, list[int]] = {}  # every topic's partitions, from the last metadata read
 
+    def cached(self) -> Health:
+        """The last sample as it is (a failed one raises its ``HealthUnreadable`` again); only when none was taken
+        yet, the first (``sampled``)."""
+        if self._outcome is None:
+            return self.sampled()
+        return self._last_outcome()
+
     def sampled(self) -> Health:
-        """The last sample, after taking a new one if it is older than ``SAMPLE_SECONDS``.
+        """The last sample, after taking a new one if it is older than ``sample_seconds``.
 
         Viewers never queue behind a slow sample: while one viewer takes it, the others get the last outcome at
         once (a ``Health`` carries its time, ``at``; a failed sample raises its ``HealthUnreadable`` again). Only
@@ -261,7 +275,7 @@ class HealthReader:
             return self._last_outcome()
         try:
             now = self.clock()
-            if self._outcome is None or now - self._outcome_at >= SAMPLE_SECONDS:
+            if self._outcome is None or now - self._outcome_at >= self.sample_seconds:
                 self._outcome_at = now
                 try:
                     self._outcome = self._sample(now)
@@ -297,7 +311,8 @@ class HealthReader:
         lags, letters, reconciliation = Lags(), DeadLetters(), Reconciliation()
         failed = False  # no client lives past a failed read: the next sample makes a new one
         try:
-            lags = read_lags(self._admin, self._partitions_of, queries, deadline, in_child(self.kafka.client_config()))
+            lags = read_lags(self.kafka, self._admin, self._partitions_of, queries, deadline,
+                             in_child(self.kafka.client_config()))  # fmt: skip
         except GroupOffsetsUnreadable as exc:
             lags, failed = Lags(problem=f"consumer lag unreadable: {exc.reason}"), True
         except (KafkaException, TimeoutError) as exc:
@@ -308,8 +323,9 @@ class HealthReader:
             letters, failed = DeadLetters(problem=f"dead letters unreadable: {_said(exc)}"), True
         try:
             reconciliation = read_reconciliation(
-                self.kafka, self._admin, self._partitions_of, environment_codec(), int(health.at * 1000), deadline
-            )
+                self.kafka, self._admin, self._partitions_of, environment_codec(), int(health.at * 1000), deadline,
+                delivered=sink_committed(lags),
+            )  # fmt: skip
         except (KafkaException, TimeoutError, IkkaiError) as exc:
             reconciliation, failed = Reconciliation(problem=f"outbox topics unreadable: {_said(exc)}"), True
         try:

@@ -15,10 +15,14 @@ What the contract lets a reader conclude (``ikkai.contract.outbox``, docs/outbox
 - A **shared key** is one Idempotency-Key receipted for two different effects: the API answered the second
   with the first's stored response, so one of them was never applied (docs/outbox.md, why not decision_id alone).
 - A request's **final receipt** is any receipt of its effect, DELIVERED or DEAD_LETTERED: both are final
-  outcomes. A request **without a final receipt** is one older than ``GRACE_SECONDS`` by its Kafka timestamp,
-  with none in the receipts read. Younger ones are *in flight* and never judged; so are requests older than
-  where the receipts window starts (their receipt may lie before it), and nothing is judged when a receipts
-  partition was not read to its end. A request that does not decode gets no receipt (the sink dead-letters it):
+  outcomes. A request is judged once its outcome is due: when the outbox sink has committed its offset (the
+  sink flushes a request's receipt before it commits the request's offset, ``OutboxSinkTask.preCommit``: below
+  the committed offset of a ``connect-*`` group reading ``outbox.requests``, every request has its receipt on
+  the broker), or when it is older than ``GRACE_SECONDS`` by its Kafka timestamp (a sink stopped or far
+  behind). A judged request with none in the receipts read is **without a final receipt**. The others are
+  *in flight* and never judged; so are requests older than where the receipts window starts (their receipt
+  may lie before it), and nothing is judged when a receipts partition was not read to its end. A request
+  that does not decode gets no receipt (the sink dead-letters it):
   it is counted as *undecodable*, not as missing.
 
 Each first receipt of an effect whose request was read also gives its latency (``delays``, ``deploy.eos_view.latency``).
@@ -138,16 +142,20 @@ def without_final_receipt(
     now_ms: int,
     covered_from_ms: int,
     grace_ms: int = int(GRACE_SECONDS * 1000),
+    delivered: Mapping[tuple[str, int], int] | None = None,
 ) -> tuple[list[RequestSeen], int, int, int]:
     """(requests without a final receipt, judged, in flight, not judged) under the rules above. Pure.
 
     ``covered_from_ms``: requests written before it may have their receipt before the receipts window.
+    ``delivered``: per requests partition, the highest offset a sink's group committed (receipts flushed below it).
     """
     finals = {r.key for r in receipts}
     missing: list[RequestSeen] = []
     judged = in_flight = not_judged = 0
     for request in requests:
-        if request.timestamp_ms > now_ms - grace_ms:
+        topic, partition, offset = request.where
+        due = offset < (delivered or {}).get((topic, partition), 0) or request.timestamp_ms <= now_ms - grace_ms
+        if not due:
             in_flight += 1
         elif request.timestamp_ms < covered_from_ms:
             not_judged += 1
@@ -181,7 +189,10 @@ def read_reconciliation(
     *,
     requests_topic: str = OUTBOX_REQUESTS,
     receipts_topic: str = OUTBOX_RECEIPTS,
+    delivered: Mapping[tuple[str, int], int] | None = None,
 ) -> Reconciliation:
+    """The reconciliation of the windows above; ``delivered``: per requests partition, the offset the sink's group
+    committed (``deploy.eos_view.consumer_lag``), below which every request is judged however young."""
     if requests_topic not in partitions_of:
         return Reconciliation(problem=f"no topic {requests_topic} yet")
     request_partitions = [(requests_topic, p) for p in sorted(partitions_of[requests_topic])][:MAX_PARTITIONS]
@@ -222,7 +233,8 @@ def read_reconciliation(
         covered_from = window_coverage(receipt_records, cut)
     repeated, shared, repeats = repeated_effects(receipts)
     missing, judged, in_flight, not_judged = without_final_receipt(requests, receipts, now_ms=now_ms,
-                                                                   covered_from_ms=covered_from)  # fmt: skip
+                                                                   covered_from_ms=covered_from,
+                                                                   delivered=delivered)  # fmt: skip
     delays = decision_to_receipt([(r.decision_id, r.timestamp_ms) for r in requests], receipted)
     return Reconciliation(len(requests), len(receipts), tuple(repeated), tuple(shared), repeats, judged, in_flight,
                           not_judged, tuple(missing), undecodable, delays=tuple(delays))  # fmt: skip

@@ -66,6 +66,10 @@ class ControlPlane:
     metrics: Metrics = field(default_factory=Metrics)
     degraded: str | None = None  # why the reconcile loop is not well, for /healthz; None while it is
     throttle: FailureThrottle = field(default_factory=FailureThrottle)  # wrong tokens per peer: login and API
+    # Every environment's exactly-once health is sampled this often in the background (deploy.serve.page's
+    # HealthSampler, started with the page); None: only when a view asks.
+    health_seconds: float | None = None
+    stopping: threading.Event = field(default_factory=threading.Event)  # set: background work ends
 
     @property
     def tokens(self) -> ServeTokens:

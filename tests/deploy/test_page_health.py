@@ -7,6 +7,8 @@ test_reconciliation.py; the view in a browser, with its screenshot, is in test_p
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import re
 import shutil
 import time
@@ -18,6 +20,8 @@ from pathlib import Path
 import pytest
 import requests
 import yaml
+from confluent_kafka import KafkaException
+from prometheus_client.parser import text_string_to_metric_families
 
 from deploy.eos_view.consumer_lag import ConsumerLag, Lags, PartitionLag
 from deploy.eos_view.dead_letter_reasons import DeadLetters, ReasonCount
@@ -140,7 +144,7 @@ class SampleReader(HealthReader):
 def test_the_view_prints_lag_dead_letters_by_reason_and_the_reconciliation(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("deploy.serve.page.app.HealthReader", SampleReader)
+    monkeypatch.setattr("deploy.serve.page.environment_readers.HealthReader", SampleReader)
     for url in served(tmp_path, "127.0.0.1:9"):
         session, _ = logged_in(url)
         page = session.get(f"{url}/ui/env/{ENV}/health", timeout=60)
@@ -153,7 +157,9 @@ def test_the_view_prints_lag_dead_letters_by_reason_and_the_reconciliation(
     assert "dlq.enrich enrich invalid_field 7 0 card ************1111 refused" in shown["dead-letter-reasons"]
     assert shown["effects-repeated"].endswith("1 aaaaaaaaaaaaaaaa… hold")
     missing = shown["requests-without-receipt"]
-    assert missing.startswith("requests older than 60 s without a final receipt 1 bbbbbbbbbbbbbbbb… ")
+    assert missing.startswith(
+        "requests without a final receipt (committed by the sink, or older than 60 s) 1 bbbbbbbbbbbbbbbb… "
+    )
     assert "at outbox.requests-1@17, 90 s old" in missing
     assert PAN not in page.text and "************1111" in missing  # the effect's path is masked too
     assert shown["requests-judged"].endswith("30 / 9 / 1")
@@ -197,3 +203,51 @@ def test_the_view_shows_each_partitions_last_marker_and_an_open_transaction(url:
     assert p0["ends"] == "6 / 6"
     assert p1["batch"] == "0" and re.fullmatch(r"open for \d+ s", p1["transaction"])
     assert p1["ends"] == "2 / 3"  # the open transaction's record sits beyond the read_committed end
+
+
+HELD = 5.0  # seconds the transaction below is held open before anyone looks
+
+
+def exported_for(url: str, labels: dict[str, str], metric: str) -> float | None:
+    """The value ``/metrics`` shows for ``metric`` with exactly ``labels``; None while it shows none."""
+    text = requests.get(f"{url}/metrics", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10).text
+    found = [s.value for f in text_string_to_metric_families(text) for s in f.samples
+             if s.name == metric and s.labels == labels]  # fmt: skip
+    return found[0] if found else None
+
+
+@pytest.mark.integration
+def test_health_is_sampled_with_nobody_looking_so_the_first_view_and_metrics_know_how_long_it_was_open(
+    tmp_path: Path, bootstrap: str
+) -> None:
+    app, name, topic = new_query(bootstrap)
+    write_markers(bootstrap, topic, [marker(0, 0, app, name), marker(0, 1, app, name)])
+    shutil.copytree(SHIPPED / "payments-ingest", tmp_path / "payments-ingest")
+    clusters = tmp_path / "clusters.yaml"
+    clusters.write_text(yaml.safe_dump({ENV: {"connect_url": "local", "bootstrap_servers": bootstrap}}))
+    plane = ControlPlane(TOKEN, tmp_path, connect_url="http://127.0.0.1:9", clusters=clusters, health_seconds=1.0)
+    stranger = transactional_producer(bootstrap, f"{app}.stranger")
+    stranger.begin_transaction()
+    stranger.produce(topic, key=b"x", value=marker(1, 1, app, name).encode(default_codec()), partition=1)
+    stranger.flush(30)
+    labels = {"env": ENV, "app": app, "query": name}
+    try:
+        for url in serve(plane):
+            exported = functools.partial(exported_for, url, labels)
+            give_up = time.monotonic() + 120
+            while (exported("ikkai_eos_transaction_open_seconds") or 0) < HELD:  # nobody has looked at the page
+                assert time.monotonic() < give_up, "the sampler never exported the open transaction"
+                time.sleep(0.5)
+            session, _ = logged_in(url)
+            page = session.get(f"{url}/ui/env/{ENV}/health", timeout=60)  # the first view
+            assert page.status_code == 200, page.text
+            assert exported("ikkai_eos_transactions_open") == 1
+            assert exported("ikkai_eos_transactions_stuck") == 0
+            assert (exported("ikkai_eos_last_commit_age_seconds") or -1) >= 0
+    finally:
+        plane.stopping.set()
+        with contextlib.suppress(KafkaException):  # past transaction.timeout.ms the broker aborted it already
+            stranger.abort_transaction(60)
+    p1 = rows(page.text)[(f"query-{app}.{name}", "1")]
+    opened = re.fullmatch(r"open for (\d+) s", p1["transaction"])
+    assert opened is not None and int(opened.group(1)) >= HELD, p1["transaction"]

@@ -1,7 +1,7 @@
 """The outbox's reconciliation (deploy/eos_view/reconciliation.py): the rules over plain receipts and requests — what is
 a repeated effect and what is only a repeated receipt, which requests lack a final receipt and which are in flight
 or outside the receipts read — and, on the real broker, requests and receipts written to their topics and read
-back through the windows that line up."""
+back through the windows that line up; and the real outbox sink's committed requests judged at once."""
 
 from __future__ import annotations
 
@@ -9,23 +9,28 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from demo.receiver import ReferenceReceiver
+from deploy.eos_view.consumer_lag import read_lags, sink_committed
+from deploy.eos_view.group_offsets import in_child
 from deploy.eos_view.reconciliation import (
     GRACE_SECONDS,
     ReceiptSeen,
     RequestSeen,
     read_reconciliation,
+    receipt_of,
     repeated_effects,
     without_final_receipt,
 )
-from deploy.kafka_windows import Deadline, Record
+from deploy.kafka_windows import Deadline, Record, last_records
 from deploy.kafka_windows import window_coverage as receipts_coverage
 from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.outbox import OutboxRequest, Receipt
 from ikkai.contract.topics import OUTBOX_RECEIPTS, OUTBOX_REQUESTS
+from tests.outbox_sink.conftest import SinkFactory, make_request, outbox_sink, receiver  # noqa: F401 - fixtures
 
 GRACE_MS = int(GRACE_SECONDS * 1000)
 NOW = 10_000_000
@@ -92,6 +97,17 @@ def test_requests_without_a_final_receipt_are_judged_only_past_the_grace_and_ins
     assert (judged, in_flight, not_judged) == (5, 1, 1)
 
 
+def test_a_request_below_the_sinks_committed_offset_is_judged_however_young() -> None:
+    """The sink flushes a request's receipt before it commits the request's offset: below that offset the outcome
+    is due now, not after the grace. Mutation: ``delivered`` ignored -> all three are in flight, nothing judged."""
+    young = NOW - 1_000
+    requests = [request("d1", "hold", young, 0), request("d2", "hold", young, 1), request("d3", "hold", young, 2)]
+    missing, judged, in_flight, _ = without_final_receipt(
+        requests, [receipt("d1", "hold", "k1")], now_ms=NOW, covered_from_ms=0, delivered={(OUTBOX_REQUESTS, 0): 2}
+    )
+    assert ([m.where[2] for m in missing], judged, in_flight) == ([1], 2, 1)  # 2 is beyond the committed offset
+
+
 def test_the_receipts_read_covers_from_the_latest_first_timestamp_of_a_cut_partition() -> None:
     def at(partition: int, ms: int) -> Record:
         return Record(OUTBOX_RECEIPTS, partition, ms, ms, None, None)
@@ -143,3 +159,42 @@ def test_the_reconciliation_reads_requests_and_receipts_in_windows_that_line_up(
     assert found.repeated == ((repeated.decision_id, "hold"),) and found.repeat_receipts == 1
     assert [m.decision_id for m in found.missing] == [lost.decision_id]
     assert (found.judged, found.in_flight, found.not_judged) == (3, 1, 0)
+
+
+@pytest.mark.integration
+def test_with_the_real_outbox_sink_every_request_it_committed_is_judged_and_a_lost_receipt_shows_at_once(
+    outbox_sink: SinkFactory,  # noqa: F811 - the fixture imported above
+    receiver: ReferenceReceiver,  # noqa: F811 - the fixture imported above
+) -> None:
+    """The real sink delivers six requests and commits their offsets; then every request is judged although none is
+    60 s old, and a receipt deleted from its topic shows as a request without a final receipt in the same sample,
+    not 60 s later."""
+    sink = outbox_sink(partitions=1, backoff_initial_ms=200, backoff_max_ms=2_000, retry_max_duration_ms=120_000)
+    requests = [make_request(i, f"pay-{i}") for i in range(6)]
+    sink.emit(requests)
+    assert len(sink.receipts().wait_for([r.decision_id for r in requests], 120)) == len(requests)
+    kafka = KafkaContext.of(sink.endpoints.bootstrap_servers)
+    admin = AdminClient(kafka.client_config())
+    partitions_of = {sink.requests_topic: [0], sink.receipts_topic: [0]}
+    groups = in_child(kafka.client_config())
+    give_up = time.monotonic() + 120
+    while True:  # the worker commits the sink's offsets every second (the stack's offset.flush.interval.ms)
+        lags = read_lags(kafka, admin, partitions_of, {}, Deadline(30), groups, max_groups=10_000)
+        mine = [s for s in lags.sinks if s.name == sink.name]
+        if mine and mine[0].total == 0:
+            break  # caught up: lag 0 on a transactional input
+        assert time.monotonic() < give_up, f"the sink's group never caught up: {mine}"
+        time.sleep(0.5)
+    first, _ = last_records(kafka, {(sink.receipts_topic, 0): (0, 1)}, Deadline(30))
+    lost = receipt_of(first[0], default_codec()).decision_id
+    # The first receipt lost: every record of the receipts partition before the second is deleted.
+    deleted = admin.delete_records([TopicPartition(sink.receipts_topic, 0, 1)])
+    assert all(future.result(30) for future in deleted.values())
+
+    found = read_reconciliation(
+        kafka, admin, partitions_of, default_codec(), int(time.time() * 1000), Deadline(60),
+        requests_topic=sink.requests_topic, receipts_topic=sink.receipts_topic, delivered=sink_committed(lags),
+    )  # fmt: skip
+    assert found.problem is None, found.problem
+    assert (found.requests, found.judged, found.in_flight, found.not_judged) == (6, 6, 0, 0)
+    assert [m.decision_id for m in found.missing] == [lost]

@@ -55,7 +55,7 @@ def serving(tmp_path: Path, endpoints: Endpoints) -> Iterator[tuple[subprocess.P
     environment = {k: v for k, v in os.environ.items() if not k.startswith("IKKAI_")} | {"IKKAI_SERVE_TOKEN": TOKEN}
     process = subprocess.Popen(
         [str(IKKAI), "serve", "--port", str(port), "--bundles-dir", str(tmp_path / "bundles"),
-         "--clusters", str(clusters)],
+         "--clusters", str(clusters), "--health-interval", str(SAMPLE_SECONDS)],  # sampled in the background
         env=environment, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:

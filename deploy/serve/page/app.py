@@ -12,7 +12,9 @@ only the environments the token covers (else 403); every action is a POST that a
 token in its form (else 403). ``page_app``'s routes say which each needs, and ``deploy.serve.page.access``
 checks it. The views call Connect (and the flow and health views Kafka, through ``deploy.eos_view.flow`` and
 ``deploy.eos_view.health``, one reader of each per environment, kept by ``deploy.serve.page.environment_readers``),
-so they run on Starlette's thread pool like the API's bundle routes. The connectors view reads one table per
+so they run on Starlette's thread pool like the API's bundle routes. With ``ControlPlane.health_seconds`` set (as
+``ikkai serve`` sets it), a ``deploy.serve.page.health_sampler`` started with the page samples every environment's
+health in the background and the health view shows its last sample. The connectors view reads one table per
 environment (``deploy.serve.page.connector_table``: one expanded Connect call per interval for every bundle and
 viewer, paged, and never waited on longer than its ``WAIT_SECONDS``). The connectors, flow and health views reload
 themselves every ``REFRESH_SECONDS``; the flow and latency charts are SVG ``<img>``s.
@@ -40,7 +42,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from deploy import applies, bundle_ops
 from deploy.eos_view.event_decisions import EVENTS_WINDOW
 from deploy.eos_view.flow import DEAD_LETTERS, STAGES, FlowReader, rates
-from deploy.eos_view.health import LOOKBACK, MAX_PARTITIONS, STUCK_SECONDS, Health, HealthReader
+from deploy.eos_view.health import LOOKBACK, MAX_PARTITIONS, STUCK_SECONDS, Health
 from deploy.eos_view.latency import BUCKET_SECONDS, BUCKETS
 from deploy.eos_view.reconciliation import GRACE_SECONDS, RECEIPTS_WINDOW, REQUESTS_WINDOW
 from deploy.serve.audit import NOBODY, audit, fingerprint
@@ -49,6 +51,7 @@ from deploy.serve.page.access import Access, form
 from deploy.serve.page.charts import flow_chart, latency_chart
 from deploy.serve.page.connector_table import PAGE_SIZE, WAIT_SECONDS, Table, page_of
 from deploy.serve.page.environment_readers import EnvironmentReaders
+from deploy.serve.page.health_sampler import HealthSampler
 from deploy.serve.page.views import (
     bundle_row,
     dead_letter_rows,
@@ -113,6 +116,10 @@ class Page:
         self.templates = Jinja2Templates(env=templates)
         self.sessions = login.SessionStore()
         self.readers = EnvironmentReaders(plane)
+        if plane.health_seconds is not None:
+            sampler = HealthSampler(self.readers.health, self.environments, plane.metrics, plane.health_seconds,
+                                    plane.stopping)  # fmt: skip
+            sampler.start()
 
     def environments(self) -> dict[str, list[str]]:
         """Environment → its bundles, as the bundles folder holds them now."""
@@ -257,9 +264,9 @@ class Page:
         return Response(flow_chart(samples), media_type="image/svg+xml", headers={"Cache-Control": "no-store"})
 
     def health_sample(self, env: str) -> Health:
-        """The environment's exactly-once health."""
-        health: Health = self.readers.of("health", env, HealthReader).sampled()
-        return health
+        """The environment's exactly-once health: the sampler's last sample while it runs, else sampled when due."""
+        reader = self.readers.health(env)
+        return reader.cached() if self.plane.health_seconds is not None else reader.sampled()
 
     async def health_view(self, request: Request) -> Response:
         env = request.path_params["env"]

@@ -15,6 +15,7 @@ from typing import Any, TypeVar, cast
 from connectors.render import RenderedBundle
 from deploy import bundle_ops
 from deploy.clusters import kafka_cluster
+from deploy.eos_view.health import SAMPLE_SECONDS, HealthReader
 from deploy.reconcile import LiveConnector, Reconciler
 from deploy.serve.page.connector_table import ConnectorTable, fingerprint
 from deploy.serve.page.views import connector_rows, environments
@@ -43,6 +44,11 @@ class EnvironmentReaders:
             if (kind, env) not in self._made:
                 self._made[kind, env] = make(self.kafka(env))
             return cast(R, self._made[kind, env])
+
+    def health(self, env: str) -> HealthReader:
+        """The environment's health reader: sampled every ``health_seconds`` by the plane's sampler, if it runs."""
+        every = self.plane.health_seconds or SAMPLE_SECONDS
+        return self.of("health", env, lambda kafka: HealthReader(kafka, sample_seconds=every))
 
     def connectors(self, env: str) -> ConnectorTable:
         """The environment's connectors table (one expanded Connect call per ``FRESH_SECONDS``), made on first use."""
