@@ -14,7 +14,6 @@ from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from demo.infer_process import InferProcess
 from demo.payments_simulation import payment_records, simulate
-from demo.pipeline_io import create_topic, produce_payments, unique
 from deploy.eos_view.event_decisions import Frontier, decided_frontier, read_event_decisions, undecided
 from deploy.kafka_windows import Deadline, Record, last_records, offsets
 from deploy.kafka_windows import window_coverage as covered_from
@@ -23,6 +22,7 @@ from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.markers import CommitMarker
 from ikkai.contract.topics import DECISIONS_FRAUD, DLQ_INFER, EVENTS_PAYMENTS, OUTBOX_REQUESTS
 from spark_jobs.sink.commit_markers import commits_topic_for, read_markers
+from stack.kit.topic_io import create_topic, produce_payments, unique
 from tests.spark_jobs.infer.infer_topics import outputs
 
 OUTPUTS = (DECISIONS_FRAUD, OUTBOX_REQUESTS, DLQ_INFER)
