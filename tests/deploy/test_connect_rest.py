@@ -137,3 +137,41 @@ def test_the_clusters_file_sets_the_connect_timeout_and_names_the_environment(tm
     error = json.loads(result.stderr)
     assert error["fields"]["timeout"] == 0.25 and error["fields"]["reason"] == "connect timeout"
     assert error["fields"]["cluster"] == f"env staging, from {clusters}"
+
+
+class _FailingValidation(BaseHTTPRequestHandler):
+    """A worker whose plugin fails on the config: validate answers 500 (a config provider that cannot read
+    its file), every time, in milliseconds; every other request 503 (a worker starting: transient)."""
+
+    def do_PUT(self) -> None:
+        self._answer(500, b'{"error_code":500,"message":"ConfigException: Could not read properties from file"}')
+
+    def do_GET(self) -> None:
+        self._answer(503, b'{"error_code":503,"message":"starting"}')
+
+    def _answer(self, status: int, body: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        return
+
+
+def test_a_validate_5xx_is_raised_at_once_while_other_5xx_are_retried() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _FailingValidation)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = ConnectClient(f"http://127.0.0.1:{server.server_address[1]}", retry_deadline=2)
+        with pytest.raises(ConnectRestError) as caught:
+            client.validate_config("io.debezium.connector.postgresql.PostgresConnector", {"a": "b"})
+        assert caught.value.status == 500 and "Could not read properties" in caught.value.connect_message
+        assert len(client.calls) == 1  # shown, not retried for the retry deadline
+        with pytest.raises(ConnectRestError) as again:
+            client.connectors()
+        assert again.value.status == 503 and len(client.calls) > 2  # a 503 elsewhere is still retried
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -21,7 +21,16 @@ import yaml
 from connectors.render import RenderedBundle, load_bundle, render_bundle
 from deploy.connect_rest import ConnectClient
 from deploy.reconcile import LiveConnector
-from deploy.serve.page.connector_table import FRESH_SECONDS, PAGE_SIZE, ConnectorTable, Row, Table, fingerprint, page_of
+from deploy.serve.page.connector_table import (
+    FRESH_SECONDS,
+    PAGE_SIZE,
+    UNBUNDLED,
+    ConnectorTable,
+    Row,
+    Table,
+    fingerprint,
+    page_of,
+)
 from deploy.serve.service import ControlPlane
 from ikkai.errors import IkkaiError
 from ikkai.settings import Endpoints
@@ -130,6 +139,7 @@ def test_connect_unreachable_is_an_error_on_each_bundle(tmp_path: Path) -> None:
     assert read is not None and read.rows == ()
     assert read.errors == {
         BUNDLE: "Connect at http://x unreachable: refused: is it up?",
+        UNBUNDLED: "Connect at http://x unreachable: refused: is it up?",  # the connectors in no bundle: unknown too
         "other": "bundle other: no values",
     }
 

@@ -35,35 +35,32 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp
 
-from deploy import applies, bundle_ops
+from deploy import bundle_ops
 from deploy.eos_view.event_decisions import EVENTS_WINDOW
 from deploy.eos_view.flow import DEAD_LETTERS, STAGES, FlowReader, rates
 from deploy.eos_view.health import LOOKBACK, MAX_PARTITIONS, STUCK_SECONDS, Health, HealthReader
 from deploy.eos_view.latency import BUCKET_SECONDS, BUCKETS
 from deploy.eos_view.reconciliation import GRACE_SECONDS, RECEIPTS_WINDOW, REQUESTS_WINDOW
+from deploy.serve.page import bundle_rows
 from deploy.serve.page import session as login
 from deploy.serve.page.access import Access, form
 from deploy.serve.page.charts import flow_chart, latency_chart
-from deploy.serve.page.connector_table import PAGE_SIZE, WAIT_SECONDS, Table, page_of
+from deploy.serve.page.connector_table import PAGE_SIZE, UNBUNDLED, WAIT_SECONDS, Table, page_of
 from deploy.serve.page.environment_readers import EnvironmentReaders
 from deploy.serve.page.views import (
-    bundle_row,
     dead_letter_rows,
     environments,
     event_decisions_view,
     health_tables,
     lag_tables,
-    last_apply_view,
     latency_buckets,
     latency_rows,
     reconciliation_view,
 )
 from deploy.serve.service import ControlPlane
-from ikkai.contract.topics import APPLIES
 from ikkai.errors import IkkaiError
 
 REFRESH_SECONDS = 5  # the connectors view reloads itself this often
-APPLIES_SECONDS = 3.0  # the bundles view's read of the last applies; unread, they are shown as unknown
 SESSION_COOKIE = "ikkai_page"
 SESSION_SECONDS = 8 * 3600  # a working day; a restarted server (new signing key) ends every session sooner
 FLASH = "flash"
@@ -127,35 +124,16 @@ class Page:
             return self.render(request, "empty.html")
         return RedirectResponse(f"/ui/env/{envs[0]}/connectors", status_code=303)
 
-    def last_applies(self, env: str) -> tuple[dict[str, applies.LastApply], str | None]:
-        """The environment's last apply of each bundle, and why they could not be read (None when they were)."""
-        try:
-            found, complete = applies.last_applies(self.readers.kafka(env), env, APPLIES_SECONDS)
-        except Exception as exc:  # noqa: BLE001 - the record is best-effort: unread, the view says so and goes on
-            reason = _one_line(exc) if isinstance(exc, IkkaiError) else f"{type(exc).__name__}: {exc}"
-            return {}, reason.splitlines()[0] if reason else type(exc).__name__
-        return found, None if complete else f"{APPLIES} not read to its end within {APPLIES_SECONDS:.0f} s"
-
-    def bundle_rows(self, env: str) -> list[dict[str, Any]]:
-        last, unread = self.last_applies(env)
-        rows = []
-        for bundle in self.environments()[env]:
-            try:
-                request = self.plane.request(bundle, env)
-                rendered = bundle_ops.rendered(request)
-                plan = bundle_ops.reconciler(request).plan(rendered).as_dict()
-                latest = last_apply_view(last.get(rendered.name), applies.config_digest(rendered))
-                rows.append(bundle_row(bundle, plan, owner=rendered.bundle.manifest.owner, last_apply=latest))
-            except IkkaiError as exc:
-                rows.append({"bundle": bundle, "sync": "unknown", "error": _one_line(exc)})
-            rows[-1]["applies_unread"] = unread
-        return rows
-
     async def bundles_view(self, request: Request) -> Response:
-        """The bundles view of the path's environment: rows read on the thread pool (Connect)."""
+        """The bundles view of the path's environment: rows read in the background (Connect, Kafka), never waited
+        on longer than ``bundle_rows.WAIT_SECONDS`` (``deploy.serve.page.bundle_rows``)."""
         env = request.path_params["env"]
-        rows = await run_in_threadpool(self.bundle_rows, env)
-        return self.render(request, "bundles.html", env=env, view="bundles", bundles=rows)
+        reading = await run_in_threadpool(self.readers.bundles(env).latest, bundle_rows.WAIT_SECONDS)
+        rows = reading.value if reading is not None else []
+        age = None if reading is None else max(0, round(time.monotonic() - reading.at))
+        return self.render(request, "bundles.html", env=env, view="bundles", bundles=rows, reading=reading is None,
+                           stale=reading is not None and reading.stale, age=age,
+                           wait_seconds=bundle_rows.WAIT_SECONDS)  # fmt: skip
 
     async def connectors_view(self, request: Request) -> Response:
         """A page of the environment's connectors (``?page=N``, ``?name=`` part of a name, ``?state=``), grouped
@@ -173,6 +151,9 @@ class Page:
              "connectors": [r.connector for r in shown.rows if r.bundle == b]}
             for b in self.environments()[env]
         ]  # fmt: skip
+        unbundled = [r.connector for r in shown.rows if r.bundle == UNBUNDLED]
+        if unbundled or table.errors.get(UNBUNDLED):
+            bundles.append({"bundle": UNBUNDLED, "error": table.errors.get(UNBUNDLED), "connectors": unbundled})
 
         def link(to: int) -> str:
             return f"?{urlencode({'page': to, 'name': name, 'state': state})}"
