@@ -344,6 +344,8 @@ class Demo:
             (self.run_dir / "drop" / name).touch()
         (self.run_dir / "plans").mkdir(exist_ok=True)
         for request in self._lineup().bundles(self.receiver_url):
+            if self.page is not None:  # its clusters file names the demo's stack: the apply is recorded there
+                request = dataclasses.replace(request, clusters=self.page.clusters_file)
             plan = plan_text(bundle_ops.plan_data(request))
             full = self.run_dir / "plans" / f"{request.bundle}.txt"
             full.write_text(plan + "\n")
@@ -352,6 +354,8 @@ class Demo:
             applied = bundle_ops.apply_data(request)
             states = ", ".join(f"{n} {s}" for n, s in sorted(applied["states"].items()))
             self.say(f"apply: {len(applied['written'])} connector(s) written; {states}")
+            if applied.get("record_warning"):
+                self.say(str(applied["record_warning"]))
 
     # -- following the pipeline ----------------------------------------------------------------
 
