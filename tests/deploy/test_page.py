@@ -45,7 +45,7 @@ def logged_in(url: str, token: str = TOKEN) -> tuple[requests.Session, str]:
 def test_pages_need_the_login_and_the_bearer_header_is_not_one(url: str) -> None:
     for headers in ({}, {"Authorization": f"Bearer {TOKEN}"}):
         page = requests.get(f"{url}/ui/env/dev/connectors", headers=headers, allow_redirects=False, timeout=5)
-        assert (page.status_code, page.headers["location"]) == (303, "/ui/login")
+        assert (page.status_code, page.headers["location"]) == (303, "/ui/login?next=%2Fui%2Fenv%2Fdev%2Fconnectors")
         assert requests.post(f"{url}{ACTION}", headers=headers, timeout=5).status_code == 403
     assert requests.get(f"{url}/ui/login", timeout=5).status_code == 200
     # The API is as it was: the bearer header, and nothing else, opens it.

@@ -178,7 +178,7 @@ def logged_in(page: Page) -> None:
 
 def test_the_page_refuses_actions_without_login_and_without_csrf(page: Page) -> None:
     page.open(f"/ui/env/{ENV}/connectors")
-    assert page.driver.current_url.endswith("/ui/login")  # type: ignore[attr-defined]
+    assert page.driver.current_url.endswith(f"/ui/login?next=%2Fui%2Fenv%2F{ENV}%2Fconnectors")  # type: ignore[attr-defined]
     page.shot("login")
     action = f"/ui/env/{ENV}/bundles/{BUNDLE}/apply"
     assert page.post(action, {}) == 403  # no session at all

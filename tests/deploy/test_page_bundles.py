@@ -1,7 +1,7 @@
 """The bundles and connectors views against the real Connect worker of the session's stack: a bundle whose
 validation answers 500 (the shipped dev postgres-cdc: its password's config provider cannot read its file) is
 shown at once and every view answers within 2 s; a connector made by hand, outside every bundle, is listed; an
-apply from the CLI shows who ran it."""
+apply from the CLI shows who ran it, and one from the page the name given at its login."""
 
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ def test_a_validate_500_is_shown_at_once_and_every_view_answers_within_two_secon
                             "--clusters", str(clusters))  # fmt: skip
         assert applied.returncode == 0, applied.stderr
         session = requests.Session()
-        assert session.post(f"{url}/ui/login", data={"token": TOKEN}, timeout=30).status_code == 200
+        assert session.post(f"{url}/ui/login", data={"token": TOKEN, "name": "ana"}, timeout=30).status_code == 200
 
         view = f"{url}/ui/env/dev/bundles"
         text = shown_within(session, view, SHOWN_SECONDS, "Could not read properties from file")
@@ -96,6 +96,12 @@ def test_a_validate_500_is_shown_at_once_and_every_view_answers_within_two_secon
         assert "postgres.properties" in postgres
         ingest = text[text.index('data-bundle="payments-ingest"') :].split("</tr>")[0]
         assert f"by {cli_user()}" in ingest and "as rendered now" in ingest  # the CLI's apply, its applier
+
+        csrf = re.search(r'name="csrf" value="([^"]+)"', text)
+        assert csrf is not None
+        action = f"{url}/ui/env/dev/bundles/payments-ingest/apply"
+        assert session.post(action, data={"csrf": csrf.group(1)}, timeout=300).status_code == 200
+        shown_within(session, view, SHOWN_SECONDS, r"by ana \(page\)")  # the page's apply, its logged-in user
 
         connectors = shown_within(session, f"{url}/ui/env/dev/connectors", SHOWN_SECONDS, hand_made)
         unbundled = connectors[connectors.index('id="unbundled"') :]

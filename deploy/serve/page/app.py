@@ -47,6 +47,7 @@ from deploy.serve.page.access import Access, form
 from deploy.serve.page.charts import flow_chart, latency_chart
 from deploy.serve.page.connector_table import PAGE_SIZE, UNBUNDLED, WAIT_SECONDS, Table, page_of
 from deploy.serve.page.environment_readers import EnvironmentReaders
+from deploy.serve.page.login_fields import HOME, applier, landing
 from deploy.serve.page.views import (
     dead_letter_rows,
     environments,
@@ -64,6 +65,7 @@ REFRESH_SECONDS = 5  # the connectors view reloads itself this often
 SESSION_COOKIE = "ikkai_page"
 SESSION_SECONDS = 8 * 3600  # a working day; a restarted server (new signing key) ends every session sooner
 FLASH = "flash"
+APPLIER = "applier"  # the session's key of who the page's applies are recorded as (login_fields.applier)
 _PAUSE = {"pause": "pause_connector", "resume": "resume_connector"}
 
 
@@ -94,7 +96,7 @@ class Page:
         return self.templates.TemplateResponse(request, name, context, status_code=status)
 
     async def login_form(self, request: Request) -> Response:
-        return self.render(request, "login.html")
+        return self.render(request, "login.html", next=landing(request.query_params.get("next")))
 
     async def login_post(self, request: Request) -> Response:
         client = request.client.host if request.client else "unknown"
@@ -102,17 +104,19 @@ class Page:
         if wait > 0:
             seconds = math.ceil(wait)
             error = f"too many failed logins from this address: try again in {seconds} s"
-            refused = self.render(request, "login.html", status=429, error=error)
+            refused = self.render(request, "login.html", status=429, error=error, next=HOME)
             refused.headers["Retry-After"] = str(seconds)
             return refused
-        token = (await form(request)).get("token", "")
-        covered = self.plane.tokens.environments(token.strip())
+        fields = await form(request)
+        covered = self.plane.tokens.environments(fields.get("token", "").strip())
+        going = landing(fields.get("next"))
         if covered is None:
             self.throttle.failed(client)
-            return self.render(request, "login.html", status=401, error="not a token of this server")
+            return self.render(request, "login.html", status=401, error="not a token of this server", next=going)
         self.throttle.succeeded(client)
         login.log_in(request.session, covered)
-        return RedirectResponse("/ui/", status_code=303)
+        request.session[APPLIER] = applier(fields.get("name"))
+        return RedirectResponse(going, status_code=303)
 
     async def logout(self, request: Request) -> Response:
         request.session.clear()
@@ -229,7 +233,8 @@ class Page:
         if bundle not in self.environments()[env] or verb not in ("apply", "restart"):
             return Response(f"no bundle {bundle} in {env}", status_code=404, media_type="text/plain")
         try:
-            result = (await run_in_threadpool(self.plane.run, bundle, env, verb, {}))[1]
+            who = str(request.session.get(APPLIER) or applier(None))
+            result = (await run_in_threadpool(lambda: self.plane.run(bundle, env, verb, {}, who=who)))[1]
             done = f"{verb} {bundle}/{env}: done" if verb == "apply" else f"restarted {', '.join(result['restarted'])}"
         except IkkaiError as exc:
             done = f"{verb} {bundle}/{env} failed: {_one_line(exc)}"
