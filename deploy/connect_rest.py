@@ -337,8 +337,14 @@ def _seg(name: str) -> str:
 
 
 def _message(response: requests.Response) -> str:
+    """Connect's JSON ``message``; for an HTML page (the worker's web server is up, its REST resources are not yet:
+    a worker starting or restarting), a sentence saying so instead of the page."""
     try:
         body = response.json()
         return str(body.get("message") or body)
     except ValueError:
-        return response.text.strip()[:300] or response.reason
+        text = response.text.strip()
+        if "html" in response.headers.get("Content-Type", "").lower() or text[:1] == "<":
+            answered = f"{response.status_code} {response.reason}"
+            return f"the worker answered with a web page, not its REST API ({answered}): it is starting or restarting"
+        return text[:300] or response.reason

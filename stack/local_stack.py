@@ -63,6 +63,7 @@ from stack.schema_registry import REGISTRY, LocalSchemaRegistry
 from stack.spark_cluster import (
     DAEMON_HEAP,
     SPARK_MASTER,
+    UI,
     cluster_port_roles,
     connect_components,
     is_spark,
@@ -71,6 +72,7 @@ from stack.spark_cluster import (
     master_url,
     spark_components,
     spark_launch,
+    ui_url,
 )
 from stack.stack_config import BROKER as BROKER  # re-exported: callers name components by these
 from stack.stack_config import CONNECT as CONNECT
@@ -220,6 +222,11 @@ class LocalStack:
         """The Spark master's ``spark://`` URL (for ``ikkai jobs submit --master``); None without Spark workers."""
         ports = self._home.saved_cluster_ports()
         return master_url(ports) if self.spark and SPARK_MASTER in ports else None
+
+    def spark_ui_urls(self) -> list[str]:
+        """The web UIs of the Spark master and each worker (applications, executors, their logs); [] without."""
+        ports = self._home.saved_cluster_ports()
+        return [ui_url(ports, c) for c in self.spark if f"{c}{UI}" in ports]
 
     def connect_urls(self) -> list[str]:
         """Every Connect worker's REST URL, the stack's ``connect_url`` first."""

@@ -175,3 +175,31 @@ def test_a_validate_5xx_is_raised_at_once_while_other_5xx_are_retried() -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+class _Restarting(BaseHTTPRequestHandler):
+    """A worker whose web server is up and its REST resources not yet: Jetty's HTML 404 page."""
+
+    def do_GET(self) -> None:
+        body = b"<html><head><title>Error 404 Not Found</title></head><body><h2>HTTP ERROR 404</h2></body></html>"
+        self.send_response(404)
+        self.send_header("Content-Type", "text/html;charset=iso-8859-1")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        return
+
+
+def test_a_web_page_instead_of_the_rest_api_is_said_in_words_not_shown_raw() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Restarting)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises(ConnectRestError) as caught:
+            ConnectClient(f"http://127.0.0.1:{server.server_address[1]}").connector_status("a")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "<html" not in str(caught.value)
+    assert "starting or restarting" in str(caught.value) and "404 Not Found" in str(caught.value)
