@@ -10,6 +10,7 @@ import uuid
 
 from confluent_kafka import Consumer, Producer
 
+from demo.client_logs import KAFKA_LOG
 from ikkai.contract import kafka
 from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka import KafkaContext
@@ -33,7 +34,7 @@ def by_partition(bootstrap: str, topic: str, isolation: str = "read_committed") 
     """Every record of ``topic`` per partition, in offset order, up to the current end."""
     consumer = Consumer(KafkaContext.of(bootstrap).client_config(**{
         "group.id": unique("test.reader"), "auto.offset.reset": "earliest",
-        "enable.auto.commit": False, "isolation.level": isolation, "enable.partition.eof": True,
+        "enable.auto.commit": False, "isolation.level": isolation, "enable.partition.eof": True, "logger": KAFKA_LOG,
     }))  # fmt: skip
     consumer.subscribe([topic])
     parts = len(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
@@ -62,7 +63,7 @@ def flat(records: Partitioned) -> list[Record]:
 def produce_payments(bootstrap: str, topic: str, payments: list[dict[str, object]], partitions: int) -> None:
     """Payments as single-object Avro, keyed by payment_id, on Kafka's default partition of the key."""
     codec = default_codec()
-    producer = Producer(KafkaContext.of(bootstrap).producer_config())
+    producer = Producer(KafkaContext.of(bootstrap).producer_config(logger=KAFKA_LOG))
     for payment in payments:
         key = str(payment["payment_id"]).encode()
         value = codec.encode("payment_event", payment, version=1)

@@ -40,6 +40,7 @@ from typing import Any, TextIO
 import psutil
 
 from demo import chaos as chaos_
+from demo import client_logs
 from demo.children import CLUSTER_VARS, Child, DemoProcessError, child_env, wait_for_http
 from demo.collect import decoded, read_live, read_topics, receipt_identity, receiver_applied, receiver_deliveries
 from demo.facts import LIVE_TOPICS, REPLAYED, ChaosEvent, Expectation, Facts, replay_topic
@@ -240,6 +241,7 @@ class Demo:
         if self.run_dir.exists():
             shutil.rmtree(self.run_dir)
         (self.run_dir / "drop").mkdir(parents=True)
+        self.say(f"Kafka clients' log lines: {client_logs.kept_in(self.run_dir)}")
         if self.options.spark_workers:
             (self.run_dir / "spark-conf").mkdir()
             (self.run_dir / "spark-conf" / "spark-defaults.conf").write_text(spark_defaults(CLUSTER_JOB_SETTINGS))
