@@ -69,6 +69,7 @@ from ikkai.contract.topics import (
 )
 from ikkai.errors import IkkaiError
 from ikkai.settings import Endpoints, endpoints_connect_auth, ikkai_home, jars_dir
+from stack import attached
 from stack.chaos import ChaosStack, executor_jvms
 from stack.local_stack import CONNECT
 from stack.ports import free_port
@@ -657,8 +658,11 @@ class Demo:
             self.page.stop()
         if self.options.keep:
             alive = {n: c.pid for n, c in self.children.items() if c.alive()}
+            for name, pid in alive.items():  # `ikkai stack down` stops them first (stack.attached)
+                attached.attach(self.home, name, pid)
             self.say(
-                f"--keep: left running: the stack (`ikkai stack --home {self.home} status`, `... down` stops it) "
+                f"--keep: left running: the stack (`ikkai stack --home {self.home} status`; `... down` stops it "
+                "and these) "
                 "and " + ", ".join(f"{n} pid {pid}" for n, pid in alive.items()) + f"; receiver {self.receiver_url}"
             )
             return
