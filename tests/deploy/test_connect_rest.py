@@ -139,32 +139,46 @@ def test_the_clusters_file_sets_the_connect_timeout_and_names_the_environment(tm
     assert error["fields"]["cluster"] == f"env staging, from {clusters}"
 
 
-class _FailingValidation(BaseHTTPRequestHandler):
-    """A worker whose plugin fails on the config: validate answers 500 (a config provider that cannot read
-    its file), every time, in milliseconds; every other request 503 (a worker starting: transient)."""
+Answer = tuple[int, str, bytes]  # status, content type, body
+JSON = "application/json"
 
-    def do_PUT(self) -> None:
-        self._answer(500, b'{"error_code":500,"message":"ConfigException: Could not read properties from file"}')
 
-    def do_GET(self) -> None:
-        self._answer(503, b'{"error_code":503,"message":"starting"}')
+@contextlib.contextmanager
+def fake_worker(answers: dict[str, Answer]) -> Iterator[str]:
+    """A worker answering each method (GET, PUT) as ``answers`` says, every time; yields its URL."""
 
-    def _answer(self, status: int, body: bytes) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+    class Worker(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self._answer(*answers["GET"])
 
-    def log_message(self, format: str, *args: object) -> None:
-        return
+        def do_PUT(self) -> None:
+            self._answer(*answers["PUT"])
+
+        def _answer(self, status: int, content_type: str, body: bytes) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Worker)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_a_validate_5xx_is_raised_at_once_while_other_5xx_are_retried() -> None:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _FailingValidation)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        client = ConnectClient(f"http://127.0.0.1:{server.server_address[1]}", retry_deadline=2)
+    # The plugin fails on the config (a config provider that cannot read its file): 500, every time, in
+    # milliseconds; every other request 503 (a worker starting: transient).
+    failing = (500, JSON, b'{"error_code":500,"message":"ConfigException: Could not read properties from file"}')
+    with fake_worker({"PUT": failing, "GET": (503, JSON, b'{"error_code":503,"message":"starting"}')}) as url:
+        client = ConnectClient(url, retry_deadline=2)
         with pytest.raises(ConnectRestError) as caught:
             client.validate_config("io.debezium.connector.postgresql.PostgresConnector", {"a": "b"})
         assert caught.value.status == 500 and "Could not read properties" in caught.value.connect_message
@@ -172,34 +186,13 @@ def test_a_validate_5xx_is_raised_at_once_while_other_5xx_are_retried() -> None:
         with pytest.raises(ConnectRestError) as again:
             client.connectors()
         assert again.value.status == 503 and len(client.calls) > 2  # a 503 elsewhere is still retried
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-class _Restarting(BaseHTTPRequestHandler):
-    """A worker whose web server is up and its REST resources not yet: Jetty's HTML 404 page."""
-
-    def do_GET(self) -> None:
-        body = b"<html><head><title>Error 404 Not Found</title></head><body><h2>HTTP ERROR 404</h2></body></html>"
-        self.send_response(404)
-        self.send_header("Content-Type", "text/html;charset=iso-8859-1")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        return
 
 
 def test_a_web_page_instead_of_the_rest_api_is_said_in_words_not_shown_raw() -> None:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Restarting)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        with pytest.raises(ConnectRestError) as caught:
-            ConnectClient(f"http://127.0.0.1:{server.server_address[1]}").connector_status("a")
-    finally:
-        server.shutdown()
-        server.server_close()
+    # The worker's web server is up and its REST resources not yet: Jetty's HTML 404 page.
+    page = b"<html><head><title>Error 404 Not Found</title></head><body><h2>HTTP ERROR 404</h2></body></html>"
+    restarting = {"GET": (404, "text/html;charset=iso-8859-1", page)}
+    with fake_worker(restarting) as url, pytest.raises(ConnectRestError) as caught:
+        ConnectClient(url).connector_status("a")
     assert "<html" not in str(caught.value)
     assert "starting or restarting" in str(caught.value) and "404 Not Found" in str(caught.value)
