@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import shutil
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -176,3 +177,13 @@ def test_the_throttle_counts_failures_per_address_in_a_sliding_window_and_forget
         for _ in range(3):
             throttle.failed(client)
     assert throttle.wait_seconds("a") == 0 and throttle.wait_seconds("c") > 0  # two addresses kept: "a" forgotten
+
+
+def test_the_bundles_view_shows_each_bundles_error_when_connect_is_unreachable(url: str) -> None:
+    session, _ = logged_in(url)
+    deadline = time.monotonic() + 30
+    while 'data-bundle="payments-ingest"' not in (text := session.get(f"{url}/ui/env/dev/bundles", timeout=10).text):
+        assert 'id="bundles-reading"' in text and time.monotonic() < deadline, text[-1500:]  # read in the background
+        time.sleep(0.5)  # a reload's pace; the condition is polled
+    row = text[text.index('data-bundle="payments-ingest"') :].split("</tr>")[0]
+    assert 'class="state unknown"' in row and "http://127.0.0.1:9" in row and "unreachable" in row, row

@@ -9,6 +9,7 @@ row, shown at once.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from deploy import applies, bundle_ops
@@ -28,16 +29,17 @@ def one_line(exc: BaseException) -> str:
     return (text.splitlines() or [type(exc).__name__])[0]
 
 
-def last_applies(kafka: KafkaContext, env: str) -> tuple[dict[str, applies.LastApply], str | None]:
-    """The environment's last apply of each bundle, and why they could not be read (None when they were)."""
+def last_applies(kafka: Callable[[], KafkaContext], env: str) -> tuple[dict[str, applies.LastApply], str | None]:
+    """The environment's last apply of each bundle (``kafka``: its cluster, which may not be known), and why they
+    could not be read (None when they were)."""
     try:
-        found, complete = applies.last_applies(kafka, env, APPLIES_SECONDS)
+        found, complete = applies.last_applies(kafka(), env, APPLIES_SECONDS)
     except Exception as exc:  # noqa: BLE001 - the record is best-effort: unread, the view says so and goes on
         return {}, one_line(exc)
     return found, None if complete else f"{APPLIES} not read to its end within {APPLIES_SECONDS:.0f} s"
 
 
-def bundle_rows(plane: ControlPlane, kafka: KafkaContext, env: str) -> list[dict[str, Any]]:
+def bundle_rows(plane: ControlPlane, kafka: Callable[[], KafkaContext], env: str) -> list[dict[str, Any]]:
     """A row per bundle of ``env`` (``views.bundle_row``), or with the ``error`` that kept it from one."""
     last, unread = last_applies(kafka, env)
     rows = []

@@ -81,7 +81,7 @@ class EnvironmentReaders:
         """The environment's bundles view rows, read in the background (``deploy.serve.page.bundle_rows``)."""
 
         def read() -> list[dict[str, Any]]:
-            return bundle_rows.bundle_rows(self.plane, self.kafka(env), env)
+            return bundle_rows.bundle_rows(self.plane, lambda: self.kafka(env), env)
 
         with self._lock:
             if ("bundles", env) not in self._made:
