@@ -148,7 +148,7 @@ class Page:
         name, state = query.get("name", "")[:100], query.get("state", "")[:20]
         table = await run_in_threadpool(self.readers.connectors(env).table)
         if table is None:
-            table = Table(0.0, (), {"*": f"Connect did not answer within {WAIT_SECONDS:.0f} s: reload in a moment"})
+            table = Table(0.0, (), {"*": f"Connect did not answer within {WAIT_SECONDS:g} s: reload in a moment"})
         shown = page_of(table, number, PAGE_SIZE, name, state)
         bundles = [
             {"bundle": b, "error": table.errors.get(b) or table.errors.get("*"),

@@ -32,7 +32,7 @@ from deploy.serve.page.refreshed import Refreshed
 from ikkai.errors import IkkaiError
 
 FRESH_SECONDS = 5.0  # a table younger than this is served as it is (the view reloads every REFRESH_SECONDS)
-WAIT_SECONDS = 3.0  # the longest a viewer waits for a refresh before it gets the last table
+WAIT_SECONDS = 1.5  # the longest a viewer waits for a refresh before it gets the last table (views: 2 s at most)
 PAGE_SIZE = 50
 UNBUNDLED = ""  # the bundle of the rows of connectors no bundle of the environment names (listed after them)
 
