@@ -346,9 +346,8 @@ class Demo:
         for name in ("payments.jsonl", "refunds.jsonl"):
             (self.run_dir / "drop" / name).touch()
         (self.run_dir / "plans").mkdir(exist_ok=True)
-        for request in self._lineup().bundles(self.receiver_url):
-            if self.page is not None:  # its clusters file names the demo's stack: the apply is recorded there
-                request = dataclasses.replace(request, clusters=self.page.clusters_file)
+        clusters = self.page.clusters_file if self.page is not None else None  # names the demo's stack
+        for request in self._lineup().bundles(self.receiver_url, clusters):
             plan = plan_text(bundle_ops.plan_data(request))
             full = self.run_dir / "plans" / f"{request.bundle}.txt"
             full.write_text(plan + "\n")
