@@ -51,7 +51,7 @@ MAX_PAUSE_SECONDS = 300.0  # the longest wait after failed reconcile passes
 KEPT_ERRORS = 100  # a long-running loop keeps only its latest errors
 
 log = logging.getLogger("ikkai.serve")
-SERVE = "ikkai serve"  # who applied, in the record of applies: the tokens carry no names
+SERVE = "ikkai serve"  # who applied through the API, in the record of applies: the tokens carry no names
 LOOP = "ikkai serve reconcile loop"
 
 
