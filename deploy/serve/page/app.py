@@ -238,6 +238,7 @@ class Page:
             done = f"{verb} {bundle}/{env}: done" if verb == "apply" else f"restarted {', '.join(result['restarted'])}"
         except IkkaiError as exc:
             done = f"{verb} {bundle}/{env} failed: {_one_line(exc)}"
+        self.readers.bundles(env).expire()  # the bundles view reads what the action changed
         request.session[FLASH] = done
         return RedirectResponse(f"/ui/env/{env}/connectors", status_code=303)
 

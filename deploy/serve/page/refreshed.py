@@ -4,7 +4,8 @@ waited on longer than a viewer's ``wait``.
 ``Refreshed.latest(wait)`` returns the last reading while it is younger than ``fresh``; else it starts a read on
 a thread of its own (one at a time) and waits for it at most ``wait`` seconds. A read that takes longer (Connect
 or Kafka slow, a worker restarting) goes on and serves the next viewer; this one gets the last reading marked
-``stale``, or None before the first. A read that raises is kept like a value (``failed`` turns the exception
+``stale``, or None before the first. ``expire()`` (an apply from the page) makes the next viewer start a read
+however young the last reading is. A read that raises is kept like a value (``failed`` turns the exception
 into one), so a cluster that is down is asked once per interval, not once per viewer.
 """
 
@@ -44,6 +45,8 @@ class Refreshed(Generic[T]):
         self.name = name  # the reading thread's name
         self.clock = clock
         self.last: Reading[T] | None = None
+        self._expired = False  # the last reading is known to be out of date (``expire``)
+        self._expired_at = 0.0
         self._lock = threading.Lock()
         self._reading: threading.Event | None = None  # set when the read under way is done
 
@@ -52,7 +55,7 @@ class Refreshed(Generic[T]):
         seconds; else the last one marked ``stale``; None before the first."""
         with self._lock:
             last = self.last
-            if last is not None and self.clock() - last.at < self.fresh:
+            if last is not None and not self._expired and self.clock() - last.at < self.fresh:
                 return last
             if self._reading is None:
                 self._reading = threading.Event()
@@ -71,4 +74,10 @@ class Refreshed(Generic[T]):
             value = self.failed(exc)
         with self._lock:
             self.last, self._reading = Reading(at, value), None
+            self._expired = self._expired and self._expired_at > at  # expired again while this read ran
         done.set()
+
+    def expire(self) -> None:
+        """The last reading is out of date (an action changed what it read): the next viewer starts a read."""
+        with self._lock:
+            self._expired, self._expired_at = True, self.clock()
