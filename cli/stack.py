@@ -26,8 +26,8 @@ EXIT_NOT_RUNNING = 3
 
 
 def endpoints_text(data: dict[str, Any], *more: tuple[str, str]) -> str:
-    keys = ("runtime", "bootstrap_servers", "connect_url", "connect_urls", "spark_master_url", "schema_registry_url",
-            "kafka_config", "connect_credentials", "home")  # fmt: skip
+    keys = ("runtime", "bootstrap_servers", "connect_url", "connect_urls", "spark_master_url", "spark_ui_urls",
+            "schema_registry_url", "kafka_config", "connect_credentials", "home")  # fmt: skip
     rows = [(k, ",".join(data[k]) if isinstance(data[k], list) else str(data[k])) for k in keys if k in data]
     rows += list(more)
     width = max(len(k) for k, _ in rows)
@@ -89,6 +89,7 @@ def _endpoint_data(endpoints: Endpoints, stack_: Stack) -> dict[str, Any]:
     spark_master_url = getattr(stack_, "spark_master_url", lambda: None)()  # the embedded stack's Spark cluster
     if spark_master_url:
         data["spark_master_url"] = spark_master_url
+        data["spark_ui_urls"] = getattr(stack_, "spark_ui_urls", list)()  # the master's web UI, then each worker's
     connect_urls: list[str] = getattr(stack_, "connect_urls", list)()
     if len(connect_urls) > 1:
         data["connect_urls"] = connect_urls

@@ -129,14 +129,16 @@ class Lineup:
     def receiver(self, port: int) -> list[str]:
         return python_module("demo.receiver", "--db", str(self.run_dir / "receiver.sqlite"), "--port", str(port))
 
-    def bundles(self, receiver_url: str) -> list[BundleRequest]:
-        """payments-ingest reading the drop file; outbox-sink delivering to the receiver (both APIs)."""
+    def bundles(self, receiver_url: str, clusters: Path | None = None) -> list[BundleRequest]:
+        """payments-ingest reading the drop file; outbox-sink delivering to the receiver (both APIs). ``clusters``:
+        a clusters file that names the demo's stack for ``dev`` (the page's), so the record of each apply goes to
+        the demo's Kafka, not to the default embedded stack's."""
         drop = self.drop_file.parent
-        ingest = BundleRequest("payments-ingest", "dev", connect_url=self.connect_url, overrides=(
+        ingest = BundleRequest("payments-ingest", "dev", connect_url=self.connect_url, clusters=clusters, overrides=(
             f"sources.payments.file={drop / 'payments.jsonl'}", f"sources.refunds.file={drop / 'refunds.jsonl'}",
             f"partitions={self.partitions}",
         ))  # fmt: skip
-        outbox = BundleRequest("outbox-sink", "dev", connect_url=self.connect_url, overrides=(
+        outbox = BundleRequest("outbox-sink", "dev", connect_url=self.connect_url, clusters=clusters, overrides=(
             f"kafka.bootstrap_servers={self.bootstrap_servers}",
             f"targets.payments-api.url={receiver_url}", f"targets.notifications-api.url={receiver_url}",
         ))  # fmt: skip

@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from demo.client_logs import KAFKA_LOG
 from demo.payments_simulation import DAY_MS, START_MS, PaymentsWorld, simulate
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.partitioning import kafka_partition
@@ -306,7 +307,7 @@ def produce_lines(cluster: KafkaContext, topic: str, lines: Iterable[RawLine]) -
     """
     from confluent_kafka import Producer
 
-    producer = Producer(cluster.producer_config(**{"linger.ms": 5}))
+    producer = Producer(cluster.producer_config(**{"linger.ms": 5, "logger": KAFKA_LOG}))
     count = 0
     for line in lines:
         give_up_at = time.monotonic() + 60

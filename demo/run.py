@@ -40,6 +40,7 @@ from typing import Any, TextIO
 import psutil
 
 from demo import chaos as chaos_
+from demo import client_logs
 from demo.children import CLUSTER_VARS, Child, DemoProcessError, child_env, wait_for_http
 from demo.collect import decoded, read_live, read_topics, receipt_identity, receiver_applied, receiver_deliveries
 from demo.facts import LIVE_TOPICS, REPLAYED, ChaosEvent, Expectation, Facts, replay_topic
@@ -68,6 +69,7 @@ from ikkai.contract.topics import (
 )
 from ikkai.errors import IkkaiError
 from ikkai.settings import Endpoints, endpoints_connect_auth, ikkai_home, jars_dir
+from stack import attached
 from stack.kit.chaos import ChaosStack, executor_jvms
 from stack.local_stack import CONNECT
 from stack.ports import free_port
@@ -242,6 +244,7 @@ class Demo:
         if self.run_dir.exists():
             shutil.rmtree(self.run_dir)
         (self.run_dir / "drop").mkdir(parents=True)
+        self.say(f"Kafka clients' log lines: {client_logs.kept_in(self.run_dir)}")
         if self.options.spark_workers:
             (self.run_dir / "spark-conf").mkdir()
             (self.run_dir / "spark-conf" / "spark-defaults.conf").write_text(spark_defaults(CLUSTER_JOB_SETTINGS))
@@ -350,7 +353,8 @@ class Demo:
         for name in ("payments.jsonl", "refunds.jsonl"):
             (self.run_dir / "drop" / name).touch()
         (self.run_dir / "plans").mkdir(exist_ok=True)
-        for request in self._lineup().bundles(self.receiver_url):
+        clusters = self.page.clusters_file if self.page is not None else None  # names the demo's stack
+        for request in self._lineup().bundles(self.receiver_url, clusters):
             plan = plan_text(bundle_ops.plan_data(request))
             full = self.run_dir / "plans" / f"{request.bundle}.txt"
             full.write_text(plan + "\n")
@@ -359,6 +363,8 @@ class Demo:
             applied = bundle_ops.apply_data(request)
             states = ", ".join(f"{n} {s}" for n, s in sorted(applied["states"].items()))
             self.say(f"apply: {len(applied['written'])} connector(s) written; {states}")
+            if applied.get("record_warning"):
+                self.say(str(applied["record_warning"]))
 
     # -- following the pipeline ----------------------------------------------------------------
 
@@ -658,8 +664,11 @@ class Demo:
             self.page.stop()
         if self.options.keep:
             alive = {n: c.pid for n, c in self.children.items() if c.alive()}
+            for name, pid in alive.items():  # `ikkai stack down` stops them first (stack.attached)
+                attached.attach(self.home, name, pid)
             self.say(
-                f"--keep: left running: the stack (`ikkai stack --home {self.home} status`, `... down` stops it) "
+                f"--keep: left running: the stack (`ikkai stack --home {self.home} status`; `... down` stops it "
+                "and these) "
                 "and " + ", ".join(f"{n} pid {pid}" for n, pid in alive.items()) + f"; receiver {self.receiver_url}"
             )
             return

@@ -12,6 +12,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+from demo.client_logs import KAFKA_LOG
 from demo.measures import TopicRecord
 from ikkai.contract.kafka import KafkaContext
 from ikkai.errors import IkkaiError
@@ -27,6 +28,7 @@ class DemoKafkaError(IkkaiError):
 
 def _consumer(cluster: KafkaContext) -> Consumer:
     settings = {"enable.auto.commit": False, "auto.offset.reset": "earliest", "enable.partition.eof": True}
+    settings["logger"] = KAFKA_LOG  # librdkafka's lines: the run's log file, not the demo's output (client_logs)
     return Consumer(cluster.consumer_config(f"ikkai.demo.{uuid.uuid4().hex[:12]}", **settings))
 
 

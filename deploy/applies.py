@@ -8,8 +8,9 @@ bytes::
     {"bundle": "payments-ingest", "env": "dev", "who": "ana@build-7", "when": "2026-11-26T19:40:02Z",
      "digest": "<sha-256 hex>", "result": "applied", "written": ["payments-ingest.payments"]}
 
-``who`` is the OS user and host for the CLI, ``ikkai serve`` for the service (its tokens carry no names),
-``ikkai serve reconcile loop`` for its loop, which records only the passes that wrote, deleted or failed.
+``who`` is the OS user and host for the CLI (and the demo), ``ikkai serve`` for the service's API (its tokens
+carry no names), the name given at the page's login for the page (``deploy.serve.page.login_fields``), ``ikkai
+serve reconcile loop`` for its loop, which records only the passes that wrote, deleted or failed.
 ``digest`` is the sha-256 of the rendered configs and target states as ``ikkai bundle render`` shows them:
 secret values and URL credentials redacted first, so the record holds no secret, not even its hash (rule 11),
 and a changed secret alone does not change it. ``result`` is ``applied`` or ``failed``; ``written`` the

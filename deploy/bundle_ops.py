@@ -19,6 +19,7 @@ from typing import Any
 from connectors.lint import PluginCatalog, blocking, lint_bundle
 from connectors.render import RenderedBundle, load_bundle, render_bundle
 from connectors.secrets import redact
+from connectors.values import merge
 from deploy import applies
 from deploy.clusters import (
     LOCAL,
@@ -60,7 +61,23 @@ def bundle_folder(bundle: str) -> Path:
 
 
 def rendered(request: BundleRequest) -> RenderedBundle:
-    return render_bundle(load_bundle(bundle_folder(request.bundle)), request.env, request.overrides)
+    """The bundle rendered for the request's environment, its values beneath the bundle defaults including the
+    environment's own (``environment_values``)."""
+    bundle = load_bundle(bundle_folder(request.bundle))
+    manifest = replace(bundle.manifest, defaults=merge(environment_values(request), bundle.manifest.defaults))
+    return render_bundle(replace(bundle, manifest=manifest), request.env, request.overrides)
+
+
+def environment_values(request: BundleRequest) -> dict[str, Any]:
+    """What every bundle's templates may read of their environment, beneath the bundle's defaults (a bundle's
+    values, its ``values/<env>.yaml`` and ``--set`` override it): ``kafka.bootstrap_servers``, the environment's
+    Kafka cluster (the clusters file's ``bootstrap_servers``, else the embedded stack's or
+    ``$IKKAI_BOOTSTRAP_SERVERS``); nothing when no Kafka cluster is known for the environment."""
+    try:
+        kafka = kafka_cluster(cluster_target(request.env, request.connect_url, request.clusters))
+    except IkkaiError:
+        return {}
+    return {"kafka": {"bootstrap_servers": kafka.bootstrap_servers}}
 
 
 def cluster_target(env: str, connect_url: str | None, clusters: Path | None) -> ClusterTarget:

@@ -2,7 +2,10 @@
 
 Retries what Connect documents as transient: 409 (a rebalance is in progress), 408, 429 and
 5xx, with jittered exponential backoff inside a deadline. Everything else becomes a
-``ConnectRestError`` that renders as ``METHOD PATH returned STATUS: message``.
+``ConnectRestError`` that renders as ``METHOD PATH returned STATUS: message``. Validation is the exception:
+a 5xx from ``PUT .../config/validate`` is the plugin's own failure on that config (a config provider that
+cannot read its file answers 500 in milliseconds, every time), so it is raised at once, never retried for
+the deadline; only 408, 409 and 429 are retried there (``VALIDATE_RETRIED``).
 
 Reaching the worker is judged apart from its answers. Connecting has its own short timeout
 (``connect_timeout``, default 1 s) and reading its own (``read_timeout``). A worker that was
@@ -27,6 +30,7 @@ from ikkai.errors import IkkaiError
 from ikkai.settings import ConnectAuth
 
 RETRIED_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
+VALIDATE_RETRIED = frozenset({408, 409, 429})  # a validate 5xx is the plugin failing on the config: shown at once
 CONNECT_TIMEOUT = 1.0  # seconds to open a TCP connection: a LAN or VPN hop takes milliseconds
 READ_TIMEOUT = 30.0  # seconds for an answer once connected: validation of a big config can take a while
 
@@ -178,7 +182,7 @@ class ConnectClient:
     def validate_config(self, connector_class: str, config: Mapping[str, str]) -> dict[str, Any]:
         """Connect's own validation: ``error_count`` and per-key ``configs[].value.errors``. Writes nothing."""
         path = f"/connector-plugins/{_seg(connector_class)}/config/validate"
-        return self._call("PUT", path, json=dict(config))  # type: ignore[no-any-return]
+        return self._call("PUT", path, json=dict(config), retried=VALIDATE_RETRIED)  # type: ignore[no-any-return]
 
     def connector_info(self, name: str) -> dict[str, Any]:
         """Name, config, tasks and type of one connector."""
@@ -223,7 +227,7 @@ class ConnectClient:
 
     # -- transport -----------------------------------------------------------------------------
 
-    def _call(self, method: str, path: str, *, json: Any = None) -> Any:
+    def _call(self, method: str, path: str, *, json: Any = None, retried: frozenset[int] = RETRIED_STATUSES) -> Any:
         deadline = time.monotonic() + self.retry_deadline
         delays = iter(backoff_delays(30))
         timeout = (self.connect_timeout, self.read_timeout)
@@ -278,7 +282,7 @@ class ConnectClient:
                     )
                 status = response.status_code
                 error = ConnectRestError(method, path, status, _message(response), self.url)
-            retriable = status is None or status in RETRIED_STATUSES  # None: no answer (worker restarting)
+            retriable = status is None or status in retried  # None: no answer (worker restarting)
             delay = next(delays, None)
             if not retriable or delay is None or time.monotonic() + delay > deadline:
                 raise error
@@ -333,8 +337,14 @@ def _seg(name: str) -> str:
 
 
 def _message(response: requests.Response) -> str:
+    """Connect's JSON ``message``; for an HTML page (the worker's web server is up, its REST resources are not yet:
+    a worker starting or restarting), a sentence saying so instead of the page."""
     try:
         body = response.json()
         return str(body.get("message") or body)
     except ValueError:
-        return response.text.strip()[:300] or response.reason
+        text = response.text.strip()
+        if "html" in response.headers.get("Content-Type", "").lower() or text[:1] == "<":
+            answered = f"{response.status_code} {response.reason}"
+            return f"the worker answered with a web page, not its REST API ({answered}): it is starting or restarting"
+        return text[:300] or response.reason

@@ -14,7 +14,7 @@ password, say): literal secrets and URL credentials are cut out of it where it e
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -375,31 +375,33 @@ def status_rows(rendered: RenderedBundle, live: Mapping[str, LiveConnector]) -> 
     hidden = [
         v for c in rendered.connectors for k in secret_keys(c.config) if (v := c.config[k]) and not is_placeholder(v)
     ]
-    rows = []
-    for name in names:
-        current = live.get(name)
-        spec = next((c for c in rendered.connectors if c.name == name), None)
-        tasks = current.tasks if current else []
-        rows.append(
-            {
-                "name": name,
-                "in_bundle": spec is not None,
-                "target_state": spec.state if spec else None,
-                "state": current.state if current else "ABSENT",
-                "worker": (current.status.get("connector", {}).get("worker_id") if current else None),
-                "trace": shown_trace(current.status.get("connector", {}).get("trace") if current else None, hidden),
-                "tasks": [
-                    {
-                        "id": t.get("id"),
-                        "state": t.get("state"),
-                        "worker": t.get("worker_id"),
-                        "trace": shown_trace(t.get("trace"), hidden),
-                    }
-                    for t in tasks
-                ],
-            }
-        )
-    return rows
+    states = {c.name: c.state for c in rendered.connectors}
+    return [_status_row(name, live.get(name), name in states, states.get(name), hidden) for name in names]
+
+
+def unbundled_rows(live: Mapping[str, LiveConnector], bundled: Collection[str]) -> list[dict[str, Any]]:
+    """The live connectors no bundle names (created by hand, or by a bundle that does not render here), as
+    ``status_rows`` shapes a row; URL credentials cut out of their traces. Pure."""
+    return [_status_row(name, live[name], False, None, []) for name in sorted(set(live) - set(bundled))]
+
+
+def _status_row(
+    name: str, current: LiveConnector | None, in_bundle: bool, target: str | None, hidden: Sequence[str]
+) -> dict[str, Any]:
+    tasks = current.tasks if current else []
+    return {
+        "name": name,
+        "in_bundle": in_bundle,
+        "target_state": target,
+        "state": current.state if current else "ABSENT",
+        "worker": (current.status.get("connector", {}).get("worker_id") if current else None),
+        "trace": shown_trace(current.status.get("connector", {}).get("trace") if current else None, hidden),
+        "tasks": [
+            {"id": t.get("id"), "state": t.get("state"), "worker": t.get("worker_id"),
+             "trace": shown_trace(t.get("trace"), hidden)}
+            for t in tasks
+        ],
+    }  # fmt: skip
 
 
 def _status_line(status: Mapping[str, Any]) -> str:

@@ -74,7 +74,7 @@ def engine(timeout: int = PING_TIMEOUT_S) -> DockerClient:
         raise StackError(
             "docker",
             f"no Docker engine answers ({type(exc).__name__})",
-            fix="start Docker, or use the embedded stack: `ikkai stack up --runtime local`",
+            fix="start Docker, or use the embedded stack: `ikkai stack --runtime local up` (local is the default)",
         ) from exc
     return client
 

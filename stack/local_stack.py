@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ikkai.settings import Endpoints, endpoints_connect_auth
-from stack import processes
+from stack import attached, processes
 from stack.artifacts import JarSet, ensure_jars
 from stack.config_files import broker_config, write_configs
 from stack.errors import StackError
@@ -159,7 +159,9 @@ class LocalStack(StackShape):
         return self._start_registry()
 
     def down(self, *, purge: bool = False) -> list[int]:
-        """Stop every process of this home (Connect first); with ``purge`` also delete its data."""
+        """Stop every process of this home (first what runs against it: ``stack.attached``; then Connect); with
+        ``purge`` also delete its data."""
+        attached.stop_attached(self.home)
         stopped = self._stop_all()
         if purge:
             for path in (self.config_dir, self.home / "kafka", self.logs_dir, self.home / SECURE_DIR, self.state_file,

@@ -16,7 +16,7 @@ from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.kafka_security import NO_SECURITY, SecurityConfig
 from ikkai.settings import Endpoints
 from stack.errors import StackError
-from stack.spark_cluster import SPARK_MASTER, connect_components, master_url, spark_components
+from stack.spark_cluster import SPARK_MASTER, UI, connect_components, master_url, spark_components, ui_url
 from stack.stack_config import HOST, Ports, bootstrap_servers, broker_components
 from stack.stack_security import StackSecrets, client_settings
 from stack.state import StackHome
@@ -157,6 +157,11 @@ class StackShape:
         """The Spark master's ``spark://`` URL (for ``ikkai jobs submit --master``); None without Spark workers."""
         ports = self._home.saved_cluster_ports()
         return master_url(ports) if self.spark and SPARK_MASTER in ports else None
+
+    def spark_ui_urls(self) -> list[str]:
+        """The web UIs of the Spark master and each worker (applications, executors, their logs); [] without."""
+        ports = self._home.saved_cluster_ports()
+        return [ui_url(ports, c) for c in self.spark if f"{c}{UI}" in ports]
 
     def connect_urls(self) -> list[str]:
         """Every Connect worker's REST URL, the stack's ``connect_url`` first."""

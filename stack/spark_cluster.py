@@ -160,4 +160,9 @@ def spark_launch(home: Path, component: str, ports: dict[str, int]) -> SparkLaun
 
 def master_ui_url(ports: dict[str, int]) -> str:
     """The master's web UI, whose JSON (``/json/``) is how readiness is asked (``stack.probes.spark_answers``)."""
-    return f"http://{HOST}:{ports[f'{SPARK_MASTER}{UI}']}"
+    return ui_url(ports, SPARK_MASTER)
+
+
+def ui_url(ports: dict[str, int], component: str) -> str:
+    """The web UI of the Spark master or of a worker ``component``."""
+    return f"http://{HOST}:{ports[f'{component}{UI}']}"

@@ -8,7 +8,8 @@ This module holds what the routes do and the loop; the routes themselves are ``d
   GET  /metrics                              Prometheus text format
   GET  /bundles/<bundle>/<env>/plan          plan (JSON); ?prune=true
   POST /bundles/<bundle>/<env>/apply         apply (JSON); ?prune=true; recorded on _ikkai.applies as by
-                                             "ikkai serve" (deploy.applies)
+                                             "ikkai serve" (deploy.applies; the page's applies name
+                                             the name given at its login)
   GET  /bundles/<bundle>/<env>/status        status (JSON)
   POST /bundles/<bundle>/<env>/restart       restart; ?failed=true restarts failed tasks only
 
@@ -51,7 +52,7 @@ MAX_PAUSE_SECONDS = 300.0  # the longest wait after failed reconcile passes
 KEPT_ERRORS = 100  # a long-running loop keeps only its latest errors
 
 log = logging.getLogger("ikkai.serve")
-SERVE = "ikkai serve"  # who applied, in the record of applies: the tokens carry no names
+SERVE = "ikkai serve"  # who applied through the API, in the record of applies: the tokens carry no names
 LOOP = "ikkai serve reconcile loop"
 
 
@@ -86,7 +87,10 @@ class ControlPlane:
             raise ConfigError("serve", bundle, "no such bundle", fix=f"bundles live in {self.bundles_dir}")
         return BundleRequest(str(folder), env, connect_url=self.connect_url, clusters=self.clusters)
 
-    def run(self, bundle: str, env: str, verb: str, query: dict[str, list[str]]) -> tuple[int, dict[str, Any]]:
+    def run(
+        self, bundle: str, env: str, verb: str, query: dict[str, list[str]], *, who: str = SERVE
+    ) -> tuple[int, dict[str, Any]]:
+        """Plan, status, restart or apply; an apply recorded as by ``who`` (``deploy.applies``)."""
         request = self.request(bundle, env)
 
         def flag(name: str) -> bool:
@@ -98,15 +102,18 @@ class ControlPlane:
             return 200, bundle_ops.status_data(request)
         if verb == "restart":
             return 200, bundle_ops.restart_data(request, failed_only=flag("failed"))
-        return 200, self.apply(bundle, env, prune=flag("prune"))
+        return 200, self.apply(bundle, env, prune=flag("prune"), who=who)
 
-    def apply(self, bundle: str, env: str, *, prune: bool = False, loop: bool = False) -> dict[str, Any]:
-        """Apply the bundle, counted in the metrics and recorded (``deploy.applies``) as by ``ikkai serve``; by
-        the reconcile loop (``loop``) only when it wrote, deleted or failed."""
+    def apply(
+        self, bundle: str, env: str, *, prune: bool = False, loop: bool = False, who: str = SERVE
+    ) -> dict[str, Any]:
+        """Apply the bundle, counted in the metrics and recorded (``deploy.applies``) as by ``who`` (``ikkai
+        serve`` for the API; the page names its user); by the reconcile loop (``loop``) only when it wrote,
+        deleted or failed."""
         request = self.request(bundle, env)
         try:
             data = bundle_ops.apply_data(
-                request, prune=prune, applied_by=LOOP if loop else SERVE, record_unchanged=not loop, warn=log.warning
+                request, prune=prune, applied_by=LOOP if loop else who, record_unchanged=not loop, warn=log.warning
             )
         except IkkaiError:
             self.metrics.count_apply(bundle, env, "error")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import socket
 from pathlib import Path
 
@@ -44,7 +45,10 @@ def test_docker_runtime_without_an_engine_says_to_use_the_embedded_stack(tmp_pat
     if Path("/var/run/docker.sock").exists():
         pytest.skip("this machine has a Docker socket; the no-engine path cannot be shown here")
     result = run_ikkai("stack", "--runtime", "docker", "status", env={"IKKAI_HOME": str(tmp_path)})
-    assert_one_line_error(result, "no Docker engine", "--runtime local")
+    line = assert_one_line_error(result, "no Docker engine", "--runtime local")
+    suggested = re.search(r"`ikkai ([^`]+)`", line)
+    assert suggested is not None, line
+    assert run_ikkai(*suggested.group(1).split(), "--help").returncode == 0, line  # a command that exists
 
 
 def test_status_of_a_never_started_stack_exits_3_with_a_table(tmp_path: Path) -> None:
@@ -65,3 +69,19 @@ def test_down_of_an_external_cluster_stops_nothing_and_says_so_once(tmp_path: Pa
     assert result.returncode == 0, result.stderr
     assert "external cluster: nothing to stop" in result.stderr
     assert "process(es)" not in result.stderr, "no process of this machine was the external cluster's"
+
+
+def test_up_prints_the_spark_web_uis_of_a_cluster_stack() -> None:
+    from cli.stack import _endpoint_data, endpoints_text
+    from ikkai.settings import Endpoints
+
+    class ClusterStack:
+        def spark_master_url(self) -> str:
+            return "spark://127.0.0.1:7077"
+
+        def spark_ui_urls(self) -> list[str]:
+            return ["http://127.0.0.1:8080", "http://127.0.0.1:8081"]
+
+    data = _endpoint_data(Endpoints("127.0.0.1:9092", "http://127.0.0.1:8083", "local"), ClusterStack())  # type: ignore[arg-type]
+    assert data["spark_ui_urls"] == ["http://127.0.0.1:8080", "http://127.0.0.1:8081"]
+    assert "spark_ui_urls      http://127.0.0.1:8080,http://127.0.0.1:8081" in endpoints_text(data)

@@ -5,11 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from demo.children import child_env
 from demo.facts import Expectation
 from demo.lineup import Lineup
 from demo.stages import PipelineCounts
+from deploy import bundle_ops
+from deploy.clusters import kafka_cluster
 from ikkai.contract.topics import DECISIONS_FRAUD as DECISIONS
 from ikkai.contract.topics import DLQ_ENRICH, DLQ_INFER
 from ikkai.contract.topics import EVENTS_PAYMENTS as EVENTS
@@ -51,6 +54,16 @@ def test_bundles_point_at_the_drop_file_the_receiver_and_the_broker() -> None:
     assert {o for o in outbox.overrides if o.startswith("targets.")} == {
         "targets.payments-api.url=http://127.0.0.1:8099", "targets.notifications-api.url=http://127.0.0.1:8099",
     }  # fmt: skip
+
+
+def test_the_demos_applies_are_recorded_on_the_demos_kafka(tmp_path: Path) -> None:
+    clusters = tmp_path / "page-clusters.yaml"  # as the demo's page writes it
+    clusters.write_text(
+        yaml.safe_dump({"dev": {"connect_url": "http://127.0.0.1:8083", "bootstrap_servers": "demo:9"}})
+    )
+    for request in LINEUP.bundles("http://127.0.0.1:8099", clusters):
+        target = bundle_ops.cluster_target(request.env, request.connect_url, request.clusters)
+        assert kafka_cluster(target).bootstrap_servers == "demo:9"  # where deploy.bundle_ops._record writes
 
 
 EXPECT = Expectation(lines=10, events=8, dead_letters={"late": 2})

@@ -137,3 +137,62 @@ def test_the_clusters_file_sets_the_connect_timeout_and_names_the_environment(tm
     error = json.loads(result.stderr)
     assert error["fields"]["timeout"] == 0.25 and error["fields"]["reason"] == "connect timeout"
     assert error["fields"]["cluster"] == f"env staging, from {clusters}"
+
+
+Answer = tuple[int, str, bytes]  # status, content type, body
+JSON = "application/json"
+
+
+@contextlib.contextmanager
+def fake_worker(answers: dict[str, Answer]) -> Iterator[str]:
+    """A worker answering each method (GET, PUT) as ``answers`` says, every time; yields its URL."""
+
+    class Worker(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self._answer(*answers["GET"])
+
+        def do_PUT(self) -> None:
+            self._answer(*answers["PUT"])
+
+        def _answer(self, status: int, content_type: str, body: bytes) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Worker)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_validate_5xx_is_raised_at_once_while_other_5xx_are_retried() -> None:
+    # The plugin fails on the config (a config provider that cannot read its file): 500, every time, in
+    # milliseconds; every other request 503 (a worker starting: transient).
+    failing = (500, JSON, b'{"error_code":500,"message":"ConfigException: Could not read properties from file"}')
+    with fake_worker({"PUT": failing, "GET": (503, JSON, b'{"error_code":503,"message":"starting"}')}) as url:
+        client = ConnectClient(url, retry_deadline=2)
+        with pytest.raises(ConnectRestError) as caught:
+            client.validate_config("io.debezium.connector.postgresql.PostgresConnector", {"a": "b"})
+        assert caught.value.status == 500 and "Could not read properties" in caught.value.connect_message
+        assert len(client.calls) == 1  # shown, not retried for the retry deadline
+        with pytest.raises(ConnectRestError) as again:
+            client.connectors()
+        assert again.value.status == 503 and len(client.calls) > 2  # a 503 elsewhere is still retried
+
+
+def test_a_web_page_instead_of_the_rest_api_is_said_in_words_not_shown_raw() -> None:
+    # The worker's web server is up and its REST resources not yet: Jetty's HTML 404 page.
+    page = b"<html><head><title>Error 404 Not Found</title></head><body><h2>HTTP ERROR 404</h2></body></html>"
+    restarting = {"GET": (404, "text/html;charset=iso-8859-1", page)}
+    with fake_worker(restarting) as url, pytest.raises(ConnectRestError) as caught:
+        ConnectClient(url).connector_status("a")
+    assert "<html" not in str(caught.value)
+    assert "starting or restarting" in str(caught.value) and "404 Not Found" in str(caught.value)

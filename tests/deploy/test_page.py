@@ -7,6 +7,7 @@ import logging
 import re
 import shutil
 import threading
+import time
 from collections.abc import Iterator
 from html import unescape as html_unescape
 from pathlib import Path
@@ -60,7 +61,7 @@ def logged_in(url: str, token: str = TOKEN) -> tuple[requests.Session, str]:
 def test_pages_need_the_login_and_the_bearer_header_is_not_one(url: str) -> None:
     for headers in ({}, {"Authorization": f"Bearer {TOKEN}"}):
         page = requests.get(f"{url}/ui/env/dev/connectors", headers=headers, allow_redirects=False, timeout=5)
-        assert (page.status_code, page.headers["location"]) == (303, "/ui/login")
+        assert (page.status_code, page.headers["location"]) == (303, "/ui/login?next=%2Fui%2Fenv%2Fdev%2Fconnectors")
         assert requests.post(f"{url}{ACTION}", headers=headers | {"Origin": url}, timeout=5).status_code == 403
     assert requests.get(f"{url}/ui/login", timeout=5).status_code == 200
     # The API is as it was: the bearer header, and nothing else, opens it.
@@ -284,3 +285,13 @@ def test_every_login_failed_login_action_and_logout_is_an_audit_line(
     assert f'page restart who="{who}"' in lines[3] and 'bundle="payments-ingest"' in lines[3]
     assert f'api restart who="{fingerprint(TOKEN)}"' in lines[5] and "failed" in lines[5]
     assert TOKEN not in caplog.text and DEV_ONLY not in caplog.text
+
+
+def test_the_bundles_view_shows_each_bundles_error_when_connect_is_unreachable(url: str) -> None:
+    session, _ = logged_in(url)
+    deadline = time.monotonic() + 30
+    while 'data-bundle="payments-ingest"' not in (text := session.get(f"{url}/ui/env/dev/bundles", timeout=10).text):
+        assert 'id="bundles-reading"' in text and time.monotonic() < deadline, text[-1500:]  # read in the background
+        time.sleep(0.5)  # a reload's pace; the condition is polled
+    row = text[text.index('data-bundle="payments-ingest"') :].split("</tr>")[0]
+    assert 'class="state unknown"' in row and "http://127.0.0.1:9" in row and "unreachable" in row, row

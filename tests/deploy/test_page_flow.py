@@ -4,10 +4,12 @@ The reader against a real cluster is in test_page_browser.py (the flow view)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from deploy.eos_view.flow import SAMPLE_SECONDS, FlowReader, Sample, rates
-from deploy.serve.page.charts import flow_chart
+from deploy.serve.page.charts import flow_chart, flow_points
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.topics import EVENTS_PAYMENTS, INGEST_PAYMENTS
 
@@ -54,3 +56,15 @@ def test_the_chart_is_svg_that_fetches_nothing(count: int) -> None:
     assert svg.lstrip().startswith("<?xml") and "<svg" in svg
     assert "ingest (ingest.payments)" in svg
     assert 'href="http' not in svg and 'src="http' not in svg  # pygal's tooltip script is off: nothing to fetch
+
+
+def test_the_chart_spaces_samples_by_time_not_evenly() -> None:
+    samples = [Sample(at, {INGEST_PAYMENTS: int(at) * 10}) for at in (0.0, 5.0, 35.0)]
+    assert flow_points(samples, INGEST_PAYMENTS) == [(-30.0, 10.0), (0.0, 10.0)]  # 30 s apart, not one step
+    assert flow_points(samples, EVENTS_PAYMENTS) == [(-30.0, None), (0.0, None)]
+    assert flow_points([], INGEST_PAYMENTS) == []
+    uneven = [Sample(at, {INGEST_PAYMENTS: int(at) * 10}) for at in (0.0, 5.0, 10.0, 40.0)]
+    cxs = sorted({float(x) for x in re.findall(r'<circle[^>]*cx="([0-9.]+)"', flow_chart(uneven))})
+    assert len(cxs) == 3, cxs  # the three points of the one series with rates, at 35, 30 and 0 s ago
+    first, second, last = cxs
+    assert abs((second - first) / (last - first) - 5 / 35) < 0.02  # spaced by time: 5 s of 35, not half the width

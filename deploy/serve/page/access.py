@@ -10,7 +10,7 @@ only the CSRF token. The rules themselves (the session's fields, the CSRF compar
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlencode
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -40,8 +40,8 @@ class Access:
     def refusal(self, request: Request, env: str | None = None) -> Response | None:
         """None when the session may see ``env``; else the redirect to the login (GET) or a 403 (POST)."""
         if not login.logged_in(request.session):
-            if request.method == "GET":
-                return RedirectResponse("/ui/login", status_code=303)
+            if request.method == "GET":  # back to this view after the login (login_fields.landing checks it)
+                return RedirectResponse(f"/ui/login?{urlencode({'next': request.url.path})}", status_code=303)
             return Response("log in first", status_code=403, media_type="text/plain")
         if env is not None and (env not in self.environments() or not login.covers(request.session, env)):
             return Response(f"no environment {env} for this login", status_code=403, media_type="text/plain")

@@ -39,42 +39,41 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from deploy import applies, bundle_ops
+from deploy import bundle_ops
 from deploy.eos_view.event_decisions import EVENTS_WINDOW
 from deploy.eos_view.flow import DEAD_LETTERS, STAGES, FlowReader, rates
 from deploy.eos_view.health import LOOKBACK, MAX_PARTITIONS, STUCK_SECONDS, Health
 from deploy.eos_view.latency import BUCKET_SECONDS, BUCKETS
 from deploy.eos_view.reconciliation import GRACE_SECONDS, RECEIPTS_WINDOW, REQUESTS_WINDOW
 from deploy.serve.audit import NOBODY, audit, fingerprint
+from deploy.serve.page import bundle_rows
 from deploy.serve.page import session as login
 from deploy.serve.page.access import Access, form
 from deploy.serve.page.charts import flow_chart, latency_chart
-from deploy.serve.page.connector_table import PAGE_SIZE, WAIT_SECONDS, Table, page_of
+from deploy.serve.page.connector_table import PAGE_SIZE, UNBUNDLED, WAIT_SECONDS, Table, page_of
 from deploy.serve.page.environment_readers import EnvironmentReaders
 from deploy.serve.page.health_sampler import HealthSampler
+from deploy.serve.page.login_fields import applier, landing
 from deploy.serve.page.views import (
-    bundle_row,
     dead_letter_rows,
     environments,
     event_decisions_view,
     health_tables,
     lag_tables,
-    last_apply_view,
     latency_buckets,
     latency_rows,
     reconciliation_view,
 )
 from deploy.serve.service import ControlPlane
 from deploy.serve.throttle import peer
-from ikkai.contract.topics import APPLIES
 from ikkai.errors import IkkaiError
 from ikkai.redaction import redact_urls
 
 REFRESH_SECONDS = 5  # the connectors view reloads itself this often
-APPLIES_SECONDS = 3.0  # the bundles view's read of the last applies; unread, they are shown as unknown
 SESSION_COOKIE = "ikkai_page"  # deploy.serve.http adds the port: one cookie per server of a host
 SESSION_ID = "ikkai.session_id"  # set in the ASGI scope by SessionCookie: the live session's id, or None
 FLASH = "flash"
+APPLIER = "applier"  # the session's key of who the page's applies are recorded as (login_fields.applier)
 _PAUSE = {"pause": "pause_connector", "resume": "resume_connector"}
 
 
@@ -134,12 +133,14 @@ class Page:
         return self.templates.TemplateResponse(request, name, context, status_code=status)
 
     async def login_form(self, request: Request) -> Response:
-        return self.render(request, "login.html")
+        return self.render(request, "login.html", next=landing(request.query_params.get("next")))
 
     async def login_post(self, request: Request) -> Response:
         """A right token is always let in; a wrong one counts against the peer (``deploy.serve.throttle``)."""
         client = peer(request.scope)
-        token = (await form(request)).get("token", "").strip()
+        fields = await form(request)
+        token = fields.get("token", "").strip()
+        going = landing(fields.get("next"))
         covered = self.plane.tokens.environments(token)
         if covered is None:
             wait = self.plane.throttle.wait_seconds(client)
@@ -148,15 +149,18 @@ class Page:
             if wait > 0:
                 seconds = math.ceil(wait)
                 error = f"too many failed logins from this address: try again in {seconds} s"
-                refused = self.render(request, "login.html", status=429, error=error)
+                refused = self.render(request, "login.html", status=429, error=error, next=going)
                 refused.headers["Retry-After"] = str(seconds)
                 return refused
-            return self.render(request, "login.html", status=401, error="not a token of this server")
+            return self.render(request, "login.html", status=401, error="not a token of this server", next=going)
         self.sessions.end(request.scope.get(SESSION_ID))  # a new id at every login: no fixation
         who = fingerprint(token)
         sid = self.sessions.create(covered, who=who)
+        session = self.sessions.get(sid)
+        if session is not None:
+            session[APPLIER] = applier(fields.get("name"))
         audit("login", who=who, peer=client, env=",".join(sorted(covered)))
-        done = RedirectResponse("/ui/", status_code=303)
+        done = RedirectResponse(going, status_code=303)
         done.set_cookie(self.cookie, sid, max_age=int(login.MAX_SECONDS), path="/ui", secure=self.secure_cookie,
                         httponly=True, samesite="strict")  # fmt: skip
         return done
@@ -180,35 +184,16 @@ class Page:
             return self.render(request, "empty.html")
         return RedirectResponse(f"/ui/env/{envs[0]}/connectors", status_code=303)
 
-    def last_applies(self, env: str) -> tuple[dict[str, applies.LastApply], str | None]:
-        """The environment's last apply of each bundle, and why they could not be read (None when they were)."""
-        try:
-            found, complete = applies.last_applies(self.readers.kafka(env), env, APPLIES_SECONDS)
-        except Exception as exc:  # noqa: BLE001 - the record is best-effort: unread, the view says so and goes on
-            reason = _one_line(exc) if isinstance(exc, IkkaiError) else f"{type(exc).__name__}: {exc}"
-            return {}, reason.splitlines()[0] if reason else type(exc).__name__
-        return found, None if complete else f"{APPLIES} not read to its end within {APPLIES_SECONDS:.0f} s"
-
-    def bundle_rows(self, env: str) -> list[dict[str, Any]]:
-        last, unread = self.last_applies(env)
-        rows = []
-        for bundle in self.environments()[env]:
-            try:
-                request = self.plane.request(bundle, env)
-                rendered = bundle_ops.rendered(request)
-                plan = bundle_ops.reconciler(request).plan(rendered).as_dict()
-                latest = last_apply_view(last.get(rendered.name), applies.config_digest(rendered))
-                rows.append(bundle_row(bundle, plan, owner=rendered.bundle.manifest.owner, last_apply=latest))
-            except IkkaiError as exc:
-                rows.append({"bundle": bundle, "sync": "unknown", "error": _one_line(exc)})
-            rows[-1]["applies_unread"] = unread
-        return rows
-
     async def bundles_view(self, request: Request) -> Response:
-        """The bundles view of the path's environment: rows read on the thread pool (Connect)."""
+        """The bundles view of the path's environment: rows read in the background (Connect, Kafka), never waited
+        on longer than ``bundle_rows.WAIT_SECONDS`` (``deploy.serve.page.bundle_rows``)."""
         env = request.path_params["env"]
-        rows = await run_in_threadpool(self.bundle_rows, env)
-        return self.render(request, "bundles.html", env=env, view="bundles", bundles=rows)
+        reading = await run_in_threadpool(self.readers.bundles(env).latest, bundle_rows.WAIT_SECONDS)
+        rows = reading.value if reading is not None else []
+        age = None if reading is None else max(0, round(time.monotonic() - reading.at))
+        return self.render(request, "bundles.html", env=env, view="bundles", bundles=rows, reading=reading is None,
+                           stale=reading is not None and reading.stale, age=age,
+                           wait_seconds=bundle_rows.WAIT_SECONDS)  # fmt: skip
 
     async def connectors_view(self, request: Request) -> Response:
         """A page of the environment's connectors (``?page=N``, ``?name=`` part of a name, ``?state=``), grouped
@@ -219,13 +204,16 @@ class Page:
         name, state = query.get("name", "")[:100], query.get("state", "")[:20]
         table = await run_in_threadpool(self.readers.connectors(env).table)
         if table is None:
-            table = Table(0.0, (), {"*": f"Connect did not answer within {WAIT_SECONDS:.0f} s: reload in a moment"})
+            table = Table(0.0, (), {"*": f"Connect did not answer within {WAIT_SECONDS:g} s: reload in a moment"})
         shown = page_of(table, number, PAGE_SIZE, name, state)
         bundles = [
             {"bundle": b, "error": table.errors.get(b) or table.errors.get("*"),
              "connectors": [r.connector for r in shown.rows if r.bundle == b]}
             for b in self.environments()[env]
         ]  # fmt: skip
+        unbundled = [r.connector for r in shown.rows if r.bundle == UNBUNDLED]
+        if unbundled or table.errors.get(UNBUNDLED):
+            bundles.append({"bundle": UNBUNDLED, "error": table.errors.get(UNBUNDLED), "connectors": unbundled})
 
         def link(to: int) -> str:
             return f"?{urlencode({'page': to, 'name': name, 'state': state})}"
@@ -301,10 +289,12 @@ class Page:
         if bundle not in self.environments()[env] or verb not in ("apply", "restart"):
             return Response(f"no bundle {bundle} in {env}", status_code=404, media_type="text/plain")
         try:
-            result = (await run_in_threadpool(self.plane.run, bundle, env, verb, {}))[1]
+            who = str(request.session.get(APPLIER) or applier(None))
+            result = (await run_in_threadpool(lambda: self.plane.run(bundle, env, verb, {}, who=who)))[1]
             done = f"{verb} {bundle}/{env}: done" if verb == "apply" else f"restarted {', '.join(result['restarted'])}"
         except IkkaiError as exc:
             done = f"{verb} {bundle}/{env} failed: {_one_line(exc)}"
+        self.readers.bundles(env).expire()  # the bundles view reads what the action changed
         self.acted(request, f"page {verb}", env, done, bundle=bundle)
         return RedirectResponse(f"/ui/env/{env}/connectors", status_code=303)
 

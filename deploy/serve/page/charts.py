@@ -15,17 +15,22 @@ from deploy.eos_view.flow import STAGES, Sample, rates
 from deploy.eos_view.latency import BUCKET_SECONDS, Bucket
 
 
+def flow_points(samples: Sequence[Sample], topic: str) -> list[tuple[float, float | None]]:
+    """(seconds before the newest sample, records per second) at the end of each interval: spaced by time, so
+    unequal gaps between samples (a slow read, a viewer-less pause) show as they were."""
+    last = samples[-1].at if samples else 0.0
+    return [(round(s.at - last, 1), rate) for s, rate in zip(samples[1:], rates(samples, topic), strict=True)]
+
+
 def flow_chart(samples: Sequence[Sample]) -> str:
-    """Records per second into each stage over the kept samples, the newest on the right."""
-    chart = pygal.Line(
+    """Records per second into each stage over the kept samples, on a time axis, the newest on the right (0)."""
+    chart = pygal.XY(
         js=[], width=900, height=300, show_dots=True, dots_size=2, dynamic_print_values=False,
         x_title="seconds ago", y_title="records per second", legend_at_bottom=True, include_x_axis=True,
-        x_labels_major_count=6, show_minor_x_labels=False, truncate_legend=-1,
+        truncate_legend=-1, allow_interruptions=True, x_value_formatter=lambda x: f"{-x:.0f}",
     )  # fmt: skip
-    last = samples[-1].at if samples else 0.0
-    chart.x_labels = [f"{last - s.at:.0f}" for s in samples[1:]]
     for stage, topic in STAGES:
-        chart.add(f"{stage} ({topic})", rates(samples, topic))
+        chart.add(f"{stage} ({topic})", flow_points(samples, topic))
     return str(chart.render(is_unicode=True))
 
 

@@ -9,6 +9,9 @@ slow, it returns the last table it has (``stale``) or none; the refresh goes on 
 A failure (Connect unreachable, a bundle that does not render) is kept like a table, per bundle, so a worker
 that is down is asked once per interval, not once per viewer.
 
+The connectors Connect runs that no bundle of the environment names (made by hand, by a bundle that does not
+render here, or by a bundle's earlier name) are listed too, after the bundles' rows, under ``UNBUNDLED``.
+
 A bundle is rendered again only when one of its files changed (``fingerprint``: names, sizes and modification
 times under its folder): at a thousand connectors the render costs about as much as the Connect call.
 
@@ -17,7 +20,6 @@ times under its folder): at a thousand connectors the render costs about as much
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,12 +27,14 @@ from pathlib import Path
 from typing import Any
 
 from connectors.render import RenderedBundle
-from deploy.reconcile import LiveConnector, status_rows
+from deploy.reconcile import LiveConnector, status_rows, unbundled_rows
+from deploy.serve.page.refreshed import Refreshed
 from ikkai.errors import IkkaiError
 
 FRESH_SECONDS = 5.0  # a table younger than this is served as it is (the view reloads every REFRESH_SECONDS)
-WAIT_SECONDS = 3.0  # the longest a viewer waits for a refresh before it gets the last table
+WAIT_SECONDS = 1.5  # the longest a viewer waits for a refresh before it gets the last table (views: 2 s at most)
 PAGE_SIZE = 50
+UNBUNDLED = ""  # the bundle of the rows of connectors no bundle of the environment names (listed after them)
 
 
 @dataclass(frozen=True)
@@ -42,7 +46,7 @@ class Row:
 @dataclass(frozen=True)
 class Table:
     at: float  # the reader's clock when it was read
-    rows: tuple[Row, ...]  # sorted by bundle, then connector name
+    rows: tuple[Row, ...]  # sorted by bundle, then connector name; the UNBUNDLED ones last
     errors: Mapping[str, str] = field(default_factory=dict)  # bundle → the first line of why it has no rows
     stale: bool = False  # a viewer got it because a newer one was not ready within its wait
 
@@ -100,51 +104,35 @@ class ConnectorTable:
         self.bundles = bundles
         self.shape = shape
         self.clock = clock
-        self.last: Table | None = None
         self.reads = 0  # how often Connect was asked (for tests and the benchmark)
-        self._lock = threading.Lock()
-        self._reading: threading.Event | None = None  # set when the read under way is done
+        self._refreshed = Refreshed(self._read, self._failed, fresh=FRESH_SECONDS, name="connector-table", clock=clock)
 
     def table(self, wait: float = WAIT_SECONDS) -> Table | None:
         """The table, read again (on a thread of its own) if older than ``FRESH_SECONDS``; when that read takes
         longer than ``wait`` seconds, the last table marked ``stale`` (None before the first). One read at a time."""
-        with self._lock:
-            last = self.last
-            if last is not None and self.clock() - last.at < FRESH_SECONDS:
-                return last
-            if self._reading is None:
-                self._reading = threading.Event()
-                reader = threading.Thread(target=self._refresh, args=(self._reading,), name="connector-table")
-                reader.daemon = True
-                reader.start()
-            reading = self._reading
-        if reading.wait(wait):
-            return self.last
-        return None if self.last is None else _stale(self.last)
+        reading = self._refreshed.latest(wait)
+        if reading is None:
+            return None
+        return _stale(reading.value) if reading.stale else reading.value
 
-    def _refresh(self, done: threading.Event) -> None:
-        try:
-            table = self._read()
-        except Exception as exc:  # noqa: BLE001 - a bug in a bundle's shaping must not stop the table for good
-            table = Table(self.clock(), (), {"*": f"the table could not be read: {exc!r}"})
-        with self._lock:
-            self.last, self._reading = table, None
-        done.set()
+    def _failed(self, exc: Exception) -> Table:
+        """A bug in a bundle's shaping must not stop the table for good: it is the table's one error."""
+        return Table(self.clock(), (), {"*": f"the table could not be read: {exc!r}"})
 
     def _read(self) -> Table:
         at = self.clock()
         rendered = self.bundles()
         errors = {b: _one_line(r) for b, r in rendered.items() if isinstance(r, IkkaiError)}
         good = {b: r for b, r in rendered.items() if not isinstance(r, IkkaiError)}
-        if not good:
-            return Table(at, (), errors)
         self.reads += 1
         try:
             live = self.live()
         except IkkaiError as exc:
-            return Table(at, (), {**errors, **{b: _one_line(exc) for b in good}})
-        rows = tuple(Row(b, c) for b in sorted(good) for c in sorted(self.shape(status_rows(good[b], live)), key=_name))
-        return Table(at, rows, errors)
+            return Table(at, (), {**errors, **{b: _one_line(exc) for b in (*good, UNBUNDLED)}})
+        rows = [Row(b, c) for b in sorted(good) for c in sorted(self.shape(status_rows(good[b], live)), key=_name)]
+        bundled = {str(r.connector["name"]) for r in rows}
+        rows += [Row(UNBUNDLED, c) for c in self.shape(unbundled_rows(live, bundled))]
+        return Table(at, tuple(rows), errors)
 
 
 def _name(connector: Mapping[str, Any]) -> str:

@@ -1,4 +1,6 @@
-"""What the page keeps per environment: one reader of each kind (flow, health) and the connectors table.
+"""What the page keeps per environment: one reader of each kind (flow, health), the connectors table and the
+bundles view's rows (``deploy.serve.page.bundle_rows``, read in the background at most every its
+``FRESH_SECONDS``).
 
 Each is made on first use, for the environment's Kafka cluster or Connect cluster (``deploy.clusters``), and kept
 for the life of the server, so that however many look, each environment is sampled at most once per the reader's
@@ -17,7 +19,9 @@ from deploy import bundle_ops
 from deploy.clusters import kafka_cluster
 from deploy.eos_view.health import SAMPLE_SECONDS, HealthReader
 from deploy.reconcile import LiveConnector, Reconciler
+from deploy.serve.page import bundle_rows
 from deploy.serve.page.connector_table import ConnectorTable, fingerprint
+from deploy.serve.page.refreshed import Refreshed
 from deploy.serve.page.views import connector_rows, environments
 from deploy.serve.service import ControlPlane
 from ikkai.contract.kafka import KafkaContext
@@ -78,3 +82,17 @@ class EnvironmentReaders:
                 self._made["connectors", env] = ConnectorTable(live, bundles, shape)
             table: ConnectorTable = self._made["connectors", env]
             return table
+
+    def bundles(self, env: str) -> Refreshed[list[dict[str, Any]]]:
+        """The environment's bundles view rows, read in the background (``deploy.serve.page.bundle_rows``)."""
+
+        def read() -> list[dict[str, Any]]:
+            return bundle_rows.bundle_rows(self.plane, lambda: self.kafka(env), env)
+
+        with self._lock:
+            if ("bundles", env) not in self._made:
+                self._made["bundles", env] = Refreshed(
+                    read, bundle_rows.unread_rows, fresh=bundle_rows.FRESH_SECONDS, name=f"bundle-rows-{env}"
+                )
+            rows: Refreshed[list[dict[str, Any]]] = self._made["bundles", env]
+            return rows

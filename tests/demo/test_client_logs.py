@@ -1,0 +1,41 @@
+"""librdkafka's lines during the demo go to the run folder's log file, not to the demo's output."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from demo import client_logs
+from demo.topics import _consumer
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> Iterator[Path]:
+    yield tmp_path
+    root = logging.getLogger("ikkai")
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+        handler.close()
+    root.propagate = True
+    root.setLevel(logging.NOTSET)
+
+
+def test_a_demo_readers_librdkafka_lines_go_to_the_run_log_not_stderr(
+    run_dir: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    log = client_logs.kept_in(run_dir)
+    consumer = _consumer("127.0.0.1:9")  # nothing listens: librdkafka complains that the connection is refused
+    deadline = time.monotonic() + 30
+    try:
+        while "ikkai.demo.kafka" not in (log.read_text() if log.exists() else ""):
+            assert time.monotonic() < deadline, "librdkafka logged nothing within 30 s"
+            consumer.poll(0.5)  # serves librdkafka's log queue
+    finally:
+        consumer.close()
+    out, err = capfd.readouterr()
+    assert "rdkafka" not in out + err and "127.0.0.1:9" not in out + err, err[-2000:]
+    assert "127.0.0.1:9" in log.read_text()
