@@ -11,6 +11,7 @@ import pytest
 
 from demo import client_logs
 from demo.topics import _consumer
+from ikkai.contract.kafka import KafkaContext
 
 
 @pytest.fixture
@@ -28,7 +29,9 @@ def test_a_demo_readers_librdkafka_lines_go_to_the_run_log_not_stderr(
     run_dir: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     log = client_logs.kept_in(run_dir)
-    consumer = _consumer("127.0.0.1:9")  # nothing listens: librdkafka complains that the connection is refused
+    consumer = _consumer(
+        KafkaContext.of("127.0.0.1:9")
+    )  # nothing listens: librdkafka complains that the connection is refused
     deadline = time.monotonic() + 30
     try:
         while "ikkai.demo.kafka" not in (log.read_text() if log.exists() else ""):

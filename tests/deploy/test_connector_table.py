@@ -6,6 +6,7 @@ worker, with 60 STOPPED connectors (they cost nothing) under a bundle's owner pr
 from __future__ import annotations
 
 import re
+import secrets
 import shutil
 import threading
 import time
@@ -38,7 +39,7 @@ from tests.deploy.serving import serve
 
 SHIPPED = Path(__file__).resolve().parents[2] / "connectors" / "bundles"
 BUNDLE = "payments-ingest"
-TOKEN = "table-token-" + "x" * 16
+TOKEN = "table-token-" + secrets.token_urlsafe(32)  # over 128 bits, as `ikkai serve` asks
 
 
 def table_of(names: Sequence[str], state: str = "RUNNING") -> Table:

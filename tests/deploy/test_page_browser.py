@@ -9,6 +9,7 @@ worker) serve the whole module; each view's screenshot is written under the modu
 from __future__ import annotations
 
 import re
+import secrets
 import shutil
 import sys
 import time
@@ -45,7 +46,7 @@ from tests.deploy.test_eos_health import write_markers
 
 pytestmark = pytest.mark.integration
 
-TOKEN = "browser-token-" + "x" * 16
+TOKEN = "browser-token-" + secrets.token_urlsafe(32)  # over 128 bits, as `ikkai serve` asks
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 SHIPPED = Path(__file__).resolve().parents[2] / "connectors" / "bundles"

@@ -6,6 +6,7 @@ apply from the CLI shows who ran it, and one from the page the name given at its
 from __future__ import annotations
 
 import re
+import secrets
 import shutil
 import time
 import uuid
@@ -25,7 +26,7 @@ from tests.deploy.serving import serve
 
 pytestmark = pytest.mark.integration
 
-TOKEN = "bundles-token-" + "x" * 16
+TOKEN = "bundles-token-" + secrets.token_urlsafe(32)  # over 128 bits, as `ikkai serve` asks
 SHIPPED = Path(__file__).resolve().parents[2] / "connectors" / "bundles"
 ANSWER_SECONDS = 2.0  # every view, at the demo's scale
 SHOWN_SECONDS = 30.0  # the validate 500 on the page; retried for a minute (the bug), it would take 60 s

@@ -3,6 +3,7 @@ recorded as: pure, then over the real server (no Connect needed)."""
 
 from __future__ import annotations
 
+import secrets
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +15,7 @@ from deploy.serve.page.login_fields import HOME, NAME_MAX, NAMELESS, applier, la
 from deploy.serve.service import ControlPlane, ServeTokens
 from tests.deploy.serving import serve
 
-TOKEN = "landing-token-" + "x" * 16
+TOKEN = "landing-token-" + secrets.token_urlsafe(32)  # over 128 bits, as `ikkai serve` asks
 SHIPPED = Path(__file__).resolve().parents[2] / "connectors" / "bundles"
 
 
@@ -48,6 +49,7 @@ def url(tmp_path: Path) -> Iterator[str]:
 
 def test_a_view_the_login_interrupted_is_where_it_lands(url: str) -> None:
     session = requests.Session()
+    session.headers["Origin"] = url  # as a browser posts the page's forms
     asked = session.get(f"{url}/ui/env/dev/flow", allow_redirects=False, timeout=30)
     assert asked.status_code == 303 and asked.headers["location"] == "/ui/login?next=%2Fui%2Fenv%2Fdev%2Fflow"
     form = session.get(f"{url}{asked.headers['location']}", timeout=30).text
@@ -56,5 +58,5 @@ def test_a_view_the_login_interrupted_is_where_it_lands(url: str) -> None:
                           allow_redirects=False, timeout=30)  # fmt: skip
     assert logged.status_code == 303 and logged.headers["location"] == "/ui/env/dev/flow"
     elsewhere = requests.post(f"{url}/ui/login", data={"token": TOKEN, "next": "https://evil.example/"},
-                              allow_redirects=False, timeout=30)  # fmt: skip
+                              headers={"Origin": url}, allow_redirects=False, timeout=30)  # fmt: skip
     assert elsewhere.status_code == 303 and elsewhere.headers["location"] == HOME
