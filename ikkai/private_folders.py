@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import tempfile
 from pathlib import Path
 
 from ikkai.errors import ConfigError
@@ -42,4 +43,20 @@ def private_folder(folder: Path, option: str, stake: str) -> Path:
     raise ConfigError(
         "job", option, f"{folder} {problem}: {stake}",
         fix=f"chmod 700 {folder} if it is yours, or name a folder of your own (the job creates it 0700)",
+    )  # fmt: skip
+
+
+def private_temp_folder(name: str, stake: str) -> Path:
+    """``<temp>/<name>-<uid>``, created 0700; a ``ConfigError`` saying what is at ``stake`` unless it is fit.
+
+    For the folders ikkai keeps under the temporary folder (the executor writers' sockets, the producer
+    owner files): one per user, so another user who made it first (a squatter) is refused, never used.
+    """
+    folder = Path(tempfile.gettempdir()) / f"{name}-{os.getuid()}"
+    problem = make_private_folder(folder)
+    if problem is None:
+        return folder
+    raise ConfigError(
+        "temporary folder", str(folder), f"{problem}: {stake}",
+        fix=f"remove {folder} (ikkai creates it again, 0700, for this user) or set TMPDIR to a folder of your own",
     )  # fmt: skip

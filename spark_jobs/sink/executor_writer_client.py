@@ -5,8 +5,8 @@ sends its partition's records to the one writer process of its executor and retu
 
 - Where: a Unix socket named after the executor (its JVM's pid, the nearest ``java`` ancestor of
   the Python worker through pyspark's daemon, and when that process started: a pid is reused) and
-  the application, in ``ikkai-executor-writers-<uid>``
-  under the temporary folder, 0700 and ours or refused (rule 11); the socket is 0600.
+  the application, in ``ikkai-executor-writers-<uid>`` under the temporary folder, created 0700
+  and refused unless only this user can write it (``ikkai.private_folders``, rule 11); the socket is 0600.
 - Starting: the first task that finds nobody answering takes the folder's start lock (``flock``),
   looks again, and starts the writer in a session of its own (a killed task does not take it
   along); a task that lost the race waits for the lock and then connects.
@@ -27,19 +27,19 @@ import os
 import select
 import signal
 import socket
-import stat
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from ikkai.errors import IkkaiError
+from ikkai.private_folders import private_temp_folder
+from spark_jobs.sink.config import SinkConfig
 from spark_jobs.sink.executor_writer import READY, FramingError, peer_credentials, read_frame, send_frame, started_at
-from spark_jobs.sink.partition_transactions import PartitionResult, SinkConfig, combined_result
+from spark_jobs.sink.partition_transactions import PartitionResult, combined_result
+from spark_jobs.sink.record import Record
 from spark_jobs.sink.size_bounds import (
-    Record,
     frame_bytes,
     record_bytes,
     request_frames,
@@ -79,17 +79,8 @@ def executor_pid() -> int:
 
 
 def writers_folder() -> Path:
-    """The folder of this user's writer sockets: 0700 and ours, or refused."""
-    folder = Path(tempfile.gettempdir()) / f"ikkai-executor-writers-{os.getuid()}"
-    with contextlib.suppress(FileExistsError):
-        folder.mkdir(mode=0o700)
-    status = folder.lstat()
-    if not stat.S_ISDIR(status.st_mode) or status.st_uid != os.getuid() or stat.S_IMODE(status.st_mode) != 0o700:
-        raise IkkaiError(
-            f"{folder} is not a folder of uid {os.getuid()} with mode 0700",
-            fix=f"remove {folder}: the sink recreates it (its sockets let a process write as the job)",
-        )
-    return folder
+    """The folder of this user's writer sockets: ours and writable by nobody else, or refused."""
+    return private_temp_folder("ikkai-executor-writers", "whoever can write there can answer for the writer")
 
 
 def socket_path(app: str, executor: int | None = None) -> Path:
