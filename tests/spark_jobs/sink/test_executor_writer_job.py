@@ -19,7 +19,7 @@ from demo.infer_process import InferProcess, InferTopics
 from demo.payments_simulation import payment_records, simulate
 from demo.pipeline_io import by_partition, create_topic, flat, produce_payments, unique
 from ikkai.contract.codec import default_codec
-from spark_jobs.sink.partition_transactions import PAUSE_BEFORE_COMMIT
+from spark_jobs.sink.commit_pause import PAUSE_BEFORE_COMMIT
 
 pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 

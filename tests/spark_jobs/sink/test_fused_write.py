@@ -30,8 +30,8 @@ from ikkai.contract.kafka import KafkaContext
 from spark_jobs.infer.fraud_decisions import ORDER_BY, OUTPUT_SCHEMA, Topics, decide_arrow_batches
 from spark_jobs.model.fraud_model import FEATURES_PATH, MODEL_PATH, ModelSource
 from spark_jobs.sink.commit_markers import commits_topic_for, read_markers
+from spark_jobs.sink.commit_pause import PAUSE_BEFORE_COMMIT
 from spark_jobs.sink.config import DEFAULT_TRANSACTIONAL_WRITER
-from spark_jobs.sink.partition_transactions import PAUSE_BEFORE_COMMIT
 from spark_jobs.sink.shared_partitions import planned_kafka_partitions
 from spark_jobs.sink.transactional_sink import (
     RowTransform,
