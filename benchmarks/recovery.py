@@ -559,7 +559,7 @@ def connect_rounds(stack: object, bootstrap: str, connect_url: str, args: argpar
 
 
 def main() -> None:
-    from spark_jobs.sink.partition_transactions import TRANSACTIONAL_WRITERS
+    from spark_jobs.sink.config import TRANSACTIONAL_WRITERS
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)

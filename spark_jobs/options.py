@@ -26,12 +26,12 @@ from typing import Any
 import click
 
 from ikkai.errors import ConfigError
-from spark_jobs.sink.input_identity import is_uri
-from spark_jobs.sink.partition_transactions import (
+from spark_jobs.sink.config import (
     DEFAULT_TRANSACTION_TIMEOUT_MS,
     DEFAULT_TRANSACTIONAL_WRITER,
     TRANSACTIONAL_WRITERS,
 )
+from spark_jobs.sink.input_identity import is_uri
 from spark_jobs.sink.query_handover import parse_start_offsets
 
 CLICK = "click"  # the metadata key holding a field's option: (declarations, click's keywords)

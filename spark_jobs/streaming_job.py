@@ -44,8 +44,8 @@ from spark_jobs.options import (
     default_max_transaction_bytes,
     stream_trigger,
 )
+from spark_jobs.sink.config import DEFAULT_TRANSACTION_TIMEOUT_MS, DEFAULT_TRANSACTIONAL_WRITER
 from spark_jobs.sink.input_identity import input_topic_id, rebase_on_recreated_input
-from spark_jobs.sink.partition_transactions import DEFAULT_TRANSACTION_TIMEOUT_MS, DEFAULT_TRANSACTIONAL_WRITER
 from spark_jobs.sink.transactional_sink import (
     AtLeastOnceBatchWriter,
     PartitionResult,

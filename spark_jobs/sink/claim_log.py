@@ -41,8 +41,9 @@ from ikkai.contract.owner_claims import CLAIM, HANDOVER, SHADOW, OwnerClaim, fol
 from ikkai.contract.topics import OWNERS
 from ikkai.errors import ConfigError, IkkaiError
 from spark_jobs.sink.commit_markers import CommitMarker, handed_over, read_markers
+from spark_jobs.sink.commit_pause import PAUSE_BOUND_S
+from spark_jobs.sink.config import OPERATOR_GUIDE, SinkConfig
 from spark_jobs.sink.kafka_errors import TransactionError, call_with_retries
-from spark_jobs.sink.partition_transactions import OPERATOR_GUIDE, PAUSE_BOUND_S, SinkConfig
 
 # Never compacted (a compacted topic keeps the last record of a key, not the first, and could change the winner),
 # never deleted (a deleted claim would let a later one win).

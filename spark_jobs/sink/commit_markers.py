@@ -29,9 +29,12 @@ this module keeps the Kafka side and re-exports them.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicPartition
@@ -74,6 +77,22 @@ class CommitMarkerError(IkkaiError):
     def __init__(self, topic: str, problem: str, fix: str) -> None:
         super().__init__(f"{topic}: {problem}", fix=fix)
         self.topic = topic
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """What a committed marker says besides its offsets: the version that wrote it, every cut, the handover."""
+
+    version: str = ""
+    cuts: tuple[VersionCut, ...] = ()
+    started_after: str = ""
+
+    def written_by(self, version: str, batch_id: int, committed: Mapping[int, int]) -> Lineage:
+        """The lineage once ``version`` has written: a new version is a cut at the offsets committed so far."""
+        if version == self.version:
+            return self
+        cut = (VersionCut(version, batch_id, dict(committed)),) if version else ()
+        return dataclasses.replace(self, version=version, cuts=(*self.cuts, *cut))
 
 
 def handed_over(commits_topic: str, query: str, successor: str) -> tuple[str, str, str]:

@@ -1,7 +1,7 @@
 """The executor writer: one process per Spark executor that keeps the sink's producers between batches.
 
 Spark hands partition p's write task to whichever Python worker of the executor is idle, so with
-producers kept per worker (``partition_transactions``), p's producer is often in the other worker:
+producers kept per worker (``producer_pool.process_pool``), p's producer is often in the other worker:
 a new producer, an ``init_transactions`` that fences the other worker's, a marker read, every few
 batches (BENCHMARKS.md, "New producers"). PySpark cannot pin a partition to a worker. This process
 is what stays put instead: the sink's tasks (``executor_writer_client``, with ``--transactional-writer
@@ -12,7 +12,8 @@ implementation, and p's producer lives as long as the executor does.
 - Requests for one ``transactional.id`` run one at a time (a lock per id): a task's retry waits
   until the request of its failed attempt has committed or aborted, and then leaves out what the
   marker the writer now knows covers. Requests for different partitions run in parallel threads.
-- Its producers are evicted oldest first beyond ``MAX_PRODUCERS``, only while nobody uses them.
+- Its producers are in a ``ProducerPool`` of its own that closes none by itself (``max_producers=None``):
+  the writer evicts them, oldest first beyond ``MAX_PRODUCERS``, only while no request holds them.
 - It exits, aborting what is open, when its executor's JVM is gone or after ``IDLE_S`` without a
   request. A writer killed any other way (kill -9, the client's deadline) leaves its open
   transactions to its successor's ``init_transactions``, which fences it and aborts them.
@@ -44,9 +45,11 @@ from pathlib import Path
 from typing import Any
 
 from ikkai.errors import IkkaiError
-from spark_jobs.sink import partition_transactions
-from spark_jobs.sink.partition_transactions import PartitionResult, SinkConfig, write_partition
-from spark_jobs.sink.size_bounds import FRAME_SLACK_BYTES, Record, frame_bytes
+from spark_jobs.sink.config import SinkConfig
+from spark_jobs.sink.partition_transactions import PartitionResult, write_partition
+from spark_jobs.sink.producer_pool import ProducerPool
+from spark_jobs.sink.record import Record
+from spark_jobs.sink.size_bounds import FRAME_SLACK_BYTES, frame_bytes
 
 MAX_PRODUCERS = 256  # per executor: every (query, partition) it serves
 IDLE_S = 600.0  # no request for this long: the writer exits (the next task starts another)
@@ -132,6 +135,7 @@ class _Writer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
 
     def __init__(self, path: str) -> None:
         self.locks: dict[tuple[str, str], threading.Lock] = {}
+        self.pool = ProducerPool(max_producers=None)  # evicted by evict(), never while a request holds one
         self.guard = threading.Lock()  # over locks, active and last_request
         self.active = 0
         self.last_request = time.monotonic()
@@ -162,12 +166,12 @@ class _Writer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
 
     def evict(self) -> None:
         """Close the oldest producers beyond ``MAX_PRODUCERS``, skipping any a request holds."""
-        cached = partition_transactions._writers
-        for key in list(cached)[: max(len(cached) - MAX_PRODUCERS, 0)]:
+        kept = self.pool.oldest_first()
+        for key in kept[: max(len(kept) - MAX_PRODUCERS, 0)]:
             lock = self.lock_for(key)
             if lock.acquire(blocking=False):
                 try:
-                    partition_transactions._discard_key(key)
+                    self.pool.evict(key)
                 finally:
                     lock.release()
 
@@ -205,7 +209,7 @@ class _Request(socketserver.BaseRequestHandler):
             sys.stderr.flush()
             lock.acquire()
         try:
-            result: PartitionResult = write_partition(config, batch_id, partition, records)
+            result: PartitionResult = write_partition(config, batch_id, partition, records, self.server.pool)
             return "result", result
         except Exception as exc:  # noqa: BLE001  # every failure goes back to the task, which raises it
             traceback.print_exc(file=sys.stderr)
@@ -225,7 +229,6 @@ def started_at(pid: int) -> int:
 def serve(path: Path, executor_pid: int, executor_started: int, idle_s: float = IDLE_S) -> None:
     """Listen on ``path`` until the executor (its pid and start) is gone or nobody asked for ``idle_s``; then abort
     what is open. The start time tells a new process that got the executor's pid from the executor itself."""
-    partition_transactions.MAX_CACHED_PRODUCERS = sys.maxsize  # evicted by _Writer.evict, never while in use
     with contextlib.suppress(FileNotFoundError):
         path.unlink()  # a dead predecessor's (the client starts a writer only when nobody answers there)
     server = _Writer(str(path))
@@ -242,10 +245,10 @@ def serve(path: Path, executor_pid: int, executor_started: int, idle_s: float = 
             if path.stat().st_ino == inode:
                 path.unlink()  # no new request reaches this writer: the next task starts another
         server.shutdown()
-        for key in list(partition_transactions._writers):  # aborts what is open; a request still writing
+        for key in server.pool.oldest_first():  # aborts what is open; a request still writing
             lock = server.lock_for(key)  # when the JVM went is cut off at exit, its successor fences it
             if lock.acquire(blocking=False):
-                partition_transactions._discard_key(key)
+                server.pool.evict(key)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -5,8 +5,8 @@ sends its partition's records to the one writer process of its executor and retu
 
 - Where: a Unix socket named after the executor (its JVM's pid, the nearest ``java`` ancestor of
   the Python worker through pyspark's daemon, and when that process started: a pid is reused) and
-  the application, in ``ikkai-executor-writers-<uid>``
-  under the temporary folder, 0700 and ours or refused (rule 11); the socket is 0600.
+  the application, in ``ikkai-executor-writers-<uid>`` under the temporary folder, created 0700
+  and refused unless only this user can write it (``ikkai.private_folders``, rule 11); the socket is 0600.
 - Starting: the first task that finds nobody answering takes the folder's start lock (``flock``),
   looks again, and starts the writer in a session of its own (a killed task does not take it
   along); a task that lost the race waits for the lock and then connects.
@@ -35,10 +35,11 @@ from pathlib import Path
 
 from ikkai.errors import IkkaiError
 from ikkai.private_folders import private_temp_folder
+from spark_jobs.sink.config import SinkConfig
 from spark_jobs.sink.executor_writer import READY, FramingError, peer_credentials, read_frame, send_frame, started_at
-from spark_jobs.sink.partition_transactions import PartitionResult, SinkConfig, combined_result
+from spark_jobs.sink.partition_transactions import PartitionResult, combined_result
+from spark_jobs.sink.record import Record
 from spark_jobs.sink.size_bounds import (
-    Record,
     frame_bytes,
     record_bytes,
     request_frames,

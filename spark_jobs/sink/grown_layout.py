@@ -29,7 +29,7 @@ from typing import Protocol
 
 from ikkai.contract.partitioning import kafka_partition
 from spark_jobs.sink.commit_markers import CommitMarker, CommitMarkerError
-from spark_jobs.sink.size_bounds import Record
+from spark_jobs.sink.record import KEY, SOURCE_PARTITION, Record
 
 # What an operator does to add partitions (docs/exactly-once.md, "What an operator may change, and how").
 REPARTITION_PROCEDURE = "docs/exactly-once.md, 'What an operator may change, and how': partitions"
@@ -46,8 +46,8 @@ class OriginLayout:
     def old_partition(self, record: Record) -> int:
         """The output partition the origin wrote ``record`` to (module docstring)."""
         if self.by_input_partition:
-            return record[5]
-        return kafka_partition(record[1], self.partitions)
+            return record[SOURCE_PARTITION]
+        return kafka_partition(record[KEY], self.partitions)
 
     def holds(self, record: Record) -> bool:
         """The origin committed ``record``: its input offset is below its old output partition's marker."""

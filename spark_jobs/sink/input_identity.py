@@ -40,8 +40,9 @@ from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka import KafkaContext
 from ikkai.errors import ConfigError
 from spark_jobs.sink.commit_markers import CommitMarker, read_marker, read_markers
+from spark_jobs.sink.config import OPERATOR_GUIDE, SinkConfig
 from spark_jobs.sink.kafka_errors import call_with_retries
-from spark_jobs.sink.partition_transactions import OPERATOR_GUIDE, SinkConfig, _produce, _producer
+from spark_jobs.sink.producer_pool import produce, transactional_producer
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -145,7 +146,7 @@ def rebase_on_recreated_input(
 def _rebase(config: SinkConfig, partition: int) -> bool:
     """Fence partition ``partition``'s writers, then commit its marker anew: the new topic id, no source offsets."""
     txn_id, deadline = config.transactional_id(partition), config.retry_deadline_s
-    producer = _producer(config, txn_id)
+    producer = transactional_producer(config, txn_id)
 
     def step(name: str, call: Callable[[], Any]) -> None:
         call_with_retries(txn_id, name, call, deadline_s=deadline)
@@ -157,7 +158,7 @@ def _rebase(config: SinkConfig, partition: int) -> bool:
             return False  # another instance rebased it in between
         fresh = rebased(marker, config.source_topic_id)
         step("begin_transaction", producer.begin_transaction)
-        _produce(producer, config.commits_topic, fresh.key, fresh.encode(default_codec()), partition, None)
+        produce(producer, config.commits_topic, fresh.key, fresh.encode(default_codec()), partition, None)
         step("commit_transaction", lambda: producer.commit_transaction(deadline))
         return True
     finally:

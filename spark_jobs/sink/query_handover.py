@@ -40,9 +40,10 @@ from spark_jobs.sink.commit_markers import (
     read_marker,
     read_markers,
 )
+from spark_jobs.sink.config import SinkConfig
 from spark_jobs.sink.grown_layout import origin_layout
 from spark_jobs.sink.kafka_errors import call_with_retries
-from spark_jobs.sink.partition_transactions import SinkConfig, check_markers, on_accepted_recreation
+from spark_jobs.sink.partition_transactions import check_markers, on_accepted_recreation
 
 
 def hand_over(config: SinkConfig) -> None:

@@ -39,13 +39,14 @@ from spark_jobs.sink.dead_letters import (
     too_large_letter,
     too_large_reason,
 )
+from spark_jobs.sink.record import TOPIC, Origin, Record, origin
 
 if TYPE_CHECKING:
     from ikkai.contract.codec import RecordCodec
 
 
 class SizedSink(Protocol):
-    """What the size rules read of a sink's configuration (``partition_transactions.SinkConfig`` has it all):
+    """What the size rules read of a sink's configuration (``config.SinkConfig`` has it all):
     declared here, so the rules need nothing from the module that uses them."""
 
     @property
@@ -65,11 +66,6 @@ class SizedSink(Protocol):
     @property
     def dead_letter_codec(self) -> RecordCodec | None: ...
 
-
-Headers = Mapping[str, str] | Sequence[tuple[str, str]]
-# topic, key, value, timestamp, headers, then the input record it came from: source partition, source offset
-Record = tuple[str, bytes, "bytes | None", "int | None", "Headers | None", int, int]
-Origin = tuple[int, int]  # an input record: source partition, source offset
 
 PRODUCER_MESSAGE_MAX_BYTES = 1_000_000  # librdkafka's message.max.bytes default
 PRODUCER_BATCH_BYTES = 1_000_000  # librdkafka's batch.size default
@@ -144,25 +140,25 @@ def set_aside_too_large(
     """
     too_large: dict[Origin, tuple[Record, int, bool]] = {}  # the refused output, its limit, whether the broker said so
     for record in records:
-        origin = (record[5], record[6])
-        if origin in too_large:
+        input_record = origin(record)
+        if input_record in too_large:
             continue
-        limit = record_limit(config, record[0])
+        limit = record_limit(config, record[TOPIC])
         if record_bytes(record) > limit:
-            too_large[origin] = (record, limit, False)
-        elif origin in refused:
-            too_large[origin] = (record, limit, True)
+            too_large[input_record] = (record, limit, False)
+        elif input_record in refused:
+            too_large[input_record] = (record, limit, True)
     if not too_large or not config.dlq_topic:
         return records
     out: list[Record] = []
     set_aside: set[Origin] = set()
     for record in records:
-        origin = (record[5], record[6])
-        if origin not in too_large:
+        input_record = origin(record)
+        if input_record not in too_large:
             out.append(record)
-        elif origin not in set_aside:  # the first output of that input record becomes its dead letter
-            set_aside.add(origin)
-            out.append(fitted_letter(config, origin, *too_large[origin]))
+        elif input_record not in set_aside:  # the first output of that input record becomes its dead letter
+            set_aside.add(input_record)
+            out.append(fitted_letter(config, input_record, *too_large[input_record]))
     return out
 
 
@@ -221,7 +217,7 @@ def transaction_chunks(records: Sequence[Record], max_bytes: int) -> list[Sequen
         return [records]
     inputs: list[list[int]] = []  # per input record, in order: [its first index, its outputs' bytes]
     for i, record in enumerate(records):
-        if i == 0 or (record[5], record[6]) != (records[i - 1][5], records[i - 1][6]):
+        if i == 0 or origin(record) != origin(records[i - 1]):
             inputs.append([i, 0])
         inputs[-1][1] += record_bytes(record)
     chunks: list[Sequence[Record]] = []
@@ -240,12 +236,13 @@ def _cuttable(records: Sequence[Record]) -> bool:
     last: dict[int, int] = {}
     previous: Origin | None = None
     for record in records:
-        origin = (record[5], record[6])
-        if origin != previous:
-            if record[6] <= last.get(record[5], -1):
+        input_record = origin(record)
+        if input_record != previous:
+            partition, offset = input_record
+            if offset <= last.get(partition, -1):
                 return False
-            last[record[5]] = record[6]
-            previous = origin
+            last[partition] = offset
+            previous = input_record
     return True
 
 

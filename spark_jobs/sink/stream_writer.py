@@ -54,9 +54,11 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, Writ
 
 from ikkai.errors import IkkaiError
 from spark_jobs.sink.commit_markers import CommitMarkerError
+from spark_jobs.sink.config import SinkConfig
 from spark_jobs.sink.kafka_errors import TransactionError
-from spark_jobs.sink.partition_transactions import PartitionResult, SinkConfig
-from spark_jobs.sink.transactional_sink import batch_report, write_in_place
+from spark_jobs.sink.partition_transactions import PartitionResult
+from spark_jobs.sink.transactional_sink import batch_report
+from spark_jobs.sink.write_tasks import write_in_place
 
 if TYPE_CHECKING:
     import pyarrow as pa  # type: ignore[import-untyped]

@@ -61,34 +61,35 @@ import dataclasses
 import functools
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TextIO
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, TextIO
 
 from confluent_kafka.admin import AdminClient
 
 from ikkai.contract.kafka import TOPIC_DEADLINE_S, KafkaContext
-from ikkai.contract.partitioning import kafka_partitions, spark_partition_routes
+from ikkai.contract.partitioning import spark_partition_routes
 from ikkai.errors import ConfigError
 from spark_jobs.sink.claim_log import claim_outputs
 from spark_jobs.sink.commit_markers import CommitMarker, CommitMarkerError, ensure_commits_topic, read_markers
-from spark_jobs.sink.executor_writer_client import write_through_executor
+from spark_jobs.sink.config import SinkConfig
 from spark_jobs.sink.grown_layout import REPARTITION_PROCEDURE, refuse_a_grown_layout
-from spark_jobs.sink.partition_transactions import (
-    PartitionResult,
-    Record,
-    SinkConfig,
-    check_markers,
-    record_start,
-    write_partition,
-)
+from spark_jobs.sink.partition_transactions import PartitionResult, check_markers, record_start
 from spark_jobs.sink.query_handover import hand_over, with_origin_layout
+from spark_jobs.sink.shared_partitions import refuse_shared_partitions
 from spark_jobs.sink.size_bounds import read_topic_limits
+from spark_jobs.sink.write_tasks import (
+    HEADERS_COLUMN,
+    ROUTE_COLUMN,
+    RowTransform,
+    collect_results,
+    route_batches,
+    with_route_column,
+    write_batches,
+    write_in_place,
+)
 
 if TYPE_CHECKING:
-    import pyarrow as pa  # type: ignore[import-untyped]
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.types import StructType
 
 __all__ = [
     "AtLeastOnceBatchWriter",
@@ -102,30 +103,10 @@ __all__ = [
 ]
 
 OUTPUT_COLUMNS = ("topic", "key", "value", "timestamp")
-HEADERS_COLUMN = "headers"  # optional: map<string,string>, written as Kafka record headers (UTF-8 values)
-ROUTE_COLUMN = "_ikkai_route"
 # Topic metadata (counts, existence, max.message.bytes) is read at start, then at most this often and after any
 # failed write.
 # A grown input is also refused by the write tasks themselves (a row outside the layout), at once.
 TOPIC_CHECK_INTERVAL_S = 30.0
-ArrowBatches = Iterator["pa.RecordBatch"]  # what a mapInArrow function takes and yields
-
-
-@dataclass(frozen=True)
-class RowTransform:
-    """What turns a batch's rows into the sink's output rows, per Spark task, over Arrow batches.
-
-    ``function`` is a ``mapInArrow`` function (it pickles: a module function or a
-    ``functools.partial``); ``schema`` is Spark's DDL of the rows it yields, which must hold the
-    sink's columns (``OUTPUT_COLUMNS``, the ``order_by``, source and partition columns).
-    """
-
-    function: Callable[[ArrowBatches], ArrowBatches]
-    schema: str
-
-    def apply(self, rows: DataFrame) -> DataFrame:
-        """The output rows as a DataFrame of their own: an extra ``mapInArrow`` (routed, at-least-once)."""
-        return rows.mapInArrow(self.function, self.schema)
 
 
 class TransactionalBatchWriter:
@@ -231,9 +212,11 @@ class TransactionalBatchWriter:
 
     def _write_routed(self, rows: DataFrame, batch_id: int, routes: tuple[int, ...]) -> list[PartitionResult]:
         config = self.config
-        routed = rows.mapInArrow(functools.partial(route_batches, routes=routes), _with_route(rows.schema))
+        routed = rows.mapInArrow(functools.partial(route_batches, routes=routes), with_route_column(rows.schema))
         ordered = routed.repartition(config.partitions, ROUTE_COLUMN).sortWithinPartitions(*config.order_by)
-        collected = _collect(ordered, functools.partial(write_batches, config=config, batch_id=batch_id, routes=routes))
+        collected = collect_results(
+            ordered, functools.partial(write_batches, config=config, batch_id=batch_id, routes=routes)
+        )
         if not collected:  # adaptive execution saw an empty shuffle and ran no write task: nothing to write
             collected = [PartitionResult(p, batch_id, 0, skipped=False) for p in range(config.partitions)]
         if [r.partition for r in collected] != list(range(config.partitions)):
@@ -245,7 +228,7 @@ class TransactionalBatchWriter:
         transform = None if self.transform is None else self.transform.function
         refuse_shared_partitions(rows, batch_id, config, self.transform)  # before any task writes, not after
         write = functools.partial(write_in_place, config=config, batch_id=batch_id, transform=transform)
-        collected = _collect(rows, write)
+        collected = collect_results(rows, write)
         partitions = [r.partition for r in collected]
         if len(set(partitions)) != len(partitions):
             twice = sorted({p for p in partitions if partitions.count(p) > 1})
@@ -274,121 +257,6 @@ def batch_report(query: str, batch_id: int, collected: list[PartitionResult], se
         + (f" ({outside} in their input's partition, not their key's)" if outside else "")
         + "\n"
     )
-
-
-def refuse_shared_partitions(
-    rows: DataFrame, batch_id: int, config: SinkConfig, transform: RowTransform | None
-) -> None:
-    """Refuse an in-place batch in which two Spark tasks would hold rows of one Kafka partition, before any writes.
-
-    Two such tasks would each commit part of the partition's rows under one marker: whichever
-    commits second overwrites the first's offsets, and records are lost or written twice. So the
-    check runs before the write tasks: from the physical plan alone when it is a plain Kafka read
-    (``planned_kafka_partitions``, no task runs), else by a Spark job that reads which partition
-    each task's rows name (with a transform, of the rows it yields).
-    """
-    from pyspark.sql import functions as F
-
-    column = config.partition_column
-    assert column is not None
-    held = planned_kafka_partitions(rows)
-    if held is None:  # a Spark job of its own; with a transform, the Kafka source's partition column if there is one
-        named = "partition" if transform is not None and "partition" in rows.columns else column
-        output = rows if transform is None or named == "partition" else transform.apply(rows)
-        held = {}
-        for row in output.select(F.spark_partition_id().alias("_task"), named).distinct().collect():
-            held.setdefault(int(row["_task"]), set()).add(row[named])
-    tasks_of: dict[object, int] = {}
-    for partitions in held.values():
-        for partition in partitions:
-            tasks_of[partition] = tasks_of.get(partition, 0) + 1
-    shared = sorted(p for p, tasks in tasks_of.items() if tasks > 1)  # type: ignore[type-var]
-    if shared:
-        raise CommitMarkerError(
-            config.commits_topic,
-            f"batch {batch_id}: partitions {shared} would be written by more than one Spark task; nothing was written",
-            fix=f"the batch is not partitioned by {column}: a source read with minPartitions or "
-            "maxRecordsPerPartition, or a shuffle before the sink; write it routed (no partition_column)",
-        )
-
-
-def planned_kafka_partitions(rows: DataFrame) -> dict[int, set[int]] | None:
-    """Per Spark partition of ``rows``, the Kafka partition it reads, from the physical plan (no task runs).
-
-    Only for a chain of one-child operators that keep every row in its partition (no Exchange, no
-    Coalesce) above one scan of one Kafka topic: then Spark partition i holds the rows of the
-    scan's input partition i, one offset range of one Kafka partition. The scan is Spark's Kafka
-    scan itself, or (what ``foreachBatch`` hands its function) an existing RDD whose one-to-one
-    lineage ends in it. Anything else: None.
-    """
-    from py4j.protocol import Py4JError  # type: ignore[import-untyped]
-
-    try:
-        node = rows._jdf.queryExecution().executedPlan()
-        while node.children().size() == 1:
-            if any(word in str(node.nodeName()) for word in ("Exchange", "Coalesce", "ShuffleRead", "Union")):
-                return None
-            node = node.children().apply(0)
-        if node.children().size() != 0:
-            return None
-        if "ExistingRDD" in str(node.nodeName()):  # foreachBatch's batch: the micro-batch's RDD, planned
-            parts = _source_rdd_partitions(node.rdd())
-            if parts is None:
-                return None
-            inputs = [_planned_inputs(part) for part in parts]
-        else:  # a DataSource V2 scan (batch or micro-batch); other scans have no inputPartitions
-            scan = node.inputPartitions()
-            inputs = [_seq(scan.apply(i)) for i in range(scan.size())]
-        planned: dict[int, set[int]] = {}
-        topics = set()
-        for index, grouped in enumerate(inputs):
-            planned[index] = set()
-            for position in range(grouped.size()):
-                topic_partition = grouped.apply(position).offsetRange().topicPartition()  # Kafka's only
-                topics.add(str(topic_partition.topic()))
-                planned[index].add(int(topic_partition.partition()))
-    except (Py4JError, AttributeError, TypeError):  # not the plan this reads: the caller asks the tasks instead
-        return None
-    return planned if len(topics) <= 1 else None  # an empty batch plans no input partition
-
-
-def _planned_inputs(part: Any) -> Any:
-    """What one partition of the micro-batch's RDD reads, as a sequence (py4j: ``apply``/``size``).
-
-    Spark 4.3's ``DataSourceRDDPartition`` holds one ``inputPartition`` (an ``Option``: empty for a
-    partition with nothing to read); Spark 3.x held a ``Seq`` named ``inputPartitions``. Reading
-    only the old name made every foreachBatch check fall back to a Spark job of its own per batch.
-    """
-    from py4j.protocol import Py4JError
-
-    try:
-        planned = part.inputPartition()
-    except Py4JError:
-        return part.inputPartitions()
-    return _seq(planned.get()) if planned.isDefined() else _seq(None, size=0)
-
-
-def _seq(item: Any, size: int = 1) -> Any:
-    """One input partition as a one-element sequence (py4j: ``apply``/``size``), like a grouped RDD partition's."""
-
-    class One:
-        def size(self) -> int:
-            return size
-
-        def apply(self, _index: int) -> Any:
-            return item
-
-    return One()
-
-
-def _source_rdd_partitions(rdd: Any) -> list[Any] | None:
-    """The partitions of the DataSource V2 RDD at the end of ``rdd``'s one-to-one lineage, else None."""
-    while rdd.getClass().getSimpleName() != "DataSourceRDD":
-        dependencies = rdd.dependencies()
-        if dependencies.size() != 1 or dependencies.apply(0).getClass().getSimpleName() != "OneToOneDependency":
-            return None
-        rdd = dependencies.apply(0).rdd()
-    return list(rdd.partitions())
 
 
 def start_as_owner(config: SinkConfig, markers: Mapping[int, CommitMarker]) -> SinkConfig:
@@ -470,136 +338,6 @@ def with_topic_limits(config: SinkConfig, admin: AdminClient) -> SinkConfig:
     """``config`` with the ``max.message.bytes`` of every topic it writes, read now (``size_bounds``)."""
     topics = (*config.output_topics, *([config.dlq_topic] if config.dlq_topic else []))
     return dataclasses.replace(config, topic_max_message_bytes=read_topic_limits(admin, topics, TOPIC_DEADLINE_S))
-
-
-def _with_route(schema: StructType) -> StructType:
-    from pyspark.sql.types import IntegerType, StructField, StructType
-
-    return StructType([*schema.fields, StructField(ROUTE_COLUMN, IntegerType(), nullable=False)])
-
-
-def _keys(chunk: pa.RecordBatch | pa.Table) -> list[bytes]:
-    keys: list[bytes] = chunk.column("key").to_pylist()
-    if any(key is None for key in keys):
-        raise ConfigError("sink", "key", "a row has no key", fix="every output record needs a key to route it")
-    return keys
-
-
-def route_batches(batches: Iterator[pa.RecordBatch], routes: tuple[int, ...]) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow``: append each row's route, the value that sends it to Spark partition = its Kafka partition."""
-    import pyarrow as pa
-
-    table = pa.array(routes, type=pa.int32())
-    for chunk in batches:
-        partitions = kafka_partitions(_keys(chunk), len(routes))
-        yield chunk.append_column(ROUTE_COLUMN, table.take(pa.array(partitions)))
-
-
-def _records(chunks: list[pa.RecordBatch] | list[pa.Table], config: SinkConfig) -> list[Record]:
-    source_partition, source_offset = config.source_columns
-    records: list[Record] = []
-    for chunk in chunks:
-        if chunk.column(source_partition).null_count or chunk.column(source_offset).null_count:
-            raise ConfigError(
-                "sink", f"{source_partition}/{source_offset}", "a row does not name its input record",
-                fix="every output row carries the partition and offset of the input record it came from",
-            )  # fmt: skip
-        records += zip(
-            chunk.column("topic").to_pylist(),
-            chunk.column("key").to_pylist(),
-            chunk.column("value").to_pylist(),
-            chunk.column("timestamp").to_pylist(),
-            chunk.column(HEADERS_COLUMN).to_pylist() if HEADERS_COLUMN in chunk.schema.names else [None] * len(chunk),
-            chunk.column(source_partition).to_pylist(),
-            chunk.column(source_offset).to_pylist(),
-            strict=True,
-        )
-    return records
-
-
-def _write_partition(config: SinkConfig, batch_id: int, partition: int, records: list[Record]) -> PartitionResult:
-    """``write_partition`` with this worker's producers, or by the executor's writer (``transactional_writer``)."""
-    if config.transactional_writer == "executor":
-        return write_through_executor(config, batch_id, partition, records)
-    return write_partition(config, batch_id, partition, records)
-
-
-def write_batches(
-    batches: Iterator[pa.RecordBatch], config: SinkConfig, batch_id: int, routes: tuple[int, ...]
-) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` after the repartition and sort: Spark partition p, written as one transaction."""
-    import pyarrow.compute as pc  # type: ignore[import-untyped]
-    from pyspark import TaskContext
-
-    context = TaskContext.get()
-    partition = context.partitionId() if context is not None else -1
-    chunks = list(batches)
-    if not 0 <= partition < config.partitions or any(
-        not pc.all(pc.equal(chunk.column(ROUTE_COLUMN), routes[partition])).as_py() for chunk in chunks if len(chunk)
-    ):
-        raise CommitMarkerError(config.commits_topic, "Spark changed the partition layout", fix="report this bug")
-    yield _result_batch(_write_partition(config, batch_id, partition, _records(chunks, config)))
-
-
-def write_in_place(
-    batches: ArrowBatches,
-    config: SinkConfig,
-    batch_id: int,
-    transform: Callable[[ArrowBatches], ArrowBatches] | None = None,
-) -> ArrowBatches:
-    """``mapInArrow`` in the stage that computed the rows: all of them name one partition, one transaction.
-
-    With ``transform``, the task's rows are its input and the output rows are what ``transform``
-    yields for them, computed here, in the same Python worker, before the transaction begins.
-    A task without rows writes nothing (a re-run of the batch has none either).
-    """
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    chunks = [chunk for chunk in (batches if transform is None else transform(batches)) if len(chunk)]
-    if not chunks:
-        return
-    column = config.partition_column
-    assert column is not None
-    table = pa.Table.from_batches(chunks)
-    named = pc.unique(table.column(column)).to_pylist()
-    if len(named) != 1 or named[0] is None or not 0 <= named[0] < config.partitions:
-        raise CommitMarkerError(
-            config.commits_topic,
-            f"batch {batch_id}: one Spark task holds rows of {column} {named}, not one of 0..{config.partitions - 1}",
-            fix=f"partition the batch by {column} (one Kafka topic, no minPartitions, no shuffle before the sink) "
-            "or write it routed (no partition_column)",
-        )
-    partition = int(named[0])
-    table = table.sort_by([(name, "ascending") for name in config.order_by])
-    outside = int((kafka_partitions(_keys(table), config.partitions) != partition).sum())
-    result = _write_partition(config, batch_id, partition, _records([table], config))
-    yield _result_batch(dataclasses.replace(result, outside_key_partition=outside))
-
-
-# PartitionResult's fields as the write tasks return them, with Spark's type of each: the one
-# place both the Spark schema and the Arrow schema of a task's result come from.
-_RESULT_TYPES = {"partition": "int", "batch_id": "long", "records": "long", "skipped": "boolean",
-                 "outside_key_partition": "long", "already_committed": "long", "new_producer": "boolean",
-                 "seconds": "double"}  # fmt: skip
-assert tuple(_RESULT_TYPES) == tuple(f.name for f in dataclasses.fields(PartitionResult)), "PartitionResult changed"
-RESULT_SCHEMA = ", ".join(f"{name} {kind}" for name, kind in _RESULT_TYPES.items())
-
-
-def _collect(
-    rows: DataFrame, write: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
-) -> list[PartitionResult]:
-    """Run the write tasks (``mapInArrow``) and gather what each partition did, by partition."""
-    results = (PartitionResult(**row.asDict()) for row in rows.mapInArrow(write, RESULT_SCHEMA).collect())
-    return sorted(results, key=lambda r: r.partition)
-
-
-def _result_batch(result: PartitionResult) -> Any:
-    import pyarrow as pa
-
-    arrow = {"int": pa.int32(), "long": pa.int64(), "boolean": pa.bool_(), "double": pa.float64()}
-    schema = pa.schema([(name, arrow[kind]) for name, kind in _RESULT_TYPES.items()])
-    return pa.RecordBatch.from_pylist([dataclasses.asdict(result)], schema=schema)
 
 
 class AtLeastOnceBatchWriter:

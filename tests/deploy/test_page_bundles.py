@@ -88,6 +88,7 @@ def test_a_validate_500_is_shown_at_once_and_every_view_answers_within_two_secon
                             "--clusters", str(clusters))  # fmt: skip
         assert applied.returncode == 0, applied.stderr
         session = requests.Session()
+        session.headers["Origin"] = url  # as a browser posts the page's forms
         assert session.post(f"{url}/ui/login", data={"token": TOKEN, "name": "ana"}, timeout=30).status_code == 200
 
         view = f"{url}/ui/env/dev/bundles"

@@ -35,8 +35,10 @@ from ikkai.contract.partitioning import kafka_partition
 from spark_jobs.enrich.master_data import publish_profiles
 from spark_jobs.sink import transactional_sink
 from spark_jobs.sink.commit_markers import CommitMarker, CommitMarkerError, commits_topic_for, read_marker
+from spark_jobs.sink.commit_pause import PAUSE_BEFORE_COMMIT
 from spark_jobs.sink.grown_layout import OriginLayout, origin_layout, refuse_a_grown_layout
-from spark_jobs.sink.partition_transactions import PAUSE_BEFORE_COMMIT, Record, uncommitted
+from spark_jobs.sink.partition_transactions import uncommitted
+from spark_jobs.sink.record import Record
 from spark_jobs.sink.transactional_sink import SinkConfig, check_topics
 from stack.kit.topic_io import by_partition, create_topic, flat, unique
 from tests.spark_jobs.enrich_process import EnrichProcess, EnrichTopics

@@ -31,6 +31,7 @@ from spark_jobs.enrich import reasons as r
 from spark_jobs.enrich.master_data import publish_profiles
 from spark_jobs.options import default_max_transaction_bytes
 from spark_jobs.sink.commit_markers import CommitMarker, ensure_commits_topic
+from spark_jobs.sink.config import DEFAULT_MAX_TRANSACTION_BYTES, SinkConfig
 from spark_jobs.sink.dead_letters import (
     DEAD_LETTER_VALUE_BYTES,
     OUTPUT_TOPIC_HEADER,
@@ -39,10 +40,10 @@ from spark_jobs.sink.dead_letters import (
     VALUE_BYTES_HEADER,
     VALUE_SHA256_HEADER,
 )
-from spark_jobs.sink.partition_transactions import DEFAULT_MAX_TRANSACTION_BYTES, SinkConfig, write_partition
+from spark_jobs.sink.partition_transactions import write_partition
+from spark_jobs.sink.record import Record
 from spark_jobs.sink.size_bounds import (
     DeadLetterTooLarge,
-    Record,
     producer_batch_bytes,
     read_topic_limits,
     record_bytes,

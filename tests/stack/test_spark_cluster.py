@@ -31,7 +31,7 @@ from ikkai.contract.codec import default_codec
 from ikkai.errors import IkkaiError
 from ikkai.settings import jars_dir
 from spark_jobs.sink.commit_markers import commits_topic_for, read_markers
-from spark_jobs.sink.partition_transactions import PAUSE_BEFORE_COMMIT
+from spark_jobs.sink.commit_pause import PAUSE_BEFORE_COMMIT
 from stack.kit.chaos import EXECUTOR_ID, command_option, executor_jvms
 from stack.kit.topic_io import create_topic, produce_payments, read_all, unique
 from stack.local_stack import LocalStack

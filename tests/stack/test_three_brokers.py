@@ -26,7 +26,7 @@ from ikkai.contract.kafka import KafkaContext
 from ikkai.settings import jars_dir
 from spark_jobs.sink import commit_markers
 from spark_jobs.sink.commit_markers import CommitMarker, ensure_commits_topic, read_marker
-from spark_jobs.sink.partition_transactions import SinkConfig
+from spark_jobs.sink.config import SinkConfig
 from stack.kit.chaos import ChaosStack
 from stack.kit.leaders import TRANSACTION_STATE_TOPIC
 from stack.kit.topic_io import by_partition, create_topic, flat, produce_payments, transactional_producer, unique

@@ -23,8 +23,7 @@ from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka import KafkaContext
 from spark_jobs.infer.decision_compare import compare
 from spark_jobs.model.fraud_model import FEATURES_PATH, MODEL_PATH, FraudModel, deciding_version
-from spark_jobs.sink.commit_markers import CommitMarker, VersionCut, commits_topic_for, read_markers
-from spark_jobs.sink.partition_transactions import Lineage
+from spark_jobs.sink.commit_markers import CommitMarker, Lineage, VersionCut, commits_topic_for, read_markers
 from spark_jobs.sink.query_handover import parse_start_offsets
 from stack.kit.topic_io import by_partition, create_topic, flat, produce_payments, unique
 

@@ -14,8 +14,9 @@ import sys
 from typing import Any
 
 from ikkai.contract.kafka import KafkaContext
+from spark_jobs.sink.config import SinkConfig
 from spark_jobs.sink.executor_writer_client import write_through_executor
-from spark_jobs.sink.partition_transactions import Record, SinkConfig
+from spark_jobs.sink.record import Record
 
 
 def config(job: dict[str, Any]) -> SinkConfig:

@@ -23,7 +23,7 @@ from ikkai.contract.owner_claims import CLAIM, OwnerClaim, fold
 from ikkai.contract.topics import OWNERS
 from spark_jobs.sink import claim_log
 from spark_jobs.sink.claim_log import OwnerClaimError, claim_outputs, ensure_owners_topic, write_claim
-from spark_jobs.sink.partition_transactions import SinkConfig
+from spark_jobs.sink.config import SinkConfig
 from stack.kit.topic_io import create_topic, unique
 
 WAIT_S = 120.0

@@ -27,7 +27,10 @@ from spark_jobs.sink.commit_markers import (
     ensure_commits_topic,
     read_markers,
 )
-from spark_jobs.sink.partition_transactions import Record, SinkConfig, uncommitted, write_partition
+from spark_jobs.sink.config import SinkConfig
+from spark_jobs.sink.partition_transactions import uncommitted, write_partition
+from spark_jobs.sink.producer_pool import process_pool
+from spark_jobs.sink.record import Record
 from stack.kit.topic_io import by_partition, create_topic, transactional_producer, unique
 
 PARTITIONS = 2
@@ -46,12 +49,7 @@ def records(out: str, partition: int, offsets: range) -> list[Record]:
 
 def new_worker() -> None:
     """Forget every producer and marker position of this process, as a restarted worker would."""
-    for bootstrap, txn_id in list(partition_transactions._writers):
-        config = SinkConfig(
-            app="x", query="x", cluster=KafkaContext.of(bootstrap), output_topics=(), partitions=1, order_by=("x",),
-            source_topic="x",
-        )  # fmt: skip
-        partition_transactions._discard(config, txn_id)
+    process_pool().close_all()
     commit_markers._seen.clear()
 
 
@@ -85,18 +83,20 @@ def killed_before_commit(
 
     def stop_at_commit(txn_id: str, operation: str, call: Callable[[], object], **kw: Any) -> object:
         if operation == "commit_transaction":
-            producer = partition_transactions._writers[(config.cluster.bootstrap_servers, txn_id)].producer
+            kept = process_pool().kept((config.cluster.bootstrap_servers, txn_id))
+            assert kept is not None
+            producer = kept.producer
             assert producer.flush(10) == 0  # every record of the transaction is on the broker, uncommitted
             zombie.append(producer)
             raise _Killed
         return real_call(txn_id, operation, call, **kw)
 
-    def forget(config: SinkConfig, txn_id: str) -> None:  # no purge, no close: a killed process cleans nothing up
-        partition_transactions._writers.pop((config.cluster.bootstrap_servers, txn_id), None)
+    def forget(key: tuple[str, str]) -> None:  # no purge, no close: a killed process cleans nothing up
+        process_pool().release(key)
 
     with monkeypatch.context() as patched:
         patched.setattr(partition_transactions, "call_with_retries", stop_at_commit)
-        patched.setattr(partition_transactions, "_discard", forget)
+        patched.setattr(process_pool(), "evict", forget)
         with pytest.raises(_Killed):
             write_partition(config, 0, partition, batch)
     return zombie[0]

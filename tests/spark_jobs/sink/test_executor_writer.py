@@ -26,6 +26,8 @@ from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka import KafkaContext
 from ikkai.errors import ConfigError
 from spark_jobs.sink.commit_markers import CommitMarker, ensure_commits_topic
+from spark_jobs.sink.commit_pause import PAUSE_BEFORE_COMMIT
+from spark_jobs.sink.config import DEFAULT_MAX_TRANSACTION_BYTES
 from spark_jobs.sink.executor_writer import FramingError, read_frame, send_frame, started_at
 from spark_jobs.sink.executor_writer_client import (
     _connect_or_start,
@@ -34,7 +36,7 @@ from spark_jobs.sink.executor_writer_client import (
     write_through_executor,
     writers_folder,
 )
-from spark_jobs.sink.partition_transactions import DEFAULT_MAX_TRANSACTION_BYTES, PAUSE_BEFORE_COMMIT, Record
+from spark_jobs.sink.record import Record
 from spark_jobs.sink.size_bounds import FRAME_SLACK_BYTES, frame_bytes
 from spark_jobs.sink.transactional_sink import TransactionalBatchWriter
 from stack.kit.topic_io import by_partition, create_topic, unique

@@ -18,7 +18,7 @@ import pytest
 from demo.infer_process import InferProcess, InferTopics
 from demo.payments_simulation import payment_records, simulate
 from ikkai.contract.codec import default_codec
-from spark_jobs.sink.partition_transactions import PAUSE_BEFORE_COMMIT
+from spark_jobs.sink.commit_pause import PAUSE_BEFORE_COMMIT
 from stack.kit.topic_io import by_partition, create_topic, flat, produce_payments, unique
 
 pytestmark = [pytest.mark.integration, pytest.mark.heavy]

@@ -29,12 +29,13 @@ from ikkai.contract.kafka import KafkaContext
 from spark_jobs.infer.fraud_decisions import ORDER_BY, OUTPUT_SCHEMA, Topics, decide_arrow_batches
 from spark_jobs.model.fraud_model import FEATURES_PATH, MODEL_PATH, ModelSource
 from spark_jobs.sink.commit_markers import commits_topic_for, read_markers
-from spark_jobs.sink.partition_transactions import DEFAULT_TRANSACTIONAL_WRITER, PAUSE_BEFORE_COMMIT
+from spark_jobs.sink.commit_pause import PAUSE_BEFORE_COMMIT
+from spark_jobs.sink.config import DEFAULT_TRANSACTIONAL_WRITER
+from spark_jobs.sink.shared_partitions import planned_kafka_partitions
 from spark_jobs.sink.transactional_sink import (
     RowTransform,
     SinkConfig,
     TransactionalBatchWriter,
-    planned_kafka_partitions,
 )
 from stack.kit.topic_io import Partitioned, by_partition, create_topic, produce_payments, unique
 from tests.spark_jobs.records import headers_by_value
@@ -168,6 +169,7 @@ def fail_at_commit(how: str) -> None:
     from pyspark import TaskContext
 
     from spark_jobs.sink import partition_transactions
+    from spark_jobs.sink.producer_pool import process_pool
 
     def task() -> tuple[int, int, int] | None:
         context = TaskContext.get()
@@ -179,7 +181,9 @@ def fail_at_commit(how: str) -> None:
         if operation != "commit_transaction" or task() != armed_for:
             return passed_on(txn_id, operation, call, **kw)
         partition_transactions.call_with_retries = passed_on  # type: ignore[attr-defined]
-        writer = next(w for (_, t), w in partition_transactions._writers.items() if t == txn_id)
+        pool = process_pool()
+        writer = next(pool.kept(key) for key in pool.oldest_first() if key[1] == txn_id)
+        assert writer is not None
         assert writer.producer.flush(10) == 0  # produced, sent, not committed
         if how == "kill -9":
             os.kill(os.getpid(), signal.SIGKILL)

@@ -26,8 +26,9 @@ from ikkai.contract.markers import VersionCut, recorded_versions
 from ikkai.errors import ConfigError
 from spark_jobs.options import checkpoint_location
 from spark_jobs.sink.commit_markers import CommitMarker, CommitMarkerError, read_markers
+from spark_jobs.sink.config import SinkConfig
 from spark_jobs.sink.input_identity import checkpoint_is_fresh, input_topic_id, rebase_on_recreated_input, rebased
-from spark_jobs.sink.partition_transactions import SinkConfig, check_markers
+from spark_jobs.sink.partition_transactions import check_markers
 from stack.kit.topic_io import by_partition, create_topic, flat, produce_payments, unique
 
 pytestmark = pytest.mark.heavy

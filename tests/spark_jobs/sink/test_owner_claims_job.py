@@ -23,8 +23,8 @@ from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.partitioning import kafka_partition
 from ikkai.contract.topics import OWNERS
 from spark_jobs.sink.claim_log import PAUSE_CLAIM
+from spark_jobs.sink.commit_pause import PAUSE_BEFORE_COMMIT
 from spark_jobs.sink.input_identity import input_topic_id
-from spark_jobs.sink.partition_transactions import PAUSE_BEFORE_COMMIT
 from stack.kit.topic_io import by_partition, create_topic, flat, produce_payments, unique
 from tests.spark_jobs.sink.test_input_identity import recreate
 

@@ -1,4 +1,4 @@
-"""The sink's test-only pause point (``partition_transactions.pause_before_commit``): off unless its variable names a
+"""The sink's test-only pause point (``commit_pause.pause_before_commit``): off unless its variable names a
 folder; then the first write pauses with its records flushed, every later one runs straight through, and the paused
 one goes on once released and says how its commit ended. No Kafka: a stand-in producer counts its flushes."""
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from spark_jobs.sink import partition_transactions
-from spark_jobs.sink.partition_transactions import PAUSE_BEFORE_COMMIT, pause_before_commit
+from spark_jobs.sink import commit_pause
+from spark_jobs.sink.commit_pause import PAUSE_BEFORE_COMMIT, pause_before_commit
 
 WAIT_S = 20.0
 
@@ -48,7 +48,7 @@ def wait_for(path: Path) -> None:
 @pytest.fixture
 def pause_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv(PAUSE_BEFORE_COMMIT, str(tmp_path))
-    monkeypatch.setattr(partition_transactions, "PAUSE_BOUND_S", 60.0)  # a broken pause point fails, never hangs
+    monkeypatch.setattr(commit_pause, "PAUSE_BOUND_S", 60.0)  # a broken pause point fails, never hangs
     return tmp_path
 
 

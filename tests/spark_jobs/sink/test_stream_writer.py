@@ -15,7 +15,8 @@ import pytest
 from ikkai.contract.kafka import KafkaContext
 from ikkai.errors import ConfigError
 from spark_jobs.sink.commit_markers import CommitMarkerError
-from spark_jobs.sink.partition_transactions import PartitionResult, SinkConfig
+from spark_jobs.sink.config import SinkConfig
+from spark_jobs.sink.partition_transactions import PartitionResult
 from spark_jobs.sink.stream_writer import (
     SINK_OPTION,
     StreamSink,

@@ -1,0 +1,181 @@
+"""What the transactional sink's Spark tasks run (``mapInArrow`` functions), and how their results come back.
+
+A write task holds every row of one Kafka partition of the batch: routed (``write_batches``, after
+``route_batches``, Spark's repartition and sort) or in place (``write_in_place``, in the stage that
+computed them, with the ``RowTransform`` that computes them). It turns the rows into records
+(``spark_jobs.sink.record``) and writes them as one partition's transactions: with its Python
+worker's producers (``partition_transactions.write_partition``) or through the executor's writer
+(``executor_writer_client``), as ``SinkConfig.transactional_writer`` says. Each task yields one row,
+its ``PartitionResult`` (``RESULT_SCHEMA``), which the driver gathers (``collect_results``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ikkai.contract.partitioning import kafka_partitions
+from ikkai.errors import ConfigError
+from spark_jobs.sink.commit_markers import CommitMarkerError
+from spark_jobs.sink.config import SinkConfig
+from spark_jobs.sink.executor_writer_client import write_through_executor
+from spark_jobs.sink.partition_transactions import PartitionResult, write_partition
+from spark_jobs.sink.record import Record
+
+if TYPE_CHECKING:
+    import pyarrow as pa  # type: ignore[import-untyped]
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
+
+HEADERS_COLUMN = "headers"  # optional: map<string,string>, written as Kafka record headers (UTF-8 values)
+ROUTE_COLUMN = "_ikkai_route"
+ArrowBatches = Iterator["pa.RecordBatch"]  # what a mapInArrow function takes and yields
+
+
+@dataclass(frozen=True)
+class RowTransform:
+    """What turns a batch's rows into the sink's output rows, per Spark task, over Arrow batches.
+
+    ``function`` is a ``mapInArrow`` function (it pickles: a module function or a
+    ``functools.partial``); ``schema`` is Spark's DDL of the rows it yields, which must hold the
+    sink's columns (``OUTPUT_COLUMNS``, the ``order_by``, source and partition columns).
+    """
+
+    function: Callable[[ArrowBatches], ArrowBatches]
+    schema: str
+
+    def apply(self, rows: DataFrame) -> DataFrame:
+        """The output rows as a DataFrame of their own: an extra ``mapInArrow`` (routed, at-least-once)."""
+        return rows.mapInArrow(self.function, self.schema)
+
+
+def with_route_column(schema: StructType) -> StructType:
+    from pyspark.sql.types import IntegerType, StructField, StructType
+
+    return StructType([*schema.fields, StructField(ROUTE_COLUMN, IntegerType(), nullable=False)])
+
+
+def _keys(chunk: pa.RecordBatch | pa.Table) -> list[bytes]:
+    keys: list[bytes] = chunk.column("key").to_pylist()
+    if any(key is None for key in keys):
+        raise ConfigError("sink", "key", "a row has no key", fix="every output record needs a key to route it")
+    return keys
+
+
+def route_batches(batches: Iterator[pa.RecordBatch], routes: tuple[int, ...]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow``: append each row's route, the value that sends it to Spark partition = its Kafka partition."""
+    import pyarrow as pa
+
+    table = pa.array(routes, type=pa.int32())
+    for chunk in batches:
+        partitions = kafka_partitions(_keys(chunk), len(routes))
+        yield chunk.append_column(ROUTE_COLUMN, table.take(pa.array(partitions)))
+
+
+def _records(chunks: list[pa.RecordBatch] | list[pa.Table], config: SinkConfig) -> list[Record]:
+    source_partition, source_offset = config.source_columns
+    records: list[Record] = []
+    for chunk in chunks:
+        if chunk.column(source_partition).null_count or chunk.column(source_offset).null_count:
+            raise ConfigError(
+                "sink", f"{source_partition}/{source_offset}", "a row does not name its input record",
+                fix="every output row carries the partition and offset of the input record it came from",
+            )  # fmt: skip
+        records += zip(
+            chunk.column("topic").to_pylist(),
+            chunk.column("key").to_pylist(),
+            chunk.column("value").to_pylist(),
+            chunk.column("timestamp").to_pylist(),
+            chunk.column(HEADERS_COLUMN).to_pylist() if HEADERS_COLUMN in chunk.schema.names else [None] * len(chunk),
+            chunk.column(source_partition).to_pylist(),
+            chunk.column(source_offset).to_pylist(),
+            strict=True,
+        )
+    return records
+
+
+def _write_partition(config: SinkConfig, batch_id: int, partition: int, records: list[Record]) -> PartitionResult:
+    """``write_partition`` with this worker's producers, or by the executor's writer (``transactional_writer``)."""
+    if config.transactional_writer == "executor":
+        return write_through_executor(config, batch_id, partition, records)
+    return write_partition(config, batch_id, partition, records)
+
+
+def write_batches(
+    batches: Iterator[pa.RecordBatch], config: SinkConfig, batch_id: int, routes: tuple[int, ...]
+) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` after the repartition and sort: Spark partition p, written as one transaction."""
+    import pyarrow.compute as pc  # type: ignore[import-untyped]
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    partition = context.partitionId() if context is not None else -1
+    chunks = list(batches)
+    if not 0 <= partition < config.partitions or any(
+        not pc.all(pc.equal(chunk.column(ROUTE_COLUMN), routes[partition])).as_py() for chunk in chunks if len(chunk)
+    ):
+        raise CommitMarkerError(config.commits_topic, "Spark changed the partition layout", fix="report this bug")
+    yield _result_batch(_write_partition(config, batch_id, partition, _records(chunks, config)))
+
+
+def write_in_place(
+    batches: ArrowBatches,
+    config: SinkConfig,
+    batch_id: int,
+    transform: Callable[[ArrowBatches], ArrowBatches] | None = None,
+) -> ArrowBatches:
+    """``mapInArrow`` in the stage that computed the rows: all of them name one partition, one transaction.
+
+    With ``transform``, the task's rows are its input and the output rows are what ``transform``
+    yields for them, computed here, in the same Python worker, before the transaction begins.
+    A task without rows writes nothing (a re-run of the batch has none either).
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    chunks = [chunk for chunk in (batches if transform is None else transform(batches)) if len(chunk)]
+    if not chunks:
+        return
+    column = config.partition_column
+    assert column is not None
+    table = pa.Table.from_batches(chunks)
+    named = pc.unique(table.column(column)).to_pylist()
+    if len(named) != 1 or named[0] is None or not 0 <= named[0] < config.partitions:
+        raise CommitMarkerError(
+            config.commits_topic,
+            f"batch {batch_id}: one Spark task holds rows of {column} {named}, not one of 0..{config.partitions - 1}",
+            fix=f"partition the batch by {column} (one Kafka topic, no minPartitions, no shuffle before the sink) "
+            "or write it routed (no partition_column)",
+        )
+    partition = int(named[0])
+    table = table.sort_by([(name, "ascending") for name in config.order_by])
+    outside = int((kafka_partitions(_keys(table), config.partitions) != partition).sum())
+    result = _write_partition(config, batch_id, partition, _records([table], config))
+    yield _result_batch(dataclasses.replace(result, outside_key_partition=outside))
+
+
+# PartitionResult's fields as the write tasks return them, with Spark's type of each: the one
+# place both the Spark schema and the Arrow schema of a task's result come from.
+_RESULT_TYPES = {"partition": "int", "batch_id": "long", "records": "long", "skipped": "boolean",
+                 "outside_key_partition": "long", "already_committed": "long", "new_producer": "boolean",
+                 "seconds": "double"}  # fmt: skip
+assert tuple(_RESULT_TYPES) == tuple(f.name for f in dataclasses.fields(PartitionResult)), "PartitionResult changed"
+RESULT_SCHEMA = ", ".join(f"{name} {kind}" for name, kind in _RESULT_TYPES.items())
+
+
+def collect_results(
+    rows: DataFrame, write: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+) -> list[PartitionResult]:
+    """Run the write tasks (``mapInArrow``) and gather what each partition did, by partition."""
+    results = (PartitionResult(**row.asDict()) for row in rows.mapInArrow(write, RESULT_SCHEMA).collect())
+    return sorted(results, key=lambda r: r.partition)
+
+
+def _result_batch(result: PartitionResult) -> Any:
+    import pyarrow as pa
+
+    arrow = {"int": pa.int32(), "long": pa.int64(), "boolean": pa.bool_(), "double": pa.float64()}
+    schema = pa.schema([(name, arrow[kind]) for name, kind in _RESULT_TYPES.items()])
+    return pa.RecordBatch.from_pylist([dataclasses.asdict(result)], schema=schema)
