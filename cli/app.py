@@ -21,7 +21,7 @@ import traceback
 
 import click
 
-from cli.output import chosen_output, show_error
+from cli.output import chosen_output, show_error, show_usage_error
 from ikkai.errors import IkkaiError
 from ikkai.redaction import RedactingFormatter
 
@@ -82,7 +82,7 @@ def main() -> None:
         if chosen_output() == "json":
             show_error(exc, "", fix="see --help")
         else:
-            exc.show()
+            show_usage_error(exc)
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)

@@ -17,7 +17,7 @@ import click
 
 from cli.bundle_export import export
 from cli.completion import complete_bundle
-from cli.output import emit, output_option, progress_printer
+from cli.output import emit, output_option, progress_printer, say
 from deploy import bundle_ops, bundle_output
 from deploy.bundle_ops import BundleRequest
 
@@ -312,7 +312,7 @@ def serve(
         )
         threading.Thread(target=loop.run, name="ikkai-reconcile", daemon=True).start()
     scheme = "https" if tls else "http"
-    click.echo(f"serving on {scheme}://{host}:{server.port}", err=True)
+    say(f"serving on {scheme}://{host}:{server.port}")
     try:
         server.serve_forever()
     finally:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from cli.output import emit, output_option
+from cli.output import emit, output_option, say
 from demo.chaos import CLUSTER_KINDS, KILL_BROKER, KINDS, parse_kills
 from demo.report import report_text
 from demo.report_html import report_html
@@ -136,7 +136,7 @@ def demo(
     emit(report, output, report_text)
     if html_file is not None:
         html_file.write_text(report_html(report), encoding="utf-8")
-        click.echo(f"ikkai demo: the report as a page: {html_file}", err=True)
+        say(f"ikkai demo: the report as a page: {html_file}")
     if not report["passed"]:
-        click.echo("ikkai demo: invariant(s) failed: " + ", ".join(report["failed"]), err=True)
+        say("ikkai demo: invariant(s) failed: " + ", ".join(report["failed"]))
         sys.exit(1)

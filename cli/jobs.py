@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from cli.output import emit, output_option
+from cli.output import emit, output_option, say
 from ikkai.contract import topics
 from ikkai.contract.ids import application_name
 from ikkai.resources import package_path
@@ -57,11 +57,11 @@ def run(job: str, job_args: tuple[str, ...]) -> None:
     master, rest = standalone_master(job_args)
     if master is not None:
         command = submit_command(job, master, rest, "client", Path("dist"))
-        click.echo("submitting: " + shlex.join(command), err=True)
+        say("submitting: " + shlex.join(command))
         sys.stderr.flush()
         os.execv(command[0], command)  # noqa: S606 - pyspark's spark-submit, no shell
     command = [sys.executable, "-m", JOBS[job], *job_args]
-    click.echo("starting: " + shlex.join(command), err=True)
+    say("starting: " + shlex.join(command))
     sys.stderr.flush()
     os.execv(sys.executable, command)  # noqa: S606 - our own interpreter and module, no shell
 
@@ -258,7 +258,7 @@ def submit(
                 raise click.UsageError("--execute runs spark-submit; apply a SparkApplication with kubectl apply -f")
             app, uploads = spark_application(job, target, job_args, dist, python_env, executors)
             for local, remote in uploads:
-                click.echo(f"copy before applying: {local} -> {remote}", err=True)
+                say(f"copy before applying: {local} -> {remote}")
             click.echo(yaml.safe_dump(app, sort_keys=False, width=1000), nl=False)
             return
         command = kubernetes_submit_command(job, target, job_args, mode, dist, python_env)
@@ -269,11 +269,11 @@ def submit(
         command = submit_command(job, master, job_args, mode, dist, python_env)
     if python_env is None and not master.startswith("local"):
         where = "install them in the image or pass --python-env" if kubernetes else "see --python-env"
-        click.echo(f"note: executors need ikkai's dependencies (pyproject.toml); {where}", err=True)
+        say(f"note: executors need ikkai's dependencies (pyproject.toml); {where}")
     if not execute:
         click.echo(shlex.join(command))
         return
-    click.echo("submitting: " + shlex.join(command), err=True)
+    say("submitting: " + shlex.join(command))
     sys.exit(subprocess.call(command))
 
 

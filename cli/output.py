@@ -11,6 +11,7 @@ Everything printed here passes the one redaction (``ikkai.redaction``) on its wa
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 import time
@@ -92,6 +93,19 @@ def show_error(exc: BaseException, text: str, *, fix: str | None = None) -> None
         click.echo(json.dumps(error_document(exc, fix=fix), sort_keys=True), err=True)
     else:
         click.echo(redact_urls(text), err=True)
+
+
+def say(text: str, *, err: bool = True) -> None:
+    """A line for a person (stderr unless ``err`` is False), redacted like everything else this module prints."""
+    click.echo(redact_urls(text), err=err)
+
+
+def show_usage_error(exc: click.ClickException) -> None:
+    """Click's own usage error (usage line, hint, the error naming the value given), redacted: a value may be a
+    URL with a password in it."""
+    shown = io.StringIO()
+    exc.show(file=shown)
+    click.echo(redact_urls(shown.getvalue()), err=True, nl=False)
 
 
 def progress_printer(output: str) -> Callable[[str], None] | None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from cli.output import emit, output_option
+from cli.output import emit, output_option, say
 from deploy.smoke import run_smoke
 from ikkai.errors import IkkaiError
 from ikkai.settings import Endpoints, jars_dir
@@ -55,7 +55,7 @@ def setup() -> None:
     try:
         archive: Path | str | None = ensure_class_archive(jars_dir())
     except IkkaiError as exc:  # an optimisation only: jobs start without it, slower
-        click.echo(f"warning: {exc}", err=True)
+        say(f"warning: {exc}")
         archive = "(none: see the warning above)"
     click.echo(f"java   {java.version} ({java.executable})")
     click.echo(f"jars   {jars.root}")
@@ -136,7 +136,7 @@ def up(ctx: click.Context, /, output: str, **knobs: Any) -> None:
     started = time.monotonic()
     stack_ = _stack(ctx, StackOptions(**knobs))  # the options above are StackOptions' fields, typed there
     endpoints = stack_.up()
-    click.echo(f"stack up in {time.monotonic() - started:.1f}s", err=True)
+    say(f"stack up in {time.monotonic() - started:.1f}s")
     emit(_endpoint_data(endpoints, stack_), output, endpoints_text)
 
 
@@ -148,7 +148,7 @@ def down(ctx: click.Context, purge: bool) -> None:
     stack_ = _stack(ctx)
     stopped = stack_.down(purge=purge)
     if isinstance(stack_, LocalStack):  # docker and external stacks said what they removed, or that none is theirs
-        click.echo(f"stopped {len(stopped)} process(es)" + (", data purged" if purge else ""), err=True)
+        say(f"stopped {len(stopped)} process(es)" + (", data purged" if purge else ""))
 
 
 @stack.command()
@@ -195,7 +195,7 @@ def smoke(keep: bool, output: str) -> None:
     was_running = stack_.status().running
     started = time.monotonic()
     endpoints = stack_.up()
-    click.echo(f"stack ready in {time.monotonic() - started:.1f}s; running smoke checks", err=True)
+    say(f"stack ready in {time.monotonic() - started:.1f}s; running smoke checks")
     try:
         report = run_smoke(endpoints)
     finally:

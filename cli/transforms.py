@@ -21,7 +21,7 @@ from typing import Any
 
 import click
 
-from cli.output import emit, output_option
+from cli.output import emit, output_option, say
 from transforms.check import CheckResult, check_transforms
 from transforms.registry import Transform, load_modules, registered
 from transforms.spec import TransformPipeline
@@ -103,7 +103,7 @@ def check(spec: Path | None, modules: tuple[str, ...], output: str) -> None:
     pipeline = _enrich_spec(spec)
     chosen = registered() if spec is None else {step.name: step.transform for step in pipeline.steps}
     data: dict[str, Any] = {"spec": {"path": pipeline.source, "steps": pipeline.names}}
-    click.echo(f"checking {len(chosen)} transform(s) on a local Spark", err=True)
+    say(f"checking {len(chosen)} transform(s) on a local Spark")
     results = _run_checks(chosen)
     data.update({"passed": all(r.ok for r in results), "results": [r.as_dict() for r in results]})
     emit(data, output, _check_text)

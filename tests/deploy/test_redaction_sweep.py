@@ -181,3 +181,17 @@ def test_a_credential_in_the_connect_url_leaves_through_no_exit(kind: str, tmp_p
         logged = log.read_text()
         assert f"{BUNDLE}/dev" in logged, logged  # the reconcile loop's failure is logged
         shows_no_secret("serve's log", logged)
+
+
+def test_a_credential_given_on_the_command_line_leaves_through_no_line_the_cli_prints_itself() -> None:
+    """The CLI's own lines (a job's ``starting:`` line, a usage error naming the value given) pass the same
+    redaction as its results and errors."""
+    url = planted(free_port())
+    started = run_ikkai("jobs", "run", "infer", "--", "--bootstrap", url, "--help", timeout=120)
+    assert started.returncode == 0, started.stderr
+    assert "starting: " in started.stderr
+    shows_no_secret("jobs run's starting line", started.stderr)
+    refused = run_ikkai("jobs", "submit", "infer", "--master", "local[2]", "--executors", url, timeout=120)
+    assert refused.returncode == 2, refused.stderr
+    assert "Invalid value for '--executors'" in refused.stderr and "Usage: " in refused.stderr
+    shows_no_secret("a usage error", refused.stdout + refused.stderr)
