@@ -147,7 +147,7 @@ def test_the_checks_find_what_they_look_for() -> None:
 
 
 # The team's own issue tracker is not shipped: "issue 46 item 8", "#43 case 6" mean nothing to a user.
-TRACKER = re.compile(r"\bissues? #?\d+ (?:item|case)s? \d+|(?<![\w/-])#4\d (?:item|case)\b")
+TRACKER = re.compile(r"\bissues? #?\d+,? (?:item|case)s? \d+|(?<![\w/-])#4\d,? (?:item|case)\b")
 
 
 def test_the_docs_do_not_name_the_teams_issues() -> None:
@@ -160,5 +160,6 @@ def test_the_docs_do_not_name_the_teams_issues() -> None:
         for match in TRACKER.finditer(text)
     ]
     assert TRACKER.search("the row (issue 46 item 8)") and TRACKER.search("see #43 case 6")
+    assert TRACKER.search("the sessions (issue 46, item 2)")
     assert not TRACKER.search("librdkafka issue #4605")
     assert not found, "say what the row is, not which issue asked for it:\n  " + "\n  ".join(found)
