@@ -17,6 +17,7 @@ from pathlib import Path
 import psutil
 
 from stack import processes
+from stack.stack_security import write_private
 
 ATTACHED_FILE = "attached.json"
 GRACE_SECONDS = 20.0  # a Spark driver commits or aborts its open transaction and stops its query in that time
@@ -38,7 +39,7 @@ def attach(home: Path, name: str, pid: int) -> None:
     """Record ``pid`` (named ``name``) as running against the stack of ``home``."""
     found = _recorded(home)
     found[name] = {"pid": pid, "started": psutil.Process(pid).create_time()}
-    _file(home).write_text(json.dumps(found, indent=1) + "\n")
+    write_private(_file(home), json.dumps(found, indent=1) + "\n")  # 0600, as every file of the stack
 
 
 def _ours(entry: dict[str, float]) -> bool:

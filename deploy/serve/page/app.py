@@ -73,7 +73,6 @@ REFRESH_SECONDS = 5  # the connectors view reloads itself this often
 SESSION_COOKIE = "ikkai_page"  # deploy.serve.http adds the port: one cookie per server of a host
 SESSION_ID = "ikkai.session_id"  # set in the ASGI scope by SessionCookie: the live session's id, or None
 FLASH = "flash"
-APPLIER = "applier"  # the session's key of who the page's applies are recorded as (login_fields.applier)
 _PAUSE = {"pause": "pause_connector", "resume": "resume_connector"}
 
 
@@ -155,10 +154,7 @@ class Page:
             return self.render(request, "login.html", status=401, error="not a token of this server", next=going)
         self.sessions.end(request.scope.get(SESSION_ID))  # a new id at every login: no fixation
         who = fingerprint(token)
-        sid = self.sessions.create(covered, who=who)
-        session = self.sessions.get(sid)
-        if session is not None:
-            session[APPLIER] = applier(fields.get("name"))
+        sid = self.sessions.create(covered, who=who, applier=applier(fields.get("name")))
         audit("login", who=who, peer=client, env=",".join(sorted(covered)))
         done = RedirectResponse(going, status_code=303)
         done.set_cookie(self.cookie, sid, max_age=int(login.MAX_SECONDS), path="/ui", secure=self.secure_cookie,
@@ -289,7 +285,7 @@ class Page:
         if bundle not in self.environments()[env] or verb not in ("apply", "restart"):
             return Response(f"no bundle {bundle} in {env}", status_code=404, media_type="text/plain")
         try:
-            who = str(request.session.get(APPLIER) or applier(None))
+            who = str(request.session.get(login.APPLIER) or applier(None))
             result = (await run_in_threadpool(lambda: self.plane.run(bundle, env, verb, {}, who=who)))[1]
             done = f"{verb} {bundle}/{env}: done" if verb == "apply" else f"restarted {', '.join(result['restarted'])}"
         except IkkaiError as exc:

@@ -27,6 +27,7 @@ ENVIRONMENTS = "environments"
 CSRF = "csrf"
 CSRF_FIELD = "csrf"  # the form field that carries the copy
 WHO = "who"  # who logged in, for the audit log
+APPLIER = "applier"  # who the page's applies are recorded as (login_fields.applier: the name typed at login)
 
 
 def log_in(session: MutableMapping[str, Any], environments: Iterable[str]) -> None:
@@ -79,12 +80,14 @@ class SessionStore:
         self._sessions: dict[str, tuple[float, float, dict[str, Any]]] = {}  # key → (made, last used, fields)
         self._lock = threading.Lock()
 
-    def create(self, environments: Iterable[str], *, who: str) -> str:
+    def create(self, environments: Iterable[str], *, who: str, applier: str | None = None) -> str:
         """A new session logged in for ``environments`` with a new CSRF token; its id, for the cookie."""
         sid = secrets.token_urlsafe(32)
         fields: dict[str, Any] = {}
         log_in(fields, environments)
         fields[WHO] = who
+        if applier is not None:
+            fields[APPLIER] = applier
         now = self.clock()
         with self._lock:
             self._sessions[_key(sid)] = (now, now, fields)
