@@ -10,8 +10,6 @@ group, KILLs what is left after ``GRACE_SECONDS``, and forgets them.
 from __future__ import annotations
 
 import json
-import signal
-import time
 from pathlib import Path
 
 import psutil
@@ -54,14 +52,6 @@ def stop_attached(home: Path, grace_seconds: float = GRACE_SECONDS) -> list[str]
     """Stop every recorded process still running (its process group: TERM, then KILL after ``grace_seconds``);
     return their names. The record is removed."""
     live = {name: int(entry["pid"]) for name, entry in _recorded(home).items() if _ours(entry)}
-    for pid in live.values():
-        processes.signal_group(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace_seconds
-    while any(not processes.has_exited(pid) for pid in live.values()) and time.monotonic() < deadline:
-        time.sleep(0.1)  # a bounded wait for them to exit, polled
-    for pid in live.values():
-        if not processes.has_exited(pid):
-            processes.signal_group(pid, signal.SIGKILL)
-    processes.wait_exited(list(live.values()), 10)
+    processes.stop_groups(list(live.values()), grace_seconds=grace_seconds)
     _file(home).unlink(missing_ok=True)
     return sorted(live)

@@ -14,7 +14,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import psutil
@@ -149,16 +149,25 @@ def stop(pid: int, home: Path, component: str, *, grace_seconds: float) -> bool:
     (``has_exited``, within 10 s of the KILL). True if it needed KILL."""
     if not is_alive(pid, home, component):
         return False
-    signal_group(pid, signal.SIGTERM)
+    killed = stop_groups([pid], grace_seconds=grace_seconds, running=lambda p: is_alive(p, home, component))
+    return bool(killed)
+
+
+def stop_groups(
+    pids: Sequence[int], *, grace_seconds: float, running: Callable[[int], bool] = lambda p: not has_exited(p)
+) -> list[int]:
+    """TERM each process group, KILL those still ``running`` after ``grace_seconds``, and return once all have
+    exited (``has_exited``, within 10 s of the KILL); the pids that needed KILL."""
+    for pid in pids:
+        signal_group(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace_seconds
-    while time.monotonic() < deadline:
-        if not is_alive(pid, home, component):
-            wait_exited([pid], 10)
-            return False
-        time.sleep(0.1)
-    signal_group(pid, signal.SIGKILL)
-    wait_exited([pid], 10)
-    return True
+    while any(running(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)  # a bounded wait for them to exit, polled
+    killed = [pid for pid in pids if running(pid)]
+    for pid in killed:
+        signal_group(pid, signal.SIGKILL)
+    wait_exited(list(pids), 10)
+    return killed
 
 
 def signal_group(pid: int, sig: signal.Signals) -> None:

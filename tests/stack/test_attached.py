@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from ikkai.settings import jars_dir
-from stack import attached
+from stack import attached, processes
 from stack.local_stack import LocalStack
 
 NEVER_ENDING = [sys.executable, "-c", "import time\nwhile True: time.sleep(1)"]
@@ -42,3 +42,19 @@ def test_a_pid_that_is_not_the_recorded_process_is_left_alone(tmp_path: Path) ->
     finally:
         stranger.kill()
         stranger.wait()
+
+
+def test_a_group_that_ignores_term_is_killed_after_the_grace_and_named() -> None:
+    ignores = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('ready', flush=True)\n"
+    stubborn = subprocess.Popen([sys.executable, "-c", ignores + "while True: time.sleep(1)"],
+                                start_new_session=True, stdout=subprocess.PIPE)  # fmt: skip
+    polite = subprocess.Popen(NEVER_ENDING, start_new_session=True)
+    try:
+        assert stubborn.stdout is not None and stubborn.stdout.readline() == b"ready\n"  # its handler is set
+        killed = processes.stop_groups([stubborn.pid, polite.pid], grace_seconds=1)
+        assert killed == [stubborn.pid]
+        assert processes.has_exited(stubborn.pid) and processes.has_exited(polite.pid)  # (reaped there already)
+    finally:
+        for process in (stubborn, polite):
+            process.kill()
+            process.wait()
