@@ -344,6 +344,7 @@ class _Shortcut:
     writer: SchemaVersion
     order: tuple[str, ...]  # the reader's fields, in its order
     defaults: Mapping[str, Any]  # the reader's fields the writer lacks, with their (immutable) defaults
+    appended: bool = False  # the reader's order is the writer's fields, then the defaults: ``update`` keeps it
 
 
 def _simple(schema: Any) -> Any:
@@ -384,7 +385,9 @@ def _shortcut(writer: SchemaVersion, reader: SchemaVersion) -> _Shortcut | None:
             if "default" not in field or not isinstance(field["default"], str | int | float | bool | None):
                 return None
             defaults[name] = field["default"]
-    return _Shortcut(writer, tuple(reader_fields), defaults)
+    order = tuple(reader_fields)
+    appended = tuple(f["name"] for f in w["fields"]) + tuple(defaults) == order
+    return _Shortcut(writer, order, defaults, appended)
 
 
 _shortcuts: dict[tuple[bytes, bytes], _Shortcut | None] = {}
@@ -394,38 +397,64 @@ def decode_values(codec: RecordCodec, name: str, values: Sequence[bytes | None])
     """``codec.decode(name, value)`` of each value (the latest version of ``name``), or the SchemaError it raises.
 
     A null value (a Kafka tombstone) is not a record of any schema: TypeError, as ``bytes(None)`` is.
+    The reader and each writer's shortcut are looked up once per call, not once per record.
     """
-    return [_decode(codec, name, _value(value)) for value in values]
+    if not isinstance(codec, SingleObjectCodec):
+        return [_by_codec(codec, name, _value(value)) for value in values]
+    catalog, reader = codec.catalog, codec.catalog.get(name)
+    plans: dict[bytes, _Shortcut | None] = {}  # writer fingerprint -> its shortcut (None: the codec decodes)
+    out: list[dict[str, Any] | SchemaError] = []
+    append, reader_fingerprint, header, marker = out.append, reader.fingerprint, _HEADER, MARKER
+    for value in values:
+        if value is None:
+            raise TypeError("a Kafka record without a value (null) cannot be decoded")
+        fingerprint = value[2:header]
+        plan = plans.get(fingerprint, _UNSEEN)
+        if plan is _UNSEEN:
+            plan = None
+            if value[:2] == marker and len(value) >= header:
+                writer = catalog.by_fingerprint(fingerprint)
+                if writer is not None:
+                    key = (writer.fingerprint, reader_fingerprint)
+                    if key not in _shortcuts:
+                        _shortcuts[key] = _shortcut(writer, reader)
+                    plan = _shortcuts[key]
+            plans[fingerprint] = plan
+        record = _by_shortcut(plan, value) if plan is not None and value[:2] == marker else None
+        append(_by_codec(codec, name, value) if record is None else record)
+    return out
+
+
+_UNSEEN: Any = object()
+
+
+def _by_shortcut(plan: _Shortcut, value: bytes) -> dict[str, Any] | None:
+    """The record read with the writer's schema alone, the reader's defaults added; None: let the codec decode it."""
+    try:
+        record = fastavro.schemaless_reader(io.BytesIO(value[_HEADER:]), plan.writer.parsed, None)
+    except Exception:  # noqa: BLE001 - the codec gives this record its own error
+        return None
+    if not isinstance(record, dict):
+        return None
+    if not plan.defaults:
+        return record
+    if plan.appended:
+        record.update(plan.defaults)
+        return record
+    return {f: record[f] if f in record else plan.defaults[f] for f in plan.order}
+
+
+def _by_codec(codec: RecordCodec, name: str, value: bytes) -> dict[str, Any] | SchemaError:
+    try:
+        return codec.decode(name, value)
+    except SchemaError as exc:
+        return exc
 
 
 def _value(value: bytes | None) -> bytes:
     if value is None:
         raise TypeError("a Kafka record without a value (null) cannot be decoded")
     return value
-
-
-def _decode(codec: RecordCodec, name: str, value: bytes) -> dict[str, Any] | SchemaError:
-    if isinstance(codec, SingleObjectCodec) and value[:2] == MARKER and len(value) >= _HEADER:
-        writer = codec.catalog.by_fingerprint(value[2:_HEADER])
-        if writer is not None:
-            reader = codec.catalog.get(name)
-            key = (writer.fingerprint, reader.fingerprint)
-            if key not in _shortcuts:
-                _shortcuts[key] = _shortcut(writer, reader)
-            shortcut = _shortcuts[key]
-            if shortcut is not None:
-                try:
-                    record = fastavro.schemaless_reader(io.BytesIO(value[_HEADER:]), shortcut.writer.parsed, None)
-                except Exception:  # noqa: BLE001 - the codec below gives this record its own error
-                    record = None
-                if isinstance(record, dict):
-                    if not shortcut.defaults:
-                        return record
-                    return {f: record[f] if f in record else shortcut.defaults[f] for f in shortcut.order}
-    try:
-        return codec.decode(name, value)
-    except SchemaError as exc:
-        return exc
 
 
 _HEADER = len(MARKER) + 8

@@ -1,4 +1,4 @@
-"""From payment events to fraud decisions and outbox requests (pure: pandas or Arrow in, the same out).
+"""From payment events to fraud decisions and outbox requests (pure: Arrow or pandas in, the same out).
 
 ``decide`` takes Kafka source rows (key, value, topic, partition, offset) of ``events.payments``
 and returns the sink's output rows: one ``decisions.fraud`` record per event, plus the outbox
@@ -12,7 +12,9 @@ decision itself is written.
 ``decide_arrow`` is the same from and to Arrow, what the job runs (``decide_arrow_batches``).
 
 The work is done for a whole chunk at once (``decided``): decoding into columns, the as-of
-join, scoring and the Avro encoding of the decisions (``avro_batch``, column by column); only
+join and scoring (numpy arrays, ``fraud_model.payment_features``; pandas is imported only by
+``decide`` and ``to_pandas``, never on the job's path) and the Avro encoding of the decisions
+(``avro_batch``, column by column); only
 the outbox requests of the decisions that ask for side effects are built one by one. The bytes
 are those of the row-by-row version it replaced (``tests/spark_jobs/model/test_decide_vectorized.py``).
 
@@ -32,7 +34,6 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import numpy as np
-import pandas as pd
 
 from ikkai.contract import topics
 from ikkai.contract.codec import RecordCodec, SchemaError
@@ -40,10 +41,11 @@ from ikkai.contract.ids import decision_id
 from ikkai.contract.outbox import OutboxRequest, OutboxRequestError
 from spark_jobs.avro_batch import SameKeys, decode_values, encode_columns, encode_records
 from spark_jobs.infer.recorded_cut import RecordedCut
-from spark_jobs.model.fraud_model import FEATURES, FraudModel, ModelSource, as_of_snapshots, feature_frame
+from spark_jobs.model.fraud_model import FEATURES, FraudModel, ModelSource, Snapshots, payment_features
 from spark_jobs.sink.dead_letters import cut_copy, reason_text
 
 if TYPE_CHECKING:
+    import pandas as pd
     import pyarrow as pa  # type: ignore[import-untyped]
 
 OUTPUT_SCHEMA = (
@@ -193,6 +195,8 @@ class OutputRows:
     headers: list[dict[str, str] | None] = field(default_factory=list)
 
     def to_pandas(self) -> pd.DataFrame:
+        import pandas as pd
+
         frame = pd.DataFrame({
             "topic": pd.Series(self.topic, dtype=object), "key": pd.Series(self.key, dtype=object),
             "value": pd.Series(self.value, dtype=object),
@@ -230,7 +234,7 @@ def output_arrow_schema() -> pa.Schema:
 
 
 def decided(
-    source: SourceRows, model: FraudModel, snapshots: pd.DataFrame, codec: RecordCodec, topics: Topics
+    source: SourceRows, model: FraudModel, snapshots: Snapshots, codec: RecordCodec, topics: Topics
 ) -> OutputRows:
     """The output rows for one chunk: its dead letters in input order, then each decision and its outbox requests.
 
@@ -258,12 +262,10 @@ def decided(
     if not payments:
         return out
     columns = {name: [p[name] for p in payments] for name in _PAYMENT_FIELDS}
-    frame = pd.DataFrame(columns)
-    joined = as_of_snapshots(frame, snapshots)
-    features = feature_frame(joined)
+    features, features_as_of = payment_features(columns, snapshots)
+    feature_columns: dict[str, Any] = {name: features[name] for name in FEATURES}
     scores = model.score(features)
     actions = model.actions(scores).tolist()
-    features_as_of = [None if pd.isna(t) else int(t) for t in joined["features_as_of"].tolist()]
     payment_ids, event_ids = columns["payment_id"], columns["event_id"]
     ids = [decision_id(p, e, model.version) for p, e in zip(payment_ids, event_ids, strict=True)]
     partitions = [source.partitions[i] for i in good]
@@ -271,7 +273,7 @@ def decided(
     decisions = encode_columns(codec, "fraud_decision", {
         "decision_id": ids, "payment_id": payment_ids, "event_id": event_ids, "model_version": model.version,
         "score": scores, "action": actions,
-        "features": SameKeys({name: features[name].to_numpy(dtype=np.float64) for name in FEATURES}),
+        "features": SameKeys(feature_columns),
         "features_as_of": features_as_of, "event_time": columns["event_time"],
         "input_topic": [source.topics[i] for i in good], "input_partition": partitions, "input_offset": offsets,
     }, len(payments))  # fmt: skip
@@ -328,14 +330,14 @@ _PAYMENT_FIELDS = ("payment_id", "event_id", "customer_id", "amount_minor", "cou
 
 
 def decide(
-    rows: pd.DataFrame, model: FraudModel, snapshots: pd.DataFrame, codec: RecordCodec, topics: Topics
+    rows: pd.DataFrame, model: FraudModel, snapshots: Snapshots, codec: RecordCodec, topics: Topics
 ) -> pd.DataFrame:
     """Output rows (``OUTPUT_SCHEMA``) for one chunk of Kafka source rows."""
     return decided(SourceRows.from_pandas(rows), model, snapshots, codec, topics).to_pandas()
 
 
 def decide_arrow(
-    rows: pa.RecordBatch | pa.Table, model: FraudModel, snapshots: pd.DataFrame, codec: RecordCodec, topics: Topics
+    rows: pa.RecordBatch | pa.Table, model: FraudModel, snapshots: Snapshots, codec: RecordCodec, topics: Topics
 ) -> pa.RecordBatch:
     """``decide`` from and to Arrow: what the job runs on each Arrow batch of the Kafka source."""
     return decided(SourceRows.from_arrow(rows), model, snapshots, codec, topics).to_arrow()

@@ -28,13 +28,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 from sklearn.preprocessing import StandardScaler
 
-from spark_jobs.model.fraud_model import (
-    FEATURES,
-    FraudModel,
-    as_of_snapshots,
-    canonical_json,
-    feature_frame,
-)
+from spark_jobs.model.fraud_model import FEATURES, FraudModel, canonical_json
 
 SIGNIFICANT_DIGITS = 8  # far above the model's accuracy, far below the last-digit noise between machines
 _TOLERANCE = 1e-12  # the fit stops this close to the optimum, whatever the summation order
@@ -43,6 +37,41 @@ _TOLERANCE = 1e-12  # the fit stops this close to the optimum, whatever the summ
 def stored(value: float) -> float:
     """A fitted number as the artifact stores it: ``SIGNIFICANT_DIGITS`` significant digits."""
     return float(f"{value:.{SIGNIFICANT_DIGITS}g}")
+
+
+def as_of_snapshots(payments: pd.DataFrame, snapshots: pd.DataFrame) -> pd.DataFrame:
+    """``payments`` (same row order) with each customer's latest snapshot whose valid_from <= event_time.
+
+    Never "latest": a snapshot that starts after the event is invisible to it. ``features_as_of``
+    is that snapshot's valid_from, or NaN when the customer had none yet. The scoring side joins
+    the same rows with numpy (``fraud_model.Snapshots.as_of``).
+    """
+    left = payments.assign(_row=np.arange(len(payments)), _t=payments["event_time"].astype("int64"))
+    right = snapshots.rename(columns={"valid_from": "features_as_of"})
+    right = right.assign(_t=right["features_as_of"].astype("int64")).sort_values(["_t", "customer_id"], kind="stable")
+    joined = pd.merge_asof(
+        left.sort_values(["_t", "_row"], kind="stable"), right, on="_t", by="customer_id", direction="backward"
+    )
+    return joined.sort_values("_row", kind="stable").drop(columns=["_row", "_t"]).reset_index(drop=True)
+
+
+def feature_frame(joined: pd.DataFrame) -> pd.DataFrame:
+    """The model's inputs from payments joined with their as-of snapshot, as the scoring side computes them
+    (``fraud_model.payment_features``, bit for bit)."""
+    amount = joined["amount_minor"].astype(np.float64)
+    habit = joined["avg_amount_30d"].astype(np.float64).fillna(amount)
+    hour = (joined["event_time"].astype("int64") // 3_600_000) % 24
+    home = joined["home_country"].where(joined["home_country"].notna(), joined["country"])
+    return pd.DataFrame({
+        "log_amount": np.log1p(amount),
+        "amount_ratio": amount / np.maximum(habit, 1.0),
+        "foreign": (joined["country"] != home).astype(np.float64),
+        "card_not_present": (~joined["card_present"].astype(bool)).astype(np.float64),
+        "night": (hour < 5).astype(np.float64),
+        "chargebacks_365d": joined["chargebacks_365d"].astype(np.float64).fillna(0.0),
+        "log_txn_count_30d": np.log1p(joined["txn_count_30d"].astype(np.float64).fillna(0.0)),
+        "log_account_age_days": np.log1p(joined["account_age_days"].astype(np.float64).fillna(0.0)),
+    })  # fmt: skip
 
 
 def fit_artifact(features: pd.DataFrame, labels: np.ndarray, seed: int) -> dict[str, Any]:

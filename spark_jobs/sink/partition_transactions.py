@@ -53,7 +53,7 @@ from spark_jobs.sink.grown_layout import OriginLayout, not_held
 from spark_jobs.sink.kafka_errors import ErrorKind, TransactionError, call_with_retries, classify
 from spark_jobs.sink.producer_pool import KeptProducer, ProducerPool, process_pool, produce
 from spark_jobs.sink.record import KEY, SOURCE_OFFSET, SOURCE_PARTITION, TOPIC, VALUE, Origin, Record, origin
-from spark_jobs.sink.size_bounds import read_topic_limits, set_aside_too_large, transaction_chunks
+from spark_jobs.sink.size_bounds import read_topic_limits, record_sizes, set_aside_too_large, transaction_chunks
 
 
 @dataclass(frozen=True)
@@ -176,11 +176,13 @@ def write_partition(
     refused: frozenset[Origin] = frozenset()
     results: list[PartitionResult] = []
     rounds = 0  # with new limits read
+    sizes = record_sizes(records)  # the one size pass: the limits and the cuts read the same sizes
     while True:
         earlier = sum(r.records for r in results)  # committed by earlier rounds: this one finds them committed
         first = len(results)
         try:
-            chunks = transaction_chunks(set_aside_too_large(config, records, refused), config.max_transaction_bytes)
+            kept = set_aside_too_large(config, records, refused, sizes)
+            chunks = transaction_chunks(kept, config.max_transaction_bytes, sizes if kept is records else None)
             for chunk in chunks:
                 results.append(_write_transaction(config, batch_id, partition, chunk, pool or process_pool()))
         except RefusedAsTooLarge as refusal:

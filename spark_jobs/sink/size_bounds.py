@@ -18,6 +18,8 @@ No size stops a job (docs/exactly-once.md, "Transactions are bounded"). Each bou
 - **frame**: a task sends its records to the executor writer in frames of at most ``frame_bytes``
   (``request_frames``); the writer refuses a larger one.
 
+The writer sizes a batch once (``record_sizes``) and gives those sizes to the set-aside and the cut.
+
 All pure but ``read_topic_limits``, the one ``describe_configs`` call.
 """
 
@@ -98,6 +100,11 @@ def record_bytes(record: Record) -> int:
     return size
 
 
+def record_sizes(records: Sequence[Record]) -> list[int]:
+    """``record_bytes`` of each record: the one size pass of a write, which the rules below take as ``sizes``."""
+    return [record_bytes(record) for record in records]
+
+
 def producer_record_limit(config: SizedSink) -> int:
     """The largest record (``record_bytes``) the sink's producer takes: its ``message.max.bytes``."""
     return int(config.producer_config.get("message.max.bytes", PRODUCER_MESSAGE_MAX_BYTES))
@@ -128,7 +135,7 @@ def read_topic_limits(admin: AdminClient, topics: Iterable[str], timeout_s: floa
 
 
 def set_aside_too_large(
-    config: SizedSink, records: Sequence[Record], refused: Collection[Origin] = ()
+    config: SizedSink, records: Sequence[Record], refused: Collection[Origin] = (), sizes: Sequence[int] | None = None
 ) -> Sequence[Record]:
     """``records`` with every input record that has an output too large for its topic turned into one dead letter.
 
@@ -137,14 +144,20 @@ def set_aside_too_large(
     ``config.dlq_topic``, error class ``too_large``, ``fitted_letter``) takes the place of all of
     that input record's outputs in this partition: its outcome is the dead letter, never half of its
     outputs. Without a DLQ topic nothing is set aside, and the producer's refusal fails the batch.
+    ``sizes``: ``record_sizes(records)`` when the caller has them. When nothing is set aside, the
+    result is ``records`` itself (so those sizes still hold for it).
     """
     too_large: dict[Origin, tuple[Record, int, bool]] = {}  # the refused output, its limit, whether the broker said so
-    for record in records:
+    limits: dict[str, int] = {}  # per topic, looked up once
+    for i, record in enumerate(records):
         input_record = origin(record)
         if input_record in too_large:
             continue
-        limit = record_limit(config, record[TOPIC])
-        if record_bytes(record) > limit:
+        topic = record[TOPIC]
+        limit = limits.get(topic)
+        if limit is None:
+            limit = limits[topic] = record_limit(config, topic)
+        if (record_bytes(record) if sizes is None else sizes[i]) > limit:
             too_large[input_record] = (record, limit, False)
         elif input_record in refused:
             too_large[input_record] = (record, limit, True)
@@ -194,7 +207,9 @@ def fitted_letter(config: SizedSink, origin: Origin, refused: Record, limit: int
             raise DeadLetterTooLarge(config.dlq_topic, record_bytes(letter_record), dlq_limit)
 
 
-def transaction_chunks(records: Sequence[Record], max_bytes: int) -> list[Sequence[Record]]:
+def transaction_chunks(
+    records: Sequence[Record], max_bytes: int, sizes: Sequence[int] | None = None
+) -> list[Sequence[Record]]:
     """``records`` cut into transactions of at most ``max_bytes`` (``record_bytes``), only between input records.
 
     Pure. A cut is safe only where every record after it is past, in its source partition, every
@@ -203,10 +218,12 @@ def transaction_chunks(records: Sequence[Record], max_bytes: int) -> list[Sequen
     whose source offsets go back, or whose outputs of one input record are not adjacent, are not
     cut: one transaction, refused when it is over ``max_bytes`` (the batch's order is the sink's
     ``order_by``). The outputs of one input record are never split; one input record larger than
-    ``max_bytes`` is a transaction of its own.
+    ``max_bytes`` is a transaction of its own. ``sizes``: ``record_sizes(records)`` when the caller has them.
     """
+    if sizes is None:
+        sizes = record_sizes(records)
     if not _cuttable(records):
-        size = sum(record_bytes(r) for r in records)
+        size = sum(sizes)
         if size > max_bytes:
             raise ConfigError(
                 "sink", "order_by", f"a batch of {size:,} bytes, over the {max_bytes:,} bytes of one transaction, is "
@@ -219,7 +236,7 @@ def transaction_chunks(records: Sequence[Record], max_bytes: int) -> list[Sequen
     for i, record in enumerate(records):
         if i == 0 or origin(record) != origin(records[i - 1]):
             inputs.append([i, 0])
-        inputs[-1][1] += record_bytes(record)
+        inputs[-1][1] += sizes[i]
     chunks: list[Sequence[Record]] = []
     start, size = 0, 0
     for first, bytes_ in inputs:

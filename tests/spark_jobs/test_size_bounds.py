@@ -47,6 +47,7 @@ from spark_jobs.sink.size_bounds import (
     producer_batch_bytes,
     read_topic_limits,
     record_bytes,
+    record_sizes,
     request_frames,
     set_aside_too_large,
     transaction_chunks,
@@ -336,3 +337,32 @@ def test_any_batch_in_input_order_is_cut_within_the_bound_only_between_input_rec
     frames = request_frames(records, bound)
     assert [r for frame in frames for r in frame] == records
     assert all(sum(record_bytes(r) for r in f) <= bound or len(f) == 1 for f in frames)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    outputs=st.lists(
+        st.tuples(st.integers(0, 2), st.integers(1, 3), st.sampled_from([10, 3_000, 40_000, 310_000])),
+        min_size=1,
+        max_size=30,
+    ),
+    bound=st.integers(1, 400_000),
+)
+def test_one_size_pass_sets_aside_and_cuts_as_sizing_each_record_again_did(
+    outputs: list[tuple[int, int, int]], bound: int
+) -> None:
+    """The writer sizes a batch once (``record_sizes``) and gives the sizes to both rules: the same dead letters, the
+    same transactions as each rule sizing the records itself."""
+    sink = config(topic_max_message_bytes={"t0": 300_000, "t1": 35_000, "t2": 1_048_588, "dlq": 1_048_588})
+    offsets = dict.fromkeys(range(3), 0)
+    records: list[Record] = []
+    for partition, count, size in outputs:
+        offsets[partition] += 1
+        records += [record(offsets[partition], size, f"t{n}", partition) for n in range(count)]
+    sizes = record_sizes(records)
+    assert sizes == [record_bytes(r) for r in records]
+    kept = set_aside_too_large(sink, records, sizes=sizes)
+    assert kept == set_aside_too_large(sink, records)
+    assert (kept is records) == all(r[0] != "dlq" for r in kept)  # nothing set aside: the sizes still hold
+    chunks = transaction_chunks(kept, bound, sizes if kept is records else None)
+    assert chunks == transaction_chunks(kept, bound)

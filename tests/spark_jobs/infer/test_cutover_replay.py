@@ -26,7 +26,8 @@ from demo.payments_simulation import payment_records, simulate
 from ikkai.contract.codec import default_codec
 from ikkai.contract.ids import decision_id
 from ikkai.contract.kafka import KafkaContext
-from spark_jobs.model.fraud_model import FEATURES_PATH, MODEL_PATH, as_of_snapshots, deciding_version
+from spark_jobs.model.fraud_model import FEATURES_PATH, MODEL_PATH, deciding_version
+from spark_jobs.model.training import as_of_snapshots
 from spark_jobs.replay_query import read_outcome, request_replay
 from spark_jobs.sink.commit_markers import CommitMarker, commits_topic_for, read_markers
 from stack.kit.topic_io import Partitioned, by_partition, create_topic, flat, produce_payments, unique

@@ -18,7 +18,8 @@ from demo.payments_simulation import payment_records, simulate
 from ikkai.contract.codec import RecordCodec, SchemaError, default_codec
 from ikkai.contract.ids import decision_id
 from spark_jobs.infer.fraud_decisions import Topics, decide, decide_arrow, outbox_requests
-from spark_jobs.model.fraud_model import FEATURES, FraudModel, as_of_snapshots, feature_frame, load_snapshots
+from spark_jobs.model.fraud_model import FEATURES, SNAPSHOT_TYPES, FraudModel, Snapshots, load_snapshots
+from spark_jobs.model.training import as_of_snapshots, feature_frame
 from spark_jobs.sink.dead_letters import reason_text
 
 
@@ -38,8 +39,9 @@ def _old_dead_letter(row: Any, error: SchemaError, codec: RecordCodec, topics: T
 
 
 def _decide_row_by_row(
-    rows: pd.DataFrame, model: FraudModel, snapshots: pd.DataFrame, codec: RecordCodec, topics: Topics
+    rows: pd.DataFrame, model: FraudModel, file: Snapshots, codec: RecordCodec, topics: Topics
 ) -> pd.DataFrame:
+    snapshots = _snapshot_frame(file)
     out: list[tuple[Any, ...]] = []
     payments: list[dict[str, Any]] = []
     sources: list[Any] = []
@@ -75,6 +77,13 @@ def _decide_row_by_row(
     return pd.DataFrame(out, columns=columns).astype(
         {"timestamp": "Int64", "input_partition": np.int32, "input_offset": np.int64, "seq": np.int32}
     )
+
+
+def _snapshot_frame(snapshots: Snapshots) -> pd.DataFrame:
+    """The snapshots as the pandas path read them (``FEATURES_PATH`` by default)."""
+    import io
+
+    return pd.read_csv(io.BytesIO(snapshots.data), dtype=SNAPSHOT_TYPES)
 
 
 def _generated_batch(count: int, seed: int) -> pd.DataFrame:

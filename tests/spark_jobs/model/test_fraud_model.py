@@ -1,4 +1,4 @@
-"""The fraud model and the decisions it makes (pure: pandas and numpy only)."""
+"""The fraud model and the decisions it makes (pure: numpy, and pandas on the training side)."""
 
 from __future__ import annotations
 
@@ -19,12 +19,10 @@ from spark_jobs.model.fraud_model import (
     MODEL_PATH,
     FraudModel,
     ModelError,
-    as_of_snapshots,
     canonical_json,
-    feature_frame,
     load_snapshots,
 )
-from spark_jobs.model.training import fit_artifact
+from spark_jobs.model.training import as_of_snapshots, feature_frame, fit_artifact
 
 
 def test_features_are_read_as_of_the_event_time_never_latest() -> None:
@@ -121,7 +119,7 @@ def test_the_jobs_function_carries_paths_and_hashes_never_the_model_or_snapshots
     assert model.version.startswith(source.model_version + "-")  # the artifact's version, then the snapshots
     loaded = cloudpickle.loads(cloudpickle.dumps(source)).load()
     assert loaded is source.load()  # read once per worker, then kept
-    assert loaded[1].equals(snapshots)
+    assert loaded[1] == snapshots
 
 
 def test_a_worker_that_finds_other_snapshots_than_the_driver_stops(tmp_path: Any) -> None:
