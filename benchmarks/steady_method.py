@@ -45,6 +45,27 @@ def warmed_up(samples: Sequence[Sample], rule: WarmUp) -> bool:
                                 threshold=rule.threshold)  # fmt: skip
 
 
+def recent_compilations(samples: Sequence[Sample], quiet_s: float) -> int | None:
+    """The job's JIT compilations over the last ``quiet_s`` seconds of the samples (None: not known that long)."""
+    known = [s for s in samples if s.compilations is not None]
+    before = [s for s in known if s.at <= known[-1].at - quiet_s] if known else []
+    if not before:
+        return None
+    return int(known[-1].compilations or 0) - int(before[-1].compilations or 0)
+
+
+def warm_up_end(samples: Sequence[Sample], rule: WarmUp, capped: bool) -> str:
+    """How a warm-up ended: 'settled', or 'cap: ' and what was still missing at the cap."""
+    if not capped:
+        return "settled"
+    events = samples[-1].decided - samples[0].decided if samples else 0
+    missing = [f"{events:,} of {rule.events:,} events"] if events < rule.events else []
+    recent = recent_compilations(samples, rule.quiet_s)
+    if recent is None or recent >= rule.threshold:
+        missing.append("JIT not settled")
+    return "cap: " + ", ".join(missing) if missing else "cap"
+
+
 def last_rise(samples: Sequence[Sample]) -> Sample:
     """The first sample with the last sample's count: a window's end trimmed to its last decision.
 

@@ -61,7 +61,15 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from benchmarks.harness import JobProcess, bench_stack, python_module, rotated
-from benchmarks.steady_method import Sample, WarmUp, last_rise, warmed_up, window_start
+from benchmarks.steady_method import (
+    Sample,
+    WarmUp,
+    last_rise,
+    recent_compilations,
+    warm_up_end,
+    warmed_up,
+    window_start,
+)
 from benchmarks.steady_tables import (
     ALL_VARIANTS,
     IKKAI_ALOS,
@@ -121,6 +129,16 @@ class Input:
         return out
 
 
+def produce_waiting(producer: Any, topic: str, key: bytes, value: bytes, partition: int) -> None:
+    """One record; a full local queue is served first, never an error."""
+    while True:
+        try:
+            producer.produce(topic, value=value, key=key, partition=partition)
+            return
+        except BufferError:
+            producer.poll(0.05)
+
+
 class Feeder:
     """Produces the input's payments in a loop, keeping ``produced - decided()`` at ``backlog`` until stopped."""
 
@@ -139,13 +157,7 @@ class Feeder:
 
         def produce(count: int) -> None:
             for _ in range(count):
-                key, value, partition = records[self.produced % len(records)]
-                while True:
-                    try:
-                        producer.produce(topic, value=value, key=key, partition=partition)
-                        break
-                    except BufferError:
-                        producer.poll(0.05)
+                produce_waiting(producer, topic, *records[self.produced % len(records)])
                 self.produced += 1
             producer.poll(0)
 
@@ -243,13 +255,7 @@ def warm_broker(bootstrap: str, data: Input, partitions: int, events: int, broke
         for start in range(0, events, 5_000):
             producer.begin_transaction()
             for i in range(start, min(start + 5_000, events)):
-                key, value, partition = records[i % len(records)]
-                while True:
-                    try:
-                        producer.produce(topic, value=value, key=key, partition=partition)
-                        break
-                    except BufferError:
-                        producer.poll(0.05)
+                produce_waiting(producer, topic, *records[i % len(records)])
             producer.commit_transaction(60)
         give_up_at = time.monotonic() + 600
         while watch.count < events and time.monotonic() < give_up_at:
@@ -302,8 +308,9 @@ def _wait(condition: Callable[[], bool], job: JobProcess, timeout: float, what: 
         time.sleep(0.05)
 
 
-def warm_up(job: JobProcess, sampler: Sampler, rule: WarmUp, variant: str) -> tuple[Sample, bool]:
-    """The sample the window starts at, and whether the cap ended the warm-up (``steady_method.WarmUp``).
+def warm_up(job: JobProcess, sampler: Sampler, rule: WarmUp, variant: str) -> tuple[Sample, str, int | None]:
+    """The sample the window starts at, how the warm-up ended (``steady_method.warm_up_end``) and the job's JIT
+    compilations over its last ``rule.quiet_s`` seconds.
 
     The peer's window starts where its warm-up ends; ikkai's at the decisions of the first batch whose
     progress line came after it (its decisions arrive a batch at a time).
@@ -320,8 +327,10 @@ def warm_up(job: JobProcess, sampler: Sampler, rule: WarmUp, variant: str) -> tu
 
     _wait(done, job, rule.cap_s + 600, f"{variant} warm-up")
     ended = time.monotonic()
+    warm = sampler.since(started)
+    how, recent = warm_up_end(warm, rule, capped[0]), recent_compilations(warm, rule.quiet_s)
     if variant == PEER_EOS:
-        return sampler.latest(), capped[0]
+        return sampler.latest(), how, recent
     _wait(lambda: any(at > ended for at, _ in parse_progress(job.stamped)), job, 600, f"{variant} warm-up's last batch")
     progress = parse_progress(job.stamped)
     through = next(i for i, (at, _) in enumerate(progress) if at > ended)
@@ -329,7 +338,7 @@ def warm_up(job: JobProcess, sampler: Sampler, rule: WarmUp, variant: str) -> tu
     _wait(lambda: window_start(sampler.samples, decided) is not None, job, 600, f"{variant} warm-up decisions")
     first = window_start(sampler.samples, decided)
     assert first is not None
-    return first, capped[0]
+    return first, how, recent
 
 
 def one_run(
@@ -351,7 +360,7 @@ def one_run(
         job.wait_started()
         feeder.start()
         assert job.started is not None
-        first, run.warmup_capped = warm_up(job, sampler, rule, variant)
+        first, run.warmup_end, run.warmup_recent_jit = warm_up(job, sampler, rule, variant)
         run.warmup_s, run.warmup_events = first.at - job.started, first.decided
 
         def window_done() -> bool:
@@ -366,7 +375,7 @@ def one_run(
         run.progress = [p for at, p in parse_progress(job.stamped) if first.at < at <= end + SAMPLE_S]
         run.new_producers = new_producers(job.stamped, first.at, end + SAMPLE_S)
         print(f"round {n}, {variant}: {run.rate:,.0f} events/s after {run.warmup_s:.1f} s of warm-up"
-              f"{' (capped)' if run.warmup_capped else ''}", file=sys.stderr, flush=True)  # fmt: skip
+              f" ({run.warmup_end})", file=sys.stderr, flush=True)  # fmt: skip
         total = feeder.stop()
         _wait(lambda: watch.count >= total, job, 1800, f"{variant} draining the backlog")
         for label, rate in zip(LOAD_LABELS, (200.0, 2000.0, run.rate / 2), strict=True):

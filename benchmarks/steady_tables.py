@@ -77,7 +77,8 @@ class Run:
     position: int = 1  # its place in the round's order (rotated)
     warmup_s: float = 0.0
     warmup_events: int = 0
-    warmup_capped: bool = False  # the JIT had not settled by --warmup-cap
+    warmup_end: str = "settled"  # or "cap: ..." and what was missing at --warmup-cap (steady_method.warm_up_end)
+    warmup_recent_jit: int | None = None  # the job's JIT compilations over the warm-up's last --jit-quiet seconds
     events: int = 0
     seconds: float = 0.0
     cpu_s: float = 0.0
@@ -237,10 +238,10 @@ def report(runs: Sequence[Run], broker: BrokerWarmUp | None = None, load: tuple[
                 order)  # fmt: skip
     print_table(
         "warm-up: until the events and a settled JIT (or the cap), excluded from the window",
-        ["ROUND", "WHAT", "WARM-UP S", "WARM-UP EVENTS", "ENDED BY", "JIT COMPILATIONS IN WINDOW",
-         "BROKER JIT COMPILATIONS IN WINDOW"],
-        [[r.round, r.variant, r.warmup_s, r.warmup_events, "cap (JIT not settled)" if r.warmup_capped else "settled",
-          r.compilations, r.broker_compilations] for r in runs],
+        ["ROUND", "WHAT", "WARM-UP S", "WARM-UP EVENTS", "ENDED BY", "JIT IN ITS LAST QUIET S",
+         "JIT COMPILATIONS IN WINDOW", "BROKER JIT COMPILATIONS IN WINDOW"],
+        [[r.round, r.variant, r.warmup_s, r.warmup_events, r.warmup_end, r.warmup_recent_jit, r.compilations,
+          r.broker_compilations] for r in runs],
     )  # fmt: skip
     print_table(
         "steady state, maximum load (warm-up excluded and given apart)",

@@ -19,7 +19,9 @@ from benchmarks.steady_method import (
     halves,
     last_rise,
     ratio_of_medians,
+    recent_compilations,
     target_rows,
+    warm_up_end,
     warmed_up,
     window_start,
 )
@@ -73,6 +75,18 @@ def test_a_warm_up_needs_both_the_events_and_a_settled_jit() -> None:
     assert warmed_up(quiet, rule)
     assert not warmed_up(quiet[:29], rule)  # 280,000 events: too few, however quiet
     assert not warmed_up([], rule)
+
+
+def test_a_capped_warm_up_says_what_was_missing() -> None:
+    rule = WarmUp(events=300_000, quiet_s=10, threshold=50)
+    compiling = [Sample(t, t * 1_000, 0.0, 100 * t) for t in range(0, 61)]  # 60,000 events, 100 compilations a second
+    assert recent_compilations(compiling, 10) == 1000
+    assert warm_up_end(compiling, rule, capped=False) == "settled"
+    assert warm_up_end(compiling, rule, capped=True) == "cap: 60,000 of 300,000 events, JIT not settled"
+    quiet = [Sample(t, t * 1_000, 0.0, 100) for t in range(0, 61)]
+    assert warm_up_end(quiet, rule, capped=True) == "cap: 60,000 of 300,000 events"
+    assert warm_up_end([Sample(0, 0, 0.0)], rule, capped=True) == "cap: 0 of 300,000 events, JIT not settled"
+    assert recent_compilations([Sample(0, 0, 0.0)], 10) is None
 
 
 def test_each_variant_runs_once_in_each_place_over_as_many_rounds() -> None:

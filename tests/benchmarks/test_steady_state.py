@@ -126,7 +126,7 @@ def test_the_report_prints_every_table(capsys: pytest.CaptureFixture[str]) -> No
     runs[0].progress = [progress(5, 25_000, triggerExecution=2000, addBatch=1500)]
     runs[0].low_load_progress = [progress(9, 60, triggerExecution=900, addBatch=700)] * 2
     runs[0].halves = (Half(1000, 1.0, 0.5, 400), Half(2000, 1.0, 0.5, 10))
-    runs[0].warmup_capped = True
+    runs[0].warmup_end = "cap: JIT not settled"
     report(runs, BrokerWarmUp(300_000, 30.0, 3.0, 900), (0.4, 0.6))
     out = capsys.readouterr().out
     for title in ("the broker warmed first", "the rounds' order (rotated)", "warm-up: until the events and a settled",
@@ -134,7 +134,7 @@ def test_the_report_prints_every_table(capsys: pytest.CaptureFixture[str]) -> No
                   "p99 per round, and exactly-once against the peer", "steady state: ratios per round",
                   "infer's targets, from the medians (load average 0.40 before, 0.60 after"):  # fmt: skip
         assert f"## {title}" in out
-    assert "cap (JIT not settled)" in out
+    assert "cap: JIT not settled" in out
     assert f"where a batch's time goes, {IKKAI_EOS}: durationMs of 1 measured batches" in out
     assert f"where a batch's time goes, {IKKAI_EOS}: durationMs of 2 batches at 200/s" in out
     assert f"where a batch's time goes, {IKKAI_TXN_OFF}" not in out  # no progress: no table
