@@ -29,8 +29,8 @@ What one run does, in order:
    driver's JVM, the peer's JVM). A warm-up that has not settled after ``--warmup-cap`` seconds ends
    there, and the table says so. ikkai's window then starts at the decisions of its next batch.
 4. **maximum load**: from the end of the warm-up until ``--events`` decisions more have reached a
-   read_committed consumer, or ``--seconds`` have passed. Events/s = decisions / seconds; CPU =
-   user + system of the job's process tree over the same interval, per 1,000 events; the JIT
+   read_committed consumer, or ``--seconds`` have passed and a batch of its own arrived. Events/s = decisions /
+   seconds; CPU = user + system of the job's process tree over the same interval, per 1,000 events; the JIT
    compilations inside the window; and the same for each **half** of the window (a window still warming
    is faster and cheaper in its second half). Then the feeder stops and the backlog drains.
 5. **fixed loads**: 200/s, 2,000/s and 50% of this run's own maximum, ``--load-seconds`` each, with
@@ -308,9 +308,9 @@ def _wait(condition: Callable[[], bool], job: JobProcess, timeout: float, what: 
         time.sleep(0.05)
 
 
-def warm_up(job: JobProcess, sampler: Sampler, rule: WarmUp, variant: str) -> tuple[Sample, str, int | None]:
-    """The sample the window starts at, how the warm-up ended (``steady_method.warm_up_end``) and the job's JIT
-    compilations over its last ``rule.quiet_s`` seconds.
+def warm_up(job: JobProcess, sampler: Sampler, rule: WarmUp, variant: str) -> tuple[Sample, str, int | None, int]:
+    """The sample the window starts at, how the warm-up ended (``steady_method.warm_up_end``), the job's JIT
+    compilations over its last ``rule.quiet_s`` seconds, and how many progress lines are the warm-up's.
 
     The peer's window starts where its warm-up ends; ikkai's at the decisions of the first batch whose
     progress line came after it (its decisions arrive a batch at a time).
@@ -330,7 +330,7 @@ def warm_up(job: JobProcess, sampler: Sampler, rule: WarmUp, variant: str) -> tu
     warm = sampler.since(started)
     how, recent = warm_up_end(warm, rule, capped[0]), recent_compilations(warm, rule.quiet_s)
     if variant == PEER_EOS:
-        return sampler.latest(), how, recent
+        return sampler.latest(), how, recent, 0
     _wait(lambda: any(at > ended for at, _ in parse_progress(job.stamped)), job, 600, f"{variant} warm-up's last batch")
     progress = parse_progress(job.stamped)
     through = next(i for i, (at, _) in enumerate(progress) if at > ended)
@@ -338,7 +338,7 @@ def warm_up(job: JobProcess, sampler: Sampler, rule: WarmUp, variant: str) -> tu
     _wait(lambda: window_start(sampler.samples, decided) is not None, job, 600, f"{variant} warm-up decisions")
     first = window_start(sampler.samples, decided)
     assert first is not None
-    return first, how, recent
+    return first, how, recent, through + 1
 
 
 def one_run(
@@ -360,19 +360,21 @@ def one_run(
         job.wait_started()
         feeder.start()
         assert job.started is not None
-        first, run.warmup_end, run.warmup_recent_jit = warm_up(job, sampler, rule, variant)
+        first, run.warmup_end, run.warmup_recent_jit, warm_batches = warm_up(job, sampler, rule, variant)
         run.warmup_s, run.warmup_events = first.at - job.started, first.decided
 
         def window_done() -> bool:
             latest = sampler.latest()
-            return bool(latest.decided - first.decided >= args.events or latest.at - first.at >= args.seconds)
+            more = latest.decided - first.decided  # a window ends on time only after a batch of its own arrived
+            return bool(more >= args.events or (more > 0 and latest.at - first.at >= args.seconds))
 
         _wait(window_done, job, args.seconds + 600, f"{variant} maximum load")
         window = sampler.since(first.at)
         window = window[: window.index(last_rise(window)) + 1]
         run.measured(window)
         end = window[-1].at
-        run.progress = [p for at, p in parse_progress(job.stamped) if first.at < at <= end + SAMPLE_S]
+        # The warm-up's last batch may print its line after its decisions arrived: it is the warm-up's all the same.
+        run.progress = [p for at, p in parse_progress(job.stamped)[warm_batches:] if at <= end + SAMPLE_S]
         run.new_producers = new_producers(job.stamped, first.at, end + SAMPLE_S)
         print(f"round {n}, {variant}: {run.rate:,.0f} events/s after {run.warmup_s:.1f} s of warm-up"
               f" ({run.warmup_end})", file=sys.stderr, flush=True)  # fmt: skip
@@ -429,7 +431,7 @@ def fixed_load(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=400_000, help="measured events per run after the warm-up")
-    parser.add_argument("--seconds", type=float, default=60, help="... or this long, whichever comes first")
+    parser.add_argument("--seconds", type=float, default=60, help="... or this long (once a batch of its own arrived)")
     parser.add_argument("--rounds", type=int, default=3, help="the order turns each round: 3 puts each variant in "
                         "each place once")  # fmt: skip
     parser.add_argument("--warmup-events", type=int, default=WarmUp.events, help="decisions excluded as warm-up, least")
