@@ -85,6 +85,7 @@ from benchmarks.steady_tables import (
     Run,
     growth,
     latency_summary,
+    measured_batches,
     new_producers,
     report,
 )
@@ -373,8 +374,7 @@ def one_run(
         window = window[: window.index(last_rise(window)) + 1]
         run.measured(window)
         end = window[-1].at
-        # The warm-up's last batch may print its line after its decisions arrived: it is the warm-up's all the same.
-        run.progress = [p for at, p in parse_progress(job.stamped)[warm_batches:] if at <= end + SAMPLE_S]
+        run.progress = measured_batches([p for _, p in parse_progress(job.stamped)[warm_batches:]], run.events)
         run.new_producers = new_producers(job.stamped, first.at, end + SAMPLE_S)
         print(f"round {n}, {variant}: {run.rate:,.0f} events/s after {run.warmup_s:.1f} s of warm-up"
               f" ({run.warmup_end})", file=sys.stderr, flush=True)  # fmt: skip

@@ -134,6 +134,18 @@ _BATCH_LINE = re.compile(r": batch \d+ committed ")
 _NEW_PRODUCERS = re.compile(r"\((\d+) new producers?\)")
 
 
+def measured_batches(after_warm_up: Sequence[dict[str, Any]], events: int) -> list[dict[str, Any]]:
+    """The window's batches: the progress lines after the warm-up's, until their rows make the window's events (one
+    decision per payment). By count, not by time: a batch's line may print after its decisions arrived."""
+    batches, rows = [], 0
+    for progress in after_warm_up:
+        if rows >= events:
+            break
+        batches.append(progress)
+        rows += int(progress.get("numInputRows", 0))
+    return batches
+
+
 def new_producers(stamped: Sequence[tuple[float, str]], start: float, end: float) -> list[int]:
     """Per batch line of the job's log stamped in (start, end]: how many producers it started ("(N new producers)")."""
     counts: list[int] = []

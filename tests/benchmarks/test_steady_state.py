@@ -20,6 +20,7 @@ from benchmarks.steady_tables import (
     Run,
     infer_targets,
     latency_summary,
+    measured_batches,
     new_producers,
     p99_rows,
     phase_summary,
@@ -150,3 +151,10 @@ def test_new_producers_are_counted_per_batch_line_in_the_window() -> None:
         (9.0, "q: batch 6 committed 10 records, slowest partition 0.10 s of 0.20 s (2 new producers)\n"),
     ]  # fmt: skip
     assert new_producers(stamped, 0.5, 5.0) == [2, 0, 1]
+
+
+def test_the_measured_batches_are_those_whose_rows_make_the_windows_events() -> None:
+    after = [progress(4, 5000), progress(5, 5000), progress(6, 0), progress(7, 5000)]
+    assert [p["batchId"] for p in measured_batches(after, 10_000)] == [4, 5]
+    assert [p["batchId"] for p in measured_batches(after, 10_001)] == [4, 5, 6, 7]
+    assert measured_batches(after, 0) == []
