@@ -1,4 +1,4 @@
-"""ikkai's infer job against a Kafka Streams peer doing the same work, A B C in the same rounds.
+"""ikkai's infer job against a Kafka Streams peer doing the same work, in the same rounds, the order rotated.
 
 The peer (``benchmarks/peers/kafka-streams/``, Java 17, Kafka Streams 4.3.1 from Maven Central)
 decodes ``events.payments``, joins the same customer feature snapshots as of the event time, scores
@@ -45,7 +45,6 @@ from typing import Any
 
 from benchmarks.harness import (
     JobProcess,
-    alternating,
     bench_stack,
     java,
     median,
@@ -53,6 +52,7 @@ from benchmarks.harness import (
     print_table,
     proc_stats,
     process_tree,
+    rotated,
 )
 from benchmarks.infer_throughput import EOS, DecisionWatch, Variant, fresh_outputs, start_infer
 from demo.infer_process import InferTopics
@@ -432,7 +432,7 @@ def main() -> None:
         if args.only in (None, "max"):
             start = starters(build, bootstrap, args.threads, ("--max-offsets-per-trigger", str(args.batch)))
             results = []
-            for n, name in alternating(VARIANTS, args.rounds):
+            for n, name in rotated(VARIANTS, args.rounds):
                 r = max_load(bootstrap, topic, start[name], name, scratch, args.events, args.partitions)
                 results.append(Result(n, name, r.events, r.seconds, r.peak_rss, cpu_s=r.cpu_s))
                 print(f"max load, round {n}, {name}: {r.rate:.0f} records/s", file=sys.stderr, flush=True)
@@ -440,7 +440,7 @@ def main() -> None:
         if args.only in (None, "fixed"):
             start = starters(build, bootstrap, args.threads, ("--continuous",))
             results = []
-            for n, name in alternating(VARIANTS, args.rounds):
+            for n, name in rotated(VARIANTS, args.rounds):
                 r = fixed_load(
                     bootstrap, start[name], name, scratch, rate=args.rate, seconds=args.seconds,
                     partitions=args.partitions, seed=100 + n,

@@ -237,6 +237,10 @@ class JobOptions:
     # writer (spark_jobs.sink.stream_writer).
     crash_after_batch: int | None = option("--crash-after-batch", type=int, hidden=True)
     sink_api: str | None = option("--sink-api", type=click.Choice((FOREACH_BATCH, DATA_SOURCE)), hidden=True)
+    # Hidden, benchmarks only, NOT exactly-once: the exactly-once writer with its producers' transactions off
+    # (SinkConfig.transactions), the like-for-like baseline of what the transactions cost. Named, never implied.
+    benchmark_without_transactions: bool = option("--benchmark-without-transactions", is_flag=True, default=False,
+                                                  hidden=True)  # fmt: skip
 
     def __post_init__(self) -> None:
         """What the options refuse together, before Kafka or Spark is touched (click's usage error, exit 2)."""
@@ -244,6 +248,11 @@ class JobOptions:
             raise click.UsageError("--replay-requests needs --continuous: a replay runs beside a live query")
         if self.create_topics and not self.partitions:
             raise click.UsageError("--create-topics needs --partitions")
+        if self.benchmark_without_transactions and self.mode != "exactly-once":
+            raise click.UsageError(
+                "--benchmark-without-transactions turns off the transactions of the exactly-once writer: it needs "
+                f"--mode exactly-once, not {self.mode}"
+            )
 
     @property
     def checkpoint_given(self) -> bool:

@@ -93,6 +93,7 @@ class StreamingOptions:
     transactional_writer: str = DEFAULT_TRANSACTIONAL_WRITER  # --transactional-writer: who keeps the producers
     replay_requests: Path | None = None  # --replay-requests: a folder of replay requests (spark_jobs.replay_query)
     replay_of: str = ""  # a replay's: the live query whose recorded cut it reproduces (replay_options)
+    transactions: bool = True  # False: the hidden --benchmark-without-transactions, NOT exactly-once (SinkConfig)
 
     @classmethod
     def of(cls, given: JobOptions, cluster: KafkaContext, query: str, shadow: bool = False) -> StreamingOptions:
@@ -109,6 +110,7 @@ class StreamingOptions:
             after_query=given.after_query, start_offsets=given.start_offsets, progress=given.progress,
             checkpoint_given=given.checkpoint_given, sink_api=given.sink_api,
             transactional_writer=given.transactional_writer, replay_requests=given.replay_requests, shadow=shadow,
+            transactions=not given.benchmark_without_transactions,
         )  # fmt: skip
 
     @property
@@ -309,7 +311,7 @@ def start_query(spark: SparkSession, options: StreamingOptions, job: StreamingJo
         partition_column=plan.partition_column, outputs_follow_input=plan.outputs_follow_input,
         # A new version continues the query from its markers: the marker records the cut (query_handover).
         writer_version=plan.writer_version, after_query=options.after_query, start_offsets=options.start_offsets,
-        transactional_writer=options.transactional_writer, shadow=options.shadow,
+        transactional_writer=options.transactional_writer, shadow=options.shadow, transactions=options.transactions,
     )  # fmt: skip
     after_batch = crash_hook(options.query, options.crash_after_batch)
     writer = batch_writer(options.mode, config, after_batch, plan.transform)
@@ -323,6 +325,9 @@ def start_query(spark: SparkSession, options: StreamingOptions, job: StreamingJo
     trigger = stream_trigger(options.available_now, options.trigger_interval)
     attach = sink_api(options, plan, writer)
     sys.stderr.write(f"{options.query}: the sink is attached as {attach} ({options.mode})\n")
+    if not options.transactions:
+        sys.stderr.write(f"{options.query}: Kafka transactions OFF (--benchmark-without-transactions): "
+                         "NOT exactly-once, a benchmark's baseline only\n")  # fmt: skip
     if attach == DATA_SOURCE:
         assert isinstance(writer, TransactionalBatchWriter)
         attached, refusal = data_source_stream(spark, stream, rows, options, plan, writer)

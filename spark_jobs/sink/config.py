@@ -79,6 +79,9 @@ class SinkConfig:
     # Who keeps the producers: each Python worker ("worker"), or one writer process per executor
     # ("executor": executor_writer, reached through executor_writer_client) that keeps p's producer for good.
     transactional_writer: str = DEFAULT_TRANSACTIONAL_WRITER
+    # False: benchmarks only (the hidden --benchmark-without-transactions), NOT exactly-once: the same writer, its
+    # producers without a transactional.id (producer_pool.ProducerWithoutTransactions), to measure what they cost.
+    transactions: bool = True
 
     def __post_init__(self) -> None:
         check_names(self.app, self.query)

@@ -171,7 +171,8 @@ class ProducerPool:
         self.owners.check()  # a squatted folder is refused before a producer exists
         deadline = config.retry_deadline_s
         refused: Refused = []
-        producer = transactional_producer(config, transactional_id, refused)
+        make = transactional_producer if config.transactions else producer_without_transactions
+        producer = make(config, transactional_id, refused)
         call_with_retries(
             transactional_id, "init_transactions", lambda: producer.init_transactions(deadline), deadline_s=deadline
         )
@@ -222,16 +223,22 @@ def process_pool() -> ProducerPool:
 
 def producer_settings(config: SinkConfig) -> tuple[Any, ...]:
     """What a kept producer must have been made with to be reused for ``config``."""
-    return (config.transaction_timeout_ms, tuple(sorted(config.producer_config.items())), producer_batch_bytes(config))
+    return (config.transaction_timeout_ms, tuple(sorted(config.producer_config.items())), producer_batch_bytes(config),
+            config.transactions)  # fmt: skip
 
 
 def transactional_producer(config: SinkConfig, transactional_id: str, refused: Refused | None = None) -> Producer:
     """The sink's producer; with ``refused``, every record the broker refuses as too large is noted there."""
+    return Producer(sink_producer_settings(config, transactional_id, refused))
+
+
+def sink_producer_settings(config: SinkConfig, transactional_id: str, refused: Refused | None) -> dict[str, Any]:
+    """The sink's producer's librdkafka settings (``transactional_producer``)."""
     batch = producer_batch_bytes(config)  # a batch of several records within every written topic's max.message.bytes
     extra: dict[str, Any] = {} if batch is None else {"batch.size": batch}
     if refused is not None:
         extra |= {"delivery.report.only.error": True, "on_delivery": functools.partial(_note_too_large, refused)}
-    return Producer({
+    return {
         **config.cluster.client_config(),
         **config.producer_config,
         "transactional.id": transactional_id,
@@ -243,7 +250,57 @@ def transactional_producer(config: SinkConfig, transactional_id: str, refused: R
         # 57 or 508 ms per new producer, now 5-15 ms (measured in BENCHMARKS.md).
         "enable.sparse.connections": False,
         **extra,
-    })  # fmt: skip
+    }  # fmt: skip
+
+
+class ProducerWithoutTransactions(Producer):
+    """Benchmarks only (``SinkConfig.transactions`` False): the sink's producer with Kafka transactions off.
+
+    The writer calls it as it calls a transactional one; ``init_transactions`` and ``begin_transaction`` do
+    nothing, ``commit_transaction`` waits for every record's delivery and fails on any delivery error,
+    ``abort_transaction`` drops what is not sent yet. What a reader sees is NOT exactly-once: nothing is
+    fenced, a batch is visible before its marker, and a re-run batch is written again.
+    """
+
+    def __init__(self, settings: dict[str, Any], failed: list[KafkaError]) -> None:
+        super().__init__(settings)
+        self.failed = failed  # delivery errors since the last commit (the delivery reports note them)
+
+    def init_transactions(self, *_: Any) -> None:
+        return None
+
+    def begin_transaction(self) -> None:
+        self.failed.clear()
+
+    def commit_transaction(self, timeout: float = -1) -> None:
+        left = self.flush(timeout)
+        if self.failed:
+            raise KafkaException(self.failed[0])
+        if left:
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"{left} records not delivered", retriable=True))
+
+    def abort_transaction(self, timeout: float = -1) -> None:
+        self.purge()
+        self.flush(timeout)
+        self.failed.clear()
+
+
+def producer_without_transactions(
+    config: SinkConfig, transactional_id: str, refused: Refused | None = None
+) -> ProducerWithoutTransactions:
+    """``transactional_producer``'s settings less its transactions: what the transactions cost, like for like."""
+    failed: list[KafkaError] = []
+
+    def delivered(error: KafkaError | None, message: Message) -> None:
+        if error is not None:
+            failed.append(error)
+            if refused is not None:
+                _note_too_large(refused, error, message)
+
+    settings = sink_producer_settings(config, transactional_id, refused)
+    del settings["transactional.id"], settings["transaction.timeout.ms"]
+    settings |= {"delivery.report.only.error": True, "on_delivery": delivered}
+    return ProducerWithoutTransactions(settings, failed)
 
 
 def _note_too_large(refused: Refused, error: KafkaError | None, message: Message) -> None:
