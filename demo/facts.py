@@ -91,3 +91,6 @@ class Facts:
     seconds: Mapping[str, float] = field(default_factory=dict)
     phases: Sequence[Phase] = ()  # where the time went (demo.phases), overlapping phases included
     held_back: Mapping[str, int] = field(default_factory=dict)  # generated lines not written, by class
+    # The demo's operator page asked once after the run (demo.live_page): view → HTTP status, or why it did not
+    # answer; None: there was no page to ask.
+    page_answers: Mapping[str, int | str] | None = None

@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from demo.chaos import KILL_BROKER, kind_of
 from demo.facts import REPLAYED, Facts, replay_topic
 from demo.measures import topic_digest
 from ikkai.contract.topics import DLQ_ENRICH, DLQ_INFER, DLQ_OUTBOX, EVENTS_PAYMENTS, INGEST_PAYMENTS
@@ -152,6 +153,22 @@ def chaos_done(f: Facts) -> Invariant:
     )
 
 
+def page_survived_broker_kills(f: Facts) -> Invariant | None:
+    """The page the demo serves answered every view it was asked for (200) after the run's broker kills; None
+    when no broker was to be killed (nothing to survive)."""
+    kills = sum(1 for action in f.chaos_planned if kind_of(action) == KILL_BROKER)
+    if not kills:
+        return None
+    answers = dict(f.page_answers or {})
+    failing = {view: answer for view, answer in answers.items() if answer != 200}
+    said = ", ".join(f"{view} {answer}" for view, answer in sorted(answers.items()))
+    return Invariant(
+        "the page survived the broker kills",
+        bool(answers) and not failing,
+        f"after {kills} broker kill(s): " + (said if answers else "the page was not asked (it was not running)"),
+    )
+
+
 def replay_identical(f: Facts, topic: str) -> Invariant:
     if f.replay is None:
         return Invariant(f"replay: {topic} identical", False, "the replay did not run")
@@ -181,4 +198,5 @@ CHECKS: tuple[Callable[[Facts], Invariant], ...] = (
 def check_all(f: Facts) -> list[Invariant]:
     results = [check(f) for check in CHECKS]
     results += [replay_identical(f, topic) for topic in REPLAYED]
-    return results
+    survived = page_survived_broker_kills(f)
+    return results if survived is None else [*results, survived]

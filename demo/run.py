@@ -217,6 +217,7 @@ class Demo:
             held_back=self.held_back, applied=applied, deliveries=deliveries, replay=replay,
             chaos=sorted(self.chaos_events, key=lambda e: e.at_seconds),
             chaos_planned=self.plan.actions if self.plan else (),
+            page_answers=self.page.answers() if self.page is not None else None,
         )  # fmt: skip
 
     def _setup(self) -> None:
@@ -355,6 +356,8 @@ class Demo:
         (self.run_dir / "plans").mkdir(exist_ok=True)
         clusters = self.page.clusters_file if self.page is not None else None  # names the demo's stack
         for request in self._lineup().bundles(self.receiver_url, clusters):
+            if self.page is not None:
+                self.page.renders_as(request)  # its plans carry the demo's overrides: in sync once applied
             plan = plan_text(bundle_ops.plan_data(request))
             full = self.run_dir / "plans" / f"{request.bundle}.txt"
             full.write_text(plan + "\n")

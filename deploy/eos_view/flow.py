@@ -85,6 +85,13 @@ class FlowReader:
                 self.samples = [*self.samples, Sample(now, self._read())][-KEPT:]
             return list(self.samples)
 
+    def taken(self) -> list[Sample]:
+        """The kept samples, after taking a new one now (the caller paces the reads: the page's
+        ``deploy.serve.page.refreshed`` asks at most once per ``SAMPLE_SECONDS``)."""
+        with self._lock:
+            self.samples = [*self.samples, Sample(self.clock(), self._read())][-KEPT:]
+            return list(self.samples)
+
     def _read(self) -> dict[str, int | None]:
         if self._admin is None:
             self._admin = AdminClient(self.kafka.client_config(logger=log))

@@ -71,6 +71,9 @@ class ControlPlane:
     # HealthSampler, started with the page); None: only when a view asks.
     health_seconds: float | None = None
     stopping: threading.Event = field(default_factory=threading.Event)  # set: background work ends
+    # (bundle, environment) → the ``--set`` overrides its renders take here, as the one who applies it passes them
+    # (the demo: its run's file paths and receiver URL), so the page plans what was applied, not the values alone.
+    overrides: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def tokens(self) -> ServeTokens:
@@ -85,7 +88,8 @@ class ControlPlane:
         folder = self.bundles_dir / bundle
         if not (folder / "bundle.yaml").is_file():
             raise ConfigError("serve", bundle, "no such bundle", fix=f"bundles live in {self.bundles_dir}")
-        return BundleRequest(str(folder), env, connect_url=self.connect_url, clusters=self.clusters)
+        return BundleRequest(str(folder), env, self.overrides.get((bundle, env), ()), connect_url=self.connect_url,
+                             clusters=self.clusters)  # fmt: skip
 
     def run(
         self, bundle: str, env: str, verb: str, query: dict[str, list[str]], *, who: str = SERVE

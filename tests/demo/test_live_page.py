@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -32,12 +33,17 @@ def test_the_printed_url_shows_the_stacks_flow_after_a_login_with_the_private_to
         refused = browser.post(f"{root}/ui/login", data={"token": token[::-1]}, timeout=30)
         assert refused.status_code == 401
         assert browser.post(f"{root}/ui/login", data={"token": token}, timeout=30).status_code == 200
-        flow = browser.get(url, timeout=60)
+        deadline = time.monotonic() + 60
+        while 'id="flow-reading"' in (flow := browser.get(url, timeout=60)).text:  # the first sample under way
+            assert time.monotonic() < deadline, "the flow's first sample was not taken within 60 s"
+            time.sleep(0.5)  # a reload's pace; the condition is polled
         assert flow.status_code == 200 and "Flow in dev" in flow.text
         assert EVENTS_PAYMENTS in flow.text and 'id="flow-error"' not in flow.text  # the stack's Kafka answered
         assert token not in flow.text
         assert browser.get(f"{root}/ui/env/prod/flow", timeout=30).status_code == 403  # the token covers dev only
+        assert page.answers() == {"flow": 200, "health": 200}  # what the demo's invariant after broker kills asks
     finally:
         page.stop()
+    assert page.answers() == {"server": "not running"}
     with pytest.raises(requests.ConnectionError):
         requests.get(url, timeout=10)

@@ -9,7 +9,7 @@ import pytest
 
 from demo.chaos import ACTIONS, KILL_INFER, RESTART_WORKER
 from demo.facts import REPLAYED, ChaosEvent, Decision, Expectation, Facts, ReceiptSeen, SideEffectRequest, replay_topic
-from demo.invariants import as_landed
+from demo.invariants import as_landed, page_survived_broker_kills
 from demo.measures import TopicRecord
 from demo.report import build_report, report_text
 from ikkai.contract.topics import DECISIONS_FRAUD as DECISIONS
@@ -148,3 +148,32 @@ def test_long_notes_wrap_after_commas() -> None:
     assert wrap_note("") == [""]
     assert wrap_note("a 1, b 2, c 3", width=9) == ["a 1, b 2,", "c 3"]
     assert wrap_note("averyveryverylongreason 12", width=5) == ["averyveryverylongreason 12"]
+
+
+@pytest.mark.parametrize(
+    ("answers", "ok"),
+    [
+        ({"flow": 200, "health": 200}, True),
+        ({"flow": 200, "health": 500}, False),  # a view that broke
+        ({"flow": "ConnectionError"}, False),  # the server gone: nothing answered
+        ({"server": "not running"}, False),  # its thread ended
+        ({}, False),  # asked for nothing: no proof it survived
+        (None, False),  # there was no page to ask
+    ],
+)
+def test_after_broker_kills_the_page_must_have_answered_every_view(
+    answers: dict[str, int | str] | None, ok: bool
+) -> None:
+    kills = ("kill -9 broker 1/2", "kill -9 broker 2/2")
+    f = dataclasses.replace(clean_facts(), chaos_planned=ACTIONS + kills, page_answers=answers)
+    f = dataclasses.replace(f, chaos=[*f.chaos, *(ChaosEvent(k, 40.0, "decided 2/2", 5.0) for k in kills)])
+    survived = page_survived_broker_kills(f)
+    assert survived is not None and survived.ok is ok, survived
+    assert survived.detail.startswith("after 2 broker kill(s): ")
+    assert failed(f) == ([] if ok else ["the page survived the broker kills"])
+
+
+def test_without_broker_kills_the_page_is_not_judged() -> None:
+    f = dataclasses.replace(clean_facts(), page_answers={"flow": 500})  # the page's own tests judge it then
+    assert page_survived_broker_kills(f) is None
+    assert build_report(f)["passed"]

@@ -1,7 +1,8 @@
 """The bundles and connectors views against the real Connect worker of the session's stack: a bundle whose
 validation answers 500 (the shipped dev postgres-cdc: its password's config provider cannot read its file) is
 shown at once and every view answers within 2 s; a connector made by hand, outside every bundle, is listed; an
-apply from the CLI shows who ran it, and one from the page the name given at its login."""
+apply from the CLI shows who ran it, and one from the page the name given at its login; the demo's two bundles,
+applied as the demo applies them, read in sync until a config is changed on Connect."""
 
 from __future__ import annotations
 
@@ -17,9 +18,16 @@ import pytest
 import requests
 import yaml
 
+from demo.lineup import Lineup
+from demo.live_page import LivePage
+from deploy import bundle_ops
 from deploy.applies import cli_user
+from deploy.bundle_ops import BUNDLES
 from deploy.connect_rest import ConnectClient
+from deploy.serve.page.bundle_rows import bundle_rows
+from deploy.serve.page.views import DRIFTED, IN_SYNC
 from deploy.serve.service import ControlPlane, ServeTokens
+from ikkai.contract.kafka import KafkaContext
 from ikkai.settings import Endpoints
 from tests.cli.cli_runner import run_ikkai
 from tests.deploy.serving import serve
@@ -115,3 +123,41 @@ def test_a_validate_500_is_shown_at_once_and_every_view_answers_within_two_secon
         for name in (hand_made, "payments-ingest.payments", "payments-ingest.refunds"):
             if name in client.connectors():
                 client.delete_connector(name)
+
+
+def test_the_bundles_the_demo_applies_read_in_sync_and_a_config_changed_on_connect_drifted(
+    stack: Endpoints, tmp_path: Path
+) -> None:
+    """The demo's two shipped bundles, applied with the demo's own overrides (its lineup's requests) and handed to
+    the page as the demo hands them (``LivePage.renders_as``): the page's rows say in sync; one config changed on
+    Connect by hand says drifted, on that connector alone."""
+    run_dir = tmp_path / "run"
+    (run_dir / "drop").mkdir(parents=True)
+    for name in ("payments.jsonl", "refunds.jsonl"):
+        (run_dir / "drop" / name).touch()
+    clusters = tmp_path / "clusters.yaml"
+    clusters.write_text(yaml.safe_dump({"dev": {"connect_url": stack.connect_url,
+                                                "bootstrap_servers": stack.bootstrap_servers}}))  # fmt: skip
+    lineup = Lineup(run_dir, stack.bootstrap_servers, stack.connect_url, 3, batch=100)
+    page = LivePage(tmp_path / "page", stack)
+    plane = ControlPlane(TOKEN, BUNDLES, stack.connect_url, clusters, overrides=page._overrides)
+    client = ConnectClient(stack.connect_url)
+    applied: list[str] = []
+    try:
+        for request in lineup.bundles("http://127.0.0.1:9/receiver", clusters):
+            page.renders_as(request)
+            applied += bundle_ops.apply_data(request)["written"]
+        rows = {r["bundle"]: r for r in bundle_rows(plane, lambda: KafkaContext(stack.bootstrap_servers), "dev")}
+        shown = {b: (r["sync"], r.get("error"), r.get("drift")) for b, r in rows.items()}
+        assert shown["payments-ingest"] == (IN_SYNC, None, []), shown
+        assert shown["outbox-sink"] == (IN_SYNC, None, []), shown
+        changed = sorted(applied)[0]
+        config = client.connector_config(changed)
+        client.put_connector_config(changed, {**config, "tasks.max": str(int(config.get("tasks.max", "1")) + 1)})
+        rows = {r["bundle"]: r for r in bundle_rows(plane, lambda: KafkaContext(stack.bootstrap_servers), "dev")}
+        drifted = [rows[b] for b in ("payments-ingest", "outbox-sink") if rows[b]["sync"] == DRIFTED]  # the demo's
+        assert [d["name"] for r in drifted for d in r["drift"]] == [changed], rows
+        assert [c["key"] for c in drifted[0]["drift"][0]["changes"]] == ["tasks.max"], drifted
+    finally:
+        for name in applied:
+            client.delete_connector(name)

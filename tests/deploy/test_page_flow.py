@@ -1,10 +1,15 @@
 """The flow reader's sampling and rates (deploy/eos_view/flow.py) and the page's chart of them
-(deploy/serve/page/charts.py).
-The reader against a real cluster is in test_page_browser.py (the flow view)."""
+(deploy/serve/page/charts.py), and the flow view answering from the samples taken in the background while Kafka
+hangs (no stack: a reader whose reads wait on the test). The reader against a real cluster is in
+test_page_browser.py (the flow view)."""
 
 from __future__ import annotations
 
 import re
+import threading
+import time
+from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -12,6 +17,8 @@ from deploy.eos_view.flow import SAMPLE_SECONDS, FlowReader, Sample, rates
 from deploy.serve.page.charts import flow_chart, flow_points
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.topics import EVENTS_PAYMENTS, INGEST_PAYMENTS
+from tests.deploy.test_page import logged_in
+from tests.deploy.test_page_health import ENV, served
 
 
 class CountingReader(FlowReader):
@@ -68,3 +75,49 @@ def test_the_chart_spaces_samples_by_time_not_evenly() -> None:
     assert len(cxs) == 3, cxs  # the three points of the one series with rates, at 35, 30 and 0 s ago
     first, second, last = cxs
     assert abs((second - first) / (last - first) - 5 / 35) < 0.02  # spaced by time: 5 s of 35, not half the width
+
+
+class GatedReader(FlowReader):
+    """The reader with the cluster replaced by a gate: a read waits until the test opens it (a Kafka that hangs),
+    then answers 100 more records in ingest each time; it notes the thread each read ran on."""
+
+    gate: ClassVar[threading.Event] = threading.Event()
+    threads: ClassVar[list[str]] = []
+    reads: ClassVar[int] = 0
+
+    def _read(self) -> dict[str, int | None]:
+        GatedReader.threads.append(threading.current_thread().name)
+        assert GatedReader.gate.wait(60), "the test never opened the gate"
+        GatedReader.reads += 1
+        return {INGEST_PAYMENTS: 100 * GatedReader.reads}
+
+
+def test_the_flow_view_answers_from_its_samples_while_kafka_hangs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("deploy.serve.page.environment_readers.FlowReader", GatedReader)
+    monkeypatch.setattr("deploy.eos_view.flow.SAMPLE_SECONDS", 0.0)  # every view asks for a new sample
+    GatedReader.gate.clear()
+    GatedReader.threads.clear()
+    for url in served(tmp_path, "127.0.0.1:9"):
+        session, _ = logged_in(url)
+        view = f"{url}/ui/env/{ENV}/flow"
+        # Kafka hangs before the first sample: the view answers (a read on the request thread would never return).
+        first = session.get(view, timeout=30)
+        assert first.status_code == 200 and 'id="flow-reading"' in first.text, first.text[-1000:]
+        assert session.get(f"{view}.svg", timeout=30).status_code == 200
+        GatedReader.gate.set()
+        deadline = time.monotonic() + 30
+        while 'data-stage="ingest"' not in (page := session.get(view, timeout=30).text):
+            assert time.monotonic() < deadline, page[-1000:]
+        ends = re.findall(r'data-stage="ingest"><td>ingest</td><td>[^<]*</td>\s*<td class="end">(\d+)', page)
+        assert ends and int(ends[0]) >= 100, page
+        # Kafka hangs again: each view still answers, with the samples already taken, marked stale.
+        GatedReader.gate.clear()
+        reads = GatedReader.reads
+        for _ in range(3):
+            page = session.get(view, timeout=30).text
+            assert 'data-stage="ingest"' in page and 'id="flow-stale"' in page, page[-1000:]
+        assert GatedReader.reads == reads  # none of those views got a new sample: they answered from the last
+        GatedReader.gate.set()
+    assert GatedReader.threads and set(GatedReader.threads) == {f"flow-samples-{ENV}"}  # never a request's thread

@@ -10,14 +10,15 @@ segment each (the ``segment`` filter), so no name can point a button at another 
 needs that session (else a redirect to the login) and covers
 only the environments the token covers (else 403); every action is a POST that also needs the session's CSRF
 token in its form (else 403). ``page_app``'s routes say which each needs, and ``deploy.serve.page.access``
-checks it. The views call Connect (and the flow and health views Kafka, through ``deploy.eos_view.flow`` and
-``deploy.eos_view.health``, one reader of each per environment, kept by ``deploy.serve.page.environment_readers``),
-so they run on Starlette's thread pool like the API's bundle routes. With ``ControlPlane.health_seconds`` set (as
-``ikkai serve`` sets it), a ``deploy.serve.page.health_sampler`` started with the page samples every environment's
-health in the background and the health view shows its last sample. The connectors view reads one table per
-environment (``deploy.serve.page.connector_table``: one expanded Connect call per interval for every bundle and
-viewer, paged, and never waited on longer than its ``WAIT_SECONDS``). The connectors, flow and health views reload
-themselves every ``REFRESH_SECONDS``; the flow and latency charts are SVG ``<img>``s.
+checks it. The views read Connect and Kafka through ``deploy.serve.page.environment_readers`` (one reader of each
+kind per environment; the flow view's samples, like the bundles view's rows, are taken on a thread of their own and
+waited on at most ``FLOW_WAIT_SECONDS``), on Starlette's thread pool like the API's bundle routes. With
+``ControlPlane.health_seconds`` set (as ``ikkai serve`` sets it), a ``deploy.serve.page.health_sampler`` started
+with the page samples every environment's health in the background and the health view shows its last sample. The
+connectors view reads one table per environment (``deploy.serve.page.connector_table``: one expanded Connect call
+per interval for every bundle and viewer, paged, and never waited on longer than its ``WAIT_SECONDS``). The
+connectors, flow and health views reload themselves every ``REFRESH_SECONDS``; the flow and latency charts are SVG
+``<img>``s.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from deploy import bundle_ops
 from deploy.eos_view.event_decisions import EVENTS_WINDOW
-from deploy.eos_view.flow import DEAD_LETTERS, STAGES, FlowReader, rates
+from deploy.eos_view.flow import DEAD_LETTERS, STAGES, Sample, rates
 from deploy.eos_view.health import LOOKBACK, MAX_PARTITIONS, STUCK_SECONDS, Health
 from deploy.eos_view.latency import BUCKET_SECONDS, BUCKETS
 from deploy.eos_view.reconciliation import GRACE_SECONDS, RECEIPTS_WINDOW, REQUESTS_WINDOW
@@ -51,7 +52,7 @@ from deploy.serve.page import session as login
 from deploy.serve.page.access import Access, form
 from deploy.serve.page.charts import flow_chart, latency_chart
 from deploy.serve.page.connector_table import PAGE_SIZE, UNBUNDLED, WAIT_SECONDS, Table, page_of
-from deploy.serve.page.environment_readers import EnvironmentReaders
+from deploy.serve.page.environment_readers import FLOW_WAIT_SECONDS, EnvironmentReaders
 from deploy.serve.page.health_sampler import HealthSampler
 from deploy.serve.page.login_fields import applier, landing
 from deploy.serve.page.views import (
@@ -221,31 +222,33 @@ class Page:
                  "age": None if not table.at else max(0, round(time.monotonic() - table.at))}  # fmt: skip
         return self.render(request, "connectors.html", env=env, view="connectors", bundles=bundles, pager=pager)
 
-    def flow_samples(self, env: str) -> list[Any]:
-        """The environment's flow samples."""
-        samples: list[Any] = self.readers.of("flow", env, FlowReader).sampled()
-        return samples
+    async def flow_samples(self, env: str) -> tuple[list[Sample] | IkkaiError | None, bool]:
+        """The environment's flow samples as the background reading has them (``EnvironmentReaders.flow``), or
+        its error; None before the first reading; and whether they are stale (a newer one was not ready)."""
+        reading = await run_in_threadpool(self.readers.flow(env).latest, FLOW_WAIT_SECONDS)
+        return (None, False) if reading is None else (reading.value, reading.stale)
 
     async def flow_view(self, request: Request) -> Response:
         env = request.path_params["env"]
-        try:
-            samples = await run_in_threadpool(self.flow_samples, env)
-        except IkkaiError as exc:
-            return self.render(request, "flow.html", env=env, view="flow", error=_one_line(exc))
+        samples, stale = await self.flow_samples(env)
+        if isinstance(samples, IkkaiError):
+            return self.render(request, "flow.html", env=env, view="flow", error=_one_line(samples))
+        if not samples:
+            return self.render(request, "flow.html", env=env, view="flow", reading=True,
+                               wait_seconds=FLOW_WAIT_SECONDS)  # fmt: skip
         ends = samples[-1].ends
         stages = [
             {"stage": stage, "topic": topic, "end": ends.get(topic), "rate": (rates(samples, topic) or [None])[-1]}
             for stage, topic in STAGES
         ]
         dead = [{"topic": topic, "end": ends.get(topic)} for topic in DEAD_LETTERS]
-        return self.render(request, "flow.html", env=env, view="flow", stages=stages, dead=dead, samples=len(samples))
+        return self.render(request, "flow.html", env=env, view="flow", stages=stages, dead=dead, samples=len(samples),
+                           stale=stale)  # fmt: skip
 
     async def flow_svg(self, request: Request) -> Response:
-        try:
-            samples = await run_in_threadpool(self.flow_samples, request.path_params["env"])
-        except IkkaiError:
-            samples = []
-        return Response(flow_chart(samples), media_type="image/svg+xml", headers={"Cache-Control": "no-store"})
+        samples, _ = await self.flow_samples(request.path_params["env"])
+        shown = samples if isinstance(samples, list) else []
+        return Response(flow_chart(shown), media_type="image/svg+xml", headers={"Cache-Control": "no-store"})
 
     def health_sample(self, env: str) -> Health:
         """The environment's exactly-once health: the sampler's last sample while it runs, else sampled when due."""

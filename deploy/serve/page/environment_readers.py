@@ -1,6 +1,7 @@
-"""What the page keeps per environment: one reader of each kind (flow, health), the connectors table and the
-bundles view's rows (``deploy.serve.page.bundle_rows``, read in the background at most every its
-``FRESH_SECONDS``).
+"""What the page keeps per environment: one reader of each kind (flow, health), the connectors table, the flow
+view's samples (``FlowReader``'s, taken in the background at most every its ``SAMPLE_SECONDS``) and the bundles
+view's rows (``deploy.serve.page.bundle_rows``, read in the background at most every its ``FRESH_SECONDS``): the
+flow and bundles views wait on them at most their ``WAIT_SECONDS``, never on Kafka or Connect.
 
 Each is made on first use, for the environment's Kafka cluster or Connect cluster (``deploy.clusters``), and kept
 for the life of the server, so that however many look, each environment is sampled at most once per the reader's
@@ -17,6 +18,8 @@ from typing import Any, TypeVar, cast
 from connectors.render import RenderedBundle
 from deploy import bundle_ops
 from deploy.clusters import kafka_cluster
+from deploy.eos_view import flow
+from deploy.eos_view.flow import FlowReader, Sample
 from deploy.eos_view.health import SAMPLE_SECONDS, HealthReader
 from deploy.reconcile import LiveConnector, Reconciler
 from deploy.serve.page import bundle_rows
@@ -28,6 +31,14 @@ from ikkai.contract.kafka import KafkaContext
 from ikkai.errors import IkkaiError
 
 R = TypeVar("R")
+FLOW_WAIT_SECONDS = 1.5  # the longest a flow viewer waits for a sample before it gets the last ones (or none yet)
+
+
+def flow_unread(exc: Exception) -> IkkaiError:
+    """What the flow view says when its samples could not be taken: the reader's error, or any other as one."""
+    if isinstance(exc, IkkaiError):
+        return exc
+    return IkkaiError(f"the flow could not be sampled: {type(exc).__name__}", fix="see `ikkai serve`'s log")
 
 
 class EnvironmentReaders:
@@ -61,12 +72,12 @@ class EnvironmentReaders:
         def live() -> Mapping[str, LiveConnector]:
             return Reconciler(bundle_ops.connect_client(env, plane.connect_url, plane.clusters)).live()
 
-        renders: dict[str, tuple[Any, RenderedBundle | IkkaiError]] = {}  # bundle → (its files, its render)
+        renders: dict[str, tuple[Any, RenderedBundle | IkkaiError]] = {}  # bundle → (files, overrides; its render)
 
         def bundles() -> dict[str, RenderedBundle | IkkaiError]:
-            """Each bundle of the environment rendered, again only when one of its files changed."""
+            """Each bundle of the environment rendered, again only when one of its files or its overrides changed."""
             for bundle in environments(plane.bundles_dir).get(env, []):
-                files = fingerprint(plane.bundles_dir / bundle)
+                files = fingerprint(plane.bundles_dir / bundle), plane.overrides.get((bundle, env), ())
                 if bundle not in renders or renders[bundle][0] != files:
                     try:
                         renders[bundle] = files, bundle_ops.rendered(plane.request(bundle, env))
@@ -82,6 +93,21 @@ class EnvironmentReaders:
                 self._made["connectors", env] = ConnectorTable(live, bundles, shape)
             table: ConnectorTable = self._made["connectors", env]
             return table
+
+    def flow(self, env: str) -> Refreshed[list[Sample] | IkkaiError]:
+        """The environment's flow samples, taken in the background when a viewer finds the last older than
+        ``flow.SAMPLE_SECONDS`` (the cluster, too, is found there: an unknown one is the reading's error)."""
+
+        def read() -> list[Sample] | IkkaiError:
+            return self.of("flow", env, FlowReader).taken()
+
+        with self._lock:
+            if ("flow-samples", env) not in self._made:
+                self._made["flow-samples", env] = Refreshed(
+                    read, flow_unread, fresh=flow.SAMPLE_SECONDS, name=f"flow-samples-{env}"
+                )
+            samples: Refreshed[list[Sample] | IkkaiError] = self._made["flow-samples", env]
+            return samples
 
     def bundles(self, env: str) -> Refreshed[list[dict[str, Any]]]:
         """The environment's bundles view rows, read in the background (``deploy.serve.page.bundle_rows``)."""
