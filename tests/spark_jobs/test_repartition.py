@@ -48,7 +48,7 @@ pytestmark = pytest.mark.heavy
 
 def config(partitions: int = 3) -> SinkConfig:
     return SinkConfig(
-        app="ikkai", query="enrich", cluster=KafkaContext.of("b:9092"), output_topics=("events.x", "dlq.x"),
+        app="ikkai", query="enrich", cluster=KafkaContext('b:9092'), output_topics=("events.x", "dlq.x"),
         partitions=partitions, order_by=("input_partition", "input_offset"), source_topic="ingest.x",
     )  # fmt: skip
 
@@ -168,7 +168,7 @@ def enrich_topics(bootstrap: str, stream: MixedStream, partitions: int) -> Enric
     topics = EnrichTopics(f"ingest.{name}", f"events.{name}", f"dlq.{name}", f"masterdata.merchants.{name}",
                           f"masterdata.customers.{name}")  # fmt: skip
     merchants, customers = generate_profiles(stream.world, stream.seed)
-    publish_profiles(KafkaContext.of(bootstrap), merchants, customers, merchants_topic=topics.merchants,
+    publish_profiles(KafkaContext.from_environment(bootstrap), merchants, customers, merchants_topic=topics.merchants,
                      customers_topic=topics.customers, transactional_id=unique("test.masterdata"))  # fmt: skip
     for topic in (topics.input, topics.events, topics.dlq):
         create_topic(bootstrap, topic, partitions)
@@ -176,10 +176,10 @@ def enrich_topics(bootstrap: str, stream: MixedStream, partitions: int) -> Enric
 
 
 def grow(bootstrap: str, count: int, *names: str) -> None:
-    admin = AdminClient(KafkaContext.of(bootstrap).client_config())
+    admin = AdminClient(KafkaContext.from_environment(bootstrap).client_config())
     for future in admin.create_partitions([NewPartitions(name, count) for name in names]).values():
         future.result(timeout=60)
-    kafka.wait_until_usable(KafkaContext.of(bootstrap), names, give_up_at=time.monotonic() + 120)
+    kafka.wait_until_usable(KafkaContext.from_environment(bootstrap), names, give_up_at=time.monotonic() + 120)
 
 
 def error_lines(job: EnrichProcess) -> list[str]:
@@ -305,7 +305,7 @@ def each_line_once(lines: Sequence[RawLine], events: list[dict[str, Any]], lette
 @pytest.mark.integration
 @pytest.mark.timeout(2400)  # four enrich runs in a row: slow on a loaded 2-core machine
 def test_a_batch_committed_on_one_output_partition_only_goes_on_after_the_growth_with_each_line_once(
-    bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    bootstrap: str, cluster: KafkaContext, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 43, case 6, the crash state built on purpose: enrich (routed) on 2 partitions commits a batch on one
     output partition and is killed before the other commits (the sink's pause point holds the first write at its
@@ -329,7 +329,6 @@ def test_a_batch_committed_on_one_output_partition_only_goes_on_after_the_growth
     monkeypatch.setenv(PAUSE_BEFORE_COMMIT, str(pause))  # the job, its executor and its writer inherit it
     crashed = EnrichProcess(bootstrap, topics, checkpoint, query)
     monkeypatch.delenv(PAUSE_BEFORE_COMMIT)
-    cluster = KafkaContext.of(bootstrap)
     try:
         give_up_at = time.monotonic() + 1200
         while not (pause / "paused").exists():  # the first write at its commit holds its transaction open
