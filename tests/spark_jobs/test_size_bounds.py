@@ -250,7 +250,7 @@ def test_an_output_topic_with_a_smaller_max_message_bytes_gets_dead_letters_and_
     ]
     half = len(stream.lines) // 2
     lines = [*stream.lines[:half], *bigs, *stream.lines[half:]]
-    produce_lines(KafkaContext.from_environment(bootstrap), topics.input, lines)
+    produce_lines(cluster, topics.input, lines)
     job = EnrichProcess(bootstrap, topics, tmp_path, unique("small"), "--max-offsets-per-trigger", "20")
     assert job.wait(1000) == 0, job.tail()
     batches = [line for line in job.log if " committed " in line]

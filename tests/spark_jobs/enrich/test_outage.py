@@ -66,7 +66,7 @@ def test_a_publish_in_flight_holds_the_batch_and_is_then_used(
         publisher.produce(topics.merchants, key=key, value=value)
     assert publisher.flush(60) == 0
     time.sleep(0.05)  # the events below are ingested strictly after the versions were appended
-    produce_lines(KafkaContext.from_environment(bootstrap), topics.input, stream.lines)
+    produce_lines(cluster, topics.input, stream.lines)
 
     job = EnrichProcess(bootstrap, topics, tmp_path, unique("held"), "--master-data-timeout", "600")
     try:
@@ -97,9 +97,7 @@ def test_unreadable_master_data_stops_the_job_and_writes_nothing(
     stream = mixed_stream(SEED, partitions=PARTITIONS)
     topics = topics_for(bootstrap)
     ensure_master_topics(cluster, merchants_topic=topics.merchants, customers_topic=f"{topics.customers}.other")
-    produce_lines(
-        KafkaContext.from_environment(bootstrap), topics.input, stream.lines
-    )  # the customers topic the job reads does not exist
+    produce_lines(cluster, topics.input, stream.lines)  # the customers topic the job reads does not exist
     job = EnrichProcess(bootstrap, topics, tmp_path, unique("outage"), "--master-data-timeout", "3")
     assert job.wait() != 0
     log = "".join(job.log)
