@@ -59,7 +59,8 @@ def kafka_tool(main_class: str, *args: str) -> str:
     return result.stdout
 
 
-def perf_tools(bootstrap: str, records: int, size: int) -> list[Row]:
+def perf_tools(cluster: KafkaContext, records: int, size: int) -> list[Row]:
+    bootstrap = cluster.bootstrap_servers  # for the topic kit and the jobs' flags
     rows: list[Row] = []
     props = [f"bootstrap.servers={bootstrap}", "acks=all", "enable.idempotence=true", "linger.ms=5"]
     for label, extra in (
@@ -82,13 +83,14 @@ def perf_tools(bootstrap: str, records: int, size: int) -> list[Row]:
     return rows
 
 
-def python_client(bootstrap: str, records: int, size: int, txn_records: int) -> list[Row]:
+def python_client(cluster: KafkaContext, records: int, size: int, txn_records: int) -> list[Row]:
+    bootstrap = cluster.bootstrap_servers  # for the topic kit and the jobs' flags
     from confluent_kafka import Consumer, Producer
 
     rows: list[Row] = []
     value = b"x" * size
     keys = [f"pay-{i:09d}".encode() for i in range(records)]
-    base = KafkaContext.from_environment(bootstrap).producer_config(**{"linger.ms": 5})
+    base = cluster.producer_config(**{"linger.ms": 5})
     topic = create_topic(bootstrap, unique("bench.py"), 2)
     producer = Producer(base)
     started = time.perf_counter()
@@ -110,7 +112,7 @@ def python_client(bootstrap: str, records: int, size: int, txn_records: int) -> 
     seconds = time.perf_counter() - started
     rows.append(["confluent-kafka produce", f"transactions of {txn_records:,}", records, records / seconds,
                  records * size / seconds / 1e6, None])  # fmt: skip
-    consumer = Consumer(KafkaContext.from_environment(bootstrap).consumer_config(unique("bench.py"), **{
+    consumer = Consumer(cluster.consumer_config(unique("bench.py"), **{
         "auto.offset.reset": "earliest", "enable.auto.commit": False,
     }))  # fmt: skip
     consumer.subscribe([topic])
@@ -179,8 +181,9 @@ def main() -> None:
     model_rows, size = codec_and_model(min(args.python_records, 50_000))
     print(f"record size: {size} bytes (the average encoded decision)", file=sys.stderr, flush=True)
     with bench_stack("ceiling") as (bootstrap, _, _):
-        rows = perf_tools(bootstrap, args.records, size)
-        rows += python_client(bootstrap, args.python_records, size, args.txn_records)
+        cluster = KafkaContext.from_environment(bootstrap)  # resolved once, here at the entry
+        rows = perf_tools(cluster, args.records, size)
+        rows += python_client(cluster, args.python_records, size, args.txn_records)
     rows += model_rows
     print_table(
         f"ceiling ({size}-byte records, 2 partitions, one broker)",

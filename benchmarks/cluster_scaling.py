@@ -65,6 +65,7 @@ from benchmarks.peer_streams import tree_cpu_seconds
 from demo.lineup import IKKAI, spark_defaults
 from demo.payments_simulation import payment_records, simulate
 from deploy.connect_rest import ConnectClient
+from ikkai.contract.kafka import KafkaContext
 from ikkai.errors import IkkaiError
 from ikkai.settings import jars_dir
 from stack.kit.topic_io import by_partition, create_topic, produce_payments, unique
@@ -454,14 +455,14 @@ def measure_sink(
     """(sink runs, (round, requests/s) of the receiver's 8-connection ceiling)."""
     endpoints = stack.endpoints()
     assert endpoints is not None
-    bootstrap, connect_url = endpoints.bootstrap_servers, endpoints.connect_url
+    cluster, connect_url = KafkaContext.recorded(endpoints), endpoints.connect_url
     names = {urlparse(url).netloc: name for url, name in zip(stack.connect_urls(), stack.connect_workers, strict=True)}
     receiver, url = start_receiver(scratch / "receiver.sqlite")
     runs: list[Run] = []
     ceilings: list[tuple[int, float]] = []
     try:
         for _ in range(args.warmup):
-            sink_rate(bootstrap, connect_url, url, args.requests, SCALES[-1])
+            sink_rate(cluster, connect_url, url, args.requests, SCALES[-1])
         for n, label in alternating([str(s) for s in SCALES], args.rounds):
             workers = int(label)
             if workers == SCALES[0]:  # the receiver alone, in the same round
@@ -470,7 +471,7 @@ def measure_sink(
             cpu_before = sum(tree_cpu_seconds(pid) for pid in pids)
             placement = TaskPlacement(ConnectClient(connect_url), names)
             try:
-                rate, _ = sink_rate(bootstrap, connect_url, url, args.requests, workers)
+                rate, _ = sink_rate(cluster, connect_url, url, args.requests, workers)
                 failure = None
             except SystemExit as exc:  # sink_rate's "only N of M delivered"
                 rate, failure = 0.0, str(exc)

@@ -54,8 +54,9 @@ def land_raw_stream(
 
 
 def one_round(
-    bootstrap: str, raw: tuple[str, str, str, int], mode: str, args: argparse.Namespace, scratch: Path
+    cluster: KafkaContext, raw: tuple[str, str, str, int], mode: str, args: argparse.Namespace, scratch: Path
 ) -> list[object]:
+    bootstrap = cluster.bootstrap_servers  # for the topic kit and the jobs' flags
     ingest, merchants, customers, lines = raw
     name = unique("pipe").replace(".", "-")
     events, dlq_enrich = f"events.payments.{name}", f"dlq.enrich.{name}"
@@ -104,9 +105,10 @@ def main() -> None:
     args = parser.parse_args()
     rows: list[list[object]] = []
     with bench_stack("enrich-infer") as (bootstrap, _, scratch):
+        cluster = KafkaContext.from_environment(bootstrap)  # resolved once, here at the entry
         raw = land_raw_stream(bootstrap, args.payments, args.partitions)
         for n, mode in alternating([EOS, ALOS], args.rounds):
-            rows.append([n, *one_round(bootstrap, raw, mode, args, scratch)])
+            rows.append([n, *one_round(cluster, raw, mode, args, scratch)])
             print(f"enrich+infer round {n}, {mode}: {rows[-1][6]:.0f} raw lines/s", file=sys.stderr, flush=True)
     headers = ["ROUND", "MODE", "RAW LINES", "EVENTS", "DECISIONS", "SECONDS", "LINES/S", "PEAK PSS MB (SUM)"]
     print_table(f"enrich + infer together (batches of {args.batch})", headers, rows)

@@ -29,12 +29,14 @@ from pathlib import Path
 from benchmarks.enrich_infer import land_raw_stream
 from benchmarks.harness import JobProcess, alternating, bench_stack, python_module
 from benchmarks.infer_throughput import ALOS, EOS, MB, Result, Variant, batch_costs, report
+from ikkai.contract.kafka import KafkaContext
 from stack.kit.topic_io import by_partition, create_topic, unique
 
 
-def drain(bootstrap: str, raw: tuple[str, str, str, int], variant: Variant, args: argparse.Namespace,
+def drain(cluster: KafkaContext, raw: tuple[str, str, str, int], variant: Variant, args: argparse.Namespace,
           scratch: Path) -> Result:  # fmt: skip
     """One run of the enrich job over the whole raw stream into fresh topics: lines/s and its batches."""
+    bootstrap = cluster.bootstrap_servers  # for the topic kit and the jobs' flags
     ingest, merchants, customers, lines = raw
     name = unique("enrich").replace(".", "-")
     events, dlq = f"events.payments.{name}", f"dlq.enrich.{name}"
@@ -69,9 +71,10 @@ def main() -> None:
     names = {v.name: v for v in variants}
     results: list[Result] = []
     with bench_stack("enrich") as (bootstrap, _, scratch):
+        cluster = KafkaContext.from_environment(bootstrap)  # resolved once, here at the entry
         raw = land_raw_stream(bootstrap, args.payments, args.partitions)
         for n, name in alternating(list(names), args.rounds):
-            result = dataclasses.replace(drain(bootstrap, raw, names[name], args, scratch), round=n)
+            result = dataclasses.replace(drain(cluster, raw, names[name], args, scratch), round=n)
             results.append(result)
             print(
                 f"enrich, round {n}, {name}: {result.rate:.0f} raw lines/s ({result.seconds:.1f} s, peak PSS "

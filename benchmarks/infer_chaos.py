@@ -28,6 +28,7 @@ from pathlib import Path
 from demo.infer_process import InferProcess, InferTopics
 from demo.payments_simulation import payment_records, simulate
 from ikkai.contract.codec import default_codec
+from ikkai.contract.kafka import KafkaContext
 from ikkai.settings import external_endpoints, jars_dir
 from stack.kit.chaos import ChaosStack
 from stack.kit.topic_io import by_partition, create_topic, flat, produce_payments, unique
@@ -59,16 +60,17 @@ def broker_victim(stack: ChaosStack, topics: InferTopics, query: str, rng: rando
     return stack.coordinator_of(transactional_id), f"transaction coordinator of {transactional_id}"
 
 
-def fresh_outputs(bootstrap: str, input_topic: str) -> InferTopics:
+def fresh_outputs(cluster: KafkaContext, input_topic: str) -> InferTopics:
     name = unique("chaos")
     topics = InferTopics(input_topic, f"decisions.{name}", f"outbox.{name}", f"dlq.{name}")
     for topic in (topics.decisions, topics.outbox, topics.dlq):
-        create_topic(bootstrap, topic, PARTITIONS)
+        create_topic(cluster.bootstrap_servers, topic, PARTITIONS)
     return topics
 
 
-def finish(bootstrap: str, topics: InferTopics, checkpoint: Path, query: str, batch: int, tries: int = 1) -> int:
+def finish(cluster: KafkaContext, topics: InferTopics, checkpoint: Path, query: str, batch: int, tries: int = 1) -> int:
     """Run the job until it has caught up; up to ``tries`` times (a broker's death may stop it). Its deaths."""
+    bootstrap = cluster.bootstrap_servers  # for the topic kit and the jobs' flags
     for died in range(tries):
         job = InferProcess(bootstrap, topics, checkpoint, query, "--max-offsets-per-trigger", str(batch))
         if job.wait() == 0:
@@ -100,14 +102,15 @@ def main() -> int:
             if external
             else ChaosStack(home / "stack", jars_dir(), StackOptions(brokers=args.brokers), progress=sys.stderr)
         )
-        bootstrap = external.bootstrap_servers if external else stack.up().bootstrap_servers  # type: ignore[union-attr]
+        endpoints = external or stack.up()  # type: ignore[union-attr]
+        bootstrap, cluster = endpoints.bootstrap_servers, KafkaContext.recorded(endpoints)
         try:
             payments = payment_records(simulate(args.seed, payments=args.events).payments)
             topic = create_topic(bootstrap, unique("events.payments"), PARTITIONS)
             produce_payments(bootstrap, topic, payments, PARTITIONS)
-            reference = fresh_outputs(bootstrap, topic)
-            finish(bootstrap, reference, home / "reference", unique("reference"), args.batch * 4)
-            topics, query = fresh_outputs(bootstrap, topic), unique("chaos")
+            reference = fresh_outputs(cluster, topic)
+            finish(cluster, reference, home / "reference", unique("reference"), args.batch * 4)
+            topics, query = fresh_outputs(cluster, topic), unique("chaos")
             done = Counter[str]()
             job: InferProcess | None = None
             for kind in schedule(args.kills, args.broker_kills):
@@ -139,7 +142,7 @@ def main() -> int:
                     stack.wait_in_sync()  # before the next kill: two replicas in sync, or producing stops
             if job is not None and job.wait() != 0:
                 done["job died"] += 1
-            done["job died"] += finish(bootstrap, topics, home / "chaos", query, args.batch, tries=3)
+            done["job died"] += finish(cluster, topics, home / "chaos", query, args.batch, tries=3)
             decisions = by_partition(bootstrap, topics.decisions)
             events = Counter(default_codec().decode("fraud_decision", v or b"")["event_id"] for _, v in flat(decisions))
             event_ids = {str(p["event_id"]) for p in payments}

@@ -25,6 +25,7 @@ from pathlib import Path
 from benchmarks.harness import alternating, bench_stack, median, print_table
 from benchmarks.infer_throughput import ALOS, EOS, MB, Result, Variant, max_load
 from demo.payments_simulation import payment_records, simulate
+from ikkai.contract.kafka import KafkaContext
 from stack.kit.topic_io import (
     create_topic,
     produce_payments,
@@ -44,13 +45,14 @@ def fit_line(xs: list[float], ys: list[float]) -> tuple[float, float]:
 
 
 def measure(
-    bootstrap: str, scratch: Path, events: int, partitions: int, batch: int, rounds: int
+    cluster: KafkaContext, scratch: Path, events: int, partitions: int, batch: int, rounds: int
 ) -> dict[str, list[Result]]:
+    bootstrap = cluster.bootstrap_servers  # for the topic kit and the jobs' flags
     topic = create_topic(bootstrap, unique("events.payments"), partitions)
     produce_payments(bootstrap, topic, payment_records(simulate(3, payments=events).payments), partitions)
     results: dict[str, list[Result]] = {EOS: [], ALOS: []}
     for _, mode in alternating([EOS, ALOS], rounds):
-        result = max_load(bootstrap, topic, VARIANTS[mode], scratch, events=events, batch=batch, partitions=partitions)
+        result = max_load(cluster, topic, VARIANTS[mode], scratch, events=events, batch=batch, partitions=partitions)
         results[mode].append(result)
         print(f"{partitions} partitions, batch {batch}, {mode}: {result.rate:.0f} records/s", file=sys.stderr)
     return results
@@ -74,14 +76,15 @@ def main() -> None:
     args = parser.parse_args()
     headers = ["", "BATCH", "BATCHES", "EOS REC/S", "ALOS REC/S", "EOS/ALOS", "PEAK PSS MB"]
     with bench_stack("scaling") as (bootstrap, _, scratch):
+        cluster = KafkaContext.from_environment(bootstrap)  # resolved once, here at the entry
         by_partitions = []
         for partitions in (int(p) for p in args.partitions.split(",")):
-            results = measure(bootstrap, scratch, args.events, partitions, args.batch, args.rounds)
+            results = measure(cluster, scratch, args.events, partitions, args.batch, args.rounds)
             by_partitions.append(row(f"{partitions} partitions", args.batch, results))
         print_table(f"infer by input partitions ({args.events} events, local[2])", headers, by_partitions)
         by_batch, seconds = [], {EOS: [], ALOS: []}  # type: ignore[var-annotated]
         for batch in (int(b) for b in args.batches.split(",")):
-            results = measure(bootstrap, scratch, args.events, 2, batch, args.rounds)
+            results = measure(cluster, scratch, args.events, 2, batch, args.rounds)
             by_batch.append(row("2 partitions", batch, results))
             for mode in (EOS, ALOS):
                 seconds[mode] += [(r.batches, r.seconds) for r in results[mode]]

@@ -136,9 +136,17 @@ def start_infer(bootstrap: str, topics: InferTopics, checkpoint: Path, variant: 
 
 
 def max_load(
-    bootstrap: str, input_topic: str, variant: Variant, scratch: Path, *, events: int, batch: int, partitions: int
+    cluster: KafkaContext,
+    input_topic: str,
+    variant: Variant,
+    scratch: Path,
+    *,
+    events: int,
+    batch: int,
+    partitions: int,
 ) -> Result:
     """Drain ``input_topic`` (``events`` payments) into fresh outputs; records/s and the job's batches."""
+    bootstrap = cluster.bootstrap_servers  # for the topic kit and the jobs' flags
     topics = fresh_outputs(bootstrap, input_topic, partitions)
     job = start_infer(
         bootstrap, topics, scratch / unique("max").replace(".", "-"), variant, "--max-offsets-per-trigger", str(batch)
@@ -193,7 +201,8 @@ class DecisionWatch:
         self._consumer.close()
 
 
-def fixed_load(bootstrap: str, variant: Variant, args: argparse.Namespace, scratch: Path, seed: int) -> Result:
+def fixed_load(cluster: KafkaContext, variant: Variant, args: argparse.Namespace, scratch: Path, seed: int) -> Result:
+    bootstrap = cluster.bootstrap_servers  # for the topic kit and the jobs' flags
     from confluent_kafka import Producer
 
     topic = create_topic(bootstrap, unique("events.payments.fixed"), args.partitions)
@@ -206,7 +215,7 @@ def fixed_load(bootstrap: str, variant: Variant, args: argparse.Namespace, scrat
     ]  # before the clock starts
     watch = DecisionWatch(bootstrap, topics.decisions)
     job = start_infer(bootstrap, topics, scratch / unique("fixed").replace(".", "-"), variant, "--continuous")
-    producer = Producer(KafkaContext.from_environment(bootstrap).producer_config(**{"linger.ms": 1}))
+    producer = Producer(cluster.producer_config(**{"linger.ms": 1}))
     sent: dict[bytes, float] = {}
     try:
         job.wait_started()
@@ -293,6 +302,7 @@ def main() -> None:
         variants.insert(1, Variant(f"{EOS}@{args.compare_code.name}", EOS, args.compare_code.resolve()))
     names = {v.name: v for v in variants}
     with bench_stack("pipeline") as (bootstrap, _, scratch):
+        cluster = KafkaContext.from_environment(bootstrap)  # resolved once, here at the entry
         if args.only != "fixed":
             topic = create_topic(bootstrap, unique("events.payments"), args.partitions)
             produce_payments(
@@ -304,7 +314,7 @@ def main() -> None:
                 if n not in ceilings:  # the per-core ceiling in the same round, under the same load
                     ceilings[n] = decide_per_core()
                 result = max_load(
-                    bootstrap, topic, names[name], scratch, events=args.events, batch=args.batch,
+                    cluster, topic, names[name], scratch, events=args.events, batch=args.batch,
                     partitions=args.partitions,
                 )  # fmt: skip
                 results.append(dataclasses.replace(result, round=n))
@@ -314,7 +324,7 @@ def main() -> None:
         if args.only != "max":
             results = []
             for n, name in alternating(list(names), args.rounds):
-                r = fixed_load(bootstrap, names[name], args, scratch, seed=100 + n)
+                r = fixed_load(cluster, names[name], args, scratch, seed=100 + n)
                 results.append(dataclasses.replace(r, round=n))
                 print(f"fixed load, round {n}, {name}: p99 {r.p99_ms:.0f} ms", file=sys.stderr, flush=True)
             report(f"infer, fixed load ({args.rate:.0f} payments/s for {args.seconds:.0f} s)", results, variants, True)

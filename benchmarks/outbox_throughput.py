@@ -39,6 +39,7 @@ from connectors.render import RenderedConnector, load_bundle, render_bundle
 from deploy.bundle_ops import bundle_folder
 from deploy.connect_rest import ConnectClient
 from outbox_sink import (
+    KafkaContext,
     OutboxEmitter,
     OutboxRequest,
     ReceiptReader,
@@ -88,7 +89,7 @@ def ceiling(url: str, requests: int, connections: int) -> float:
 
 def sink_connector(
     run: str,
-    bootstrap: str,
+    cluster: KafkaContext,
     receiver_url: str,
     topics: dict[str, str],
     tasks: int,
@@ -99,7 +100,7 @@ def sink_connector(
     bundle = load_bundle(bundle_folder("outbox-sink"))
     bundle = replace(bundle, manifest=replace(bundle.manifest, owner_prefix=f"bench-outbox-{run}."))
     sets = [
-        f"kafka.bootstrap_servers={bootstrap}",
+        f"kafka.bootstrap_servers={cluster.bootstrap_servers}",
         f"topics.requests={topics['requests']}",
         f"topics.receipts={topics['receipts']}",
         f"topics.dlq={topics['dlq'].removeprefix('dlq.')}",
@@ -113,7 +114,7 @@ def sink_connector(
 
 
 def sink_rate(
-    bootstrap: str,
+    cluster: KafkaContext,
     connect_url: str,
     receiver_url: str,
     requests: int,
@@ -123,7 +124,7 @@ def sink_rate(
     """(deliveries/s from the first to the last request the receiver saw, seconds until the last receipt)."""
     run = uuid.uuid4().hex[:8]
     topics = {"requests": f"outbox.requests.{run}", "receipts": f"outbox.receipts.{run}", "dlq": f"dlq.outbox.{run}"}
-    create_outbox_topics(bootstrap, requests=topics["requests"], receipts=topics["receipts"], dlq=topics["dlq"])
+    create_outbox_topics(cluster, requests=topics["requests"], receipts=topics["receipts"], dlq=topics["dlq"])
     batch = [
         OutboxRequest(
             decision_id=derive_decision_id(f"pay-{i % 100}", f"evt-{run}-{i}", "bench@1"),
@@ -135,15 +136,15 @@ def sink_rate(
         )
         for i in range(requests)
     ]
-    with OutboxEmitter(bootstrap, topic=topics["requests"]) as emitter:
+    with OutboxEmitter(cluster, topic=topics["requests"]) as emitter:
         for request in batch:
             emitter.emit(request)
     client = ConnectClient(connect_url)
-    connector = sink_connector(run, bootstrap, receiver_url, topics, tasks, receipts_producer)
+    connector = sink_connector(run, cluster, receiver_url, topics, tasks, receipts_producer)
     started = time.perf_counter()
     client.put_connector_config(connector.name, connector.config)
     try:
-        with ReceiptReader(bootstrap, topic=topics["receipts"]) as reader:
+        with ReceiptReader(cluster, topic=topics["receipts"]) as reader:
             receipts = reader.wait_for([r.decision_id for r in batch], 600)
         elapsed = time.perf_counter() - started
     finally:
@@ -197,17 +198,18 @@ def main() -> None:
             ratios.setdefault(what, []).append(ratio)
 
     with bench_stack("outbox") as (bootstrap, connect_url, scratch):
+        cluster = KafkaContext.from_environment(bootstrap)  # resolved once, here at the entry
         receiver, url = start_receiver(scratch / "receiver.sqlite")
         try:
             for _ in range(args.warmup):
-                sink_rate(bootstrap, connect_url, url, args.requests, tasks[0])
+                sink_rate(cluster, connect_url, url, args.requests, tasks[0])
             for round_ in range(1, args.rounds + 1):
                 ceiling1 = ceiling(url, args.requests, 1)
                 keep(round_, "receiver ceiling, load generator, 1 connection(s)", None, ceiling1, None)
                 ceiling8 = ceiling(url, args.requests, 8)
                 keep(round_, "receiver ceiling, load generator, 8 connection(s)", None, ceiling8, ceiling8)
                 for what, t, settings in variants:
-                    rate, elapsed = sink_rate(bootstrap, connect_url, url, args.requests, t, settings)
+                    rate, elapsed = sink_rate(cluster, connect_url, url, args.requests, t, settings)
                     keep(round_, what, elapsed, rate, ceiling8)
         finally:
             receiver.terminate()

@@ -68,8 +68,9 @@ TEMPLATE = """{
 """
 
 
-def write_bundle(root: Path, connectors: int, run: str, bootstrap: str, connect_url: str) -> Path:
+def write_bundle(root: Path, connectors: int, run: str, cluster: KafkaContext, connect_url: str) -> Path:
     """A bundles folder with one generated bundle of ``connectors`` connectors, and its clusters file."""
+    bootstrap = cluster.bootstrap_servers  # for the topic kit and the jobs' flags
     folder = root / "bundles" / "page-scale"
     (folder / "templates").mkdir(parents=True)
     (folder / "values").mkdir()
@@ -165,9 +166,9 @@ def targets(rows: Sequence[Sequence[object]]) -> list[list[object]]:
     return out
 
 
-def measure(bootstrap: str, connect_url: str, home: Path, connectors: int, partitions: int, rounds: int) -> None:
+def measure(cluster: KafkaContext, connect_url: str, home: Path, connectors: int, partitions: int, rounds: int) -> None:
     run = uuid.uuid4().hex[:6]
-    folder = write_bundle(home, connectors, run, bootstrap, connect_url)
+    folder = write_bundle(home, connectors, run, cluster, connect_url)
     request = BundleRequest(str(folder), ENV, connect_url=connect_url, clusters=folder.parent / "clusters.yaml")
     render_s, bundle = timed(lambda: bundle_ops.rendered(request))
     client = ConnectClient(connect_url)
@@ -176,7 +177,7 @@ def measure(bootstrap: str, connect_url: str, home: Path, connectors: int, parti
         create_s, _ = timed(
             lambda: list(pool.map(lambda nc: client.create_connector(nc[0], nc[1], "STOPPED"), configs))
         )
-    ensure_topics(KafkaContext.from_environment(bootstrap), [t for t in TOPICS], partitions)
+    ensure_topics(cluster, [t for t in TOPICS], partitions)
     live = len(client.connectors())
     try:
         expanded_first, _ = timed(client.connectors_expanded)
@@ -244,7 +245,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     with bench_stack("page-scale") as (bootstrap, connect_url, home):
-        measure(bootstrap, connect_url, home, args.connectors, args.partitions, args.rounds)
+        cluster = KafkaContext.from_environment(bootstrap)  # resolved once, here at the entry
+        measure(cluster, connect_url, home, args.connectors, args.partitions, args.rounds)
 
 
 if __name__ == "__main__":

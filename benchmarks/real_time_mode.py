@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from benchmarks.harness import bench_stack, percentile, print_table
+from ikkai.contract.kafka import KafkaContext
 
 SETTLE_S = 20.0  # a started query's first long batch: records produced before it runs are not measured
 
@@ -38,16 +39,14 @@ SETTLE_S = 20.0  # a started query's first long batch: records produced before i
 class ForeachProducer:
     """A Python ``foreach`` writer producing each row to ``topic``: where the model would run in Real-Time Mode."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        self.bootstrap, self.topic = bootstrap, topic
+    def __init__(self, cluster: KafkaContext, topic: str) -> None:
+        self.cluster, self.topic = cluster, topic  # pickled into the task: its security travels as a file's path
         self.producer: Any = None
 
     def open(self, partition_id: int, epoch_id: int) -> bool:
         from confluent_kafka import Producer
 
-        from ikkai.contract.kafka import KafkaContext
-
-        self.producer = Producer(KafkaContext.from_environment(self.bootstrap).producer_config(**{"linger.ms": 1}))
+        self.producer = Producer(self.cluster.producer_config(**{"linger.ms": 1}))
         return True
 
     def process(self, row: Any) -> None:
@@ -59,11 +58,8 @@ class ForeachProducer:
             self.producer.flush(30)
 
 
-def queries(bootstrap: str, duration: str) -> dict[str, Callable[[Any, str, str, str], Any]]:
+def queries(cluster: KafkaContext, duration: str) -> dict[str, Callable[[Any, str, str, str], Any]]:
     """Name → start(spark, input topic, output topic, checkpoint) of each query tried."""
-    from ikkai.contract.kafka import KafkaContext
-
-    cluster = KafkaContext.from_environment(bootstrap)
 
     def source(spark: Any, topic: str) -> Any:
         reader = spark.readStream.format("kafka").options(**cluster.spark_options()).option("subscribe", topic)
@@ -91,7 +87,7 @@ def queries(bootstrap: str, duration: str) -> dict[str, Callable[[Any, str, str,
 
     def python_foreach(spark: Any, topic: str, output: str, checkpoint: str) -> Any:
         return (source(spark, topic).select("key", "value").writeStream.outputMode("update")
-                .option("checkpointLocation", checkpoint).foreach(ForeachProducer(bootstrap, output))
+                .option("checkpointLocation", checkpoint).foreach(ForeachProducer(cluster, output))
                 .trigger(realTime=duration).start())  # fmt: skip
 
     def jvm_only(spark: Any, topic: str, output: str, checkpoint: str) -> Any:
@@ -111,13 +107,11 @@ def refusal(error: BaseException) -> str:
     return re.sub(r"(?:[a-z_][a-z0-9_]*\.)+(?=[A-Z])", "", reason)[:200]
 
 
-def feed_and_measure(bootstrap: str, topic: str, output: str, rate: float, seconds: float) -> list[float]:
+def feed_and_measure(cluster: KafkaContext, topic: str, output: str, rate: float, seconds: float) -> list[float]:
     """Produce ``rate``/s unique keys for ``seconds``; the latency in ms of each, as its copy arrives at ``output``."""
     from confluent_kafka import Consumer, Producer
 
-    from ikkai.contract.kafka import KafkaContext
-
-    context = KafkaContext.from_environment(bootstrap)
+    context = cluster
     consumer = Consumer(context.consumer_config(f"rtm-{time.time_ns()}", **{"auto.offset.reset": "earliest"}))
     consumer.subscribe([output])
     producer = Producer(context.producer_config(**{"linger.ms": 1}))
@@ -159,9 +153,10 @@ def main() -> None:
 
     rows: list[list[object]] = []
     with bench_stack("rtm") as (bootstrap, _, scratch):
+        cluster = KafkaContext.from_environment(bootstrap)  # resolved once, here at the entry
         spark = spark_session("ikkai-real-time-mode")
         try:
-            for name, start in queries(bootstrap, args.batch_duration).items():
+            for name, start in queries(cluster, args.batch_duration).items():
                 topic, output = (create_topic(bootstrap, unique(kind), 2) for kind in ("rtm.in", "rtm.out"))
                 checkpoint = str(scratch / unique("ck"))
                 try:
@@ -174,7 +169,7 @@ def main() -> None:
                     print(f"{name}: refused: {refused}", file=sys.stderr, flush=True)
                     continue
                 try:
-                    latencies = feed_and_measure(bootstrap, topic, output, args.rate, args.seconds)
+                    latencies = feed_and_measure(cluster, topic, output, args.rate, args.seconds)
                 finally:
                     query.stop()
                 p50, p99 = percentile(latencies, 50), percentile(latencies, 99)

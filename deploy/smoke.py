@@ -74,7 +74,7 @@ def consume_all(cluster: KafkaContext, topic: str, isolation: str, expected: int
 def check_transactions(endpoints: Endpoints, report: SmokeReport) -> None:
     started = time.monotonic()
     topic = f"_ikkai.smoke.txn.{uuid.uuid4().hex[:8]}"
-    cluster = KafkaContext.at(endpoints.bootstrap_servers, endpoints.kafka_config)
+    cluster = KafkaContext.recorded(endpoints)
     create_topic(cluster, topic)
     producer = Producer(cluster.producer_config(**{"transactional.id": f"ikkai.smoke.{topic}"}))
     producer.init_transactions(30)
@@ -107,7 +107,7 @@ def check_file_source(endpoints: Endpoints, report: SmokeReport) -> None:
     suffix = uuid.uuid4().hex[:8]
     topic = f"_ikkai.smoke.file.{suffix}"
     name = f"ikkai-smoke-{suffix}"
-    cluster = KafkaContext.at(endpoints.bootstrap_servers, endpoints.kafka_config)
+    cluster = KafkaContext.recorded(endpoints)
     create_topic(cluster, topic)
     with tempfile.TemporaryDirectory(prefix="ikkai-smoke-") as tmp:
         source = Path(tmp) / "lines.txt"

@@ -11,6 +11,7 @@ The sink's connector config is the ``outbox-sink`` bundle (connectors/bundles/ou
 (The demo's stand-in for the payments and notification APIs is ``demo.receiver``, not part of this package.)
 """
 
+from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.outbox import (
     EffectRef,
     OutboxRequest,
@@ -48,6 +49,7 @@ __all__ = [
     "ConsumedOffsetsError",
     "EffectRef",
     "InputRewindError",
+    "KafkaContext",
     "OutboxDeliveryError",
     "OutboxEmitter",
     "OutboxError",

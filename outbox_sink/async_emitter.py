@@ -11,7 +11,7 @@ The semantics are ``OutboxEmitter``'s, unchanged (its docstring and docs/outbox.
 
 * transactional (``transactional_id`` given)::
 
-      async with AsyncOutboxEmitter(bootstrap, transactional_id="fraud-actions-0") as emitter:
+      async with AsyncOutboxEmitter(cluster, transactional_id="fraud-actions-0") as emitter:
           async with emitter.transaction():      # or .transaction(consumer): input offsets commit with it
               await emitter.emit(request)
               await emitter.produce("decisions.fraud", key, value)
@@ -74,13 +74,14 @@ class AsyncOutboxEmitter:
 
     Construct it, then ``await start()`` (or ``async with`` it): that creates the producer on the
     emitter's thread and, transactional, runs ``init_transactions`` (fencing a zombie of the same
-    ``transactional_id``). The arguments are ``OutboxEmitter``'s; ``producer_config`` takes extra
+    ``transactional_id``). The arguments are ``OutboxEmitter``'s: ``cluster`` is a ``KafkaContext``, resolved once
+    where the service starts (``KafkaContext.from_environment(address)``); ``producer_config`` takes extra
     client settings with Kafka's own names (``security.protocol``, ``sasl.*``, ``ssl.*``).
     """
 
     def __init__(
         self,
-        bootstrap_servers: KafkaContext | str,
+        cluster: KafkaContext,
         *,
         transactional_id: str | None = None,
         topic: str = OUTBOX_REQUESTS,
@@ -93,7 +94,7 @@ class AsyncOutboxEmitter:
         self.transactional = transactional_id is not None
         self._create = functools.partial(
             OutboxEmitter,
-            KafkaContext.of(bootstrap_servers),  # resolved here, on the caller's thread
+            KafkaContext.of(cluster, "AsyncOutboxEmitter"),  # checked here, on the caller's thread
             transactional_id=transactional_id,
             topic=topic,
             codec=codec or environment_codec(),  # picked here, on the caller's thread

@@ -19,6 +19,10 @@ Two modes, chosen by whether the service writes output of its own:
 
 The record key is the request's business key (order per key), the value the Avro
 single-object encoding of ``schemas/outbox_request``.
+
+The emitter takes the cluster as a ``KafkaContext``, resolved once where the service starts —
+``KafkaContext.from_environment(address)`` reads ``IKKAI_KAFKA_CONFIG``'s client file then — and
+reads no environment of its own; a bare address is refused (``ConfigError``).
 """
 
 from __future__ import annotations
@@ -182,9 +186,11 @@ def rewind(consumer: Consumer, timeout_s: float = 30.0) -> None:
 
 
 class OutboxEmitter:
+    """Requests onto ``topic`` for the cluster ``cluster`` (a ``KafkaContext``, resolved at the service's entry)."""
+
     def __init__(
         self,
-        bootstrap_servers: KafkaContext | str,
+        cluster: KafkaContext,
         *,
         transactional_id: str | None = None,
         topic: str = OUTBOX_REQUESTS,
@@ -197,8 +203,8 @@ class OutboxEmitter:
         self.timeout_s = timeout_s
         self._codec = codec or environment_codec()  # IKKAI_SCHEMA_REGISTRY_URL picks the wire format
         self._failures: list[tuple[str, KafkaError]] = []
-        # A bare address: the cluster there, as IKKAI_KAFKA_CONFIG's client file says (read now, once).
-        config = KafkaContext.of(bootstrap_servers).producer_config(**(producer_config or {}))
+        # The cluster as the service's entry resolved it (KafkaContext.from_environment): no environment read here.
+        config = KafkaContext.of(cluster, "OutboxEmitter").producer_config(**(producer_config or {}))
         if transactional_id is not None:
             config["transactional.id"] = transactional_id
         self._producer = Producer(config)

@@ -40,6 +40,8 @@ partition, offset, key, value, problem) and reads on without raising; its offset
 like a returned receipt's. If the callback raises, the reader stays at the record as if there
 were none, and the callback's exception goes on.
 
+The reader takes the cluster as a ``KafkaContext``, resolved once where the service starts
+(``KafkaContext.from_environment(address)``); a bare address is refused (``ConfigError``).
 It reads with ``read_committed`` (``KafkaContext.consumer_config``); ``consumer_config``
 adds client settings with Kafka's own names (``security.protocol``, ``sasl.*``, ``ssl.*``), which
 are handed to the client and never printed.
@@ -95,19 +97,17 @@ def decode_receipt(value: bytes, codec: RecordCodec | None = None) -> Receipt:
 
 
 def reader_config(
-    bootstrap_servers: KafkaContext | str, group_id: str | None, start: Start, extra: Mapping[str, Any] | None
+    cluster: KafkaContext, group_id: str | None, start: Start, extra: Mapping[str, Any] | None
 ) -> dict[str, Any]:
     """The receipts consumer's settings: read_committed, ``extra`` passed through, the reader's own keys refused."""
     source = "ReceiptReader consumer_config"
-    cluster = KafkaContext.of(bootstrap_servers)  # a bare address: IKKAI_KAFKA_CONFIG's client file, read now
+    cluster = KafkaContext.of(cluster, "ReceiptReader")
     extra = dict(extra or {})
     for key, fix in READER_OWNS.items():
         if key in extra:
             raise ConfigError(source, key, "is set by the reader", fix=fix)
     if "bootstrap.servers" in extra and extra["bootstrap.servers"] != cluster.bootstrap_servers:
-        raise ConfigError(
-            source, "bootstrap.servers", "differs from the bootstrap_servers argument", fix="name the cluster once"
-        )
+        raise ConfigError(source, "bootstrap.servers", "differs from the cluster argument", fix="name the cluster once")
     isolation = str(extra.get("isolation.level", "read_committed")).strip().lower()
     if isolation != "read_committed":
         raise ConfigError(
@@ -133,7 +133,7 @@ class ReceiptReader:
 
     def __init__(
         self,
-        bootstrap_servers: KafkaContext | str,
+        cluster: KafkaContext,
         *,
         topic: str = OUTBOX_RECEIPTS,
         group_id: str | None = None,
@@ -150,7 +150,7 @@ class ReceiptReader:
         self.remember = remember
         self._codec = codec or environment_codec()
         self._grouped = group_id is not None
-        self._consumer = Consumer(reader_config(bootstrap_servers, group_id, start, consumer_config))
+        self._consumer = Consumer(reader_config(cluster, group_id, start, consumer_config))
         self._pending: dict[int, int] = {}  # partition -> next offset, read but not yet handed back (grouped only)
         self._on_bad_record = on_bad_record
         self._deferred: list[Exception] = []  # raised by the next reads, in order: neighbours first

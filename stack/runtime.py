@@ -40,7 +40,7 @@ class ExternalStack:
         return self._endpoints
 
     def status(self) -> StackStatus:
-        cluster = KafkaContext.at(self._endpoints.bootstrap_servers, self._endpoints.kafka_config)
+        cluster = KafkaContext.recorded(self._endpoints)
         broker = broker_answers(cluster, timeout=5)
         auth = endpoints_connect_auth(self._endpoints)
         connect = connect_plugins(self._endpoints.connect_url, timeout=5, auth=auth) is not None

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from ikkai.contract.kafka import KafkaContext
 from ikkai.errors import IkkaiError
 from ikkai.settings import Endpoints, external_endpoints, jars_dir
 from stack.local_stack import LocalStack
@@ -70,6 +71,12 @@ def connectors_removed(connect_url: str) -> None:
 @pytest.fixture(scope="session")
 def bootstrap(stack: Endpoints) -> str:
     return stack.bootstrap_servers
+
+
+@pytest.fixture(scope="session")
+def cluster(stack: Endpoints) -> KafkaContext:
+    """The stack's Kafka cluster as every client reaches it, resolved once for the session from the stack's record."""
+    return KafkaContext.recorded(stack)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

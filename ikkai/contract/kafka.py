@@ -36,7 +36,7 @@ from ikkai.contract.kafka_security import (
     spark_kafka_options,
 )
 from ikkai.errors import ConfigError, KafkaAccessError
-from ikkai.settings import BOOTSTRAP_VAR, KAFKA_CONFIG_VAR, ikkai_home, recorded_endpoints
+from ikkai.settings import BOOTSTRAP_VAR, KAFKA_CONFIG_VAR, Endpoints, ikkai_home, recorded_endpoints
 
 IDEMPOTENT_PRODUCER: Mapping[str, Any] = {
     "enable.idempotence": True,
@@ -89,10 +89,22 @@ class KafkaContext:
         return cls(bootstrap_servers, client_security(env))
 
     @classmethod
-    def of(cls, where: KafkaContext | str, env: Mapping[str, str] = os.environ) -> KafkaContext:
-        """``where`` itself, or a bare address through ``from_environment``: for the public constructors that take
-        either (the outbox emitter, the receipt reader, the outbox topics), where a service starts."""
-        return where if isinstance(where, KafkaContext) else cls.from_environment(where, env)
+    def of(cls, where: KafkaContext, source: str) -> KafkaContext:
+        """``where``, checked to be a resolved cluster: for the public constructors that take one (the outbox emitter,
+        the receipt reader, the outbox topics). A bare address is refused, never resolved here: the environment is
+        read once, where the service starts, not by every constructor it calls."""
+        if isinstance(where, KafkaContext):
+            return where
+        raise ConfigError(
+            source, "cluster", f"is a {type(where).__name__}, not a KafkaContext",
+            fix="resolve the cluster once where the service starts, KafkaContext.from_environment(address) "
+            "(IKKAI_KAFKA_CONFIG's client file, read then), and pass that context",
+        )  # fmt: skip
+
+    @classmethod
+    def recorded(cls, endpoints: Endpoints) -> KafkaContext:
+        """The cluster a running stack's endpoints name, with the client file they record (none: PLAINTEXT)."""
+        return cls.at(endpoints.bootstrap_servers, endpoints.kafka_config or None)
 
     @classmethod
     def at(cls, bootstrap_servers: str, security_file: str | Path | None) -> KafkaContext:

@@ -30,7 +30,7 @@ def test_a_demo_readers_librdkafka_lines_go_to_the_run_log_not_stderr(
 ) -> None:
     log = client_logs.kept_in(run_dir)
     consumer = _consumer(
-        KafkaContext.of("127.0.0.1:9")
+        KafkaContext("127.0.0.1:9")
     )  # nothing listens: librdkafka complains that the connection is refused
     deadline = time.monotonic() + 30
     try:

@@ -73,8 +73,10 @@ def test_a_reason_never_shows_a_card_number_or_a_credential() -> None:
 
 
 @pytest.mark.integration
-def test_recent_dead_letters_are_read_from_their_topics_end_by_their_headers(bootstrap: str) -> None:
-    kafka = KafkaContext.of(bootstrap)
+def test_recent_dead_letters_are_read_from_their_topics_end_by_their_headers(
+    bootstrap: str, cluster: KafkaContext
+) -> None:
+    kafka = cluster
     topic = f"dlq.test-{uuid.uuid4().hex[:10]}"
     admin = AdminClient(kafka.client_config())
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)

@@ -121,7 +121,7 @@ def new_query(bootstrap: str) -> tuple[str, str, str]:
     """
     app, name = f"-eos{10**13 - time.time_ns() // 1_000_000:013d}{uuid.uuid4().hex[:6]}", "infer"
     topic = commits_topic_for(app, name)
-    ensure_commits_topic(KafkaContext.of(bootstrap), topic, 2)
+    ensure_commits_topic(KafkaContext.from_environment(bootstrap), topic, 2)
     return app, name, topic
 
 
@@ -144,7 +144,7 @@ def write_markers(bootstrap: str, topic: str, markers: list[CommitMarker]) -> No
 
 
 def reader_of(bootstrap: str, now: list[float]) -> HealthReader:
-    return HealthReader(KafkaContext.of(bootstrap), clock=lambda: now[0])
+    return HealthReader(KafkaContext.from_environment(bootstrap), clock=lambda: now[0])
 
 
 @pytest.mark.integration

@@ -86,8 +86,8 @@ def test_the_outcomes_read_covers_from_the_latest_first_timestamp_of_a_cut_parti
 
 
 @pytest.mark.integration
-def test_events_decisions_and_dead_letters_read_back_against_the_markers(bootstrap: str) -> None:
-    kafka = KafkaContext.of(bootstrap)
+def test_events_decisions_and_dead_letters_read_back_against_the_markers(bootstrap: str, cluster: KafkaContext) -> None:
+    kafka = cluster
     suffix = uuid.uuid4().hex[:10]
     events_topic, decisions_topic, dlq = f"events.{suffix}", f"decisions.{suffix}", f"dlq.{suffix}"
     admin = AdminClient(kafka.client_config())
@@ -124,11 +124,11 @@ def test_events_decisions_and_dead_letters_read_back_against_the_markers(bootstr
 
 @pytest.mark.integration
 def test_after_a_real_infer_run_every_event_is_judged_and_a_missing_and_a_repeated_decision_show(
-    bootstrap: str, tmp_path: Path
+    bootstrap: str, cluster: KafkaContext, tmp_path: Path
 ) -> None:
     """The infer job's own markers (in place: one input partition each) judge every event once the run committed;
     a decision then removed from its topic and one written a second time (transactionally) are each reported."""
-    kafka = KafkaContext.of(bootstrap)
+    kafka = cluster
     payments = payment_records(simulate(7, payments=24).payments)
     source = create_topic(bootstrap, unique("events.payments"), 2)
     produce_payments(bootstrap, source, payments, 2)

@@ -15,7 +15,7 @@ from ikkai.contract.kafka import KafkaContext
 
 class Answering(HealthReader):
     def __init__(self, outcome: Health | Exception) -> None:
-        super().__init__(KafkaContext.of("127.0.0.1:9"))
+        super().__init__(KafkaContext("127.0.0.1:9"))
         self.outcome = outcome
         self.calls = 0
 

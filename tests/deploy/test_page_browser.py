@@ -270,7 +270,7 @@ def test_the_health_view_shows_each_querys_last_markers_and_an_open_transaction(
     page: Page, own_stack: tuple[LocalStack, Endpoints]
 ) -> None:
     bootstrap = own_stack[1].bootstrap_servers
-    kafka = KafkaContext.of(bootstrap)
+    kafka = KafkaContext.recorded(own_stack[1])
     ensure_topics(kafka, [DLQ_ENRICH, EVENTS_PAYMENTS, DECISIONS_FRAUD, OUTBOX_REQUESTS, OUTBOX_RECEIPTS], 2)
     producer = Producer(kafka.producer_config())
     # Dead letters as enrich writes them, one quoting a card number: the view counts them and masks it. A
@@ -295,7 +295,7 @@ def test_the_health_view_shows_each_querys_last_markers_and_an_open_transaction(
     producer.flush(30)
     queries = {"enrich": (INGEST_PAYMENTS, EVENTS_PAYMENTS), "infer": (EVENTS_PAYMENTS, DECISIONS_FRAUD)}
     for query, (source, output) in queries.items():
-        ensure_commits_topic(KafkaContext.of(bootstrap), commits_topic_for("ikkai", query), 2)
+        ensure_commits_topic(kafka, commits_topic_for("ikkai", query), 2)
         write_markers(bootstrap, commits_topic_for("ikkai", query), [
             CommitMarker("ikkai", query, p, batch, 2, 40 + p, source, {0: 100 * batch + p, 1: 90 * batch},
                          output_topics=(output,), writer_version="fraud-v3" if query == "infer" else "enrich-1")

@@ -121,8 +121,10 @@ def test_the_receipts_read_covers_from_the_latest_first_timestamp_of_a_cut_parti
 
 
 @pytest.mark.integration
-def test_the_reconciliation_reads_requests_and_receipts_in_windows_that_line_up(bootstrap: str) -> None:
-    kafka = KafkaContext.of(bootstrap)
+def test_the_reconciliation_reads_requests_and_receipts_in_windows_that_line_up(
+    bootstrap: str, cluster: KafkaContext
+) -> None:
+    kafka = cluster
     suffix = uuid.uuid4().hex[:10]
     requests_topic, receipts_topic = f"{OUTBOX_REQUESTS}.{suffix}", f"{OUTBOX_RECEIPTS}.{suffix}"
     admin = AdminClient(kafka.client_config())
@@ -173,7 +175,7 @@ def test_with_the_real_outbox_sink_every_request_it_committed_is_judged_and_a_lo
     requests = [make_request(i, f"pay-{i}") for i in range(6)]
     sink.emit(requests)
     assert len(sink.receipts().wait_for([r.decision_id for r in requests], 120)) == len(requests)
-    kafka = KafkaContext.of(sink.endpoints.bootstrap_servers)
+    kafka = KafkaContext.recorded(sink.endpoints)
     admin = AdminClient(kafka.client_config())
     partitions_of = {sink.requests_topic: [0], sink.receipts_topic: [0]}
     groups = in_child(kafka.client_config())

@@ -41,13 +41,15 @@ def _properties(path: Path, settings: dict[str, str]) -> Path:
 
 def _round_trip(bootstrap: str, topic: str, value: bytes) -> None:
     """One committed transaction on a new topic, read back by a read_committed consumer."""
-    assert kafka.ensure_topics(KafkaContext.of(bootstrap), [topic], 1) == [topic]
-    producer = Producer(KafkaContext.of(bootstrap).producer_config(**{"transactional.id": f"t-{topic}"}))
+    assert kafka.ensure_topics(KafkaContext.from_environment(bootstrap), [topic], 1) == [topic]
+    producer = Producer(KafkaContext.from_environment(bootstrap).producer_config(**{"transactional.id": f"t-{topic}"}))
     producer.init_transactions(30)
     producer.begin_transaction()
     producer.produce(topic, key=b"k", value=value)
     producer.commit_transaction(30)
-    consumer = Consumer(KafkaContext.of(bootstrap).consumer_config(f"g-{topic}", **{"auto.offset.reset": "earliest"}))
+    consumer = Consumer(
+        KafkaContext.from_environment(bootstrap).consumer_config(f"g-{topic}", **{"auto.offset.reset": "earliest"})
+    )
     consumer.subscribe([topic])
     try:
         message = None
@@ -66,10 +68,10 @@ def test_a_transaction_goes_through_sasl_ssl_with_the_one_client_file(
     endpoints, secrets = secure_stack
     monkeypatch.setenv(CONFIG_VAR, endpoints.kafka_config)
     bootstrap = endpoints.bootstrap_servers
-    kafka.check_access(KafkaContext.of(bootstrap))
+    kafka.check_access(KafkaContext.from_environment(bootstrap))
     _round_trip(bootstrap, f"secure.{uuid.uuid4().hex[:8]}", b"over TLS, as ikkai")
     assert secrets.client_password not in repr(client_security())  # the settings never show it in a repr
-    assert KafkaContext.of(bootstrap).producer_config()["security.protocol"] == "SASL_SSL"
+    assert KafkaContext.from_environment(bootstrap).producer_config()["security.protocol"] == "SASL_SSL"
 
 
 def test_a_plain_login_from_the_client_file_is_accepted_too(
@@ -83,14 +85,14 @@ def test_a_plain_login_from_the_client_file_is_accepted_too(
     }
     monkeypatch.setenv(CONFIG_VAR, str(_properties(tmp_path / "plain.properties", settings)))
     bootstrap = endpoints.bootstrap_servers
-    assert KafkaContext.of(bootstrap).producer_config()["sasl.mechanism"] == "PLAIN"
-    kafka.check_access(KafkaContext.of(bootstrap), timeout=10)
+    assert KafkaContext.from_environment(bootstrap).producer_config()["sasl.mechanism"] == "PLAIN"
+    kafka.check_access(KafkaContext.from_environment(bootstrap), timeout=10)
     _round_trip(bootstrap, f"secure.plain.{uuid.uuid4().hex[:8]}", b"over PLAIN")
     # The wrong password through PLAIN is refused in one line, like SCRAM's.
     settings["sasl.jaas.config"] = f'{PLAIN_MODULE} required username="{CLIENT_USER}" password="not-it";'
     monkeypatch.setenv(CONFIG_VAR, str(_properties(tmp_path / "plain-wrong.properties", settings)))
     with pytest.raises(KafkaAccessError) as caught:
-        kafka.check_access(KafkaContext.of(bootstrap), timeout=10)
+        kafka.check_access(KafkaContext.from_environment(bootstrap), timeout=10)
     assert caught.value.reason == "authentication" and "\n" not in str(caught.value)
 
 
@@ -106,7 +108,7 @@ def test_a_client_the_cluster_refuses_gets_one_line_naming_the_cluster_and_what_
         settings = {"security.protocol": "PLAINTEXT"}
     monkeypatch.setenv(CONFIG_VAR, str(_properties(tmp_path / "client.properties", settings)))
     with pytest.raises(KafkaAccessError) as caught:
-        kafka.check_access(KafkaContext.of(endpoints.bootstrap_servers), timeout=10)
+        kafka.check_access(KafkaContext.recorded(endpoints), timeout=10)
     error = caught.value
     assert error.reason == {"wrong password": "authentication", "wrong CA": "tls", "plaintext": "protocol"}[case]
     assert endpoints.bootstrap_servers in str(error) and error.fix
@@ -144,7 +146,7 @@ def test_a_bundle_applied_through_https_and_basic_auth_lands_its_lines_through_s
     monkeypatch.setenv(CONFIG_VAR, endpoints.kafka_config)
     name = uuid.uuid4().hex[:8]
     topics = {"payments": f"ingest.sec-{name}", "refunds": f"ingest.sec-refunds-{name}"}
-    kafka.ensure_topics(KafkaContext.of(endpoints.bootstrap_servers), list(topics.values()), 1)
+    kafka.ensure_topics(KafkaContext.recorded(endpoints), list(topics.values()), 1)
     files = {source: tmp_path / f"{source}.jsonl" for source in topics}
     for path in files.values():
         path.write_text("")
@@ -155,7 +157,7 @@ def test_a_bundle_applied_through_https_and_basic_auth_lands_its_lines_through_s
     assert applied.returncode == 0, applied.stderr
     files["payments"].write_text('{"payment_id": "pay-secure-1", "amount": "1.00"}\n')
     consumer = Consumer(
-        KafkaContext.of(endpoints.bootstrap_servers).consumer_config(f"g-{name}", **{"auto.offset.reset": "earliest"})
+        KafkaContext.recorded(endpoints).consumer_config(f"g-{name}", **{"auto.offset.reset": "earliest"})
     )
     consumer.subscribe([topics["payments"]])
     try:
@@ -203,7 +205,7 @@ def test_the_infer_job_and_the_emitter_work_through_sasl_ssl(
     decisions = [codec.decode("fraud_decision", value) for _, value in flat(by_partition(bootstrap, topics.decisions))]
     assert sorted(d["event_id"] for d in decisions) == sorted(str(p["event_id"]) for p in payments)
     request = OutboxRequest(decisions[0]["decision_id"], decisions[0]["payment_id"], "payments-api", "/x", b"{}", 1)
-    with OutboxEmitter(bootstrap, topic=topics.outbox) as emitter:
+    with OutboxEmitter(KafkaContext.from_environment(bootstrap), topic=topics.outbox) as emitter:
         emitter.emit(request)
     emitted = [codec.decode("outbox_request", v) for _, v in flat(by_partition(bootstrap, topics.outbox))]
     assert any(r["decision_id"] == request.decision_id and r["path"] == "/x" for r in emitted)
@@ -220,7 +222,7 @@ def test_the_enrich_job_works_through_sasl_ssl(
     name = unique("sec")
     topics = EnrichTopics(f"ingest.{name}", f"events.{name}", f"dlq.{name}", f"md.m.{name}", f"md.c.{name}")
     merchants, customers = generate_profiles(stream.world, 11)
-    publish_profiles(KafkaContext.of(bootstrap), merchants, customers, merchants_topic=topics.merchants,
+    publish_profiles(KafkaContext.from_environment(bootstrap), merchants, customers, merchants_topic=topics.merchants,
                      customers_topic=topics.customers, transactional_id=unique("test.masterdata"))  # fmt: skip
     for topic in (topics.input, topics.events, topics.dlq):
         create_topic(bootstrap, topic, 1)

@@ -71,7 +71,7 @@ def serving(tmp_path: Path, endpoints: Endpoints) -> Iterator[tuple[subprocess.P
 
 def sink_group(endpoints: Endpoints) -> str:
     """A ``connect-*`` group with committed offsets, so that every sample reads one group's offsets."""
-    kafka = KafkaContext.of(endpoints.bootstrap_servers)
+    kafka = KafkaContext.recorded(endpoints)
     topic = f"restart-in-{uuid.uuid4().hex[:10]}"
     admin = AdminClient(kafka.client_config())  # kept until the future is done: a collected client ends it
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)

@@ -199,14 +199,14 @@ class GuideEnrichProcess(InferProcess):
 
 @pytest.mark.integration
 def test_the_guides_field_reaches_events_payments(
-    bootstrap: str, workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+    bootstrap: str, cluster: KafkaContext, workspace: Workspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Step 6: the job run as the guide says writes the new schema version, with the transform's value."""
     name = unique("guide")
     topics = EnrichTopics(f"ingest.{name}", f"events.{name}", f"dlq.{name}", f"masterdata.merchants.{name}",
                           f"masterdata.customers.{name}")  # fmt: skip
     create_topic(bootstrap, topics.input, PARTITIONS)
-    produce_lines(KafkaContext.from_environment(bootstrap), topics.input, raw_lines())
+    produce_lines(cluster, topics.input, raw_lines())
     for variable, value in exports(guide_steps()["check"].body).items():
         monkeypatch.setenv(variable, value)
     monkeypatch.chdir(workspace.root)

@@ -63,7 +63,7 @@ class Pipeline:
 
     def recreate_input(self, partitions: int) -> None:
         """The input deleted and created again under its name (a new topic id, offsets from 0)."""
-        admin = AdminClient(KafkaContext.of(self.bootstrap).client_config())
+        admin = AdminClient(KafkaContext.from_environment(self.bootstrap).client_config())
         admin.delete_topics([self.topics.input], operation_timeout=60)[self.topics.input].result(90)
         end = time.monotonic() + 90
         while True:  # the deletion completes in the background: "already exists" (marked for deletion) until then
@@ -79,7 +79,7 @@ class Pipeline:
 
     def grow(self, partitions: int) -> None:
         """Every topic of the layout grown to ``partitions`` (Kafka adds partitions, it never removes them)."""
-        cluster = KafkaContext.of(self.bootstrap)
+        cluster = KafkaContext.from_environment(self.bootstrap)
         admin = AdminClient(cluster.client_config())
         for future in admin.create_partitions([NewPartitions(t, partitions) for t in self.layout]).values():
             future.result(timeout=60)

@@ -18,6 +18,7 @@ from deploy import bundle_ops
 from deploy.bundle_ops import BundleRequest, bundle_folder
 from deploy.connect_rest import ConnectClient
 from deploy.reconcile import Reconciler
+from ikkai.contract.kafka import KafkaContext
 from ikkai.settings import Endpoints
 from outbox_sink import OutboxEmitter, OutboxRequest, ReceiptReader, create_outbox_topics, derive_decision_id
 from stack.kit.topic_io import unique
@@ -96,7 +97,7 @@ class DeployedSink:
 
     def emitter(self, transactional_id: str | None = None) -> OutboxEmitter:
         return OutboxEmitter(
-            self.endpoints.bootstrap_servers, transactional_id=transactional_id, topic=self.requests_topic
+            KafkaContext.recorded(self.endpoints), transactional_id=transactional_id, topic=self.requests_topic
         )
 
     def emit(self, requests: list[OutboxRequest]) -> None:
@@ -105,7 +106,7 @@ class DeployedSink:
                 emitter.emit(request)
 
     def receipts(self) -> ReceiptReader:
-        reader = ReceiptReader(self.endpoints.bootstrap_servers, topic=self.receipts_topic)
+        reader = ReceiptReader(KafkaContext.recorded(self.endpoints), topic=self.receipts_topic)
         self.readers.append(reader)
         return reader
 
@@ -208,7 +209,7 @@ def deploy_sink(
     topics = {"requests": unique("outbox.requests"), "receipts": unique("outbox.receipts"), "dlq": unique("outbox")}
     dlq_topic = "dlq." + topics["dlq"]
     create_outbox_topics(
-        endpoints.bootstrap_servers,
+        KafkaContext.recorded(endpoints),
         requests=topics["requests"],
         receipts=topics["receipts"],
         dlq=dlq_topic,

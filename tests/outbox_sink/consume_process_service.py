@@ -28,6 +28,7 @@ from collections.abc import Sequence
 
 from confluent_kafka import Consumer, KafkaError, Message
 
+from ikkai.contract.kafka import KafkaContext
 from outbox_sink import OutboxDeliveryError, OutboxEmitter, OutboxRequest, derive_decision_id
 from outbox_sink.emitter import TransactionalConsumer
 
@@ -59,7 +60,9 @@ class Service:
         self.kill_at: str = args.kill_at
         self.kill_after: int = args.kill_after
         # The emitter first: its init_transactions aborts what a killed predecessor left open.
-        self.emitter = OutboxEmitter(args.bootstrap, transactional_id=args.transactional_id, topic=args.outbox)
+        self.emitter = OutboxEmitter(
+            KafkaContext.from_environment(args.bootstrap), transactional_id=args.transactional_id, topic=args.outbox
+        )
         config = {
             "bootstrap.servers": args.bootstrap,
             "group.id": args.group,

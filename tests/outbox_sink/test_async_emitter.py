@@ -17,6 +17,7 @@ import pytest
 from confluent_kafka import Producer, TopicPartition
 
 from ikkai.contract.codec import default_codec
+from ikkai.contract.kafka import KafkaContext
 from outbox_sink import (
     AsyncOutboxEmitter,
     CommittedDespiteCancelError,
@@ -51,7 +52,7 @@ def topics(bootstrap: str) -> Iterator[tuple[str, str]]:
 
 def test_an_emitter_must_be_started_and_an_idempotent_one_has_no_transactions() -> None:
     async def scenario() -> None:
-        emitter = AsyncOutboxEmitter(NOWHERE, producer_config={"log_level": 0})
+        emitter = AsyncOutboxEmitter(KafkaContext(NOWHERE), producer_config={"log_level": 0})
         with pytest.raises(OutboxDeliveryError) as caught:
             await emitter.emit(make_request(0, "pay-0"))
         assert caught.value.fatal and "start" in str(caught.value)
@@ -70,12 +71,14 @@ def test_an_emitter_must_be_started_and_an_idempotent_one_has_no_transactions() 
 
 
 @pytest.mark.integration
-def test_idempotent_requests_are_on_the_topic_after_flush(bootstrap: str, topics: tuple[str, str]) -> None:
+def test_idempotent_requests_are_on_the_topic_after_flush(
+    bootstrap: str, cluster: KafkaContext, topics: tuple[str, str]
+) -> None:
     requests_topic, _ = topics
     sent = [make_request(i, f"pay-{i % 3}") for i in range(20)]
 
     async def scenario() -> None:
-        async with AsyncOutboxEmitter(bootstrap, topic=requests_topic) as emitter:
+        async with AsyncOutboxEmitter(cluster, topic=requests_topic) as emitter:
             ids = [await emitter.emit(r, headers={"traceparent": "00-1-2-01"}) for r in sent]
             await emitter.flush()
         assert ids == [r.decision_id for r in sent]
@@ -87,14 +90,14 @@ def test_idempotent_requests_are_on_the_topic_after_flush(bootstrap: str, topics
 
 @pytest.mark.integration
 def test_a_transaction_commits_everything_or_an_exception_aborts_everything(
-    bootstrap: str, topics: tuple[str, str]
+    bootstrap: str, cluster: KafkaContext, topics: tuple[str, str]
 ) -> None:
     requests_topic, own_topic = topics
     committed = [make_request(i, f"pay-{i}") for i in range(5)]
     aborted = [make_request(100 + i, f"pay-{i}") for i in range(5)]
 
     async def scenario() -> None:
-        async with AsyncOutboxEmitter(bootstrap, transactional_id=unique("svc"), topic=requests_topic) as emitter:
+        async with AsyncOutboxEmitter(cluster, transactional_id=unique("svc"), topic=requests_topic) as emitter:
             with pytest.raises(Boom):
                 async with emitter.transaction():
                     for r in aborted:
@@ -115,13 +118,15 @@ def test_a_transaction_commits_everything_or_an_exception_aborts_everything(
 
 
 @pytest.mark.integration
-def test_a_cancelled_transaction_is_aborted_and_the_emitter_goes_on(bootstrap: str, topics: tuple[str, str]) -> None:
+def test_a_cancelled_transaction_is_aborted_and_the_emitter_goes_on(
+    bootstrap: str, cluster: KafkaContext, topics: tuple[str, str]
+) -> None:
     requests_topic, _ = topics
     cancelled = make_request(1, "pay-1")
     after = make_request(2, "pay-2")
 
     async def scenario() -> None:
-        async with AsyncOutboxEmitter(bootstrap, transactional_id=unique("svc"), topic=requests_topic) as emitter:
+        async with AsyncOutboxEmitter(cluster, transactional_id=unique("svc"), topic=requests_topic) as emitter:
             emitted = asyncio.Event()
 
             async def service() -> None:
@@ -252,7 +257,7 @@ async def attempt(emitter: AsyncOutboxEmitter, request: OutboxRequest, how: Inte
 @pytest.mark.parametrize("how", ["wait_for", "asyncio.timeout", "task.cancel"])
 @pytest.mark.parametrize("commit", ["commits", "is fenced"])
 def test_a_caller_that_retries_on_timeout_or_cancellation_during_the_commit_emits_exactly_once(
-    bootstrap: str, topics: tuple[str, str], how: Interruption, commit: str
+    bootstrap: str, cluster: KafkaContext, topics: tuple[str, str], how: Interruption, commit: str
 ) -> None:
     """The worst moment built on purpose: the commit is held at a gate on the emitter's thread while the
     deadline passes (the loop's clock jumps) or the task is cancelled, and then commits (or fails: a newer
@@ -271,7 +276,7 @@ def test_a_caller_that_retries_on_timeout_or_cancellation_during_the_commit_emit
     async def scenario() -> None:
         loop = asyncio.get_running_loop()
         assert isinstance(loop, JumpingClock)
-        emitter = await AsyncOutboxEmitter(bootstrap, transactional_id=transactional_id, topic=requests_topic).start()
+        emitter = await AsyncOutboxEmitter(cluster, transactional_id=transactional_id, topic=requests_topic).start()
         gate = Gate(emitter, "commit_transaction")
 
         async def interrupt(serving: list[asyncio.Task[Any]], answered: asyncio.Event) -> None:
@@ -283,7 +288,7 @@ def test_a_caller_that_retries_on_timeout_or_cancellation_during_the_commit_emit
             await until(lambda: serving[0].cancelling() > 0 or answered.is_set(), f"{how} never cancelled the task")
             if commit == "is fenced":
                 await asyncio.to_thread(
-                    lambda: OutboxEmitter(bootstrap, transactional_id=transactional_id, topic=requests_topic).close()
+                    lambda: OutboxEmitter(cluster, transactional_id=transactional_id, topic=requests_topic).close()
                 )
             gate.open.set()
 
@@ -300,7 +305,7 @@ def test_a_caller_that_retries_on_timeout_or_cancellation_during_the_commit_emit
         finally:
             await emitter.close()
         while views[-1][0] == "not committed" and len(views) < 3:  # the caller retries, a new instance if fenced
-            async with AsyncOutboxEmitter(bootstrap, transactional_id=transactional_id, topic=requests_topic) as again:
+            async with AsyncOutboxEmitter(cluster, transactional_id=transactional_id, topic=requests_topic) as again:
                 view = await attempt(again, request, how, leave_be)
             views.append((view, await asyncio.to_thread(on_the_topic)))
 
@@ -314,13 +319,15 @@ def test_a_caller_that_retries_on_timeout_or_cancellation_during_the_commit_emit
 
 
 @pytest.mark.integration
-def test_a_cancellation_during_a_failing_commit_is_not_done(bootstrap: str, topics: tuple[str, str]) -> None:
+def test_a_cancellation_during_a_failing_commit_is_not_done(
+    bootstrap: str, cluster: KafkaContext, topics: tuple[str, str]
+) -> None:
     """The commit fails (fenced meanwhile) while the task is cancelled: CancelledError, and nothing committed."""
     requests_topic, _ = topics
     transactional_id = unique("svc")
 
     async def scenario() -> None:
-        async with AsyncOutboxEmitter(bootstrap, transactional_id=transactional_id, topic=requests_topic) as emitter:
+        async with AsyncOutboxEmitter(cluster, transactional_id=transactional_id, topic=requests_topic) as emitter:
             gate = Gate(emitter, "commit_transaction")
 
             async def service() -> None:
@@ -330,7 +337,7 @@ def test_a_cancellation_during_a_failing_commit_is_not_done(bootstrap: str, topi
             task = asyncio.create_task(service())
             await gate.wait_running()
             await asyncio.to_thread(
-                lambda: OutboxEmitter(bootstrap, transactional_id=transactional_id, topic=requests_topic).close()
+                lambda: OutboxEmitter(cluster, transactional_id=transactional_id, topic=requests_topic).close()
             )  # a newer instance fences this one before its commit reaches the broker
             task.cancel()
             await settle()
@@ -345,7 +352,7 @@ def test_a_cancellation_during_a_failing_commit_is_not_done(bootstrap: str, topi
 
 @pytest.mark.integration
 def test_a_second_cancellation_during_the_abort_resumes_the_task_only_after_the_abort_and_rewind(
-    bootstrap: str, topics: tuple[str, str]
+    bootstrap: str, cluster: KafkaContext, topics: tuple[str, str]
 ) -> None:
     requests_topic, _ = topics
     input_topic = create_topic(bootstrap, unique("decisions.in"))
@@ -361,7 +368,7 @@ def test_a_second_cancellation_during_the_abort_resumes_the_task_only_after_the_
     resumed: list[tuple[bool, bool]] = []
 
     async def scenario() -> None:
-        async with AsyncOutboxEmitter(bootstrap, transactional_id=unique("svc"), topic=requests_topic) as emitter:
+        async with AsyncOutboxEmitter(cluster, transactional_id=unique("svc"), topic=requests_topic) as emitter:
             read: list[int] = []
             while len(read) < 3:
                 read += [m.offset() or 0 for m in await asyncio.to_thread(consumer.consume, 3, 1.0) if not m.error()]
@@ -400,7 +407,9 @@ def test_a_second_cancellation_during_the_abort_resumes_the_task_only_after_the_
 
 
 @pytest.mark.integration
-def test_input_offsets_commit_with_the_requests_and_an_abort_rewinds(bootstrap: str, topics: tuple[str, str]) -> None:
+def test_input_offsets_commit_with_the_requests_and_an_abort_rewinds(
+    bootstrap: str, cluster: KafkaContext, topics: tuple[str, str]
+) -> None:
     requests_topic, _ = topics
     input_topic = create_topic(bootstrap, unique("decisions.in"))
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
@@ -423,7 +432,7 @@ def test_input_offsets_commit_with_the_requests_and_an_abort_rewinds(bootstrap: 
 
     async def scenario() -> list[list[int]]:
         seen = []
-        async with AsyncOutboxEmitter(bootstrap, transactional_id=unique("svc"), topic=requests_topic) as emitter:
+        async with AsyncOutboxEmitter(cluster, transactional_id=unique("svc"), topic=requests_topic) as emitter:
             first = await take(4)
             with pytest.raises(Boom):
                 async with emitter.transaction(consumer):
@@ -451,14 +460,14 @@ def test_input_offsets_commit_with_the_requests_and_an_abort_rewinds(bootstrap: 
 
 @pytest.mark.integration
 def test_a_newer_emitter_with_the_same_transactional_id_fences_the_older(
-    bootstrap: str, topics: tuple[str, str]
+    bootstrap: str, cluster: KafkaContext, topics: tuple[str, str]
 ) -> None:
     requests_topic, _ = topics
     transactional_id = unique("svc")
 
     async def scenario() -> None:
-        zombie = AsyncOutboxEmitter(bootstrap, transactional_id=transactional_id, topic=requests_topic)
-        new = AsyncOutboxEmitter(bootstrap, transactional_id=transactional_id, topic=requests_topic)
+        zombie = AsyncOutboxEmitter(cluster, transactional_id=transactional_id, topic=requests_topic)
+        new = AsyncOutboxEmitter(cluster, transactional_id=transactional_id, topic=requests_topic)
         async with zombie, new:  # the newer one's init_transactions fences the older
             with pytest.raises(OutboxDeliveryError) as caught:
                 async with zombie.transaction():
@@ -473,7 +482,7 @@ def test_a_newer_emitter_with_the_same_transactional_id_fences_the_older(
 
 @pytest.mark.integration
 def test_closing_an_emitter_fenced_with_a_record_in_flight_is_quiet_and_loses_nothing_committed(
-    bootstrap: str, topics: tuple[str, str]
+    bootstrap: str, cluster: KafkaContext, topics: tuple[str, str]
 ) -> None:
     """A shutdown hook closing a fenced emitter mid-transaction: its record's AddPartitionsToTxn came
     back fenced, so the fatal error and the record's failed delivery report wait in the same queue
@@ -482,8 +491,8 @@ def test_closing_an_emitter_fenced_with_a_record_in_flight_is_quiet_and_loses_no
     fenced, and only the newer emitter's request is ever read."""
     requests_topic, _ = topics
     transactional_id = unique("svc")
-    zombie = OutboxEmitter(bootstrap, transactional_id=transactional_id, topic=requests_topic)
-    with OutboxEmitter(bootstrap, transactional_id=transactional_id, topic=requests_topic) as newer:
+    zombie = OutboxEmitter(cluster, transactional_id=transactional_id, topic=requests_topic)
+    with OutboxEmitter(cluster, transactional_id=transactional_id, topic=requests_topic) as newer:
         stale, fresh = make_request(1, "pay-1"), make_request(2, "pay-2")
         closed_quietly = False
         with pytest.raises(OutboxDeliveryError) as caught, zombie.transaction():

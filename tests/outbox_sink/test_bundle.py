@@ -11,6 +11,7 @@ from connectors.render import load_bundle, render_bundle
 from demo.receiver import ReferenceReceiver
 from deploy.connect_rest import ConnectClient
 from deploy.reconcile import Reconciler
+from ikkai.contract.kafka import KafkaContext
 from ikkai.settings import Endpoints
 from outbox_sink import OutboxEmitter, ReceiptReader, create_outbox_topics
 from stack.kit.topic_io import unique
@@ -35,7 +36,10 @@ def test_the_applied_bundle_delivers_with_the_secret_from_a_config_provider(stac
     secrets.write_text("payments_api_authorization=Bearer from-a-file\n")
     topics = {"requests": unique("outbox.requests"), "receipts": unique("outbox.receipts"), "dlq": unique("outbox")}
     create_outbox_topics(
-        stack.bootstrap_servers, requests=topics["requests"], receipts=topics["receipts"], dlq="dlq." + topics["dlq"]
+        KafkaContext.recorded(stack),
+        requests=topics["requests"],
+        receipts=topics["receipts"],
+        dlq="dlq." + topics["dlq"],
     )
     with ReferenceReceiver(tmp_path / "r.sqlite", auth=("Authorization", "Bearer from-a-file")) as receiver:
         sets = [
@@ -56,10 +60,10 @@ def test_the_applied_bundle_delivers_with_the_secret_from_a_config_provider(stac
             assert stored["outbox.target.payments-api.auth.secret"] == f"${{file:{secrets}:payments_api_authorization}}"
             paid = make_request(0, "pay-bundle")
             unauthenticated = make_request(1, "order-bundle", target="notifications-api", prefix="notify")
-            with OutboxEmitter(stack.bootstrap_servers, topic=topics["requests"]) as emitter:
+            with OutboxEmitter(KafkaContext.recorded(stack), topic=topics["requests"]) as emitter:
                 emitter.emit(paid)
                 emitter.emit(unauthenticated)
-            with ReceiptReader(stack.bootstrap_servers, topic=topics["receipts"]) as reader:
+            with ReceiptReader(KafkaContext.recorded(stack), topic=topics["receipts"]) as reader:
                 receipts = reader.wait_for([paid.decision_id, unauthenticated.decision_id], 120)
         finally:
             reconciler.delete(rendered)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import Consumer
 
+from ikkai.contract.kafka import KafkaContext
 from ikkai.errors import ConfigError
 from outbox_sink import OutboxDeliveryError, OutboxEmitter
 from outbox_sink.emitter import TransactionalConsumer, transactional_consumer_config
@@ -19,7 +20,7 @@ NOWHERE = "127.0.0.1:9"  # nothing listens: these checks fail before anything is
 
 
 def test_an_idempotent_emitter_refuses_own_output_and_transactions() -> None:
-    emitter = OutboxEmitter(NOWHERE, producer_config={"log_level": 0})  # quiet: nothing listens there
+    emitter = OutboxEmitter(KafkaContext(NOWHERE), producer_config={"log_level": 0})  # quiet: nothing listens there
     assert not emitter.transactional
     with pytest.raises(OutboxDeliveryError) as caught:
         emitter.produce("decisions.fraud", b"pay-1", b"x")
@@ -34,7 +35,7 @@ def quiet_consumer(**config: object) -> dict[str, object]:
 
 
 def test_committing_input_offsets_needs_a_transactional_emitter() -> None:
-    emitter = OutboxEmitter(NOWHERE, producer_config={"log_level": 0})
+    emitter = OutboxEmitter(KafkaContext(NOWHERE), producer_config={"log_level": 0})
     consumer = TransactionalConsumer(quiet_consumer())
     try:
         with pytest.raises(OutboxDeliveryError) as caught, emitter.transaction(consumer):
@@ -49,7 +50,7 @@ def test_committing_input_offsets_needs_a_transactional_emitter() -> None:
 
 
 def test_a_consumer_the_emitter_cannot_check_is_refused() -> None:
-    emitter = OutboxEmitter(NOWHERE, producer_config={"log_level": 0})
+    emitter = OutboxEmitter(KafkaContext(NOWHERE), producer_config={"log_level": 0})
     consumer = Consumer(quiet_consumer())  # auto-commits by default: offsets would commit without the requests
     try:
         with pytest.raises(ConsumedOffsetsError) as caught, emitter.transaction(consumer):  # type: ignore[arg-type]
@@ -101,7 +102,7 @@ def test_a_transactional_consumer_refuses_to_commit_on_its_own() -> None:
 def test_trace_headers_the_sink_could_not_send_are_refused_before_anything_is_queued(
     headers: dict[str, str], said: str
 ) -> None:
-    emitter = OutboxEmitter(NOWHERE, producer_config={"log_level": 0})
+    emitter = OutboxEmitter(KafkaContext(NOWHERE), producer_config={"log_level": 0})
     try:
         with pytest.raises(OutboxRequestError) as caught:
             emitter.emit(make_request(1, "pay-1"), headers=headers)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaError, Message, Producer, TopicPartition
 
+from ikkai.contract.kafka import KafkaContext
 from outbox_sink import OutboxDeliveryError, OutboxEmitter
 from outbox_sink.emitter import TransactionalConsumer
 from stack.kit.topic_io import create_topic, read_all, unique
@@ -107,9 +108,11 @@ def test_offsets_committed_after_the_transaction_repeat_requests_after_a_kill(bo
     assert len(repeated) == last_batch > 0  # the last committed batch, emitted again after the restart
 
 
-def test_an_aborted_transaction_rewinds_the_consumer_to_read_its_input_again(bootstrap: str) -> None:
+def test_an_aborted_transaction_rewinds_the_consumer_to_read_its_input_again(
+    bootstrap: str, cluster: KafkaContext
+) -> None:
     service = ServiceRun(bootstrap)
-    emitter = OutboxEmitter(bootstrap, transactional_id=service.transactional_id, topic=service.outbox)
+    emitter = OutboxEmitter(cluster, transactional_id=service.transactional_id, topic=service.outbox)
     consumer = TransactionalConsumer({
         "bootstrap.servers": bootstrap, "group.id": service.group, "auto.offset.reset": "earliest",
     })  # fmt: skip
@@ -155,12 +158,14 @@ def read_to_end(consumer: TransactionalConsumer, timeout: float = 60.0) -> list[
     raise AssertionError(f"the consumer did not reach the end of {sorted(at_end)} in {timeout}s")
 
 
-def test_a_new_service_whose_first_transaction_aborts_reads_only_its_own_input_again(bootstrap: str) -> None:
+def test_a_new_service_whose_first_transaction_aborts_reads_only_its_own_input_again(
+    bootstrap: str, cluster: KafkaContext
+) -> None:
     """The documented consumer: no auto.offset.reset, so librdkafka's default, latest. The input holds
     INPUTS records of history the new service never read; its first transaction aborts. The rewind
     must put it back where it started, not at the start of the retained input."""
     service = ServiceRun(bootstrap)  # the history: INPUTS records, before the service exists
-    emitter = OutboxEmitter(bootstrap, transactional_id=service.transactional_id, topic=service.outbox)
+    emitter = OutboxEmitter(cluster, transactional_id=service.transactional_id, topic=service.outbox)
     consumer = TransactionalConsumer({
         "bootstrap.servers": bootstrap, "group.id": service.group, "enable.partition.eof": True,
     })  # fmt: skip
@@ -199,7 +204,9 @@ def next_offsets(batch: list[Message]) -> list[TopicPartition]:
     return [TopicPartition(topic, partition, offset + 1) for (topic, partition), offset in sorted(last.items())]
 
 
-def test_an_instance_that_lost_its_partitions_in_a_rebalance_cannot_commit_them(bootstrap: str) -> None:
+def test_an_instance_that_lost_its_partitions_in_a_rebalance_cannot_commit_them(
+    bootstrap: str, cluster: KafkaContext
+) -> None:
     """The generation fencing docs/outbox.md claims, built: instance A holds an open transaction over its
     batch and stalls (no poll) past max.poll.interval.ms while instance B joins the group; the group
     rebalances without A, B takes every partition, reads the same input, emits and commits. Then A
@@ -209,8 +216,8 @@ def test_an_instance_that_lost_its_partitions_in_a_rebalance_cannot_commit_them(
         "bootstrap.servers": bootstrap, "group.id": service.group, "auto.offset.reset": "earliest",
         "session.timeout.ms": 6000, "max.poll.interval.ms": 6000, "heartbeat.interval.ms": 500,
     }  # fmt: skip
-    emitter_a = OutboxEmitter(bootstrap, transactional_id=service.transactional_id + ".a", topic=service.outbox)
-    emitter_b = OutboxEmitter(bootstrap, transactional_id=service.transactional_id + ".b", topic=service.outbox)
+    emitter_a = OutboxEmitter(cluster, transactional_id=service.transactional_id + ".a", topic=service.outbox)
+    emitter_b = OutboxEmitter(cluster, transactional_id=service.transactional_id + ".b", topic=service.outbox)
     consumer_a, consumer_b = TransactionalConsumer(member), TransactionalConsumer(member)
     consumer_a.subscribe([service.input])
     taken_by_b: list[Message] = []
@@ -244,9 +251,9 @@ def test_an_instance_that_lost_its_partitions_in_a_rebalance_cannot_commit_them(
     assert set(seen) == everyone()
 
 
-def test_a_fenced_emitter_stops_with_a_fatal_error(bootstrap: str) -> None:
+def test_a_fenced_emitter_stops_with_a_fatal_error(bootstrap: str, cluster: KafkaContext) -> None:
     service = ServiceRun(bootstrap)
-    zombie = OutboxEmitter(bootstrap, transactional_id=service.transactional_id, topic=service.outbox)
+    zombie = OutboxEmitter(cluster, transactional_id=service.transactional_id, topic=service.outbox)
     consumer = TransactionalConsumer({
         "bootstrap.servers": bootstrap, "group.id": service.group, "auto.offset.reset": "earliest",
     })  # fmt: skip
@@ -256,7 +263,7 @@ def test_a_fenced_emitter_stops_with_a_fatal_error(bootstrap: str) -> None:
         with pytest.raises(OutboxDeliveryError) as caught, zombie.transaction(consumer):
             for message in batch:
                 zombie.emit(decide(message))
-            OutboxEmitter(bootstrap, transactional_id=service.transactional_id, topic=service.outbox).close()
+            OutboxEmitter(cluster, transactional_id=service.transactional_id, topic=service.outbox).close()
         assert caught.value.fatal
     finally:
         consumer.close()

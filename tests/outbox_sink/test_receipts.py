@@ -14,6 +14,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from ikkai.contract.codec import default_codec
+from ikkai.contract.kafka import KafkaContext
 from ikkai.errors import ConfigError
 from ikkai.settings import Endpoints
 from outbox_sink import BadReceipt, BadReceiptError, EffectRef, Receipt, ReceiptReader
@@ -62,7 +63,7 @@ def test_delivered_wins_whatever_the_order(
     # Budget exhausted, then the DLQ record replayed (or the task redelivered it) and the effect applied.
     write(producer, topic, receipt(order[0]), receipt(order[1], attempts=2))
 
-    with ReceiptReader(stack.bootstrap_servers, topic=topic) as reader:
+    with ReceiptReader(KafkaContext.recorded(stack), topic=topic) as reader:
         found = reader.wait_for(["d-1"], 30)
         reader.poll(1.0)  # nothing later changes the verdict
 
@@ -75,10 +76,12 @@ def receipt_of(decision_id: str, outcome: str = "DELIVERED") -> Receipt:
 
 
 @pytest.mark.integration
-def test_a_reader_reads_on_from_where_it_stopped(receipts_topic: tuple[str, Producer], bootstrap: str) -> None:
+def test_a_reader_reads_on_from_where_it_stopped(
+    receipts_topic: tuple[str, Producer], bootstrap: str, cluster: KafkaContext
+) -> None:
     topic, producer = receipts_topic
     write(producer, topic, receipt_of("d-1"), receipt_of("d-2"))
-    with ReceiptReader(bootstrap, topic=topic) as reader:
+    with ReceiptReader(cluster, topic=topic) as reader:
         assert set(reader.wait_for(["d-1", "d-2"], 30)) == {"d-1", "d-2"}
         write(producer, topic, receipt_of("d-3"), receipt_of("d-1"), receipt_of("d-4"))  # d-1: a repeat
         got = []
@@ -92,11 +95,11 @@ def test_a_reader_reads_on_from_where_it_stopped(receipts_topic: tuple[str, Prod
 
 @pytest.mark.integration
 def test_a_reader_remembers_only_the_last_effects_yet_finds_every_one_it_waits_for(
-    receipts_topic: tuple[str, Producer], bootstrap: str
+    receipts_topic: tuple[str, Producer], bootstrap: str, cluster: KafkaContext
 ) -> None:
     topic, producer = receipts_topic
     write(producer, topic, *(receipt_of(f"d-{i}") for i in range(5)))
-    with ReceiptReader(bootstrap, topic=topic, remember=2) as reader:
+    with ReceiptReader(cluster, topic=topic, remember=2) as reader:
         found = reader.wait_for([f"d-{i}" for i in range(5)], 30)
         assert sorted(found) == [f"d-{i}" for i in range(5)]
         assert [ref.decision_id for ref in reader.seen] == ["d-3", "d-4"]
@@ -115,7 +118,7 @@ def test_a_reader_remembers_only_the_last_effects_yet_finds_every_one_it_waits_f
 
 @pytest.mark.integration
 def test_one_name_of_two_kinds_is_two_effects_and_a_receipt_before_v3_is_its_own_effect(
-    receipts_topic: tuple[str, Producer], bootstrap: str
+    receipts_topic: tuple[str, Producer], bootstrap: str, cluster: KafkaContext
 ) -> None:
     topic, producer = receipts_topic
     name = "api/ok/1"  # explicit effect api/ok/1; default effect of target api, path /ok/1
@@ -128,7 +131,7 @@ def test_one_name_of_two_kinds_is_two_effects_and_a_receipt_before_v3_is_its_own
     hold_v3 = Receipt(**{**hold_v2.to_record(), "effect_kind": "EXPLICIT"})
     write(producer, topic, sent, by_default, before_v3, hold_v2, hold_v3)
 
-    with ReceiptReader(bootstrap, topic=topic) as reader:
+    with ReceiptReader(cluster, topic=topic) as reader:
         news = poll_until(reader, 5)
 
     assert [r.idempotency_key for r in news] == ["e" * 64, "d" * 64, "e" * 64]
@@ -198,7 +201,9 @@ def write_to(producer: Producer, topic: str, partition: int, *values: Receipt | 
 
 
 @pytest.mark.integration
-def test_a_bad_record_is_reported_once_and_read_past_on_its_partition_and_every_other(bootstrap: str) -> None:
+def test_a_bad_record_is_reported_once_and_read_past_on_its_partition_and_every_other(
+    bootstrap: str, cluster: KafkaContext
+) -> None:
     """One bad record on one partition once stopped the reader for all of them; now it is one BadReceiptError
     (partition, offset, problem) and the reader goes on: its partition past it, the others as they were."""
     topic = create_topic(bootstrap, unique("outbox.receipts"), 3)
@@ -206,7 +211,7 @@ def test_a_bad_record_is_reported_once_and_read_past_on_its_partition_and_every_
     write_to(producer, topic, 0, receipt_of("d-1"), NOT_A_RECEIPT, receipt_of("d-3"), NOT_A_RECEIPT, receipt_of("d-5"))
     write_to(producer, topic, 1, NOT_A_RECEIPT, receipt_of("d-6"))
     write_to(producer, topic, 2, receipt_of("d-7"), receipt_of("d-8"))
-    with ReceiptReader(bootstrap, topic=topic) as reader:
+    with ReceiptReader(cluster, topic=topic) as reader:
         got, bad = read_reporting_bad(reader, 6)
     assert sorted(r.decision_id for r in got) == ["d-1", "d-3", "d-5", "d-6", "d-7", "d-8"]
     assert [r.decision_id for r in got if r.decision_id in ("d-1", "d-3", "d-5")] == ["d-1", "d-3", "d-5"]
@@ -216,17 +221,17 @@ def test_a_bad_record_is_reported_once_and_read_past_on_its_partition_and_every_
 
 @pytest.mark.integration
 def test_a_group_commits_a_bad_record_once_the_caller_came_back_after_the_error(
-    receipts_topic: tuple[str, Producer], bootstrap: str
+    receipts_topic: tuple[str, Producer], bootstrap: str, cluster: KafkaContext
 ) -> None:
     topic, producer = receipts_topic
     group = unique("receipts-group")
     write_with_a_bad_record(producer, topic)
-    with pytest.raises(BadReceiptError), ReceiptReader(bootstrap, topic=topic, group_id=group) as reader:
+    with pytest.raises(BadReceiptError), ReceiptReader(cluster, topic=topic, group_id=group) as reader:
         got, caught = read_until_error(reader)
         assert got == ["d-1", "d-2"]  # its neighbours before it: handed back first
         assert (caught.topic, caught.partition, caught.offset) == (topic, 0, 2)
         raise caught  # the caller dies with the error in hand: the bad record is not committed
-    with ReceiptReader(bootstrap, topic=topic, group_id=group) as reader:
+    with ReceiptReader(cluster, topic=topic, group_id=group) as reader:
         got, caught = read_until_error(reader)
         assert got == [] and caught.offset == 2  # read again, reported again
         assert [r.decision_id for r in poll_until(reader, 2)] == ["d-3", "d-4"]  # came back: read on past it
@@ -239,12 +244,12 @@ def test_a_group_commits_a_bad_record_once_the_caller_came_back_after_the_error(
 
 @pytest.mark.integration
 def test_a_bad_record_reported_to_the_callback_costs_no_neighbour(
-    receipts_topic: tuple[str, Producer], bootstrap: str
+    receipts_topic: tuple[str, Producer], bootstrap: str, cluster: KafkaContext
 ) -> None:
     topic, producer = receipts_topic
     write_with_a_bad_record(producer, topic)
     bad: list[BadReceipt] = []
-    with ReceiptReader(bootstrap, topic=topic, on_bad_record=bad.append) as reader:
+    with ReceiptReader(cluster, topic=topic, on_bad_record=bad.append) as reader:
         got = [r.decision_id for r in poll_until(reader, 4)]
     assert got == ["d-1", "d-2", "d-3", "d-4"]
     assert [(b.partition, b.offset, b.key, b.value) for b in bad] == [(0, 2, b"d-bad", NOT_A_RECEIPT)]
@@ -253,7 +258,7 @@ def test_a_bad_record_reported_to_the_callback_costs_no_neighbour(
 
 @pytest.mark.integration
 def test_a_latest_reader_sees_what_commits_after_it_was_created_and_nothing_before(
-    receipts_topic: tuple[str, Producer], bootstrap: str
+    receipts_topic: tuple[str, Producer], bootstrap: str, cluster: KafkaContext
 ) -> None:
     topic, producer = receipts_topic
     write(producer, topic, receipt_of("before"))
@@ -263,7 +268,7 @@ def test_a_latest_reader_sees_what_commits_after_it_was_created_and_nothing_befo
     writer.begin_transaction()
     writer.produce(topic, key=b"open", value=default_codec().encode("outbox_receipt", receipt_of("open").to_record()))
     writer.flush(30)
-    with ReceiptReader(bootstrap, topic=topic, start="latest") as reader:
+    with ReceiptReader(cluster, topic=topic, start="latest") as reader:
         writer.commit_transaction(30)
         write(producer, topic, receipt_of("after"))
         found = reader.wait_for(["open", "after"], 30)
@@ -273,28 +278,28 @@ def test_a_latest_reader_sees_what_commits_after_it_was_created_and_nothing_befo
 
 @pytest.mark.integration
 def test_a_group_resumes_after_what_it_handed_back_and_rereads_what_a_crash_held(
-    receipts_topic: tuple[str, Producer], bootstrap: str
+    receipts_topic: tuple[str, Producer], bootstrap: str, cluster: KafkaContext
 ) -> None:
     topic, producer = receipts_topic
     group = unique("receipts-group")
     write(producer, topic, receipt_of("d-1"))
-    with ReceiptReader(bootstrap, topic=topic, group_id=group) as reader:
+    with ReceiptReader(cluster, topic=topic, group_id=group) as reader:
         assert set(reader.wait_for("d-1", 60)) == {"d-1"}
     # Closed normally: d-1 was handed back, so it is committed and not read again. (One partition, read
     # in order: once d-2 is read, d-1 would have been read before it.)
     write(producer, topic, receipt_of("d-2"))
-    with pytest.raises(Boom), ReceiptReader(bootstrap, topic=topic, group_id=group) as reader:
+    with pytest.raises(Boom), ReceiptReader(cluster, topic=topic, group_id=group) as reader:
         assert set(reader.wait_for("d-2", 60)) == {"d-2"}
         assert reader.wait_for("d-1", 0) == {}
         raise Boom  # the service dies with d-2 in hand
-    with ReceiptReader(bootstrap, topic=topic, group_id=group) as reader:
+    with ReceiptReader(cluster, topic=topic, group_id=group) as reader:
         assert set(reader.wait_for("d-2", 60)) == {"d-2"}  # read again: at least once
         assert reader.wait_for("d-1", 0) == {}
 
 
 def test_the_reader_takes_security_settings_through_and_refuses_its_own_keys() -> None:
     secret = {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", "sasl.password": "s3cret-value"}
-    config = reader_config("broker:9093", None, "latest", secret)
+    config = reader_config(KafkaContext("broker:9093"), None, "latest", secret)
     assert {k: config[k] for k in secret} == secret
     assert config["isolation.level"] == "read_committed"
     for key, value in [
@@ -305,6 +310,6 @@ def test_the_reader_takes_security_settings_through_and_refuses_its_own_keys() -
         ("bootstrap.servers", "elsewhere:9092"),
     ]:
         with pytest.raises(ConfigError) as caught:
-            reader_config("broker:9093", None, "earliest", {**secret, key: value})
+            reader_config(KafkaContext("broker:9093"), None, "earliest", {**secret, key: value})
         assert caught.value.key == key
         assert "s3cret-value" not in str(caught.value)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from demo.receiver import ReferenceReceiver
+from ikkai.contract.kafka import KafkaContext
 from ikkai.settings import Endpoints
 from outbox_sink import ReceiptReader
 from stack.local_stack import CONNECT, LocalStack
@@ -79,7 +80,7 @@ def test_a_worker_killed_mid_flight_loses_nothing_and_applies_each_once(
     local.start(CONNECT)
     wait_running(sink.client, sink.name, timeout=120)
 
-    with ReceiptReader(endpoints.bootstrap_servers, topic=sink.receipts_topic) as reader:
+    with ReceiptReader(KafkaContext.recorded(endpoints), topic=sink.receipts_topic) as reader:
         receipts = reader.wait_for([r.decision_id for r in requests], 240)
         duplicates = reader.duplicates
 

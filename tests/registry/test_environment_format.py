@@ -80,10 +80,12 @@ def request(i: int) -> OutboxRequest:
     )  # fmt: skip
 
 
-def test_the_emitter_writes_what_confluents_deserializer_reads(bootstrap: str, environment: str) -> None:
+def test_the_emitter_writes_what_confluents_deserializer_reads(
+    bootstrap: str, cluster: KafkaContext, environment: str
+) -> None:
     topic = create_topic(bootstrap, unique("outbox.requests"))
     sent = [request(i) for i in range(3)]
-    emitter = OutboxEmitter(bootstrap, transactional_id=unique("emitter"), topic=topic)  # no codec: the environment's
+    emitter = OutboxEmitter(cluster, transactional_id=unique("emitter"), topic=topic)  # no codec: the environment's
     try:
         with emitter.transaction():
             for r in sent:
@@ -95,7 +97,9 @@ def test_the_emitter_writes_what_confluents_deserializer_reads(bootstrap: str, e
     assert received == [r.to_record() for r in sent]
 
 
-def test_the_receipts_reader_reads_what_confluents_serializer_wrote(bootstrap: str, environment: str) -> None:
+def test_the_receipts_reader_reads_what_confluents_serializer_wrote(
+    bootstrap: str, cluster: KafkaContext, environment: str
+) -> None:
     topic = create_topic(bootstrap, unique("outbox.receipts"))
     schema = default_codec().catalog.get("outbox_receipt")
     serializer = AvroSerializer(SchemaRegistryClient({"url": environment}), json.dumps(schema.schema))
@@ -107,10 +111,10 @@ def test_the_receipts_reader_reads_what_confluents_serializer_wrote(bootstrap: s
     }  # fmt: skip
     value = serializer(receipt, SerializationContext(topic, MessageField.VALUE))
     assert value is not None and value[:1] == MAGIC
-    producer = Producer(KafkaContext.of(bootstrap).producer_config())
+    producer = Producer(cluster.producer_config())
     producer.produce(topic, key=b"pay-1", value=value)
     assert producer.flush(30) == 0
-    with ReceiptReader(bootstrap, topic=topic) as reader:  # no codec: the environment's
+    with ReceiptReader(cluster, topic=topic) as reader:  # no codec: the environment's
         got = reader.wait_for("d" * 64, timeout_s=60)
     assert got["d" * 64].outcome == "DELIVERED" and got["d" * 64].effect == "hold"
 

@@ -48,7 +48,7 @@ pytestmark = pytest.mark.heavy
 
 def config(partitions: int = 3) -> SinkConfig:
     return SinkConfig(
-        app="ikkai", query="enrich", cluster=KafkaContext.of("b:9092"), output_topics=("events.x", "dlq.x"),
+        app="ikkai", query="enrich", cluster=KafkaContext('b:9092'), output_topics=("events.x", "dlq.x"),
         partitions=partitions, order_by=("input_partition", "input_offset"), source_topic="ingest.x",
     )  # fmt: skip
 
@@ -168,7 +168,7 @@ def enrich_topics(bootstrap: str, stream: MixedStream, partitions: int) -> Enric
     topics = EnrichTopics(f"ingest.{name}", f"events.{name}", f"dlq.{name}", f"masterdata.merchants.{name}",
                           f"masterdata.customers.{name}")  # fmt: skip
     merchants, customers = generate_profiles(stream.world, stream.seed)
-    publish_profiles(KafkaContext.of(bootstrap), merchants, customers, merchants_topic=topics.merchants,
+    publish_profiles(KafkaContext.from_environment(bootstrap), merchants, customers, merchants_topic=topics.merchants,
                      customers_topic=topics.customers, transactional_id=unique("test.masterdata"))  # fmt: skip
     for topic in (topics.input, topics.events, topics.dlq):
         create_topic(bootstrap, topic, partitions)
@@ -176,10 +176,10 @@ def enrich_topics(bootstrap: str, stream: MixedStream, partitions: int) -> Enric
 
 
 def grow(bootstrap: str, count: int, *names: str) -> None:
-    admin = AdminClient(KafkaContext.of(bootstrap).client_config())
+    admin = AdminClient(KafkaContext.from_environment(bootstrap).client_config())
     for future in admin.create_partitions([NewPartitions(name, count) for name in names]).values():
         future.result(timeout=60)
-    kafka.wait_until_usable(KafkaContext.of(bootstrap), names, give_up_at=time.monotonic() + 120)
+    kafka.wait_until_usable(KafkaContext.from_environment(bootstrap), names, give_up_at=time.monotonic() + 120)
 
 
 def error_lines(job: EnrichProcess) -> list[str]:
@@ -189,7 +189,7 @@ def error_lines(job: EnrichProcess) -> list[str]:
 @pytest.mark.integration
 @pytest.mark.timeout(2400)  # three enrich runs in a row: slow on a loaded 2-core machine
 def test_partitions_added_between_runs_go_on_as_a_new_query_with_nothing_lost_or_twice(
-    bootstrap: str, tmp_path: Path
+    bootstrap: str, cluster: KafkaContext, tmp_path: Path
 ) -> None:
     """The procedure, end to end: enrich drains ingest on 2 partitions; every topic of its layout grows to 3; the
     same query is refused at start in one line naming the new query and its handover, no offsets; that new query
@@ -201,7 +201,7 @@ def test_partitions_added_between_runs_go_on_as_a_new_query_with_nothing_lost_or
     # lines before the cut, so lines written after the growth must be later than those, as they are in life.
     after = mixed_stream(11, payments=120, partitions=3, start_ms=START_MS + DAY_MS + 3_600_000)
     topics = enrich_topics(bootstrap, before, 2)
-    produce_lines(KafkaContext.from_environment(bootstrap), topics.input, before.lines)
+    produce_lines(cluster, topics.input, before.lines)
     query = unique("enrich")
     first = EnrichProcess(bootstrap, topics, tmp_path / "first", query)
     assert first.wait(1200) == 0, first.tail()
@@ -214,7 +214,7 @@ def test_partitions_added_between_runs_go_on_as_a_new_query_with_nothing_lost_or
     command = printed_command(line)  # no offsets to type: the new query finds them in the old one's markers
     assert command == ["--query", f"{query}-p3", "--after-query", query], line
 
-    produce_lines(KafkaContext.from_environment(bootstrap), topics.input, after.lines)
+    produce_lines(cluster, topics.input, after.lines)
     second = EnrichProcess(bootstrap, topics, tmp_path / "second", command[1], *command[2:])
     assert second.wait(1200) == 0, second.tail()
 
@@ -231,20 +231,22 @@ def test_partitions_added_between_runs_go_on_as_a_new_query_with_nothing_lost_or
 
 @pytest.mark.integration
 @pytest.mark.timeout(1800)
-def test_a_running_job_whose_input_gains_a_partition_stops_with_the_procedure(bootstrap: str, tmp_path: Path) -> None:
+def test_a_running_job_whose_input_gains_a_partition_stops_with_the_procedure(
+    bootstrap: str, cluster: KafkaContext, tmp_path: Path
+) -> None:
     """ingest grows to 3 partitions under a running enrich pinned at 2, and a line lands on the new partition: the
     job stops (before: it dead-lettered the line as wrong_partition and then hung in the dead-letter key search)
     with the procedure, and nothing of the new partition is written."""
     stream = mixed_stream(7, payments=120, partitions=2)
     topics = enrich_topics(bootstrap, stream, 2)
-    produce_lines(KafkaContext.from_environment(bootstrap), topics.input, stream.lines[:40])
+    produce_lines(cluster, topics.input, stream.lines[:40])
     job = EnrichProcess(bootstrap, topics, tmp_path / "checkpoint", unique("enrich"), "--continuous")
     try:
         assert job.wait_for_batches(1, timeout=900), job.tail()
         grow(bootstrap, 3, topics.input)
         grown = mixed_stream(11, payments=120, partitions=3)
         produce_lines(
-            KafkaContext.from_environment(bootstrap),
+            cluster,
             topics.input,
             [line for line in grown.lines if line.partition == 2][:5],
         )
@@ -305,7 +307,7 @@ def each_line_once(lines: Sequence[RawLine], events: list[dict[str, Any]], lette
 @pytest.mark.integration
 @pytest.mark.timeout(2400)  # four enrich runs in a row: slow on a loaded 2-core machine
 def test_a_batch_committed_on_one_output_partition_only_goes_on_after_the_growth_with_each_line_once(
-    bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    bootstrap: str, cluster: KafkaContext, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 43, case 6, the crash state built on purpose: enrich (routed) on 2 partitions commits a batch on one
     output partition and is killed before the other commits (the sink's pause point holds the first write at its
@@ -318,18 +320,17 @@ def test_a_batch_committed_on_one_output_partition_only_goes_on_after_the_growth
     stream = mixed_stream(7, payments=120, partitions=2)
     half = len(stream.lines) // 2
     topics = enrich_topics(bootstrap, stream, 2)
-    produce_lines(KafkaContext.from_environment(bootstrap), topics.input, stream.lines[:half])
+    produce_lines(cluster, topics.input, stream.lines[:half])
     query, checkpoint = unique("enrich"), tmp_path / "first"
     first = EnrichProcess(bootstrap, topics, checkpoint, query)
     assert first.wait(1200) == 0, first.tail()
 
-    produce_lines(KafkaContext.from_environment(bootstrap), topics.input, stream.lines[half:])
+    produce_lines(cluster, topics.input, stream.lines[half:])
     pause = tmp_path / "pause"
     pause.mkdir()
     monkeypatch.setenv(PAUSE_BEFORE_COMMIT, str(pause))  # the job, its executor and its writer inherit it
     crashed = EnrichProcess(bootstrap, topics, checkpoint, query)
     monkeypatch.delenv(PAUSE_BEFORE_COMMIT)
-    cluster = KafkaContext.of(bootstrap)
     try:
         give_up_at = time.monotonic() + 1200
         while not (pause / "paused").exists():  # the first write at its commit holds its transaction open

@@ -16,7 +16,7 @@ from spark_jobs.replay_query import ReplayRequests, failure_line, read_outcome, 
 from spark_jobs.streaming_job import StreamingOptions, replay_options
 
 LIVE = StreamingOptions(
-    cluster=KafkaContext.of("127.0.0.1:9"), checkpoint=Path("/ck/infer"), input_topic="events.payments",
+    cluster=KafkaContext('127.0.0.1:9'), checkpoint=Path("/ck/infer"), input_topic="events.payments",
     query="infer", available_now=False, max_offsets_per_trigger=40, crash_after_batch=3, after_query="old",
     start_offsets={0: 5}, input_recreated="abc",
 )  # fmt: skip

@@ -185,7 +185,7 @@ def test_frames_to_the_executor_writer_are_bounded_and_keep_every_record_in_orde
 @pytest.mark.integration
 @pytest.mark.timeout(1800)  # 100 MB through Kafka and the enrich job: slow on a loaded 2-core machine
 def test_a_batch_of_200_dead_letters_of_500_kib_commits_in_transactions_bounded_in_bytes(
-    bootstrap: str, tmp_path: Path
+    bootstrap: str, cluster: KafkaContext, tmp_path: Path
 ) -> None:
     """Issue 27 item 5: 25,000 records a batch, dead letters up to 512 KiB each: one transaction of gigabytes."""
     partitions, count, size, timeout_ms = 2, 200, 500 * KIB, 10_000
@@ -193,7 +193,7 @@ def test_a_batch_of_200_dead_letters_of_500_kib_commits_in_transactions_bounded_
     topics = EnrichTopics(f"ingest.{name}", f"events.{name}", f"dlq.{name}", f"masterdata.merchants.{name}",
                           f"masterdata.customers.{name}")  # fmt: skip
     create_topic(bootstrap, topics.input, partitions)
-    producer = Producer(KafkaContext.of(bootstrap).producer_config())
+    producer = Producer(cluster.producer_config())
     for i in range(count):  # not JSON: each line is a dead letter carrying all of its 500 KiB
         key = f"pay-big-{i}".encode()
         producer.produce(topics.input, key=key, value=b"{" + b"x" * (size - 1), partition=kafka_partition(key, 2))
@@ -226,7 +226,7 @@ def test_a_batch_of_200_dead_letters_of_500_kib_commits_in_transactions_bounded_
 @pytest.mark.integration
 @pytest.mark.timeout(1200)
 def test_an_output_topic_with_a_smaller_max_message_bytes_gets_dead_letters_and_the_job_goes_on(
-    bootstrap: str, tmp_path: Path
+    bootstrap: str, cluster: KafkaContext, tmp_path: Path
 ) -> None:
     """Issue 43 case 5: the DLQ topic takes 150,000 bytes a record batch; enrich's dead letters of 300 KiB are more.
 
@@ -240,7 +240,7 @@ def test_an_output_topic_with_a_smaller_max_message_bytes_gets_dead_letters_and_
     topics = EnrichTopics(f"ingest.{name}", f"events.{name}", f"dlq.{name}", f"masterdata.merchants.{name}",
                           f"masterdata.customers.{name}")  # fmt: skip
     merchants, customers = generate_profiles(stream.world, 11)
-    publish_profiles(KafkaContext.of(bootstrap), merchants, customers, merchants_topic=topics.merchants,
+    publish_profiles(cluster, merchants, customers, merchants_topic=topics.merchants,
                      customers_topic=topics.customers, transactional_id=unique("test.masterdata"))  # fmt: skip
     create_topic(bootstrap, topics.input, partitions)
     create_topic(bootstrap, topics.events, partitions)
@@ -251,7 +251,7 @@ def test_an_output_topic_with_a_smaller_max_message_bytes_gets_dead_letters_and_
     ]
     half = len(stream.lines) // 2
     lines = [*stream.lines[:half], *bigs, *stream.lines[half:]]
-    produce_lines(KafkaContext.from_environment(bootstrap), topics.input, lines)
+    produce_lines(cluster, topics.input, lines)
     job = EnrichProcess(bootstrap, topics, tmp_path, unique("small"), "--max-offsets-per-trigger", "20")
     assert job.wait(1000) == 0, job.tail()
     batches = [line for line in job.log if " committed " in line]
@@ -282,15 +282,17 @@ def test_an_output_topic_with_a_smaller_max_message_bytes_gets_dead_letters_and_
 
 
 @pytest.mark.integration
-def test_a_limit_lowered_while_the_job_runs_is_read_again_on_the_brokers_refusal(bootstrap: str) -> None:
+def test_a_limit_lowered_while_the_job_runs_is_read_again_on_the_brokers_refusal(
+    bootstrap: str, cluster: KafkaContext
+) -> None:
     """max.message.bytes lowered after the start read it: the broker refuses the batch, the writer reads the limit
     again and writes the batch once more, the large record as a dead letter and its batch-mates as they were."""
     out, dlq = create_topic(bootstrap, unique("test.out")), create_topic(bootstrap, unique("test.dlq"))
     commits = unique("_ikkai.commits.test")
-    ensure_commits_topic(KafkaContext.of(bootstrap), commits, 1)
-    admin = AdminClient(KafkaContext.of(bootstrap).client_config())
+    ensure_commits_topic(cluster, commits, 1)
+    admin = AdminClient(cluster.client_config())
     read_at_start = read_topic_limits(admin, [out, dlq], 30)
-    sink = config(cluster=KafkaContext.of(bootstrap), output_topics=(out, dlq), partitions=1, commits_topic=commits,
+    sink = config(cluster=cluster, output_topics=(out, dlq), partitions=1, commits_topic=commits,
                   query=unique("q"), dlq_topic=dlq, topic_max_message_bytes=read_at_start)  # fmt: skip
     lowered = 100_000
     setting = ConfigEntry("max.message.bytes", str(lowered), incremental_operation=AlterConfigOpType.SET)

@@ -128,7 +128,7 @@ def _passthrough(batches: Any) -> Any:
 def test_the_sink_is_attached_through_foreach_batch_unless_the_data_source_writer_is_asked_for(
     asked: str | None, in_place: bool, mode: str, attached: str
 ) -> None:
-    cluster = KafkaContext.of("127.0.0.1:1")
+    cluster = KafkaContext("127.0.0.1:1")
     config = SinkConfig(app="ikkai", query="q", cluster=cluster, output_topics=("out",), partitions=2,
                         order_by=("offset",), source_topic="in")  # fmt: skip
     options = StreamingOptions(cluster=cluster, checkpoint=Path("c"), input_topic="in", query="q", sink_api=asked)
@@ -140,7 +140,7 @@ def test_the_sink_is_attached_through_foreach_batch_unless_the_data_source_write
 
 
 def test_a_data_source_writer_asked_for_a_job_it_does_not_serve_is_refused() -> None:
-    cluster = KafkaContext.of("127.0.0.1:1")
+    cluster = KafkaContext("127.0.0.1:1")
     options = StreamingOptions(
         cluster=cluster, checkpoint=Path("c"), input_topic="in", query="q", sink_api="data-source"
     )

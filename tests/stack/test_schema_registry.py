@@ -140,7 +140,7 @@ def test_a_sink_with_the_registry_converter_reads_records_our_codec_wrote(
     endpoints, registry_url = connect_with_converter
     topic = create_topic(endpoints.bootstrap_servers, unique("events.payments"))
     codec = RegistryCodec(default_codec().catalog, {"url": registry_url}, subjects={"payment_event": f"{topic}-value"})
-    producer = Producer(KafkaContext.of(endpoints.bootstrap_servers).producer_config())
+    producer = Producer(KafkaContext.recorded(endpoints).producer_config())
     for i in range(3):
         payment = {**PAYMENT, "payment_id": f"pay-{i}", "event_id": f"evt-{i}", "amount_minor": 100 + i}
         producer.produce(topic, key=f"pay-{i}".encode(), value=codec.encode("payment_event", payment))

@@ -80,16 +80,18 @@ def _use(monkeypatch: pytest.MonkeyPatch, path: Path, settings: dict[str, str]) 
 def _transaction_round_trip(bootstrap: str) -> None:
     """A transactional write, an aborted one, and what a read_committed consumer sees: only the committed."""
     topic = f"listener.{uuid.uuid4().hex[:8]}"
-    assert kafka.ensure_topics(KafkaContext.of(bootstrap), [topic], 1) == [topic]
-    producer = Producer(KafkaContext.of(bootstrap).producer_config(**{"transactional.id": f"t-{topic}"}))
+    assert kafka.ensure_topics(KafkaContext.from_environment(bootstrap), [topic], 1) == [topic]
+    producer = Producer(KafkaContext.from_environment(bootstrap).producer_config(**{"transactional.id": f"t-{topic}"}))
     producer.init_transactions(30)
     for value, commit in ((b"aborted", False), (b"committed", True)):
         producer.begin_transaction()
         producer.produce(topic, key=b"pay-1", value=value)
         producer.flush(30)
         (producer.commit_transaction if commit else producer.abort_transaction)(30)
-    consumer = Consumer(KafkaContext.of(bootstrap).consumer_config(f"g-{topic}", **{"auto.offset.reset": "earliest"}))
-    assert KafkaContext.of(bootstrap).consumer_config("g")["isolation.level"] == "read_committed"
+    consumer = Consumer(
+        KafkaContext.from_environment(bootstrap).consumer_config(f"g-{topic}", **{"auto.offset.reset": "earliest"})
+    )
+    assert KafkaContext.from_environment(bootstrap).consumer_config("g")["isolation.level"] == "read_committed"
     consumer.subscribe([topic])
     seen: list[bytes] = []
     try:
@@ -110,8 +112,8 @@ def test_a_transaction_goes_through_the_mutual_tls_listener_with_a_client_certif
 ) -> None:
     secrets, listeners = secured
     _use(monkeypatch, tmp_path / "mtls.properties", mtls_client_settings(secrets, keystore=keystore))
-    assert KafkaContext.of(listeners["mtls"]).producer_config()["security.protocol"] == "SSL"
-    kafka.check_access(KafkaContext.of(listeners["mtls"]))
+    assert KafkaContext.from_environment(listeners["mtls"]).producer_config()["security.protocol"] == "SSL"
+    kafka.check_access(KafkaContext.from_environment(listeners["mtls"]))
     _transaction_round_trip(listeners["mtls"])
     assert secrets.client_password not in repr(client_security())
 
@@ -121,7 +123,7 @@ def test_the_stack_writes_the_mutual_tls_client_file(
 ) -> None:
     secrets, listeners = secured
     monkeypatch.setenv(CONFIG_VAR, str(secrets.mtls_properties))
-    kafka.check_access(KafkaContext.of(listeners["mtls"]))
+    kafka.check_access(KafkaContext.from_environment(listeners["mtls"]))
 
 
 @pytest.mark.parametrize("case", ["no client certificate", "a certificate of another CA"])
@@ -136,7 +138,7 @@ def test_the_mutual_tls_listener_refuses_a_client_without_our_certificate_in_one
         settings["ssl.keystore.location"] = str(ensure_secrets(tmp_path / "other").client_pem)
     _use(monkeypatch, tmp_path / "mtls.properties", settings)
     with pytest.raises(KafkaAccessError) as caught:
-        kafka.check_access(KafkaContext.of(listeners["mtls"]), timeout=10)
+        kafka.check_access(KafkaContext.from_environment(listeners["mtls"]), timeout=10)
     line = str(caught.value)
     assert "\n" not in line and listeners["mtls"] in line and caught.value.fix
     assert caught.value.reason in ("protocol", "tls")
@@ -154,10 +156,10 @@ def test_a_transaction_goes_through_oauthbearer_with_a_token_from_the_identity_p
     idp, url = identity_provider
     settings = oauth_client_settings(secrets, f"{url}/token", CLIENT_ID, CLIENT_SECRET)
     _use(monkeypatch, tmp_path / "oauth.properties", settings)
-    librdkafka = KafkaContext.of(listeners["oauth"]).producer_config()
+    librdkafka = KafkaContext.from_environment(listeners["oauth"]).producer_config()
     assert librdkafka["sasl.oauthbearer.method"] == "oidc" and "sasl.login.callback.handler.class" not in librdkafka
     before = len(idp.issued)
-    kafka.check_access(KafkaContext.of(listeners["oauth"]))
+    kafka.check_access(KafkaContext.from_environment(listeners["oauth"]))
     _transaction_round_trip(listeners["oauth"])
     assert idp.issued[before:] and set(idp.issued[before:]) == {CLIENT_ID}  # the broker saw the IdP's tokens
     assert CLIENT_SECRET not in repr(client_security()) and "svc-fraud" in client_security().describe()
@@ -176,7 +178,7 @@ def test_oauthbearer_refuses_in_one_line(
         _use(monkeypatch, tmp_path / "oauth.properties", oauth_client_settings(secrets, f"{url}/token", CLIENT_ID,
                                                                                secret))  # fmt: skip
         with pytest.raises(KafkaAccessError) as caught:
-            kafka.check_access(KafkaContext.of(listeners["oauth"]), timeout=10)
+            kafka.check_access(KafkaContext.from_environment(listeners["oauth"]), timeout=10)
     line = str(caught.value)
     assert caught.value.reason == "authentication" and "\n" not in line and listeners["oauth"] in line
     assert "clientSecret" in (caught.value.fix or "") and CLIENT_ID in line

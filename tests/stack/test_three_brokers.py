@@ -118,22 +118,21 @@ def test_three_brokers_replicate_and_exactly_once_survives_an_output_leaders_kil
 def test_a_marker_read_after_the_commits_leader_restarted_asks_the_new_leader(stack: ChaosStack) -> None:
     """Found by the soak: the marker reader's cached admin client kept asking the old leader (NOT_LEADER, or
     no answer while it was down) for 15 minutes of stale metadata; the read gave up and stopped the enrich job."""
-    bootstrap = stack.up().bootstrap_servers
+    endpoints = stack.up()
+    bootstrap, cluster = endpoints.bootstrap_servers, KafkaContext.recorded(endpoints)
     query = unique("moved")
     config = SinkConfig(
-        app="test", query=query, cluster=KafkaContext.of(bootstrap), output_topics=(), partitions=1, order_by=("seq",),
+        app="test", query=query, cluster=cluster, output_topics=(), partitions=1, order_by=("seq",),
         source_topic="test.in",
     )  # fmt: skip
-    ensure_commits_topic(KafkaContext.of(bootstrap), config.commits_topic, 1)
+    ensure_commits_topic(cluster, config.commits_topic, 1)
     marker = CommitMarker("test", query, 0, 3, 1, 5, "test.in", {0: 5})
     writer = transactional_producer(bootstrap, config.transactional_id(0))
     writer.begin_transaction()
     writer.produce(config.commits_topic, key=marker.key, value=marker.encode(default_codec()), partition=0)
     writer.commit_transaction(30)
     commit_markers._seen.clear()
-    assert (
-        read_marker(KafkaContext.of(bootstrap), "test", query, 0, topic=config.commits_topic) == marker
-    )  # the client is cached
+    assert read_marker(cluster, "test", query, 0, topic=config.commits_topic) == marker  # the client is cached
 
     victim = stack.leader_of(config.commits_topic, 0)
     stack.kill(victim)
@@ -141,6 +140,4 @@ def test_a_marker_read_after_the_commits_leader_restarted_asks_the_new_leader(st
     stack.wait_in_sync(timeout=60)
     assert stack.leader_of(config.commits_topic, 0) != victim  # the restarted broker follows for now
     commit_markers._seen.clear()  # a fresh task of the same worker process, as after a failed batch
-    assert (
-        read_marker(KafkaContext.of(bootstrap), "test", query, 0, topic=config.commits_topic, deadline_s=60) == marker
-    )
+    assert read_marker(cluster, "test", query, 0, topic=config.commits_topic, deadline_s=60) == marker

@@ -63,12 +63,15 @@ def test_a_context_pickles_its_security_as_the_files_path_never_the_secret(tmp_p
     assert pickle.loads(pickle.dumps(in_memory)) == in_memory  # noqa: S301 - our own bytes
 
 
-def test_a_bare_address_takes_the_environments_client_file_once(tmp_path: Path) -> None:
+def test_a_bare_address_takes_the_environments_client_file_only_through_the_one_door(tmp_path: Path) -> None:
     env = {CONFIG_VAR: str(_client_file(tmp_path))}
-    assert KafkaContext.of("k:9093", env).security == load_security(_client_file(tmp_path))
-    assert KafkaContext.of("k:9092", {}).security == NO_SECURITY
+    assert KafkaContext.from_environment("k:9093", env).security == load_security(_client_file(tmp_path))
+    assert KafkaContext.from_environment("k:9092", {}).security == NO_SECURITY
     given = KafkaContext("k:9092")
-    assert KafkaContext.of(given, env) is given  # a context is taken as it is, the environment not read
+    assert KafkaContext.of(given, "OutboxEmitter") is given  # a context is taken as it is, the environment not read
+    with pytest.raises(ConfigError, match="not a KafkaContext") as refused:
+        KafkaContext.of("k:9092", "OutboxEmitter")  # type: ignore[arg-type]
+    assert refused.value.source == "OutboxEmitter" and "KafkaContext.from_environment" in str(refused.value.fix)
     with pytest.raises(ConfigError, match="bootstrap servers"):
         KafkaContext(" ")
 

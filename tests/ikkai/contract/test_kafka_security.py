@@ -114,11 +114,11 @@ def test_every_client_config_carries_the_file_named_by_the_environment(
     monkeypatch.setenv(CONFIG_VAR, str(_file(tmp_path, SCRAM)))
     assert client_security().protocol == "SASL_SSL"
     for config in (
-        KafkaContext.of("b:1").producer_config(),
-        KafkaContext.of("b:1").consumer_config("g"),
-        KafkaContext.of("b:1").client_config(),
+        KafkaContext.from_environment("b:1").producer_config(),
+        KafkaContext.from_environment("b:1").consumer_config("g"),
+        KafkaContext.from_environment("b:1").client_config(),
     ):
         assert config["sasl.username"] == "ikkai" and config["security.protocol"] == "SASL_SSL"
-    assert KafkaContext.of("b:1").consumer_config("g")["isolation.level"] == "read_committed"
+    assert KafkaContext.from_environment("b:1").consumer_config("g")["isolation.level"] == "read_committed"
     monkeypatch.delenv(CONFIG_VAR)
-    assert "security.protocol" not in KafkaContext.of("b:1").producer_config()
+    assert "security.protocol" not in KafkaContext.from_environment("b:1").producer_config()

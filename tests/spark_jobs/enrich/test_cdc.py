@@ -91,7 +91,7 @@ def cdc_run(stack: Endpoints, tmp_path_factory: pytest.TempPathFactory) -> CdcRu
                   infer_topics.dlq):  # fmt: skip
         create_topic(bootstrap, topic, PARTITIONS)
     publish_profiles(
-        KafkaContext.of(bootstrap), [MerchantProfile("m-1", BEFORE_EVENTS, "Corner Shop", "DE", "low")],
+        KafkaContext.from_environment(bootstrap), [MerchantProfile("m-1", BEFORE_EVENTS, "Corner Shop", "DE", "low")],
         [CustomerProfile("cust-00001", BEFORE_EVENTS, "retail", "DE")],
         merchants_topic=enrich_topics.merchants, customers_topic=enrich_topics.customers,
         transactional_id=unique("test.masterdata"),

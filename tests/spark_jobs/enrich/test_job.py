@@ -53,16 +53,16 @@ def run_to_end(bootstrap: str, topics: EnrichTopics, checkpoint: Path, query: st
 
 
 @pytest.fixture(scope="module")
-def ingest(bootstrap: str) -> tuple[EnrichTopics, MixedStream]:
+def ingest(bootstrap: str, cluster: KafkaContext) -> tuple[EnrichTopics, MixedStream]:
     """Master data first, then the raw stream: every profile version was published before the events landed."""
     stream = mixed_stream(SEED, payments=300, partitions=PARTITIONS)
     name = unique("enrich")
     topics = EnrichTopics(f"ingest.{name}", "", "", f"masterdata.merchants.{name}", f"masterdata.customers.{name}")
     merchants, customers = generate_profiles(stream.world, SEED)
-    publish_profiles(KafkaContext.of(bootstrap), merchants, customers, merchants_topic=topics.merchants,
+    publish_profiles(cluster, merchants, customers, merchants_topic=topics.merchants,
                      customers_topic=topics.customers, transactional_id=unique("test.masterdata"))  # fmt: skip
     create_topic(bootstrap, topics.input, PARTITIONS)
-    produce_lines(KafkaContext.from_environment(bootstrap), topics.input, stream.lines)
+    produce_lines(cluster, topics.input, stream.lines)
     return topics, stream
 
 
@@ -176,7 +176,8 @@ def test_master_data_is_joined_as_of_the_event_time(
 
 
 def test_a_version_published_after_the_events_changes_nothing_and_a_replay_is_byte_identical(
-    bootstrap: str, ingest: tuple[EnrichTopics, MixedStream], reference: tuple[Partitioned, Partitioned],
+    bootstrap: str, cluster: KafkaContext, ingest: tuple[EnrichTopics, MixedStream],
+    reference: tuple[Partitioned, Partitioned],
     tmp_path: Path,
 ) -> None:  # fmt: skip
     topics, stream = ingest
@@ -187,7 +188,7 @@ def test_a_version_published_after_the_events_changes_nothing_and_a_replay_is_by
                       for p in merchants if p.valid_from == before_everything]  # fmt: skip
     late_customers = [CustomerProfile(p.customer_id, before_everything + 1, "late", p.home_country)
                       for p in customers if p.valid_from == before_everything]  # fmt: skip
-    publish_profiles(KafkaContext.of(bootstrap), late_merchants, late_customers, merchants_topic=topics.merchants,
+    publish_profiles(cluster, late_merchants, late_customers, merchants_topic=topics.merchants,
                      customers_topic=topics.customers, transactional_id=unique("test.masterdata"))  # fmt: skip
     # ...but they were published after the events were ingested: a replay (one big batch) ignores them.
     replay = outputs(bootstrap, topics)
@@ -276,7 +277,7 @@ def _hostile_lines(template: dict[str, Any]) -> list[RawLine]:
 
 
 def test_hostile_lines_are_dead_lettered_and_the_job_goes_on(
-    bootstrap: str, ingest: tuple[EnrichTopics, MixedStream], tmp_path: Path
+    bootstrap: str, cluster: KafkaContext, ingest: tuple[EnrichTopics, MixedStream], tmp_path: Path
 ) -> None:
     """No raw line, whatever its bytes, stops the job: each hostile one lands in the DLQ with its reason."""
     topics, stream = ingest
@@ -290,7 +291,7 @@ def test_hostile_lines_are_dead_lettered_and_the_job_goes_on(
     mixed = MixedStream(tuple(lines), stream.world, PARTITIONS, stream.lateness_ms, SEED)
     hostile_topics = replace(outputs(bootstrap, topics), input=unique("ingest.hostile"))
     create_topic(bootstrap, hostile_topics.input, PARTITIONS)
-    produce_lines(KafkaContext.from_environment(bootstrap), hostile_topics.input, lines)
+    produce_lines(cluster, hostile_topics.input, lines)
     run_to_end(bootstrap, hostile_topics, tmp_path, unique("hostile"), "--max-offsets-per-trigger", "60")
     codec = default_codec()
     events = [codec.decode("payment_event", value) for _, value in flat(by_partition(bootstrap, hostile_topics.events))]
@@ -312,7 +313,7 @@ def test_hostile_lines_are_dead_lettered_and_the_job_goes_on(
 
 
 def test_a_raw_line_near_the_size_limit_is_dead_lettered_cut_and_the_job_goes_on(
-    bootstrap: str, ingest: tuple[EnrichTopics, MixedStream], tmp_path: Path
+    bootstrap: str, cluster: KafkaContext, ingest: tuple[EnrichTopics, MixedStream], tmp_path: Path
 ) -> None:
     """A raw line as large as Connect may write still fits its dead letter: the copy is cut, the headers say so.
 
@@ -339,12 +340,12 @@ def test_a_raw_line_near_the_size_limit_is_dead_lettered_cut_and_the_job_goes_on
         big.append(RawLine(key, value, kafka_partition(key, PARTITIONS), expected, None, via_connector=False))
     big_topics = replace(outputs(bootstrap, topics), input=unique("ingest.big"))
     create_topic(bootstrap, big_topics.input, PARTITIONS)
-    produce_lines(KafkaContext.from_environment(bootstrap), big_topics.input, valid[:1])
-    producer = Producer(KafkaContext.of(bootstrap).producer_config(**{"message.max.bytes": 1_048_576}))
+    produce_lines(cluster, big_topics.input, valid[:1])
+    producer = Producer(cluster.producer_config(**{"message.max.bytes": 1_048_576}))
     for line in big:
         producer.produce(big_topics.input, value=line.value, key=line.key, partition=line.partition)
     assert producer.flush(60) == 0
-    produce_lines(KafkaContext.from_environment(bootstrap), big_topics.input, valid[1:])
+    produce_lines(cluster, big_topics.input, valid[1:])
     run_to_end(bootstrap, big_topics, tmp_path, unique("big"))
     codec = default_codec()
     events = [codec.decode("payment_event", value) for _, value in flat(by_partition(bootstrap, big_topics.events))]

@@ -43,11 +43,13 @@ def topics_for(bootstrap: str) -> EnrichTopics:
     return topics
 
 
-def test_a_publish_in_flight_holds_the_batch_and_is_then_used(bootstrap: str, tmp_path: Path) -> None:
+def test_a_publish_in_flight_holds_the_batch_and_is_then_used(
+    bootstrap: str, cluster: KafkaContext, tmp_path: Path
+) -> None:
     stream = mixed_stream(SEED, partitions=PARTITIONS)
     topics = topics_for(bootstrap)
     merchants, customers = generate_profiles(stream.world, SEED)
-    publish_profiles(KafkaContext.of(bootstrap), merchants, customers, merchants_topic=topics.merchants,
+    publish_profiles(cluster, merchants, customers, merchants_topic=topics.merchants,
                      customers_topic=topics.customers, transactional_id=unique("test.masterdata"))  # fmt: skip
     # A new version for every merchant, valid from before all events, appended now but not yet committed.
     start = min(p.valid_from for p in merchants)
@@ -64,7 +66,7 @@ def test_a_publish_in_flight_holds_the_batch_and_is_then_used(bootstrap: str, tm
         publisher.produce(topics.merchants, key=key, value=value)
     assert publisher.flush(60) == 0
     time.sleep(0.05)  # the events below are ingested strictly after the versions were appended
-    produce_lines(KafkaContext.from_environment(bootstrap), topics.input, stream.lines)
+    produce_lines(cluster, topics.input, stream.lines)
 
     job = EnrichProcess(bootstrap, topics, tmp_path, unique("held"), "--master-data-timeout", "600")
     try:
@@ -89,15 +91,13 @@ def test_a_publish_in_flight_holds_the_batch_and_is_then_used(bootstrap: str, tm
                for e in events if e not in in_force)  # fmt: skip  # only a newer valid_from beats it
 
 
-def test_unreadable_master_data_stops_the_job_and_writes_nothing(bootstrap: str, tmp_path: Path) -> None:
+def test_unreadable_master_data_stops_the_job_and_writes_nothing(
+    bootstrap: str, cluster: KafkaContext, tmp_path: Path
+) -> None:
     stream = mixed_stream(SEED, partitions=PARTITIONS)
     topics = topics_for(bootstrap)
-    ensure_master_topics(
-        KafkaContext.of(bootstrap), merchants_topic=topics.merchants, customers_topic=f"{topics.customers}.other"
-    )
-    produce_lines(
-        KafkaContext.from_environment(bootstrap), topics.input, stream.lines
-    )  # the customers topic the job reads does not exist
+    ensure_master_topics(cluster, merchants_topic=topics.merchants, customers_topic=f"{topics.customers}.other")
+    produce_lines(cluster, topics.input, stream.lines)  # the customers topic the job reads does not exist
     job = EnrichProcess(bootstrap, topics, tmp_path, unique("outage"), "--master-data-timeout", "3")
     assert job.wait() != 0
     log = "".join(job.log)

@@ -85,7 +85,7 @@ def run_to_end(bootstrap: str, topics: InferTopics, checkpoint: Path, query: str
 
 
 @pytest.fixture(scope="module")
-def scene(bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+def scene(bootstrap: str, cluster: KafkaContext, tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     """Three stretches decided by three versions of one live query, then a replay of the whole topic."""
     folder = tmp_path_factory.mktemp("cut")
     events = payment_records(simulate(31, payments=sum(STRETCHES)).payments)
@@ -128,7 +128,7 @@ def scene(bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str,
         live.kill()
     written = {t: by_partition(bootstrap, t) for t in (topics.decisions, topics.outbox, topics.dlq)}
     replayed = {t: by_partition(bootstrap, t + SUFFIX) for t in written}
-    markers = read_markers(KafkaContext.of(bootstrap), "ikkai", query, topic=commits_topic_for("ikkai", query))
+    markers = read_markers(cluster, "ikkai", query, topic=commits_topic_for("ikkai", query))
     return {
         "events": events, "versions": versions, "written": written, "replayed": replayed, "markers": markers,
         "outcome": outcome, "log": "".join(live.log[-40:]),

@@ -100,7 +100,9 @@ def assert_exactly_once(bootstrap: str, topics: InferTopics, events: list[dict[s
 
 
 def markers(bootstrap: str, query: str) -> dict[int, CommitMarker]:
-    return read_markers(KafkaContext.of(bootstrap), "ikkai", query, topic=commits_topic_for("ikkai", query))
+    return read_markers(
+        KafkaContext.from_environment(bootstrap), "ikkai", query, topic=commits_topic_for("ikkai", query)
+    )
 
 
 def first_offsets(decided: Decisions, version: str) -> dict[int, int]:

@@ -21,7 +21,8 @@ from spark_jobs.sink.record import Record
 
 def config(job: dict[str, Any]) -> SinkConfig:
     return SinkConfig(
-        app="test", query=job["query"], cluster=KafkaContext.of(job["bootstrap"]), output_topics=(job["topic"],),
+        app="test", query=job["query"], cluster=KafkaContext.from_environment(job["bootstrap"]),
+        output_topics=(job["topic"],),
         partitions=job["partitions"], order_by=("seq",), source_topic="test.in", commits_topic=job["commits"],
         transaction_timeout_ms=job["transaction_timeout_ms"], retry_deadline_s=job["retry_deadline_s"],
         transactional_writer="executor",

@@ -53,9 +53,8 @@ def written(cluster: KafkaContext, nonce: str) -> bool:
 @pytest.mark.integration
 @pytest.mark.parametrize("ahead", ["committed", "aborted"])
 def test_a_claim_behind_an_open_claim_transaction_waits_for_it_and_then_decides_right(
-    bootstrap: str, ahead: str
+    bootstrap: str, cluster: KafkaContext, ahead: str
 ) -> None:
-    cluster = KafkaContext.of(bootstrap)
     ensure_owners_topic(cluster)
     outputs = (unique("decisions.claims"),)
     first, second = claim(unique("first"), outputs), claim(unique("second"), outputs)
@@ -85,7 +84,8 @@ def test_a_claim_behind_an_open_claim_transaction_waits_for_it_and_then_decides_
 
 
 def sink(query: str, outputs: tuple[str, ...], **extra: Any) -> SinkConfig:
-    return SinkConfig(app="ikkai", query=query, cluster=KafkaContext.of(extra.pop("bootstrap")), output_topics=outputs,
+    return SinkConfig(app="ikkai", query=query, cluster=KafkaContext.from_environment(extra.pop("bootstrap")),
+                      output_topics=outputs,
                       partitions=2, order_by=("input_offset",), source_topic="events.claims", **extra)  # fmt: skip
 
 
@@ -133,7 +133,7 @@ def test_a_log_that_could_lose_a_claim_is_refused_with_the_command_that_fixes_it
 
 def test_the_claim_transactional_id_is_none_of_a_partition_writers() -> None:
     assert claim_log.claim_transactional_id("ikkai", "infer") == "ikkai.infer.owner-claim"
-    config = SinkConfig(app="ikkai", query="infer.owner-claim", cluster=KafkaContext.of("b:1"), output_topics=("o",),
+    config = SinkConfig(app="ikkai", query="infer.owner-claim", cluster=KafkaContext('b:1'), output_topics=("o",),
                         partitions=3, order_by=("x",), source_topic="i")  # fmt: skip
     assert claim_log.claim_transactional_id("ikkai", "infer") not in {config.transactional_id(p) for p in range(3)}
 
@@ -159,13 +159,12 @@ def test_a_start_that_died_after_its_claim_leaves_its_parameters_to_the_next_sta
 
 
 @pytest.mark.integration
-def test_a_start_reads_no_other_applications_commits_topic(bootstrap: str) -> None:
+def test_a_start_reads_no_other_applications_commits_topic(bootstrap: str, cluster: KafkaContext) -> None:
     """Case 11: a start used to read every ``_ikkai.commits.*`` topic on the cluster to infer who owns what, so one
     unreadable commits topic of another application (here a record that is no marker) stopped every start. Now a
     start reads the claim log and its own commits topic only."""
     from spark_jobs.sink.transactional_sink import start_as_owner
 
-    cluster = KafkaContext.of(bootstrap)
     foreign = f"_ikkai.commits.{unique('other')}.q"
     create_topic(bootstrap, foreign)
     producer = Producer(cluster.client_config())

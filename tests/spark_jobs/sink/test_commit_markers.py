@@ -38,7 +38,8 @@ PARTITIONS = 2
 
 def config_for(bootstrap: str, out: str, query: str, **extra: object) -> SinkConfig:
     return SinkConfig(
-        app="test", query=query, cluster=KafkaContext.of(bootstrap), output_topics=(out,), partitions=PARTITIONS,
+        app="test", query=query, cluster=KafkaContext.from_environment(bootstrap), output_topics=(out,),
+        partitions=PARTITIONS,
         order_by=("seq",), source_topic="test.in", retry_deadline_s=20, **extra,  # type: ignore[arg-type]
     )  # fmt: skip
 
@@ -113,7 +114,7 @@ def values_of(bootstrap: str, topic: str) -> dict[int, list[bytes | None]]:
 
 @pytest.mark.integration
 def test_a_marker_committed_behind_another_writers_open_transaction_is_seen(
-    bootstrap: str, monkeypatch: pytest.MonkeyPatch
+    bootstrap: str, cluster: KafkaContext, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Partition 0's writer commits its marker *behind* a transaction another writer holds open on the same commits
     partition 0, then the job is SIGKILLed. A read_committed reader's EOF stops at that open transaction's first
@@ -121,7 +122,7 @@ def test_a_marker_committed_behind_another_writers_open_transaction_is_seen(
     it. Without the wait it finds the older marker and writes offsets 5-9 a second time."""
     out = create_topic(bootstrap, unique("test.out"), PARTITIONS)
     config = config_for(bootstrap, out, unique("q"))
-    ensure_commits_topic(KafkaContext.of(bootstrap), config.commits_topic, PARTITIONS)
+    ensure_commits_topic(cluster, config.commits_topic, PARTITIONS)
     assert write_partition(config, 0, 0, records(out, 0, range(5))).records == 5  # marker {0: 5} committed
     stranger = transactional_producer(bootstrap, unique("test.stranger"))
     stranger.begin_transaction()
@@ -154,7 +155,9 @@ def test_a_marker_committed_behind_another_writers_open_transaction_is_seen(
 
 
 @pytest.mark.integration
-def test_another_querys_zombie_does_not_stall_or_hide_anything(bootstrap: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_another_querys_zombie_does_not_stall_or_hide_anything(
+    bootstrap: str, cluster: KafkaContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Two zombies, each left by a kill -9 between its produce and its commit, built by the real write path (so
     their markers sit wherever the code puts markers): one of another query whose name shares this one's prefix
     (``<q>.v2``), and one of this query's own partition 1. Partition 0's new writer must neither wait for them nor
@@ -166,7 +169,7 @@ def test_another_querys_zombie_does_not_stall_or_hide_anything(bootstrap: str, m
     theirs_out = create_topic(bootstrap, unique("test.out"), PARTITIONS)
     theirs = config_for(bootstrap, theirs_out, f"{mine.query}.v2", transaction_timeout_ms=ZOMBIE_TIMEOUT_MS)
     for config in (mine, theirs):
-        ensure_commits_topic(KafkaContext.of(bootstrap), config.commits_topic, PARTITIONS)
+        ensure_commits_topic(cluster, config.commits_topic, PARTITIONS)
     assert write_partition(mine, 0, 0, records(out, 0, range(5))).records == 5
     write_partition(theirs, 0, 0, records(theirs_out, 0, range(20)))  # committed: <q>.v2 is further on partition 0
     new_worker()
@@ -186,7 +189,7 @@ def test_another_querys_zombie_does_not_stall_or_hide_anything(bootstrap: str, m
 
 
 @pytest.mark.integration
-def test_query_names_that_share_a_prefix_never_read_each_others_markers(bootstrap: str) -> None:
+def test_query_names_that_share_a_prefix_never_read_each_others_markers(bootstrap: str, cluster: KafkaContext) -> None:
     """``infer`` and ``infer.v2`` made to share one commits topic (a hand-set ``commits_topic``, as the old shared
     topic was): a marker counts by its decoded (app, query, partition), and the marker of output partition p lives
     on commits partition p. By key prefix, ``infer``'s writer of partition 1 took ``infer.v2``'s marker for its own
@@ -195,7 +198,7 @@ def test_query_names_that_share_a_prefix_never_read_each_others_markers(bootstra
     shared = unique("_ikkai.commits.shared")
     base = unique("infer")
     v2, v1 = (config_for(bootstrap, out, query, commits_topic=shared) for query in (f"{base}.v2", base))
-    ensure_commits_topic(KafkaContext.of(bootstrap), shared, PARTITIONS)
+    ensure_commits_topic(cluster, shared, PARTITIONS)
     assert write_partition(v2, 0, 1, records(out, 1, range(6))).records == 6  # infer.v2's marker of partition 1
     new_worker()
     assert write_partition(v1, 0, 0, records(out, 0, range(6))).records == 6  # partition 0: nobody else's marker
@@ -204,16 +207,16 @@ def test_query_names_that_share_a_prefix_never_read_each_others_markers(bootstra
     with pytest.raises(CommitMarkerError, match=theirs):  # partition 1 holds infer.v2's: refused, never adopted
         write_partition(v1, 0, 1, records(out, 1, range(6)))
     with pytest.raises(CommitMarkerError, match=theirs):  # and the driver's check before a query starts says so
-        read_markers(KafkaContext.of(bootstrap), "test", base, topic=shared)
+        read_markers(cluster, "test", base, topic=shared)
     assert values_of(bootstrap, out) == {p: [f"value-{o}".encode() for o in range(6)] for p in (0, 1)}
 
 
 @pytest.mark.integration
-def test_a_commits_topic_shared_by_two_queries_is_refused(bootstrap: str) -> None:
+def test_a_commits_topic_shared_by_two_queries_is_refused(bootstrap: str, cluster: KafkaContext) -> None:
     out = create_topic(bootstrap, unique("test.out"), PARTITIONS)
     shared = unique("_ikkai.commits.shared")
     first, second = (config_for(bootstrap, out, unique(q), commits_topic=shared) for q in ("a", "b"))
-    ensure_commits_topic(KafkaContext.of(bootstrap), shared, PARTITIONS)
+    ensure_commits_topic(cluster, shared, PARTITIONS)
     write_partition(first, 0, 0, records(out, 0, range(3)))
     new_worker()
     with pytest.raises(CommitMarkerError, match=f"holds a marker of app 'test', query '{first.query}'"):
@@ -222,14 +225,16 @@ def test_a_commits_topic_shared_by_two_queries_is_refused(bootstrap: str) -> Non
 
 @pytest.mark.integration
 @pytest.mark.parametrize("policy", ["delete", "compact,delete"])
-def test_a_commits_topic_that_deletes_is_refused_at_start_with_the_fix(bootstrap: str, policy: str) -> None:
+def test_a_commits_topic_that_deletes_is_refused_at_start_with_the_fix(
+    bootstrap: str, cluster: KafkaContext, policy: str
+) -> None:
     """issue 27, item 6: a commits topic with cleanup.policy=delete loses its markers after the retention, and the
     query then writes everything again. ``ensure_commits_topic`` (the sink's prepare) refuses it in one line."""
     topic = create_topic(bootstrap, unique("_ikkai.commits.test"), PARTITIONS, config={"cleanup.policy": policy})
     with pytest.raises(CommitMarkerError, match=re.escape(f"cleanup.policy is {policy!r}")) as refused:
-        ensure_commits_topic(KafkaContext.of(bootstrap), topic, PARTITIONS)
+        ensure_commits_topic(cluster, topic, PARTITIONS)
     assert f"--entity-name {topic} --add-config cleanup.policy=compact" in str(refused.value)
-    ensure_commits_topic(KafkaContext.of(bootstrap), create_topic(bootstrap, unique("_ikkai.commits.test"), PARTITIONS,
+    ensure_commits_topic(cluster, create_topic(bootstrap, unique("_ikkai.commits.test"), PARTITIONS,
                                                  config={"cleanup.policy": "compact"}), PARTITIONS)  # fmt: skip
 
 

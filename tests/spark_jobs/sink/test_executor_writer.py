@@ -80,10 +80,10 @@ def executor() -> Iterator[int]:
 
 
 @pytest.fixture
-def job(bootstrap: str, executor: int) -> dict[str, Any]:
+def job(bootstrap: str, cluster: KafkaContext, executor: int) -> dict[str, Any]:
     topic = create_topic(bootstrap, unique("test.out"), PARTITIONS)
     commits = unique("_ikkai.commits.test")
-    ensure_commits_topic(KafkaContext.of(bootstrap), commits, PARTITIONS)
+    ensure_commits_topic(cluster, commits, PARTITIONS)
     return {
         "bootstrap": bootstrap, "topic": topic, "commits": commits, "query": "q", "partitions": PARTITIONS,
         "executor": executor, "transaction_timeout_ms": 60_000, "retry_deadline_s": 20.0,
@@ -270,7 +270,7 @@ def large_records(topic: str, count: int, size: int) -> list[Record]:
 
 def committed_digests(bootstrap: str, topic: str, partition: int) -> list[tuple[bytes, str]]:
     """(key, sha-256 of the value) of every committed record of one partition, in order, without keeping the values."""
-    consumer = Consumer(KafkaContext.of(bootstrap).client_config(**{
+    consumer = Consumer(KafkaContext.from_environment(bootstrap).client_config(**{
         "group.id": unique("test.reader"), "enable.auto.commit": False, "isolation.level": "read_committed",
         "enable.partition.eof": True,
     }))  # fmt: skip

@@ -49,11 +49,11 @@ Written = dict[str, Partitioned]
 
 
 @pytest.fixture(scope="module")
-def input_topic(bootstrap: str) -> str:
+def input_topic(bootstrap: str, cluster: KafkaContext) -> str:
     topic = create_topic(bootstrap, unique("events.payments"), PARTITIONS)
     payments = payment_records(simulate(7, payments=EVENTS).payments)
     produce_payments(bootstrap, topic, payments[: EVENTS // 2], PARTITIONS)
-    producer = Producer(KafkaContext.of(bootstrap).producer_config())
+    producer = Producer(cluster.producer_config())
     for n, value in enumerate(MALFORMED):
         producer.produce(topic, key=f"bad-{n}".encode(), value=value, partition=n % PARTITIONS)
     assert producer.flush(30) == 0
@@ -83,7 +83,7 @@ def config(
     app: str = "test",
 ) -> SinkConfig:
     return SinkConfig(
-        app=app, query=query, transactional_writer=writer, cluster=KafkaContext.of(bootstrap),
+        app=app, query=query, transactional_writer=writer, cluster=KafkaContext.from_environment(bootstrap),
         output_topics=(topics.decisions, topics.outbox, topics.dlq), partitions=PARTITIONS, order_by=ORDER_BY,
         source_topic=input_topic, retry_deadline_s=20, partition_column="input_partition",
     )  # fmt: skip
@@ -117,7 +117,10 @@ class Run:
         return {
             p: dict(m.source_offsets)
             for p, m in read_markers(
-                KafkaContext.of(bootstrap), self.app, self.query, topic=commits_topic_for(self.app, self.query)
+                KafkaContext.from_environment(bootstrap),
+                self.app,
+                self.query,
+                topic=commits_topic_for(self.app, self.query),
             ).items()
         }
 
@@ -222,7 +225,7 @@ FAILURES = {  # what the failed batch's error says, by case
 
 @pytest.mark.parametrize("how", ["exception", "kill -9", "refused mid-transaction"])
 def test_a_fused_write_failing_between_decide_and_commit_commits_nothing_and_the_rerun_writes_once(
-    spark: Any, bootstrap: str, input_topic: str, two_hop: Run, how: str
+    spark: Any, bootstrap: str, cluster: KafkaContext, input_topic: str, two_hop: Run, how: str
 ) -> None:
     """The worker's own producers (``--transactional-writer worker``): the fault is built in the worker that commits."""
     topics, query = outputs(bootstrap), unique("failing")
@@ -238,7 +241,7 @@ def test_a_fused_write_failing_between_decide_and_commit_commits_nothing_and_the
     # A refusal comes from produce() itself: the records before it may still sit in the client's queue, which the
     # failed write purges, so whether any reached the broker is a race; that nothing is committed is not.
     assert all(not records for partitions in written(bootstrap, topics).values() for records in partitions.values())
-    assert read_markers(KafkaContext.of(bootstrap), "test", query, topic=commits_topic_for("test", query)) == {}
+    assert read_markers(cluster, "test", query, topic=commits_topic_for("test", query)) == {}
     fused_writer(bootstrap, input_topic, topics, query, decide)(source_rows(spark, bootstrap, input_topic), 0)
     fused_writer(bootstrap, input_topic, topics, query, decide)(source_rows(spark, bootstrap, input_topic), 0)
     rerun = Run(topics, query, written(bootstrap, topics))
@@ -285,7 +288,7 @@ WRITER_FAILURES = {  # what the failed batch's error says, by case
 
 @pytest.mark.parametrize("how", list(WRITER_FAILURES))
 def test_an_executor_writer_failing_between_produce_and_commit_commits_nothing_of_it_and_the_rerun_writes_once(
-    spark: Any, bootstrap: str, input_topic: str, two_hop: Run, how: str, tmp_path: Path
+    spark: Any, bootstrap: str, cluster: KafkaContext, input_topic: str, two_hop: Run, how: str, tmp_path: Path
 ) -> None:
     """The twin for ``--transactional-writer executor``: there the commit runs in the executor's writer process, so
     the fault is built there, between its produce and its commit. The writer serves both partitions in parallel:
@@ -310,7 +313,7 @@ def test_an_executor_writer_failing_between_produce_and_commit_commits_nothing_o
     produced = written(bootstrap, topics, "read_uncommitted")
     assert any(partitions.get(paused) for partitions in produced.values()), "nothing of the paused write on the broker"
     assert all(not partitions.get(paused) for partitions in written(bootstrap, topics).values())
-    markers = read_markers(KafkaContext.of(bootstrap), app, query, topic=commits_topic_for(app, query))
+    markers = read_markers(cluster, app, query, topic=commits_topic_for(app, query))
     assert paused not in markers
     for _ in range(2):
         fused_writer(bootstrap, input_topic, topics, query, decide, writer="executor", app=app)(
@@ -323,7 +326,7 @@ def test_an_executor_writer_failing_between_produce_and_commit_commits_nothing_o
 
 @pytest.mark.parametrize("fused", [True, False], ids=["fused", "in place"])
 def test_two_tasks_holding_one_partition_are_refused_before_any_commit(
-    spark: Any, bootstrap: str, input_topic: str, fused: bool
+    spark: Any, bootstrap: str, cluster: KafkaContext, input_topic: str, fused: bool
 ) -> None:
     """issue 27, item 6: the Kafka source read with minPartitions splits each input partition's range over two Spark
     tasks. Each would commit part of the partition under one marker (the second overwriting the first's offsets);
@@ -340,7 +343,7 @@ def test_two_tasks_holding_one_partition_are_refused_before_any_commit(
         writer(rows, 0)
     produced = written(bootstrap, topics, "read_uncommitted")
     assert all(not records for partitions in produced.values() for records in partitions.values())
-    assert read_markers(KafkaContext.of(bootstrap), "test", query, topic=commits_topic_for("test", query)) == {}
+    assert read_markers(cluster, "test", query, topic=commits_topic_for("test", query)) == {}
 
 
 def stream_through(
@@ -369,7 +372,7 @@ def stream_through(
 
 
 def test_a_streaming_batch_is_checked_from_its_plan_and_a_split_partition_is_refused(
-    spark: Any, bootstrap: str, input_topic: str, two_hop: Run, tmp_path: Path
+    spark: Any, bootstrap: str, cluster: KafkaContext, input_topic: str, two_hop: Run, tmp_path: Path
 ) -> None:
     """foreachBatch hands its function an existing RDD over the Kafka source's partitions; which Kafka partition each
     Spark task holds is read from that plan, with no Spark job of its own per batch. On Spark 4.3 the RDD partition's
@@ -396,4 +399,4 @@ def test_a_streaming_batch_is_checked_from_its_plan_and_a_split_partition_is_ref
     assert failure is not None and "would be written by more than one Spark task; nothing was written" in str(failure)
     assert planned[0] is not None and len(planned[0]) == PARTITIONS * 2
     assert all(not records for partitions in written(bootstrap, topics).values() for records in partitions.values())
-    assert read_markers(KafkaContext.of(bootstrap), "test", query, topic=commits_topic_for("test", query)) == {}
+    assert read_markers(cluster, "test", query, topic=commits_topic_for("test", query)) == {}

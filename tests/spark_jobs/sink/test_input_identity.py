@@ -39,7 +39,7 @@ BEFORE, AFTER = 200, 300  # events of the first topic, then of the recreated one
 
 def recreate(bootstrap: str, topic: str) -> None:
     """Delete ``topic`` and create it again with the same name and partition count (offsets from 0)."""
-    admin = AdminClient(KafkaContext.of(bootstrap).client_config())
+    admin = AdminClient(KafkaContext.from_environment(bootstrap).client_config())
     admin.delete_topics([topic], operation_timeout=60)[topic].result(90)
     give_up_at = time.monotonic() + 90
     while True:  # the deletion completes in the background: "already exists" (marked for deletion) until then
@@ -75,13 +75,13 @@ class Recreated:
             create_topic(bootstrap, topic, PARTITIONS)
         self.before = payment_records(simulate(11, payments=BEFORE).payments)
         produce_payments(bootstrap, self.topics.input, self.before, PARTITIONS)
-        self.old_id = input_topic_id("test", KafkaContext.of(bootstrap), self.topics.input)
+        self.old_id = input_topic_id("test", KafkaContext.from_environment(bootstrap), self.topics.input)
         self.run(tmp_path / "first", expect=0)
         assert decisions_per_event(bootstrap, self.topics) == event_ids(self.before)
         recreate(bootstrap, self.topics.input)
         self.after = payment_records(simulate(12, payments=AFTER).payments)
         produce_payments(bootstrap, self.topics.input, self.after, PARTITIONS)
-        self.new_id = input_topic_id("test", KafkaContext.of(bootstrap), self.topics.input)
+        self.new_id = input_topic_id("test", KafkaContext.from_environment(bootstrap), self.topics.input)
         assert self.new_id != self.old_id
 
     def run(self, checkpoint: Path, *extra: str, expect: int) -> InferProcess:
@@ -106,7 +106,9 @@ def test_a_recreated_input_topic_is_refused_in_one_line_with_the_fix(bootstrap: 
 
 @pytest.mark.integration
 @pytest.mark.timeout(2400)  # three or four job processes one after another: slow on a loaded 2-core machine
-def test_starting_over_on_a_recreated_input_decides_every_new_event_once(bootstrap: str, tmp_path: Path) -> None:
+def test_starting_over_on_a_recreated_input_decides_every_new_event_once(
+    bootstrap: str, cluster: KafkaContext, tmp_path: Path
+) -> None:
     case = Recreated(bootstrap, tmp_path)
     flag = ("--input-recreated", case.new_id)
     used = case.run(tmp_path / "first", *flag, expect=1)  # the old checkpoint would start the new topic mid-way
@@ -114,7 +116,7 @@ def test_starting_over_on_a_recreated_input_decides_every_new_event_once(bootstr
 
     case.run(tmp_path / "fresh", *flag, expect=0)
     assert decisions_per_event(bootstrap, case.topics) == event_ids(case.before) + event_ids(case.after)
-    markers = read_markers(KafkaContext.of(bootstrap), "ikkai", case.query, topic=f"_ikkai.commits.ikkai.{case.query}")
+    markers = read_markers(cluster, "ikkai", case.query, topic=f"_ikkai.commits.ikkai.{case.query}")
     assert {m.source_topic_id for m in markers.values()} == {case.new_id}
 
     # The flag names one recreation: left on the command line, it changes nothing more.
@@ -124,7 +126,7 @@ def test_starting_over_on_a_recreated_input_decides_every_new_event_once(bootstr
 
 def sink(**changes: str) -> SinkConfig:
     return SinkConfig(
-        app="ikkai", query="infer", cluster=KafkaContext.of("localhost:1"), output_topics=("decisions.fraud",),
+        app="ikkai", query="infer", cluster=KafkaContext('localhost:1'), output_topics=("decisions.fraud",),
         partitions=2, order_by=("input_partition", "input_offset"), source_topic="events.payments", **changes,
     )  # fmt: skip
 
@@ -188,7 +190,7 @@ def test_a_broker_that_gives_no_topic_id_is_refused_as_unknown(monkeypatch: pyte
 
     monkeypatch.setattr(input_identity, "AdminClient", Admin)
     with pytest.raises(ConfigError) as refused:
-        input_topic_id("infer", KafkaContext.of("localhost:1"), "events.payments")
+        input_topic_id("infer", KafkaContext("localhost:1"), "events.payments")
     text = str(refused.value)
     assert "the broker gave no topic id (AAAAAAAAAAAAAAAAAAAAAA)" in text and "Kafka 2.8 or newer" in text
     assert "\n" not in text

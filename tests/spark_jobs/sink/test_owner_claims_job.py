@@ -94,7 +94,10 @@ def until(*done: Callable[[], bool], job: InferProcess, deadline_s: float = 900)
 
 def claimed(bootstrap: str, query: str) -> bool:
     """A claim of ``query`` is on the owners log, committed or not."""
-    if OWNERS not in AdminClient(KafkaContext.of(bootstrap).client_config()).list_topics(timeout=10).topics:
+    if (
+        OWNERS
+        not in AdminClient(KafkaContext.from_environment(bootstrap).client_config()).list_topics(timeout=10).topics
+    ):
         return False
     records = flat(by_partition(bootstrap, OWNERS, isolation="read_uncommitted"))
     return any(key == f"ikkai.{query}".encode() for key, _ in records)
@@ -206,7 +209,7 @@ def test_a_shadow_cannot_take_the_live_querys_output_over(bootstrap: str, tmp_pa
 @pytest.mark.integration
 @pytest.mark.timeout(2400)
 def test_a_recreated_input_after_a_handover_starts_over_with_the_flag_the_refusal_names(
-    bootstrap: str, tmp_path: Path
+    bootstrap: str, cluster: KafkaContext, tmp_path: Path
 ) -> None:
     """Case 8: query N took over from Q and has no marker of its own yet; the input is recreated. N is refused
     naming --input-recreated <id>; before, N with exactly that flag was refused again with the same fix (the
@@ -218,7 +221,7 @@ def test_a_recreated_input_after_a_handover_starts_over_with_the_flag_the_refusa
     run(bootstrap, topics, tmp_path / "new", new, "--after-query", old, expect=0)  # nothing new to decide
     recreate(bootstrap, topics.input)
     produce_payments(bootstrap, topics.input, after, PARTITIONS)
-    topic_id = input_topic_id("test", KafkaContext.of(bootstrap), topics.input)
+    topic_id = input_topic_id("test", cluster, topics.input)
     refused = run(bootstrap, topics, tmp_path / "new2", new, expect=1)
     line = refusal(refused)
     assert f"--input-recreated {topic_id}" in line and "fresh --checkpoint" in line, line

@@ -62,7 +62,7 @@ def test_a_squatted_owner_folder_is_refused_with_what_to_do(temp: Path) -> None:
 def test_a_squatted_owner_folder_is_refused_before_any_producer_exists(temp: Path) -> None:
     squat(temp / f"ikkai-transactional-ids-{os.getuid()}")
     config = SinkConfig(
-        app="app", query="query", cluster=KafkaContext.of("localhost:1"), output_topics=("out",), partitions=1,
+        app="app", query="query", cluster=KafkaContext('localhost:1'), output_topics=("out",), partitions=1,
         order_by=("seq",), source_topic="in",
     )  # fmt: skip
     pool = ProducerPool()

@@ -29,7 +29,7 @@ from spark_jobs.sink.stream_writer import (
 )
 from spark_jobs.streaming_job import kafka_source
 
-CONFIG = SinkConfig(app="ikkai", query="q", cluster=KafkaContext.of("127.0.0.1:1"), output_topics=("out",),
+CONFIG = SinkConfig(app="ikkai", query="q", cluster=KafkaContext('127.0.0.1:1'), output_topics=("out",),
                     partitions=2, order_by=("offset",), source_topic="in", partition_column="partition")  # fmt: skip
 
 
@@ -79,7 +79,7 @@ def test_a_committed_batch_prints_its_line(tmp_path: Path, capsys: pytest.Captur
 
 @pytest.fixture
 def stream(spark: Any) -> Any:
-    return kafka_source(spark, KafkaContext.of("127.0.0.1:1"), "events.payments", 100).select("key", "partition")
+    return kafka_source(spark, KafkaContext("127.0.0.1:1"), "events.payments", 100).select("key", "partition")
 
 
 def test_one_kafka_topic_read_row_by_row_is_one_task_per_partition(stream: Any) -> None:

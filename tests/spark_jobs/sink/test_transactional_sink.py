@@ -31,7 +31,8 @@ PARTITIONS = 3
 
 def sink(bootstrap: str, topic: str, query: str, commits: str) -> SinkConfig:
     return SinkConfig(
-        app="test", query=query, cluster=KafkaContext.of(bootstrap), output_topics=(topic,), partitions=PARTITIONS,
+        app="test", query=query, cluster=KafkaContext.from_environment(bootstrap), output_topics=(topic,),
+        partitions=PARTITIONS,
         order_by=("seq",), source_topic="test.in", commits_topic=commits, retry_deadline_s=20,
     )  # fmt: skip
 
@@ -50,7 +51,9 @@ def topics(bootstrap: str) -> tuple[str, str]:
     return create_topic(bootstrap, unique("test.out"), PARTITIONS), unique("_ikkai.commits.test")
 
 
-def test_each_record_once_on_its_key_partition_in_order(spark: Any, bootstrap: str, topics: tuple[str, str]) -> None:
+def test_each_record_once_on_its_key_partition_in_order(
+    spark: Any, bootstrap: str, cluster: KafkaContext, topics: tuple[str, str]
+) -> None:
     out, commits = topics
     writer = TransactionalBatchWriter(sink(bootstrap, out, "q", commits))
     writer.prepare(spark)
@@ -62,13 +65,13 @@ def test_each_record_once_on_its_key_partition_in_order(spark: Any, bootstrap: s
         assert all(kafka_partition(key, PARTITIONS) == partition for key, _ in records)
         numbers = [int(value.decode().split("-")[1]) for _, value in records]
         assert numbers == sorted(numbers)
-    markers = read_markers(KafkaContext.of(bootstrap), "test", "q", topic=commits)
+    markers = read_markers(cluster, "test", "q", topic=commits)
     assert {p: m.batch_id for p, m in markers.items()} == {p: 1 for p in range(PARTITIONS)}
 
 
 @pytest.mark.parametrize("mode", ["exactly-once", "at-least-once"])
 def test_a_headers_column_becomes_kafka_record_headers(
-    spark: Any, bootstrap: str, topics: tuple[str, str], mode: str
+    spark: Any, bootstrap: str, cluster: KafkaContext, topics: tuple[str, str], mode: str
 ) -> None:
     """How a dead letter carries its reason where any consumer sees it without decoding the value."""
     out, commits = topics
@@ -80,11 +83,7 @@ def test_a_headers_column_becomes_kafka_record_headers(
         "input_partition int, input_offset long",
     )
     config = sink(bootstrap, out, "q", commits)
-    writer = (
-        TransactionalBatchWriter(config)
-        if mode == "exactly-once"
-        else AtLeastOnceBatchWriter(KafkaContext.of(bootstrap))
-    )
+    writer = TransactionalBatchWriter(config) if mode == "exactly-once" else AtLeastOnceBatchWriter(cluster)
     writer.prepare(spark)
     writer(frame, 0)
     seen = headers_by_value(bootstrap, out, expect=2)
@@ -132,7 +131,9 @@ def test_a_zombie_is_fenced_and_its_open_transaction_aborted(
     assert len(by_partition(bootstrap, out, "read_uncommitted")[0]) == len(seen[0]) + 1  # it was there, aborted
 
 
-def test_a_producer_fenced_between_batches_starts_anew(spark: Any, bootstrap: str, topics: tuple[str, str]) -> None:
+def test_a_producer_fenced_between_batches_starts_anew(
+    spark: Any, bootstrap: str, cluster: KafkaContext, topics: tuple[str, str]
+) -> None:
     out, commits = topics
     config = sink(bootstrap, out, "q", commits)
     writer = TransactionalBatchWriter(config)
@@ -143,7 +144,7 @@ def test_a_producer_fenced_between_batches_starts_anew(spark: Any, bootstrap: st
     writer(batch(spark, out, 40, 40), 1)  # and a re-run is still skipped
     seen = by_partition(bootstrap, out)
     assert sorted(int(v.decode().split("-")[1]) for records in seen.values() for _, v in records) == list(range(80))
-    markers = read_markers(KafkaContext.of(bootstrap), "test", "q", topic=commits)
+    markers = read_markers(cluster, "test", "q", topic=commits)
     assert {p: m.batch_id for p, m in markers.items()} == {p: 1 for p in range(PARTITIONS)}
 
 
@@ -176,7 +177,8 @@ def test_a_missing_output_topic_is_refused(
 
 def in_place(bootstrap: str, topic: str, query: str, commits: str) -> SinkConfig:
     return SinkConfig(
-        app="test", query=query, cluster=KafkaContext.of(bootstrap), output_topics=(topic,), partitions=PARTITIONS,
+        app="test", query=query, cluster=KafkaContext.from_environment(bootstrap), output_topics=(topic,),
+        partitions=PARTITIONS,
         order_by=("input_partition", "input_offset"), source_topic="test.in", commits_topic=commits,
         retry_deadline_s=20, partition_column="input_partition",
     )  # fmt: skip
@@ -208,7 +210,11 @@ def kafka_batch(spark: Any, input_topic: str, out: str, bootstrap: str) -> Any:
 
 
 def test_in_place_each_record_goes_to_its_input_partition_once(
-    spark: Any, bootstrap: str, topics: tuple[str, str], placed_input: tuple[str, dict[int, list[bytes]]]
+    spark: Any,
+    bootstrap: str,
+    cluster: KafkaContext,
+    topics: tuple[str, str],
+    placed_input: tuple[str, dict[int, list[bytes]]],
 ) -> None:
     out, commits = topics
     input_topic, placed = placed_input
@@ -219,7 +225,7 @@ def test_in_place_each_record_goes_to_its_input_partition_once(
     writer(kafka_batch(spark, input_topic, out, bootstrap), 0)  # a re-run of the batch is skipped
     seen = by_partition(bootstrap, out)
     assert {p: [key for key, _ in records] for p, records in seen.items()} == placed  # in input-offset order
-    markers = read_markers(KafkaContext.of(bootstrap), "test", "q", topic=commits)
+    markers = read_markers(cluster, "test", "q", topic=commits)
     assert {p: m.batch_id for p, m in markers.items()} == {p: 0 for p in range(PARTITIONS)}
     outside = sum(kafka_partition(key, PARTITIONS) != p for p, keys in placed.items() for key in keys)
     assert outside > 0  # the fixture is meant to disagree with the default partitioner
