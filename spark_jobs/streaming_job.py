@@ -6,8 +6,11 @@ count is known: what it writes, what decides its output (``writer_version``), ho
 becomes the streamed rows and what runs per micro-batch. The template does the rest, in this order::
 
     opened (the cluster resolved and checked, --create-topics) → the session → pinned_partitions →
-    the job's plan → kafka_source → SinkConfig (input identity, handover, start offsets) →
-    batch_writer(crash_hook) → rebase on a recreated input → prepare → trigger
+    the job's plan → kafka_source → sink_config → the trigger → prepare_sink → attached, started
+
+``prepare_sink`` (``sink.query_start``) is the sink's whole side of the start, in one pass down the sink's
+floors: the input by topic id, a rebase on a recreated input, the writer, and its checks and claim
+over the markers it reads once.
 
 The sink is attached one of two ways: through ``foreachBatch`` (the default), or, for a job whose rows
 are written in place with the sink's transform (infer) and ``--sink-api data-source``, through a
@@ -45,9 +48,8 @@ from spark_jobs.options import (
     stream_trigger,
 )
 from spark_jobs.sink.config import DEFAULT_TRANSACTION_TIMEOUT_MS, DEFAULT_TRANSACTIONAL_WRITER
-from spark_jobs.sink.input_identity import input_topic_id, rebase_on_recreated_input
+from spark_jobs.sink.query_start import AfterBatch, BatchWriter, SinkStart, prepare_sink
 from spark_jobs.sink.transactional_sink import (
-    AtLeastOnceBatchWriter,
     PartitionResult,
     RowTransform,
     SinkConfig,
@@ -57,12 +59,9 @@ from spark_jobs.sink.transactional_sink import (
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
-    from pyspark.sql.streaming.readwriter import DataStreamWriter
 
     from spark_jobs.replay_query import ReplayRequest
 
-BatchWriter = TransactionalBatchWriter | AtLeastOnceBatchWriter
-AfterBatch = Callable[[int, list[PartitionResult]], None]
 BatchFunction = Callable[["DataFrame", int], None]
 
 
@@ -282,30 +281,16 @@ def crash_hook(query: str, crash_after_batch: int | None) -> AfterBatch:
     return after_batch
 
 
-def batch_writer(
-    mode: str, config: SinkConfig, after_batch: AfterBatch, transform: RowTransform | None = None
-) -> TransactionalBatchWriter | AtLeastOnceBatchWriter:
-    """The exactly-once writer; or Spark's own at-least-once sink, the benchmarks' baseline."""
-    if mode == "exactly-once":
-        return TransactionalBatchWriter(config, after_batch=after_batch, transform=transform)
-    return AtLeastOnceBatchWriter(config.cluster, after_batch=after_batch, query=config.query,
-                                  transform=transform)  # fmt: skip
-
-
-def start_query(spark: SparkSession, options: StreamingOptions, job: StreamingJob) -> RunningQuery:
-    """The start sequence (module docstring): the job's plan wired to the source, the sink and the trigger."""
-    partitions = pinned_partitions(job.name, options.cluster, options.partitions, job.layout_topic, options.input_topic)
-    plan = job.plan(spark, options, partitions)
-    rows = plan.rows(kafka_source(spark, options.cluster, options.input_topic, options.max_offsets))
-    config = SinkConfig(
+def sink_config(options: StreamingOptions, plan: BatchPlan, partitions: int, job: str) -> SinkConfig:
+    """The query's sink settings: the options and the job's plan, with the bounds the transaction timeout gives."""
+    return SinkConfig(
         app=options.app, query=options.query, cluster=options.cluster,
         output_topics=plan.output_topics, partitions=partitions, order_by=plan.order_by,
         source_topic=options.input_topic, transaction_timeout_ms=options.transaction_timeout_ms,
         retry_deadline_s=retry_deadline_s(options.transaction_timeout_ms),
-        # No input may stop the job: the input by id (a recreated topic is refused), a record too large for
-        # the producer set aside as a dead letter, transactions bounded in bytes too.
-        source_topic_id=input_topic_id(job.name, options.cluster, options.input_topic),
-        input_recreated=options.input_recreated, dlq_topic=plan.dlq_topic, dlq_stage=job.name,
+        # No input may stop the job: the input by id (looked up by prepare_sink; a recreated topic is refused), a
+        # record too large for the producer set aside as a dead letter, transactions bounded in bytes too.
+        input_recreated=options.input_recreated, dlq_topic=plan.dlq_topic, dlq_stage=job,
         dead_letter_codec=environment_codec(),
         max_transaction_bytes=default_max_transaction_bytes(options.transaction_timeout_ms),
         partition_column=plan.partition_column, outputs_follow_input=plan.outputs_follow_input,
@@ -313,24 +298,32 @@ def start_query(spark: SparkSession, options: StreamingOptions, job: StreamingJo
         writer_version=plan.writer_version, after_query=options.after_query, start_offsets=options.start_offsets,
         transactional_writer=options.transactional_writer, shadow=options.shadow, transactions=options.transactions,
     )  # fmt: skip
+
+
+def start_query(spark: SparkSession, options: StreamingOptions, job: StreamingJob) -> RunningQuery:
+    """The start sequence (module docstring): the job's plan wired to the source, the sink and the trigger."""
     after_batch = crash_hook(options.query, options.crash_after_batch)
-    writer = batch_writer(options.mode, config, after_batch, plan.transform)
-    if options.mode == "exactly-once":
-        rebase_on_recreated_input(config, options.checkpoint, spark)  # --input-recreated: start over on the new topic
-    if isinstance(writer, TransactionalBatchWriter):
-        writer.prepare(spark)
+    partitions = pinned_partitions(job.name, options.cluster, options.partitions, job.layout_topic, options.input_topic)
+    plan = job.plan(spark, options, partitions)
+    rows = plan.rows(kafka_source(spark, options.cluster, options.input_topic, options.max_offsets))
+    config = sink_config(options, plan, partitions, job.name)
+    trigger = stream_trigger(options.available_now, options.trigger_interval)
     stream = rows.writeStream.queryName(options.query).option("checkpointLocation", str(options.checkpoint))
     if plan.output_mode:
         stream = stream.outputMode(plan.output_mode)
-    trigger = stream_trigger(options.available_now, options.trigger_interval)
+    # The sink's side of the start, in one pass (sink.query_start): the input by id, a rebase, the writer prepared.
+    writer = prepare_sink(spark, config, SinkStart(job.name, options.mode, options.checkpoint, after_batch,
+                                                   plan.transform))  # fmt: skip
     attach = sink_api(options, plan, writer)
     sys.stderr.write(f"{options.query}: the sink is attached as {attach} ({options.mode})\n")
     if not options.transactions:
         sys.stderr.write(f"{options.query}: Kafka transactions OFF (--benchmark-without-transactions): "
                          "NOT exactly-once, a benchmark's baseline only\n")  # fmt: skip
     if attach == DATA_SOURCE:
-        assert isinstance(writer, TransactionalBatchWriter)
-        attached, refusal = data_source_stream(spark, stream, rows, options, plan, writer)
+        from spark_jobs.sink.stream_writer import attach_data_source  # Spark's data source API: loaded for it alone
+
+        assert isinstance(writer, TransactionalBatchWriter) and plan.transform is not None
+        attached, refusal = attach_data_source(spark, stream, rows, writer, plan.transform, options.crash_after_batch)
         return RunningQuery(attached.trigger(**trigger).start(), refusal, writer.explain)
     batch = ErrorKeepingBatch(plan.batch_function(writer))
     return RunningQuery(stream.foreachBatch(batch).trigger(**trigger).start(), lambda: batch.error)
@@ -352,44 +345,6 @@ def sink_api(options: StreamingOptions, plan: BatchPlan, writer: BatchWriter) ->
             "with the sink's transform (infer)", fix="leave --sink-api out",
         )  # fmt: skip
     return options.sink_api or FOREACH_BATCH
-
-
-def data_source_stream(
-    spark: SparkSession,
-    stream: DataStreamWriter,
-    rows: DataFrame,
-    options: StreamingOptions,
-    plan: BatchPlan,
-    writer: TransactionalBatchWriter,
-) -> tuple[DataStreamWriter, Callable[[], IkkaiError | None]]:
-    """The prepared writer's sink as a Python data source's stream writer, and where a batch's refusal is read.
-
-    The plan is checked before the query starts (one task per Kafka partition); a refusal travels from a
-    task through the driver-side commit to a file in a folder of this process's own (0700).
-    """
-    import atexit
-    import os
-    import shutil
-    import tempfile
-
-    from spark_jobs.sink.stream_writer import (
-        StreamSink,
-        TransactionalDataSource,
-        read_refusal,
-        refuse_a_split_stream,
-    )
-
-    assert plan.transform is not None
-    refuse_a_split_stream(rows, writer.config)
-    folder = tempfile.mkdtemp(prefix=f"ikkai-{options.query}-")
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)  # after the driver read it, when the job ends
-    refusal_file = Path(folder) / "refusal"
-    crash_pids: tuple[int, ...] = ()
-    if options.crash_after_batch is not None:  # the driver's JVM first (it would go on to Spark's commit log)
-        crash_pids = (int(spark._jvm.java.lang.ProcessHandle.current().pid()), os.getpid())  # type: ignore[union-attr]
-    sink = StreamSink(writer.config, plan.transform.function, str(refusal_file), options.crash_after_batch, crash_pids)
-    spark.dataSource.register(TransactionalDataSource)
-    return stream.format(TransactionalDataSource.name()).options(**sink.option()), lambda: read_refusal(refusal_file)
 
 
 def default_checkpoint_refusal(master: str, options: StreamingOptions) -> ConfigError | None:

@@ -61,7 +61,8 @@ from spark_jobs.enrich.records import (
     encode_events,
 )
 from spark_jobs.options import JobOptions, click_options, option
-from spark_jobs.streaming_job import BatchPlan, BatchWriter, StreamingOptions, main_entry, opened, run_job
+from spark_jobs.sink.query_start import BatchWriter
+from spark_jobs.streaming_job import BatchPlan, StreamingOptions, main_entry, opened, run_job
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

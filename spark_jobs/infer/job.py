@@ -171,7 +171,8 @@ def main(**given: Any) -> None:
 def run(given: InferOptions) -> None:
     """The job's run: the cluster resolved and checked, ``--create-topics`` done, then the query."""
     job = given.job()
-    run_job(opened(job.name, given, given.query_name, job.outputs.written, shadow=given.shadow), job)
+    options = opened(job.name, given, given.query_name, job.outputs.written, shadow=given.shadow)
+    run_job(options, job)
 
 
 if __name__ == "__main__":

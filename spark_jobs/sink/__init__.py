@@ -7,7 +7,10 @@ marker (``commit_markers``), by producers a ``producer_pool`` keeps, as ``config
 which query writes an output (the claim log), ``query_handover`` and ``input_identity`` keep a change
 (a handover, a recreated input) exactly-once; ``kafka_errors``
 classifies what Kafka answers, and ``dead_letters`` sets aside what Kafka refuses;
-``ikkai.contract.partition_ends`` reads a partition to its committed end.
+``ikkai.contract.partition_ends`` reads a partition to its committed end. ``query_start`` is the
+sink's side of a query's start, in one pass: the input by id, a rebase on a recreated input, the
+writer and its checks and claim (``prepare_sink``); ``stream_writer`` attaches the prepared writer as
+a Python data source's stream writer instead of ``foreachBatch``, when asked.
 """
 
 from spark_jobs.sink.config import SinkConfig

@@ -1,7 +1,8 @@
 """The sink's settings (``SinkConfig``) and the bounds they default to: one frozen value per query.
 
-The driver builds it at the start (``streaming_job``; ``TransactionalBatchWriter.prepare`` adds what it
-reads from Kafka: the claim's start, the origin's layout, the topics' limits) and Spark pickles it into
+The driver builds it at the start (``streaming_job``; ``query_start.prepare_sink`` adds the input's topic id,
+``TransactionalBatchWriter.prepare`` what it reads from Kafka: the claim's start, the origin's layout, the topics'
+limits) and Spark pickles it into
 every write task; the executor writer gets it with each request. Nothing here touches Kafka.
 """
 

@@ -4,8 +4,9 @@ A commit marker's source offsets mean something only on the topic they were read
 deleted and recreated under the same name starts again at offset 0, so the old markers would
 leave out the new topic's records up to the old offsets as "committed before": records lost
 without a word. Kafka gives every topic an id (KIP-516) that a recreated topic does not share.
-The job looks the id up at start (``input_topic_id``; a broker that answers with no id, the zero
-id, is refused: it would compare equal before and after a recreation), every marker records it
+The job looks the id up at start (``input_topic_id``, in ``query_start.prepare_sink``; a broker that
+answers with no id, the zero id, is refused: it would compare equal before and after a recreation),
+every marker records it
 (``SinkConfig.source_topic_id``), and a marker of another id stops the job in one line
 (``partition_transactions.check_markers``) with the fix below.
 
@@ -42,7 +43,7 @@ from ikkai.errors import ConfigError
 from spark_jobs.sink.commit_markers import CommitMarker, read_marker, read_markers
 from spark_jobs.sink.config import OPERATOR_GUIDE, SinkConfig
 from spark_jobs.sink.kafka_errors import call_with_retries
-from spark_jobs.sink.producer_pool import produce, transactional_producer
+from spark_jobs.sink.producer_pool import transactional_producer
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -158,7 +159,7 @@ def _rebase(config: SinkConfig, partition: int) -> bool:
             return False  # another instance rebased it in between
         fresh = rebased(marker, config.source_topic_id)
         step("begin_transaction", producer.begin_transaction)
-        produce(producer, config.commits_topic, fresh.key, fresh.encode(default_codec()), partition, None)
+        producer.produce(config.commits_topic, key=fresh.key, value=fresh.encode(default_codec()), partition=partition)
         step("commit_transaction", lambda: producer.commit_transaction(deadline))
         return True
     finally:

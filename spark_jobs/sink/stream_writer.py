@@ -38,12 +38,15 @@ callback into the driver per batch, no DataFrame built, analysed and collected p
 
 from __future__ import annotations
 
+import atexit
 import base64
 import dataclasses
 import os
 import pickle
+import shutil
 import signal
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -57,12 +60,13 @@ from spark_jobs.sink.commit_markers import CommitMarkerError
 from spark_jobs.sink.config import SinkConfig
 from spark_jobs.sink.kafka_errors import TransactionError
 from spark_jobs.sink.partition_transactions import PartitionResult
-from spark_jobs.sink.transactional_sink import batch_report
-from spark_jobs.sink.write_tasks import write_in_place
+from spark_jobs.sink.transactional_sink import TransactionalBatchWriter, batch_report
+from spark_jobs.sink.write_tasks import RowTransform, write_in_place
 
 if TYPE_CHECKING:
     import pyarrow as pa  # type: ignore[import-untyped]
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming.readwriter import DataStreamWriter
     from pyspark.sql.types import StructType
 
 SOURCE_NAME = "ikkai_transactional"
@@ -235,3 +239,28 @@ class TransactionalDataSource(DataSource):
     def streamWriter(self, schema: StructType, overwrite: bool) -> TransactionalStreamWriter:
         sink: Any = cloudpickle.loads(base64.b64decode(self.options[SINK_OPTION]))
         return TransactionalStreamWriter(sink)
+
+
+def attach_data_source(
+    spark: SparkSession,
+    stream: DataStreamWriter,
+    rows: DataFrame,
+    writer: TransactionalBatchWriter,
+    transform: RowTransform,
+    crash_after_batch: int | None = None,
+) -> tuple[DataStreamWriter, Callable[[], IkkaiError | None]]:
+    """The prepared writer's sink as a Python data source's stream writer, and where a batch's refusal is read.
+
+    The plan is checked before the query starts (one task per Kafka partition); a refusal travels from a
+    task through the driver-side commit to a file in a folder of this process's own (0700).
+    """
+    refuse_a_split_stream(rows, writer.config)
+    folder = tempfile.mkdtemp(prefix=f"ikkai-{writer.config.query}-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)  # after the driver read it, when the job ends
+    refusal_file = Path(folder) / "refusal"
+    crash_pids: tuple[int, ...] = ()
+    if crash_after_batch is not None:  # the driver's JVM first (it would go on to Spark's commit log)
+        crash_pids = (int(spark._jvm.java.lang.ProcessHandle.current().pid()), os.getpid())  # type: ignore[union-attr]
+    sink = StreamSink(writer.config, transform.function, str(refusal_file), crash_after_batch, crash_pids)
+    spark.dataSource.register(TransactionalDataSource)
+    return stream.format(TransactionalDataSource.name()).options(**sink.option()), lambda: read_refusal(refusal_file)

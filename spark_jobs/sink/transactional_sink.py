@@ -131,7 +131,10 @@ class TransactionalBatchWriter:
         self._columns_checked = False  # the transform's output columns, analysed once (they cannot change)
 
     def prepare(self, spark: SparkSession) -> None:
-        """Checks before the query starts: speculation off, commits topic present, layout unchanged, outputs claimed."""
+        """Checks before the query starts: speculation off, commits topic present, layout unchanged, outputs claimed.
+
+        The query's markers are read once, here, for every check of the start.
+        """
         refuse_speculation(spark)
         # Topics grown since the last run: refused, naming the query that goes on, before the count checks.
         config = self.config
@@ -139,7 +142,7 @@ class TransactionalBatchWriter:
         refuse_a_grown_layout(config, markers)
         ensure_commits_topic(self.config.cluster, self.config.commits_topic, self.config.partitions)
         self._admin = AdminClient(self.config.cluster.client_config())
-        check_layout(self.config, self._admin)
+        check_layout(self.config, self._admin, markers)
         self.config = start_as_owner(self.config, markers)  # claimed; the recorded start; a handover's fencing
         self.config = with_topic_limits(self.config, self._admin)  # each written topic's max.message.bytes
         self._routes = spark_partition_routes(self.config.partitions)
@@ -286,10 +289,14 @@ def refuse_speculation(spark: SparkSession) -> None:
         )
 
 
-def check_layout(config: SinkConfig, admin: AdminClient | None = None) -> None:
-    """Fail unless every output topic has ``partitions`` partitions and every marker agrees."""
+def check_layout(
+    config: SinkConfig, admin: AdminClient | None = None, markers: Mapping[int, CommitMarker] | None = None
+) -> None:
+    """Fail unless every output topic has ``partitions`` partitions and every marker agrees (``markers``: as read
+    at the start; None: read here)."""
     check_topics(config, admin)
-    markers = read_markers(config.cluster, config.app, config.query, topic=config.commits_topic)
+    if markers is None:
+        markers = read_markers(config.cluster, config.app, config.query, topic=config.commits_topic)
     refuse_a_grown_layout(config, markers)
     check_markers(config, markers)
 

@@ -1,0 +1,65 @@
+"""The sink's side of a query's start, in one downward pass: ``prepare_sink``.
+
+The streaming-job template builds the query's ``SinkConfig`` and a ``SinkStart`` (what the start needs
+besides it) and calls ``prepare_sink`` once, before the query starts. In this order:
+
+1. the input by id (``input_identity.input_topic_id``): every marker records it, a recreated topic is refused;
+2. ``--input-recreated``: markers of the old topic rebased to offset 0 of the new one
+   (``input_identity.rebase_on_recreated_input``);
+3. the writer: the exactly-once ``TransactionalBatchWriter``, or Spark's own at-least-once sink (the benchmarks'
+   baseline: it makes no exactly-once promise, and the steps 2 and 4 are not taken);
+4. the writer's checks and claim (``TransactionalBatchWriter.prepare``, the query's markers read once): speculation
+   off, the commits topic, the layout, the outputs claimed (a handover's fencing), the topics' size limits.
+
+A query started with ``--sink-api data-source`` then attaches the prepared writer as a Python data source's
+stream writer (``stream_writer.attach_data_source``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from spark_jobs.sink.config import SinkConfig
+from spark_jobs.sink.input_identity import input_topic_id, rebase_on_recreated_input
+from spark_jobs.sink.partition_transactions import PartitionResult
+from spark_jobs.sink.transactional_sink import AtLeastOnceBatchWriter, TransactionalBatchWriter
+from spark_jobs.sink.write_tasks import RowTransform
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+BatchWriter = TransactionalBatchWriter | AtLeastOnceBatchWriter
+AfterBatch = Callable[[int, list[PartitionResult]], None]
+EXACTLY_ONCE = "exactly-once"
+
+
+@dataclass(frozen=True)
+class SinkStart:
+    """What the sink's start needs besides its ``SinkConfig``: derived from the job's options and plan."""
+
+    job: str  # the job in refusals: enrich, infer
+    mode: str  # exactly-once, or at-least-once (Spark's own sink)
+    checkpoint: Path | str  # the query's Spark checkpoint: --input-recreated needs a fresh one
+    after_batch: AfterBatch | None = None  # the tests' fault injection (streaming_job.crash_hook)
+    transform: RowTransform | None = None  # run inside the sink's write task (infer's model)
+
+
+def prepare_sink(spark: SparkSession, config: SinkConfig, start: SinkStart) -> BatchWriter:
+    """The query's writer, checked and prepared before the query starts (the module docstring's order)."""
+    config = dataclasses.replace(config, source_topic_id=input_topic_id(start.job, config.cluster, config.source_topic))
+    exactly_once = start.mode == EXACTLY_ONCE
+    if exactly_once:
+        rebase_on_recreated_input(config, start.checkpoint, spark)  # --input-recreated: start over on the new topic
+    writer: BatchWriter = (
+        TransactionalBatchWriter(config, after_batch=start.after_batch, transform=start.transform)
+        if exactly_once  # else Spark's own at-least-once sink, the benchmarks' baseline: nothing to prepare
+        else AtLeastOnceBatchWriter(config.cluster, after_batch=start.after_batch, query=config.query,
+                                    transform=start.transform)
+    )  # fmt: skip
+    if isinstance(writer, TransactionalBatchWriter):
+        writer.prepare(spark)
+    return writer
