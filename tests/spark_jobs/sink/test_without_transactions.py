@@ -22,16 +22,16 @@ from spark_jobs.streaming_job import StreamingOptions
 
 def config(transactions: bool) -> SinkConfig:
     return SinkConfig(
-        app="app", query="query", cluster=KafkaContext.of("127.0.0.1:9"), output_topics=("out",), partitions=1,
+        app="app", query="query", cluster=KafkaContext("127.0.0.1:9"), output_topics=("out",), partitions=1,
         order_by=("seq",), source_topic="in", transactions=transactions,
     )  # fmt: skip
 
 
 def test_transactions_are_on_unless_the_benchmarks_flag_is_named() -> None:
     with infer_main.make_context("infer", []) as context:
-        assert StreamingOptions.of(InferOptions(**context.params), KafkaContext.of("b:9"), "q").transactions
+        assert StreamingOptions.of(InferOptions(**context.params), KafkaContext("b:9"), "q").transactions
     with infer_main.make_context("infer", ["--benchmark-without-transactions"]) as context:
-        assert not StreamingOptions.of(InferOptions(**context.params), KafkaContext.of("b:9"), "q").transactions
+        assert not StreamingOptions.of(InferOptions(**context.params), KafkaContext("b:9"), "q").transactions
     assert SinkConfig.__dataclass_fields__["transactions"].default is True
     assert "--benchmark-without-transactions" not in CliRunner().invoke(infer_main, ["--help"]).output  # hidden
 
