@@ -16,8 +16,9 @@ A B C, round 2 B C A, ...: no variant always meets the freshest broker):
   reading what enrich commits (``events.payments`` → ``decisions.fraud`` + ``outbox.requests``).
 
 **Warm-up** (excluded, given apart): until enrich has read ``--warmup-lines`` raw lines *and* the job's JVMs
-stopped compiling (``jit_warmup.SettleRule``: at most ``--settle-max`` new compilations over the last
-``--settle-span`` s, from ``jstat -compiler``), or ``--warmup-max-s`` passed (then the row says "not settled").
+stopped compiling (``jit_activity.compilations_settled``: fewer than ``--settle-max`` new compilations over the
+last ``--settle-span`` s, from each JVM's performance-data file, what ``jstat -compiler`` reads), or
+``--warmup-max-s`` passed since the job's start (then the row says "not settled").
 **Window**: from the arrival of the warm-up's last progress line to the first line at or past ``--seconds``
 or by which ``--lines`` more raw lines were read, whichever comes first; a window that ends because the
 backlog ran out first is marked "short". Raw lines/s = the window's ``numInputRows`` / its seconds (a batch's
@@ -49,8 +50,17 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.enrich_infer import SEED, land_raw_stream
-from benchmarks.harness import JobProcess, bench_stack, median, print_table, python_module
-from benchmarks.jit_warmup import CompilationSampler, SettleRule, jvm_compilations
+from benchmarks.harness import (
+    JobProcess,
+    bench_stack,
+    median,
+    print_table,
+    proc_stats,
+    process_tree,
+    python_module,
+    rotated,
+)
+from benchmarks.jit_activity import compilations, compilations_settled
 from benchmarks.looped_stream import FreshLines, copies_for, looped
 from benchmarks.steady_state import LOAD_LABELS, Load, fixed_load, phase_summary
 from benchmarks.targets import Target, print_targets
@@ -104,11 +114,6 @@ def measured_window(progress: Sequence[tuple[float, dict[str, Any]]], warmup: in
     return Window(start, counted[-1][0], rows, [p for _, p in counted])
 
 
-def rotated(variants: Sequence[str], rounds: int) -> list[tuple[int, str]]:
-    """(round, variant): every round runs each variant once, the order rotated by one per round (A B C, B C A, ...)."""
-    return [(r, variants[(r - 1 + i) % len(variants)]) for r in range(1, rounds + 1) for i in range(len(variants))]
-
-
 @dataclass(frozen=True)
 class Half:
     """One half of a window: its rows and seconds (the split is the first progress line at or past the middle)."""
@@ -154,6 +159,26 @@ def cpu_between(samples: Sequence[tuple[float, float]], start: float, end: float
         return next((cpu for s, cpu in samples if s >= t), samples[-1][1])
 
     return at(end) - at(start) if samples else 0.0
+
+
+def warm_up_over(
+    lines_read: int, jit: Sequence[tuple[float, int | None]], now: float, give_up_at: float, args: argparse.Namespace
+) -> bool:
+    """The warm-up is over once ``args.warmup_lines`` raw lines were read and the JVMs' JIT settled (fewer than
+    ``args.settle_max`` compilations over the last ``args.settle_span`` s), or, with the lines read, at
+    ``give_up_at`` (the run then says "not settled")."""
+    if lines_read < args.warmup_lines:
+        return False
+    return now > give_up_at or compilations_settled(jit, quiet_s=args.settle_span, threshold=args.settle_max)
+
+
+def compiled_between(jit: Sequence[tuple[float, int | None]], start: float, end: float) -> int | None:
+    """JIT compilations from (time, compilations so far) samples: the first known at or after ``start`` to the first
+    at or after ``end`` (the last known if none is); None when no count is known."""
+    known = [(at, count) for at, count in jit if count is not None]
+    first = next((count for at, count in known if at >= start), None)
+    last = next((count for at, count in known if at >= end), known[-1][1] if known else None)
+    return None if first is None or last is None else last - first
 
 
 @dataclass
@@ -252,21 +277,28 @@ def report(runs: Sequence[Run]) -> None:
 # ---------------------------------------------------------------- I/O: the jobs
 
 
-class CpuSampler:
-    """(monotonic time, CPU seconds of every job's tree, summed) every ``SAMPLE_S``."""
+class TreeSampler:
+    """Every ``SAMPLE_S``, of every job's process tree together: (monotonic time, CPU seconds) in ``samples`` and
+    (monotonic time, the JVMs' JIT compilations so far, None if unknown) in ``jit``; one pass of /proc each."""
 
     def __init__(self, jobs: Sequence[JobProcess]) -> None:
-        from benchmarks.peer_streams import tree_cpu_seconds
-
         self.samples: list[tuple[float, float]] = []
+        self.jit: list[tuple[float, int | None]] = []
         self._stop = threading.Event()
 
         def run() -> None:
             while not self._stop.wait(SAMPLE_S):
-                self.samples.append((time.monotonic(), sum(tree_cpu_seconds(j.process.pid) for j in jobs)))
+                stats = proc_stats()
+                tree = {pid for job in jobs for pid in process_tree(job.process.pid, stats) if pid in stats}
+                at = time.monotonic()
+                self.samples.append((at, sum(stats[pid].own_cpu_s + stats[pid].children_cpu_s for pid in tree)))
+                self.jit.append((at, compilations(pid for pid in tree if stats[pid].name == "java")))
 
         self._thread = threading.Thread(target=run, daemon=True)
         self._thread.start()
+
+    def settled(self, quiet_s: float, threshold: int) -> bool:
+        return compilations_settled(list(self.jit), quiet_s=quiet_s, threshold=threshold)
 
     def stop(self) -> None:
         self._stop.set()
@@ -306,11 +338,8 @@ def one_run(
         )  # fmt: skip
         jobs.append(JobProcess(command, cwd=cwd, env=env))
     enrich = jobs[0]
-    sampler = CpuSampler(jobs)
+    sampler = TreeSampler(jobs)
     run = Run(n, variant)
-    rule = SettleRule(args.settle_span, args.settle_max)
-    roots = [job.process.pid for job in jobs]
-    compiling = CompilationSampler(roots)
     try:
         enrich.wait_started()
 
@@ -322,15 +351,14 @@ def one_run(
 
         assert enrich.started is not None
         give_up_settling = enrich.started + args.warmup_max_s
-        _await(lambda: read() >= args.warmup_lines and (compiling.settled(rule) or time.monotonic() > give_up_settling),
+
+        _await(lambda: warm_up_over(read(), list(sampler.jit), time.monotonic(), give_up_settling, args),
                jobs, args.warmup_max_s + 900, f"{variant} warm-up")  # fmt: skip
-        run.settled = compiling.settled(rule)
-        compiling.stop()
+        run.settled = sampler.settled(args.settle_span, args.settle_max)
         warm = enrich_progress()
         t0 = warm[-1][0]
         run.warmup_s = t0 - enrich.started
         run.warmup_lines = sum(int(p.get("numInputRows", 0)) for _, p in warm)
-        compiled_before = jvm_compilations(roots)
 
         def window_done() -> bool:
             progress = enrich_progress()
@@ -339,7 +367,6 @@ def one_run(
             return drained or last - t0 >= args.seconds or rows_between(progress, t0, last) >= args.lines
 
         _await(window_done, jobs, args.seconds + 900, f"{variant} measurement")
-        run.compilations = jvm_compilations(roots) - compiled_before
         progress = enrich_progress()
         window = measured_window(progress, len(warm), time.monotonic())  # up to the line that ended it
         if window is None:
@@ -350,6 +377,7 @@ def one_run(
         run.lines, run.seconds, run.batches = window.rows, window.seconds, window.batches
         run.ended_by = window_end_reason(run.lines, run.seconds, args.lines, args.seconds)
         run.cpu_s = cpu_between(sampler.samples, window.start, window.end)
+        run.compilations = compiled_between(sampler.jit, window.start, window.end)
         run.halves = halves(progress, window.start, window.end)
         if run.halves:
             run.halves_cpu_s = tuple(cpu_between(sampler.samples, h.start, h.end)  # type: ignore[assignment]
@@ -373,7 +401,6 @@ def one_run(
         finally:
             watch.close()
     finally:
-        compiling.stop()
         sampler.stop()
         for job in jobs:
             job.stop()
@@ -407,16 +434,18 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--warmup-lines", type=int, default=300_000, help="raw lines read before the window")
     parser.add_argument("--settle-span", type=float, default=10, help="JIT settled: over the last this many s ...")
-    parser.add_argument("--settle-max", type=int, default=50, help="... at most this many new compilations")
+    parser.add_argument("--settle-max", type=int, default=50, help="... fewer than this many new compilations")
     parser.add_argument("--warmup-max-s", type=float, default=300, help="end an unsettled warm-up after this")
     parser.add_argument("--batch", type=int, help="maxOffsetsPerTrigger [default: the job's own]")
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--load-seconds", type=float, default=20, help="each fixed load: how long")
-    parser.add_argument("--quick", action="store_true", help="a smoke run: 1 round, small stream, 15 s, 3 s loads")
+    parser.add_argument(
+        "--quick", action="store_true", help="a smoke run: 1 round, 11,652 lines, 15 s or 6,000 lines, 3 s loads"
+    )
     args = parser.parse_args()
     if args.quick:
-        args.rounds, args.payments, args.seconds, args.lines, args.batch = 1, 10_000, 15, 40_000, args.batch or 2_000
-        args.warmup_lines, args.warmup_max_s, args.settle_span, args.load_seconds = 6_000, 60, 6, 3
+        args.rounds, args.payments, args.seconds, args.lines, args.batch = 1, 3_000, 15, 6_000, args.batch or 2_000
+        args.warmup_lines, args.warmup_max_s, args.settle_span, args.load_seconds = 4_000, 60, 6, 3
     started = time.monotonic()
     runs: list[Run] = []
     one = mixed_stream(SEED, payments=args.payments, partitions=args.partitions)

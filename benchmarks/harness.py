@@ -81,6 +81,14 @@ def alternating(variants: Sequence[str], rounds: int) -> list[tuple[int, str]]:
     return [(r, v) for r in range(1, rounds + 1) for v in variants]
 
 
+def rotated(variants: Sequence[str], rounds: int) -> list[tuple[int, str]]:
+    """(round, variant), every round each variant once, the order turned by one place per round (A B C, B C A,
+    C A B, ...): over ``len(variants)`` rounds each variant runs once in every position (a Latin square), so
+    what warms or tires the machine run after run does not always favour the same one."""
+    count = len(variants)
+    return [(r, variants[(i + r - 1) % count]) for r in range(1, rounds + 1) for i in range(count)]
+
+
 # ---------------------------------------------------------------- memory of a process tree
 
 

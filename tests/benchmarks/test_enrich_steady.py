@@ -6,6 +6,7 @@ No timing assertions: the numbers here are made up; the script measures, BENCHMA
 
 from __future__ import annotations
 
+import argparse
 import json
 
 import pytest
@@ -17,15 +18,17 @@ from benchmarks.enrich_steady import (
     VARIANTS,
     Half,
     Run,
+    compiled_between,
     cpu_between,
     enrich_targets,
     halves,
     measured_window,
     report,
-    rotated,
     rows_between,
+    warm_up_over,
     window_end_reason,
 )
+from benchmarks.harness import rotated
 from benchmarks.looped_stream import FreshLines
 from benchmarks.steady_state import Load
 from benchmarks.targets import MET, NOT_MEASURED, NOT_MET, verdict
@@ -134,9 +137,9 @@ def test_the_variants_order_rotates_by_one_every_round() -> None:
 
 def test_the_window_is_cut_at_its_first_line_past_the_middle() -> None:
     assert halves(LINES, 5.0, 20.0) is None  # the only line past 12.5 s is the window's last: one batch
-    first, second = halves(LINES, 3.0, 8.0) or (None, None)
-    assert first == Half(3.0, 6.0, 1300) and second == Half(6.0, 8.0, 2000)  # split at 6.0 >= 5.5
-    assert (first.rate, second.rate) == (pytest.approx(1300 / 3), 1000.0)
+    cut = halves(LINES, 3.0, 8.0)
+    assert cut == (Half(3.0, 6.0, 1300), Half(6.0, 8.0, 2000))  # split at 6.0, the first line >= 5.5
+    assert cut[0].rate == pytest.approx(1300 / 3) and cut[1].rate == 1000.0
 
 
 def test_the_window_says_what_ended_it() -> None:
@@ -154,3 +157,22 @@ def test_the_enrich_targets_take_the_medians_and_say_when_nothing_was_measured()
     assert verdict(rate_target, rate) == MET and verdict(p99_target, p99) == NOT_MET
     (_, none_rate, _), (_, none_p99, _) = enrich_targets([])
     assert verdict(rate_target, none_rate) == NOT_MEASURED and none_p99 is None
+
+
+def test_compilations_in_a_window_come_from_the_samples_at_its_ends() -> None:
+    jit = [(1.0, 4_000), (2.0, None), (3.0, 4_300), (4.0, 4_310), (5.0, 4_320)]
+    assert compiled_between(jit, 2.0, 4.0) == 10  # 4,310 - 4,300: an unknown count is skipped
+    assert compiled_between(jit, 0.5, 9.0) == 320  # the end past the last sample: the last known
+    assert compiled_between([(1.0, None)], 0.0, 2.0) is None  # no performance-data file: not known
+
+
+def test_the_warm_up_needs_the_lines_and_a_settled_jit_or_its_bound() -> None:
+    args = argparse.Namespace(warmup_lines=300_000, settle_span=10.0, settle_max=50)
+    compiling = [(0.0, 1_000), (5.0, 3_000), (10.0, 4_500), (15.0, 4_560)]  # 1,560 in the last 10 s
+    quiet = [*compiling, (20.0, 4_590), (25.0, 4_600)]  # 40 since 15 s
+    assert not warm_up_over(299_999, quiet, 25.0, 300.0, args)  # settled, but not enough lines
+    assert not warm_up_over(300_000, compiling, 15.0, 300.0, args)  # the lines, but still compiling
+    assert warm_up_over(300_000, quiet, 25.0, 300.0, args)
+    assert not warm_up_over(300_000, [*compiling, (20.0, 4_590), (25.0, 4_610)], 25.0, 300.0, args)  # 50: not fewer
+    assert warm_up_over(300_000, compiling, 301.0, 300.0, args)  # past the bound: over, the row says not settled
+    assert not warm_up_over(300_000, [(t, None) for t in range(30)], 29.0, 300.0, args)  # no count: wait the bound

@@ -25,7 +25,7 @@ def test_copies_keep_every_outcome_with_new_ids_later_times_and_the_right_partit
     for line in events:  # a well-formed event: keyed by its payment id, on its key's partition
         document = json.loads(line.value)
         assert line.key == document["payment_id"].encode() and line.event_id == document["event_id"]
-        assert line.partition == kafka_partition(line.key, 2)
+        assert line.partition == kafka_partition(line.key or b"", 2)
     wrong = [line for line in stream.lines if line.expected == WRONG_PARTITION]
     assert len(wrong) == 3 and all(line.partition != kafka_partition(line.key or b"", 2) for line in wrong)
 
