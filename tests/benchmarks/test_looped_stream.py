@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from benchmarks.looped_stream import copies_for, event_time_ms, looped
+from benchmarks.looped_stream import GAP_MS, copies_for, event_time_ms, looped
 from demo.raw_payments import EVENT, RawLine, mixed_stream
 from ikkai.contract.partitioning import kafka_partition
 from spark_jobs.enrich.reasons import WRONG_PARTITION
@@ -38,8 +38,10 @@ def test_copies_keep_every_outcome_with_new_ids_later_times_and_the_right_partit
     def earliest(lines: Sequence[RawLine]) -> int:
         return min(times(lines))
 
-    assert earliest(stream.lines[size : 2 * size]) > latest(stream.lines[:size])  # never behind the copy before
-    assert earliest(stream.lines[2 * size :]) > latest(stream.lines[size : 2 * size])
+    # each copy's events start GAP_MS after the copy before ends: never behind it, and not far ahead (a line kept
+    # for its timestamp in the future must not push the copies into the future, where they would be refused)
+    assert earliest(stream.lines[size : 2 * size]) == latest(stream.lines[:size]) + GAP_MS
+    assert earliest(stream.lines[2 * size :]) == latest(stream.lines[size : 2 * size]) + GAP_MS
 
 
 def test_enough_copies_for_the_lines_needed() -> None:
