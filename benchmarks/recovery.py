@@ -24,7 +24,7 @@ ports) and measures, per round:
   its JVM is SIGKILLed and started again as the stack starts it (``LocalStack.start``). Measured:
   kill → REST up → every connector and task RUNNING, broken down by the worker's own log (JVM
   start, REST server, group joined, the assignment and the delay it carries, tasks started).
-  ``--connect-settings old`` runs the worker with the settings before issue #17
+  ``--connect-settings old`` runs the worker with its earlier settings
   (``scheduled.rebalance.max.delay.ms=5000``, Kafka's 10 s ``session.timeout.ms``, plugins found by
   reflection as well as by manifest, ``plugin.discovery=hybrid_warn``); ``both`` alternates old and
   new in every round.
@@ -436,7 +436,7 @@ def recovery_targets(results: Sequence[JobRound]) -> list[tuple[Target, float | 
 
 # ---------------------------------------------------------------- Connect recovery
 
-# The worker's settings before issue #17 (10 s and 3 s are Kafka's defaults).
+# The worker's earlier settings, before its restart was made fast (10 s and 3 s are Kafka's defaults).
 OLD_CONNECT_SETTINGS = {
     "scheduled.rebalance.max.delay.ms": "5000",
     "session.timeout.ms": "10000",
