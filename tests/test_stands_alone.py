@@ -1,8 +1,9 @@
 """The repository stands alone: nothing points to documents outside it, and its doc links resolve.
 
 Users get this repository and nothing else, so no file may send them to a design or style document
-that lives elsewhere (the design is docs/architecture.md), and every relative link in README.md and
-docs/*.md must lead to a file of the repository (and, with a ``#fragment``, to one of its headings).
+that lives elsewhere (the design is docs/architecture.md), and every relative link in README.md,
+BENCHMARKS.md and docs/*.md must lead to a file of the repository (and, with a ``#fragment``, to one of its
+headings).
 """
 
 from __future__ import annotations
@@ -114,7 +115,10 @@ def test_no_file_points_to_a_document_outside_the_repository() -> None:
 
 def test_every_relative_link_in_the_docs_leads_to_a_file_of_the_repository() -> None:
     files = repository_files()
-    docs = sorted(name for name in files if name == "README.md" or re.fullmatch(r"docs/[^/]+\.md", name))
+    docs = sorted(
+        name for name in files if name in ("README.md", "BENCHMARKS.md") or re.fullmatch(r"docs/[^/]+\.md", name)
+    )
+    assert "BENCHMARKS.md" in docs
     assert "README.md" in docs and "docs/architecture.md" in docs
     broken = [hit for name in docs for hit in broken_links(name, (ROOT / name).read_text(), files)]
     assert not broken, "broken links (fix the target or the link):\n  " + "\n  ".join(broken)
@@ -152,7 +156,9 @@ TRACKER = re.compile(r"\bissues? #?\d+,? (?:item|case)s? \d+|(?<![\w/-])#4\d,? (
 
 def test_the_docs_do_not_name_the_teams_issues() -> None:
     files = repository_files()
-    docs = sorted(name for name in files if name == "README.md" or re.fullmatch(r"docs/[^/]+\.md", name))
+    docs = sorted(
+        name for name in files if name in ("README.md", "BENCHMARKS.md") or re.fullmatch(r"docs/[^/]+\.md", name)
+    )
     found = [
         f"{name}:{text.count(chr(10), 0, match.start()) + 1}: {match.group()}"
         for name in docs

@@ -9,12 +9,16 @@ import pytest
 from benchmarks.recovery import (
     CONNECT_MILESTONES,
     JOB_MILESTONES,
+    JobRound,
     assignment_delays,
     connect_log_times,
+    ends_read_late,
     first_batch,
     milestones,
     phases,
+    recovery_targets,
 )
+from benchmarks.targets import MET, NOT_MEASURED, NOT_MET, verdict
 
 RESTARTED_JOB = [
     (99.0, "infer: batch 7 committed 100 records, slowest partition 0.10 s of 0.50 s\n"),  # the killed job's
@@ -43,6 +47,25 @@ def test_a_milestone_is_looked_for_only_after_the_one_before() -> None:
 def test_phases_are_durations_between_the_milestones_found() -> None:
     durations = phases({"restart": 1.0, "spark up": 4.0, "model loaded": None, "visible": 10.0})
     assert durations == pytest.approx({"restart": 1.0, "spark up": 3.0, "model loaded": None, "visible": 6.0})
+
+
+def test_a_round_whose_new_job_committed_before_the_ends_were_read_is_not_measured() -> None:
+    restarted = RESTARTED_JOB[1:]  # the new job's lines: its first batch line at 106.0
+    assert not ends_read_late(restarted, ends_read=101.0)
+    assert ends_read_late(restarted, ends_read=106.0)
+
+
+def test_the_recovery_target_is_the_median_of_this_checkouts_measured_rounds() -> None:
+    def round_(n: int, seconds: float | None, code: str = "this") -> JobRound:
+        return JobRound(n, seconds, {}, None, code)
+
+    rows = recovery_targets([round_(1, 13.3), round_(2, 9.0), round_(3, 12.0), round_(4, 1.0, "baseline")])
+    ((target, value, how),) = rows
+    assert value == 12.0 and verdict(target, value) == NOT_MET and "3 round(s)" in how
+    ((_, fast, _),) = recovery_targets([round_(1, 8.0), round_(2, 9.5), round_(3, None)])
+    assert fast == pytest.approx(8.75) and verdict(target, fast) == MET  # a late round is left out
+    ((_, none, _),) = recovery_targets([round_(1, None)])
+    assert verdict(target, none) == NOT_MEASURED
 
 
 def test_the_first_batch_line_says_its_cost_and_new_producers() -> None:
