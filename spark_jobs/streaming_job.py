@@ -327,6 +327,8 @@ def start_query(spark: SparkSession, options: StreamingOptions, job: StreamingJo
         assert isinstance(writer, TransactionalBatchWriter)
         attached, refusal = data_source_stream(spark, stream, rows, options, plan, writer)
         return RunningQuery(attached.trigger(**trigger).start(), refusal, writer.explain)
+    if isinstance(writer, TransactionalBatchWriter) and plan.batch_function is _identity:
+        writer.check_stream(rows)  # the batches are these rows' micro-batches: their plan is checked once, here
     batch = ErrorKeepingBatch(plan.batch_function(writer))
     return RunningQuery(stream.foreachBatch(batch).trigger(**trigger).start(), lambda: batch.error)
 
@@ -367,15 +369,10 @@ def data_source_stream(
     import shutil
     import tempfile
 
-    from spark_jobs.sink.stream_writer import (
-        StreamSink,
-        TransactionalDataSource,
-        read_refusal,
-        refuse_a_split_stream,
-    )
+    from spark_jobs.sink.stream_writer import StreamSink, TransactionalDataSource, read_refusal
 
     assert plan.transform is not None
-    refuse_a_split_stream(rows, writer.config)
+    writer.check_stream(rows)
     folder = tempfile.mkdtemp(prefix=f"ikkai-{options.query}-")
     atexit.register(shutil.rmtree, folder, ignore_errors=True)  # after the driver read it, when the job ends
     refusal_file = Path(folder) / "refusal"
