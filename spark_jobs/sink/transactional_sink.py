@@ -80,12 +80,12 @@ from spark_jobs.sink.size_bounds import read_topic_limits
 from spark_jobs.sink.write_tasks import (
     HEADERS_COLUMN,
     ROUTE_COLUMN,
+    InPlaceWrite,
     RowTransform,
     collect_results,
     route_batches,
     with_route_column,
     write_batches,
-    write_in_place,
 )
 
 if TYPE_CHECKING:
@@ -130,6 +130,7 @@ class TransactionalBatchWriter:
         self._topics_checked_at = float("-inf")  # time.monotonic() of the last check_topics
         self._columns_checked = False  # the transform's output columns, analysed once (they cannot change)
         self._stream_checked = False  # the streaming plan refused a split once, at the start (check_stream)
+        self._in_place = InPlaceWrite()  # the in-place write's mapInArrow, built once (its function pickled once)
 
     def prepare(self, spark: SparkSession) -> None:
         """Checks before the query starts: speculation off, commits topic present, layout unchanged, outputs claimed."""
@@ -244,8 +245,7 @@ class TransactionalBatchWriter:
         transform = None if self.transform is None else self.transform.function
         if not self._stream_checked:  # checked once from the streaming plan, or here per batch, before any task writes
             refuse_shared_partitions(rows, batch_id, config, self.transform)
-        write = functools.partial(write_in_place, config=config, batch_id=batch_id, transform=transform)
-        collected = collect_results(rows, write)
+        collected = self._in_place.collect(rows, config, batch_id, transform)
         partitions = [r.partition for r in collected]
         if len(set(partitions)) != len(partitions):
             twice = sorted({p for p in partitions if partitions.count(p) > 1})

@@ -15,6 +15,7 @@ from spark_jobs.sink import transactional_sink
 from spark_jobs.sink.commit_markers import CommitMarkerError
 from spark_jobs.sink.partition_transactions import PartitionResult
 from spark_jobs.sink.transactional_sink import SinkConfig, TransactionalBatchWriter
+from spark_jobs.sink.write_tasks import InPlaceWrite
 from spark_jobs.streaming_job import kafka_source
 
 CONFIG = SinkConfig(app="ikkai", query="q", cluster=KafkaContext.of("127.0.0.1:1"), output_topics=("out",),
@@ -40,7 +41,7 @@ def checks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         transactional_sink, "refuse_shared_partitions", lambda _rows, batch_id, *_: checked.append(batch_id)
     )
     results = [PartitionResult(p, 0, 1, skipped=False) for p in range(CONFIG.partitions)]
-    monkeypatch.setattr(transactional_sink, "collect_results", lambda *_: results)
+    monkeypatch.setattr(InPlaceWrite, "collect", lambda *_: results)
     return checked
 
 
