@@ -35,7 +35,7 @@ BATCH_LINE = re.compile(r": batch \d+ committed (\d+) records, slowest partition
 # One run, in the job's own process: the job started as ``ikkai jobs run infer`` starts it, the batch function timed.
 PROBE = r"""
 import cProfile, io, json, pstats, sys, time
-import pyspark.sql
+from pyspark.sql.classic.dataframe import DataFrame  # classic's collect, not the interface's
 from spark_jobs import streaming_job
 from spark_jobs.infer.job import InferOptions
 from spark_jobs.session import spark_session
@@ -45,7 +45,7 @@ args = json.loads(sys.argv[1])
 conf = {"spark.eventLog.enabled": "true", "spark.eventLog.dir": args["event_log"]} if args["event_log"] else {}
 spark_session("ikkai-" + args["query"], conf=conf)  # run_job's getOrCreate finds it
 calls, collects, profile = [], [], cProfile.Profile()
-collect = pyspark.sql.DataFrame.collect
+collect = DataFrame.collect
 
 def timed_collect(self):
     started = time.perf_counter()
@@ -54,7 +54,7 @@ def timed_collect(self):
     finally:
         collects[-1] += time.perf_counter() - started
 
-pyspark.sql.DataFrame.collect = timed_collect
+DataFrame.collect = timed_collect
 call = streaming_job.ErrorKeepingBatch.__call__
 
 def timed_call(self, batch, batch_id):
