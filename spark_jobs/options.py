@@ -92,8 +92,29 @@ OUTPUTS_PER_INPUT = 3
 
 def default_max_offsets_per_trigger(transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS) -> int:
     """The default bound of a micro-batch in input records: 25,000 for the default 60 s timeout."""
+    return measured_max_offsets_per_trigger(WRITE_FLOOR_PER_S, OUTPUTS_PER_INPUT, transaction_timeout_ms)
+
+
+def measured_max_offsets_per_trigger(
+    records_per_s: float, outputs_per_input: float, transaction_timeout_ms: int, bytes_per_output: float = 0.0
+) -> int:
+    """The bound of a micro-batch in input records that a write rate gives. Pure.
+
+    ``records_per_s`` is what one partition's writer sustains (measured, or the floor), ``outputs_per_input`` the
+    output records per input record (measured, or the worst case). A whole batch may land in one partition (Spark
+    splits ``maxOffsetsPerTrigger`` by lag), so its records must be written in a quarter of the timeout at that
+    rate; with ``bytes_per_output`` (measured), they must also fit one transaction's bytes
+    (``default_max_transaction_bytes``), so a batch is not cut into several transactions by size. At least 100.
+    """
+    if records_per_s <= 0 or outputs_per_input <= 0 or bytes_per_output < 0:
+        raise ValueError(f"a write rate of {records_per_s}/s, {outputs_per_input} outputs per input, "
+                         f"{bytes_per_output} bytes per output does not bound a batch")  # fmt: skip
     budget_s = transaction_timeout_ms / 1000 / 4
-    return max(100, int(budget_s * WRITE_FLOOR_PER_S / OUTPUTS_PER_INPUT))
+    bound = budget_s * records_per_s / outputs_per_input
+    if bytes_per_output:
+        in_bytes = default_max_transaction_bytes(transaction_timeout_ms) / (outputs_per_input * bytes_per_output)
+        bound = min(bound, in_bytes)
+    return max(100, int(bound))
 
 
 # The same bound in bytes: dead letters carry up to 512 KiB each, so 25,000 records may be gigabytes.

@@ -325,6 +325,8 @@ def start_query(spark: SparkSession, options: StreamingOptions, job: StreamingJo
         assert isinstance(writer, TransactionalBatchWriter) and plan.transform is not None
         attached, refusal = attach_data_source(spark, stream, rows, writer, plan.transform, options.crash_after_batch)
         return RunningQuery(attached.trigger(**trigger).start(), refusal, writer.explain)
+    if isinstance(writer, TransactionalBatchWriter) and plan.batch_function is _identity:
+        writer.check_stream(rows)  # the batches are these rows' micro-batches: their plan is checked once, here
     batch = ErrorKeepingBatch(plan.batch_function(writer))
     return RunningQuery(stream.foreachBatch(batch).trigger(**trigger).start(), lambda: batch.error)
 

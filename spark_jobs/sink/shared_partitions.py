@@ -1,8 +1,10 @@
 """Before an in-place write: no two Spark tasks of the batch may hold rows of one Kafka partition.
 
-Two such tasks would each commit part of the partition's rows under one marker. The check reads the
-physical plan when it is a plain Kafka read (no task runs), else asks the tasks which partition
-their rows name (``refuse_shared_partitions``).
+Two such tasks would each commit part of the partition's rows under one marker. A streaming query's
+plan is checked once, when it starts (``refuse_a_split_stream``: it cannot change while the query
+runs); a batch whose stream was not checked so is checked before its write: from its physical plan
+when it is a plain Kafka read (no task runs), else by asking the tasks which partition their rows
+name (``refuse_shared_partitions``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,43 @@ from spark_jobs.sink.write_tasks import RowTransform
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+
+ROW_PRESERVING = frozenset({"Project", "Filter", "SubqueryAlias", "MapInArrow", "PythonMapInArrow", "MapInPandas"})
+SPLITTING_OPTIONS = ("minpartitions", "maxrecordsperpartition")  # Kafka source options that split a partition
+
+
+def refuse_a_split_stream(rows: DataFrame, config: SinkConfig) -> None:
+    """Refuse a streaming plan whose micro-batches could give one Kafka partition to two Spark tasks, before it runs.
+
+    The plan is fixed when the query starts; with only row-preserving operators over one Kafka
+    topic read without options that split a partition, each micro-batch runs one task per input
+    partition, so a partition has one writer. Anything else (a shuffle, a union, a pattern
+    subscription, ``minPartitions``) is refused here, before any task writes.
+    """
+    node = rows._jdf.queryExecution().analyzed()
+    operators = []
+    while node.children().size() == 1:
+        operators.append(str(node.nodeName()))
+        node = node.children().apply(0)
+    problem = None
+    unknown = [name for name in operators if name not in ROW_PRESERVING]
+    if unknown:
+        problem = f"the stream passes {unknown[0]}, which may move rows between Spark tasks"
+    elif node.children().size() != 0 or str(node.nodeName()) != "StreamingRelationV2":
+        problem = f"the stream reads {node.nodeName()}, not one Kafka source"
+    else:
+        options = {str(k).lower(): str(v) for k, v in dict(node.extraOptions().asCaseSensitiveMap()).items()}
+        split = [o for o in SPLITTING_OPTIONS if o in options]
+        if str(node.sourceName()) != "kafka" or "subscribe" not in options or "," in options["subscribe"]:
+            problem = "the stream does not subscribe to exactly one Kafka topic"
+        elif split:
+            problem = f"the Kafka source is read with {split[0]}, which splits a partition between Spark tasks"
+    if problem is not None:
+        raise CommitMarkerError(
+            config.commits_topic, f"query {config.query}: {problem}; nothing was written",
+            fix="read one Kafka topic with one Spark task per partition and no shuffle before the sink, or write "
+            "it routed (no partition_column)",
+        )  # fmt: skip
 
 
 def refuse_shared_partitions(

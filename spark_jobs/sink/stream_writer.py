@@ -14,9 +14,9 @@ callback into the driver per batch, no DataFrame built, analysed and collected p
 (as PySpark's own ``foreach`` writer reads it). The checks keep their place:
 
 - **one task per partition, before any write**: the query's plan is checked once, before it starts
-  (``refuse_a_split_stream``: only row-preserving operators over one subscription of one Kafka topic,
-  read without ``minPartitions``/``maxRecordsPerPartition``), so every micro-batch has one task per
-  input partition; each task refuses rows of two partitions before it writes, and ``commit``
+  (``shared_partitions.refuse_a_split_stream``: only row-preserving operators over one subscription
+  of one Kafka topic, read without ``minPartitions``/``maxRecordsPerPartition``), so every micro-batch
+  has one task per input partition; each task refuses rows of two partitions before it writes, and ``commit``
   refuses a partition two tasks wrote (a bug: it cannot happen after the first check).
 - **an ``IkkaiError`` stays itself**: a task that refuses returns the error in its commit message
   instead of raising it (Spark would turn it into a page of traceback); ``commit`` writes it to
@@ -73,8 +73,6 @@ SOURCE_NAME = "ikkai_transactional"
 SINK_OPTION = "ikkai.sink"  # the sink's StreamSink, pickled: a data source gets only string options
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
 # The logical operators that keep every row in the Spark task that read it (no shuffle, no union, no coalesce).
-ROW_PRESERVING = frozenset({"Project", "Filter", "SubqueryAlias", "MapInArrow", "PythonMapInArrow", "MapInPandas"})
-SPLITTING_OPTIONS = ("minpartitions", "maxrecordsperpartition")  # Kafka source options that split a partition
 
 ArrowTransform = Callable[[Iterator["pa.RecordBatch"]], Iterator["pa.RecordBatch"]]
 
@@ -93,40 +91,6 @@ class StreamSink:
         """The option that carries this sink to the data source."""
         pickled = cloudpickle.dumps(self)  # type: ignore[no-untyped-call]
         return {SINK_OPTION: base64.b64encode(pickled).decode("ascii")}
-
-
-def refuse_a_split_stream(rows: DataFrame, config: SinkConfig) -> None:
-    """Refuse a streaming plan whose micro-batches could give one Kafka partition to two Spark tasks, before it runs.
-
-    The plan is fixed when the query starts; with only row-preserving operators over one Kafka
-    topic read without options that split a partition, each micro-batch runs one task per input
-    partition, so a partition has one writer. Anything else (a shuffle, a union, a pattern
-    subscription, ``minPartitions``) is refused here, before any task writes.
-    """
-    node = rows._jdf.queryExecution().analyzed()
-    operators = []
-    while node.children().size() == 1:
-        operators.append(str(node.nodeName()))
-        node = node.children().apply(0)
-    problem = None
-    unknown = [name for name in operators if name not in ROW_PRESERVING]
-    if unknown:
-        problem = f"the stream passes {unknown[0]}, which may move rows between Spark tasks"
-    elif node.children().size() != 0 or str(node.nodeName()) != "StreamingRelationV2":
-        problem = f"the stream reads {node.nodeName()}, not one Kafka source"
-    else:
-        options = {str(k).lower(): str(v) for k, v in dict(node.extraOptions().asCaseSensitiveMap()).items()}
-        split = [o for o in SPLITTING_OPTIONS if o in options]
-        if str(node.sourceName()) != "kafka" or "subscribe" not in options or "," in options["subscribe"]:
-            problem = "the stream does not subscribe to exactly one Kafka topic"
-        elif split:
-            problem = f"the Kafka source is read with {split[0]}, which splits a partition between Spark tasks"
-    if problem is not None:
-        raise CommitMarkerError(
-            config.commits_topic, f"query {config.query}: {problem}; nothing was written",
-            fix="read one Kafka topic with one Spark task per partition and no shuffle before the sink, or write "
-            "it routed (no partition_column)",
-        )  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -254,7 +218,7 @@ def attach_data_source(
     The plan is checked before the query starts (one task per Kafka partition); a refusal travels from a
     task through the driver-side commit to a file in a folder of this process's own (0700).
     """
-    refuse_a_split_stream(rows, writer.config)
+    writer.check_stream(rows)  # the plan checked once, before the query starts
     folder = tempfile.mkdtemp(prefix=f"ikkai-{writer.config.query}-")
     atexit.register(shutil.rmtree, folder, ignore_errors=True)  # after the driver read it, when the job ends
     refusal_file = Path(folder) / "refusal"

@@ -75,17 +75,17 @@ from spark_jobs.sink.config import SinkConfig
 from spark_jobs.sink.grown_layout import REPARTITION_PROCEDURE, refuse_a_grown_layout
 from spark_jobs.sink.partition_transactions import PartitionResult, check_markers, record_start
 from spark_jobs.sink.query_handover import hand_over, with_origin_layout
-from spark_jobs.sink.shared_partitions import refuse_shared_partitions
+from spark_jobs.sink.shared_partitions import refuse_a_split_stream, refuse_shared_partitions
 from spark_jobs.sink.size_bounds import read_topic_limits
 from spark_jobs.sink.write_tasks import (
     HEADERS_COLUMN,
     ROUTE_COLUMN,
+    InPlaceWrite,
     RowTransform,
     collect_results,
     route_batches,
     with_route_column,
     write_batches,
-    write_in_place,
 )
 
 if TYPE_CHECKING:
@@ -129,6 +129,8 @@ class TransactionalBatchWriter:
         self._admin: AdminClient | None = None
         self._topics_checked_at = float("-inf")  # time.monotonic() of the last check_topics
         self._columns_checked = False  # the transform's output columns, analysed once (they cannot change)
+        self._stream_checked = False  # the streaming plan refused a split once, at the start (check_stream)
+        self._in_place = InPlaceWrite()  # the in-place write's mapInArrow, built once (its function pickled once)
 
     def prepare(self, spark: SparkSession) -> None:
         """Checks before the query starts: speculation off, commits topic present, layout unchanged, outputs claimed.
@@ -149,12 +151,27 @@ class TransactionalBatchWriter:
         self._topics_checked_at = time.monotonic()
         self._prepared = True
 
+    def check_stream(self, rows: DataFrame) -> None:
+        """The streaming plan whose micro-batches this writer gets as they are, checked once before the query starts.
+
+        Written in place, no two Spark tasks of a batch may hold one Kafka partition
+        (``refuse_a_split_stream``). A query's plan is fixed when it starts (its operators, its one
+        Kafka source and that source's options), so the check cannot change its answer between
+        batches; the batches then skip the per-batch check of their own plan (``refuse_shared_partitions``).
+        Only for rows handed to the writer unchanged (the template's ``foreachBatch`` without a
+        batch function of the job's own); the write still refuses two results for one partition after it.
+        """
+        if self.config.partition_column:
+            refuse_a_split_stream(rows, self.config)
+            self._stream_checked = True
+
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
         if not self._prepared or self._routes is None:
             self.prepare(batch.sparkSession)
         else:  # the markers are checked by the writers that read them
-            refuse_speculation(batch.sparkSession)
+            # No speculation check here: prepare refused it, and spark.speculation is the SparkContext's (its task
+            # scheduler reads it once; a session cannot set a core Spark setting): it cannot turn on mid-query.
             self._check_topics(every_s=TOPIC_CHECK_INTERVAL_S)
         assert self._routes is not None
         try:
@@ -229,9 +246,9 @@ class TransactionalBatchWriter:
     def _write_in_place(self, rows: DataFrame, batch_id: int) -> list[PartitionResult]:
         config = self.config
         transform = None if self.transform is None else self.transform.function
-        refuse_shared_partitions(rows, batch_id, config, self.transform)  # before any task writes, not after
-        write = functools.partial(write_in_place, config=config, batch_id=batch_id, transform=transform)
-        collected = collect_results(rows, write)
+        if not self._stream_checked:  # checked once from the streaming plan, or here per batch, before any task writes
+            refuse_shared_partitions(rows, batch_id, config, self.transform)
+        collected = self._in_place.collect(rows, config, batch_id, transform)
         partitions = [r.partition for r in collected]
         if len(set(partitions)) != len(partitions):
             twice = sorted({p for p in partitions if partitions.count(p) > 1})

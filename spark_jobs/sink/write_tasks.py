@@ -12,6 +12,7 @@ its ``PartitionResult`` (``RESULT_SCHEMA``), which the driver gathers (``collect
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
 
+BATCH_ID_PROPERTY = "ikkai.sink.batchId"  # the Spark job's local property naming the batch its write tasks write
+SPARK_BATCH_ID_PROPERTY = "streaming.sql.batchId"  # Spark's own, on the query's thread (MicroBatchExecution)
 HEADERS_COLUMN = "headers"  # optional: map<string,string>, written as Kafka record headers (UTF-8 values)
 ROUTE_COLUMN = "_ikkai_route"
 ArrowBatches = Iterator["pa.RecordBatch"]  # what a mapInArrow function takes and yields
@@ -123,14 +126,15 @@ def write_batches(
 def write_in_place(
     batches: ArrowBatches,
     config: SinkConfig,
-    batch_id: int,
+    batch_id: int | None,
     transform: Callable[[ArrowBatches], ArrowBatches] | None = None,
 ) -> ArrowBatches:
     """``mapInArrow`` in the stage that computed the rows: all of them name one partition, one transaction.
 
     With ``transform``, the task's rows are its input and the output rows are what ``transform``
     yields for them, computed here, in the same Python worker, before the transaction begins.
-    A task without rows writes nothing (a re-run of the batch has none either).
+    A task without rows writes nothing (a re-run of the batch has none either). ``batch_id`` None:
+    the batch the driver named for this Spark job (``InPlaceWrite``, ``task_batch_id``).
     """
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -138,6 +142,8 @@ def write_in_place(
     chunks = [chunk for chunk in (batches if transform is None else transform(batches)) if len(chunk)]
     if not chunks:
         return
+    if batch_id is None:
+        batch_id = task_batch_id(config)
     column = config.partition_column
     assert column is not None
     table = pa.Table.from_batches(chunks)
@@ -171,6 +177,68 @@ def collect_results(
     """Run the write tasks (``mapInArrow``) and gather what each partition did, by partition."""
     results = (PartitionResult(**row.asDict()) for row in rows.mapInArrow(write, RESULT_SCHEMA).collect())
     return sorted(results, key=lambda r: r.partition)
+
+
+def task_batch_id(config: SinkConfig) -> int:
+    """In a write task: the batch the driver named for its Spark job (``BATCH_ID_PROPERTY``), and Spark's own if set.
+
+    Spark names a micro-batch's jobs in the local property ``streaming.sql.batchId`` of the query's
+    thread, which runs ``foreachBatch``'s function; the two must agree, and a job without the driver's
+    name is refused before anything is written (a stale or missing id would mislabel the markers).
+    """
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    named = context.getLocalProperty(BATCH_ID_PROPERTY) if context is not None else None
+    spark_named = context.getLocalProperty(SPARK_BATCH_ID_PROPERTY) if context is not None else None
+    if named is None or (spark_named is not None and spark_named != named):
+        raise CommitMarkerError(
+            config.commits_topic, f"a write task of query {config.query} was named batch {named} by the sink and "
+            f"{spark_named} by Spark; nothing was written", fix="report this bug",
+        )  # fmt: skip
+    return int(named)
+
+
+class InPlaceWrite:
+    """The in-place write tasks of one writer's batches: one ``mapInArrow`` function, pickled once, not per batch.
+
+    Building a ``mapInArrow`` per batch pickles its function (the sink's config, the job's
+    transform) and resolves each column through py4j. Here the function is built once per
+    ``(config, transform, columns)``: the batch id reaches the tasks as a local property of the
+    Spark job (``task_batch_id``), set for the job and cleared after it.
+    """
+
+    def __init__(self) -> None:
+        self._key: tuple[object, ...] | None = None
+        self._kept: tuple[object, ...] = ()  # what the key's ids name, alive while they are the key
+        self._column: Any = None
+
+    def collect(
+        self,
+        rows: DataFrame,
+        config: SinkConfig,
+        batch_id: int,
+        transform: Callable[[ArrowBatches], ArrowBatches] | None,
+    ) -> list[PartitionResult]:
+        from pyspark.sql import DataFrame
+        from pyspark.sql import functions as F
+        from pyspark.sql.pandas.functions import pandas_udf
+        from pyspark.util import PythonEvalType
+
+        columns = tuple(rows.columns)
+        key = (id(config), id(transform), columns)  # the config is replaced, never changed: a new one is a new key
+        if key != self._key:
+            write = functools.partial(write_in_place, config=config, batch_id=None, transform=transform)
+            udf = pandas_udf(write, RESULT_SCHEMA, PythonEvalType.SQL_MAP_ARROW_ITER_UDF)  # type: ignore[call-overload]
+            self._column, self._key = udf(*[F.col(f"`{name}`") for name in columns]), key
+            self._kept = (config, transform)
+        context = rows.sparkSession.sparkContext
+        context.setLocalProperty(BATCH_ID_PROPERTY, str(batch_id))
+        try:
+            written = DataFrame(rows._jdf.mapInArrow(self._column._jc, False, None), rows.sparkSession).collect()
+        finally:
+            context.setLocalProperty(BATCH_ID_PROPERTY, None)  # type: ignore[arg-type]
+        return sorted((PartitionResult(**row.asDict()) for row in written), key=lambda r: r.partition)
 
 
 def _result_batch(result: PartitionResult) -> Any:

@@ -17,6 +17,7 @@ from ikkai.errors import ConfigError
 from spark_jobs.sink.commit_markers import CommitMarkerError
 from spark_jobs.sink.config import SinkConfig
 from spark_jobs.sink.partition_transactions import PartitionResult
+from spark_jobs.sink.shared_partitions import refuse_a_split_stream
 from spark_jobs.sink.stream_writer import (
     SINK_OPTION,
     StreamSink,
@@ -25,7 +26,6 @@ from spark_jobs.sink.stream_writer import (
     WrittenPartitions,
     batch_results,
     read_refusal,
-    refuse_a_split_stream,
 )
 from spark_jobs.streaming_job import kafka_source
 
