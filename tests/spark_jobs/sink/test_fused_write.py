@@ -390,7 +390,7 @@ def test_a_streaming_batch_is_checked_from_its_plan_and_a_split_partition_is_ref
         assert all(len(partitions) == 1 for partitions in held)
         assert len({p for partitions in held for p in partitions}) == len(held)  # one task per Kafka partition
     assert Run(topics, query, written(bootstrap, topics)).by_role() == two_hop.by_role()  # batches, the same bytes
-    markers = read_markers(KafkaContext.of(bootstrap), "test", query, topic=commits_topic_for("test", query))
+    markers = read_markers(cluster, "test", query, topic=commits_topic_for("test", query))
     assert max(marker.batch_id for marker in markers.values()) == len(planned) - 1  # each task named its own batch
 
     topics, query = outputs(bootstrap), unique("stream-split")

@@ -18,7 +18,7 @@ from spark_jobs.sink.transactional_sink import SinkConfig, TransactionalBatchWri
 from spark_jobs.sink.write_tasks import InPlaceWrite
 from spark_jobs.streaming_job import kafka_source
 
-CONFIG = SinkConfig(app="ikkai", query="q", cluster=KafkaContext.of("127.0.0.1:1"), output_topics=("out",),
+CONFIG = SinkConfig(app="ikkai", query="q", cluster=KafkaContext("127.0.0.1:1"), output_topics=("out",),
                     partitions=2, order_by=("offset",), source_topic="in", partition_column="partition")  # fmt: skip
 
 
@@ -47,7 +47,7 @@ def checks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 def test_a_stream_checked_at_the_start_has_no_plan_walk_per_batch(spark: Any, checks: list[int]) -> None:
     writer = TransactionalBatchWriter(CONFIG)
-    stream = kafka_source(spark, KafkaContext.of("127.0.0.1:1"), "in", 100).select("key", "partition")
+    stream = kafka_source(spark, KafkaContext("127.0.0.1:1"), "in", 100).select("key", "partition")
     writer.check_stream(stream)  # one topic, row by row: one task per partition in every micro-batch
     for batch_id in range(3):
         writer._write_in_place(stream, batch_id)

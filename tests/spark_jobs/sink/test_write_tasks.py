@@ -13,7 +13,7 @@ from ikkai.contract.kafka import KafkaContext
 from spark_jobs.sink.config import SinkConfig
 from spark_jobs.sink.write_tasks import BATCH_ID_PROPERTY, SPARK_BATCH_ID_PROPERTY, task_batch_id
 
-CONFIG = SinkConfig(app="ikkai", query="q", cluster=KafkaContext.of("127.0.0.1:1"), output_topics=("out",),
+CONFIG = SinkConfig(app="ikkai", query="q", cluster=KafkaContext("127.0.0.1:1"), output_topics=("out",),
                     partitions=2, order_by=("offset",), source_topic="in", partition_column="partition")  # fmt: skip
 
 
