@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 from benchmarks.harness import median
 from benchmarks.jit_activity import compilations_settled
+from benchmarks.targets import Target, verdict
 
 
 class Sample(NamedTuple):
@@ -142,24 +143,11 @@ def ratio_of_medians(ours: Sequence[float | None], theirs: Sequence[float | None
     return ratio(median(a), median(b)), f"{min(a) / max(b):.2f} - {max(a) / min(b):.2f}"
 
 
-@dataclass(frozen=True)
-class Target:
-    what: str
-    limit: float
-    at_least: bool  # the measured median must be >= limit (else <=)
-
-    def verdict(self, value: float | None) -> str:
-        if value is None:
-            return "not measured"
-        return "met" if (value >= self.limit if self.at_least else value <= self.limit) else "not met"
-
-
 def target_rows(targets: Sequence[Target], measured: dict[str, tuple[float | None, object]]) -> list[list[object]]:
     """Per target: what, the measured median, its spread or range, the limit, the verdict. ``measured`` maps a
     target's ``what`` to (median, spread); a target with no figure is 'not measured'."""
     rows: list[list[object]] = []
     for target in targets:
         value, around = measured.get(target.what, (None, None))
-        limit = f"{'>=' if target.at_least else '<='} {target.limit:g}"
-        rows.append([target.what, value, around, limit, target.verdict(value)])
+        rows.append([target.what, value, around, target.limit_text, verdict(target, value)])
     return rows

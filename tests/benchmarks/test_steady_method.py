@@ -14,7 +14,6 @@ from benchmarks.harness import rotated
 from benchmarks.jit_activity import MAGIC, TOTAL_COMPILES, compilations_settled, perf_counter
 from benchmarks.steady_method import (
     Sample,
-    Target,
     WarmUp,
     halves,
     last_rise,
@@ -25,6 +24,7 @@ from benchmarks.steady_method import (
     warmed_up,
     window_start,
 )
+from benchmarks.targets import Target
 
 
 def perf_data(counters: dict[str, int], order: str = "<") -> bytes:
@@ -141,7 +141,11 @@ def test_the_peers_moving_p99_is_compared_by_its_median_with_the_range() -> None
 
 
 def test_a_targets_verdict_is_met_not_met_or_not_measured() -> None:
-    targets = (Target("throughput", 0.7, True), Target("cpu", 1.5, False), Target("p99 s", 0.6, False))
+    targets = (
+        Target("throughput", 0.7, at_most=False),
+        Target("cpu", 1.5, at_most=True),
+        Target("p99 s", 0.6, at_most=True),
+    )
     rows = target_rows(targets, {"throughput": (0.37, 0.05), "cpu": (1.5, 0.2)})
     assert rows == [
         ["throughput", 0.37, 0.05, ">= 0.7", "not met"],
