@@ -108,7 +108,7 @@ def test_a_client_the_cluster_refuses_gets_one_line_naming_the_cluster_and_what_
         settings = {"security.protocol": "PLAINTEXT"}
     monkeypatch.setenv(CONFIG_VAR, str(_properties(tmp_path / "client.properties", settings)))
     with pytest.raises(KafkaAccessError) as caught:
-        kafka.check_access(KafkaContext.recorded(endpoints), timeout=10)
+        kafka.check_access(KafkaContext.from_environment(endpoints.bootstrap_servers), timeout=10)  # the file set above
     error = caught.value
     assert error.reason == {"wrong password": "authentication", "wrong CA": "tls", "plaintext": "protocol"}[case]
     assert endpoints.bootstrap_servers in str(error) and error.fix
