@@ -338,23 +338,22 @@ class OutboxEmitter:
             )
 
     def close(self) -> None:
-        """Wait for what is queued. A fenced transactional emitter closes quietly: no transaction of
-        its producer can commit any more, so nothing it still holds would ever have been read."""
+        """Idempotent mode: wait for what is queued (``flush``). Transactional mode: drop what is still
+        queued, never wait for it. A record queued outside an open transaction belongs to one that
+        failed to commit (fenced, or the client broke), so no reader will ever see it; waiting would
+        serve its failed delivery report, where confluent-kafka 2.16 can raise a SystemError from
+        ``flush`` (seen with and without the fatal error as its cause). Inside an open transaction
+        close leaves the records alone: the block's end commits them or reports why it could not."""
         if not self.transactional:
             self.flush()
-            return
-        try:
-            self._drain()
-        except KafkaException as exc:
-            if not exc.args[0].fatal():
-                raise
+        elif not self._in_transaction:
+            self._producer.purge(in_queue=True, in_flight=True, blocking=True)
 
     def _drain(self) -> int:
         """``producer.flush``: the records still queued; a fatal error served meanwhile is raised as
         its KafkaException. (confluent-kafka 2.16's error callback leaves a fatal error's exception
         set while the same flush goes on to serve a delivery report, and CPython then raises a
-        SystemError from ``_delivered`` with that KafkaException as its cause: a fenced emitter with
-        a record in flight does it every time, tests/outbox_sink/test_async_emitter.py builds it.)"""
+        SystemError from ``_delivered`` with that KafkaException as its cause.)"""
         try:
             return int(self._producer.flush(self.timeout_s))
         except SystemError as exc:

@@ -505,3 +505,44 @@ def test_closing_an_emitter_fenced_with_a_record_in_flight_is_quiet_and_loses_no
         with newer.transaction():
             newer.emit(fresh)
     assert requests_on(bootstrap, requests_topic) == [fresh]
+
+
+class LibrarySlip:
+    """The emitter's real producer, except that serving delivery reports fails the way confluent-kafka
+    2.16 sometimes does for a fenced producer: ``SystemError`` with no cause (seen in a CI run)."""
+
+    def __init__(self, producer: Producer) -> None:
+        self._producer = producer
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("flush", "poll"):
+
+            def slipped(*_: Any) -> Any:
+                raise SystemError(
+                    f"<built-in method {name} of cimpl.Producer object> returned NULL without setting an exception"
+                )
+
+            return slipped
+        return getattr(self._producer, name)
+
+
+@pytest.mark.integration
+def test_closing_an_emitter_whose_commit_was_fenced_never_serves_its_delivery_reports(
+    bootstrap: str, cluster: KafkaContext, topics: tuple[str, str]
+) -> None:
+    """After a commit fenced with a record of it still queued, close() must not wait for that
+    record: it can never be read, and serving its failed delivery report is where the library can
+    fail without a cause. close() ends quietly; the newer emitter's request is the only one read."""
+    requests_topic, _ = topics
+    transactional_id = unique("svc")
+    zombie = OutboxEmitter(cluster, transactional_id=transactional_id, topic=requests_topic)
+    with OutboxEmitter(cluster, transactional_id=transactional_id, topic=requests_topic) as newer:
+        stale, fresh = make_request(1, "pay-1"), make_request(2, "pay-2")
+        with pytest.raises(OutboxDeliveryError) as caught, zombie.transaction():
+            zombie.emit(stale)
+        assert caught.value.fatal and "fenced" in str(caught.value)
+        zombie._producer = LibrarySlip(zombie._producer)  # type: ignore[assignment]
+        zombie.close()
+        with newer.transaction():
+            newer.emit(fresh)
+    assert requests_on(bootstrap, requests_topic) == [fresh]
