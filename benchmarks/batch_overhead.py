@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import alternating, bench_stack, median, print_table
+from ikkai.contract.kafka import KafkaContext
 
 REPO = Path(__file__).resolve().parents[1]
 WARM_BATCHES = 5  # the first batches start the Python workers and load the model: left out
@@ -88,15 +89,15 @@ print(json.dumps({"calls": calls[kept], "collects": collects[kept], "profile": t
 
 
 def one_run(
-    code: Path, bootstrap: str, scratch: Path, input_topic: str, args: argparse.Namespace, name: str
+    code: Path, cluster: KafkaContext, scratch: Path, input_topic: str, args: argparse.Namespace, name: str
 ) -> dict[str, Any]:
     from stack.kit.topic_io import create_topic, unique
 
-    outputs = {kind: create_topic(bootstrap, unique(f"{kind}.bench"), args.partitions)
+    outputs = {kind: create_topic(cluster, unique(f"{kind}.bench"), args.partitions)
                for kind in ("decisions", "outbox", "dlq")}  # fmt: skip
     probe = {
-        "bootstrap": bootstrap, "checkpoint": str(scratch / unique("checkpoint")), "query": unique(name),
-        "input": input_topic, "batch": args.batch, "warm": WARM_BATCHES, "profile": args.profile,
+        "bootstrap": cluster.bootstrap_servers, "checkpoint": str(scratch / unique("checkpoint")),
+        "query": unique(name), "input": input_topic, "batch": args.batch, "warm": WARM_BATCHES, "profile": args.profile,
         "event_log": args.event_log and str(Path(args.event_log) / name), **outputs,
     }  # fmt: skip
     if args.event_log:
@@ -140,14 +141,14 @@ def main() -> None:
 
     codes = {"base": args.base.resolve(), "this": REPO}
     rows, ratios, bounds = [], [], []
-    with bench_stack("batch-overhead") as (bootstrap, _connect, home):
-        input_topic = create_topic(bootstrap, unique("events.bench"), args.partitions)
-        produce_payments(bootstrap, input_topic, payment_records(simulate(7, payments=args.events).payments),
+    with bench_stack("batch-overhead") as (cluster, _connect, home):
+        input_topic = create_topic(cluster, unique("events.bench"), args.partitions)
+        produce_payments(cluster, input_topic, payment_records(simulate(7, payments=args.events).payments),
                          args.partitions)  # fmt: skip
         scratch = Path(tempfile.mkdtemp(dir=home))
         driver: dict[tuple[int, str], float] = {}
         for round_, variant in alternating(list(codes), args.rounds):
-            run = one_run(codes[variant], bootstrap, scratch, input_topic, args, f"{variant}{round_}")
+            run = one_run(codes[variant], cluster, scratch, input_topic, args, f"{variant}{round_}")
             calls, collects = run["calls"], run["collects"]
             own = [c - j for c, j in zip(calls, collects, strict=True)]
             driver[round_, variant] = median(own) or 0.0

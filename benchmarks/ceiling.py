@@ -60,14 +60,13 @@ def kafka_tool(main_class: str, *args: str) -> str:
 
 
 def perf_tools(cluster: KafkaContext, records: int, size: int) -> list[Row]:
-    bootstrap = cluster.bootstrap_servers  # for the topic kit and the jobs' flags
     rows: list[Row] = []
-    props = [f"bootstrap.servers={bootstrap}", "acks=all", "enable.idempotence=true", "linger.ms=5"]
+    props = [f"bootstrap.servers={cluster.bootstrap_servers}", "acks=all", "enable.idempotence=true", "linger.ms=5"]
     for label, extra in (
         ("idempotent, acks=all", []),
         ("transactions of 100 ms", ["--transactional-id", unique("bench.perf"), "--transaction-duration-ms", "100"]),
     ):
-        topic = create_topic(bootstrap, unique("bench.perf"), 2)
+        topic = create_topic(cluster, unique("bench.perf"), 2)
         output = kafka_tool(
             "org.apache.kafka.tools.ProducerPerformance", "--topic", topic, "--num-records", str(records),
             "--record-size", str(size), "--throughput", "-1", *extra, "--producer-props", *props,
@@ -75,7 +74,7 @@ def perf_tools(cluster: KafkaContext, records: int, size: int) -> list[Row]:
         rate, mb, p99 = parse_producer_performance(output)
         rows.append(["kafka ProducerPerformance", label, records, rate, mb, p99])
     output = kafka_tool(
-        "org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server", bootstrap, "--topic", topic,
+        "org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server", cluster.bootstrap_servers, "--topic", topic,
         "--messages", str(records), "--timeout", "60000",
     )  # fmt: skip
     rate, mb = parse_consumer_performance(output)
@@ -84,14 +83,13 @@ def perf_tools(cluster: KafkaContext, records: int, size: int) -> list[Row]:
 
 
 def python_client(cluster: KafkaContext, records: int, size: int, txn_records: int) -> list[Row]:
-    bootstrap = cluster.bootstrap_servers  # for the topic kit and the jobs' flags
     from confluent_kafka import Consumer, Producer
 
     rows: list[Row] = []
     value = b"x" * size
     keys = [f"pay-{i:09d}".encode() for i in range(records)]
     base = cluster.producer_config(**{"linger.ms": 5})
-    topic = create_topic(bootstrap, unique("bench.py"), 2)
+    topic = create_topic(cluster, unique("bench.py"), 2)
     producer = Producer(base)
     started = time.perf_counter()
     for key in keys:
@@ -100,7 +98,7 @@ def python_client(cluster: KafkaContext, records: int, size: int, txn_records: i
     seconds = time.perf_counter() - started
     rows.append(["confluent-kafka produce", "idempotent, acks=all", records, records / seconds,
                  records * size / seconds / 1e6, None])  # fmt: skip
-    topic = create_topic(bootstrap, unique("bench.py.txn"), 2)
+    topic = create_topic(cluster, unique("bench.py.txn"), 2)
     producer = Producer({**base, "transactional.id": unique("bench.py")})
     producer.init_transactions(30)
     started = time.perf_counter()
@@ -180,8 +178,7 @@ def main() -> None:
     args = parser.parse_args()
     model_rows, size = codec_and_model(min(args.python_records, 50_000))
     print(f"record size: {size} bytes (the average encoded decision)", file=sys.stderr, flush=True)
-    with bench_stack("ceiling") as (bootstrap, _, _):
-        cluster = KafkaContext.from_environment(bootstrap)  # resolved once, here at the entry
+    with bench_stack("ceiling") as (cluster, _, _):
         rows = perf_tools(cluster, args.records, size)
         rows += python_client(cluster, args.python_records, size, args.txn_records)
     rows += model_rows

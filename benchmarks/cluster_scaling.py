@@ -354,20 +354,21 @@ def last_error(log: Sequence[str]) -> str:
 
 def infer_runs(stack: LocalStack, args: argparse.Namespace) -> Callable[[], JobRun]:
     """The pre-filled input, once; each call gives a run into fresh output topics."""
-    bootstrap = stack.kafka_cluster().bootstrap_servers
-    topic = create_topic(bootstrap, unique("events.payments"), args.partitions)
-    produce_payments(bootstrap, topic, payment_records(simulate(3, payments=args.events).payments), args.partitions)
+    cluster = stack.kafka_cluster()
+    topic = create_topic(cluster, unique("events.payments"), args.partitions)
+    produce_payments(cluster, topic, payment_records(simulate(3, payments=args.events).payments), args.partitions)
 
     def one() -> JobRun:
-        topics = fresh_outputs(bootstrap, topic, args.partitions)
+        topics = fresh_outputs(cluster, topic, args.partitions)
         name = unique("infer").replace(".", "-")
 
         def check() -> str | None:
-            decisions = sum(len(records) for records in by_partition(bootstrap, topics.decisions).values())
+            decisions = sum(len(records) for records in by_partition(cluster, topics.decisions).values())
             return None if decisions >= args.events else f"{decisions} decisions for {args.events} events"
 
         return JobRun(name, [
-            "--bootstrap", bootstrap, "--checkpoint", str(shared_dir(stack.home) / name), "--query", name,
+            "--bootstrap", cluster.bootstrap_servers, "--checkpoint", str(shared_dir(stack.home) / name),
+            "--query", name,
             "--input", topics.input, "--decisions", topics.decisions, "--outbox", topics.outbox, "--dlq", topics.dlq,
             "--mode", EOS, "--max-offsets-per-trigger", str(args.infer_batch),
         ], f"{name}: model ", args.events, args.infer_batch, check)  # fmt: skip
@@ -376,21 +377,22 @@ def infer_runs(stack: LocalStack, args: argparse.Namespace) -> Callable[[], JobR
 
 
 def enrich_runs(stack: LocalStack, args: argparse.Namespace) -> Callable[[], JobRun]:
-    bootstrap = stack.kafka_cluster().bootstrap_servers
-    ingest, merchants, customers, lines = land_raw_stream(bootstrap, args.payments, args.partitions)
+    cluster = stack.kafka_cluster()
+    ingest, merchants, customers, lines = land_raw_stream(cluster, args.payments, args.partitions)
 
     def one() -> JobRun:
         name = unique("enrich").replace(".", "-")
         events, dlq = f"events.payments.{name}", f"dlq.enrich.{name}"
         for topic in (events, dlq):
-            create_topic(bootstrap, topic, args.partitions)
+            create_topic(cluster, topic, args.partitions)
 
         def check() -> str | None:
-            written = sum(len(records) for t in (events, dlq) for records in by_partition(bootstrap, t).values())
+            written = sum(len(records) for t in (events, dlq) for records in by_partition(cluster, t).values())
             return None if written == lines else f"{written} events and dead letters for {lines} raw lines"
 
         return JobRun(name, [
-            "--bootstrap", bootstrap, "--checkpoint", str(shared_dir(stack.home) / name), "--query", name,
+            "--bootstrap", cluster.bootstrap_servers, "--checkpoint", str(shared_dir(stack.home) / name),
+            "--query", name,
             "--input", ingest, "--output", events, "--dlq", dlq, "--merchants", merchants, "--customers", customers,
             "--mode", EOS, "--max-offsets-per-trigger", str(args.enrich_batch),
         ], ", lateness ", lines, args.enrich_batch, check)  # fmt: skip

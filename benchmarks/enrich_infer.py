@@ -36,7 +36,7 @@ SEED = 11
 
 
 def land_raw_stream(
-    bootstrap: str, payments: int, partitions: int, stream: MixedStream | None = None
+    cluster: KafkaContext, payments: int, partitions: int, stream: MixedStream | None = None
 ) -> tuple[str, str, str, int]:
     """(ingest topic, merchants topic, customers topic, raw lines): master data first, then the lines.
 
@@ -46,24 +46,22 @@ def land_raw_stream(
     name = unique("bench")
     merchants_topic, customers_topic = f"masterdata.merchants.{name}", f"masterdata.customers.{name}"
     merchants, customers = generate_profiles(stream.world, SEED)
-    cluster = KafkaContext.from_environment(bootstrap)
     publish_profiles(cluster, merchants, customers, merchants_topic=merchants_topic,
                      customers_topic=customers_topic, transactional_id=unique("bench.masterdata"))  # fmt: skip
-    ingest = create_topic(bootstrap, f"ingest.payments.{name}", partitions)
+    ingest = create_topic(cluster, f"ingest.payments.{name}", partitions)
     return ingest, merchants_topic, customers_topic, produce_lines(cluster, ingest, stream.lines)
 
 
 def one_round(
     cluster: KafkaContext, raw: tuple[str, str, str, int], mode: str, args: argparse.Namespace, scratch: Path
 ) -> list[object]:
-    bootstrap = cluster.bootstrap_servers  # for the topic kit and the jobs' flags
     ingest, merchants, customers, lines = raw
     name = unique("pipe").replace(".", "-")
     events, dlq_enrich = f"events.payments.{name}", f"dlq.enrich.{name}"
     decisions, outbox, dlq_infer = f"decisions.{name}", f"outbox.{name}", f"dlq.infer.{name}"
     for topic in (events, dlq_enrich, decisions, outbox, dlq_infer):
-        create_topic(bootstrap, topic, args.partitions)
-    batch = ["--max-offsets-per-trigger", str(args.batch), "--mode", mode, "--bootstrap", bootstrap]
+        create_topic(cluster, topic, args.partitions)
+    batch = ["--max-offsets-per-trigger", str(args.batch), "--mode", mode, "--bootstrap", cluster.bootstrap_servers]
     enrich_command, cwd, env = python_module(
         "spark_jobs.enrich", "--checkpoint", str(scratch / f"enrich-{name}"), "--query", f"enrich-{name}",
         "--input", ingest, "--output", events, "--dlq", dlq_enrich, "--merchants", merchants,
@@ -73,7 +71,7 @@ def one_round(
         "spark_jobs.infer", "--checkpoint", str(scratch / f"infer-{name}"), "--query", f"infer-{name}",
         "--input", events, "--decisions", decisions, "--outbox", outbox, "--dlq", dlq_infer, "--continuous", *batch,
     )  # fmt: skip
-    watch = DecisionWatch(bootstrap, decisions)
+    watch = DecisionWatch(cluster, decisions)
     enrich = JobProcess(enrich_command, cwd=cwd, env=env, start_marker=", mode ")
     infer = JobProcess(infer_command, cwd=cwd, env=env)
     try:
@@ -82,7 +80,7 @@ def one_round(
         assert enrich.started is not None and infer.started is not None
         if enrich.wait() != 0:
             raise SystemExit(f"enrich ({mode}) failed:\n{enrich.tail()}")
-        written = sum(len(records) for records in by_partition(bootstrap, events).values())
+        written = sum(len(records) for records in by_partition(cluster, events).values())
         give_up_at = time.monotonic() + 600
         while watch.count < written:
             if infer.process.poll() is not None or time.monotonic() > give_up_at:
@@ -104,9 +102,8 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=2)
     args = parser.parse_args()
     rows: list[list[object]] = []
-    with bench_stack("enrich-infer") as (bootstrap, _, scratch):
-        cluster = KafkaContext.from_environment(bootstrap)  # resolved once, here at the entry
-        raw = land_raw_stream(bootstrap, args.payments, args.partitions)
+    with bench_stack("enrich-infer") as (cluster, _, scratch):
+        raw = land_raw_stream(cluster, args.payments, args.partitions)
         for n, mode in alternating([EOS, ALOS], args.rounds):
             rows.append([n, *one_round(cluster, raw, mode, args, scratch)])
             print(f"enrich+infer round {n}, {mode}: {rows[-1][6]:.0f} raw lines/s", file=sys.stderr, flush=True)

@@ -211,13 +211,13 @@ def main() -> None:
     if not Path(args.py_spy).exists():
         raise SystemExit(f"no py-spy at {args.py_spy}: `.venv/bin/pip install py-spy`, or name it with --py-spy")
     started = time.monotonic()
-    with bench_stack("enrich-profile") as (bootstrap, _, scratch):
-        ingest, merchants, customers, lines = land_raw_stream(bootstrap, args.payments, args.partitions)
+    with bench_stack("enrich-profile") as (cluster, _, scratch):
+        ingest, merchants, customers, lines = land_raw_stream(cluster, args.payments, args.partitions)
         print(f"{lines:,} raw lines landed in {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
         name = unique("profile")
-        events, dlq = (create_topic(bootstrap, f"{kind}.{name}", args.partitions) for kind in ("events", "dlq"))
+        events, dlq = (create_topic(cluster, f"{kind}.{name}", args.partitions) for kind in ("events", "dlq"))
         command, cwd, env = python_module(
-            "spark_jobs.enrich", "--progress", "--continuous", "--bootstrap", bootstrap,
+            "spark_jobs.enrich", "--progress", "--continuous", "--bootstrap", cluster.bootstrap_servers,
             "--checkpoint", str(scratch / "enrich"), "--query", f"enrich-{name}", "--input", ingest, "--output", events,
             "--dlq", dlq, "--merchants", merchants, "--customers", customers,
             *(["--max-offsets-per-trigger", str(args.batch)] if args.batch else []),

@@ -65,6 +65,7 @@ from benchmarks.looped_stream import FreshLines, copies_for, looped
 from benchmarks.steady_state import LOAD_LABELS, Load, fixed_load, phase_summary
 from benchmarks.targets import Target, print_targets
 from demo.raw_payments import MixedStream, mixed_stream
+from ikkai.contract.kafka import KafkaContext
 from spark_jobs.progress import parse_progress
 
 ENRICH_EOS = "enrich exactly-once"
@@ -306,7 +307,7 @@ class TreeSampler:
 
 
 def one_run(
-    bootstrap: str,
+    cluster: KafkaContext,
     stream: MixedStream,
     fresh: FreshLines,
     variant: str,
@@ -317,14 +318,14 @@ def one_run(
     from benchmarks.infer_throughput import DecisionWatch
     from stack.kit.topic_io import create_topic, unique
 
-    ingest, merchants, customers, lines = land_raw_stream(bootstrap, args.payments, args.partitions, stream)
+    ingest, merchants, customers, lines = land_raw_stream(cluster, args.payments, args.partitions, stream)
     name = unique("steady").replace(".", "-")
-    topics = {kind: create_topic(bootstrap, f"{kind}.{name}", args.partitions)
+    topics = {kind: create_topic(cluster, f"{kind}.{name}", args.partitions)
               for kind in ("events", "dlq-enrich", "decisions", "outbox", "dlq-infer")}  # fmt: skip
     extra = ["--max-offsets-per-trigger", str(args.batch)] if args.batch else []
     mode = "at-least-once" if variant == ENRICH_ALOS else "exactly-once"
     command, cwd, env = python_module(
-        "spark_jobs.enrich", "--progress", "--continuous", "--bootstrap", bootstrap,
+        "spark_jobs.enrich", "--progress", "--continuous", "--bootstrap", cluster.bootstrap_servers,
         "--checkpoint", str(scratch / f"enrich-{name}"), "--query", f"enrich-{name}", "--input", ingest,
         "--output", topics["events"], "--dlq", topics["dlq-enrich"], "--merchants", merchants,
         "--customers", customers, "--mode", mode, *extra,
@@ -332,7 +333,7 @@ def one_run(
     jobs = [JobProcess(command, cwd=cwd, env=env, start_marker=", mode ")]
     if variant == PIPELINE:
         command, cwd, env = python_module(
-            "spark_jobs.infer", "--progress", "--continuous", "--bootstrap", bootstrap,
+            "spark_jobs.infer", "--progress", "--continuous", "--bootstrap", cluster.bootstrap_servers,
             "--checkpoint", str(scratch / f"infer-{name}"), "--query", f"infer-{name}", "--input", topics["events"],
             "--decisions", topics["decisions"], "--outbox", topics["outbox"], "--dlq", topics["dlq-infer"],
         )  # fmt: skip
@@ -391,12 +392,12 @@ def one_run(
             return sum(int(p.get("numInputRows", 0)) for _, p in enrich_progress()) >= lines
 
         _await(read_all, jobs, 1800, f"{variant} reading the whole backlog")
-        watch = DecisionWatch(bootstrap, topics["decisions"] if variant == PIPELINE else topics["events"])
+        watch = DecisionWatch(cluster, topics["decisions"] if variant == PIPELINE else topics["events"])
         try:
             _await(lambda: settled(watch), jobs, 1800, f"{variant} writing the whole backlog")  # infer, too
             for label, rate in zip(LOAD_LABELS, (200.0, 2000.0, run.rate / 2), strict=True):
                 tag = f"r{n}{VARIANTS.index(variant)}{len(run.loads)}"
-                run.loads.append(fixed_load(bootstrap, ingest, watch, enrich, fresh, label, rate, args, tag))
+                run.loads.append(fixed_load(cluster, ingest, watch, enrich, fresh, label, rate, args, tag))
                 print(f"round {n}, {variant}, {label}: p99 {run.loads[-1].p99_ms:.0f} ms", file=sys.stderr, flush=True)
         finally:
             watch.close()
@@ -453,9 +454,9 @@ def main() -> None:
     stream = looped(one, copies_for(len(one.lines), int((args.warmup_lines + args.lines) * 1.1)))
     fresh = FreshLines.after(stream)
     print(f"{len(stream.lines):,} raw lines made in {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
-    with bench_stack("enrich-steady") as (bootstrap, _, scratch):
+    with bench_stack("enrich-steady") as (cluster, _, scratch):
         for n, variant in rotated(VARIANTS, args.rounds):
-            runs.append(one_run(bootstrap, stream, fresh, variant, args, scratch, n))
+            runs.append(one_run(cluster, stream, fresh, variant, args, scratch, n))
     report(runs)
     print(f"\n{args.rounds} round(s), {time.monotonic() - started:.0f} s")
 

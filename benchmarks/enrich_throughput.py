@@ -36,20 +36,20 @@ from stack.kit.topic_io import by_partition, create_topic, unique
 def drain(cluster: KafkaContext, raw: tuple[str, str, str, int], variant: Variant, args: argparse.Namespace,
           scratch: Path) -> Result:  # fmt: skip
     """One run of the enrich job over the whole raw stream into fresh topics: lines/s and its batches."""
-    bootstrap = cluster.bootstrap_servers  # for the topic kit and the jobs' flags
     ingest, merchants, customers, lines = raw
     name = unique("enrich").replace(".", "-")
     events, dlq = f"events.payments.{name}", f"dlq.enrich.{name}"
     for topic in (events, dlq):
-        create_topic(bootstrap, topic, args.partitions)
+        create_topic(cluster, topic, args.partitions)
     command, cwd, env = python_module(
-        "spark_jobs.enrich", "--bootstrap", bootstrap, "--checkpoint", str(scratch / name), "--query", name,
-        "--input", ingest, "--output", events, "--dlq", dlq, "--merchants", merchants, "--customers", customers,
-        "--mode", variant.mode, "--max-offsets-per-trigger", str(args.batch), code=variant.code,
+        "spark_jobs.enrich", "--bootstrap", cluster.bootstrap_servers, "--checkpoint", str(scratch / name),
+        "--query", name, "--input", ingest, "--output", events, "--dlq", dlq, "--merchants", merchants,
+        "--customers", customers, "--mode", variant.mode, "--max-offsets-per-trigger", str(args.batch),
+        code=variant.code,
     )  # fmt: skip
     job = JobProcess(command, cwd=cwd, env=env, start_marker=", mode ")
     seconds = job.run_to_end(variant.name)
-    written = sum(len(records) for topic in (events, dlq) for records in by_partition(bootstrap, topic).values())
+    written = sum(len(records) for topic in (events, dlq) for records in by_partition(cluster, topic).values())
     if written != lines:
         raise SystemExit(f"{variant.name}: {written} events and dead letters for {lines} raw lines")
     batch_s, producers = batch_costs(job.log)
@@ -70,9 +70,8 @@ def main() -> None:
         variants.insert(1, Variant(f"{EOS}@{args.compare_code.name}", EOS, args.compare_code.resolve()))
     names = {v.name: v for v in variants}
     results: list[Result] = []
-    with bench_stack("enrich") as (bootstrap, _, scratch):
-        cluster = KafkaContext.from_environment(bootstrap)  # resolved once, here at the entry
-        raw = land_raw_stream(bootstrap, args.payments, args.partitions)
+    with bench_stack("enrich") as (cluster, _, scratch):
+        raw = land_raw_stream(cluster, args.payments, args.partitions)
         for n, name in alternating(list(names), args.rounds):
             result = dataclasses.replace(drain(cluster, raw, names[name], args, scratch), round=n)
             results.append(result)

@@ -19,8 +19,12 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psutil
+
+if TYPE_CHECKING:
+    from ikkai.contract.kafka import KafkaContext
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
@@ -191,9 +195,11 @@ class PeakMemory:
 
 
 @contextmanager
-def bench_stack(prefix: str) -> Iterator[tuple[str, str, Path]]:
-    """(bootstrap, connect_url, scratch folder): the cluster named by IKKAI_BOOTSTRAP_SERVERS /
-    IKKAI_CONNECT_URL, else an embedded stack in a temporary home, stopped afterwards."""
+def bench_stack(prefix: str) -> Iterator[tuple[KafkaContext, str, Path]]:
+    """(Kafka cluster, connect_url, scratch folder): the cluster named by IKKAI_BOOTSTRAP_SERVERS / IKKAI_CONNECT_URL
+    (with IKKAI_KAFKA_CONFIG's client file), else an embedded stack in a temporary home, stopped afterwards. The
+    cluster is resolved here, once, for the whole benchmark."""
+    from ikkai.contract.kafka import KafkaContext
     from ikkai.settings import external_endpoints, jars_dir
     from stack.local_stack import LocalStack
 
@@ -201,12 +207,12 @@ def bench_stack(prefix: str) -> Iterator[tuple[str, str, Path]]:
         home = Path(tmp)
         external = external_endpoints()
         if external is not None:
-            yield external.bootstrap_servers, external.connect_url, home
+            yield KafkaContext.recorded(external), external.connect_url, home
             return
         stack = LocalStack(home / "stack", jars_dir(), progress=sys.stderr)
         try:
             endpoints = stack.up()
-            yield endpoints.bootstrap_servers, endpoints.connect_url, home
+            yield KafkaContext.recorded(endpoints), endpoints.connect_url, home
         finally:
             stack.down()
 

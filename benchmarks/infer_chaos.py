@@ -64,15 +64,14 @@ def fresh_outputs(cluster: KafkaContext, input_topic: str) -> InferTopics:
     name = unique("chaos")
     topics = InferTopics(input_topic, f"decisions.{name}", f"outbox.{name}", f"dlq.{name}")
     for topic in (topics.decisions, topics.outbox, topics.dlq):
-        create_topic(cluster.bootstrap_servers, topic, PARTITIONS)
+        create_topic(cluster, topic, PARTITIONS)
     return topics
 
 
 def finish(cluster: KafkaContext, topics: InferTopics, checkpoint: Path, query: str, batch: int, tries: int = 1) -> int:
     """Run the job until it has caught up; up to ``tries`` times (a broker's death may stop it). Its deaths."""
-    bootstrap = cluster.bootstrap_servers  # for the topic kit and the jobs' flags
     for died in range(tries):
-        job = InferProcess(bootstrap, topics, checkpoint, query, "--max-offsets-per-trigger", str(batch))
+        job = InferProcess(cluster, topics, checkpoint, query, "--max-offsets-per-trigger", str(batch))
         if job.wait() == 0:
             return died
         print(f"the job died ({died + 1} of {tries} tries):\n{job.tail()}", file=sys.stderr)
@@ -103,11 +102,11 @@ def main() -> int:
             else ChaosStack(home / "stack", jars_dir(), StackOptions(brokers=args.brokers), progress=sys.stderr)
         )
         endpoints = external or stack.up()  # type: ignore[union-attr]
-        bootstrap, cluster = endpoints.bootstrap_servers, KafkaContext.recorded(endpoints)
+        cluster = KafkaContext.recorded(endpoints)
         try:
             payments = payment_records(simulate(args.seed, payments=args.events).payments)
-            topic = create_topic(bootstrap, unique("events.payments"), PARTITIONS)
-            produce_payments(bootstrap, topic, payments, PARTITIONS)
+            topic = create_topic(cluster, unique("events.payments"), PARTITIONS)
+            produce_payments(cluster, topic, payments, PARTITIONS)
             reference = fresh_outputs(cluster, topic)
             finish(cluster, reference, home / "reference", unique("reference"), args.batch * 4)
             topics, query = fresh_outputs(cluster, topic), unique("chaos")
@@ -116,7 +115,7 @@ def main() -> int:
             for kind in schedule(args.kills, args.broker_kills):
                 if job is None:
                     job = InferProcess(
-                        bootstrap, topics, home / "chaos", query, "--max-offsets-per-trigger", str(args.batch)
+                        cluster, topics, home / "chaos", query, "--max-offsets-per-trigger", str(args.batch)
                     )
                 if not job.wait_for_batches(rng.choice((0, 1, 1, 2))):
                     if job.wait() == 0:
@@ -143,20 +142,20 @@ def main() -> int:
             if job is not None and job.wait() != 0:
                 done["job died"] += 1
             done["job died"] += finish(cluster, topics, home / "chaos", query, args.batch, tries=3)
-            decisions = by_partition(bootstrap, topics.decisions)
+            decisions = by_partition(cluster, topics.decisions)
             events = Counter(default_codec().decode("fraud_decision", v or b"")["event_id"] for _, v in flat(decisions))
             event_ids = {str(p["event_id"]) for p in payments}
             print(f"duplicates {sum(n - 1 for n in events.values())}, missing {len(event_ids - set(events))}")
             checks = {
                 "one decision per event": sorted(events) == sorted(str(p["event_id"]) for p in payments)
                 and set(events.values()) == {1},
-                "decisions byte-identical": decisions == by_partition(bootstrap, reference.decisions),
-                "outbox byte-identical": by_partition(bootstrap, topics.outbox)
-                == by_partition(bootstrap, reference.outbox),
+                "decisions byte-identical": decisions == by_partition(cluster, reference.decisions),
+                "outbox byte-identical": by_partition(cluster, topics.outbox)
+                == by_partition(cluster, reference.outbox),
             }
             if not checks["decisions byte-identical"]:
                 codec = default_codec()
-                expected = by_partition(bootstrap, reference.decisions)
+                expected = by_partition(cluster, reference.decisions)
                 for partition in sorted(decisions):
                     got = [codec.decode("fraud_decision", v or b"")["input_offset"] for _, v in decisions[partition]]
                     want = [codec.decode("fraud_decision", v or b"")["input_offset"] for _, v in expected[partition]]

@@ -47,9 +47,8 @@ def fit_line(xs: list[float], ys: list[float]) -> tuple[float, float]:
 def measure(
     cluster: KafkaContext, scratch: Path, events: int, partitions: int, batch: int, rounds: int
 ) -> dict[str, list[Result]]:
-    bootstrap = cluster.bootstrap_servers  # for the topic kit and the jobs' flags
-    topic = create_topic(bootstrap, unique("events.payments"), partitions)
-    produce_payments(bootstrap, topic, payment_records(simulate(3, payments=events).payments), partitions)
+    topic = create_topic(cluster, unique("events.payments"), partitions)
+    produce_payments(cluster, topic, payment_records(simulate(3, payments=events).payments), partitions)
     results: dict[str, list[Result]] = {EOS: [], ALOS: []}
     for _, mode in alternating([EOS, ALOS], rounds):
         result = max_load(cluster, topic, VARIANTS[mode], scratch, events=events, batch=batch, partitions=partitions)
@@ -75,8 +74,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args()
     headers = ["", "BATCH", "BATCHES", "EOS REC/S", "ALOS REC/S", "EOS/ALOS", "PEAK PSS MB"]
-    with bench_stack("scaling") as (bootstrap, _, scratch):
-        cluster = KafkaContext.from_environment(bootstrap)  # resolved once, here at the entry
+    with bench_stack("scaling") as (cluster, _, scratch):
         by_partitions = []
         for partitions in (int(p) for p in args.partitions.split(",")):
             results = measure(cluster, scratch, args.events, partitions, args.batch, args.rounds)

@@ -118,18 +118,21 @@ class Result:
         return self.events / self.seconds
 
 
-def fresh_outputs(bootstrap: str, input_topic: str, partitions: int) -> InferTopics:
+def fresh_outputs(cluster: KafkaContext, input_topic: str, partitions: int) -> InferTopics:
     name = unique("bench")
     topics = InferTopics(input_topic, f"decisions.{name}", f"outbox.{name}", f"dlq.{name}")
     for topic in (topics.decisions, topics.outbox, topics.dlq):
-        create_topic(bootstrap, topic, partitions)
+        create_topic(cluster, topic, partitions)
     return topics
 
 
-def start_infer(bootstrap: str, topics: InferTopics, checkpoint: Path, variant: Variant, *extra: str) -> JobProcess:
+def start_infer(
+    cluster: KafkaContext, topics: InferTopics, checkpoint: Path, variant: Variant, *extra: str
+) -> JobProcess:
     args = [
-        "--bootstrap", bootstrap, "--checkpoint", str(checkpoint), "--query", checkpoint.name, "--input", topics.input,
-        "--decisions", topics.decisions, "--outbox", topics.outbox, "--dlq", topics.dlq, "--mode", variant.mode, *extra,
+        "--bootstrap", cluster.bootstrap_servers, "--checkpoint", str(checkpoint), "--query", checkpoint.name,
+        "--input", topics.input, "--decisions", topics.decisions, "--outbox", topics.outbox, "--dlq", topics.dlq,
+        "--mode", variant.mode, *extra,
     ]  # fmt: skip
     command, cwd, env = python_module("spark_jobs.infer", *args, code=variant.code)
     return JobProcess(command, cwd=cwd, env=env)
@@ -146,13 +149,12 @@ def max_load(
     partitions: int,
 ) -> Result:
     """Drain ``input_topic`` (``events`` payments) into fresh outputs; records/s and the job's batches."""
-    bootstrap = cluster.bootstrap_servers  # for the topic kit and the jobs' flags
-    topics = fresh_outputs(bootstrap, input_topic, partitions)
+    topics = fresh_outputs(cluster, input_topic, partitions)
     job = start_infer(
-        bootstrap, topics, scratch / unique("max").replace(".", "-"), variant, "--max-offsets-per-trigger", str(batch)
+        cluster, topics, scratch / unique("max").replace(".", "-"), variant, "--max-offsets-per-trigger", str(batch)
     )
     seconds = job.run_to_end(variant.name)
-    decisions = sum(len(records) for records in by_partition(bootstrap, topics.decisions).values())
+    decisions = sum(len(records) for records in by_partition(cluster, topics.decisions).values())
     if decisions < events:
         raise SystemExit(f"{variant.name}: {decisions} decisions for {events} events")
     batch_s, producers = batch_costs(job.log)
@@ -165,14 +167,14 @@ def max_load(
 class DecisionWatch:
     """A read_committed consumer of the decisions topic noting when each payment's decision arrived."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(self, cluster: KafkaContext, topic: str) -> None:
         from confluent_kafka import Consumer
 
         self.arrived: dict[bytes, float] = {}
         self.count = 0  # every record, duplicates included
         self.last: float | None = None  # wall clock of the newest record
         self._stop = threading.Event()
-        self._consumer = Consumer(KafkaContext.from_environment(bootstrap).consumer_config(unique("bench.latency"), **{
+        self._consumer = Consumer(cluster.consumer_config(unique("bench.latency"), **{
             "auto.offset.reset": "earliest", "enable.auto.commit": False, "fetch.wait.max.ms": 10,
         }))  # fmt: skip
         self._consumer.subscribe([topic])
@@ -202,19 +204,18 @@ class DecisionWatch:
 
 
 def fixed_load(cluster: KafkaContext, variant: Variant, args: argparse.Namespace, scratch: Path, seed: int) -> Result:
-    bootstrap = cluster.bootstrap_servers  # for the topic kit and the jobs' flags
     from confluent_kafka import Producer
 
-    topic = create_topic(bootstrap, unique("events.payments.fixed"), args.partitions)
-    topics = fresh_outputs(bootstrap, topic, args.partitions)
+    topic = create_topic(cluster, unique("events.payments.fixed"), args.partitions)
+    topics = fresh_outputs(cluster, topic, args.partitions)
     warmup, count = 50, int(args.rate * args.seconds)
     payments = payment_records(simulate(seed, payments=warmup + count).payments)
     codec = default_codec()
     encoded = [
         (str(p["payment_id"]).encode(), codec.encode("payment_event", p, version=1)) for p in payments
     ]  # before the clock starts
-    watch = DecisionWatch(bootstrap, topics.decisions)
-    job = start_infer(bootstrap, topics, scratch / unique("fixed").replace(".", "-"), variant, "--continuous")
+    watch = DecisionWatch(cluster, topics.decisions)
+    job = start_infer(cluster, topics, scratch / unique("fixed").replace(".", "-"), variant, "--continuous")
     producer = Producer(cluster.producer_config(**{"linger.ms": 1}))
     sent: dict[bytes, float] = {}
     try:
@@ -301,12 +302,11 @@ def main() -> None:
     if args.compare_code:
         variants.insert(1, Variant(f"{EOS}@{args.compare_code.name}", EOS, args.compare_code.resolve()))
     names = {v.name: v for v in variants}
-    with bench_stack("pipeline") as (bootstrap, _, scratch):
-        cluster = KafkaContext.from_environment(bootstrap)  # resolved once, here at the entry
+    with bench_stack("pipeline") as (cluster, _, scratch):
         if args.only != "fixed":
-            topic = create_topic(bootstrap, unique("events.payments"), args.partitions)
+            topic = create_topic(cluster, unique("events.payments"), args.partitions)
             produce_payments(
-                bootstrap, topic, payment_records(simulate(3, payments=args.events).payments), args.partitions
+                cluster, topic, payment_records(simulate(3, payments=args.events).payments), args.partitions
             )
             results = []
             ceilings: dict[int, float] = {}

@@ -197,8 +197,7 @@ def main() -> None:
         if ratio is not None:
             ratios.setdefault(what, []).append(ratio)
 
-    with bench_stack("outbox") as (bootstrap, connect_url, scratch):
-        cluster = KafkaContext.from_environment(bootstrap)  # resolved once, here at the entry
+    with bench_stack("outbox") as (cluster, connect_url, scratch):
         receiver, url = start_receiver(scratch / "receiver.sqlite")
         try:
             for _ in range(args.warmup):

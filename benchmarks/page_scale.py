@@ -70,7 +70,6 @@ TEMPLATE = """{
 
 def write_bundle(root: Path, connectors: int, run: str, cluster: KafkaContext, connect_url: str) -> Path:
     """A bundles folder with one generated bundle of ``connectors`` connectors, and its clusters file."""
-    bootstrap = cluster.bootstrap_servers  # for the topic kit and the jobs' flags
     folder = root / "bundles" / "page-scale"
     (folder / "templates").mkdir(parents=True)
     (folder / "values").mkdir()
@@ -83,7 +82,8 @@ def write_bundle(root: Path, connectors: int, run: str, cluster: KafkaContext, c
     (folder / "templates" / "source.json.j2").write_text(TEMPLATE)
     (folder / "values" / f"{ENV}.yaml").write_text(yaml.safe_dump({"drop": str(root / "drop"), "run": run}))
     clusters = root / "bundles" / "clusters.yaml"
-    clusters.write_text(yaml.safe_dump({ENV: {"connect_url": connect_url, "bootstrap_servers": bootstrap}}))
+    entry = {"connect_url": connect_url, "bootstrap_servers": cluster.bootstrap_servers}
+    clusters.write_text(yaml.safe_dump({ENV: entry}))
     return folder
 
 
@@ -244,8 +244,7 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    with bench_stack("page-scale") as (bootstrap, connect_url, home):
-        cluster = KafkaContext.from_environment(bootstrap)  # resolved once, here at the entry
+    with bench_stack("page-scale") as (cluster, connect_url, home):
         measure(cluster, connect_url, home, args.connectors, args.partitions, args.rounds)
 
 

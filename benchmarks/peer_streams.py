@@ -100,7 +100,14 @@ def build_peer() -> Path:
 
 
 def start_peer(
-    build: Path, bootstrap: str, topics: InferTopics, guarantee: str, scratch: Path, *, threads: int, math: str = "libm"
+    build: Path,
+    cluster: KafkaContext,
+    topics: InferTopics,
+    guarantee: str,
+    scratch: Path,
+    *,
+    threads: int,
+    math: str = "libm",
 ) -> JobProcess:
     from spark_jobs.model.fraud_model import FEATURES_PATH, MODEL_PATH
 
@@ -109,7 +116,7 @@ def start_peer(
         java(), "-Xmx1g", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
         "--add-modules", "jdk.incubator.foreign", "--enable-native-access=ALL-UNNAMED",  # exp, log1p from the C library
         "-cp", f"{build / 'ikkai-peer-kafka-streams-0.1.0.jar'}:{build / 'deps'}/*", "dev.ikkai.peer.PeerApp",
-        "--bootstrap", bootstrap, "--application-id", app_id, "--input", topics.input,
+        "--bootstrap", cluster.bootstrap_servers, "--application-id", app_id, "--input", topics.input,
         "--decisions", topics.decisions, "--outbox", topics.outbox, "--dlq", topics.dlq,
         "--model", str(MODEL_PATH), "--features", str(FEATURES_PATH), "--schemas", str(schemas_dir()),
         "--guarantee", guarantee, "--threads", str(threads), "--math", math, "--state-dir", str(scratch / app_id),
@@ -120,12 +127,12 @@ def start_peer(
 # ---------------------------------------------------------------- the check: same bytes as decide()
 
 
-def source_rows(bootstrap: str, topic: str) -> Any:
+def source_rows(cluster: KafkaContext, topic: str) -> Any:
     """Every record of ``topic`` as ``decide`` gets it from Spark: key, value, topic, partition, offset."""
     import pandas as pd
     from confluent_kafka import Consumer
 
-    consumer = Consumer(KafkaContext.from_environment(bootstrap).consumer_config(unique("bench.check"), **{
+    consumer = Consumer(cluster.consumer_config(unique("bench.check"), **{
         "auto.offset.reset": "earliest", "enable.auto.commit": False, "enable.partition.eof": True,
     }))  # fmt: skip
     consumer.subscribe([topic])
@@ -216,17 +223,19 @@ def _difference(got: dict[str, Any], want: dict[str, Any]) -> str:
     return f"{want['payment_id']}: " + "; ".join(fields)
 
 
-def check(bootstrap: str, build: Path, topic: str, partitions: int, events: int, scratch: Path, threads: int) -> None:
+def check(
+    cluster: KafkaContext, build: Path, topic: str, partitions: int, events: int, scratch: Path, threads: int
+) -> None:
     from spark_jobs.infer.fraud_decisions import Topics, decide
     from spark_jobs.model.fraud_model import FraudModel, load_snapshots
 
-    rows = source_rows(bootstrap, topic)
+    rows = source_rows(cluster, topic)
     expected = decide(rows, FraudModel.load(), load_snapshots(), default_codec(), Topics("decisions", "outbox", "dlq"))
     results = []
     for math in ("libm", "java"):
-        topics = fresh_outputs(bootstrap, topic, partitions)
-        watch = DecisionWatch(bootstrap, topics.decisions)
-        job = start_peer(build, bootstrap, topics, "exactly_once_v2", scratch, threads=threads, math=math)
+        topics = fresh_outputs(cluster, topic, partitions)
+        watch = DecisionWatch(cluster, topics.decisions)
+        job = start_peer(build, cluster, topics, "exactly_once_v2", scratch, threads=threads, math=math)
         try:
             job.wait_started()
             if not _caught_up(watch, events, job, timeout=600):
@@ -237,7 +246,7 @@ def check(bootstrap: str, build: Path, topic: str, partitions: int, events: int,
         what = "peer, exp/log1p from the C library" if math == "libm" else "peer, Java's Math.exp/log1p"
         results.append(
             compare_outputs(
-                expected, by_partition(bootstrap, topics.decisions), by_partition(bootstrap, topics.outbox), what
+                expected, by_partition(cluster, topics.decisions), by_partition(cluster, topics.outbox), what
             )
         )
     print_table(
@@ -293,12 +302,12 @@ def tree_cpu_seconds(root: int) -> float:
 Starter = Callable[[InferTopics, Path], JobProcess]
 
 
-def starters(build: Path, bootstrap: str, threads: int, ikkai_extra: tuple[str, ...]) -> dict[str, Starter]:
+def starters(build: Path, cluster: KafkaContext, threads: int, ikkai_extra: tuple[str, ...]) -> dict[str, Starter]:
     def ikkai(topics: InferTopics, scratch: Path) -> JobProcess:
-        return start_infer(bootstrap, topics, scratch / unique("ck").replace(".", "-"), Variant(EOS, EOS), *ikkai_extra)
+        return start_infer(cluster, topics, scratch / unique("ck").replace(".", "-"), Variant(EOS, EOS), *ikkai_extra)
 
     def peer(guarantee: str) -> Starter:
-        return lambda topics, scratch: start_peer(build, bootstrap, topics, guarantee, scratch, threads=threads)
+        return lambda topics, scratch: start_peer(build, cluster, topics, guarantee, scratch, threads=threads)
 
     return {IKKAI_EOS: ikkai, PEER_EOS: peer("exactly_once_v2"), PEER_ALOS: peer("at_least_once")}
 
@@ -313,10 +322,10 @@ def _caught_up(watch: DecisionWatch, events: int, job: JobProcess, timeout: floa
 
 
 def max_load(
-    bootstrap: str, topic: str, start: Starter, name: str, scratch: Path, events: int, partitions: int
+    cluster: KafkaContext, topic: str, start: Starter, name: str, scratch: Path, events: int, partitions: int
 ) -> Result:
-    topics = fresh_outputs(bootstrap, topic, partitions)
-    watch = DecisionWatch(bootstrap, topics.decisions)
+    topics = fresh_outputs(cluster, topic, partitions)
+    watch = DecisionWatch(cluster, topics.decisions)
     job = start(topics, scratch)
     try:
         job.wait_started()
@@ -337,22 +346,30 @@ def max_load(
 
 
 def fixed_load(
-    bootstrap: str, start: Starter, name: str, scratch: Path, *, rate: float, seconds: float, partitions: int, seed: int
+    cluster: KafkaContext,
+    start: Starter,
+    name: str,
+    scratch: Path,
+    *,
+    rate: float,
+    seconds: float,
+    partitions: int,
+    seed: int,
 ) -> Result:
     """infer_throughput.fixed_load for any job: the same warm-up, producer and read_committed watch."""
     from confluent_kafka import Producer
 
-    topic = create_topic(bootstrap, unique("events.payments.fixed"), partitions)
-    topics = fresh_outputs(bootstrap, topic, partitions)
+    topic = create_topic(cluster, unique("events.payments.fixed"), partitions)
+    topics = fresh_outputs(cluster, topic, partitions)
     warmup, count = 50, int(rate * seconds)
     codec = default_codec()
     encoded = [
         (str(p["payment_id"]).encode(), codec.encode("payment_event", p, version=1))
         for p in payment_records(simulate(seed, payments=warmup + count).payments)
     ]
-    watch = DecisionWatch(bootstrap, topics.decisions)
+    watch = DecisionWatch(cluster, topics.decisions)
     job = start(topics, scratch)
-    producer = Producer(KafkaContext.from_environment(bootstrap).producer_config(**{"linger.ms": 1}))
+    producer = Producer(cluster.producer_config(**{"linger.ms": 1}))
     sent: dict[bytes, float] = {}
     try:
         job.wait_started()
@@ -424,25 +441,25 @@ def main() -> None:
     parser.add_argument("--only", choices=("check", "max", "fixed"))
     args = parser.parse_args()
     build = build_peer()
-    with bench_stack("peer") as (bootstrap, _, scratch):
-        topic = create_topic(bootstrap, unique("events.payments"), args.partitions)
-        produce_payments(bootstrap, topic, payment_records(simulate(3, payments=args.events).payments), args.partitions)
+    with bench_stack("peer") as (cluster, _, scratch):
+        topic = create_topic(cluster, unique("events.payments"), args.partitions)
+        produce_payments(cluster, topic, payment_records(simulate(3, payments=args.events).payments), args.partitions)
         if args.only in (None, "check"):
-            check(bootstrap, build, topic, args.partitions, args.events, scratch, args.threads)
+            check(cluster, build, topic, args.partitions, args.events, scratch, args.threads)
         if args.only in (None, "max"):
-            start = starters(build, bootstrap, args.threads, ("--max-offsets-per-trigger", str(args.batch)))
+            start = starters(build, cluster, args.threads, ("--max-offsets-per-trigger", str(args.batch)))
             results = []
             for n, name in rotated(VARIANTS, args.rounds):
-                r = max_load(bootstrap, topic, start[name], name, scratch, args.events, args.partitions)
+                r = max_load(cluster, topic, start[name], name, scratch, args.events, args.partitions)
                 results.append(Result(n, name, r.events, r.seconds, r.peak_rss, cpu_s=r.cpu_s))
                 print(f"max load, round {n}, {name}: {r.rate:.0f} records/s", file=sys.stderr, flush=True)
             report(f"ikkai infer vs Kafka Streams, maximum load ({args.events} events)", results, latency=False)
         if args.only in (None, "fixed"):
-            start = starters(build, bootstrap, args.threads, ("--continuous",))
+            start = starters(build, cluster, args.threads, ("--continuous",))
             results = []
             for n, name in rotated(VARIANTS, args.rounds):
                 r = fixed_load(
-                    bootstrap, start[name], name, scratch, rate=args.rate, seconds=args.seconds,
+                    cluster, start[name], name, scratch, rate=args.rate, seconds=args.seconds,
                     partitions=args.partitions, seed=100 + n,
                 )  # fmt: skip
                 results.append(Result(n, name, r.events, r.seconds, r.peak_rss, r.p50_ms, r.p99_ms, r.cpu_s))

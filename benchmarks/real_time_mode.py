@@ -152,12 +152,11 @@ def main() -> None:
     from stack.kit.topic_io import create_topic, unique
 
     rows: list[list[object]] = []
-    with bench_stack("rtm") as (bootstrap, _, scratch):
-        cluster = KafkaContext.from_environment(bootstrap)  # resolved once, here at the entry
+    with bench_stack("rtm") as (cluster, _, scratch):
         spark = spark_session("ikkai-real-time-mode")
         try:
             for name, start in queries(cluster, args.batch_duration).items():
-                topic, output = (create_topic(bootstrap, unique(kind), 2) for kind in ("rtm.in", "rtm.out"))
+                topic, output = (create_topic(cluster, unique(kind), 2) for kind in ("rtm.in", "rtm.out"))
                 checkpoint = str(scratch / unique("ck"))
                 try:
                     query = start(spark, topic, output, checkpoint)

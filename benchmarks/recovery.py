@@ -60,6 +60,7 @@ import psutil
 
 from benchmarks.harness import JobProcess, alternating, median, print_table, python_module
 from benchmarks.targets import Target, print_targets
+from ikkai.contract.kafka import KafkaContext
 
 KILL_TO_VISIBLE = Target("kill -9 -> first visible decision", 10, at_most=True, unit="s")
 ENDS_AFTER_S = 1.0  # after the kill, off the measured path: the zombie's commit already asked for completes
@@ -188,18 +189,17 @@ def own_stack(args: argparse.Namespace, home: Path) -> Iterator[object]:
 class Load:
     """``rate`` payments/s onto ``topic`` from a thread, keyed by payment_id on the key's partition."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int, rate: float, seed: int, count: int) -> None:
+    def __init__(self, cluster: KafkaContext, topic: str, partitions: int, rate: float, seed: int, count: int) -> None:
         from confluent_kafka import Producer
 
         from demo.payments_simulation import payment_records, simulate
         from ikkai.contract.codec import default_codec
-        from ikkai.contract.kafka import KafkaContext
         from ikkai.contract.partitioning import kafka_partition
 
         self.sent: list[str] = []
         self._payments = iter(payment_records(simulate(seed, payments=count).payments))
         self._codec, self._partition, self._partitions = default_codec(), kafka_partition, partitions
-        self._producer = Producer(KafkaContext.from_environment(bootstrap).producer_config(**{"linger.ms": 5}))
+        self._producer = Producer(cluster.producer_config(**{"linger.ms": 5}))
         self._topic, self._rate = topic, rate
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -230,15 +230,13 @@ class Load:
 class CommittedWatch:
     """A read_committed consumer of the decisions topic: when each (partition, offset) arrived."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(self, cluster: KafkaContext, topic: str) -> None:
         from confluent_kafka import Consumer
 
-        from ikkai.contract.kafka import KafkaContext
         from stack.kit.topic_io import unique
 
         self.arrivals: list[tuple[float, int, int]] = []  # (monotonic, partition, offset)
         self.topic = topic
-        cluster = KafkaContext.from_environment(bootstrap)
         self._consumer = Consumer(cluster.consumer_config(unique("bench.recovery"), **{
             "auto.offset.reset": "earliest", "enable.auto.commit": False, "fetch.wait.max.ms": 10,
         }))  # fmt: skip
@@ -301,10 +299,10 @@ def ends_read_late(stamped: Sequence[tuple[float, str]], ends_read: float) -> bo
 
 
 def start_job(
-    bootstrap: str, topics: object, checkpoint: Path, options: Sequence[str] = (), code: Path | None = None
+    cluster: KafkaContext, topics: object, checkpoint: Path, options: Sequence[str] = (), code: Path | None = None
 ) -> JobProcess:
     args = [
-        "--bootstrap", bootstrap, "--checkpoint", str(checkpoint), "--query", checkpoint.name,
+        "--bootstrap", cluster.bootstrap_servers, "--checkpoint", str(checkpoint), "--query", checkpoint.name,
         "--input", topics.input, "--decisions", topics.decisions, "--outbox", topics.outbox,  # type: ignore[attr-defined]
         "--dlq", topics.dlq, "--continuous", *options,  # type: ignore[attr-defined]
     ]  # fmt: skip
@@ -330,21 +328,21 @@ def job_options(args: argparse.Namespace) -> list[str]:
     return ["--transactional-writer", args.transactional_writer] if args.transactional_writer else []
 
 
-def job_rounds(bootstrap: str, args: argparse.Namespace, scratch: Path, rng: random.Random) -> list[JobRound]:
+def job_rounds(cluster: KafkaContext, args: argparse.Namespace, scratch: Path, rng: random.Random) -> list[JobRound]:
     from benchmarks.infer_throughput import fresh_outputs
     from ikkai.contract.codec import default_codec
     from stack.kit.topic_io import by_partition, create_topic, flat, unique
 
-    topic = create_topic(bootstrap, unique("events.payments.recovery"), args.partitions)
-    topics = fresh_outputs(bootstrap, topic, args.partitions)
+    topic = create_topic(cluster, unique("events.payments.recovery"), args.partitions)
+    topics = fresh_outputs(cluster, topic, args.partitions)
     checkpoint = scratch / unique("recovery").replace(".", "-")
-    watch = CommittedWatch(bootstrap, topics.decisions)
+    watch = CommittedWatch(cluster, topics.decisions)
     # enough for 8 minutes a round (a loaded machine's start-ups included); the job runs on without load after
     count = int(args.rate * 480 * (args.rounds + 1))
-    load = Load(bootstrap, topic, args.partitions, args.rate, rng.randrange(1 << 30), count)
+    load = Load(cluster, topic, args.partitions, args.rate, rng.randrange(1 << 30), count)
     results = []
     options = job_options(args)
-    job = start_job(bootstrap, topics, checkpoint, options, args.code)
+    job = start_job(cluster, topics, checkpoint, options, args.code)
     try:
         for round_ in range(1, args.rounds + 1):
             wait_batches(job, args.warm_batches)
@@ -355,7 +353,7 @@ def job_rounds(bootstrap: str, args: argparse.Namespace, scratch: Path, rng: ran
             kill_job(job)
             dead, restarted = job, time.monotonic()
             baseline = args.baseline_code is not None and round_ % 2 == 1  # odd rounds, when asked
-            job = start_job(bootstrap, topics, checkpoint, options, args.baseline_code if baseline else args.code)
+            job = start_job(cluster, topics, checkpoint, options, args.baseline_code if baseline else args.code)
             pause = killed + ENDS_AFTER_S - time.monotonic()
             if pause > 0:
                 time.sleep(pause)  # off the measured path: the new job is starting meanwhile
@@ -386,7 +384,7 @@ def job_rounds(bootstrap: str, args: argparse.Namespace, scratch: Path, rng: ran
         while time.monotonic() < drained_at:
             decided = Counter(
                 str(default_codec().decode("fraud_decision", v)["event_id"])
-                for _, v in flat(by_partition(bootstrap, topics.decisions))
+                for _, v in flat(by_partition(cluster, topics.decisions))
                 if v is not None
             )
             if produced <= decided.keys():
@@ -470,7 +468,7 @@ def connect_settings(variant: str) -> Iterator[None]:
         namespace["connect_properties"] = original
 
 
-def create_connectors(bootstrap: str, connect_url: str, scratch: Path, count: int) -> list[str]:
+def create_connectors(cluster: KafkaContext, connect_url: str, scratch: Path, count: int) -> list[str]:
     from connectors.render import load_bundle, render_bundle
     from deploy.bundle_ops import bundle_folder
     from deploy.connect_rest import ConnectClient
@@ -478,8 +476,10 @@ def create_connectors(bootstrap: str, connect_url: str, scratch: Path, count: in
 
     client = ConnectClient(connect_url)
     for topic in ("outbox.requests", "outbox.receipts", "dlq.outbox"):
-        create_topic(bootstrap, topic)
-    sink = render_bundle(load_bundle(bundle_folder("outbox-sink")), "dev", [f"kafka.bootstrap_servers={bootstrap}"])
+        create_topic(cluster, topic)
+    sink = render_bundle(
+        load_bundle(bundle_folder("outbox-sink")), "dev", [f"kafka.bootstrap_servers={cluster.bootstrap_servers}"]
+    )
     configs = {c.name: dict(c.config) for c in sink.connectors}
     plugins = {plugin["class"] for plugin in client.connector_plugins()}
     for name in [name for name, config in configs.items() if config["connector.class"] not in plugins]:
@@ -495,7 +495,7 @@ def create_connectors(bootstrap: str, connect_url: str, scratch: Path, count: in
         drop.write_text('{"payment_id": "p-1"}\n')
         configs[f"recovery-file-{i}"] = {
             "connector.class": "org.apache.kafka.connect.file.FileStreamSourceConnector", "tasks.max": "1",
-            "topic": create_topic(bootstrap, unique("ingest.recovery")), "file": str(drop),
+            "topic": create_topic(cluster, unique("ingest.recovery")), "file": str(drop),
         }  # fmt: skip
     for name, config in configs.items():
         client.put_connector_config(name, config)
@@ -580,9 +580,11 @@ def report_connect(results: Sequence[ConnectRound]) -> None:
     )  # fmt: skip
 
 
-def connect_rounds(stack: object, bootstrap: str, connect_url: str, args: argparse.Namespace, scratch: Path) -> None:
+def connect_rounds(
+    stack: object, cluster: KafkaContext, connect_url: str, args: argparse.Namespace, scratch: Path
+) -> None:
     variants = {"both": ["old", "new"], "old": ["old"], "new": ["new"]}[args.connect_settings]
-    names = create_connectors(bootstrap, connect_url, scratch, args.connectors)
+    names = create_connectors(cluster, connect_url, scratch, args.connectors)
     results = [connect_round(stack, connect_url, names, r, v) for r, v in alternating(variants, args.rounds)]
     report_connect(results)
 

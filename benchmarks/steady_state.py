@@ -92,6 +92,7 @@ from benchmarks.steady_tables import (
 from benchmarks.steady_tables import LOAD_LABELS as LOAD_LABELS  # enrich_steady's fixed loads are these
 from benchmarks.steady_tables import Load as Load
 from benchmarks.steady_tables import phase_summary as phase_summary
+from ikkai.contract.kafka import KafkaContext
 from spark_jobs.progress import parse_progress
 
 # ---------------------------------------------------------------- I/O: the jobs, the input, the clock
@@ -144,16 +145,15 @@ class Feeder:
     """Produces the input's payments in a loop, keeping ``produced - decided()`` at ``backlog`` until stopped."""
 
     def __init__(
-        self, bootstrap: str, topic: str, data: Input, partitions: int, backlog: int, decided: Callable[[], int]
+        self, cluster: KafkaContext, topic: str, data: Input, partitions: int, backlog: int, decided: Callable[[], int]
     ) -> None:
         from confluent_kafka import Producer
 
-        from ikkai.contract.kafka import KafkaContext
         from ikkai.contract.partitioning import kafka_partition
 
         self.produced = 0
         self._stop = threading.Event()
-        producer = Producer(KafkaContext.from_environment(bootstrap).producer_config(**{"linger.ms": 20}))
+        producer = Producer(cluster.producer_config(**{"linger.ms": 20}))
         records = [(key, value, kafka_partition(key, partitions)) for key, value in data.encoded]
 
         def produce(count: int) -> None:
@@ -236,19 +236,20 @@ def broker_processes(scratch: Path) -> list[int]:
     return [pid for name, pids in live.items() if name.startswith("broker") for pid in pids]
 
 
-def warm_broker(bootstrap: str, data: Input, partitions: int, events: int, brokers: Sequence[int]) -> BrokerWarmUp:
+def warm_broker(
+    cluster: KafkaContext, data: Input, partitions: int, events: int, brokers: Sequence[int]
+) -> BrokerWarmUp:
     """``events`` payments produced in transactions of 5,000, read back by a read_committed consumer."""
     from confluent_kafka import Producer
 
     from benchmarks.infer_throughput import DecisionWatch
-    from ikkai.contract.kafka import KafkaContext
     from ikkai.contract.partitioning import kafka_partition
     from stack.kit.topic_io import create_topic, unique
 
-    topic = create_topic(bootstrap, unique("events.payments.warm"), partitions)
-    watch = DecisionWatch(bootstrap, topic)
+    topic = create_topic(cluster, unique("events.payments.warm"), partitions)
+    watch = DecisionWatch(cluster, topic)
     before = sample(os.getpid(), 0, brokers)
-    producer = Producer(KafkaContext.from_environment(bootstrap).producer_config(
+    producer = Producer(cluster.producer_config(
         **{"transactional.id": unique("bench.warm"), "linger.ms": 20}))  # fmt: skip
     producer.init_transactions(60)
     records = [(key, value, kafka_partition(key, partitions)) for key, value in data.encoded]
@@ -271,7 +272,7 @@ def warm_broker(bootstrap: str, data: Input, partitions: int, events: int, broke
 Starter = Callable[[Any, Path], JobProcess]
 
 
-def starters(build: Path, bootstrap: str, args: argparse.Namespace) -> dict[str, Starter]:
+def starters(build: Path, cluster: KafkaContext, args: argparse.Namespace) -> dict[str, Starter]:
     from benchmarks.peer_streams import start_peer
     from stack.kit.topic_io import unique
 
@@ -281,16 +282,17 @@ def starters(build: Path, bootstrap: str, args: argparse.Namespace) -> dict[str,
         def start(topics: Any, scratch: Path) -> JobProcess:
             checkpoint = scratch / unique("ck").replace(".", "-")
             command, cwd, env = python_module(
-                "spark_jobs.infer", "--progress", "--bootstrap", bootstrap, "--checkpoint", str(checkpoint),
-                "--query", checkpoint.name, "--input", topics.input, "--decisions", topics.decisions,
-                "--outbox", topics.outbox, "--dlq", topics.dlq, "--mode", mode, "--continuous", *extra, *more,
+                "spark_jobs.infer", "--progress", "--bootstrap", cluster.bootstrap_servers,
+                "--checkpoint", str(checkpoint), "--query", checkpoint.name, "--input", topics.input,
+                "--decisions", topics.decisions, "--outbox", topics.outbox, "--dlq", topics.dlq, "--mode", mode,
+                "--continuous", *extra, *more,
             )  # fmt: skip
             return JobProcess(command, cwd=cwd, env=env)
 
         return start
 
     def peer(topics: Any, scratch: Path) -> JobProcess:
-        return start_peer(build, bootstrap, topics, "exactly_once_v2", scratch, threads=args.threads)
+        return start_peer(build, cluster, topics, "exactly_once_v2", scratch, threads=args.threads)
 
     return {IKKAI_EOS: ikkai("exactly-once"), IKKAI_TXN_OFF: ikkai("exactly-once", "--benchmark-without-transactions"),
             PEER_EOS: peer, IKKAI_ALOS: ikkai("at-least-once"),
@@ -343,16 +345,16 @@ def warm_up(job: JobProcess, sampler: Sampler, rule: WarmUp, variant: str) -> tu
 
 
 def one_run(
-    bootstrap: str, variant: str, start: Starter, data: Input, scratch: Path, args: argparse.Namespace, n: int,
+    cluster: KafkaContext, variant: str, start: Starter, data: Input, scratch: Path, args: argparse.Namespace, n: int,
     position: int, brokers: Sequence[int],
 ) -> Run:  # fmt: skip
     from benchmarks.infer_throughput import DecisionWatch, fresh_outputs
     from stack.kit.topic_io import create_topic, unique
 
-    topic = create_topic(bootstrap, unique("events.payments.steady"), args.partitions)
-    topics = fresh_outputs(bootstrap, topic, args.partitions)
-    watch = DecisionWatch(bootstrap, topics.decisions)
-    feeder = Feeder(bootstrap, topic, data, args.partitions, args.backlog, lambda: watch.count)
+    topic = create_topic(cluster, unique("events.payments.steady"), args.partitions)
+    topics = fresh_outputs(cluster, topic, args.partitions)
+    watch = DecisionWatch(cluster, topics.decisions)
+    feeder = Feeder(cluster, topic, data, args.partitions, args.backlog, lambda: watch.count)
     job = start(topics, scratch)
     run = Run(n, variant, position)
     sampler = Sampler(job, lambda: watch.count, brokers)
@@ -382,7 +384,7 @@ def one_run(
         _wait(lambda: watch.count >= total, job, 1800, f"{variant} draining the backlog")
         for label, rate in zip(LOAD_LABELS, (200.0, 2000.0, run.rate / 2), strict=True):
             load_began = time.monotonic()
-            run.loads.append(fixed_load(bootstrap, topic, watch, job, data, label, rate, args, f"r{n}{len(run.loads)}"))
+            run.loads.append(fixed_load(cluster, topic, watch, job, data, label, rate, args, f"r{n}{len(run.loads)}"))
             if label == LOAD_LABELS[0]:  # the small batches of the lowest load: a batch's fixed cost
                 run.low_load_progress = [p for at, p in parse_progress(job.stamped) if at > load_began]
             print(f"round {n}, {variant}, {label}: p99 {run.loads[-1].p99_ms:.0f} ms", file=sys.stderr, flush=True)
@@ -402,16 +404,15 @@ class FreshRecords(Protocol):
 
 
 def fixed_load(
-    bootstrap: str, topic: str, watch: Any, job: JobProcess, data: FreshRecords, label: str, rate: float,
+    cluster: KafkaContext, topic: str, watch: Any, job: JobProcess, data: FreshRecords, label: str, rate: float,
     args: argparse.Namespace, tag: str,
 ) -> Load:  # fmt: skip
     from confluent_kafka import Producer
 
-    from ikkai.contract.kafka import KafkaContext
     from ikkai.contract.partitioning import kafka_partition
 
     records = data.fresh(tag, max(1, int(rate * args.load_seconds)))  # before the clock starts
-    producer = Producer(KafkaContext.from_environment(bootstrap).producer_config(**{"linger.ms": 1}))
+    producer = Producer(cluster.producer_config(**{"linger.ms": 1}))
     sent: dict[bytes, float] = {}
     began = time.monotonic()
     for i, (key, value) in enumerate(records):
@@ -469,12 +470,12 @@ def main() -> None:
         args.backlog = 2 * (args.batch or default_max_offsets_per_trigger())
     data = Input.simulated(args.distinct)
     load_before = os.getloadavg()[0]
-    with bench_stack("steady") as (bootstrap, _, scratch):
+    with bench_stack("steady") as (cluster, _, scratch):
         brokers = broker_processes(scratch)
-        broker = warm_broker(bootstrap, data, args.partitions, args.broker_warmup, brokers)
-        start = starters(build, bootstrap, args)
+        broker = warm_broker(cluster, data, args.partitions, args.broker_warmup, brokers)
+        start = starters(build, cluster, args)
         order = rotated(args.variants, args.rounds)
-        runs = [one_run(bootstrap, name, start[name], data, scratch, args, n, i % len(args.variants) + 1, brokers)
+        runs = [one_run(cluster, name, start[name], data, scratch, args, n, i % len(args.variants) + 1, brokers)
                 for i, (n, name) in enumerate(order)]  # fmt: skip
     report(runs, broker, (load_before, os.getloadavg()[0]))
     print(f"\n{args.rounds} round(s), {args.events:,} events measured per run, {time.monotonic() - started:.0f} s")

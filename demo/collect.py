@@ -51,11 +51,13 @@ def _values(records: Iterable[TopicRecord]) -> Iterable[tuple[TopicRecord, bytes
 
 
 def decoded(topics: Mapping[str, list[TopicRecord]]) -> dict[str, Any]:
-    """event_ids, dead_letter_reasons, decisions, requests and receipts from the live topics."""
+    """event_ids, dead_letter_reasons, decisions, requests and receipts from the live topics, and the decoded events
+    and decisions (``contents``, for their content digests)."""
     codec = default_codec()
-    decisions = []
+    decisions, decided = [], []
     for record, value in _values(topics[DECISIONS_FRAUD]):
         d = codec.decode("fraud_decision", value)
+        decided.append(d)
         decisions.append(Decision(d["decision_id"], d["payment_id"], d["event_id"], d["action"], record.timestamp))
     requests = []
     for _, value in _values(topics[OUTBOX_REQUESTS]):
@@ -67,12 +69,17 @@ def decoded(topics: Mapping[str, list[TopicRecord]]) -> dict[str, Any]:
         receipts.append(
             ReceiptSeen(receipt.decision_id, receipt.target, receipt.outcome, record.timestamp, receipt.effect_id)
         )
+    events = [codec.decode("payment_event", v) for _, v in _values(topics[EVENTS_PAYMENTS])]
     return {
-        "event_ids": [codec.decode("payment_event", v)["event_id"] for _, v in _values(topics[EVENTS_PAYMENTS])],
+        "event_ids": [event["event_id"] for event in events],
         "dead_letter_reasons": [codec.decode("dead_letter", v)["error_class"] for _, v in _values(topics[DLQ_ENRICH])],
         "decisions": decisions,
         "requests": requests,
         "receipts": receipts,
+        "contents": {
+            EVENTS_PAYMENTS: events,
+            DECISIONS_FRAUD: decided,
+        },
     }
 
 

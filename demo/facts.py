@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from demo.measures import TopicRecord
 from demo.phases import Phase
@@ -94,3 +95,6 @@ class Facts:
     # The demo's operator page asked once after the run (demo.live_page): view → HTTP status, or why it did not
     # answer; None: there was no page to ask.
     page_answers: Mapping[str, int | str] | None = None
+    # The decoded records of the topics with a content digest (demo.measures.IDENTITY), in read order; empty: none
+    # were decoded.
+    contents: Mapping[str, list[dict[str, Any]]] = field(default_factory=dict)

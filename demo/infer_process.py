@@ -11,6 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from ikkai.contract.kafka import KafkaContext
+from ikkai.errors import ConfigError
+from ikkai.settings import KAFKA_CONFIG_VAR
+
 IKKAI = Path(sys.executable).parent / "ikkai"  # `ikkai jobs run infer` execs the job: its pid is the job's
 
 
@@ -22,16 +26,31 @@ class InferTopics:
     dlq: str
 
 
+def job_environment(cluster: KafkaContext) -> dict[str, str]:
+    """What a job process started on ``cluster`` needs in its environment to reach it as its starter does: the
+    client file its settings were read from (``IKKAI_KAFKA_CONFIG``); nothing for a cluster read from no file, whose
+    process inherits ours."""
+    if cluster.security.file:
+        return {KAFKA_CONFIG_VAR: cluster.security.file}
+    if cluster.security.properties:
+        raise ConfigError(
+            "job process", "cluster", f"{cluster.describe()} has client settings built in memory, not read from a file",
+            fix="build the KafkaContext from a client-properties file (KafkaContext.at or .from_environment): "
+            "a job process reads its settings from the file IKKAI_KAFKA_CONFIG names",
+        )  # fmt: skip
+    return {}
+
+
 class InferProcess:
     """One job process in its own process group (driver, JVM and Python workers die together)."""
 
-    def __init__(self, bootstrap: str, topics: InferTopics, checkpoint: Path, query: str, *extra: str) -> None:
+    def __init__(self, cluster: KafkaContext, topics: InferTopics, checkpoint: Path, query: str, *extra: str) -> None:
         command = [
-            str(IKKAI), "jobs", "run", "infer", "--bootstrap", bootstrap, "--checkpoint", str(checkpoint),
-            "--query", query, "--input", topics.input, "--decisions", topics.decisions, "--outbox", topics.outbox,
-            "--dlq", topics.dlq, *extra,
+            str(IKKAI), "jobs", "run", "infer", "--bootstrap", cluster.bootstrap_servers,
+            "--checkpoint", str(checkpoint), "--query", query, "--input", topics.input,
+            "--decisions", topics.decisions, "--outbox", topics.outbox, "--dlq", topics.dlq, *extra,
         ]  # fmt: skip
-        self._start(command)
+        self._start(command, job_environment(cluster))
 
     def _start(self, command: list[str], env: Mapping[str, str] | None = None) -> None:
         """Start ``command`` in its own process group (``env`` added to ours) and read its stderr in the background."""

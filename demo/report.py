@@ -16,7 +16,7 @@ from typing import Any
 from demo.chaos import kind_of
 from demo.facts import LIVE_TOPICS, REPLAYED, Facts, replay_topic
 from demo.invariants import check_all, duplicate_decisions
-from demo.measures import first_seen, latencies, latency_summary, topic_digest
+from demo.measures import content_digest, first_seen, latencies, latency_summary, topic_digest
 from demo.phases import phase_lines
 from ikkai.contract.topics import DECISIONS_FRAUD, DLQ_ENRICH, INGEST_PAYMENTS, OUTBOX_RECEIPTS, PIPELINE
 
@@ -109,6 +109,8 @@ def build_report(f: Facts) -> dict[str, Any]:
                 if f.replay is not None
                 else None
             ),
+            # The same for every run of the seed: without the fields a run sets itself (demo.measures).
+            "content": {topic: content_digest(topic, records) for topic, records in f.contents.items()},
         },
         "chaos": [e.__dict__ for e in f.chaos],
         "seconds": {k: round(v, 1) for k, v in f.seconds.items()},
@@ -209,6 +211,7 @@ def report_text(r: dict[str, Any]) -> str:
         "",
         f"{DECISIONS_FRAUD} sha256 {live[DECISIONS_FRAUD]}",
         f"{'replayed':>15} sha256 {replay.get(DECISIONS_FRAUD, '-')}",
+        *(f"{topic} content sha256 {digest}" for topic, digest in r["digests"].get("content", {}).items()),
     ]
     lines += ["", "INVARIANTS"]
     lines += [f"  {'ok  ' if i['ok'] else 'FAIL'}  {i['name']}: {i['detail']}" for i in r["invariants"]]

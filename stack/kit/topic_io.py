@@ -1,7 +1,7 @@
 """Writing to and reading from topics as a fresh client sees them, for the benchmarks and the tests.
 
-Each function takes the bootstrap servers as a test names them and reads the client file ``IKKAI_KAFKA_CONFIG``
-names when it is called (``KafkaContext.from_environment``: a test sets it for a secured stack). Unique topic
+Each function takes the cluster as a ``KafkaContext`` its caller resolved once, at its entry (a test's session
+``cluster`` fixture, a benchmark's ``main``); nothing here reads the environment. Unique topic
 names, topic creation (through ``ikkai.contract.kafka.ensure_topics``), Avro payments produced on
 their key's partition, transactions to read, and what a fresh consumer (read_committed unless asked otherwise)
 sees: per partition (``by_partition``) or in the order it arrived (``read_all``), both from one read loop.
@@ -27,20 +27,20 @@ def unique(prefix: str) -> str:
     return f"{prefix}.{uuid.uuid4().hex[:10]}"
 
 
-def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> str:
+def create_topic(cluster: KafkaContext, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> str:
     """``name`` with ``partitions`` partitions and the brokers' default replication (``kafka.ensure_topics``)."""
-    kafka.ensure_topics(KafkaContext.from_environment(bootstrap), [name], partitions, config=config)
+    kafka.ensure_topics(cluster, [name], partitions, config=config)
     return name
 
 
 def _arrivals(
-    bootstrap: str, topic: str, isolation: str, expect: int | None, timeout: float | None, poll_seconds: float
+    cluster: KafkaContext, topic: str, isolation: str, expect: int | None, timeout: float | None, poll_seconds: float
 ) -> tuple[int, list[tuple[int, Record]]]:
     """(the topic's partition count, (partition, record) in the order a fresh consumer received them).
 
     Reads until every partition reached the end offset it had when reading began (for read_committed: the last
     stable offset), or, with ``expect``, until that many arrived; with ``timeout``, at most that long."""
-    consumer = Consumer(KafkaContext.from_environment(bootstrap).client_config(**{
+    consumer = Consumer(cluster.client_config(**{
         "group.id": unique("test.reader"), "auto.offset.reset": "earliest",
         "enable.auto.commit": False, "isolation.level": isolation, "enable.partition.eof": True,
     }))  # fmt: skip
@@ -71,9 +71,9 @@ def _arrivals(
     return parts, arrived
 
 
-def by_partition(bootstrap: str, topic: str, isolation: str = "read_committed") -> Partitioned:
+def by_partition(cluster: KafkaContext, topic: str, isolation: str = "read_committed") -> Partitioned:
     """Every record of ``topic`` per partition, in offset order, up to the current end."""
-    parts, arrived = _arrivals(bootstrap, topic, isolation, expect=None, timeout=None, poll_seconds=1.0)
+    parts, arrived = _arrivals(cluster, topic, isolation, expect=None, timeout=None, poll_seconds=1.0)
     seen: Partitioned = {p: [] for p in range(parts)}
     for partition, record in arrived:
         seen[partition].append(record)
@@ -81,11 +81,16 @@ def by_partition(bootstrap: str, topic: str, isolation: str = "read_committed") 
 
 
 def read_all(
-    bootstrap: str, topic: str, *, isolation: str = "read_committed", expect: int | None = None, timeout: float = 30.0
+    cluster: KafkaContext,
+    topic: str,
+    *,
+    isolation: str = "read_committed",
+    expect: int | None = None,
+    timeout: float = 30.0,
 ) -> list[Record]:
     """(key, value) pairs from the start of ``topic`` to its current end, in the order a fresh consumer received
     them; with ``expect``, until that many arrived; what arrived within ``timeout`` seconds at the most."""
-    return [record for _, record in _arrivals(bootstrap, topic, isolation, expect, timeout, poll_seconds=0.5)[1]]
+    return [record for _, record in _arrivals(cluster, topic, isolation, expect, timeout, poll_seconds=0.5)[1]]
 
 
 def flat(records: Partitioned) -> list[Record]:
@@ -93,12 +98,16 @@ def flat(records: Partitioned) -> list[Record]:
 
 
 def produce_payments(
-    bootstrap: str, topic: str, payments: list[dict[str, object]], partitions: int, codec: RecordCodec | None = None
+    cluster: KafkaContext,
+    topic: str,
+    payments: list[dict[str, object]],
+    partitions: int,
+    codec: RecordCodec | None = None,
 ) -> None:
     """Payments as Avro (single-object, or as ``codec`` writes them), keyed by payment_id, on Kafka's default
     partition of the key."""
     codec = codec or default_codec()
-    producer = Producer(KafkaContext.from_environment(bootstrap).producer_config())
+    producer = Producer(cluster.producer_config())
     for payment in payments:
         key = str(payment["payment_id"]).encode()
         value = codec.encode("payment_event", payment, version=1)
@@ -106,19 +115,17 @@ def produce_payments(
     assert producer.flush(60) == 0
 
 
-def transactional_producer(bootstrap: str, transactional_id: str) -> Producer:
+def transactional_producer(cluster: KafkaContext, transactional_id: str) -> Producer:
     """An idempotent producer (rule 3 of docs/architecture.md) with ``transactional_id``, its transactions
     initialised."""
-    producer = Producer(
-        KafkaContext.from_environment(bootstrap).producer_config(**{"transactional.id": transactional_id})
-    )
+    producer = Producer(cluster.producer_config(**{"transactional.id": transactional_id}))
     producer.init_transactions(60)
     return producer
 
 
-def commit_then_abort(bootstrap: str, topic: str, committed: int, aborted: int) -> None:
+def commit_then_abort(cluster: KafkaContext, topic: str, committed: int, aborted: int) -> None:
     """One committed transaction of ``committed-<i>`` values, then one aborted of ``aborted-<i>``."""
-    producer = transactional_producer(bootstrap, unique("test.txn.writer"))
+    producer = transactional_producer(cluster, unique("test.txn.writer"))
     producer.begin_transaction()
     for i in range(committed):
         producer.produce(topic, key=f"payment-{i}", value=f"committed-{i}")

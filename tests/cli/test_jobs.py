@@ -23,6 +23,7 @@ from cli.jobs import job_script
 from demo.payments_simulation import payment_records, simulate
 from deploy.spark_kubernetes import KubernetesSubmitError
 from ikkai.contract.codec import default_codec
+from ikkai.contract.kafka import KafkaContext
 from ikkai.errors import IkkaiError
 from spark_jobs.model.fraud_model import FraudModel
 from spark_jobs.session import spark_jars
@@ -136,14 +137,14 @@ def test_the_app_zip_carries_the_data_and_runs_on_its_own(tmp_path: Path) -> Non
 
 
 @pytest.mark.integration
-def test_submit_execute_runs_infer_through_spark_submit(bootstrap: str, tmp_path: Path) -> None:
+def test_submit_execute_runs_infer_through_spark_submit(cluster: KafkaContext, tmp_path: Path) -> None:
     """The printed line is not just text: spark-submit runs it (local[2]) and the decisions are in Kafka."""
     name = unique("submit")
     payments = payment_records(simulate(7, payments=60).payments)
-    source = create_topic(bootstrap, f"events.{name}", 2)
-    produce_payments(bootstrap, source, payments, 2)
-    decisions, outbox, dlq = (create_topic(bootstrap, f"{kind}.{name}", 2) for kind in ("decisions", "outbox", "dlq"))
-    job_args = ["--bootstrap", bootstrap, "--checkpoint", str(tmp_path / "checkpoint"), "--query", name,
+    source = create_topic(cluster, f"events.{name}", 2)
+    produce_payments(cluster, source, payments, 2)
+    decisions, outbox, dlq = (create_topic(cluster, f"{kind}.{name}", 2) for kind in ("decisions", "outbox", "dlq"))
+    job_args = ["--bootstrap", cluster.bootstrap_servers, "--checkpoint", str(tmp_path / "checkpoint"), "--query", name,
                 "--input", source, "--decisions", decisions, "--outbox", outbox, "--dlq", dlq]  # fmt: skip
     command = [str(IKKAI), "jobs", "submit", "infer", "--master", "local[2]", "--dist", str(tmp_path / "dist")]
     run = subprocess.run(
@@ -153,7 +154,7 @@ def test_submit_execute_runs_infer_through_spark_submit(bootstrap: str, tmp_path
     assert "submitting: " in run.stderr and "spark-submit" in run.stderr
     codec = default_codec()
     decided = Counter(
-        codec.decode("fraud_decision", value)["event_id"] for _, value in flat(by_partition(bootstrap, decisions))
+        codec.decode("fraud_decision", value)["event_id"] for _, value in flat(by_partition(cluster, decisions))
     )
     assert decided == Counter(str(p["event_id"]) for p in payments)
 

@@ -20,6 +20,7 @@ from deploy.bundle_ops import BundleRequest
 from deploy.connect_rest import ConnectClient
 from deploy.connector_status import reached
 from deploy.reconcile import ApplyFailed, ValidationFailed
+from ikkai.contract.kafka import KafkaContext
 from ikkai.settings import Endpoints
 from stack.kit.topic_io import read_all, unique
 from tests.cli.cli_runner import run_ikkai
@@ -80,7 +81,9 @@ def wait_for(check: Callable[[], Any], what: str, timeout: float = 90) -> Any:
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_apply_runs_both_connectors_and_raw_lines_land_keyed_by_business_id(drop: Drop, stack: Endpoints) -> None:
+def test_apply_runs_both_connectors_and_raw_lines_land_keyed_by_business_id(
+    drop: Drop, stack: Endpoints, cluster: KafkaContext
+) -> None:
     lines = ['{"payment_id": "p-1", "amount": 10}', '{ "amount": 7.50, "payment_id":"p-2" }', '{"payment_id": "p-1"}']
     drop.payments.write_text("\n".join(lines) + "\n")
     drop.refunds.write_text('{"refund_id": "r-9", "payment_id": "p-1"}\n')
@@ -91,9 +94,9 @@ def test_apply_runs_both_connectors_and_raw_lines_land_keyed_by_business_id(drop
     assert result["states"] == dict.fromkeys(drop.names(), "RUNNING")
     for name in drop.names():  # what Connect itself says, not what apply believed
         assert reached("running", client.connector_status(name))
-    landed = read_all(stack.bootstrap_servers, drop.topics["payments"], expect=3, timeout=60)
+    landed = read_all(cluster, drop.topics["payments"], expect=3, timeout=60)
     assert sorted(landed) == sorted((json.loads(v)["payment_id"].encode(), v.encode()) for v in lines)
-    assert read_all(stack.bootstrap_servers, drop.topics["refunds"], expect=1, timeout=60) == [
+    assert read_all(cluster, drop.topics["refunds"], expect=1, timeout=60) == [
         (b"r-9", b'{"refund_id": "r-9", "payment_id": "p-1"}')
     ]
 
@@ -249,7 +252,7 @@ def test_target_states_are_honoured_and_stable(drop: Drop, stack: Endpoints) -> 
     assert stopper.writes == [("PUT", f"/connectors/{drop.names()[1]}/stop")]
 
 
-def test_restart_failed_brings_a_failed_task_back(drop: Drop, stack: Endpoints) -> None:
+def test_restart_failed_brings_a_failed_task_back(drop: Drop, stack: Endpoints, cluster: KafkaContext) -> None:
     bundle_ops.apply_data(drop.request(STRICT))
     name = f"{drop.prefix}payments"
     client = ConnectClient(stack.connect_url)
@@ -281,7 +284,7 @@ def test_restart_failed_brings_a_failed_task_back(drop: Drop, stack: Endpoints) 
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["restarted"] == [name]
     wait_for(lambda: reached("running", client.connector_status(name)), "the task to run again")
-    assert read_all(stack.bootstrap_servers, drop.topics["payments"], expect=1, timeout=60) == [(b"p-7", good.encode())]
+    assert read_all(cluster, drop.topics["payments"], expect=1, timeout=60) == [(b"p-7", good.encode())]
 
 
 def test_plan_json_is_stable_and_exit_codes_say_what_is_pending(drop: Drop, stack: Endpoints) -> None:

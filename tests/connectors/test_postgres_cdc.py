@@ -20,6 +20,7 @@ from confluent_kafka import Consumer
 from deploy import bundle_ops
 from deploy.bundle_ops import BundleRequest
 from deploy.connect_rest import ConnectClient
+from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.partitioning import kafka_partition
 from ikkai.settings import Endpoints
 from stack.kit.topic_io import read_all, unique
@@ -64,7 +65,11 @@ def read_with_headers(bootstrap: str, topic: str, expect: int) -> list[Landed]:
 
 
 def test_rows_land_unwrapped_in_their_own_ingest_topic_keyed_by_business_id(
-    stack: Endpoints, postgres: Postgres, shipped_bundle: Callable[[str, str], Path], tmp_path: Path
+    stack: Endpoints,
+    cluster: KafkaContext,
+    postgres: Postgres,
+    shipped_bundle: Callable[[str, str], Path],
+    tmp_path: Path,
 ) -> None:
     hex_ = uuid.uuid4().hex[:8]
     table = f"payments_{hex_}"
@@ -88,7 +93,7 @@ def test_rows_land_unwrapped_in_their_own_ingest_topic_keyed_by_business_id(
         assert stored == values["database"]["password"]  # type: ignore[index] # the config topic holds the reference only
 
         topic = f"ingest.{table}-db"
-        assert {k for k, _ in read_all(stack.bootstrap_servers, topic, expect=2, timeout=120)} == {b"p-1", b"p-2"}
+        assert {k for k, _ in read_all(cluster, topic, expect=2, timeout=120)} == {b"p-1", b"p-2"}
         insert_rows(postgres, table, payment_row("p-3", "e-3", "1.25", "2026-01-05T10:00:02Z"))
         postgres.sql(f"UPDATE {table} SET status = 'captured' WHERE payment_id = 'p-1'", "payments")  # noqa: S608
         postgres.sql(f"DELETE FROM {table} WHERE payment_id = 'p-2'", "payments")  # noqa: S608

@@ -3,10 +3,21 @@
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 import pytest
 
-from demo.measures import TopicRecord, first_seen, latencies, latency_summary, percentile, topic_digest
+from demo.measures import (
+    TopicRecord,
+    content_digest,
+    first_seen,
+    latencies,
+    latency_summary,
+    percentile,
+    topic_digest,
+)
+from ikkai.contract.codec import default_codec
+from ikkai.contract.topics import DECISIONS_FRAUD, EVENTS_PAYMENTS
 
 
 def rec(partition: int, offset: int, key: bytes | None, value: bytes | None, ts: int = 0) -> TopicRecord:
@@ -57,3 +68,58 @@ def test_latency_from_the_first_arrival_of_a_key() -> None:
     assert ingested == {b"p1": 50, b"p2": 10}
     starts = {k.decode(): v for k, v in ingested.items()}
     assert latencies(starts, [("p1", 80), ("p2", 15), ("unknown", 1)]) == [30.0, 5.0]
+
+
+EVENT_TIME = 1_767_607_200_000  # 2026-01-05T10:00Z in epoch ms, as the codec decodes a timestamp-millis
+
+
+def event(event_id: str, ingested_at: int) -> dict[str, Any]:
+    """A payment event as the codec decodes it, ingested at ``ingested_at`` (epoch ms)."""
+    return {
+        "event_id": event_id, "payment_id": f"p-{event_id}", "amount_minor": 1250, "currency": "EUR",
+        "event_time": EVENT_TIME, "merchant_profile_as_of": None, "ingested_at": ingested_at,
+    }  # fmt: skip
+
+
+def decision(decision_id: str, offset: int, action: str = "approve") -> dict[str, Any]:
+    """A fraud decision as the codec decodes it, of the event at ``offset`` of events.payments."""
+    return {
+        "decision_id": decision_id, "payment_id": "p-1", "event_id": "e-1", "model_version": "m1", "score": 0.125,
+        "action": action, "features": {"amount": 12.5}, "features_as_of": None,
+        "event_time": EVENT_TIME, "input_topic": EVENTS_PAYMENTS,
+        "input_partition": offset % 2, "input_offset": offset,
+    }  # fmt: skip
+
+
+def test_the_content_digest_leaves_out_when_and_where_a_run_wrote_each_record() -> None:
+    """Two runs of one seed: the ingest timestamps differ, an aborted transaction moved the offsets, the records
+    arrived in another order; the content is the same."""
+    assert content_digest(EVENTS_PAYMENTS, [event("e-1", 1_000), event("e-2", 1_001)]) == content_digest(
+        EVENTS_PAYMENTS, [event("e-2", 9_999_999), event("e-1", 5_000_000)]
+    )
+    assert content_digest(DECISIONS_FRAUD, [decision("d-1", 0), decision("d-2", 1)]) == content_digest(
+        DECISIONS_FRAUD, [decision("d-2", 7), decision("d-1", 4)]
+    )
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        [decision("d-1", 0), decision("d-2", 1, action="hold")],  # a changed decision
+        [decision("d-1", 0), {**decision("d-2", 1), "score": 0.126}],  # a changed score
+        [decision("d-1", 0)],  # one missing
+        [decision("d-1", 0), decision("d-2", 1), decision("d-2", 2)],  # one duplicated
+        [decision("d-1", 0), {**decision("d-2", 1), "model_version": "m2"}],  # another model decided it
+    ],
+)
+def test_the_content_digest_sees_every_change_of_a_decision(other: list[dict[str, Any]]) -> None:
+    assert content_digest(DECISIONS_FRAUD, other) != content_digest(
+        DECISIONS_FRAUD, [decision("d-1", 0), decision("d-2", 1)]
+    )
+
+
+def test_the_content_digest_reads_what_the_codec_decodes() -> None:
+    """Through the schema's own encoding and decoding: the same digest as the record decoded from another offset."""
+    codec = default_codec()
+    record = codec.decode("fraud_decision", codec.encode("fraud_decision", decision("d-1", 3), version=1))
+    assert content_digest(DECISIONS_FRAUD, [record]) == content_digest(DECISIONS_FRAUD, [decision("d-1", 8)])

@@ -10,7 +10,7 @@ import pytest
 from demo.chaos import ACTIONS, KILL_INFER, RESTART_WORKER
 from demo.facts import REPLAYED, ChaosEvent, Decision, Expectation, Facts, ReceiptSeen, SideEffectRequest, replay_topic
 from demo.invariants import as_landed, page_survived_broker_kills
-from demo.measures import TopicRecord
+from demo.measures import TopicRecord, content_digest
 from demo.report import build_report, report_text
 from ikkai.contract.topics import DECISIONS_FRAUD as DECISIONS
 from ikkai.contract.topics import DLQ_ENRICH, DLQ_INFER, DLQ_OUTBOX
@@ -177,3 +177,18 @@ def test_without_broker_kills_the_page_is_not_judged() -> None:
     f = dataclasses.replace(clean_facts(), page_answers={"flow": 500})  # the page's own tests judge it then
     assert page_survived_broker_kills(f) is None
     assert build_report(f)["passed"]
+
+
+def test_the_report_gives_the_content_digest_of_the_decoded_events_and_decisions() -> None:
+    """Beside the byte digests: the one two runs of a seed share (demo.measures.content_digest)."""
+    contents = {
+        EVENTS: [{"event_id": "e1", "payment_id": "p1", "ingested_at": 1000}],
+        DECISIONS: [{"decision_id": "d1", "event_id": "e1", "action": "hold", "input_partition": 0, "input_offset": 0}],
+    }
+    report = build_report(dataclasses.replace(clean_facts(), contents=contents))
+    expected = {topic: content_digest(topic, records) for topic, records in contents.items()}
+    assert report["digests"]["content"] == expected
+    text = report_text(report)
+    assert f"{EVENTS} content sha256 {expected[EVENTS]}" in text
+    assert f"{DECISIONS} content sha256 {expected[DECISIONS]}" in text
+    assert build_report(clean_facts())["digests"]["content"] == {}  # nothing decoded, nothing claimed

@@ -137,7 +137,9 @@ def remove(stack: Endpoints, folder: Path) -> None:
 
 
 @pytest.mark.integration
-def test_every_apply_is_recorded_compacted_without_its_secrets(stack: Endpoints, tmp_path: Path) -> None:
+def test_every_apply_is_recorded_compacted_without_its_secrets(
+    stack: Endpoints, cluster: KafkaContext, tmp_path: Path
+) -> None:
     folder = bundle_folder(tmp_path)
     clusters = clusters_file(tmp_path, stack, stack.bootstrap_servers)
     warnings: list[str] = []
@@ -152,7 +154,7 @@ def test_every_apply_is_recorded_compacted_without_its_secrets(stack: Endpoints,
     assert warnings == [] and "record_warning" not in data and len(data["written"]) == 2
     key = f"dev/{folder.name}".encode()
     # What a read_committed consumer of the topic sees: both records, neither with the secret in any form.
-    mine = [(k, v) for k, v in read_all(stack.bootstrap_servers, APPLIES) if k == key]
+    mine = [(k, v) for k, v in read_all(cluster, APPLIES) if k == key]
     assert [json.loads(v or b"")["result"] for _, v in mine] == ["failed", "applied"]
     assert not [v for _, v in mine if v is None or SECRET.encode() in v or b"hunter2" in v]
     failed, applied = (json.loads(v or b"") for _, v in mine)

@@ -14,6 +14,7 @@ import pytest
 
 from deploy import connect_ops
 from deploy.connect_rest import ConnectClient
+from ikkai.contract.kafka import KafkaContext
 from ikkai.settings import Endpoints
 from stack.kit.topic_io import create_topic, read_all, unique
 from tests.cli.cli_runner import IKKAI, ROOT, run_ikkai
@@ -38,12 +39,12 @@ def wait_for(check: Callable[[], Any], what: str, timeout: float = 90) -> Any:
 class Source:
     """A FileStreamSource with a literal secret in its config, on its own topic."""
 
-    def __init__(self, stack: Endpoints, folder: Path) -> None:
+    def __init__(self, stack: Endpoints, cluster: KafkaContext, folder: Path) -> None:
         self.client = ConnectClient(stack.connect_url)
         self.url = stack.connect_url
-        self.bootstrap = stack.bootstrap_servers
+        self.cluster = cluster
         self.name = unique("test-connect-ops")
-        self.topic = create_topic(stack.bootstrap_servers, unique("ingest.connect-ops"))
+        self.topic = create_topic(cluster, unique("ingest.connect-ops"))
         self.file = folder / "lines.txt"
         self.file.write_text("".join(f"{line}\n" for line in LINES))
         self.client.put_connector_config(self.name, {
@@ -59,12 +60,12 @@ class Source:
         return list(self.client.connector_offsets(self.name).get("offsets") or [])
 
     def values(self, expect: int) -> list[str]:
-        return [v.decode() for _, v in read_all(self.bootstrap, self.topic, expect=expect, timeout=60) if v]
+        return [v.decode() for _, v in read_all(self.cluster, self.topic, expect=expect, timeout=60) if v]
 
 
 @pytest.fixture
-def source(stack: Endpoints, tmp_path: Path) -> Iterator[Source]:
-    s = Source(stack, tmp_path)
+def source(stack: Endpoints, cluster: KafkaContext, tmp_path: Path) -> Iterator[Source]:
+    s = Source(stack, cluster, tmp_path)
     try:
         yield s
     finally:

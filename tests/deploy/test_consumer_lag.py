@@ -76,7 +76,7 @@ def test_a_narrow_gap_is_counted_in_records_so_a_commit_control_record_is_no_lag
 
 
 @pytest.mark.integration
-def test_a_querys_markers_and_a_connect_group_read_back_as_their_lag(bootstrap: str, cluster: KafkaContext) -> None:
+def test_a_querys_markers_and_a_connect_group_read_back_as_their_lag(cluster: KafkaContext) -> None:
     kafka = cluster
     topic = f"lag-in-{uuid.uuid4().hex[:10]}"
     admin = AdminClient(kafka.client_config())
@@ -105,7 +105,7 @@ def test_a_querys_markers_and_a_connect_group_read_back_as_their_lag(bootstrap: 
 
 
 @pytest.mark.integration
-def test_a_reader_caught_up_on_a_transactional_input_has_no_lag(bootstrap: str, cluster: KafkaContext) -> None:
+def test_a_reader_caught_up_on_a_transactional_input_has_no_lag(cluster: KafkaContext) -> None:
     """Every transaction ends in a commit control record after its last record: a reader that read everything
     commits that control record's offset, one below the read_committed end. That is no lag, and one more record
     is a lag of one."""

@@ -73,9 +73,7 @@ def test_a_reason_never_shows_a_card_number_or_a_credential() -> None:
 
 
 @pytest.mark.integration
-def test_recent_dead_letters_are_read_from_their_topics_end_by_their_headers(
-    bootstrap: str, cluster: KafkaContext
-) -> None:
+def test_recent_dead_letters_are_read_from_their_topics_end_by_their_headers(cluster: KafkaContext) -> None:
     kafka = cluster
     topic = f"dlq.test-{uuid.uuid4().hex[:10]}"
     admin = AdminClient(kafka.client_config())

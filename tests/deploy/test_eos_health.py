@@ -130,13 +130,13 @@ def query(bootstrap: str) -> tuple[str, str, str]:
     return new_query(bootstrap)
 
 
-def write_markers(bootstrap: str, topic: str, markers: list[CommitMarker]) -> None:
+def write_markers(cluster: KafkaContext, topic: str, markers: list[CommitMarker]) -> None:
     """Each marker in its own committed transaction, by its partition's writer (transactional.id = its key)."""
     codec = default_codec()
     producers: dict[bytes, Producer] = {}
     for m in markers:
         if m.key not in producers:  # one per writer identity: a second would fence the first
-            producers[m.key] = transactional_producer(bootstrap, m.key.decode())
+            producers[m.key] = transactional_producer(cluster, m.key.decode())
         producer = producers[m.key]
         producer.begin_transaction()
         producer.produce(topic, key=m.key, value=m.encode(codec), partition=m.partition)
@@ -148,10 +148,12 @@ def reader_of(bootstrap: str, now: list[float]) -> HealthReader:
 
 
 @pytest.mark.integration
-def test_the_last_committed_marker_of_each_partition_is_shown(bootstrap: str, query: tuple[str, str, str]) -> None:
+def test_the_last_committed_marker_of_each_partition_is_shown(
+    cluster: KafkaContext, query: tuple[str, str, str]
+) -> None:
     app, name, topic = query
-    write_markers(bootstrap, topic, [marker(b, 0, app, name) for b in range(3)] + [marker(0, 1, app, name)])
-    health = reader_of(bootstrap, [time.time()]).sampled()
+    write_markers(cluster, topic, [marker(b, 0, app, name) for b in range(3)] + [marker(0, 1, app, name)])
+    health = reader_of(cluster.bootstrap_servers, [time.time()]).sampled()
     p0, p1 = health.queries[(app, name)]
     assert (p0.partition, p0.marker, p1.partition, p1.marker) == (
         0,
@@ -166,17 +168,17 @@ def test_the_last_committed_marker_of_each_partition_is_shown(bootstrap: str, qu
 
 @pytest.mark.integration
 def test_a_transaction_left_open_on_a_commits_partition_shows_open_then_stuck(
-    bootstrap: str, query: tuple[str, str, str]
+    cluster: KafkaContext, query: tuple[str, str, str]
 ) -> None:
     app, name, topic = query
-    write_markers(bootstrap, topic, [marker(0, 0, app, name), marker(0, 1, app, name)])
-    stranger = transactional_producer(bootstrap, f"{app}.stranger")
+    write_markers(cluster, topic, [marker(0, 0, app, name), marker(0, 1, app, name)])
+    stranger = transactional_producer(cluster, f"{app}.stranger")
     stranger.begin_transaction()
     stranger.produce(topic, key=b"x", value=marker(1, 1, app, name).encode(default_codec()), partition=1)
     stranger.flush(30)  # produced, not committed: partition 1's read_committed end stays behind its high watermark
     try:
         now = [time.time()]
-        reader = reader_of(bootstrap, now)
+        reader = reader_of(cluster.bootstrap_servers, now)
         p0, p1 = reader.sampled().queries[(app, name)]
         assert p0.open_transaction is None
         assert p1.open_transaction is not None and not p1.stuck

@@ -86,7 +86,7 @@ def test_the_outcomes_read_covers_from_the_latest_first_timestamp_of_a_cut_parti
 
 
 @pytest.mark.integration
-def test_events_decisions_and_dead_letters_read_back_against_the_markers(bootstrap: str, cluster: KafkaContext) -> None:
+def test_events_decisions_and_dead_letters_read_back_against_the_markers(cluster: KafkaContext) -> None:
     kafka = cluster
     suffix = uuid.uuid4().hex[:10]
     events_topic, decisions_topic, dlq = f"events.{suffix}", f"decisions.{suffix}", f"dlq.{suffix}"
@@ -124,17 +124,17 @@ def test_events_decisions_and_dead_letters_read_back_against_the_markers(bootstr
 
 @pytest.mark.integration
 def test_after_a_real_infer_run_every_event_is_judged_and_a_missing_and_a_repeated_decision_show(
-    bootstrap: str, cluster: KafkaContext, tmp_path: Path
+    cluster: KafkaContext, tmp_path: Path
 ) -> None:
     """The infer job's own markers (in place: one input partition each) judge every event once the run committed;
     a decision then removed from its topic and one written a second time (transactionally) are each reported."""
     kafka = cluster
     payments = payment_records(simulate(7, payments=24).payments)
-    source = create_topic(bootstrap, unique("events.payments"), 2)
-    produce_payments(bootstrap, source, payments, 2)
-    topics = outputs(bootstrap, source)
+    source = create_topic(cluster, unique("events.payments"), 2)
+    produce_payments(cluster, source, payments, 2)
+    topics = outputs(cluster, source)
     query = unique("judged")
-    job = InferProcess(bootstrap, topics, tmp_path / "checkpoint", query)
+    job = InferProcess(cluster, topics, tmp_path / "checkpoint", query)
     assert job.wait(1200) == 0, job.tail()
 
     admin = AdminClient(kafka.client_config())

@@ -21,6 +21,7 @@ from deploy.eos_view.group_offsets import (
     in_child,
 )
 from deploy.kafka_windows import Deadline
+from ikkai.contract.kafka import KafkaContext
 from tests.deploy.test_eos_health import marker, new_query, reader_of, write_markers
 
 ASSERTION = "python3: rdkafka_queue.h:165: rd_kafka_enq_once_del_source_return: Assertion `eonce->refcnt > 0' failed."
@@ -62,12 +63,12 @@ def query(bootstrap: str) -> tuple[str, str, str]:
 
 @pytest.mark.integration
 def test_a_sample_whose_child_dies_shows_lag_unreadable_and_the_rest(
-    bootstrap: str, query: tuple[str, str, str], monkeypatch: pytest.MonkeyPatch
+    cluster: KafkaContext, query: tuple[str, str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     app, name, topic = query
-    write_markers(bootstrap, topic, [marker(0, 0, app, name)])
+    write_markers(cluster, topic, [marker(0, 0, app, name)])
     monkeypatch.setattr(health_module, "in_child", lambda config: in_child(config, ABORTS))
-    reader = reader_of(bootstrap, [time.time()])
+    reader = reader_of(cluster.bootstrap_servers, [time.time()])
     health = reader.sampled()
     assert health.lags.problem is not None
     assert health.lags.problem.startswith("consumer lag unreadable: its reading process died, SIGABRT")

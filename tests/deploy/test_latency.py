@@ -68,7 +68,7 @@ def test_the_chart_is_svg_that_fetches_nothing() -> None:
 
 
 @pytest.mark.integration
-def test_latencies_read_back_from_the_health_views_windows(bootstrap: str, cluster: KafkaContext) -> None:
+def test_latencies_read_back_from_the_health_views_windows(cluster: KafkaContext) -> None:
     kafka = cluster
     suffix = uuid.uuid4().hex[:10]
     events_topic, decisions_topic = f"events.{suffix}", f"decisions.{suffix}"

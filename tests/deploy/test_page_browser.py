@@ -269,7 +269,6 @@ def test_a_kill_9_of_the_worker_shows_on_the_open_connectors_view(page: Page) ->
 def test_the_health_view_shows_each_querys_last_markers_and_an_open_transaction(
     page: Page, own_stack: tuple[LocalStack, Endpoints]
 ) -> None:
-    bootstrap = own_stack[1].bootstrap_servers
     kafka = KafkaContext.recorded(own_stack[1])
     ensure_topics(kafka, [DLQ_ENRICH, EVENTS_PAYMENTS, DECISIONS_FRAUD, OUTBOX_REQUESTS, OUTBOX_RECEIPTS], 2)
     producer = Producer(kafka.producer_config())
@@ -296,12 +295,12 @@ def test_the_health_view_shows_each_querys_last_markers_and_an_open_transaction(
     queries = {"enrich": (INGEST_PAYMENTS, EVENTS_PAYMENTS), "infer": (EVENTS_PAYMENTS, DECISIONS_FRAUD)}
     for query, (source, output) in queries.items():
         ensure_commits_topic(kafka, commits_topic_for("ikkai", query), 2)
-        write_markers(bootstrap, commits_topic_for("ikkai", query), [
+        write_markers(kafka, commits_topic_for("ikkai", query), [
             CommitMarker("ikkai", query, p, batch, 2, 40 + p, source, {0: 100 * batch + p, 1: 90 * batch},
                          output_topics=(output,), writer_version="fraud-v3" if query == "infer" else "enrich-1")
             for batch in range(1, 4) for p in range(2)
         ])  # fmt: skip
-    stranger = transactional_producer(bootstrap, "not-the-writer")  # holds infer's partition 1 open
+    stranger = transactional_producer(kafka, "not-the-writer")  # holds infer's partition 1 open
     stranger.begin_transaction()
     stranger.produce(commits_topic_for("ikkai", "infer"), key=b"x", value=b"x", partition=1)
     stranger.flush(30)

@@ -30,6 +30,7 @@ from deploy.eos_view.health import Health, HealthReader, health_of
 from deploy.eos_view.reconciliation import Reconciliation, RequestSeen
 from deploy.serve.service import ControlPlane
 from ikkai.contract.codec import default_codec
+from ikkai.contract.kafka import KafkaContext
 from stack.kit.topic_io import transactional_producer
 from tests.deploy.serving import serve
 from tests.deploy.test_eos_health import marker, new_query, write_markers
@@ -183,10 +184,10 @@ def test_an_unreachable_cluster_is_said_on_the_page_not_a_server_error(tmp_path:
 
 
 @pytest.mark.integration
-def test_the_view_shows_each_partitions_last_marker_and_an_open_transaction(url: str, bootstrap: str) -> None:
-    app, name, topic = new_query(bootstrap)
-    write_markers(bootstrap, topic, [marker(b, 0, app, name) for b in range(3)] + [marker(0, 1, app, name)])
-    stranger = transactional_producer(bootstrap, f"{app}.stranger")
+def test_the_view_shows_each_partitions_last_marker_and_an_open_transaction(url: str, cluster: KafkaContext) -> None:
+    app, name, topic = new_query(cluster.bootstrap_servers)
+    write_markers(cluster, topic, [marker(b, 0, app, name) for b in range(3)] + [marker(0, 1, app, name)])
+    stranger = transactional_producer(cluster, f"{app}.stranger")
     stranger.begin_transaction()
     stranger.produce(topic, key=b"x", value=marker(1, 1, app, name).encode(default_codec()), partition=1)
     stranger.flush(30)
@@ -220,15 +221,15 @@ def exported_for(url: str, labels: dict[str, str], metric: str) -> float | None:
 
 @pytest.mark.integration
 def test_health_is_sampled_with_nobody_looking_so_the_first_view_and_metrics_know_how_long_it_was_open(
-    tmp_path: Path, bootstrap: str
+    tmp_path: Path, cluster: KafkaContext
 ) -> None:
-    app, name, topic = new_query(bootstrap)
-    write_markers(bootstrap, topic, [marker(0, 0, app, name), marker(0, 1, app, name)])
+    app, name, topic = new_query(cluster.bootstrap_servers)
+    write_markers(cluster, topic, [marker(0, 0, app, name), marker(0, 1, app, name)])
     shutil.copytree(SHIPPED / "payments-ingest", tmp_path / "payments-ingest")
     clusters = tmp_path / "clusters.yaml"
-    clusters.write_text(yaml.safe_dump({ENV: {"connect_url": "local", "bootstrap_servers": bootstrap}}))
+    clusters.write_text(yaml.safe_dump({ENV: {"connect_url": "local", "bootstrap_servers": cluster.bootstrap_servers}}))
     plane = ControlPlane(TOKEN, tmp_path, connect_url="http://127.0.0.1:9", clusters=clusters, health_seconds=1.0)
-    stranger = transactional_producer(bootstrap, f"{app}.stranger")
+    stranger = transactional_producer(cluster, f"{app}.stranger")
     stranger.begin_transaction()
     stranger.produce(topic, key=b"x", value=marker(1, 1, app, name).encode(default_codec()), partition=1)
     stranger.flush(30)

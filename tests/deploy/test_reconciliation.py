@@ -121,9 +121,7 @@ def test_the_receipts_read_covers_from_the_latest_first_timestamp_of_a_cut_parti
 
 
 @pytest.mark.integration
-def test_the_reconciliation_reads_requests_and_receipts_in_windows_that_line_up(
-    bootstrap: str, cluster: KafkaContext
-) -> None:
+def test_the_reconciliation_reads_requests_and_receipts_in_windows_that_line_up(cluster: KafkaContext) -> None:
     kafka = cluster
     suffix = uuid.uuid4().hex[:10]
     requests_topic, receipts_topic = f"{OUTBOX_REQUESTS}.{suffix}", f"{OUTBOX_RECEIPTS}.{suffix}"

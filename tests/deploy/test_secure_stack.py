@@ -191,23 +191,23 @@ def test_the_infer_job_and_the_emitter_work_through_sasl_ssl(
 ) -> None:
     """The job's Spark Kafka source, its transactional sink, its marker reads and a service's emitter, all secured."""
     endpoints, _ = secure_stack
-    monkeypatch.setenv(CONFIG_VAR, endpoints.kafka_config)  # the job process inherits it
-    bootstrap = endpoints.bootstrap_servers
+    monkeypatch.setenv(CONFIG_VAR, endpoints.kafka_config)
+    cluster = KafkaContext.recorded(endpoints)  # the job process is given its client file
     payments = payment_records(simulate(7, payments=40).payments)
     name = unique("sec")
     topics = InferTopics(f"events.{name}", f"decisions.{name}", f"outbox.{name}", f"dlq.{name}")
     for topic in (topics.input, topics.decisions, topics.outbox, topics.dlq):
-        create_topic(bootstrap, topic, 1)
-    produce_payments(bootstrap, topics.input, payments, 1)
-    job = InferProcess(bootstrap, topics, tmp_path / "checkpoint", name)
+        create_topic(cluster, topic, 1)
+    produce_payments(cluster, topics.input, payments, 1)
+    job = InferProcess(cluster, topics, tmp_path / "checkpoint", name)
     assert job.wait() == 0, job.tail()
     codec = default_codec()
-    decisions = [codec.decode("fraud_decision", value) for _, value in flat(by_partition(bootstrap, topics.decisions))]
+    decisions = [codec.decode("fraud_decision", value) for _, value in flat(by_partition(cluster, topics.decisions))]
     assert sorted(d["event_id"] for d in decisions) == sorted(str(p["event_id"]) for p in payments)
     request = OutboxRequest(decisions[0]["decision_id"], decisions[0]["payment_id"], "payments-api", "/x", b"{}", 1)
-    with OutboxEmitter(KafkaContext.from_environment(bootstrap), topic=topics.outbox) as emitter:
+    with OutboxEmitter(cluster, topic=topics.outbox) as emitter:
         emitter.emit(request)
-    emitted = [codec.decode("outbox_request", v) for _, v in flat(by_partition(bootstrap, topics.outbox))]
+    emitted = [codec.decode("outbox_request", v) for _, v in flat(by_partition(cluster, topics.outbox))]
     assert any(r["decision_id"] == request.decision_id and r["path"] == "/x" for r in emitted)
 
 
@@ -217,20 +217,20 @@ def test_the_enrich_job_works_through_sasl_ssl(
     """Raw lines, master data read as of the event time (Spark's batch Kafka reader), events and dead letters."""
     endpoints, _ = secure_stack
     monkeypatch.setenv(CONFIG_VAR, endpoints.kafka_config)
-    bootstrap = endpoints.bootstrap_servers
+    cluster = KafkaContext.recorded(endpoints)
     stream = mixed_stream(11, payments=40, partitions=1)
     name = unique("sec")
     topics = EnrichTopics(f"ingest.{name}", f"events.{name}", f"dlq.{name}", f"md.m.{name}", f"md.c.{name}")
     merchants, customers = generate_profiles(stream.world, 11)
-    publish_profiles(KafkaContext.from_environment(bootstrap), merchants, customers, merchants_topic=topics.merchants,
+    publish_profiles(cluster, merchants, customers, merchants_topic=topics.merchants,
                      customers_topic=topics.customers, transactional_id=unique("test.masterdata"))  # fmt: skip
     for topic in (topics.input, topics.events, topics.dlq):
-        create_topic(bootstrap, topic, 1)
-    produce_lines(KafkaContext.from_environment(bootstrap), topics.input, stream.lines)
-    job = EnrichProcess(bootstrap, topics, tmp_path / "checkpoint", name)
+        create_topic(cluster, topic, 1)
+    produce_lines(cluster, topics.input, stream.lines)
+    job = EnrichProcess(cluster, topics, tmp_path / "checkpoint", name)
     assert job.wait() == 0, job.tail()
     codec = default_codec()
-    events = [codec.decode("payment_event", value) for _, value in flat(by_partition(bootstrap, topics.events))]
-    letters = flat(by_partition(bootstrap, topics.dlq))
+    events = [codec.decode("payment_event", value) for _, value in flat(by_partition(cluster, topics.events))]
+    letters = flat(by_partition(cluster, topics.dlq))
     assert sorted(e["event_id"] for e in events) == sorted(stream.expected_event_ids())
     assert len(events) + len(letters) == len(stream.lines)

@@ -17,6 +17,7 @@ from deploy.auto_restart import RestartBackoff, RestartStateFile
 from deploy.connect_rest import ConnectClient
 from deploy.connector_status import reached
 from deploy.serve.service import ControlPlane, ReconcileLoop, read_token
+from ikkai.contract.kafka import KafkaContext
 from ikkai.errors import ConfigError
 from ikkai.settings import Endpoints
 from stack.kit.topic_io import read_all
@@ -67,7 +68,9 @@ def test_the_token_must_exist_and_be_long_enough(tmp_path: Path) -> None:
 
 
 @pytest.mark.integration
-def test_plan_apply_status_over_http_and_the_loop_restarts_a_failed_task(stack: Endpoints, tmp_path: Path) -> None:
+def test_plan_apply_status_over_http_and_the_loop_restarts_a_failed_task(
+    stack: Endpoints, cluster: KafkaContext, tmp_path: Path
+) -> None:
     hex_ = uuid.uuid4().hex[:8]
     bundles = tmp_path / "bundles"
     shutil.copytree(SHIPPED / "payments-ingest", bundles / "payments-ingest")
@@ -117,9 +120,7 @@ def test_plan_apply_status_over_http_and_the_loop_restarts_a_failed_task(stack: 
             while not reached("running", client.connector_status(name)):
                 assert time.monotonic() < deadline, "the task never came back"
                 time.sleep(0.5)
-            assert read_all(stack.bootstrap_servers, f"ingest.payments.{hex_}", expect=1, timeout=60) == [
-                (b"p-7", good.encode())
-            ]
+            assert read_all(cluster, f"ingest.payments.{hex_}", expect=1, timeout=60) == [(b"p-7", good.encode())]
             metrics = requests.get(f"{url}/metrics", headers=auth(), timeout=5).text
             assert f'ikkai_connector_auto_restarts_total{{connector="{name}"}} 1' in metrics
             assert 'ikkai_bundle_applies_total{bundle="payments-ingest",env="ci",result="ok"} 2' in metrics

@@ -199,13 +199,13 @@ class GuideEnrichProcess(InferProcess):
 
 @pytest.mark.integration
 def test_the_guides_field_reaches_events_payments(
-    bootstrap: str, cluster: KafkaContext, workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+    cluster: KafkaContext, workspace: Workspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Step 6: the job run as the guide says writes the new schema version, with the transform's value."""
     name = unique("guide")
     topics = EnrichTopics(f"ingest.{name}", f"events.{name}", f"dlq.{name}", f"masterdata.merchants.{name}",
                           f"masterdata.customers.{name}")  # fmt: skip
-    create_topic(bootstrap, topics.input, PARTITIONS)
+    create_topic(cluster, topics.input, PARTITIONS)
     produce_lines(cluster, topics.input, raw_lines())
     for variable, value in exports(guide_steps()["check"].body).items():
         monkeypatch.setenv(variable, value)
@@ -213,16 +213,17 @@ def test_the_guides_field_reaches_events_payments(
     (command,) = commands(guide_steps()["run"].body)
     assert command[:3] == [sys.executable, "-m", "spark_jobs.enrich"]
     job = GuideEnrichProcess(workspace.catalog, command[2], [
-        *command[3:], "--bootstrap", bootstrap, "--checkpoint", str(workspace.root / "checkpoint"), "--query", name,
+        *command[3:], "--bootstrap", cluster.bootstrap_servers, "--checkpoint", str(workspace.root / "checkpoint"),
+        "--query", name,
         "--input", topics.input, "--output", topics.events, "--dlq", topics.dlq, "--merchants", topics.merchants,
         "--customers", topics.customers, "--partitions", str(PARTITIONS), "--create-topics",
     ])  # fmt: skip
     assert job.wait() == 0, job.tail()
 
     codec = SingleObjectCodec(SchemaCatalog.from_dir(workspace.catalog))
-    values = [value for _, value in flat(by_partition(bootstrap, topics.events))]  # read_committed
+    values = [value for _, value in flat(by_partition(cluster, topics.events))]  # read_committed
     assert len(values) == len(DAYS)
     assert {codec.writer_of(value).version for value in values} == {workspace.event_version}
     events = [codec.decode(workspace.event_schema, value) for value in values]
     assert {format_event_time(e["event_time"]): e["is_weekend"] for e in events} == DAYS
-    assert flat(by_partition(bootstrap, topics.dlq)) == []
+    assert flat(by_partition(cluster, topics.dlq)) == []

@@ -13,6 +13,7 @@ import pytest
 
 from demo.payments_simulation import payment_records, simulate
 from ikkai.contract.codec import default_codec
+from ikkai.contract.kafka import KafkaContext
 from spark_jobs.model.fraud_model import FEATURES_PATH, MODEL_PATH, FraudModel, deciding_version
 from stack.kit.topic_io import by_partition, create_topic, flat, produce_payments, unique
 from tests.cli.cli_runner import IKKAI
@@ -52,9 +53,9 @@ def test_training_prints_the_version_of_the_artifact_it_wrote(trained: tuple[Pat
     assert version != deciding_version(MODEL_PATH.read_bytes(), FEATURES_PATH.read_bytes())  # another seed
 
 
-def read_decisions(bootstrap: str, topic: str) -> list[dict[str, Any]]:
+def read_decisions(cluster: KafkaContext, topic: str) -> list[dict[str, Any]]:
     codec = default_codec()
-    return [codec.decode("fraud_decision", value) for _, value in flat(by_partition(bootstrap, topic)) if value]
+    return [codec.decode("fraud_decision", value) for _, value in flat(by_partition(cluster, topic)) if value]
 
 
 def run_ok(command: list[str], bootstrap: str) -> subprocess.CompletedProcess[str]:
@@ -66,7 +67,7 @@ def run_ok(command: list[str], bootstrap: str) -> subprocess.CompletedProcess[st
 
 @pytest.mark.integration
 def test_the_guides_shadow_compare_and_cutover_decide_every_event_once(
-    bootstrap: str, trained: tuple[Path, str], tmp_path: Path
+    cluster: KafkaContext, trained: tuple[Path, str], tmp_path: Path
 ) -> None:
     """The live query runs with the shipped model; then the guide's shadow run, its comparison and its cutover,
     each as written followed by this test's own topics, query and checkpoint (later options win)."""
@@ -75,36 +76,36 @@ def test_the_guides_shadow_compare_and_cutover_decide_every_event_once(
     name = unique("guide")
     payments = payment_records(simulate(3, payments=60).payments)
     first = {str(p["event_id"]) for p in payments[:40]}
-    source = create_topic(bootstrap, f"events.{name}", 2)
+    source = create_topic(cluster, f"events.{name}", 2)
     decisions, outbox = f"decisions.{name}", f"outbox.{name}"
     for topic in (decisions, outbox, f"dlq.{name}"):
-        create_topic(bootstrap, topic, 2)
-    produce_payments(bootstrap, source, payments[:40], 2)
+        create_topic(cluster, topic, 2)
+    produce_payments(cluster, source, payments[:40], 2)
     topics = ["--input", source, "--decisions", decisions, "--outbox", outbox, "--dlq", f"dlq.{name}"]
     live = [*topics, "--query", name, "--checkpoint", str(tmp_path / "live")]
-    run_ok([str(IKKAI), "jobs", "run", "infer", *live], bootstrap)  # the live query, shipped model
+    run_ok([str(IKKAI), "jobs", "run", "infer", *live], cluster.bootstrap_servers)  # the live query, shipped model
     old = deciding_version(MODEL_PATH.read_bytes(), FEATURES_PATH.read_bytes())
-    asked = by_partition(bootstrap, outbox)
+    asked = by_partition(cluster, outbox)
 
     [shadow] = runs["shadow"]
     run_ok(
         [*as_run(shadow, out), *topics, "--query", f"{name}.shadow", "--checkpoint", str(tmp_path / "shadow")],
-        bootstrap,
+        cluster.bootstrap_servers,
     )
-    assert by_partition(bootstrap, outbox) == asked  # a shadow asks for no side effect
-    shadowed = read_decisions(bootstrap, f"{decisions}.shadow")
+    assert by_partition(cluster, outbox) == asked  # a shadow asks for no side effect
+    shadowed = read_decisions(cluster, f"{decisions}.shadow")
     assert sorted(d["event_id"] for d in shadowed) == sorted(first)
     assert {d["model_version"] for d in shadowed} == {version}
 
     [compare] = runs["compare"]
-    report = run_ok([*as_run(compare, out), "--live", decisions], bootstrap).stdout.splitlines()
+    report = run_ok([*as_run(compare, out), "--live", decisions], cluster.bootstrap_servers).stdout.splitlines()
     rows = [line.split() for line in report if line.startswith(old)]
     assert [row[:3] for row in rows] == [[old, version, "40"]], report
 
-    produce_payments(bootstrap, source, payments[40:], 2)
+    produce_payments(cluster, source, payments[40:], 2)
     [cutover] = runs["cutover"]
-    run_ok([*as_run(cutover, out), *live], bootstrap)
-    decided = read_decisions(bootstrap, decisions)
+    run_ok([*as_run(cutover, out), *live], cluster.bootstrap_servers)
+    decided = read_decisions(cluster, decisions)
     assert sorted(d["event_id"] for d in decided) == sorted(str(p["event_id"]) for p in payments)
     assert {d["event_id"] for d in decided if d["model_version"] == old} == first
     assert {d["model_version"] for d in decided if d["event_id"] not in first} == {version}

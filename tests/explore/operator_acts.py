@@ -36,18 +36,18 @@ RAN, REFUSED, KILLED, FAILED = "ran", "refused", "killed", "failed"
 class Pipeline:
     """One exploration's own topics: an input, the live outputs and the shadow ones, all with ``PARTITIONS``."""
 
-    bootstrap: str
+    cluster: KafkaContext
     topics: InferTopics
     folder: Path
 
     @classmethod
-    def create(cls, bootstrap: str, folder: Path) -> Pipeline:
+    def create(cls, cluster: KafkaContext, folder: Path) -> Pipeline:
         name = unique("explore")
         topics = InferTopics(f"events.{name}", f"decisions.{name}", f"outbox.{name}", f"dlq.{name}")
         for topic in (*vars(topics).values(), f"{topics.decisions}.shadow", f"{topics.dlq}.shadow"):
-            create_topic(bootstrap, topic, PARTITIONS)
+            create_topic(cluster, topic, PARTITIONS)
         folder.mkdir(parents=True, exist_ok=True)
-        return cls(bootstrap, topics, folder)
+        return cls(cluster, topics, folder)
 
     @property
     def shadow_decisions(self) -> str:
@@ -59,11 +59,11 @@ class Pipeline:
         return (*vars(self.topics).values(), self.shadow_decisions, f"{self.topics.dlq}.shadow")
 
     def produce(self, events: list[dict[str, object]], partitions: int = PARTITIONS) -> None:
-        produce_payments(self.bootstrap, self.topics.input, events, partitions)
+        produce_payments(self.cluster, self.topics.input, events, partitions)
 
     def recreate_input(self, partitions: int) -> None:
         """The input deleted and created again under its name (a new topic id, offsets from 0)."""
-        admin = AdminClient(KafkaContext.from_environment(self.bootstrap).client_config())
+        admin = AdminClient(self.cluster.client_config())
         admin.delete_topics([self.topics.input], operation_timeout=60)[self.topics.input].result(90)
         end = time.monotonic() + 90
         while True:  # the deletion completes in the background: "already exists" (marked for deletion) until then
@@ -75,18 +75,17 @@ class Pipeline:
                 if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS or time.monotonic() > end:
                     raise
                 time.sleep(0.5)  # the poll's period: the condition is the creation succeeding
-        create_topic(self.bootstrap, self.topics.input, partitions)  # waits until every partition has a leader
+        create_topic(self.cluster, self.topics.input, partitions)  # waits until every partition has a leader
 
     def grow(self, partitions: int) -> None:
         """Every topic of the layout grown to ``partitions`` (Kafka adds partitions, it never removes them)."""
-        cluster = KafkaContext.from_environment(self.bootstrap)
-        admin = AdminClient(cluster.client_config())
+        admin = AdminClient(self.cluster.client_config())
         for future in admin.create_partitions([NewPartitions(t, partitions) for t in self.layout]).values():
             future.result(timeout=60)
-        kafka.wait_until_usable(cluster, self.layout, give_up_at=time.monotonic() + 120)
+        kafka.wait_until_usable(self.cluster, self.layout, give_up_at=time.monotonic() + 120)
 
     def start(self, query: str, checkpoint: Path, *flags: str) -> InferProcess:
-        return InferProcess(self.bootstrap, self.topics, checkpoint, query, *flags)
+        return InferProcess(self.cluster, self.topics, checkpoint, query, *flags)
 
 
 @dataclass(frozen=True)

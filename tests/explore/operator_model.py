@@ -10,7 +10,7 @@ change nothing a reader sees); a few acts may go either way. Two acts change the
 the job's refusal says (``follow``): recreating the input, adding partitions. After every act the invariant reads
 every output topic read_committed (``output_checker``) and holds it against the model.
 
-The class attributes (``bootstrap``, ``folder``, ``models``, ``pool``) are set by the test that
+The class attributes (``cluster``, ``folder``, ``models``, ``pool``) are set by the test that
 runs the machine; each example builds its own topics and query names.
 """
 
@@ -24,6 +24,7 @@ from typing import ClassVar
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from ikkai.contract.kafka import KafkaContext
 from stack.kit.topic_io import unique
 from tests.explore.operator_acts import (
     FAILED,
@@ -70,7 +71,7 @@ def settled(
 
 
 class OperatorActs(RuleBasedStateMachine):
-    bootstrap: ClassVar[str]
+    cluster: ClassVar[KafkaContext]
     folder: ClassVar[Path]
     models: ClassVar[dict[str, str]]  # "v1"/"v2" -> model artifact path ("" for the shipped model)
     pool: ClassVar[list[dict[str, object]]]  # the events produce acts take from, in order
@@ -78,7 +79,7 @@ class OperatorActs(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.pipeline = Pipeline.create(self.bootstrap, self.folder / unique("example"))
+        self.pipeline = Pipeline.create(self.cluster, self.folder / unique("example"))
         self.names = {q: unique(q) for q in (*LIVE, "s")}
         self.produced = 0
         self.must_decide: frozenset[str] = frozenset()
@@ -103,9 +104,7 @@ class OperatorActs(RuleBasedStateMachine):
 
     def read(self) -> Outputs:
         topics = self.pipeline.topics
-        return read_outputs(
-            self.bootstrap, topics.input, topics.decisions, topics.outbox, self.pipeline.shadow_decisions
-        )
+        return read_outputs(self.cluster, topics.input, topics.decisions, topics.outbox, self.pipeline.shadow_decisions)
 
     def drained(self, query: str) -> None:
         """``query`` owns the output and drained the input: every event produced so far must be decided."""

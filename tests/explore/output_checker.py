@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ikkai.contract.codec import default_codec
+from ikkai.contract.kafka import KafkaContext
 from stack.kit.topic_io import Partitioned, by_partition
 
 Record = Mapping[str, Any]
@@ -116,20 +117,20 @@ def _request_violations(outputs: Outputs) -> list[str]:
     return found
 
 
-def read_outputs(bootstrap: str, input_topic: str, decisions: str, outbox: str, shadow: str) -> Outputs:
+def read_outputs(cluster: KafkaContext, input_topic: str, decisions: str, outbox: str, shadow: str) -> Outputs:
     """The topics as a fresh read_committed consumer sees them now (each read to its last stable offset)."""
     codec = default_codec()
     events = {
         str(codec.decode("payment_event", value)["event_id"]): (partition, offset)
-        for partition, records in by_partition(bootstrap, input_topic).items()
+        for partition, records in by_partition(cluster, input_topic).items()
         for offset, (_, value) in enumerate(records)  # the input is written without transactions: offsets from 0
     }
-    live = by_partition(bootstrap, decisions), by_partition(bootstrap, outbox)
+    live = by_partition(cluster, decisions), by_partition(cluster, outbox)
 
     def decoded(records: Partitioned, schema: str) -> tuple[Record, ...]:
         return tuple(codec.decode(schema, value) for p in sorted(records) for _, value in records[p] if value)
 
     return Outputs(
         events=events, decisions=decoded(live[0], "fraud_decision"), requests=decoded(live[1], "outbox_request"),
-        shadow=decoded(by_partition(bootstrap, shadow), "fraud_decision"), raw_live=live,
+        shadow=decoded(by_partition(cluster, shadow), "fraud_decision"), raw_live=live,
     )  # fmt: skip

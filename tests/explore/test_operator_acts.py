@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, Phase, seed, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from demo.payments_simulation import payment_records, simulate
+from ikkai.contract.kafka import KafkaContext
 from spark_jobs.model.fraud_model import MODEL_PATH, FraudModel
 from tests.explore.operator_model import COSTLY, OperatorActs
 
@@ -43,7 +44,7 @@ NAMED_SOAK = "IKKAI_EXPLORE_NAMED"
 
 
 @pytest.fixture(scope="module")
-def machine(bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[type[OperatorActs]]:
+def machine(cluster: KafkaContext, tmp_path_factory: pytest.TempPathFactory) -> Iterator[type[OperatorActs]]:
     """The machine's class with the stack, a work folder, the two models and the event pool set."""
     folder = tmp_path_factory.mktemp("explore")
     document = json.loads(MODEL_PATH.read_bytes())
@@ -55,7 +56,7 @@ def machine(bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     class Explorer(OperatorActs):
         pass
 
-    Explorer.bootstrap, Explorer.folder = bootstrap, folder
+    Explorer.cluster, Explorer.folder = cluster, folder
     Explorer.models = {"v1": "", "v2": str(model)}
     Explorer.pool = payment_records(simulate(43, payments=POOL).payments)
     Explorer.skipped = SKIP

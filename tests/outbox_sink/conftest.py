@@ -95,10 +95,13 @@ class DeployedSink:
     dlq_topic: str
     readers: list[ReceiptReader] = field(default_factory=list)
 
+    @property
+    def cluster(self) -> KafkaContext:
+        """The Kafka cluster of the worker it runs on, as its clients reach it (the stack's record)."""
+        return KafkaContext.recorded(self.endpoints)
+
     def emitter(self, transactional_id: str | None = None) -> OutboxEmitter:
-        return OutboxEmitter(
-            KafkaContext.recorded(self.endpoints), transactional_id=transactional_id, topic=self.requests_topic
-        )
+        return OutboxEmitter(self.cluster, transactional_id=transactional_id, topic=self.requests_topic)
 
     def emit(self, requests: list[OutboxRequest]) -> None:
         with self.emitter() as emitter:
@@ -106,7 +109,7 @@ class DeployedSink:
                 emitter.emit(request)
 
     def receipts(self) -> ReceiptReader:
-        reader = ReceiptReader(KafkaContext.recorded(self.endpoints), topic=self.receipts_topic)
+        reader = ReceiptReader(self.cluster, topic=self.receipts_topic)
         self.readers.append(reader)
         return reader
 

@@ -36,18 +36,18 @@ class Boom(Exception):
     pass
 
 
-def requests_on(bootstrap: str, topic: str, *, isolation: str = "read_committed") -> list[OutboxRequest]:
+def requests_on(cluster: KafkaContext, topic: str, *, isolation: str = "read_committed") -> list[OutboxRequest]:
     codec = default_codec()
     return [
         OutboxRequest.from_record(codec.decode("outbox_request", v))
-        for _, v in read_all(bootstrap, topic, isolation=isolation)
+        for _, v in read_all(cluster, topic, isolation=isolation)
         if v
     ]
 
 
 @pytest.fixture
-def topics(bootstrap: str) -> Iterator[tuple[str, str]]:
-    yield create_topic(bootstrap, unique("outbox.requests"), 3), create_topic(bootstrap, unique("decisions.fraud"))
+def topics(cluster: KafkaContext) -> Iterator[tuple[str, str]]:
+    yield create_topic(cluster, unique("outbox.requests"), 3), create_topic(cluster, unique("decisions.fraud"))
 
 
 def test_an_emitter_must_be_started_and_an_idempotent_one_has_no_transactions() -> None:
@@ -71,9 +71,7 @@ def test_an_emitter_must_be_started_and_an_idempotent_one_has_no_transactions() 
 
 
 @pytest.mark.integration
-def test_idempotent_requests_are_on_the_topic_after_flush(
-    bootstrap: str, cluster: KafkaContext, topics: tuple[str, str]
-) -> None:
+def test_idempotent_requests_are_on_the_topic_after_flush(cluster: KafkaContext, topics: tuple[str, str]) -> None:
     requests_topic, _ = topics
     sent = [make_request(i, f"pay-{i % 3}") for i in range(20)]
 
@@ -84,13 +82,13 @@ def test_idempotent_requests_are_on_the_topic_after_flush(
         assert ids == [r.decision_id for r in sent]
 
     asyncio.run(scenario())
-    got = requests_on(bootstrap, requests_topic)
+    got = requests_on(cluster, requests_topic)
     assert sorted(got, key=lambda r: r.created_at) == sent
 
 
 @pytest.mark.integration
 def test_a_transaction_commits_everything_or_an_exception_aborts_everything(
-    bootstrap: str, cluster: KafkaContext, topics: tuple[str, str]
+    cluster: KafkaContext, topics: tuple[str, str]
 ) -> None:
     requests_topic, own_topic = topics
     committed = [make_request(i, f"pay-{i}") for i in range(5)]
@@ -111,15 +109,15 @@ def test_a_transaction_commits_everything_or_an_exception_aborts_everything(
                 await emitter.produce(own_topic, b"pay-x", b"committed")
 
     asyncio.run(scenario())
-    assert sorted(requests_on(bootstrap, requests_topic), key=lambda r: r.created_at) == committed
-    assert [v for _, v in read_all(bootstrap, own_topic)] == [b"committed"]
-    written = requests_on(bootstrap, requests_topic, isolation="read_uncommitted")
+    assert sorted(requests_on(cluster, requests_topic), key=lambda r: r.created_at) == committed
+    assert [v for _, v in read_all(cluster, own_topic)] == [b"committed"]
+    written = requests_on(cluster, requests_topic, isolation="read_uncommitted")
     assert {r.decision_id for r in written} == {r.decision_id for r in committed + aborted}
 
 
 @pytest.mark.integration
 def test_a_cancelled_transaction_is_aborted_and_the_emitter_goes_on(
-    bootstrap: str, cluster: KafkaContext, topics: tuple[str, str]
+    cluster: KafkaContext, topics: tuple[str, str]
 ) -> None:
     requests_topic, _ = topics
     cancelled = make_request(1, "pay-1")
@@ -145,8 +143,8 @@ def test_a_cancelled_transaction_is_aborted_and_the_emitter_goes_on(
                 await emitter.emit(after)
 
     asyncio.run(scenario())
-    assert requests_on(bootstrap, requests_topic) == [after]
-    written = requests_on(bootstrap, requests_topic, isolation="read_uncommitted")
+    assert requests_on(cluster, requests_topic) == [after]
+    written = requests_on(cluster, requests_topic, isolation="read_uncommitted")
     assert {r.decision_id for r in written} == {cancelled.decision_id, after.decision_id}
 
 
@@ -257,7 +255,7 @@ async def attempt(emitter: AsyncOutboxEmitter, request: OutboxRequest, how: Inte
 @pytest.mark.parametrize("how", ["wait_for", "asyncio.timeout", "task.cancel"])
 @pytest.mark.parametrize("commit", ["commits", "is fenced"])
 def test_a_caller_that_retries_on_timeout_or_cancellation_during_the_commit_emits_exactly_once(
-    bootstrap: str, cluster: KafkaContext, topics: tuple[str, str], how: Interruption, commit: str
+    cluster: KafkaContext, topics: tuple[str, str], how: Interruption, commit: str
 ) -> None:
     """The worst moment built on purpose: the commit is held at a gate on the emitter's thread while the
     deadline passes (the loop's clock jumps) or the task is cancelled, and then commits (or fails: a newer
@@ -271,7 +269,7 @@ def test_a_caller_that_retries_on_timeout_or_cancellation_during_the_commit_emit
     stray: list[str] = []
 
     def on_the_topic() -> int:
-        return sum(r.decision_id == request.decision_id for r in requests_on(bootstrap, requests_topic))
+        return sum(r.decision_id == request.decision_id for r in requests_on(cluster, requests_topic))
 
     async def scenario() -> None:
         loop = asyncio.get_running_loop()
@@ -319,9 +317,7 @@ def test_a_caller_that_retries_on_timeout_or_cancellation_during_the_commit_emit
 
 
 @pytest.mark.integration
-def test_a_cancellation_during_a_failing_commit_is_not_done(
-    bootstrap: str, cluster: KafkaContext, topics: tuple[str, str]
-) -> None:
+def test_a_cancellation_during_a_failing_commit_is_not_done(cluster: KafkaContext, topics: tuple[str, str]) -> None:
     """The commit fails (fenced meanwhile) while the task is cancelled: CancelledError, and nothing committed."""
     requests_topic, _ = topics
     transactional_id = unique("svc")
@@ -347,21 +343,22 @@ def test_a_cancellation_during_a_failing_commit_is_not_done(
             assert isinstance(caught.value.__cause__, OutboxDeliveryError) and caught.value.__cause__.fatal
 
     asyncio.run(scenario())
-    assert requests_on(bootstrap, requests_topic) == []
+    assert requests_on(cluster, requests_topic) == []
 
 
 @pytest.mark.integration
 def test_a_second_cancellation_during_the_abort_resumes_the_task_only_after_the_abort_and_rewind(
-    bootstrap: str, cluster: KafkaContext, topics: tuple[str, str]
+    cluster: KafkaContext, topics: tuple[str, str]
 ) -> None:
     requests_topic, _ = topics
-    input_topic = create_topic(bootstrap, unique("decisions.in"))
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    input_topic = create_topic(cluster, unique("decisions.in"))
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "enable.idempotence": True})
     for i in range(3):
         producer.produce(input_topic, key=f"pay-{i}".encode(), value=str(i).encode())
     assert producer.flush(30) == 0
     consumer = RewindWatched({
-        "bootstrap.servers": bootstrap, "group.id": unique("svc-group"), "auto.offset.reset": "earliest",
+        "bootstrap.servers": cluster.bootstrap_servers, "group.id": unique("svc-group"),
+        "auto.offset.reset": "earliest",
     })  # fmt: skip
     consumer.subscribe([input_topic])
     cancelled, after = make_request(1, "pay-1"), make_request(2, "pay-2")
@@ -403,22 +400,22 @@ def test_a_second_cancellation_during_the_abort_resumes_the_task_only_after_the_
     finally:
         consumer.close()
     assert resumed == [(True, True)], "the task resumed before its abort and rewind finished"
-    assert requests_on(bootstrap, requests_topic) == [after]
+    assert requests_on(cluster, requests_topic) == [after]
 
 
 @pytest.mark.integration
 def test_input_offsets_commit_with_the_requests_and_an_abort_rewinds(
-    bootstrap: str, cluster: KafkaContext, topics: tuple[str, str]
+    cluster: KafkaContext, topics: tuple[str, str]
 ) -> None:
     requests_topic, _ = topics
-    input_topic = create_topic(bootstrap, unique("decisions.in"))
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    input_topic = create_topic(cluster, unique("decisions.in"))
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "enable.idempotence": True})
     for i in range(4):
         producer.produce(input_topic, key=f"pay-{i}".encode(), value=str(i).encode())
     assert producer.flush(30) == 0
     group = unique("svc-group")
     consumer = TransactionalConsumer({
-        "bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+        "bootstrap.servers": cluster.bootstrap_servers, "group.id": group, "auto.offset.reset": "earliest",
     })  # fmt: skip
     consumer.subscribe([input_topic])
 
@@ -453,14 +450,14 @@ def test_input_offsets_commit_with_the_requests_and_an_abort_rewinds(
         consumer.close()
     assert first == again == [0, 1, 2, 3]
     assert [(c.partition, c.offset) for c in committed] == [(0, 4)]  # committed by the transaction, with them
-    assert sorted(r.created_at for r in requests_on(bootstrap, requests_topic)) == [
+    assert sorted(r.created_at for r in requests_on(cluster, requests_topic)) == [
         make_request(i, f"pay-{i}").created_at for i in range(4)
     ]
 
 
 @pytest.mark.integration
 def test_a_newer_emitter_with_the_same_transactional_id_fences_the_older(
-    bootstrap: str, cluster: KafkaContext, topics: tuple[str, str]
+    cluster: KafkaContext, topics: tuple[str, str]
 ) -> None:
     requests_topic, _ = topics
     transactional_id = unique("svc")
@@ -477,12 +474,12 @@ def test_a_newer_emitter_with_the_same_transactional_id_fences_the_older(
                 await new.emit(make_request(2, "pay-2"))
 
     asyncio.run(scenario())
-    assert requests_on(bootstrap, requests_topic) == [make_request(2, "pay-2")]
+    assert requests_on(cluster, requests_topic) == [make_request(2, "pay-2")]
 
 
 @pytest.mark.integration
 def test_closing_an_emitter_fenced_with_a_record_in_flight_is_quiet_and_loses_nothing_committed(
-    bootstrap: str, cluster: KafkaContext, topics: tuple[str, str]
+    cluster: KafkaContext, topics: tuple[str, str]
 ) -> None:
     """A shutdown hook closing a fenced emitter mid-transaction: its record's AddPartitionsToTxn came
     back fenced, so the fatal error and the record's failed delivery report wait in the same queue
@@ -504,7 +501,7 @@ def test_closing_an_emitter_fenced_with_a_record_in_flight_is_quiet_and_loses_no
         assert caught.value.fatal and "fenced" in str(caught.value)
         with newer.transaction():
             newer.emit(fresh)
-    assert requests_on(bootstrap, requests_topic) == [fresh]
+    assert requests_on(cluster, requests_topic) == [fresh]
 
 
 class LibrarySlip:
@@ -528,7 +525,7 @@ class LibrarySlip:
 
 @pytest.mark.integration
 def test_closing_an_emitter_whose_commit_was_fenced_never_serves_its_delivery_reports(
-    bootstrap: str, cluster: KafkaContext, topics: tuple[str, str]
+    cluster: KafkaContext, topics: tuple[str, str]
 ) -> None:
     """After a commit fenced with a record of it still queued, close() must not wait for that
     record: it can never be read, and serving its failed delivery report is where the library can
@@ -545,4 +542,4 @@ def test_closing_an_emitter_whose_commit_was_fenced_never_serves_its_delivery_re
         zombie.close()
         with newer.transaction():
             newer.emit(fresh)
-    assert requests_on(bootstrap, requests_topic) == [fresh]
+    assert requests_on(cluster, requests_topic) == [fresh]

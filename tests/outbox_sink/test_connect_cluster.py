@@ -26,7 +26,6 @@ import pytest
 
 from demo.receiver import ReferenceReceiver
 from deploy.connect_rest import ConnectClient
-from ikkai.contract.kafka import KafkaContext
 from ikkai.settings import Endpoints, jars_dir
 from outbox_sink import OutboxRequest, ReceiptReader
 from outbox_sink.receipts import decode_receipt
@@ -134,13 +133,13 @@ def check_each_applied_once_with_one_receipt(
     finds them on the receipts topic; the receipts written. ``written_once``: each receipt was also written only
     once. Otherwise a request may have repeats (a partition moved after its answer, before its offset commit:
     receipts are at least once, docs/outbox.md), and every repeat must say the same: DELIVERED, the same key."""
-    with ReceiptReader(KafkaContext.recorded(sink.endpoints), topic=sink.receipts_topic) as reader:
+    with ReceiptReader(sink.cluster, topic=sink.receipts_topic) as reader:
         receipts = reader.wait_for([r.decision_id for r in requests], 180)
     assert len(receipts) == len(requests), f"{len(requests) - len(receipts)} requests have no receipt"
     assert {r.outcome for r in receipts.values()} == {"DELIVERED"}
     applied = Counter(a.idempotency_key for a in sink.receiver.applied())
     assert applied == Counter(r.idempotency_key for r in requests), "an effect applied twice, or never"
-    written = [decode_receipt(value) for _, value in read_all(sink.endpoints.bootstrap_servers, sink.receipts_topic)
+    written = [decode_receipt(value) for _, value in read_all(sink.cluster, sink.receipts_topic)
                if value is not None]  # fmt: skip
     per_request = Counter(r.decision_id for r in written)
     assert set(per_request) == {r.decision_id for r in requests}

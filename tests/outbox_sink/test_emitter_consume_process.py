@@ -32,13 +32,13 @@ REPO = Path(__file__).resolve().parents[2]
 class ServiceRun:
     """One input topic, one outbox topic, one consumer group and transactional id: a service's world."""
 
-    def __init__(self, bootstrap: str) -> None:
-        self.bootstrap = bootstrap
-        self.input = create_topic(bootstrap, unique("events.test"), partitions=2)
-        self.outbox = create_topic(bootstrap, unique("outbox.requests"), partitions=3)
+    def __init__(self, cluster: KafkaContext) -> None:
+        self.cluster = cluster
+        self.input = create_topic(cluster, unique("events.test"), partitions=2)
+        self.outbox = create_topic(cluster, unique("outbox.requests"), partitions=3)
         self.group = unique("test.consume-process")
         self.transactional_id = unique("test.consume-process.txn")
-        producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+        producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "enable.idempotence": True})
         for i in range(INPUTS):
             producer.produce(self.input, key=f"in-{i:03d}", value=f'{{"seq": {i}}}')
         assert producer.flush(30) == 0
@@ -46,13 +46,13 @@ class ServiceRun:
     def run(self, *options: str) -> subprocess.CompletedProcess[str]:
         command = [
             sys.executable, "-m", "tests.outbox_sink.consume_process_service",
-            "--bootstrap", self.bootstrap, "--input", self.input, "--outbox", self.outbox,
+            "--bootstrap", self.cluster.bootstrap_servers, "--input", self.input, "--outbox", self.outbox,
             "--group", self.group, "--transactional-id", self.transactional_id, "--batch", str(BATCH), *options,
         ]  # fmt: skip
         return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=180, check=False)
 
     def requests_per_input(self, isolation: str = "read_committed") -> Counter[str]:
-        return Counter((key or b"").decode() for key, _ in read_all(self.bootstrap, self.outbox, isolation=isolation))
+        return Counter((key or b"").decode() for key, _ in read_all(self.cluster, self.outbox, isolation=isolation))
 
 
 def counts(stdout: str, step: str) -> list[int]:
@@ -72,8 +72,8 @@ def everyone() -> set[str]:
 
 
 @pytest.mark.parametrize("kill_at", ["transaction-open", "between-commits"])
-def test_a_service_killed_mid_stream_emits_one_request_per_input(bootstrap: str, kill_at: str) -> None:
-    service = ServiceRun(bootstrap)
+def test_a_service_killed_mid_stream_emits_one_request_per_input(cluster: KafkaContext, kill_at: str) -> None:
+    service = ServiceRun(cluster)
 
     killed = service.run("--kill-at", kill_at, "--kill-after", "3")
     assert killed.returncode == -9, killed.stderr
@@ -92,9 +92,9 @@ def test_a_service_killed_mid_stream_emits_one_request_per_input(bootstrap: str,
     assert everyone() - set(seen) == set(), "missing requests"
 
 
-def test_offsets_committed_after_the_transaction_repeat_requests_after_a_kill(bootstrap: str) -> None:
+def test_offsets_committed_after_the_transaction_repeat_requests_after_a_kill(cluster: KafkaContext) -> None:
     """The hazard the transactional offsets remove: kill between the requests' commit and the offsets' commit."""
-    service = ServiceRun(bootstrap)
+    service = ServiceRun(cluster)
 
     killed = service.run("--offsets", "after-commit", "--kill-at", "before-offset-commit", "--kill-after", "3")
     assert killed.returncode == -9, killed.stderr
@@ -108,13 +108,11 @@ def test_offsets_committed_after_the_transaction_repeat_requests_after_a_kill(bo
     assert len(repeated) == last_batch > 0  # the last committed batch, emitted again after the restart
 
 
-def test_an_aborted_transaction_rewinds_the_consumer_to_read_its_input_again(
-    bootstrap: str, cluster: KafkaContext
-) -> None:
-    service = ServiceRun(bootstrap)
+def test_an_aborted_transaction_rewinds_the_consumer_to_read_its_input_again(cluster: KafkaContext) -> None:
+    service = ServiceRun(cluster)
     emitter = OutboxEmitter(cluster, transactional_id=service.transactional_id, topic=service.outbox)
     consumer = TransactionalConsumer({
-        "bootstrap.servers": bootstrap, "group.id": service.group, "auto.offset.reset": "earliest",
+        "bootstrap.servers": cluster.bootstrap_servers, "group.id": service.group, "auto.offset.reset": "earliest",
     })  # fmt: skip
     consumer.subscribe([service.input])
     try:
@@ -158,21 +156,19 @@ def read_to_end(consumer: TransactionalConsumer, timeout: float = 60.0) -> list[
     raise AssertionError(f"the consumer did not reach the end of {sorted(at_end)} in {timeout}s")
 
 
-def test_a_new_service_whose_first_transaction_aborts_reads_only_its_own_input_again(
-    bootstrap: str, cluster: KafkaContext
-) -> None:
+def test_a_new_service_whose_first_transaction_aborts_reads_only_its_own_input_again(cluster: KafkaContext) -> None:
     """The documented consumer: no auto.offset.reset, so librdkafka's default, latest. The input holds
     INPUTS records of history the new service never read; its first transaction aborts. The rewind
     must put it back where it started, not at the start of the retained input."""
-    service = ServiceRun(bootstrap)  # the history: INPUTS records, before the service exists
+    service = ServiceRun(cluster)  # the history: INPUTS records, before the service exists
     emitter = OutboxEmitter(cluster, transactional_id=service.transactional_id, topic=service.outbox)
     consumer = TransactionalConsumer({
-        "bootstrap.servers": bootstrap, "group.id": service.group, "enable.partition.eof": True,
+        "bootstrap.servers": cluster.bootstrap_servers, "group.id": service.group, "enable.partition.eof": True,
     })  # fmt: skip
     consumer.subscribe([service.input])
     try:
         assert read_to_end(consumer) == []  # started at the end: the history is not this service's input
-        producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+        producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "enable.idempotence": True})
         fresh = {f"new-{i:03d}" for i in range(BATCH)}
         for key in sorted(fresh):
             producer.produce(service.input, key=key, value=b"{}")
@@ -204,16 +200,14 @@ def next_offsets(batch: list[Message]) -> list[TopicPartition]:
     return [TopicPartition(topic, partition, offset + 1) for (topic, partition), offset in sorted(last.items())]
 
 
-def test_an_instance_that_lost_its_partitions_in_a_rebalance_cannot_commit_them(
-    bootstrap: str, cluster: KafkaContext
-) -> None:
+def test_an_instance_that_lost_its_partitions_in_a_rebalance_cannot_commit_them(cluster: KafkaContext) -> None:
     """The generation fencing docs/outbox.md claims, built: instance A holds an open transaction over its
     batch and stalls (no poll) past max.poll.interval.ms while instance B joins the group; the group
     rebalances without A, B takes every partition, reads the same input, emits and commits. Then A
     ends its block. A's commit must fail: each input record has exactly one request, B's."""
-    service = ServiceRun(bootstrap)
+    service = ServiceRun(cluster)
     member = {
-        "bootstrap.servers": bootstrap, "group.id": service.group, "auto.offset.reset": "earliest",
+        "bootstrap.servers": cluster.bootstrap_servers, "group.id": service.group, "auto.offset.reset": "earliest",
         "session.timeout.ms": 6000, "max.poll.interval.ms": 6000, "heartbeat.interval.ms": 500,
     }  # fmt: skip
     emitter_a = OutboxEmitter(cluster, transactional_id=service.transactional_id + ".a", topic=service.outbox)
@@ -251,11 +245,11 @@ def test_an_instance_that_lost_its_partitions_in_a_rebalance_cannot_commit_them(
     assert set(seen) == everyone()
 
 
-def test_a_fenced_emitter_stops_with_a_fatal_error(bootstrap: str, cluster: KafkaContext) -> None:
-    service = ServiceRun(bootstrap)
+def test_a_fenced_emitter_stops_with_a_fatal_error(cluster: KafkaContext) -> None:
+    service = ServiceRun(cluster)
     zombie = OutboxEmitter(cluster, transactional_id=service.transactional_id, topic=service.outbox)
     consumer = TransactionalConsumer({
-        "bootstrap.servers": bootstrap, "group.id": service.group, "auto.offset.reset": "earliest",
+        "bootstrap.servers": cluster.bootstrap_servers, "group.id": service.group, "auto.offset.reset": "earliest",
     })  # fmt: skip
     consumer.subscribe([service.input])
     try:

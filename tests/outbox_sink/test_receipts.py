@@ -36,9 +36,9 @@ def receipt(outcome: str, *, attempts: int = 1, target: str = "payments-api", ef
 
 
 @pytest.fixture
-def receipts_topic(bootstrap: str) -> Iterator[tuple[str, Producer]]:
-    topic = create_topic(bootstrap, unique("outbox.receipts"))
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+def receipts_topic(cluster: KafkaContext) -> Iterator[tuple[str, Producer]]:
+    topic = create_topic(cluster, unique("outbox.receipts"))
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "enable.idempotence": True})
     yield topic, producer
     producer.flush(30)
 
@@ -76,9 +76,7 @@ def receipt_of(decision_id: str, outcome: str = "DELIVERED") -> Receipt:
 
 
 @pytest.mark.integration
-def test_a_reader_reads_on_from_where_it_stopped(
-    receipts_topic: tuple[str, Producer], bootstrap: str, cluster: KafkaContext
-) -> None:
+def test_a_reader_reads_on_from_where_it_stopped(receipts_topic: tuple[str, Producer], cluster: KafkaContext) -> None:
     topic, producer = receipts_topic
     write(producer, topic, receipt_of("d-1"), receipt_of("d-2"))
     with ReceiptReader(cluster, topic=topic) as reader:
@@ -95,7 +93,7 @@ def test_a_reader_reads_on_from_where_it_stopped(
 
 @pytest.mark.integration
 def test_a_reader_remembers_only_the_last_effects_yet_finds_every_one_it_waits_for(
-    receipts_topic: tuple[str, Producer], bootstrap: str, cluster: KafkaContext
+    receipts_topic: tuple[str, Producer], cluster: KafkaContext
 ) -> None:
     topic, producer = receipts_topic
     write(producer, topic, *(receipt_of(f"d-{i}") for i in range(5)))
@@ -118,7 +116,7 @@ def test_a_reader_remembers_only_the_last_effects_yet_finds_every_one_it_waits_f
 
 @pytest.mark.integration
 def test_one_name_of_two_kinds_is_two_effects_and_a_receipt_before_v3_is_its_own_effect(
-    receipts_topic: tuple[str, Producer], bootstrap: str, cluster: KafkaContext
+    receipts_topic: tuple[str, Producer], cluster: KafkaContext
 ) -> None:
     topic, producer = receipts_topic
     name = "api/ok/1"  # explicit effect api/ok/1; default effect of target api, path /ok/1
@@ -201,13 +199,11 @@ def write_to(producer: Producer, topic: str, partition: int, *values: Receipt | 
 
 
 @pytest.mark.integration
-def test_a_bad_record_is_reported_once_and_read_past_on_its_partition_and_every_other(
-    bootstrap: str, cluster: KafkaContext
-) -> None:
+def test_a_bad_record_is_reported_once_and_read_past_on_its_partition_and_every_other(cluster: KafkaContext) -> None:
     """One bad record on one partition once stopped the reader for all of them; now it is one BadReceiptError
     (partition, offset, problem) and the reader goes on: its partition past it, the others as they were."""
-    topic = create_topic(bootstrap, unique("outbox.receipts"), 3)
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    topic = create_topic(cluster, unique("outbox.receipts"), 3)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "enable.idempotence": True})
     write_to(producer, topic, 0, receipt_of("d-1"), NOT_A_RECEIPT, receipt_of("d-3"), NOT_A_RECEIPT, receipt_of("d-5"))
     write_to(producer, topic, 1, NOT_A_RECEIPT, receipt_of("d-6"))
     write_to(producer, topic, 2, receipt_of("d-7"), receipt_of("d-8"))
@@ -221,7 +217,7 @@ def test_a_bad_record_is_reported_once_and_read_past_on_its_partition_and_every_
 
 @pytest.mark.integration
 def test_a_group_commits_a_bad_record_once_the_caller_came_back_after_the_error(
-    receipts_topic: tuple[str, Producer], bootstrap: str, cluster: KafkaContext
+    receipts_topic: tuple[str, Producer], cluster: KafkaContext
 ) -> None:
     topic, producer = receipts_topic
     group = unique("receipts-group")
@@ -235,7 +231,7 @@ def test_a_group_commits_a_bad_record_once_the_caller_came_back_after_the_error(
         got, caught = read_until_error(reader)
         assert got == [] and caught.offset == 2  # read again, reported again
         assert [r.decision_id for r in poll_until(reader, 2)] == ["d-3", "d-4"]  # came back: read on past it
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group})
     try:
         assert consumer.committed([TopicPartition(topic, 0)], timeout=30)[0].offset == 5  # past the bad record
     finally:
@@ -244,7 +240,7 @@ def test_a_group_commits_a_bad_record_once_the_caller_came_back_after_the_error(
 
 @pytest.mark.integration
 def test_a_bad_record_reported_to_the_callback_costs_no_neighbour(
-    receipts_topic: tuple[str, Producer], bootstrap: str, cluster: KafkaContext
+    receipts_topic: tuple[str, Producer], cluster: KafkaContext
 ) -> None:
     topic, producer = receipts_topic
     write_with_a_bad_record(producer, topic)
@@ -258,13 +254,13 @@ def test_a_bad_record_reported_to_the_callback_costs_no_neighbour(
 
 @pytest.mark.integration
 def test_a_latest_reader_sees_what_commits_after_it_was_created_and_nothing_before(
-    receipts_topic: tuple[str, Producer], bootstrap: str, cluster: KafkaContext
+    receipts_topic: tuple[str, Producer], cluster: KafkaContext
 ) -> None:
     topic, producer = receipts_topic
     write(producer, topic, receipt_of("before"))
     # A transaction open while the reader is created: its receipt sits below the high watermark, above
     # the last stable offset. Committed later, it is a receipt written after the reader was made.
-    writer = transactional_producer(bootstrap, unique("receipts-writer"))
+    writer = transactional_producer(cluster, unique("receipts-writer"))
     writer.begin_transaction()
     writer.produce(topic, key=b"open", value=default_codec().encode("outbox_receipt", receipt_of("open").to_record()))
     writer.flush(30)
@@ -278,7 +274,7 @@ def test_a_latest_reader_sees_what_commits_after_it_was_created_and_nothing_befo
 
 @pytest.mark.integration
 def test_a_group_resumes_after_what_it_handed_back_and_rereads_what_a_crash_held(
-    receipts_topic: tuple[str, Producer], bootstrap: str, cluster: KafkaContext
+    receipts_topic: tuple[str, Producer], cluster: KafkaContext
 ) -> None:
     topic, producer = receipts_topic
     group = unique("receipts-group")

@@ -142,9 +142,9 @@ class ServiceCrashed(Exception):
 
 def test_an_aborted_transaction_is_never_delivered(outbox_sink: SinkFactory, receiver: ReferenceReceiver) -> None:
     sink = outbox_sink(**FAST_RETRIES)
-    bootstrap = sink.endpoints.bootstrap_servers
+    cluster = sink.cluster
     committed_before, aborted, committed_after = (make_request(i, "pay-txn") for i in range(3))
-    own_topic = create_topic(bootstrap, unique("decisions.test"))
+    own_topic = create_topic(cluster, unique("decisions.test"))
     emitter = sink.emitter(transactional_id=unique("test.outbox.emitter"))
     with emitter.transaction():
         emitter.emit(committed_before)
@@ -165,9 +165,9 @@ def test_an_aborted_transaction_is_never_delivered(outbox_sink: SinkFactory, rec
     assert set(receipts) == {committed_before.decision_id, committed_after.decision_id}
     assert aborted.idempotency_key not in {d.idempotency_key for d in receiver.deliveries()}
     assert aborted.idempotency_key not in {a.idempotency_key for a in receiver.applied()}
-    assert [v for _, v in read_all(bootstrap, own_topic)] == [b"decision-0", b"decision-2"]
+    assert [v for _, v in read_all(cluster, own_topic)] == [b"decision-0", b"decision-2"]
     # The aborted request was in the log all along: only read_committed kept it from the sink.
-    uncommitted = read_all(bootstrap, sink.requests_topic, isolation="read_uncommitted")
+    uncommitted = read_all(cluster, sink.requests_topic, isolation="read_uncommitted")
     assert len(uncommitted) == 3
 
 

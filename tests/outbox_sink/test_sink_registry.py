@@ -64,7 +64,7 @@ def test_a_registry_encoded_request_is_delivered_and_receipted_in_the_confluent_
     sink.emit([single_object])
     requests: list[OutboxRequest] = [*wire, single_object]
 
-    records = read_all(sink.endpoints.bootstrap_servers, sink.receipts_topic, expect=len(requests), timeout=WAIT)
+    records = read_all(sink.cluster, sink.receipts_topic, expect=len(requests), timeout=WAIT)
 
     applied = {a.idempotency_key: a for a in receiver.applied()}
     assert sorted(applied) == sorted(r.idempotency_key for r in requests)

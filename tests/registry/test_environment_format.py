@@ -80,10 +80,8 @@ def request(i: int) -> OutboxRequest:
     )  # fmt: skip
 
 
-def test_the_emitter_writes_what_confluents_deserializer_reads(
-    bootstrap: str, cluster: KafkaContext, environment: str
-) -> None:
-    topic = create_topic(bootstrap, unique("outbox.requests"))
+def test_the_emitter_writes_what_confluents_deserializer_reads(cluster: KafkaContext, environment: str) -> None:
+    topic = create_topic(cluster, unique("outbox.requests"))
     sent = [request(i) for i in range(3)]
     emitter = OutboxEmitter(cluster, transactional_id=unique("emitter"), topic=topic)  # no codec: the environment's
     try:
@@ -93,14 +91,12 @@ def test_the_emitter_writes_what_confluents_deserializer_reads(
     finally:
         emitter.close()
     read = confluent_reader(environment, topic)
-    received = [read(value) for _, value in flat(by_partition(bootstrap, topic)) if value is not None]
+    received = [read(value) for _, value in flat(by_partition(cluster, topic)) if value is not None]
     assert received == [r.to_record() for r in sent]
 
 
-def test_the_receipts_reader_reads_what_confluents_serializer_wrote(
-    bootstrap: str, cluster: KafkaContext, environment: str
-) -> None:
-    topic = create_topic(bootstrap, unique("outbox.receipts"))
+def test_the_receipts_reader_reads_what_confluents_serializer_wrote(cluster: KafkaContext, environment: str) -> None:
+    topic = create_topic(cluster, unique("outbox.receipts"))
     schema = default_codec().catalog.get("outbox_receipt")
     serializer = AvroSerializer(SchemaRegistryClient({"url": environment}), json.dumps(schema.schema))
     receipt = {
@@ -120,27 +116,27 @@ def test_the_receipts_reader_reads_what_confluents_serializer_wrote(
 
 
 def test_the_infer_job_writes_decisions_and_requests_confluents_deserializer_reads(
-    bootstrap: str, environment: str, tmp_path: Path
+    cluster: KafkaContext, environment: str, tmp_path: Path
 ) -> None:
     payments = payment_records(simulate(42, payments=EVENTS).payments)
-    source = create_topic(bootstrap, unique("events.payments"), PARTITIONS)
+    source = create_topic(cluster, unique("events.payments"), PARTITIONS)
     codec = environment_codec()  # the input as enrich writes it in this environment: the wire format too
     assert isinstance(codec, RegistryCodec)
-    produce_payments(bootstrap, source, payments, PARTITIONS, codec)
+    produce_payments(cluster, source, payments, PARTITIONS, codec)
     name = unique("reg")
     topics = InferTopics(source, f"decisions.{name}", f"outbox.{name}", f"dlq.{name}")
     for topic in (topics.decisions, topics.outbox, topics.dlq):
-        create_topic(bootstrap, topic, PARTITIONS)
+        create_topic(cluster, topic, PARTITIONS)
 
-    job = InferProcess(bootstrap, topics, tmp_path / "checkpoint", name)  # inherits the environment
+    job = InferProcess(cluster, topics, tmp_path / "checkpoint", name)  # inherits the environment
     assert job.wait() == 0, job.tail()
 
     read_decision, read_request = (
         confluent_reader(environment, topics.decisions),
         confluent_reader(environment, topics.outbox),
     )
-    decisions = [read_decision(v) for _, v in flat(by_partition(bootstrap, topics.decisions)) if v is not None]
-    requests = [read_request(v) for _, v in flat(by_partition(bootstrap, topics.outbox)) if v is not None]
+    decisions = [read_decision(v) for _, v in flat(by_partition(cluster, topics.decisions)) if v is not None]
+    requests = [read_request(v) for _, v in flat(by_partition(cluster, topics.outbox)) if v is not None]
     assert Counter(d["event_id"] for d in decisions) == Counter(str(p["event_id"]) for p in payments)
     for d in decisions:
         assert d["decision_id"] == decision_id(d["payment_id"], d["event_id"], d["model_version"])
@@ -150,4 +146,4 @@ def test_the_infer_job_writes_decisions_and_requests_confluents_deserializer_rea
     assert set(per_decision) <= set(by_id)
     assert all(per_decision.get(i, 0) == expected[d["action"]] for i, d in by_id.items())
     assert requests, "the test data must make the job write outbox requests"
-    assert flat(by_partition(bootstrap, topics.dlq)) == []
+    assert flat(by_partition(cluster, topics.dlq)) == []

@@ -10,7 +10,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from demo.infer_process import InferProcess
+from demo.infer_process import InferProcess, job_environment
+from ikkai.contract.kafka import KafkaContext
 
 
 @dataclass(frozen=True)
@@ -23,10 +24,10 @@ class EnrichTopics:
 
 
 class EnrichProcess(InferProcess):
-    def __init__(self, bootstrap: str, topics: EnrichTopics, checkpoint: Path, query: str, *extra: str) -> None:
+    def __init__(self, cluster: KafkaContext, topics: EnrichTopics, checkpoint: Path, query: str, *extra: str) -> None:
         command = [
-            sys.executable, "-m", "spark_jobs.enrich", "--bootstrap", bootstrap, "--checkpoint", str(checkpoint),
-            "--query", query, "--input", topics.input, "--output", topics.events, "--dlq", topics.dlq,
-            "--merchants", topics.merchants, "--customers", topics.customers, *extra,
+            sys.executable, "-m", "spark_jobs.enrich", "--bootstrap", cluster.bootstrap_servers,
+            "--checkpoint", str(checkpoint), "--query", query, "--input", topics.input, "--output", topics.events,
+            "--dlq", topics.dlq, "--merchants", topics.merchants, "--customers", topics.customers, *extra,
         ]  # fmt: skip
-        self._start(command)
+        self._start(command, job_environment(cluster))

@@ -162,16 +162,16 @@ def test_an_input_that_grew_under_a_running_job_stops_it_with_the_procedure() ->
 # -- on the real stack --------------------------------------------------------------------------------------------
 
 
-def enrich_topics(bootstrap: str, stream: MixedStream, partitions: int) -> EnrichTopics:
+def enrich_topics(cluster: KafkaContext, stream: MixedStream, partitions: int) -> EnrichTopics:
     """Master data first, then the input, events and DLQ topics of ``partitions`` partitions."""
     name = unique("grow")
     topics = EnrichTopics(f"ingest.{name}", f"events.{name}", f"dlq.{name}", f"masterdata.merchants.{name}",
                           f"masterdata.customers.{name}")  # fmt: skip
     merchants, customers = generate_profiles(stream.world, stream.seed)
-    publish_profiles(KafkaContext.from_environment(bootstrap), merchants, customers, merchants_topic=topics.merchants,
+    publish_profiles(cluster, merchants, customers, merchants_topic=topics.merchants,
                      customers_topic=topics.customers, transactional_id=unique("test.masterdata"))  # fmt: skip
     for topic in (topics.input, topics.events, topics.dlq):
-        create_topic(bootstrap, topic, partitions)
+        create_topic(cluster, topic, partitions)
     return topics
 
 
@@ -189,7 +189,7 @@ def error_lines(job: EnrichProcess) -> list[str]:
 @pytest.mark.integration
 @pytest.mark.timeout(2400)  # three enrich runs in a row: slow on a loaded 2-core machine
 def test_partitions_added_between_runs_go_on_as_a_new_query_with_nothing_lost_or_twice(
-    bootstrap: str, cluster: KafkaContext, tmp_path: Path
+    cluster: KafkaContext, tmp_path: Path
 ) -> None:
     """The procedure, end to end: enrich drains ingest on 2 partitions; every topic of its layout grows to 3; the
     same query is refused at start in one line naming the new query and its handover, no offsets; that new query
@@ -200,14 +200,14 @@ def test_partitions_added_between_runs_go_on_as_a_new_query_with_nothing_lost_or
     # An hour later: the new query rebuilds each old partition's event-time state (watermark, dedupe) from the
     # lines before the cut, so lines written after the growth must be later than those, as they are in life.
     after = mixed_stream(11, payments=120, partitions=3, start_ms=START_MS + DAY_MS + 3_600_000)
-    topics = enrich_topics(bootstrap, before, 2)
+    topics = enrich_topics(cluster, before, 2)
     produce_lines(cluster, topics.input, before.lines)
     query = unique("enrich")
-    first = EnrichProcess(bootstrap, topics, tmp_path / "first", query)
+    first = EnrichProcess(cluster, topics, tmp_path / "first", query)
     assert first.wait(1200) == 0, first.tail()
 
-    grow(bootstrap, 3, topics.input, topics.events, topics.dlq)
-    refused = EnrichProcess(bootstrap, topics, tmp_path / "first", query)
+    grow(cluster.bootstrap_servers, 3, topics.input, topics.events, topics.dlq)
+    refused = EnrichProcess(cluster, topics, tmp_path / "first", query)
     assert refused.wait(1200) == 1, refused.tail()
     [line] = error_lines(refused)  # one line: what, where, what to do
     assert f"query {query} committed with 2 partitions, the topics now have 3" in line
@@ -215,12 +215,12 @@ def test_partitions_added_between_runs_go_on_as_a_new_query_with_nothing_lost_or
     assert command == ["--query", f"{query}-p3", "--after-query", query], line
 
     produce_lines(cluster, topics.input, after.lines)
-    second = EnrichProcess(bootstrap, topics, tmp_path / "second", command[1], *command[2:])
+    second = EnrichProcess(cluster, topics, tmp_path / "second", command[1], *command[2:])
     assert second.wait(1200) == 0, second.tail()
 
     codec = default_codec()
-    events = [codec.decode("payment_event", v) for _, v in flat(by_partition(bootstrap, topics.events))]
-    letters = [codec.decode("dead_letter", v) for _, v in flat(by_partition(bootstrap, topics.dlq))]
+    events = [codec.decode("payment_event", v) for _, v in flat(by_partition(cluster, topics.events))]
+    letters = [codec.decode("dead_letter", v) for _, v in flat(by_partition(cluster, topics.dlq))]
     assert Counter(e["event_id"] for e in events) == Counter(before.expected_event_ids() + after.expected_event_ids())
     assert len(events) + len(letters) == len(before.lines) + len(after.lines)  # in = out + DLQ
     places = Counter((d["source_partition"], d["source_offset"]) for d in letters)
@@ -232,18 +232,18 @@ def test_partitions_added_between_runs_go_on_as_a_new_query_with_nothing_lost_or
 @pytest.mark.integration
 @pytest.mark.timeout(1800)
 def test_a_running_job_whose_input_gains_a_partition_stops_with_the_procedure(
-    bootstrap: str, cluster: KafkaContext, tmp_path: Path
+    cluster: KafkaContext, tmp_path: Path
 ) -> None:
     """ingest grows to 3 partitions under a running enrich pinned at 2, and a line lands on the new partition: the
     job stops (before: it dead-lettered the line as wrong_partition and then hung in the dead-letter key search)
     with the procedure, and nothing of the new partition is written."""
     stream = mixed_stream(7, payments=120, partitions=2)
-    topics = enrich_topics(bootstrap, stream, 2)
+    topics = enrich_topics(cluster, stream, 2)
     produce_lines(cluster, topics.input, stream.lines[:40])
-    job = EnrichProcess(bootstrap, topics, tmp_path / "checkpoint", unique("enrich"), "--continuous")
+    job = EnrichProcess(cluster, topics, tmp_path / "checkpoint", unique("enrich"), "--continuous")
     try:
         assert job.wait_for_batches(1, timeout=900), job.tail()
-        grow(bootstrap, 3, topics.input)
+        grow(cluster.bootstrap_servers, 3, topics.input)
         grown = mixed_stream(11, payments=120, partitions=3)
         produce_lines(
             cluster,
@@ -258,7 +258,7 @@ def test_a_running_job_whose_input_gains_a_partition_stops_with_the_procedure(
     assert f"{topics.input}: the input has 3 partitions" in log, job.tail()
     assert "What an operator may change, and how" in log
     codec = default_codec()
-    letters = [codec.decode("dead_letter", v) for _, v in flat(by_partition(bootstrap, topics.dlq))]
+    letters = [codec.decode("dead_letter", v) for _, v in flat(by_partition(cluster, topics.dlq))]
     assert all(d["source_partition"] != 2 for d in letters)
 
 
@@ -307,7 +307,7 @@ def each_line_once(lines: Sequence[RawLine], events: list[dict[str, Any]], lette
 @pytest.mark.integration
 @pytest.mark.timeout(2400)  # four enrich runs in a row: slow on a loaded 2-core machine
 def test_a_batch_committed_on_one_output_partition_only_goes_on_after_the_growth_with_each_line_once(
-    bootstrap: str, cluster: KafkaContext, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cluster: KafkaContext, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 43, case 6, the crash state built on purpose: enrich (routed) on 2 partitions commits a batch on one
     output partition and is killed before the other commits (the sink's pause point holds the first write at its
@@ -319,17 +319,17 @@ def test_a_batch_committed_on_one_output_partition_only_goes_on_after_the_growth
     was held (then the third query writes the old query's lines again)."""
     stream = mixed_stream(7, payments=120, partitions=2)
     half = len(stream.lines) // 2
-    topics = enrich_topics(bootstrap, stream, 2)
+    topics = enrich_topics(cluster, stream, 2)
     produce_lines(cluster, topics.input, stream.lines[:half])
     query, checkpoint = unique("enrich"), tmp_path / "first"
-    first = EnrichProcess(bootstrap, topics, checkpoint, query)
+    first = EnrichProcess(cluster, topics, checkpoint, query)
     assert first.wait(1200) == 0, first.tail()
 
     produce_lines(cluster, topics.input, stream.lines[half:])
     pause = tmp_path / "pause"
     pause.mkdir()
     monkeypatch.setenv(PAUSE_BEFORE_COMMIT, str(pause))  # the job, its executor and its writer inherit it
-    crashed = EnrichProcess(bootstrap, topics, checkpoint, query)
+    crashed = EnrichProcess(cluster, topics, checkpoint, query)
     monkeypatch.delenv(PAUSE_BEFORE_COMMIT)
     try:
         give_up_at = time.monotonic() + 1200
@@ -348,26 +348,26 @@ def test_a_batch_committed_on_one_output_partition_only_goes_on_after_the_growth
                 os.kill(json.loads((pause / "paused").read_text())["pid"], signal.SIGKILL)
     assert not (pause / "outcome").exists(), "the paused transaction must not have committed"
 
-    grow(bootstrap, 3, topics.input, topics.events, topics.dlq)
-    refused = EnrichProcess(bootstrap, topics, checkpoint, query)
+    grow(cluster.bootstrap_servers, 3, topics.input, topics.events, topics.dlq)
+    refused = EnrichProcess(cluster, topics, checkpoint, query)
     assert refused.wait(1200) == 1, refused.tail()
     [line] = error_lines(refused)
     command = printed_command(line)
     assert command[:4] == ["--query", f"{query}-p3", "--after-query", query], line
-    second = EnrichProcess(bootstrap, topics, tmp_path / "second", command[1], *command[2:])
+    second = EnrichProcess(cluster, topics, tmp_path / "second", command[1], *command[2:])
     assert second.wait(1200) == 0, second.tail()
 
     codec = default_codec()
-    events = [codec.decode("payment_event", v) for _, v in flat(by_partition(bootstrap, topics.events))]
-    letters = [codec.decode("dead_letter", v) for _, v in flat(by_partition(bootstrap, topics.dlq))]
+    events = [codec.decode("payment_event", v) for _, v in flat(by_partition(cluster, topics.events))]
+    letters = [codec.decode("dead_letter", v) for _, v in flat(by_partition(cluster, topics.dlq))]
     print(f"the refusal printed: {' '.join(command)}")  # shown with a failure: what was run
     each_line_once(stream.lines, events, letters)
     assert len(events) + len(letters) == len(stream.lines)  # in = out + DLQ
 
     # The new query hands over in turn, to a query of its own layout: that one has no origin of another layout to
     # filter by, so it must find everything the old query committed under the new query's markers.
-    third = EnrichProcess(bootstrap, topics, tmp_path / "third", f"{query}-r", "--after-query", command[1])
+    third = EnrichProcess(cluster, topics, tmp_path / "third", f"{query}-r", "--after-query", command[1])
     assert third.wait(1200) == 0, third.tail()
-    events = [codec.decode("payment_event", v) for _, v in flat(by_partition(bootstrap, topics.events))]
-    letters = [codec.decode("dead_letter", v) for _, v in flat(by_partition(bootstrap, topics.dlq))]
+    events = [codec.decode("payment_event", v) for _, v in flat(by_partition(cluster, topics.events))]
+    letters = [codec.decode("dead_letter", v) for _, v in flat(by_partition(cluster, topics.dlq))]
     each_line_once(stream.lines, events, letters)

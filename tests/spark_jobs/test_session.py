@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from ikkai.contract.kafka import KafkaContext
 from ikkai.errors import ConfigError
 from spark_jobs.session import spark_session
 from stack.kit.topic_io import commit_then_abort, create_topic, unique
@@ -13,14 +14,14 @@ from stack.kit.topic_io import commit_then_abort, create_topic, unique
 pytestmark = pytest.mark.integration
 
 
-def test_spark_kafka_source_honours_read_committed(spark: Any, bootstrap: str) -> None:
-    topic = create_topic(bootstrap, unique("events.test"), partitions=2)
-    commit_then_abort(bootstrap, topic, committed=12, aborted=5)
+def test_spark_kafka_source_honours_read_committed(spark: Any, cluster: KafkaContext) -> None:
+    topic = create_topic(cluster, unique("events.test"), partitions=2)
+    commit_then_abort(cluster, topic, committed=12, aborted=5)
 
     def values(isolation: str) -> list[str]:
         frame = (
             spark.read.format("kafka")
-            .option("kafka.bootstrap.servers", bootstrap)
+            .option("kafka.bootstrap.servers", cluster.bootstrap_servers)
             .option("subscribe", topic)
             .option("kafka.isolation.level", isolation)
             .load()

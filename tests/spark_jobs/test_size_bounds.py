@@ -185,14 +185,14 @@ def test_frames_to_the_executor_writer_are_bounded_and_keep_every_record_in_orde
 @pytest.mark.integration
 @pytest.mark.timeout(1800)  # 100 MB through Kafka and the enrich job: slow on a loaded 2-core machine
 def test_a_batch_of_200_dead_letters_of_500_kib_commits_in_transactions_bounded_in_bytes(
-    bootstrap: str, cluster: KafkaContext, tmp_path: Path
+    cluster: KafkaContext, tmp_path: Path
 ) -> None:
     """Issue 27 item 5: 25,000 records a batch, dead letters up to 512 KiB each: one transaction of gigabytes."""
     partitions, count, size, timeout_ms = 2, 200, 500 * KIB, 10_000
     name = unique("big")
     topics = EnrichTopics(f"ingest.{name}", f"events.{name}", f"dlq.{name}", f"masterdata.merchants.{name}",
                           f"masterdata.customers.{name}")  # fmt: skip
-    create_topic(bootstrap, topics.input, partitions)
+    create_topic(cluster, topics.input, partitions)
     producer = Producer(cluster.producer_config())
     for i in range(count):  # not JSON: each line is a dead letter carrying all of its 500 KiB
         key = f"pay-big-{i}".encode()
@@ -200,12 +200,12 @@ def test_a_batch_of_200_dead_letters_of_500_kib_commits_in_transactions_bounded_
         producer.poll(0)
     assert producer.flush(120) == 0
     query = unique("big")
-    job = EnrichProcess(bootstrap, topics, tmp_path, query, "--create-topics", "--partitions", str(partitions),
+    job = EnrichProcess(cluster, topics, tmp_path, query, "--create-topics", "--partitions", str(partitions),
                         "--transaction-timeout-ms", str(timeout_ms))  # fmt: skip
     assert job.wait(1500) == 0, job.tail()
 
     codec = default_codec()
-    letters = [codec.decode("dead_letter", value) for _, value in flat(by_partition(bootstrap, topics.dlq))]
+    letters = [codec.decode("dead_letter", value) for _, value in flat(by_partition(cluster, topics.dlq))]
     assert sorted(f"{d['source_partition']}/{d['source_offset']}" for d in letters) == sorted(
         f"{p}/{o}" for p, o in {(d["source_partition"], d["source_offset"]) for d in letters}
     )  # each input record once
@@ -213,7 +213,7 @@ def test_a_batch_of_200_dead_letters_of_500_kib_commits_in_transactions_bounded_
     assert all(len(d["value"]) == size for d in letters)
 
     # Every marker the job committed (read_committed): one per transaction, each within the byte bound.
-    commits = by_partition(bootstrap, f"_ikkai.commits.ikkai.{query}")
+    commits = by_partition(cluster, f"_ikkai.commits.ikkai.{query}")
     bound = default_max_transaction_bytes(timeout_ms)
     for partition, records in commits.items():
         markers = [CommitMarker.decode(value, codec) for _, value in records if value is not None]
@@ -226,7 +226,7 @@ def test_a_batch_of_200_dead_letters_of_500_kib_commits_in_transactions_bounded_
 @pytest.mark.integration
 @pytest.mark.timeout(1200)
 def test_an_output_topic_with_a_smaller_max_message_bytes_gets_dead_letters_and_the_job_goes_on(
-    bootstrap: str, cluster: KafkaContext, tmp_path: Path
+    cluster: KafkaContext, tmp_path: Path
 ) -> None:
     """Issue 43 case 5: the DLQ topic takes 150,000 bytes a record batch; enrich's dead letters of 300 KiB are more.
 
@@ -242,9 +242,9 @@ def test_an_output_topic_with_a_smaller_max_message_bytes_gets_dead_letters_and_
     merchants, customers = generate_profiles(stream.world, 11)
     publish_profiles(cluster, merchants, customers, merchants_topic=topics.merchants,
                      customers_topic=topics.customers, transactional_id=unique("test.masterdata"))  # fmt: skip
-    create_topic(bootstrap, topics.input, partitions)
-    create_topic(bootstrap, topics.events, partitions)
-    create_topic(bootstrap, topics.dlq, partitions, config={"max.message.bytes": str(limit)})
+    create_topic(cluster, topics.input, partitions)
+    create_topic(cluster, topics.events, partitions)
+    create_topic(cluster, topics.dlq, partitions, config={"max.message.bytes": str(limit)})
     bigs = [
         RawLine(key, b"<" + bytes([65 + i]) * (size - 1), kafka_partition(key, partitions), TOO_LARGE, None, False)
         for i, key in enumerate(f"pay-big-{i}".encode() for i in range(4))
@@ -252,15 +252,15 @@ def test_an_output_topic_with_a_smaller_max_message_bytes_gets_dead_letters_and_
     half = len(stream.lines) // 2
     lines = [*stream.lines[:half], *bigs, *stream.lines[half:]]
     produce_lines(cluster, topics.input, lines)
-    job = EnrichProcess(bootstrap, topics, tmp_path, unique("small"), "--max-offsets-per-trigger", "20")
+    job = EnrichProcess(cluster, topics, tmp_path, unique("small"), "--max-offsets-per-trigger", "20")
     assert job.wait(1000) == 0, job.tail()
     batches = [line for line in job.log if " committed " in line]
     assert len(batches) >= 4, job.tail()  # batches after the one with the large records
 
     codec = default_codec()
-    events = [codec.decode("payment_event", value) for _, value in flat(by_partition(bootstrap, topics.events))]
+    events = [codec.decode("payment_event", value) for _, value in flat(by_partition(cluster, topics.events))]
     assert Counter(e["event_id"] for e in events) == Counter(stream.expected_event_ids())
-    dlq = flat(by_partition(bootstrap, topics.dlq))
+    dlq = flat(by_partition(cluster, topics.dlq))
     letters = [(key, value, codec.decode("dead_letter", value)) for key, value in dlq]
     offsets = dict.fromkeys(range(partitions), 0)
     where: dict[tuple[int, int], RawLine] = {}
@@ -282,12 +282,10 @@ def test_an_output_topic_with_a_smaller_max_message_bytes_gets_dead_letters_and_
 
 
 @pytest.mark.integration
-def test_a_limit_lowered_while_the_job_runs_is_read_again_on_the_brokers_refusal(
-    bootstrap: str, cluster: KafkaContext
-) -> None:
+def test_a_limit_lowered_while_the_job_runs_is_read_again_on_the_brokers_refusal(cluster: KafkaContext) -> None:
     """max.message.bytes lowered after the start read it: the broker refuses the batch, the writer reads the limit
     again and writes the batch once more, the large record as a dead letter and its batch-mates as they were."""
-    out, dlq = create_topic(bootstrap, unique("test.out")), create_topic(bootstrap, unique("test.dlq"))
+    out, dlq = create_topic(cluster, unique("test.out")), create_topic(cluster, unique("test.dlq"))
     commits = unique("_ikkai.commits.test")
     ensure_commits_topic(cluster, commits, 1)
     admin = AdminClient(cluster.client_config())
@@ -306,12 +304,12 @@ def test_a_limit_lowered_while_the_job_runs_is_read_again_on_the_brokers_refusal
     records = [record(0, 50_000, out), record(1, 300_000, out), record(2, 50_000, out)]
     result = write_partition(sink, 0, 0, records)
     assert result.records == 3
-    assert [key for key, _ in by_partition(bootstrap, out)[0]] == [b"pay-0", b"pay-2"]
-    [(key, value)] = by_partition(bootstrap, dlq)[0]
+    assert [key for key, _ in by_partition(cluster, out)[0]] == [b"pay-0", b"pay-2"]
+    [(key, value)] = by_partition(cluster, dlq)[0]
     letter = default_codec().decode("dead_letter", value)
     assert (key, letter["error_class"], letter["source_offset"]) == (b"pay-1", TOO_LARGE, 1)
     assert f"over the {lowered:,} bytes" in letter["reason"], letter["reason"]
-    markers = [CommitMarker.decode(v, default_codec()) for _, v in by_partition(bootstrap, commits)[0] if v]
+    markers = [CommitMarker.decode(v, default_codec()) for _, v in by_partition(cluster, commits)[0] if v]
     assert markers[-1].source_offsets == {0: 3}
 
 

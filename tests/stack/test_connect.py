@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from deploy.connect_rest import ConnectClient, ConnectRestError
+from ikkai.contract.kafka import KafkaContext
 from ikkai.settings import Endpoints, jars_dir
 from stack.artifacts import resolved_jars
 from stack.kit.topic_io import create_topic, read_all, unique
@@ -27,9 +28,11 @@ def test_connect_lists_the_filestream_connectors(stack: Endpoints) -> None:
     assert {FILE_SOURCE, FILE_SINK} <= classes
 
 
-def test_file_source_lands_lines_in_a_topic_and_can_be_deleted(stack: Endpoints, tmp_path: Path) -> None:
+def test_file_source_lands_lines_in_a_topic_and_can_be_deleted(
+    stack: Endpoints, cluster: KafkaContext, tmp_path: Path
+) -> None:
     client = ConnectClient(stack.connect_url)
-    topic = create_topic(stack.bootstrap_servers, unique("ingest.test"))
+    topic = create_topic(cluster, unique("ingest.test"))
     lines = [f'{{"payment_id": "p-{i}", "amount": {i}}}' for i in range(20)]
     source = tmp_path / "payments.jsonl"
     source.write_text("\n".join(lines) + "\n")
@@ -47,7 +50,7 @@ def test_file_source_lands_lines_in_a_topic_and_can_be_deleted(stack: Endpoints,
     try:
         wait_running(client, name)
         assert client.connector_config(name)["file"] == f"${{file:{secrets}:path}}"  # stored unresolved
-        landed = read_all(stack.bootstrap_servers, topic, expect=len(lines), timeout=60)
+        landed = read_all(cluster, topic, expect=len(lines), timeout=60)
         assert [v.decode() for _, v in landed if v] == lines
     finally:
         client.delete_connector(name)
@@ -66,7 +69,7 @@ def test_file_source_lands_lines_in_a_topic_and_can_be_deleted(stack: Endpoints,
 
 
 def test_a_source_tasks_transactions_time_out_in_seconds_so_a_killed_task_cannot_hold_readers(
-    stack: Endpoints, tmp_path: Path
+    stack: Endpoints, cluster: KafkaContext, tmp_path: Path
 ) -> None:
     """An exactly-once source task killed with a transaction open holds every read_committed reader of its topics
     and of the worker's offsets topic (a restarted worker's start) until the broker times the transaction out.
@@ -76,7 +79,7 @@ def test_a_source_tasks_transactions_time_out_in_seconds_so_a_killed_task_cannot
     jars, java = resolved_jars(jars_dir()), java_executable()
     assert jars is not None and java is not None, "the stack runs, so its jars and Java are there"
     client = ConnectClient(stack.connect_url)
-    topic = create_topic(stack.bootstrap_servers, unique("ingest.txn"))
+    topic = create_topic(cluster, unique("ingest.txn"))
     source = tmp_path / "lines.txt"
     source.write_text("one\ntwo\n")
     name = unique("txn-file-source")
@@ -84,7 +87,7 @@ def test_a_source_tasks_transactions_time_out_in_seconds_so_a_killed_task_cannot
                                        "file": str(source)})  # fmt: skip
     try:
         wait_running(client, name)
-        assert len(read_all(stack.bootstrap_servers, topic, expect=2, timeout=60)) == 2  # a transaction committed
+        assert len(read_all(cluster, topic, expect=2, timeout=60)) == 2  # a transaction committed
         described = run_java(
             java, classpath=jars.kafka_classpath(), main_class="org.apache.kafka.tools.TransactionsCommand",
             args=["--bootstrap-server", stack.bootstrap_servers, "describe", "--transactional-id",

@@ -138,7 +138,7 @@ def test_a_sink_with_the_registry_converter_reads_records_our_codec_wrote(
     connect_with_converter: tuple[Endpoints, str], tmp_path: Path
 ) -> None:
     endpoints, registry_url = connect_with_converter
-    topic = create_topic(endpoints.bootstrap_servers, unique("events.payments"))
+    topic = create_topic(KafkaContext.recorded(endpoints), unique("events.payments"))
     codec = RegistryCodec(default_codec().catalog, {"url": registry_url}, subjects={"payment_event": f"{topic}-value"})
     producer = Producer(KafkaContext.recorded(endpoints).producer_config())
     for i in range(3):

@@ -198,18 +198,18 @@ def test_the_infer_job_reads_and_writes_through_oauthbearer(
     idp, url = identity_provider
     _use(monkeypatch, tmp_path / "oauth.properties",
          oauth_client_settings(secrets, f"{url}/token", CLIENT_ID, CLIENT_SECRET))  # fmt: skip
-    bootstrap = listeners["oauth"]
+    cluster = KafkaContext.from_environment(listeners["oauth"])  # with the client file just set
     payments = payment_records(simulate(5, payments=20).payments)
     name = unique("oauth")
     topics = InferTopics(f"events.{name}", f"decisions.{name}", f"outbox.{name}", f"dlq.{name}")
     for topic in (topics.input, topics.decisions, topics.outbox, topics.dlq):
-        create_topic(bootstrap, topic, 1)
-    produce_payments(bootstrap, topics.input, payments, 1)
+        create_topic(cluster, topic, 1)
+    produce_payments(cluster, topics.input, payments, 1)
     before = len(idp.issued)
-    job = InferProcess(bootstrap, topics, tmp_path / "checkpoint", name)
+    job = InferProcess(cluster, topics, tmp_path / "checkpoint", name)
     assert job.wait() == 0, job.tail()
     assert len(idp.issued) - before >= 2  # the job's Java and Python clients logged in on their own
     codec = default_codec()
-    values = [value or b"" for _, value in flat(by_partition(bootstrap, topics.decisions))]
+    values = [value or b"" for _, value in flat(by_partition(cluster, topics.decisions))]
     decisions = [codec.decode("fraud_decision", value) for value in values]
     assert sorted(d["event_id"] for d in decisions) == sorted(str(p["event_id"]) for p in payments)

@@ -106,11 +106,11 @@ def executor_pid(cluster: LocalStack, executor_id: str) -> int:
 
 def infer_topics(cluster: LocalStack, name: str) -> tuple[str, list[dict[str, object]], dict[str, str]]:
     """The input topic holding ``EVENTS`` payments, those payments, and the job's empty output topics."""
-    bootstrap = cluster.kafka_cluster().bootstrap_servers
-    topic = create_topic(bootstrap, f"events.{name}", PARTITIONS)
+    kafka = cluster.kafka_cluster()
+    topic = create_topic(kafka, f"events.{name}", PARTITIONS)
     payments = payment_records(simulate(11, payments=EVENTS).payments)
-    produce_payments(bootstrap, topic, payments, PARTITIONS)
-    outputs = {kind: create_topic(bootstrap, f"{kind}.{name}", PARTITIONS) for kind in ("decisions", "outbox", "dlq")}
+    produce_payments(kafka, topic, payments, PARTITIONS)
+    outputs = {kind: create_topic(kafka, f"{kind}.{name}", PARTITIONS) for kind in ("decisions", "outbox", "dlq")}
     return topic, payments, outputs
 
 
@@ -133,11 +133,11 @@ def assert_each_event_decided_once(
     cluster: LocalStack, payments: list[dict[str, object]], outputs: dict[str, str]
 ) -> None:
     """What a read_committed reader finds: one decision per event, no dead letter."""
-    bootstrap = cluster.kafka_cluster().bootstrap_servers
+    kafka = cluster.kafka_cluster()
     codec = default_codec()
-    decisions = [codec.decode("fraud_decision", value) for _, value in read_all(bootstrap, outputs["decisions"])]
+    decisions = [codec.decode("fraud_decision", value) for _, value in read_all(kafka, outputs["decisions"])]
     assert Counter(d["event_id"] for d in decisions) == Counter(str(p["event_id"]) for p in payments)
-    assert read_all(bootstrap, outputs["dlq"]) == []
+    assert read_all(kafka, outputs["dlq"]) == []
 
 
 def test_kill_9_of_an_executor_mid_batch_retries_its_task_on_the_other(cluster: LocalStack) -> None:
@@ -312,8 +312,8 @@ def test_a_zombie_first_attempt_with_its_transaction_open_is_fenced_by_the_retry
             job.kill()
     assert_each_event_decided_once(cluster, payments, outputs)
     # The zombie's records reached the log and were aborted: a read_uncommitted reader sees them as well.
-    bootstrap = cluster.kafka_cluster().bootstrap_servers
-    assert len(read_all(bootstrap, outputs["decisions"], isolation="read_uncommitted")) > EVENTS
+    kafka = cluster.kafka_cluster()
+    assert len(read_all(kafka, outputs["decisions"], isolation="read_uncommitted")) > EVENTS
 
 
 def test_kill_9_of_the_spark_worker_under_an_open_transaction(cluster: LocalStack, tmp_path: Path) -> None:
@@ -351,8 +351,8 @@ def test_kill_9_of_the_spark_worker_under_an_open_transaction(cluster: LocalStac
             cluster.start(killed)  # the next test needs the whole cluster
     assert not (pause / "outcome").exists(), "the killed writer tried to commit"
     assert_each_event_decided_once(cluster, payments, outputs)
-    bootstrap = cluster.kafka_cluster().bootstrap_servers
-    assert len(read_all(bootstrap, outputs["decisions"], isolation="read_uncommitted")) > EVENTS
+    kafka = cluster.kafka_cluster()
+    assert len(read_all(kafka, outputs["decisions"], isolation="read_uncommitted")) > EVENTS
 
 
 def kill_the_driver(job: subprocess.Popen[str], executors: list[psutil.Process]) -> list[int]:
@@ -439,8 +439,8 @@ def test_loss_of_the_driver_with_a_zombie_executor_is_fenced_by_the_next_driver(
         if "worker" in frozen:
             frozen["worker"].resume()
     assert_each_event_decided_once(cluster, payments, outputs)
-    bootstrap = cluster.kafka_cluster().bootstrap_servers
-    assert len(read_all(bootstrap, outputs["decisions"], isolation="read_uncommitted")) > EVENTS
+    kafka = cluster.kafka_cluster()
+    assert len(read_all(kafka, outputs["decisions"], isolation="read_uncommitted")) > EVENTS
 
 
 def test_down_stops_every_process(cluster: LocalStack) -> None:

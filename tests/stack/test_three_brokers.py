@@ -76,7 +76,8 @@ def replication(admin: AdminClient, topic: str, timeout: float = 30) -> tuple[se
 def test_three_brokers_replicate_and_exactly_once_survives_an_output_leaders_kill_9(
     stack: ChaosStack, tmp_path: Path
 ) -> None:
-    bootstrap = stack.up().bootstrap_servers
+    endpoints = stack.up()
+    bootstrap, cluster = endpoints.bootstrap_servers, KafkaContext.recorded(endpoints)
     assert len(bootstrap.split(",")) == 3
     status = stack.status()
     assert [c.name for c in status.components] == [*BROKERS, CONNECT] and status.running
@@ -86,12 +87,12 @@ def test_three_brokers_replicate_and_exactly_once_survives_an_output_leaders_kil
     name = unique("three")
     topics = InferTopics(f"events.{name}", f"decisions.{name}", f"outbox.{name}", f"dlq.{name}")
     for topic in (topics.input, topics.decisions, topics.outbox, topics.dlq):
-        create_topic(bootstrap, topic, PARTITIONS)  # replication factor -1: the brokers' default
+        create_topic(cluster, topic, PARTITIONS)  # replication factor -1: the brokers' default
     assert replication(admin, topics.decisions) == ({3}, "2")
-    produce_payments(bootstrap, topics.input, payments, PARTITIONS)  # acks=all
+    produce_payments(cluster, topics.input, payments, PARTITIONS)  # acks=all
 
     query, checkpoint, runs = unique("three"), tmp_path / "checkpoint", 1
-    job = InferProcess(bootstrap, topics, checkpoint, query, "--max-offsets-per-trigger", str(BATCH))
+    job = InferProcess(cluster, topics, checkpoint, query, "--max-offsets-per-trigger", str(BATCH))
     assert job.wait_for_batches(1), job.tail()
     victim = stack.leader_of(topics.decisions, 0)
     stack.kill(victim)
@@ -100,10 +101,10 @@ def test_three_brokers_replicate_and_exactly_once_survives_an_output_leaders_kil
         runs += 1
         assert runs <= 3, job.tail()
         print(f"job run {runs - 1} failed after the kill of {victim}:\n{job.tail(60)}", file=sys.stderr)
-        job = InferProcess(bootstrap, topics, checkpoint, query, "--max-offsets-per-trigger", str(BATCH))
+        job = InferProcess(cluster, topics, checkpoint, query, "--max-offsets-per-trigger", str(BATCH))
     print(f"killed and restarted {victim}; the job ran {runs} time(s)", file=sys.stderr)
 
-    decisions = by_partition(bootstrap, topics.decisions)
+    decisions = by_partition(cluster, topics.decisions)
     events = Counter(default_codec().decode("fraud_decision", value)["event_id"] for _, value in flat(decisions))
     expected = {str(payment["event_id"]) for payment in payments}
     assert not [event for event, count in events.items() if count > 1], "duplicate decisions"
@@ -119,7 +120,7 @@ def test_a_marker_read_after_the_commits_leader_restarted_asks_the_new_leader(st
     """Found by the soak: the marker reader's cached admin client kept asking the old leader (NOT_LEADER, or
     no answer while it was down) for 15 minutes of stale metadata; the read gave up and stopped the enrich job."""
     endpoints = stack.up()
-    bootstrap, cluster = endpoints.bootstrap_servers, KafkaContext.recorded(endpoints)
+    cluster = KafkaContext.recorded(endpoints)
     query = unique("moved")
     config = SinkConfig(
         app="test", query=query, cluster=cluster, output_topics=(), partitions=1, order_by=("seq",),
@@ -127,7 +128,7 @@ def test_a_marker_read_after_the_commits_leader_restarted_asks_the_new_leader(st
     )  # fmt: skip
     ensure_commits_topic(cluster, config.commits_topic, 1)
     marker = CommitMarker("test", query, 0, 3, 1, 5, "test.in", {0: 5})
-    writer = transactional_producer(bootstrap, config.transactional_id(0))
+    writer = transactional_producer(cluster, config.transactional_id(0))
     writer.begin_transaction()
     writer.produce(config.commits_topic, key=marker.key, value=marker.encode(default_codec()), partition=0)
     writer.commit_transaction(30)

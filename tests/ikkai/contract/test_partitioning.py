@@ -7,6 +7,7 @@ import random
 import pytest
 from confluent_kafka import Producer
 
+from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.partitioning import (
     kafka_partition,
     kafka_partitions,
@@ -43,9 +44,9 @@ def test_spark_hash_of_ints_and_the_routes_it_gives() -> None:
 
 
 @pytest.mark.integration
-def test_matches_librdkafkas_murmur2_partitioner(bootstrap: str) -> None:
-    topic = create_topic(bootstrap, unique("test.partitioning"), partitions=5)
-    producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random"})
+def test_matches_librdkafkas_murmur2_partitioner(cluster: KafkaContext) -> None:
+    topic = create_topic(cluster, unique("test.partitioning"), partitions=5)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "partitioner": "murmur2_random"})
     landed: dict[bytes, int] = {}
     for i in range(200):
         key = f"pay-{i}".encode()

@@ -71,15 +71,15 @@ def apply_bundle(stack: Endpoints, postgres: Postgres, hex_: str, table: str, fo
     return dict(bundle_ops.apply_data(BundleRequest(str(folder), "ci", connect_url=stack.connect_url))["states"])
 
 
-def decoded(bootstrap: str, topic: str, schema: str) -> list[tuple[bytes | None, dict[str, Any]]]:
+def decoded(cluster: KafkaContext, topic: str, schema: str) -> list[tuple[bytes | None, dict[str, Any]]]:
     codec = default_codec()
-    records = flat(by_partition(bootstrap, topic))
+    records = flat(by_partition(cluster, topic))
     assert all(value is not None for _, value in records)  # the jobs write no tombstones
     return [(key, codec.decode(schema, value)) for key, value in records if value is not None]
 
 
 @pytest.fixture(scope="module")
-def cdc_run(stack: Endpoints, tmp_path_factory: pytest.TempPathFactory) -> CdcRun:
+def cdc_run(stack: Endpoints, cluster: KafkaContext, tmp_path_factory: pytest.TempPathFactory) -> CdcRun:
     """Two rows in the initial snapshot; then two inserts, two updates and a delete; then enrich and infer once."""
     bootstrap, tmp_path = stack.bootstrap_servers, tmp_path_factory.mktemp("cdc")
     hex_, name = uuid.uuid4().hex[:8], unique("cdc")
@@ -89,7 +89,7 @@ def cdc_run(stack: Endpoints, tmp_path_factory: pytest.TempPathFactory) -> CdcRu
     infer_topics = InferTopics(enrich_topics.events, f"decisions.{name}", f"outbox.{name}", f"dlq.infer.{name}")
     for topic in (enrich_topics.events, enrich_topics.dlq, infer_topics.decisions, infer_topics.outbox,
                   infer_topics.dlq):  # fmt: skip
-        create_topic(bootstrap, topic, PARTITIONS)
+        create_topic(cluster, topic, PARTITIONS)
     publish_profiles(
         KafkaContext.from_environment(bootstrap), [MerchantProfile("m-1", BEFORE_EVENTS, "Corner Shop", "DE", "low")],
         [CustomerProfile("cust-00001", BEFORE_EVENTS, "retail", "DE")],
@@ -105,7 +105,7 @@ def cdc_run(stack: Endpoints, tmp_path_factory: pytest.TempPathFactory) -> CdcRu
                     payment_row("p-2", "e-2", "7.50", "2026-01-05T10:00:01Z"))  # fmt: skip
         try:
             assert apply_bundle(stack, postgres, hex_, table, tmp_path / "postgres-cdc") == {connector: "RUNNING"}
-            assert len(read_all(bootstrap, enrich_topics.input, expect=2, timeout=120)) == 2  # the snapshot
+            assert len(read_all(cluster, enrich_topics.input, expect=2, timeout=120)) == 2  # the snapshot
             insert_rows(postgres, table, payment_row("p-3", "e-3", "1.25", "2026-01-05T10:00:02Z"),
                         payment_row("p-4", "e-4", "1500", "2026-01-05T10:00:03Z", currency="JPY"))  # fmt: skip
             for statement in (  # the same event again (e-1 kept); the payment's next event; a delete
@@ -115,20 +115,20 @@ def cdc_run(stack: Endpoints, tmp_path_factory: pytest.TempPathFactory) -> CdcRu
                 "DELETE FROM <t> WHERE payment_id = 'p-2'",
             ):
                 postgres.sql(statement.replace("<t>", table), "payments")
-            ingested = len(read_all(bootstrap, enrich_topics.input, expect=7, timeout=120))
+            ingested = len(read_all(cluster, enrich_topics.input, expect=7, timeout=120))
             assert ingested == 7  # 2 snapshot rows, 2 inserts, 2 updates, 1 delete
         finally:
             if connector in client.connectors():
                 client.delete_connector(connector)
 
-    enrich = EnrichProcess(bootstrap, enrich_topics, tmp_path / "enrich", unique("enrich-cdc"))
+    enrich = EnrichProcess(cluster, enrich_topics, tmp_path / "enrich", unique("enrich-cdc"))
     assert enrich.wait() == 0, enrich.tail()
-    infer = InferProcess(bootstrap, infer_topics, tmp_path / "infer", unique("infer-cdc"))
+    infer = InferProcess(cluster, infer_topics, tmp_path / "infer", unique("infer-cdc"))
     assert infer.wait() == 0, infer.tail()
     return CdcRun(
-        enrich_topics.input, ingested, decoded(bootstrap, enrich_topics.events, "payment_event"),
-        [letter for _, letter in decoded(bootstrap, enrich_topics.dlq, "dead_letter")],
-        [decision for _, decision in decoded(bootstrap, infer_topics.decisions, "fraud_decision")],
+        enrich_topics.input, ingested, decoded(cluster, enrich_topics.events, "payment_event"),
+        [letter for _, letter in decoded(cluster, enrich_topics.dlq, "dead_letter")],
+        [decision for _, decision in decoded(cluster, infer_topics.decisions, "fraud_decision")],
     )  # fmt: skip
 
 

@@ -37,23 +37,23 @@ RANDOM_KILLS = "IKKAI_SOAK_RANDOM_KILLS"  # set to 1 to run the random kill -9 r
 SEED = 7
 
 
-def outputs(bootstrap: str, base: EnrichTopics) -> EnrichTopics:
+def outputs(cluster: KafkaContext, base: EnrichTopics) -> EnrichTopics:
     name = unique("t")
     topics = replace(base, events=f"events.{name}", dlq=f"dlq.{name}")
-    create_topic(bootstrap, topics.events, PARTITIONS)
-    create_topic(bootstrap, topics.dlq, PARTITIONS)
+    create_topic(cluster, topics.events, PARTITIONS)
+    create_topic(cluster, topics.dlq, PARTITIONS)
     return topics
 
 
-def run_to_end(bootstrap: str, topics: EnrichTopics, checkpoint: Path, query: str, *extra: str) -> EnrichProcess:
-    job = EnrichProcess(bootstrap, topics, checkpoint, query, *extra)
+def run_to_end(cluster: KafkaContext, topics: EnrichTopics, checkpoint: Path, query: str, *extra: str) -> EnrichProcess:
+    job = EnrichProcess(cluster, topics, checkpoint, query, *extra)
     code = job.wait()
     assert code == 0, job.tail()
     return job
 
 
 @pytest.fixture(scope="module")
-def ingest(bootstrap: str, cluster: KafkaContext) -> tuple[EnrichTopics, MixedStream]:
+def ingest(cluster: KafkaContext) -> tuple[EnrichTopics, MixedStream]:
     """Master data first, then the raw stream: every profile version was published before the events landed."""
     stream = mixed_stream(SEED, payments=300, partitions=PARTITIONS)
     name = unique("enrich")
@@ -61,24 +61,24 @@ def ingest(bootstrap: str, cluster: KafkaContext) -> tuple[EnrichTopics, MixedSt
     merchants, customers = generate_profiles(stream.world, SEED)
     publish_profiles(cluster, merchants, customers, merchants_topic=topics.merchants,
                      customers_topic=topics.customers, transactional_id=unique("test.masterdata"))  # fmt: skip
-    create_topic(bootstrap, topics.input, PARTITIONS)
+    create_topic(cluster, topics.input, PARTITIONS)
     produce_lines(cluster, topics.input, stream.lines)
     return topics, stream
 
 
 @pytest.fixture(scope="module")
 def reference_topics(
-    bootstrap: str, ingest: tuple[EnrichTopics, MixedStream], tmp_path_factory: pytest.TempPathFactory
+    cluster: KafkaContext, ingest: tuple[EnrichTopics, MixedStream], tmp_path_factory: pytest.TempPathFactory
 ) -> EnrichTopics:
-    topics = outputs(bootstrap, ingest[0])
-    run_to_end(bootstrap, topics, tmp_path_factory.mktemp("ref"), unique("ref"), "--max-offsets-per-trigger",
+    topics = outputs(cluster, ingest[0])
+    run_to_end(cluster, topics, tmp_path_factory.mktemp("ref"), unique("ref"), "--max-offsets-per-trigger",
                str(BATCH))  # fmt: skip
     return topics
 
 
 @pytest.fixture(scope="module")
-def reference(bootstrap: str, reference_topics: EnrichTopics) -> tuple[Partitioned, Partitioned]:
-    return by_partition(bootstrap, reference_topics.events), by_partition(bootstrap, reference_topics.dlq)
+def reference(cluster: KafkaContext, reference_topics: EnrichTopics) -> tuple[Partitioned, Partitioned]:
+    return by_partition(cluster, reference_topics.events), by_partition(cluster, reference_topics.dlq)
 
 
 def test_a_dead_letter_says_why_in_its_kafka_headers(
@@ -176,7 +176,7 @@ def test_master_data_is_joined_as_of_the_event_time(
 
 
 def test_a_version_published_after_the_events_changes_nothing_and_a_replay_is_byte_identical(
-    bootstrap: str, cluster: KafkaContext, ingest: tuple[EnrichTopics, MixedStream],
+    cluster: KafkaContext, ingest: tuple[EnrichTopics, MixedStream],
     reference: tuple[Partitioned, Partitioned],
     tmp_path: Path,
 ) -> None:  # fmt: skip
@@ -191,32 +191,32 @@ def test_a_version_published_after_the_events_changes_nothing_and_a_replay_is_by
     publish_profiles(cluster, late_merchants, late_customers, merchants_topic=topics.merchants,
                      customers_topic=topics.customers, transactional_id=unique("test.masterdata"))  # fmt: skip
     # ...but they were published after the events were ingested: a replay (one big batch) ignores them.
-    replay = outputs(bootstrap, topics)
-    run_to_end(bootstrap, replay, tmp_path, unique("replay"))
-    assert by_partition(bootstrap, replay.events) == reference[0]
-    assert by_partition(bootstrap, replay.dlq) == reference[1]
+    replay = outputs(cluster, topics)
+    run_to_end(cluster, replay, tmp_path, unique("replay"))
+    assert by_partition(cluster, replay.events) == reference[0]
+    assert by_partition(cluster, replay.dlq) == reference[1]
 
 
 def test_a_crash_after_the_kafka_commit_changes_nothing(
-    bootstrap: str, ingest: tuple[EnrichTopics, MixedStream], reference: tuple[Partitioned, Partitioned],
+    cluster: KafkaContext, ingest: tuple[EnrichTopics, MixedStream], reference: tuple[Partitioned, Partitioned],
     tmp_path: Path,
 ) -> None:  # fmt: skip
     """A SIGKILL right after batch 0 reached Kafka, before Spark's checkpoint, then a restart: the events and
     dead letters are the crash-free run's, byte for byte (the built interleaving; random kills are a soak)."""
-    topics, query = outputs(bootstrap, ingest[0]), unique("crash")
+    topics, query = outputs(cluster, ingest[0]), unique("crash")
     small = ("--max-offsets-per-trigger", str(BATCH // 2))
-    job = EnrichProcess(bootstrap, topics, tmp_path, query, *small, "--crash-after-batch", "0")
+    job = EnrichProcess(cluster, topics, tmp_path, query, *small, "--crash-after-batch", "0")
     job.wait()
     assert "fault injection: SIGKILL after batch 0" in "".join(job.log), job.tail()
-    run_to_end(bootstrap, topics, tmp_path, query, *small)
-    assert by_partition(bootstrap, topics.events) == reference[0]
-    assert by_partition(bootstrap, topics.dlq) == reference[1]
+    run_to_end(cluster, topics, tmp_path, query, *small)
+    assert by_partition(cluster, topics.events) == reference[0]
+    assert by_partition(cluster, topics.dlq) == reference[1]
 
 
 @pytest.mark.soak
 @pytest.mark.skipif(not os.environ.get(RANDOM_KILLS), reason=f"random kills are the second line: set {RANDOM_KILLS}=1")
 def test_kill_9_at_random_moments_then_restart(
-    bootstrap: str, ingest: tuple[EnrichTopics, MixedStream], reference: tuple[Partitioned, Partitioned],
+    cluster: KafkaContext, ingest: tuple[EnrichTopics, MixedStream], reference: tuple[Partitioned, Partitioned],
     tmp_path: Path,
 ) -> None:  # fmt: skip
     """A SIGKILL at a random moment, one right after a Kafka commit (before Spark's checkpoint), then a restart.
@@ -226,18 +226,18 @@ def test_kill_9_at_random_moments_then_restart(
     """
     seed = random.randrange(1 << 30)  # noqa: S311 - chaos timing, not cryptography
     rng = random.Random(seed)  # noqa: S311
-    topics, query = outputs(bootstrap, ingest[0]), unique("chaos")
+    topics, query = outputs(cluster, ingest[0]), unique("chaos")
     small = ("--max-offsets-per-trigger", str(BATCH // 2))
-    job = EnrichProcess(bootstrap, topics, tmp_path, query, *small)
+    job = EnrichProcess(cluster, topics, tmp_path, query, *small)
     assert job.wait_for_batches(rng.choice((0, 1, 2))), job.tail()
     time.sleep(rng.uniform(0.0, 2.0))  # the random moment: mid-batch, mid-transaction, or between batches
     job.kill()
-    job = EnrichProcess(bootstrap, topics, tmp_path, query, *small, "--crash-after-batch", "0")
+    job = EnrichProcess(cluster, topics, tmp_path, query, *small, "--crash-after-batch", "0")
     job.wait()
     assert "fault injection: SIGKILL after batch" in "".join(job.log), job.tail()
-    run_to_end(bootstrap, topics, tmp_path, query, *small)
-    assert by_partition(bootstrap, topics.events) == reference[0], f"seed {seed}"
-    assert by_partition(bootstrap, topics.dlq) == reference[1], f"seed {seed}"
+    run_to_end(cluster, topics, tmp_path, query, *small)
+    assert by_partition(cluster, topics.events) == reference[0], f"seed {seed}"
+    assert by_partition(cluster, topics.dlq) == reference[1], f"seed {seed}"
 
 
 def _hostile_lines(template: dict[str, Any]) -> list[RawLine]:
@@ -277,7 +277,7 @@ def _hostile_lines(template: dict[str, Any]) -> list[RawLine]:
 
 
 def test_hostile_lines_are_dead_lettered_and_the_job_goes_on(
-    bootstrap: str, cluster: KafkaContext, ingest: tuple[EnrichTopics, MixedStream], tmp_path: Path
+    cluster: KafkaContext, ingest: tuple[EnrichTopics, MixedStream], tmp_path: Path
 ) -> None:
     """No raw line, whatever its bytes, stops the job: each hostile one lands in the DLQ with its reason."""
     topics, stream = ingest
@@ -289,19 +289,19 @@ def test_hostile_lines_are_dead_lettered_and_the_job_goes_on(
     for line in hostile:
         lines.insert(rng.randrange(1, len(lines)), line)
     mixed = MixedStream(tuple(lines), stream.world, PARTITIONS, stream.lateness_ms, SEED)
-    hostile_topics = replace(outputs(bootstrap, topics), input=unique("ingest.hostile"))
-    create_topic(bootstrap, hostile_topics.input, PARTITIONS)
+    hostile_topics = replace(outputs(cluster, topics), input=unique("ingest.hostile"))
+    create_topic(cluster, hostile_topics.input, PARTITIONS)
     produce_lines(cluster, hostile_topics.input, lines)
-    run_to_end(bootstrap, hostile_topics, tmp_path, unique("hostile"), "--max-offsets-per-trigger", "60")
+    run_to_end(cluster, hostile_topics, tmp_path, unique("hostile"), "--max-offsets-per-trigger", "60")
     codec = default_codec()
-    events = [codec.decode("payment_event", value) for _, value in flat(by_partition(bootstrap, hostile_topics.events))]
+    events = [codec.decode("payment_event", value) for _, value in flat(by_partition(cluster, hostile_topics.events))]
     letters = {
-        value: codec.decode("dead_letter", value) for _, value in flat(by_partition(bootstrap, hostile_topics.dlq))
+        value: codec.decode("dead_letter", value) for _, value in flat(by_partition(cluster, hostile_topics.dlq))
     }
     assert len(events) + len(letters) == len(lines)  # in = out + DLQ
     assert Counter(e["event_id"] for e in events) == Counter(mixed.expected_event_ids())
     where = _positions(mixed)
-    headers = headers_by_value(bootstrap, hostile_topics.dlq, expect=len(letters))
+    headers = headers_by_value(cluster.bootstrap_servers, hostile_topics.dlq, expect=len(letters))
     for value, letter in letters.items():
         line = lines[where[(letter["source_partition"], letter["source_offset"])]]
         assert letter["error_class"] == line.expected, letter["reason"]
@@ -313,7 +313,7 @@ def test_hostile_lines_are_dead_lettered_and_the_job_goes_on(
 
 
 def test_a_raw_line_near_the_size_limit_is_dead_lettered_cut_and_the_job_goes_on(
-    bootstrap: str, cluster: KafkaContext, ingest: tuple[EnrichTopics, MixedStream], tmp_path: Path
+    cluster: KafkaContext, ingest: tuple[EnrichTopics, MixedStream], tmp_path: Path
 ) -> None:
     """A raw line as large as Connect may write still fits its dead letter: the copy is cut, the headers say so.
 
@@ -338,20 +338,20 @@ def test_a_raw_line_near_the_size_limit_is_dead_lettered_cut_and_the_job_goes_on
             else document.replace(b'"note": ""', b'"note": "' + b"y" * size + b'"')
         )
         big.append(RawLine(key, value, kafka_partition(key, PARTITIONS), expected, None, via_connector=False))
-    big_topics = replace(outputs(bootstrap, topics), input=unique("ingest.big"))
-    create_topic(bootstrap, big_topics.input, PARTITIONS)
+    big_topics = replace(outputs(cluster, topics), input=unique("ingest.big"))
+    create_topic(cluster, big_topics.input, PARTITIONS)
     produce_lines(cluster, big_topics.input, valid[:1])
     producer = Producer(cluster.producer_config(**{"message.max.bytes": 1_048_576}))
     for line in big:
         producer.produce(big_topics.input, value=line.value, key=line.key, partition=line.partition)
     assert producer.flush(60) == 0
     produce_lines(cluster, big_topics.input, valid[1:])
-    run_to_end(bootstrap, big_topics, tmp_path, unique("big"))
+    run_to_end(cluster, big_topics, tmp_path, unique("big"))
     codec = default_codec()
-    events = [codec.decode("payment_event", value) for _, value in flat(by_partition(bootstrap, big_topics.events))]
+    events = [codec.decode("payment_event", value) for _, value in flat(by_partition(cluster, big_topics.events))]
     assert sorted(e["event_id"] for e in events) == sorted(line.event_id for line in valid)
-    letters = {v: codec.decode("dead_letter", v) for _, v in flat(by_partition(bootstrap, big_topics.dlq))}
-    headers = headers_by_value(bootstrap, big_topics.dlq, expect=len(letters))
+    letters = {v: codec.decode("dead_letter", v) for _, v in flat(by_partition(cluster, big_topics.dlq))}
+    headers = headers_by_value(cluster.bootstrap_servers, big_topics.dlq, expect=len(letters))
     by_key = {letter["key"]: (value, letter) for value, letter in letters.items()}
     assert set(by_key) == {line.key for line in big}
     for line in big:

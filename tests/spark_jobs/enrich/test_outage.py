@@ -34,20 +34,18 @@ PARTITIONS = 2
 SEED = 11
 
 
-def topics_for(bootstrap: str) -> EnrichTopics:
+def topics_for(cluster: KafkaContext) -> EnrichTopics:
     name = unique("outage")
     topics = EnrichTopics(f"ingest.{name}", f"events.{name}", f"dlq.{name}", f"masterdata.merchants.{name}",
                           f"masterdata.customers.{name}")  # fmt: skip
     for topic in (topics.input, topics.events, topics.dlq):
-        create_topic(bootstrap, topic, PARTITIONS)
+        create_topic(cluster, topic, PARTITIONS)
     return topics
 
 
-def test_a_publish_in_flight_holds_the_batch_and_is_then_used(
-    bootstrap: str, cluster: KafkaContext, tmp_path: Path
-) -> None:
+def test_a_publish_in_flight_holds_the_batch_and_is_then_used(cluster: KafkaContext, tmp_path: Path) -> None:
     stream = mixed_stream(SEED, partitions=PARTITIONS)
-    topics = topics_for(bootstrap)
+    topics = topics_for(cluster)
     merchants, customers = generate_profiles(stream.world, SEED)
     publish_profiles(cluster, merchants, customers, merchants_topic=topics.merchants,
                      customers_topic=topics.customers, transactional_id=unique("test.masterdata"))  # fmt: skip
@@ -56,8 +54,8 @@ def test_a_publish_in_flight_holds_the_batch_and_is_then_used(
     in_flight = [MerchantProfile(p.merchant_id, start + 1, p.name, p.country, "watchlist")
                  for p in merchants if p.valid_from == start]  # fmt: skip
     publisher = Producer({
-        "bootstrap.servers": bootstrap, "transactional.id": unique("test.slow.publisher"), "enable.idempotence": True,
-        "acks": "all", "transaction.timeout.ms": 600_000,
+        "bootstrap.servers": cluster.bootstrap_servers, "transactional.id": unique("test.slow.publisher"),
+        "enable.idempotence": True, "acks": "all", "transaction.timeout.ms": 600_000,
     })  # fmt: skip
     publisher.init_transactions(60)
     publisher.begin_transaction()
@@ -68,7 +66,7 @@ def test_a_publish_in_flight_holds_the_batch_and_is_then_used(
     time.sleep(0.05)  # the events below are ingested strictly after the versions were appended
     produce_lines(cluster, topics.input, stream.lines)
 
-    job = EnrichProcess(bootstrap, topics, tmp_path, unique("held"), "--master-data-timeout", "600")
+    job = EnrichProcess(cluster, topics, tmp_path, unique("held"), "--master-data-timeout", "600")
     try:
         deadline = time.monotonic() + 300
         while not any("holding the batch" in line for line in job.log):
@@ -76,13 +74,13 @@ def test_a_publish_in_flight_holds_the_batch_and_is_then_used(
             assert time.monotonic() < deadline, job.tail()
             time.sleep(0.5)
         time.sleep(2)
-        assert flat(by_partition(bootstrap, topics.events)) == [] and flat(by_partition(bootstrap, topics.dlq)) == []
+        assert flat(by_partition(cluster, topics.events)) == [] and flat(by_partition(cluster, topics.dlq)) == []
         publisher.commit_transaction(60)
         assert job.wait() == 0, job.tail()
     finally:
         job.kill()
     codec = default_codec()
-    events = [codec.decode("payment_event", v) for _, v in flat(by_partition(bootstrap, topics.events))]
+    events = [codec.decode("payment_event", v) for _, v in flat(by_partition(cluster, topics.events))]
     assert Counter(e["event_id"] for e in events) == Counter(stream.expected_event_ids())
     in_force = [e for e in events if e["merchant_profile_as_of"] == start + 1]
     assert in_force and all(e["merchant_risk_tier"] == "watchlist" for e in in_force)
@@ -91,15 +89,13 @@ def test_a_publish_in_flight_holds_the_batch_and_is_then_used(
                for e in events if e not in in_force)  # fmt: skip  # only a newer valid_from beats it
 
 
-def test_unreadable_master_data_stops_the_job_and_writes_nothing(
-    bootstrap: str, cluster: KafkaContext, tmp_path: Path
-) -> None:
+def test_unreadable_master_data_stops_the_job_and_writes_nothing(cluster: KafkaContext, tmp_path: Path) -> None:
     stream = mixed_stream(SEED, partitions=PARTITIONS)
-    topics = topics_for(bootstrap)
+    topics = topics_for(cluster)
     ensure_master_topics(cluster, merchants_topic=topics.merchants, customers_topic=f"{topics.customers}.other")
     produce_lines(cluster, topics.input, stream.lines)  # the customers topic the job reads does not exist
-    job = EnrichProcess(bootstrap, topics, tmp_path, unique("outage"), "--master-data-timeout", "3")
+    job = EnrichProcess(cluster, topics, tmp_path, unique("outage"), "--master-data-timeout", "3")
     assert job.wait() != 0
     log = "".join(job.log)
     assert "master data" in log and "nothing of this batch was written" in log, job.tail()
-    assert flat(by_partition(bootstrap, topics.events)) == [] and flat(by_partition(bootstrap, topics.dlq)) == []
+    assert flat(by_partition(cluster, topics.events)) == [] and flat(by_partition(cluster, topics.dlq)) == []

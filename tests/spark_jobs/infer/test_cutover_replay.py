@@ -40,13 +40,13 @@ SUFFIX = ".replay"
 GIVE_UP_S = 900  # a bound for a stuck job on a loaded 2-core machine, not a speed claim
 
 
-def topics_of(bootstrap: str) -> InferTopics:
+def topics_of(cluster: KafkaContext) -> InferTopics:
     name = unique("cut")
     topics = InferTopics(f"events.{name}", f"decisions.{name}", f"outbox.{name}", f"dlq.{name}")
     for topic in (topics.input, topics.decisions, topics.outbox, topics.dlq):
-        create_topic(bootstrap, topic, PARTITIONS)
+        create_topic(cluster, topic, PARTITIONS)
     for topic in (topics.decisions, topics.outbox, topics.dlq):
-        create_topic(bootstrap, topic + SUFFIX, PARTITIONS)  # the replay's: the job never creates topics
+        create_topic(cluster, topic + SUFFIX, PARTITIONS)  # the replay's: the job never creates topics
     return topics
 
 
@@ -79,13 +79,13 @@ def digests(records: Partitioned) -> dict[int, str]:
     return found
 
 
-def run_to_end(bootstrap: str, topics: InferTopics, checkpoint: Path, query: str, *extra: str) -> None:
-    job = InferProcess(bootstrap, topics, checkpoint, query, *extra)
+def run_to_end(cluster: KafkaContext, topics: InferTopics, checkpoint: Path, query: str, *extra: str) -> None:
+    job = InferProcess(cluster, topics, checkpoint, query, *extra)
     assert job.wait(GIVE_UP_S) == 0, job.tail()
 
 
 @pytest.fixture(scope="module")
-def scene(bootstrap: str, cluster: KafkaContext, tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+def scene(cluster: KafkaContext, tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     """Three stretches decided by three versions of one live query, then a replay of the whole topic."""
     folder = tmp_path_factory.mktemp("cut")
     events = payment_records(simulate(31, payments=sum(STRETCHES)).payments)
@@ -102,18 +102,18 @@ def scene(bootstrap: str, cluster: KafkaContext, tmp_path_factory: pytest.TempPa
         deciding_version(v2_model.read_bytes(), FEATURES_PATH.read_bytes()),
         deciding_version(v2_model.read_bytes(), v3_features.read_bytes()),
     )
-    topics, query, store = topics_of(bootstrap), unique("live"), ("--model-store", str(folder / "store"))
+    topics, query, store = topics_of(cluster), unique("live"), ("--model-store", str(folder / "store"))
     checkpoint = folder / "checkpoint"
     first, second = STRETCHES[0], sum(STRETCHES[:2])
-    produce_payments(bootstrap, topics.input, events[:first], PARTITIONS)
-    run_to_end(bootstrap, topics, checkpoint, query, *store)
-    produce_payments(bootstrap, topics.input, events[first:second], PARTITIONS)
-    run_to_end(bootstrap, topics, checkpoint, query, "--model", str(v2_model), *store)
-    produce_payments(bootstrap, topics.input, events[second:], PARTITIONS)
+    produce_payments(cluster, topics.input, events[:first], PARTITIONS)
+    run_to_end(cluster, topics, checkpoint, query, *store)
+    produce_payments(cluster, topics.input, events[first:second], PARTITIONS)
+    run_to_end(cluster, topics, checkpoint, query, "--model", str(v2_model), *store)
+    produce_payments(cluster, topics.input, events[second:], PARTITIONS)
     requests = folder / "requests"
     done = request_replay(requests, f"{query}-replay", str(folder / "replay"), SUFFIX)
     live = InferProcess(
-        bootstrap, topics, checkpoint, query, "--model", str(v2_model), "--features", str(v3_features), *store,
+        cluster, topics, checkpoint, query, "--model", str(v2_model), "--features", str(v3_features), *store,
         "--continuous", "--replay-requests", str(requests),
     )  # fmt: skip
     give_up_at = time.monotonic() + GIVE_UP_S
@@ -121,13 +121,13 @@ def scene(bootstrap: str, cluster: KafkaContext, tmp_path_factory: pytest.TempPa
         while (outcome := read_outcome(done)) is None and live.process.poll() is None:
             assert time.monotonic() < give_up_at, live.tail()
             time.sleep(0.5)
-        while live.process.poll() is None and len(flat(by_partition(bootstrap, topics.decisions))) < len(events):
+        while live.process.poll() is None and len(flat(by_partition(cluster, topics.decisions))) < len(events):
             assert time.monotonic() < give_up_at, live.tail()
             time.sleep(1)
     finally:
         live.kill()
-    written = {t: by_partition(bootstrap, t) for t in (topics.decisions, topics.outbox, topics.dlq)}
-    replayed = {t: by_partition(bootstrap, t + SUFFIX) for t in written}
+    written = {t: by_partition(cluster, t) for t in (topics.decisions, topics.outbox, topics.dlq)}
+    replayed = {t: by_partition(cluster, t + SUFFIX) for t in written}
     markers = read_markers(cluster, "ikkai", query, topic=commits_topic_for("ikkai", query))
     return {
         "events": events, "versions": versions, "written": written, "replayed": replayed, "markers": markers,

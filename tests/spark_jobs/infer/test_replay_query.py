@@ -14,6 +14,7 @@ import pytest
 
 from demo.infer_process import InferProcess, InferTopics
 from demo.payments_simulation import payment_records, simulate
+from ikkai.contract.kafka import KafkaContext
 from spark_jobs.replay_query import read_outcome, request_replay
 from stack.kit.topic_io import Partitioned, by_partition, create_topic, flat, produce_payments, unique
 from tests.spark_jobs.infer.infer_topics import outputs
@@ -31,27 +32,27 @@ def replayed(topics: InferTopics) -> InferTopics:
     return InferTopics(topics.input, topics.decisions + SUFFIX, topics.outbox + SUFFIX, topics.dlq + SUFFIX)
 
 
-def read(bootstrap: str, topics: InferTopics) -> tuple[Partitioned, Partitioned, Partitioned]:
-    return tuple(by_partition(bootstrap, t) for t in (topics.decisions, topics.outbox, topics.dlq))  # type: ignore[return-value]
+def read(cluster: KafkaContext, topics: InferTopics) -> tuple[Partitioned, Partitioned, Partitioned]:
+    return tuple(by_partition(cluster, t) for t in (topics.decisions, topics.outbox, topics.dlq))  # type: ignore[return-value]
 
 
 @pytest.fixture(scope="module")
-def scene(bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+def scene(cluster: KafkaContext, tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     """The reference (a separate process draining the input) and a live job asked for a replay after its first
     batch, left running until the replay ended; the live job's log and the topics both wrote."""
     folder = tmp_path_factory.mktemp("replay")
-    input_topic = create_topic(bootstrap, unique("events.payments"), PARTITIONS)
-    produce_payments(bootstrap, input_topic, payment_records(simulate(42, payments=EVENTS).payments), PARTITIONS)
-    reference_topics = outputs(bootstrap, input_topic)
-    separate = InferProcess(bootstrap, reference_topics, folder / "reference", unique("separate"))
+    input_topic = create_topic(cluster, unique("events.payments"), PARTITIONS)
+    produce_payments(cluster, input_topic, payment_records(simulate(42, payments=EVENTS).payments), PARTITIONS)
+    reference_topics = outputs(cluster, input_topic)
+    separate = InferProcess(cluster, reference_topics, folder / "reference", unique("separate"))
     assert separate.wait(1200) == 0, separate.tail()
 
-    live_topics, live_query = outputs(bootstrap, input_topic), unique("live")
+    live_topics, live_query = outputs(cluster, input_topic), unique("live")
     for topic in (live_topics.decisions, live_topics.outbox, live_topics.dlq):
-        create_topic(bootstrap, topic + SUFFIX, PARTITIONS)  # the replay's: the job never creates topics
+        create_topic(cluster, topic + SUFFIX, PARTITIONS)  # the replay's: the job never creates topics
     requests = folder / "requests"
     live = InferProcess(
-        bootstrap, live_topics, folder / "live", live_query, "--continuous", "--max-offsets-per-trigger",
+        cluster, live_topics, folder / "live", live_query, "--continuous", "--max-offsets-per-trigger",
         str(LIVE_BATCH), "--replay-requests", str(requests),
     )  # fmt: skip
     try:
@@ -61,16 +62,16 @@ def scene(bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str,
         while (outcome := read_outcome(done)) is None and live.process.poll() is None:
             assert time.monotonic() < give_up_at, live.tail()
             time.sleep(0.5)
-        reference = read(bootstrap, reference_topics)
+        reference = read(cluster, reference_topics)
         expected = sum(len(flat(records)) for records in reference)
-        while live.process.poll() is None and sum(len(flat(r)) for r in read(bootstrap, live_topics)) < expected:
+        while live.process.poll() is None and sum(len(flat(r)) for r in read(cluster, live_topics)) < expected:
             assert time.monotonic() < give_up_at, live.tail()
             time.sleep(1)
         alive = live.process.poll() is None
     finally:
         live.kill()
     return {
-        "reference": reference, "replay": read(bootstrap, replayed(live_topics)), "live": read(bootstrap, live_topics),
+        "reference": reference, "replay": read(cluster, replayed(live_topics)), "live": read(cluster, live_topics),
         "outcome": outcome, "log": list(live.log), "query": live_query, "alive": alive,
     }  # fmt: skip
 
@@ -99,21 +100,21 @@ def test_the_live_query_keeps_committing_while_the_replay_runs(scene: dict[str, 
     assert scene["live"] == scene["reference"]
 
 
-def test_a_replay_cut_short_by_a_kill_is_taken_up_again_on_restart(bootstrap: str, tmp_path: Path) -> None:
+def test_a_replay_cut_short_by_a_kill_is_taken_up_again_on_restart(cluster: KafkaContext, tmp_path: Path) -> None:
     """The live job is SIGKILLed once its replay started; started again with the same command, it finds the request
     without its ``.done``, runs the replay again on its checkpoint and markers, and the replay's output is still the
     separate run's, once. Mutation: a request marked taken when it starts (not when it ends) is lost with the kill."""
-    input_topic = create_topic(bootstrap, unique("events.payments"), PARTITIONS)
-    produce_payments(bootstrap, input_topic, payment_records(simulate(7, payments=EVENTS).payments), PARTITIONS)
-    reference_topics = outputs(bootstrap, input_topic)
-    separate = InferProcess(bootstrap, reference_topics, tmp_path / "reference", unique("separate"))
+    input_topic = create_topic(cluster, unique("events.payments"), PARTITIONS)
+    produce_payments(cluster, input_topic, payment_records(simulate(7, payments=EVENTS).payments), PARTITIONS)
+    reference_topics = outputs(cluster, input_topic)
+    separate = InferProcess(cluster, reference_topics, tmp_path / "reference", unique("separate"))
     assert separate.wait(1200) == 0, separate.tail()
-    live_topics, live_query = outputs(bootstrap, input_topic), unique("live")
+    live_topics, live_query = outputs(cluster, input_topic), unique("live")
     for topic in (live_topics.decisions, live_topics.outbox, live_topics.dlq):
-        create_topic(bootstrap, topic + SUFFIX, PARTITIONS)
+        create_topic(cluster, topic + SUFFIX, PARTITIONS)
     args = ("--continuous", "--max-offsets-per-trigger", str(LIVE_BATCH), "--replay-requests", str(tmp_path / "rq"))
     done = request_replay(tmp_path / "rq", f"{live_query}-replay", str(tmp_path / "replay"), SUFFIX)
-    first = InferProcess(bootstrap, live_topics, tmp_path / "live", live_query, *args)
+    first = InferProcess(cluster, live_topics, tmp_path / "live", live_query, *args)
     give_up_at = time.monotonic() + GIVE_UP_S
     try:
         while not any(f"{live_query}-replay: " in line for line in first.log):  # the replay's query is starting
@@ -122,7 +123,7 @@ def test_a_replay_cut_short_by_a_kill_is_taken_up_again_on_restart(bootstrap: st
     finally:
         first.kill()
     assert read_outcome(done) is None, first.tail()  # killed before it could end
-    second = InferProcess(bootstrap, live_topics, tmp_path / "live", live_query, *args)
+    second = InferProcess(cluster, live_topics, tmp_path / "live", live_query, *args)
     try:
         while (outcome := read_outcome(done)) is None:
             assert second.process.poll() is None and time.monotonic() < give_up_at, second.tail()
@@ -130,4 +131,4 @@ def test_a_replay_cut_short_by_a_kill_is_taken_up_again_on_restart(bootstrap: st
     finally:
         second.kill()
     assert outcome == {"ok": True}, second.tail()
-    assert read(bootstrap, replayed(live_topics)) == read(bootstrap, reference_topics)
+    assert read(cluster, replayed(live_topics)) == read(cluster, reference_topics)

@@ -54,42 +54,42 @@ def events() -> list[dict[str, object]]:
     return records
 
 
-def pipeline(bootstrap: str) -> InferTopics:
+def pipeline(cluster: KafkaContext) -> InferTopics:
     name = unique("rollout")
     topics = InferTopics(f"events.{name}", f"decisions.{name}", f"outbox.{name}", f"dlq.{name}")
     for topic in (topics.input, topics.decisions, topics.outbox, topics.dlq):
-        create_topic(bootstrap, topic, PARTITIONS)
+        create_topic(cluster, topic, PARTITIONS)
     return topics
 
 
-def run(bootstrap: str, topics: InferTopics, checkpoint: Path, query: str, *extra: str) -> InferProcess:
-    job = InferProcess(bootstrap, topics, checkpoint, query, *extra)
+def run(cluster: KafkaContext, topics: InferTopics, checkpoint: Path, query: str, *extra: str) -> InferProcess:
+    job = InferProcess(cluster, topics, checkpoint, query, *extra)
     job.wait()
     return job
 
 
-def run_to_end(bootstrap: str, topics: InferTopics, checkpoint: Path, query: str, *extra: str) -> InferProcess:
-    job = run(bootstrap, topics, checkpoint, query, *extra)
+def run_to_end(cluster: KafkaContext, topics: InferTopics, checkpoint: Path, query: str, *extra: str) -> InferProcess:
+    job = run(cluster, topics, checkpoint, query, *extra)
     assert job.process.returncode == 0, job.tail()
     return job
 
 
-def decisions(bootstrap: str, topic: str) -> Decisions:
+def decisions(cluster: KafkaContext, topic: str) -> Decisions:
     codec = default_codec()
-    return [codec.decode("fraud_decision", value) for _, value in flat(by_partition(bootstrap, topic))]
+    return [codec.decode("fraud_decision", value) for _, value in flat(by_partition(cluster, topic))]
 
 
-def requests(bootstrap: str, topic: str) -> Decisions:
+def requests(cluster: KafkaContext, topic: str) -> Decisions:
     codec = default_codec()
-    return [codec.decode("outbox_request", value) for _, value in flat(by_partition(bootstrap, topic))]
+    return [codec.decode("outbox_request", value) for _, value in flat(by_partition(cluster, topic))]
 
 
-def assert_exactly_once(bootstrap: str, topics: InferTopics, events: list[dict[str, object]]) -> Decisions:
+def assert_exactly_once(cluster: KafkaContext, topics: InferTopics, events: list[dict[str, object]]) -> Decisions:
     """One decision per event, one outbox request per (event, effect), each belonging to a committed decision."""
-    decided = decisions(bootstrap, topics.decisions)
+    decided = decisions(cluster, topics.decisions)
     assert Counter(d["event_id"] for d in decided) == Counter(str(e["event_id"]) for e in events)
     by_id = {d["decision_id"]: d for d in decided}
-    asked = requests(bootstrap, topics.outbox)
+    asked = requests(cluster, topics.outbox)
     assert all(r["decision_id"] in by_id for r in asked)
     per_effect = Counter((by_id[r["decision_id"]]["event_id"], r["effect"]) for r in asked)
     assert set(per_effect.values()) <= {1}, per_effect.most_common(3)
@@ -117,17 +117,17 @@ def first_offsets(decided: Decisions, version: str) -> dict[int, int]:
 @pytest.mark.integration
 @pytest.mark.timeout(1800)  # several job processes one after another: slow on a loaded 2-core machine
 def test_a_new_model_is_a_cutover_of_the_same_query_recorded_where_it_took_over(
-    bootstrap: str, events: list[dict[str, object]], new_model: tuple[Path, str], tmp_path: Path
+    cluster: KafkaContext, events: list[dict[str, object]], new_model: tuple[Path, str], tmp_path: Path
 ) -> None:
     """The query goes on from its markers with the new model: every event decided once, the old version before
     the cut and the new one after it, one outbox request per effect, and each marker records the cut at the
     input offsets where the new version took over (so a replay can reproduce it)."""
-    topics, query, (model, version) = pipeline(bootstrap), unique("cutover"), new_model
-    produce_payments(bootstrap, topics.input, events[:FIRST], PARTITIONS)
-    run_to_end(bootstrap, topics, tmp_path, query)
-    produce_payments(bootstrap, topics.input, events[FIRST:], PARTITIONS)
-    run_to_end(bootstrap, topics, tmp_path, query, "--model", str(model))
-    decided = assert_exactly_once(bootstrap, topics, events)
+    topics, query, (model, version) = pipeline(cluster), unique("cutover"), new_model
+    produce_payments(cluster, topics.input, events[:FIRST], PARTITIONS)
+    run_to_end(cluster, topics, tmp_path, query)
+    produce_payments(cluster, topics.input, events[FIRST:], PARTITIONS)
+    run_to_end(cluster, topics, tmp_path, query, "--model", str(model))
+    decided = assert_exactly_once(cluster, topics, events)
     first = {str(e["event_id"]) for e in events[:FIRST]}
     assert {d["model_version"] for d in decided if d["event_id"] in first} == {OLD}
     assert {d["model_version"] for d in decided if d["event_id"] not in first} == {version}
@@ -135,7 +135,7 @@ def test_a_new_model_is_a_cutover_of_the_same_query_recorded_where_it_took_over(
     assert sorted(cut_at) == list(range(PARTITIONS))
     for d in decided:  # the cut splits each input partition: below it the old version, from it on the new one
         assert (d["model_version"] == version) == (d["input_offset"] >= cut_at[d["input_partition"]])
-    for partition, marker in markers(bootstrap, query).items():
+    for partition, marker in markers(cluster.bootstrap_servers, query).items():
         assert marker.writer_version == version
         assert marker.output_topics == (topics.decisions, topics.outbox, topics.dlq)
         assert [c.version for c in marker.cuts] == [OLD, version]
@@ -145,87 +145,87 @@ def test_a_new_model_is_a_cutover_of_the_same_query_recorded_where_it_took_over(
 
 @pytest.mark.integration
 def test_a_new_query_over_another_querys_output_is_refused_in_one_line(
-    bootstrap: str, events: list[dict[str, object]], new_model: tuple[Path, str], tmp_path: Path
+    cluster: KafkaContext, events: list[dict[str, object]], new_model: tuple[Path, str], tmp_path: Path
 ) -> None:
     """What docs/changing-the-model.md used to say (a new --query over the same topics) decided every event a
     second time under a new decision id; now its claim is void (the first query owns the topics in the claim log)
     and it stops before writing, naming the query and the ways forward."""
-    topics, query = pipeline(bootstrap), unique("owner")
-    produce_payments(bootstrap, topics.input, events[:FIRST], PARTITIONS)
-    run_to_end(bootstrap, topics, tmp_path / "owner", query)
-    before = by_partition(bootstrap, topics.decisions), by_partition(bootstrap, topics.outbox)
+    topics, query = pipeline(cluster), unique("owner")
+    produce_payments(cluster, topics.input, events[:FIRST], PARTITIONS)
+    run_to_end(cluster, topics, tmp_path / "owner", query)
+    before = by_partition(cluster, topics.decisions), by_partition(cluster, topics.outbox)
     second = unique("second")
-    job = run(bootstrap, topics, tmp_path / "second", second, "--model", str(new_model[0]))
+    job = run(cluster, topics, tmp_path / "second", second, "--model", str(new_model[0]))
     assert job.process.returncode != 0, job.tail()
     [line] = [line for line in job.log if line.startswith("ikkai: error:")]
     assert f"query {query} (app ikkai) owns {topics.decisions} for input {topics.input}" in line
     assert f"--after-query {query}" in line and f"--query {query}" in line and "--shadow" in line
-    assert (by_partition(bootstrap, topics.decisions), by_partition(bootstrap, topics.outbox)) == before
-    assert markers(bootstrap, second) == {}
+    assert (by_partition(cluster, topics.decisions), by_partition(cluster, topics.outbox)) == before
+    assert markers(cluster.bootstrap_servers, second) == {}
 
 
 @pytest.mark.integration
 @pytest.mark.timeout(1800)  # several job processes one after another: slow on a loaded 2-core machine
 def test_a_handover_from_a_running_query_fences_it_and_continues_with_no_duplicate_and_no_gap(
-    bootstrap: str, events: list[dict[str, object]], new_model: tuple[Path, str], tmp_path: Path
+    cluster: KafkaContext, events: list[dict[str, object]], new_model: tuple[Path, str], tmp_path: Path
 ) -> None:
     """--after-query Q while Q still runs: the handover fences Q's writers and records itself on Q's commit
     partitions, so Q, given new events, stops at its next write without committing; the new query starts at Q's
     committed offsets. Every event is decided once, Q's before the handover, the new query's after it."""
-    topics, old, new, (model, version) = pipeline(bootstrap), unique("old"), unique("new"), new_model
-    produce_payments(bootstrap, topics.input, events[:FIRST], PARTITIONS)
-    running = InferProcess(bootstrap, topics, tmp_path / "old", old, "--continuous", "--trigger-interval", "500ms")
+    topics, old, new, (model, version) = pipeline(cluster), unique("old"), unique("new"), new_model
+    produce_payments(cluster, topics.input, events[:FIRST], PARTITIONS)
+    running = InferProcess(cluster, topics, tmp_path / "old", old, "--continuous", "--trigger-interval", "500ms")
     try:
-        while len(decisions(bootstrap, topics.decisions)) < FIRST:
+        while len(decisions(cluster, topics.decisions)) < FIRST:
             assert running.wait_for_batches(1, timeout=900), running.tail()  # a first batch is slow when loaded
-        run_to_end(bootstrap, topics, tmp_path / "new", new, "--after-query", old, "--model", str(model))
-        produce_payments(bootstrap, topics.input, events[FIRST:], PARTITIONS)
+        run_to_end(cluster, topics, tmp_path / "new", new, "--after-query", old, "--model", str(model))
+        produce_payments(cluster, topics.input, events[FIRST:], PARTITIONS)
         assert running.wait(600) != 0, running.tail()  # its next write found the handover and stopped it
     finally:
         running.kill()
     assert f"handed its output over to query {new}" in "".join(running.log), running.tail()
-    run_to_end(bootstrap, topics, tmp_path / "new", new, "--model", str(model))  # no --after-query: it is recorded
-    decided = assert_exactly_once(bootstrap, topics, events)
+    run_to_end(cluster, topics, tmp_path / "new", new, "--model", str(model))  # no --after-query: it is recorded
+    decided = assert_exactly_once(cluster, topics, events)
     first = {str(e["event_id"]) for e in events[:FIRST]}
     assert {d["model_version"] for d in decided if d["event_id"] in first} == {OLD}
     assert {d["model_version"] for d in decided if d["event_id"] not in first} == {version}
     cut_at = first_offsets(decided, version)
-    for partition, marker in markers(bootstrap, new).items():
+    for partition, marker in markers(cluster.bootstrap_servers, new).items():
         assert marker.started_after == old
         assert marker.cuts[-1] == VersionCut(version, marker.cuts[-1].batch_id, {partition: cut_at[partition]})
-    assert {m.handed_over_to for m in markers(bootstrap, old).values()} == {new}
-    again = run(bootstrap, topics, tmp_path / "old", old)  # the old query cannot come back
+    assert {m.handed_over_to for m in markers(cluster.bootstrap_servers, old).values()} == {new}
+    again = run(cluster, topics, tmp_path / "old", old)  # the old query cannot come back
     assert again.process.returncode != 0 and f"handed its output over to query {new}" in again.tail()
-    assert_exactly_once(bootstrap, topics, events)
+    assert_exactly_once(cluster, topics, events)
 
 
 @pytest.mark.integration
 @pytest.mark.timeout(1800)  # several job processes one after another: slow on a loaded 2-core machine
 def test_a_shadow_model_asks_for_no_side_effect_and_compare_counts_each_version_pair(
-    bootstrap: str, events: list[dict[str, object]], new_model: tuple[Path, str], tmp_path: Path
+    cluster: KafkaContext, events: list[dict[str, object]], new_model: tuple[Path, str], tmp_path: Path
 ) -> None:
     """--shadow decides into <decisions>.shadow and writes no outbox request; `ikkai jobs compare` matches the
     two topics by event and counts, per (live, shadow) version pair, the events both decided and those whose
     action differs, checked here against a join of the two topics done by the test. With a shadow that keeps the
     live outbox (mutation: ``Topics.shadow`` passing ``self.outbox`` on) this test fails: the shadow query is
     refused for writing the live query's outbox topic, and would otherwise change what a reader of it sees."""
-    topics, live, (model, version) = pipeline(bootstrap), unique("live"), new_model
-    produce_payments(bootstrap, topics.input, events[:FIRST], PARTITIONS)
-    run_to_end(bootstrap, topics, tmp_path / "live", live)
-    produce_payments(bootstrap, topics.input, events[FIRST:], PARTITIONS)
-    run_to_end(bootstrap, topics, tmp_path / "live", live, "--model", str(model))  # live: old, then new after a cut
-    asked = by_partition(bootstrap, topics.outbox)
-    run_to_end(bootstrap, topics, tmp_path / "shadow", unique("shadow"), "--shadow", "--model", str(model),
+    topics, live, (model, version) = pipeline(cluster), unique("live"), new_model
+    produce_payments(cluster, topics.input, events[:FIRST], PARTITIONS)
+    run_to_end(cluster, topics, tmp_path / "live", live)
+    produce_payments(cluster, topics.input, events[FIRST:], PARTITIONS)
+    run_to_end(cluster, topics, tmp_path / "live", live, "--model", str(model))  # live: old, then new after a cut
+    asked = by_partition(cluster, topics.outbox)
+    run_to_end(cluster, topics, tmp_path / "shadow", unique("shadow"), "--shadow", "--model", str(model),
                "--create-topics", "--partitions", str(PARTITIONS))  # fmt: skip
-    assert by_partition(bootstrap, topics.outbox) == asked
-    shadow = decisions(bootstrap, f"{topics.decisions}.shadow")
+    assert by_partition(cluster, topics.outbox) == asked
+    shadow = decisions(cluster, f"{topics.decisions}.shadow")
     assert Counter(d["event_id"] for d in shadow) == Counter(str(e["event_id"]) for e in events)
     assert {d["model_version"] for d in shadow} == {version}
-    live_decisions = {d["event_id"]: d for d in decisions(bootstrap, topics.decisions)}
+    live_decisions = {d["event_id"]: d for d in decisions(cluster, topics.decisions)}
     differ = sum(live_decisions[d["event_id"]]["action"] != d["action"] for d in shadow)
     assert differ > 0
     result = CliRunner().invoke(
-        cli, ["jobs", "compare", "--bootstrap", bootstrap, "--live", topics.decisions, "-o", "json"]
+        cli, ["jobs", "compare", "--bootstrap", cluster.bootstrap_servers, "--live", topics.decisions, "-o", "json"]
     )
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)

@@ -53,7 +53,7 @@ def written(cluster: KafkaContext, nonce: str) -> bool:
 @pytest.mark.integration
 @pytest.mark.parametrize("ahead", ["committed", "aborted"])
 def test_a_claim_behind_an_open_claim_transaction_waits_for_it_and_then_decides_right(
-    bootstrap: str, cluster: KafkaContext, ahead: str
+    cluster: KafkaContext, ahead: str
 ) -> None:
     ensure_owners_topic(cluster)
     outputs = (unique("decisions.claims"),)
@@ -159,17 +159,17 @@ def test_a_start_that_died_after_its_claim_leaves_its_parameters_to_the_next_sta
 
 
 @pytest.mark.integration
-def test_a_start_reads_no_other_applications_commits_topic(bootstrap: str, cluster: KafkaContext) -> None:
+def test_a_start_reads_no_other_applications_commits_topic(cluster: KafkaContext) -> None:
     """Case 11: a start used to read every ``_ikkai.commits.*`` topic on the cluster to infer who owns what, so one
     unreadable commits topic of another application (here a record that is no marker) stopped every start. Now a
     start reads the claim log and its own commits topic only."""
     from spark_jobs.sink.transactional_sink import start_as_owner
 
     foreign = f"_ikkai.commits.{unique('other')}.q"
-    create_topic(bootstrap, foreign)
+    create_topic(cluster, foreign)
     producer = Producer(cluster.client_config())
     producer.produce(foreign, key=b"not a marker", value=b"\x00\xff not an Avro commit marker")
     assert producer.flush(30) == 0
-    config = sink(unique("q"), (unique("decisions.eleven"),), bootstrap=bootstrap)
+    config = sink(unique("q"), (unique("decisions.eleven"),), bootstrap=cluster.bootstrap_servers)
     started = start_as_owner(config, {})
     assert (started.query, started.output_topics) == (config.query, config.output_topics)

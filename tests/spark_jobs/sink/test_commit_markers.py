@@ -108,23 +108,23 @@ def end(producer: Producer) -> None:
         producer.abort_transaction(10)
 
 
-def values_of(bootstrap: str, topic: str) -> dict[int, list[bytes | None]]:
-    return {p: [value for _, value in records] for p, records in by_partition(bootstrap, topic).items()}
+def values_of(cluster: KafkaContext, topic: str) -> dict[int, list[bytes | None]]:
+    return {p: [value for _, value in records] for p, records in by_partition(cluster, topic).items()}
 
 
 @pytest.mark.integration
 def test_a_marker_committed_behind_another_writers_open_transaction_is_seen(
-    bootstrap: str, cluster: KafkaContext, monkeypatch: pytest.MonkeyPatch
+    cluster: KafkaContext, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Partition 0's writer commits its marker *behind* a transaction another writer holds open on the same commits
     partition 0, then the job is SIGKILLed. A read_committed reader's EOF stops at that open transaction's first
     offset (the LSO), before the marker: only ``read_marker``'s wait for the high watermark lets the new writer see
     it. Without the wait it finds the older marker and writes offsets 5-9 a second time."""
-    out = create_topic(bootstrap, unique("test.out"), PARTITIONS)
-    config = config_for(bootstrap, out, unique("q"))
+    out = create_topic(cluster, unique("test.out"), PARTITIONS)
+    config = config_for(cluster.bootstrap_servers, out, unique("q"))
     ensure_commits_topic(cluster, config.commits_topic, PARTITIONS)
     assert write_partition(config, 0, 0, records(out, 0, range(5))).records == 5  # marker {0: 5} committed
-    stranger = transactional_producer(bootstrap, unique("test.stranger"))
+    stranger = transactional_producer(cluster, unique("test.stranger"))
     stranger.begin_transaction()
     stranger.produce(config.commits_topic, key=b"stranger", value=b"half-written", partition=0)
     assert stranger.flush(10) == 0
@@ -148,7 +148,7 @@ def test_a_marker_committed_behind_another_writers_open_transaction_is_seen(
         again = write_partition(config, 1, 0, records(out, 0, range(10)))
         assert (again.records, again.skipped, again.already_committed) == (0, True, 10)
         assert gaps and gaps[0][2] == {0: 5}, "the reader never stood at the LSO before its newest marker"
-        assert values_of(bootstrap, out)[0] == [f"value-{o}".encode() for o in range(10)]
+        assert values_of(cluster, out)[0] == [f"value-{o}".encode() for o in range(10)]
     finally:
         for producer in open_:
             end(producer)
@@ -156,7 +156,7 @@ def test_a_marker_committed_behind_another_writers_open_transaction_is_seen(
 
 @pytest.mark.integration
 def test_another_querys_zombie_does_not_stall_or_hide_anything(
-    bootstrap: str, cluster: KafkaContext, monkeypatch: pytest.MonkeyPatch
+    cluster: KafkaContext, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Two zombies, each left by a kill -9 between its produce and its commit, built by the real write path (so
     their markers sit wherever the code puts markers): one of another query whose name shares this one's prefix
@@ -164,10 +164,12 @@ def test_another_querys_zombie_does_not_stall_or_hide_anything(
     miss its own marker. With all of a query's markers on one commits partition, partition 1's zombie holds that
     partition open and partition 0's writer stalls until its deadline; with markers of every query on one
     partition, so does ``<q>.v2``'s; with identity by key prefix, ``<q>`` takes ``<q>.v2``'s marker for its own."""
-    out = create_topic(bootstrap, unique("test.out"), PARTITIONS)
-    mine = config_for(bootstrap, out, unique("q"), transaction_timeout_ms=ZOMBIE_TIMEOUT_MS)
-    theirs_out = create_topic(bootstrap, unique("test.out"), PARTITIONS)
-    theirs = config_for(bootstrap, theirs_out, f"{mine.query}.v2", transaction_timeout_ms=ZOMBIE_TIMEOUT_MS)
+    out = create_topic(cluster, unique("test.out"), PARTITIONS)
+    mine = config_for(cluster.bootstrap_servers, out, unique("q"), transaction_timeout_ms=ZOMBIE_TIMEOUT_MS)
+    theirs_out = create_topic(cluster, unique("test.out"), PARTITIONS)
+    theirs = config_for(
+        cluster.bootstrap_servers, theirs_out, f"{mine.query}.v2", transaction_timeout_ms=ZOMBIE_TIMEOUT_MS
+    )
     for config in (mine, theirs):
         ensure_commits_topic(cluster, config.commits_topic, PARTITIONS)
     assert write_partition(mine, 0, 0, records(out, 0, range(5))).records == 5
@@ -181,23 +183,23 @@ def test_another_querys_zombie_does_not_stall_or_hide_anything(
         new_worker()
         again = write_partition(mine, 1, 0, records(out, 0, range(8)))
         assert (again.records, again.already_committed) == (3, 5)  # only 5, 6, 7 were missing
-        assert values_of(bootstrap, out) == {0: [f"value-{o}".encode() for o in range(8)], 1: []}
-        assert values_of(bootstrap, theirs_out) == {0: [f"value-{o}".encode() for o in range(20)], 1: []}
+        assert values_of(cluster, out) == {0: [f"value-{o}".encode() for o in range(8)], 1: []}
+        assert values_of(cluster, theirs_out) == {0: [f"value-{o}".encode() for o in range(20)], 1: []}
     finally:
         for zombie in zombies:
             end(zombie)
 
 
 @pytest.mark.integration
-def test_query_names_that_share_a_prefix_never_read_each_others_markers(bootstrap: str, cluster: KafkaContext) -> None:
+def test_query_names_that_share_a_prefix_never_read_each_others_markers(cluster: KafkaContext) -> None:
     """``infer`` and ``infer.v2`` made to share one commits topic (a hand-set ``commits_topic``, as the old shared
     topic was): a marker counts by its decoded (app, query, partition), and the marker of output partition p lives
     on commits partition p. By key prefix, ``infer``'s writer of partition 1 took ``infer.v2``'s marker for its own
     and skipped its records; with one marker partition, ``infer``'s writer of partition 0 met that marker."""
-    out = create_topic(bootstrap, unique("test.out"), PARTITIONS)
+    out = create_topic(cluster, unique("test.out"), PARTITIONS)
     shared = unique("_ikkai.commits.shared")
     base = unique("infer")
-    v2, v1 = (config_for(bootstrap, out, query, commits_topic=shared) for query in (f"{base}.v2", base))
+    v2, v1 = (config_for(cluster.bootstrap_servers, out, query, commits_topic=shared) for query in (f"{base}.v2", base))
     ensure_commits_topic(cluster, shared, PARTITIONS)
     assert write_partition(v2, 0, 1, records(out, 1, range(6))).records == 6  # infer.v2's marker of partition 1
     new_worker()
@@ -208,14 +210,14 @@ def test_query_names_that_share_a_prefix_never_read_each_others_markers(bootstra
         write_partition(v1, 0, 1, records(out, 1, range(6)))
     with pytest.raises(CommitMarkerError, match=theirs):  # and the driver's check before a query starts says so
         read_markers(cluster, "test", base, topic=shared)
-    assert values_of(bootstrap, out) == {p: [f"value-{o}".encode() for o in range(6)] for p in (0, 1)}
+    assert values_of(cluster, out) == {p: [f"value-{o}".encode() for o in range(6)] for p in (0, 1)}
 
 
 @pytest.mark.integration
-def test_a_commits_topic_shared_by_two_queries_is_refused(bootstrap: str, cluster: KafkaContext) -> None:
-    out = create_topic(bootstrap, unique("test.out"), PARTITIONS)
+def test_a_commits_topic_shared_by_two_queries_is_refused(cluster: KafkaContext) -> None:
+    out = create_topic(cluster, unique("test.out"), PARTITIONS)
     shared = unique("_ikkai.commits.shared")
-    first, second = (config_for(bootstrap, out, unique(q), commits_topic=shared) for q in ("a", "b"))
+    first, second = (config_for(cluster.bootstrap_servers, out, unique(q), commits_topic=shared) for q in ("a", "b"))
     ensure_commits_topic(cluster, shared, PARTITIONS)
     write_partition(first, 0, 0, records(out, 0, range(3)))
     new_worker()
@@ -225,16 +227,14 @@ def test_a_commits_topic_shared_by_two_queries_is_refused(bootstrap: str, cluste
 
 @pytest.mark.integration
 @pytest.mark.parametrize("policy", ["delete", "compact,delete"])
-def test_a_commits_topic_that_deletes_is_refused_at_start_with_the_fix(
-    bootstrap: str, cluster: KafkaContext, policy: str
-) -> None:
+def test_a_commits_topic_that_deletes_is_refused_at_start_with_the_fix(cluster: KafkaContext, policy: str) -> None:
     """issue 27, item 6: a commits topic with cleanup.policy=delete loses its markers after the retention, and the
     query then writes everything again. ``ensure_commits_topic`` (the sink's prepare) refuses it in one line."""
-    topic = create_topic(bootstrap, unique("_ikkai.commits.test"), PARTITIONS, config={"cleanup.policy": policy})
+    topic = create_topic(cluster, unique("_ikkai.commits.test"), PARTITIONS, config={"cleanup.policy": policy})
     with pytest.raises(CommitMarkerError, match=re.escape(f"cleanup.policy is {policy!r}")) as refused:
         ensure_commits_topic(cluster, topic, PARTITIONS)
     assert f"--entity-name {topic} --add-config cleanup.policy=compact" in str(refused.value)
-    ensure_commits_topic(cluster, create_topic(bootstrap, unique("_ikkai.commits.test"), PARTITIONS,
+    ensure_commits_topic(cluster, create_topic(cluster, unique("_ikkai.commits.test"), PARTITIONS,
                                                  config={"cleanup.policy": "compact"}), PARTITIONS)  # fmt: skip
 
 

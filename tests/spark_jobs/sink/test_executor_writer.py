@@ -80,13 +80,13 @@ def executor() -> Iterator[int]:
 
 
 @pytest.fixture
-def job(bootstrap: str, cluster: KafkaContext, executor: int) -> dict[str, Any]:
-    topic = create_topic(bootstrap, unique("test.out"), PARTITIONS)
+def job(cluster: KafkaContext, executor: int) -> dict[str, Any]:
+    topic = create_topic(cluster, unique("test.out"), PARTITIONS)
     commits = unique("_ikkai.commits.test")
     ensure_commits_topic(cluster, commits, PARTITIONS)
     return {
-        "bootstrap": bootstrap, "topic": topic, "commits": commits, "query": "q", "partitions": PARTITIONS,
-        "executor": executor, "transaction_timeout_ms": 60_000, "retry_deadline_s": 20.0,
+        "bootstrap": cluster.bootstrap_servers, "topic": topic, "commits": commits, "query": "q",
+        "partitions": PARTITIONS, "executor": executor, "transaction_timeout_ms": 60_000, "retry_deadline_s": 20.0,
     }  # fmt: skip
 
 
@@ -124,8 +124,8 @@ def failure(worker: subprocess.Popen[str], log: Path) -> str:
     return log.read_text()
 
 
-def values(bootstrap: str, topic: str) -> dict[int, list[bytes]]:
-    return {p: [value for _, value in records] for p, records in by_partition(bootstrap, topic).items()}
+def values(cluster: KafkaContext, topic: str) -> dict[int, list[bytes]]:
+    return {p: [value for _, value in records] for p, records in by_partition(cluster, topic).items()}
 
 
 def expected(partition: int, start: int, count: int) -> list[bytes]:
@@ -215,12 +215,12 @@ def test_an_unknown_transactional_writer_is_refused(job: dict[str, Any]) -> None
         dataclasses.replace(config(job), transactional_writer="driver")
 
 
-def test_through_spark_each_partition_initialises_once(spark: Any, bootstrap: str) -> None:
+def test_through_spark_each_partition_initialises_once(spark: Any, cluster: KafkaContext) -> None:
     """The sink's own tasks find their executor's writer (the Python worker's JVM ancestor) and keep its producers."""
-    topic = create_topic(bootstrap, unique("test.out"), PARTITIONS)
+    topic = create_topic(cluster, unique("test.out"), PARTITIONS)
     sink = dataclasses.replace(
-        config({"bootstrap": bootstrap, "topic": topic, "commits": unique("_ikkai.commits.test"), "query": "q",
-                "partitions": PARTITIONS, "transaction_timeout_ms": 60_000, "retry_deadline_s": 20.0}),
+        config({"bootstrap": cluster.bootstrap_servers, "topic": topic, "commits": unique("_ikkai.commits.test"),
+                "query": "q", "partitions": PARTITIONS, "transaction_timeout_ms": 60_000, "retry_deadline_s": 20.0}),
         order_by=("input_offset",),
     )  # fmt: skip
     new_producers: list[int] = []
@@ -234,7 +234,7 @@ def test_through_spark_each_partition_initialises_once(spark: Any, bootstrap: st
         ]
         writer(spark.createDataFrame(rows, schema).repartition(2), batch)
     assert new_producers == [PARTITIONS, 0, 0, 0]
-    assert sorted(v for records in values(bootstrap, topic).values() for v in records) == sorted(
+    assert sorted(v for records in values(cluster, topic).values() for v in records) == sorted(
         f"v{i}".encode() for i in range(120)
     )
 

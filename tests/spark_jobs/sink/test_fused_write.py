@@ -49,15 +49,15 @@ Written = dict[str, Partitioned]
 
 
 @pytest.fixture(scope="module")
-def input_topic(bootstrap: str, cluster: KafkaContext) -> str:
-    topic = create_topic(bootstrap, unique("events.payments"), PARTITIONS)
+def input_topic(cluster: KafkaContext) -> str:
+    topic = create_topic(cluster, unique("events.payments"), PARTITIONS)
     payments = payment_records(simulate(7, payments=EVENTS).payments)
-    produce_payments(bootstrap, topic, payments[: EVENTS // 2], PARTITIONS)
+    produce_payments(cluster, topic, payments[: EVENTS // 2], PARTITIONS)
     producer = Producer(cluster.producer_config())
     for n, value in enumerate(MALFORMED):
         producer.produce(topic, key=f"bad-{n}".encode(), value=value, partition=n % PARTITIONS)
     assert producer.flush(30) == 0
-    produce_payments(bootstrap, topic, payments[EVENTS // 2 :], PARTITIONS)
+    produce_payments(cluster, topic, payments[EVENTS // 2 :], PARTITIONS)
     return topic
 
 
@@ -66,11 +66,11 @@ def decide_function(topics: Topics) -> Callable[[Iterator[Any]], Iterator[Any]]:
     return functools.partial(decide_arrow_batches, source=source, topics=topics, codec=default_codec())
 
 
-def outputs(bootstrap: str) -> Topics:
+def outputs(cluster: KafkaContext) -> Topics:
     name = unique("t")
     topics = Topics(f"decisions.{name}", f"outbox.{name}", f"dlq.{name}")
     for topic in (topics.decisions, topics.outbox, topics.dlq):
-        create_topic(bootstrap, topic, PARTITIONS)
+        create_topic(cluster, topic, PARTITIONS)
     return topics
 
 
@@ -96,8 +96,8 @@ def source_rows(spark: Any, bootstrap: str, input_topic: str, **extra: str) -> A
     return source.options(**options).load().select("key", "value", "topic", "partition", "offset")
 
 
-def written(bootstrap: str, topics: Topics, isolation: str = "read_committed") -> Written:
-    return {topic: by_partition(bootstrap, topic, isolation) for topic in (topics.decisions, topics.outbox, topics.dlq)}
+def written(cluster: KafkaContext, topics: Topics, isolation: str = "read_committed") -> Written:
+    return {topic: by_partition(cluster, topic, isolation) for topic in (topics.decisions, topics.outbox, topics.dlq)}
 
 
 @dataclass(frozen=True)
@@ -134,31 +134,33 @@ def fused_writer(
 
 
 @pytest.fixture(scope="module")
-def two_hop(spark: Any, bootstrap: str, input_topic: str) -> Run:
+def two_hop(spark: Any, cluster: KafkaContext, input_topic: str) -> Run:
     """The reference: decide in its own mapInArrow, then the in-place write (the job before the fusion)."""
-    topics, query = outputs(bootstrap), unique("twohop")
-    writer = TransactionalBatchWriter(config(bootstrap, input_topic, topics, query))
+    topics, query = outputs(cluster), unique("twohop")
+    writer = TransactionalBatchWriter(config(cluster.bootstrap_servers, input_topic, topics, query))
     writer.prepare(spark)
-    writer(source_rows(spark, bootstrap, input_topic).mapInArrow(decide_function(topics), OUTPUT_SCHEMA), 0)
-    run = Run(topics, query, written(bootstrap, topics))
+    writer(
+        source_rows(spark, cluster.bootstrap_servers, input_topic).mapInArrow(decide_function(topics), OUTPUT_SCHEMA), 0
+    )
+    run = Run(topics, query, written(cluster, topics))
     assert sum(len(records) for records in run.by_role()["decisions"].values()) == EVENTS
     assert sum(len(records) for records in run.by_role()["dlq"].values()) == len(MALFORMED)
     return run
 
 
 def test_the_fused_write_writes_the_two_hop_writes_bytes_headers_and_markers(
-    spark: Any, bootstrap: str, input_topic: str, two_hop: Run
+    spark: Any, cluster: KafkaContext, input_topic: str, two_hop: Run
 ) -> None:
-    topics, query = outputs(bootstrap), unique("fused")
-    writer = fused_writer(bootstrap, input_topic, topics, query, decide_function(topics))
+    topics, query = outputs(cluster), unique("fused")
+    writer = fused_writer(cluster.bootstrap_servers, input_topic, topics, query, decide_function(topics))
     writer.prepare(spark)
-    writer(source_rows(spark, bootstrap, input_topic), 0)
-    fused = Run(topics, query, written(bootstrap, topics))
+    writer(source_rows(spark, cluster.bootstrap_servers, input_topic), 0)
+    fused = Run(topics, query, written(cluster, topics))
     assert fused.by_role() == two_hop.by_role()
-    letters = headers_by_value(bootstrap, topics.dlq, expect=len(MALFORMED))
-    assert letters == headers_by_value(bootstrap, two_hop.topics.dlq, expect=len(MALFORMED))
+    letters = headers_by_value(cluster.bootstrap_servers, topics.dlq, expect=len(MALFORMED))
+    assert letters == headers_by_value(cluster.bootstrap_servers, two_hop.topics.dlq, expect=len(MALFORMED))
     assert all(headers["ikkai.dlq.stage"] == b"infer" for headers in letters.values())
-    assert fused.source_offsets(bootstrap) == two_hop.source_offsets(bootstrap)
+    assert fused.source_offsets(cluster.bootstrap_servers) == two_hop.source_offsets(cluster.bootstrap_servers)
 
 
 def fail_at_commit(how: str) -> None:
@@ -225,28 +227,34 @@ FAILURES = {  # what the failed batch's error says, by case
 
 @pytest.mark.parametrize("how", ["exception", "kill -9", "refused mid-transaction"])
 def test_a_fused_write_failing_between_decide_and_commit_commits_nothing_and_the_rerun_writes_once(
-    spark: Any, bootstrap: str, cluster: KafkaContext, input_topic: str, two_hop: Run, how: str
+    spark: Any, cluster: KafkaContext, input_topic: str, two_hop: Run, how: str
 ) -> None:
     """The worker's own producers (``--transactional-writer worker``): the fault is built in the worker that commits."""
-    topics, query = outputs(bootstrap), unique("failing")
+    topics, query = outputs(cluster), unique("failing")
     decide = decide_function(topics)
-    broken = fused_writer(bootstrap, input_topic, topics, query, failing_after_deciding(decide, how), writer="worker")
+    broken = fused_writer(
+        cluster.bootstrap_servers, input_topic, topics, query, failing_after_deciding(decide, how), writer="worker"
+    )
     broken.prepare(spark)
     with pytest.raises(Exception) as caught:  # Spark wraps the task's failure in its own errors
-        broken(source_rows(spark, bootstrap, input_topic), 0)
+        broken(source_rows(spark, cluster.bootstrap_servers, input_topic), 0)
     assert FAILURES[how] in str(caught.value)  # it failed where this case means it to, nowhere else
     if how != "refused mid-transaction":  # flushed before the failure (fail_at_commit): on the broker, uncommitted
-        produced = written(bootstrap, topics, "read_uncommitted")
+        produced = written(cluster, topics, "read_uncommitted")
         assert any(records for partitions in produced.values() for records in partitions.values()), "nothing produced"
     # A refusal comes from produce() itself: the records before it may still sit in the client's queue, which the
     # failed write purges, so whether any reached the broker is a race; that nothing is committed is not.
-    assert all(not records for partitions in written(bootstrap, topics).values() for records in partitions.values())
+    assert all(not records for partitions in written(cluster, topics).values() for records in partitions.values())
     assert read_markers(cluster, "test", query, topic=commits_topic_for("test", query)) == {}
-    fused_writer(bootstrap, input_topic, topics, query, decide)(source_rows(spark, bootstrap, input_topic), 0)
-    fused_writer(bootstrap, input_topic, topics, query, decide)(source_rows(spark, bootstrap, input_topic), 0)
-    rerun = Run(topics, query, written(bootstrap, topics))
+    fused_writer(cluster.bootstrap_servers, input_topic, topics, query, decide)(
+        source_rows(spark, cluster.bootstrap_servers, input_topic), 0
+    )
+    fused_writer(cluster.bootstrap_servers, input_topic, topics, query, decide)(
+        source_rows(spark, cluster.bootstrap_servers, input_topic), 0
+    )
+    rerun = Run(topics, query, written(cluster, topics))
     assert rerun.by_role() == two_hop.by_role()  # every record once, the bytes of the crash-free write
-    assert rerun.source_offsets(bootstrap) == two_hop.source_offsets(bootstrap)
+    assert rerun.source_offsets(cluster.bootstrap_servers) == two_hop.source_offsets(cluster.bootstrap_servers)
 
 
 def arming_the_writer(decide: Callable[[Iterator[Any]], Iterator[Any]], pause: Path) -> Callable[..., Iterator[Any]]:
@@ -288,60 +296,60 @@ WRITER_FAILURES = {  # what the failed batch's error says, by case
 
 @pytest.mark.parametrize("how", list(WRITER_FAILURES))
 def test_an_executor_writer_failing_between_produce_and_commit_commits_nothing_of_it_and_the_rerun_writes_once(
-    spark: Any, bootstrap: str, cluster: KafkaContext, input_topic: str, two_hop: Run, how: str, tmp_path: Path
+    spark: Any, cluster: KafkaContext, input_topic: str, two_hop: Run, how: str, tmp_path: Path
 ) -> None:
     """The twin for ``--transactional-writer executor``: there the commit runs in the executor's writer process, so
     the fault is built there, between its produce and its commit. The writer serves both partitions in parallel:
     the paused partition must have nothing committed (records on the broker, uncommitted; no marker), the other
     may have committed; the re-run writes every record once, the bytes of the crash-free write."""
-    topics, query, app = outputs(bootstrap), unique("failing"), unique("writer").replace(".", "-")
+    topics, query, app = outputs(cluster), unique("failing"), unique("writer").replace(".", "-")
     decide, pause = decide_function(topics), tmp_path / "pause"
     pause.mkdir()
-    settings = config(bootstrap, input_topic, topics, query, writer="executor", app=app)
-    broken = fused_writer(bootstrap, input_topic, topics, query, arming_the_writer(decide, pause), writer="executor",
-                          app=app)  # fmt: skip
+    settings = config(cluster.bootstrap_servers, input_topic, topics, query, writer="executor", app=app)
+    broken = fused_writer(cluster.bootstrap_servers, input_topic, topics, query, arming_the_writer(decide, pause),
+                          writer="executor", app=app)  # fmt: skip
     broken.prepare(spark)
     faults: list[dict[str, Any]] = []
     fault = threading.Thread(target=lambda: faults.append(fault_in_the_writer(pause, how, settings)), daemon=True)
     fault.start()
     with pytest.raises(Exception) as caught:  # Spark wraps the task's failure in its own errors
-        broken(source_rows(spark, bootstrap, input_topic), 0)
+        broken(source_rows(spark, cluster.bootstrap_servers, input_topic), 0)
     fault.join(130)
     assert faults, "the fault was never built"
     assert WRITER_FAILURES[how] in str(caught.value)  # it failed where this case means it to, nowhere else
     paused = faults[0]["partition"]
-    produced = written(bootstrap, topics, "read_uncommitted")
+    produced = written(cluster, topics, "read_uncommitted")
     assert any(partitions.get(paused) for partitions in produced.values()), "nothing of the paused write on the broker"
-    assert all(not partitions.get(paused) for partitions in written(bootstrap, topics).values())
+    assert all(not partitions.get(paused) for partitions in written(cluster, topics).values())
     markers = read_markers(cluster, app, query, topic=commits_topic_for(app, query))
     assert paused not in markers
     for _ in range(2):
-        fused_writer(bootstrap, input_topic, topics, query, decide, writer="executor", app=app)(
-            source_rows(spark, bootstrap, input_topic), 0
+        fused_writer(cluster.bootstrap_servers, input_topic, topics, query, decide, writer="executor", app=app)(
+            source_rows(spark, cluster.bootstrap_servers, input_topic), 0
         )
-    rerun = Run(topics, query, written(bootstrap, topics), app)
+    rerun = Run(topics, query, written(cluster, topics), app)
     assert rerun.by_role() == two_hop.by_role()  # every record once, the bytes of the crash-free write
-    assert rerun.source_offsets(bootstrap) == two_hop.source_offsets(bootstrap)
+    assert rerun.source_offsets(cluster.bootstrap_servers) == two_hop.source_offsets(cluster.bootstrap_servers)
 
 
 @pytest.mark.parametrize("fused", [True, False], ids=["fused", "in place"])
 def test_two_tasks_holding_one_partition_are_refused_before_any_commit(
-    spark: Any, bootstrap: str, cluster: KafkaContext, input_topic: str, fused: bool
+    spark: Any, cluster: KafkaContext, input_topic: str, fused: bool
 ) -> None:
     """issue 27, item 6: the Kafka source read with minPartitions splits each input partition's range over two Spark
     tasks. Each would commit part of the partition under one marker (the second overwriting the first's offsets);
     the check that two tasks wrote one partition ran after both had committed. Now nothing is written."""
-    topics, query = outputs(bootstrap), unique("split")
-    rows = source_rows(spark, bootstrap, input_topic, minPartitions=str(PARTITIONS * 2))
+    topics, query = outputs(cluster), unique("split")
+    rows = source_rows(spark, cluster.bootstrap_servers, input_topic, minPartitions=str(PARTITIONS * 2))
     if fused:
-        writer = fused_writer(bootstrap, input_topic, topics, query, decide_function(topics))
+        writer = fused_writer(cluster.bootstrap_servers, input_topic, topics, query, decide_function(topics))
     else:
-        writer = TransactionalBatchWriter(config(bootstrap, input_topic, topics, query))
+        writer = TransactionalBatchWriter(config(cluster.bootstrap_servers, input_topic, topics, query))
         rows = rows.mapInArrow(decide_function(topics), OUTPUT_SCHEMA)
     writer.prepare(spark)
     with pytest.raises(Exception, match=r"would be written by more than one Spark task; nothing was written"):
         writer(rows, 0)
-    produced = written(bootstrap, topics, "read_uncommitted")
+    produced = written(cluster, topics, "read_uncommitted")
     assert all(not records for partitions in produced.values() for records in partitions.values())
     assert read_markers(cluster, "test", query, topic=commits_topic_for("test", query)) == {}
 
@@ -372,16 +380,16 @@ def stream_through(
 
 
 def test_a_streaming_batch_is_checked_from_its_plan_and_a_split_partition_is_refused(
-    spark: Any, bootstrap: str, cluster: KafkaContext, input_topic: str, two_hop: Run, tmp_path: Path
+    spark: Any, cluster: KafkaContext, input_topic: str, two_hop: Run, tmp_path: Path
 ) -> None:
     """foreachBatch hands its function an existing RDD over the Kafka source's partitions; which Kafka partition each
     Spark task holds is read from that plan, with no Spark job of its own per batch. On Spark 4.3 the RDD partition's
     field is ``inputPartition`` (an Option, not 3.x's ``inputPartitions``): the read failed on every batch and fell
     back to a distinct() job, two of a batch's three stages. Split by minPartitions, the plan shows two tasks per
     Kafka partition and the query stops before any commit."""
-    topics, query = outputs(bootstrap), unique("stream")
-    writer = fused_writer(bootstrap, input_topic, topics, query, decide_function(topics))
-    planned, failure = stream_through(spark, bootstrap, input_topic, writer, tmp_path / "whole")
+    topics, query = outputs(cluster), unique("stream")
+    writer = fused_writer(cluster.bootstrap_servers, input_topic, topics, query, decide_function(topics))
+    planned, failure = stream_through(spark, cluster.bootstrap_servers, input_topic, writer, tmp_path / "whole")
     assert failure is None, failure
     assert len(planned) > 1  # several batches
     for layout in planned:
@@ -389,16 +397,16 @@ def test_a_streaming_batch_is_checked_from_its_plan_and_a_split_partition_is_ref
         held = [partitions for partitions in layout.values() if partitions]
         assert all(len(partitions) == 1 for partitions in held)
         assert len({p for partitions in held for p in partitions}) == len(held)  # one task per Kafka partition
-    assert Run(topics, query, written(bootstrap, topics)).by_role() == two_hop.by_role()  # batches, the same bytes
+    assert Run(topics, query, written(cluster, topics)).by_role() == two_hop.by_role()  # batches, the same bytes
     markers = read_markers(cluster, "test", query, topic=commits_topic_for("test", query))
     assert max(marker.batch_id for marker in markers.values()) == len(planned) - 1  # each task named its own batch
 
-    topics, query = outputs(bootstrap), unique("stream-split")
-    writer = fused_writer(bootstrap, input_topic, topics, query, decide_function(topics))
+    topics, query = outputs(cluster), unique("stream-split")
+    writer = fused_writer(cluster.bootstrap_servers, input_topic, topics, query, decide_function(topics))
     planned, failure = stream_through(
-        spark, bootstrap, input_topic, writer, tmp_path / "split", minPartitions=str(PARTITIONS * 2)
+        spark, cluster.bootstrap_servers, input_topic, writer, tmp_path / "split", minPartitions=str(PARTITIONS * 2)
     )
     assert failure is not None and "would be written by more than one Spark task; nothing was written" in str(failure)
     assert planned[0] is not None and len(planned[0]) == PARTITIONS * 2
-    assert all(not records for partitions in written(bootstrap, topics).values() for records in partitions.values())
+    assert all(not records for partitions in written(cluster, topics).values() for records in partitions.values())
     assert read_markers(cluster, "test", query, topic=commits_topic_for("test", query)) == {}

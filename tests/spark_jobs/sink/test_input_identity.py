@@ -37,9 +37,9 @@ PARTITIONS = 2
 BEFORE, AFTER = 200, 300  # events of the first topic, then of the recreated one
 
 
-def recreate(bootstrap: str, topic: str) -> None:
+def recreate(cluster: KafkaContext, topic: str) -> None:
     """Delete ``topic`` and create it again with the same name and partition count (offsets from 0)."""
-    admin = AdminClient(KafkaContext.from_environment(bootstrap).client_config())
+    admin = AdminClient(cluster.client_config())
     admin.delete_topics([topic], operation_timeout=60)[topic].result(90)
     give_up_at = time.monotonic() + 90
     while True:  # the deletion completes in the background: "already exists" (marked for deletion) until then
@@ -50,12 +50,12 @@ def recreate(bootstrap: str, topic: str) -> None:
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS or time.monotonic() > give_up_at:
                 raise
             time.sleep(0.5)
-    create_topic(bootstrap, topic, PARTITIONS)  # waits until every partition has a leader
+    create_topic(cluster, topic, PARTITIONS)  # waits until every partition has a leader
 
 
-def decisions_per_event(bootstrap: str, topics: InferTopics) -> Counter[str]:
+def decisions_per_event(cluster: KafkaContext, topics: InferTopics) -> Counter[str]:
     codec = default_codec()
-    decisions = flat(by_partition(bootstrap, topics.decisions))
+    decisions = flat(by_partition(cluster, topics.decisions))
     return Counter(codec.decode("fraud_decision", value)["event_id"] for _, value in decisions)
 
 
@@ -66,26 +66,26 @@ def event_ids(payments: list[dict[str, object]]) -> Counter[str]:
 class Recreated:
     """Events decided on the first topic, then the topic deleted and recreated with other events on it."""
 
-    def __init__(self, bootstrap: str, tmp_path: Path) -> None:
-        self.bootstrap, self.tmp_path = bootstrap, tmp_path
+    def __init__(self, cluster: KafkaContext, tmp_path: Path) -> None:
+        self.cluster, self.tmp_path = cluster, tmp_path
         self.query = unique("recreated")
         name = unique("t")
         self.topics = InferTopics(unique("events.payments"), f"decisions.{name}", f"outbox.{name}", f"dlq.{name}")
         for topic in (self.topics.input, self.topics.decisions, self.topics.outbox, self.topics.dlq):
-            create_topic(bootstrap, topic, PARTITIONS)
+            create_topic(cluster, topic, PARTITIONS)
         self.before = payment_records(simulate(11, payments=BEFORE).payments)
-        produce_payments(bootstrap, self.topics.input, self.before, PARTITIONS)
-        self.old_id = input_topic_id("test", KafkaContext.from_environment(bootstrap), self.topics.input)
+        produce_payments(cluster, self.topics.input, self.before, PARTITIONS)
+        self.old_id = input_topic_id("test", cluster, self.topics.input)
         self.run(tmp_path / "first", expect=0)
-        assert decisions_per_event(bootstrap, self.topics) == event_ids(self.before)
-        recreate(bootstrap, self.topics.input)
+        assert decisions_per_event(cluster, self.topics) == event_ids(self.before)
+        recreate(cluster, self.topics.input)
         self.after = payment_records(simulate(12, payments=AFTER).payments)
-        produce_payments(bootstrap, self.topics.input, self.after, PARTITIONS)
-        self.new_id = input_topic_id("test", KafkaContext.from_environment(bootstrap), self.topics.input)
+        produce_payments(cluster, self.topics.input, self.after, PARTITIONS)
+        self.new_id = input_topic_id("test", cluster, self.topics.input)
         assert self.new_id != self.old_id
 
     def run(self, checkpoint: Path, *extra: str, expect: int) -> InferProcess:
-        job = InferProcess(self.bootstrap, self.topics, checkpoint, self.query, "--max-offsets-per-trigger", "120",
+        job = InferProcess(self.cluster, self.topics, checkpoint, self.query, "--max-offsets-per-trigger", "120",
                            *extra)  # fmt: skip
         assert job.wait() == expect, job.tail()
         return job
@@ -93,35 +93,33 @@ class Recreated:
 
 @pytest.mark.integration
 @pytest.mark.timeout(2400)  # three or four job processes one after another: slow on a loaded 2-core machine
-def test_a_recreated_input_topic_is_refused_in_one_line_with_the_fix(bootstrap: str, tmp_path: Path) -> None:
-    case = Recreated(bootstrap, tmp_path)
+def test_a_recreated_input_topic_is_refused_in_one_line_with_the_fix(cluster: KafkaContext, tmp_path: Path) -> None:
+    case = Recreated(cluster, tmp_path)
     job = case.run(tmp_path / "fresh", expect=1)  # before: exit 0, "records left out: committed before"
     refusal = job.log[-1]
     assert refusal.startswith("ikkai: error: ") and refusal.count("\n") == 1, job.tail()
     assert "deleted and recreated" in refusal and case.query in refusal and "partition" in refusal
     assert case.old_id in refusal and case.new_id in refusal
     assert f"--input-recreated {case.new_id}" in refusal and "fresh --checkpoint" in refusal
-    assert decisions_per_event(bootstrap, case.topics) == event_ids(case.before)  # nothing of the new topic
+    assert decisions_per_event(cluster, case.topics) == event_ids(case.before)  # nothing of the new topic
 
 
 @pytest.mark.integration
 @pytest.mark.timeout(2400)  # three or four job processes one after another: slow on a loaded 2-core machine
-def test_starting_over_on_a_recreated_input_decides_every_new_event_once(
-    bootstrap: str, cluster: KafkaContext, tmp_path: Path
-) -> None:
-    case = Recreated(bootstrap, tmp_path)
+def test_starting_over_on_a_recreated_input_decides_every_new_event_once(cluster: KafkaContext, tmp_path: Path) -> None:
+    case = Recreated(cluster, tmp_path)
     flag = ("--input-recreated", case.new_id)
     used = case.run(tmp_path / "first", *flag, expect=1)  # the old checkpoint would start the new topic mid-way
     assert "fresh --checkpoint" in used.log[-1], used.tail()
 
     case.run(tmp_path / "fresh", *flag, expect=0)
-    assert decisions_per_event(bootstrap, case.topics) == event_ids(case.before) + event_ids(case.after)
+    assert decisions_per_event(cluster, case.topics) == event_ids(case.before) + event_ids(case.after)
     markers = read_markers(cluster, "ikkai", case.query, topic=f"_ikkai.commits.ikkai.{case.query}")
     assert {m.source_topic_id for m in markers.values()} == {case.new_id}
 
     # The flag names one recreation: left on the command line, it changes nothing more.
     case.run(tmp_path / "fresh", *flag, expect=0)
-    assert decisions_per_event(bootstrap, case.topics) == event_ids(case.before) + event_ids(case.after)
+    assert decisions_per_event(cluster, case.topics) == event_ids(case.before) + event_ids(case.after)
 
 
 def sink(**changes: str) -> SinkConfig:

@@ -47,19 +47,19 @@ def batch(spark: Any, topic: str, start: int, count: int) -> Any:
 
 
 @pytest.fixture
-def topics(bootstrap: str) -> tuple[str, str]:
-    return create_topic(bootstrap, unique("test.out"), PARTITIONS), unique("_ikkai.commits.test")
+def topics(cluster: KafkaContext) -> tuple[str, str]:
+    return create_topic(cluster, unique("test.out"), PARTITIONS), unique("_ikkai.commits.test")
 
 
 def test_each_record_once_on_its_key_partition_in_order(
-    spark: Any, bootstrap: str, cluster: KafkaContext, topics: tuple[str, str]
+    spark: Any, cluster: KafkaContext, topics: tuple[str, str]
 ) -> None:
     out, commits = topics
-    writer = TransactionalBatchWriter(sink(bootstrap, out, "q", commits))
+    writer = TransactionalBatchWriter(sink(cluster.bootstrap_servers, out, "q", commits))
     writer.prepare(spark)
     writer(batch(spark, out, 0, 60), 0)
     writer(batch(spark, out, 60, 40), 1)
-    seen = by_partition(bootstrap, out)
+    seen = by_partition(cluster, out)
     assert sum(len(records) for records in seen.values()) == 100
     for partition, records in seen.items():
         assert all(kafka_partition(key, PARTITIONS) == partition for key, _ in records)
@@ -71,7 +71,7 @@ def test_each_record_once_on_its_key_partition_in_order(
 
 @pytest.mark.parametrize("mode", ["exactly-once", "at-least-once"])
 def test_a_headers_column_becomes_kafka_record_headers(
-    spark: Any, bootstrap: str, cluster: KafkaContext, topics: tuple[str, str], mode: str
+    spark: Any, cluster: KafkaContext, topics: tuple[str, str], mode: str
 ) -> None:
     """How a dead letter carries its reason where any consumer sees it without decoding the value."""
     out, commits = topics
@@ -82,42 +82,42 @@ def test_a_headers_column_becomes_kafka_record_headers(
         "topic string, key binary, value binary, timestamp long, seq long, headers map<string,string>, "
         "input_partition int, input_offset long",
     )
-    config = sink(bootstrap, out, "q", commits)
+    config = sink(cluster.bootstrap_servers, out, "q", commits)
     writer = TransactionalBatchWriter(config) if mode == "exactly-once" else AtLeastOnceBatchWriter(cluster)
     writer.prepare(spark)
     writer(frame, 0)
-    seen = headers_by_value(bootstrap, out, expect=2)
+    seen = headers_by_value(cluster.bootstrap_servers, out, expect=2)
     assert seen == {b"bad": {"ikkai.dlq.reason": b"not JSON", "ikkai.dlq.stage": b"enrich"}, b"good": {}}
 
 
-def test_a_rerun_batch_is_skipped(spark: Any, bootstrap: str, topics: tuple[str, str]) -> None:
+def test_a_rerun_batch_is_skipped(spark: Any, cluster: KafkaContext, topics: tuple[str, str]) -> None:
     out, commits = topics
-    writer = TransactionalBatchWriter(sink(bootstrap, out, "q", commits))
+    writer = TransactionalBatchWriter(sink(cluster.bootstrap_servers, out, "q", commits))
     writer.prepare(spark)
     writer(batch(spark, out, 0, 50), 0)
-    first = by_partition(bootstrap, out)
+    first = by_partition(cluster, out)
     writer(batch(spark, out, 0, 50), 0)  # a restart re-running batch 0
     writer(batch(spark, out, 0, 50), 0)
-    assert by_partition(bootstrap, out) == first
+    assert by_partition(cluster, out) == first
 
 
 def test_an_empty_batch_writes_nothing_and_the_next_one_goes_on(
-    spark: Any, bootstrap: str, topics: tuple[str, str]
+    spark: Any, cluster: KafkaContext, topics: tuple[str, str]
 ) -> None:
     out, commits = topics
-    writer = TransactionalBatchWriter(sink(bootstrap, out, "q", commits))
+    writer = TransactionalBatchWriter(sink(cluster.bootstrap_servers, out, "q", commits))
     writer(batch(spark, out, 0, 0), 0)  # Spark optimizes the empty batch's shuffle away: no write task runs
     writer(batch(spark, out, 0, 20), 1)
-    assert sum(len(records) for records in by_partition(bootstrap, out).values()) == 20
+    assert sum(len(records) for records in by_partition(cluster, out).values()) == 20
 
 
 def test_a_zombie_is_fenced_and_its_open_transaction_aborted(
-    spark: Any, bootstrap: str, topics: tuple[str, str]
+    spark: Any, cluster: KafkaContext, topics: tuple[str, str]
 ) -> None:
     out, commits = topics
-    config = sink(bootstrap, out, "q", commits)
+    config = sink(cluster.bootstrap_servers, out, "q", commits)
     TransactionalBatchWriter(config).prepare(spark)
-    zombie = transactional_producer(bootstrap, config.transactional_id(0))
+    zombie = transactional_producer(cluster, config.transactional_id(0))
     zombie.begin_transaction()
     zombie.produce(out, key=b"zombie", value=b"half-written", partition=0)
     zombie.flush(10)
@@ -125,36 +125,38 @@ def test_a_zombie_is_fenced_and_its_open_transaction_aborted(
     with pytest.raises(KafkaException) as caught:
         zombie.commit_transaction(10)
     assert classify(caught.value.args[0]) is ErrorKind.FATAL
-    seen = by_partition(bootstrap, out)
+    seen = by_partition(cluster, out)
     assert sum(len(records) for records in seen.values()) == 30
     assert all(key != b"zombie" for records in seen.values() for key, _ in records)
-    assert len(by_partition(bootstrap, out, "read_uncommitted")[0]) == len(seen[0]) + 1  # it was there, aborted
+    assert len(by_partition(cluster, out, "read_uncommitted")[0]) == len(seen[0]) + 1  # it was there, aborted
 
 
 def test_a_producer_fenced_between_batches_starts_anew(
-    spark: Any, bootstrap: str, cluster: KafkaContext, topics: tuple[str, str]
+    spark: Any, cluster: KafkaContext, topics: tuple[str, str]
 ) -> None:
     out, commits = topics
-    config = sink(bootstrap, out, "q", commits)
+    config = sink(cluster.bootstrap_servers, out, "q", commits)
     writer = TransactionalBatchWriter(config)
     writer(batch(spark, out, 0, 40), 0)  # the workers now keep a producer per partition
     for partition in range(PARTITIONS):  # another instance takes every transactional.id over, writes nothing
-        transactional_producer(bootstrap, config.transactional_id(partition)).close()
+        transactional_producer(cluster, config.transactional_id(partition)).close()
     writer(batch(spark, out, 40, 40), 1)
     writer(batch(spark, out, 40, 40), 1)  # and a re-run is still skipped
-    seen = by_partition(bootstrap, out)
+    seen = by_partition(cluster, out)
     assert sorted(int(v.decode().split("-")[1]) for records in seen.values() for _, v in records) == list(range(80))
     markers = read_markers(cluster, "test", "q", topic=commits)
     assert {p: m.batch_id for p, m in markers.items()} == {p: 1 for p in range(PARTITIONS)}
 
 
-def test_a_changed_partition_count_stops_the_job(spark: Any, bootstrap: str, topics: tuple[str, str]) -> None:
+def test_a_changed_partition_count_stops_the_job(spark: Any, cluster: KafkaContext, topics: tuple[str, str]) -> None:
     out, commits = topics
-    TransactionalBatchWriter(sink(bootstrap, out, "q", commits))(batch(spark, out, 0, 10), 0)
-    wider = create_topic(bootstrap, unique("test.out.wide"), PARTITIONS + 1)
+    TransactionalBatchWriter(sink(cluster.bootstrap_servers, out, "q", commits))(batch(spark, out, 0, 10), 0)
+    wider = create_topic(cluster, unique("test.out.wide"), PARTITIONS + 1)
     with pytest.raises(CommitMarkerError, match="has 4 partitions but the job writes 3"):
-        TransactionalBatchWriter(sink(bootstrap, wider, "q", commits)).prepare(spark)
-    moved = SinkConfig(**{**sink(bootstrap, wider, "q", commits).__dict__, "partitions": PARTITIONS + 1})
+        TransactionalBatchWriter(sink(cluster.bootstrap_servers, wider, "q", commits)).prepare(spark)
+    moved = SinkConfig(
+        **{**sink(cluster.bootstrap_servers, wider, "q", commits).__dict__, "partitions": PARTITIONS + 1}
+    )
     # The same query over the grown layout: refused with the new query that starts where this one stopped.
     with pytest.raises(CommitMarkerError, match=r"committed with 3 partitions, the topics now have 4") as grown:
         TransactionalBatchWriter(moved).prepare(spark)
@@ -185,10 +187,10 @@ def in_place(bootstrap: str, topic: str, query: str, commits: str) -> SinkConfig
 
 
 @pytest.fixture
-def placed_input(bootstrap: str) -> tuple[str, dict[int, list[bytes]]]:
+def placed_input(cluster: KafkaContext) -> tuple[str, dict[int, list[bytes]]]:
     """An input topic whose keys sit where a producer put them: pay-i on partition i % 3, not murmur2's choice."""
-    topic = create_topic(bootstrap, unique("test.in"), PARTITIONS)
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    topic = create_topic(cluster, unique("test.in"), PARTITIONS)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "enable.idempotence": True})
     placed: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
     for i in range(90):
         key = f"pay-{i}".encode()
@@ -211,7 +213,6 @@ def kafka_batch(spark: Any, input_topic: str, out: str, bootstrap: str) -> Any:
 
 def test_in_place_each_record_goes_to_its_input_partition_once(
     spark: Any,
-    bootstrap: str,
     cluster: KafkaContext,
     topics: tuple[str, str],
     placed_input: tuple[str, dict[int, list[bytes]]],
@@ -219,11 +220,11 @@ def test_in_place_each_record_goes_to_its_input_partition_once(
     out, commits = topics
     input_topic, placed = placed_input
     progress = io.StringIO()
-    writer = TransactionalBatchWriter(in_place(bootstrap, out, "q", commits), progress=progress)
+    writer = TransactionalBatchWriter(in_place(cluster.bootstrap_servers, out, "q", commits), progress=progress)
     writer.prepare(spark)
-    writer(kafka_batch(spark, input_topic, out, bootstrap), 0)
-    writer(kafka_batch(spark, input_topic, out, bootstrap), 0)  # a re-run of the batch is skipped
-    seen = by_partition(bootstrap, out)
+    writer(kafka_batch(spark, input_topic, out, cluster.bootstrap_servers), 0)
+    writer(kafka_batch(spark, input_topic, out, cluster.bootstrap_servers), 0)  # a re-run of the batch is skipped
+    seen = by_partition(cluster, out)
     assert {p: [key for key, _ in records] for p, records in seen.items()} == placed  # in input-offset order
     markers = read_markers(cluster, "test", "q", topic=commits)
     assert {p: m.batch_id for p, m in markers.items()} == {p: 0 for p in range(PARTITIONS)}
@@ -236,16 +237,18 @@ def test_in_place_each_record_goes_to_its_input_partition_once(
     assert f"(partitions {list(range(PARTITIONS))} already committed)" in lines[1]
 
 
-def test_in_place_refuses_a_task_holding_two_partitions(spark: Any, bootstrap: str, topics: tuple[str, str]) -> None:
+def test_in_place_refuses_a_task_holding_two_partitions(
+    spark: Any, cluster: KafkaContext, topics: tuple[str, str]
+) -> None:
     out, commits = topics
     rows = [(out, f"pay-{i}".encode(), b"v", None, i % 2, i) for i in range(10)]
     frame = spark.createDataFrame(
         rows, "topic string, key binary, value binary, timestamp long, input_partition int, input_offset long"
     ).coalesce(1)
-    writer = TransactionalBatchWriter(in_place(bootstrap, out, "q", commits))
+    writer = TransactionalBatchWriter(in_place(cluster.bootstrap_servers, out, "q", commits))
     with pytest.raises(Exception, match=r"one Spark task holds rows of input_partition \[0, 1\]"):
         writer(frame, 0)
-    assert sum(len(records) for records in by_partition(bootstrap, out).values()) == 0
+    assert sum(len(records) for records in by_partition(cluster, out).values()) == 0
 
 
 def test_speculation_on_is_refused() -> None:
