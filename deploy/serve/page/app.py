@@ -219,6 +219,7 @@ class Page:
                  "previous": link(shown.number - 1) if shown.number > 1 else None,
                  "next": link(shown.number + 1) if shown.number < shown.pages else None,
                  "size": PAGE_SIZE, "name": name, "state": state, "stale": table.stale,
+                 "unread": "*" in table.errors or UNBUNDLED in table.errors,  # Connect's listing was not read
                  "age": None if not table.at else max(0, round(time.monotonic() - table.at))}  # fmt: skip
         return self.render(request, "connectors.html", env=env, view="connectors", bundles=bundles, pager=pager)
 
