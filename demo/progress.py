@@ -16,6 +16,17 @@ BAR_WIDTH = 30
 PLAIN_INTERVAL_S = 10.0
 
 
+def stack_line(bootstrap_servers: str, connect_urls: list[str], spark_master: str | None = None, workers: int = 0,
+               spark_uis: tuple[str, ...] = ()) -> str:  # fmt: skip
+    """The line naming the demo's stack: Kafka, every Connect worker, and on a Spark cluster its master and the
+    web UIs of the master and of each worker (``spark_uis``, the master's first: a job's executors and their logs)."""
+    line = f"stack: Kafka {bootstrap_servers}, Connect {', '.join(connect_urls)}"
+    if not spark_master:
+        return line
+    uis = [f"master {url}" for url in spark_uis[:1]] + [f"worker {url}" for url in spark_uis[1:]]
+    return f"{line}, Spark {spark_master} ({workers} workers" + (f"; web UIs: {', '.join(uis)})" if uis else ")")
+
+
 @dataclass(frozen=True)
 class StageProgress:
     stage: str  # ingested, enriched, decided, delivered

@@ -338,5 +338,5 @@ def write_master_data(
     merchants, customers = generate_profiles(world, seed)
     return publish_profiles(
         cluster, merchants, customers, merchants_topic=merchants_topic or MERCHANTS_TOPIC,
-        customers_topic=customers_topic or CUSTOMERS_TOPIC,
+        customers_topic=customers_topic or CUSTOMERS_TOPIC, logger=KAFKA_LOG,
     )  # fmt: skip

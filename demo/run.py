@@ -48,7 +48,7 @@ from demo.follow import Look, stop_following
 from demo.lineup import CLUSTER_JOB_SETTINGS, Lineup, spark_defaults
 from demo.live_page import LivePage
 from demo.phases import PhaseClock
-from demo.progress import LineWriter, ProgressDisplay, StageProgress
+from demo.progress import LineWriter, ProgressDisplay, StageProgress, stack_line
 from demo.raw_input import demo_input
 from demo.replays import Replays
 from demo.report import build_report
@@ -284,10 +284,8 @@ class Demo:
         assert self.endpoints is not None
         self.clock.end("connect worker")
         self._stack_is_ready = True
-        connect = ", ".join(self.stack.connect_urls())
-        master = self.stack.spark_master_url()
-        self.say(f"stack: Kafka {self.endpoints.bootstrap_servers}, Connect {connect}"
-                 + (f", Spark {master} ({self.options.spark_workers} workers)" if master else ""))  # fmt: skip
+        self.say(stack_line(self.endpoints.bootstrap_servers, self.stack.connect_urls(), self.stack.spark_master_url(),
+                            self.options.spark_workers, tuple(self.stack.spark_ui_urls())))  # fmt: skip
 
     def _topics_and_master_data(self, stream: Any) -> None:
         from demo.raw_payments import write_master_data

@@ -25,6 +25,7 @@ simulated world derives its versions in ``demo.payments_simulation.generate_prof
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -95,8 +96,10 @@ def publish_profiles(
     customers_topic: str = CUSTOMERS_TOPIC,
     transactional_id: str = DEFAULT_TRANSACTIONAL_ID,
     create_topics: bool = True,
+    logger: logging.Logger | None = None,
 ) -> int:
-    """Publish profile versions in one Kafka transaction; returns how many records were written."""
+    """Publish profile versions in one Kafka transaction; returns how many records were written. ``logger``:
+    where librdkafka's lines go (default: its own, stderr)."""
     from confluent_kafka import Producer
 
     if create_topics:
@@ -104,7 +107,10 @@ def publish_profiles(
     codec = environment_codec()
     records = [(merchants_topic, *encode_profile(p, codec)) for p in merchants]
     records += [(customers_topic, *encode_profile(p, codec)) for p in customers]
-    producer = Producer(cluster.producer_config(**{"transactional.id": transactional_id, "linger.ms": 5}))
+    settings: dict[str, Any] = {"transactional.id": transactional_id, "linger.ms": 5}
+    if logger is not None:
+        settings["logger"] = logger
+    producer = Producer(cluster.producer_config(**settings))
     producer.init_transactions(60)
     producer.begin_transaction()
     try:

@@ -42,3 +42,32 @@ def test_a_demo_readers_librdkafka_lines_go_to_the_run_log_not_stderr(
     out, err = capfd.readouterr()
     assert "rdkafka" not in out + err and "127.0.0.1:9" not in out + err, err[-2000:]
     assert "127.0.0.1:9" in log.read_text()
+
+
+class _Refused(Exception):
+    pass
+
+
+def test_the_demos_master_data_producer_logs_to_the_run_log(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The transactional producer that publishes the demo's master data (a fresh broker answers its first
+    InitProducerId with 'Not coordinator' for a while) takes the run log's logger, as every other client of the
+    demo does: its GETPID warnings went to the demo's output. The config it is made with is checked (a fresh
+    broker's coordinator load cannot be made to happen on purpose); the logger's own path is the test above."""
+    from demo.payments_simulation import PaymentsWorld
+    from demo.raw_payments import write_master_data
+
+    made: list[dict[str, object]] = []
+
+    class Recording:
+        def __init__(self, config: dict[str, object]) -> None:
+            made.append(config)
+
+        def init_transactions(self, timeout: float) -> None:
+            raise _Refused  # nothing further is needed: the producer was made
+
+    monkeypatch.setattr("confluent_kafka.Producer", Recording)
+    monkeypatch.setattr("spark_jobs.enrich.master_data.ensure_master_topics", lambda *a, **k: None)
+    monkeypatch.setattr("demo.payments_simulation.generate_profiles", lambda world, seed: ([], []))
+    with pytest.raises(_Refused):
+        write_master_data(KafkaContext("127.0.0.1:9"), PaymentsWorld.__new__(PaymentsWorld), 7)
+    assert [c.get("logger") for c in made] == [client_logs.KAFKA_LOG]

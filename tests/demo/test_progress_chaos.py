@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 
 from demo.chaos import DECISIONS_FLOWING, KILL_INFER, RESTART_WORKER, ChaosPlan, describe, gate_before
-from demo.progress import ProgressDisplay, StageProgress, render_bars, render_line
+from demo.progress import ProgressDisplay, StageProgress, render_bars, render_line, stack_line
 
 
 def stages(decided: int, delivered: int, expected: int = 100, requests: int | None = 20) -> dict[str, StageProgress]:
@@ -83,3 +83,17 @@ def test_the_writer_waits_for_decisions_then_for_the_worker_restart() -> None:
         None, None, DECISIONS_FLOWING, DECISIONS_FLOWING, RESTART_WORKER, RESTART_WORKER,
     ]  # fmt: skip
     assert gate_before(0.9, chaos=False) == DECISIONS_FLOWING
+
+
+def test_the_stack_line_prints_the_spark_web_uis_of_a_cluster() -> None:
+    """On a Spark cluster the demo names the master's and each worker's web UI (executors, their logs), not only
+    the spark:// URL jobs are submitted to."""
+    uis = ("http://127.0.0.1:8080", "http://127.0.0.1:8081", "http://127.0.0.1:8082")
+    line = stack_line("127.0.0.1:9092", ["http://127.0.0.1:8083"], "spark://127.0.0.1:7077", 2, uis)
+    assert line == (
+        "stack: Kafka 127.0.0.1:9092, Connect http://127.0.0.1:8083, Spark spark://127.0.0.1:7077 (2 workers; "
+        "web UIs: master http://127.0.0.1:8080, worker http://127.0.0.1:8081, worker http://127.0.0.1:8082)"
+    )
+    assert stack_line("127.0.0.1:9092", ["http://a:1", "http://b:2"]) == (
+        "stack: Kafka 127.0.0.1:9092, Connect http://a:1, http://b:2"
+    )

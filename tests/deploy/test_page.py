@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from html import unescape as html_unescape
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote, urljoin, urlsplit
 
 import pytest
@@ -25,6 +26,7 @@ from deploy.serve.service import ControlPlane, ServeTLS, ServeTokens
 from deploy.serve.throttle import MAX_FAILURES, WINDOW_SECONDS, FailureThrottle
 from stack.stack_security import ensure_secrets
 from tests.deploy.serving import serve
+from tests.deploy.test_page_browser import chromium
 
 TOKEN = "page-token-Rt6Yu1Io9Pa4Sd7Fg2Hj5Kl8Zx3Cv0Bn"  # noqa: S105 - a test's token, over 128 bits
 DEV_ONLY = "dev-only-token-" + "y" * 16
@@ -295,3 +297,24 @@ def test_the_bundles_view_shows_each_bundles_error_when_connect_is_unreachable(u
         time.sleep(0.5)  # a reload's pace; the condition is polled
     row = text[text.index('data-bundle="payments-ingest"') :].split("</tr>")[0]
     assert 'class="state unknown"' in row and "http://127.0.0.1:9" in row and "unreachable" in row, row
+
+
+def test_the_connectors_view_counts_nothing_when_connect_was_not_read(url: str) -> None:
+    """With Connect unreachable the view said '0 connectors, page 1 of 1' above each bundle's error: a count of a
+    table it never read. It says that nothing was counted. Read in Chromium, as a person reads it (no stack:
+    nothing listens on the discard port)."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver: Any = chromium()
+    try:
+        driver.get(f"{url}/ui/env/dev/connectors")
+        driver.find_element(By.ID, "token").send_keys(TOKEN)
+        driver.find_element(By.ID, "log-in").click()
+        waiting = WebDriverWait(driver, 60, poll_frequency=0.5, ignored_exceptions=(StaleElementReferenceException,))
+        waiting.until(lambda d: "unreachable" in " ".join(e.text for e in d.find_elements(By.CSS_SELECTOR, ".failure")))
+        pager = driver.find_element(By.ID, "pager").text
+    finally:
+        driver.quit()
+    assert pager == "Connect was not read: no connector counted (each bundle below says why)", pager

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -35,6 +36,7 @@ from stack.kit.topic_io import transactional_producer
 from tests.deploy.serving import serve
 from tests.deploy.test_eos_health import marker, new_query, write_markers
 from tests.deploy.test_page import SHIPPED, TOKEN, logged_in
+from tests.deploy.test_page_browser import chromium
 
 ENV = "dev"
 
@@ -72,12 +74,18 @@ def rows(html: str) -> dict[tuple[str, str], dict[str, str]]:
     return parser.rows
 
 
-def served(tmp_path: Path, bootstrap: str) -> Iterator[str]:
-    """The page of a control plane whose environment ``dev`` names ``bootstrap`` as its Kafka cluster."""
+def served(tmp_path: Path, bootstrap: str, health_seconds: float | None = None) -> Iterator[str]:
+    """The page of a control plane whose environment ``dev`` names ``bootstrap`` as its Kafka cluster
+    (``health_seconds``: with its background sampler, as ``ikkai serve`` and the demo run it)."""
     shutil.copytree(SHIPPED / "payments-ingest", tmp_path / "payments-ingest")
     clusters = tmp_path / "clusters.yaml"
     clusters.write_text(yaml.safe_dump({ENV: {"connect_url": "local", "bootstrap_servers": bootstrap}}))
-    yield from serve(ControlPlane(TOKEN, tmp_path, connect_url="http://127.0.0.1:9", clusters=clusters))
+    plane = ControlPlane(TOKEN, tmp_path, connect_url="http://127.0.0.1:9", clusters=clusters,
+                         health_seconds=health_seconds)  # fmt: skip
+    try:
+        yield from serve(plane)
+    finally:
+        plane.stopping.set()  # its sampler, if any
 
 
 @pytest.fixture
@@ -217,6 +225,31 @@ def exported_for(url: str, labels: dict[str, str], metric: str) -> float | None:
     found = [s.value for f in text_string_to_metric_families(text) for s in f.samples
              if s.name == metric and s.labels == labels]  # fmt: skip
     return found[0] if found else None
+
+
+def test_the_view_says_in_a_browser_how_often_it_is_sampled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The help under the title names the sampling the view gets: every ``--health-interval`` in the background
+    (20 s by default, in ``ikkai serve`` and the demo's page), else on a view once the last sample is 5 s old. It
+    said "at most every 5 s" under both. Read in Chromium, as a person reads it (no stack: a fixed sample)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    monkeypatch.setattr("deploy.serve.page.environment_readers.HealthReader", SampleReader)
+    driver: Any = chromium()
+    said = {}
+    try:
+        for every in (20.0, None):
+            for url in served(tmp_path / str(every), "127.0.0.1:9", health_seconds=every):
+                driver.delete_all_cookies()
+                driver.get(f"{url}/ui/env/{ENV}/health")
+                driver.find_element(By.ID, "token").send_keys(TOKEN)
+                driver.find_element(By.ID, "log-in").click()
+                WebDriverWait(driver, 60).until(lambda d: d.find_elements(By.ID, "reconciliation-counts"))
+                said[every] = driver.find_element(By.CSS_SELECTOR, "main p.help").text
+    finally:
+        driver.quit()
+    assert " Sampled every 20 s by this server in the background, whether or not anyone looks, " in said[20.0], said
+    assert " Sampled by this server when a view asks and the last sample is 5 s old, " in said[None], said
 
 
 @pytest.mark.integration

@@ -43,7 +43,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from deploy import bundle_ops
 from deploy.eos_view.event_decisions import EVENTS_WINDOW
 from deploy.eos_view.flow import DEAD_LETTERS, STAGES, Sample, rates
-from deploy.eos_view.health import LOOKBACK, MAX_PARTITIONS, STUCK_SECONDS, Health
+from deploy.eos_view.health import LOOKBACK, MAX_PARTITIONS, SAMPLE_SECONDS, STUCK_SECONDS, Health
 from deploy.eos_view.latency import BUCKET_SECONDS, BUCKETS
 from deploy.eos_view.reconciliation import GRACE_SECONDS, RECEIPTS_WINDOW, REQUESTS_WINDOW
 from deploy.serve.audit import NOBODY, audit, fingerprint
@@ -219,6 +219,7 @@ class Page:
                  "previous": link(shown.number - 1) if shown.number > 1 else None,
                  "next": link(shown.number + 1) if shown.number < shown.pages else None,
                  "size": PAGE_SIZE, "name": name, "state": state, "stale": table.stale,
+                 "unread": "*" in table.errors or UNBUNDLED in table.errors,  # Connect's listing was not read
                  "age": None if not table.at else max(0, round(time.monotonic() - table.at))}  # fmt: skip
         return self.render(request, "connectors.html", env=env, view="connectors", bundles=bundles, pager=pager)
 
@@ -257,10 +258,13 @@ class Page:
 
     async def health_view(self, request: Request) -> Response:
         env = request.path_params["env"]
-        bounds = {"lookback": LOOKBACK, "max_partitions": MAX_PARTITIONS, "stuck_seconds": round(STUCK_SECONDS),
-                  "grace_seconds": round(GRACE_SECONDS), "requests_window": REQUESTS_WINDOW,
-                  "receipts_window": RECEIPTS_WINDOW, "events_window": EVENTS_WINDOW,
-                  "latency_minutes": BUCKETS * BUCKET_SECONDS // 60}  # fmt: skip
+        bounds: dict[str, Any] = {
+            "lookback": LOOKBACK, "max_partitions": MAX_PARTITIONS, "stuck_seconds": round(STUCK_SECONDS),
+            "grace_seconds": round(GRACE_SECONDS), "requests_window": REQUESTS_WINDOW,
+            "receipts_window": RECEIPTS_WINDOW, "events_window": EVENTS_WINDOW,
+            "latency_minutes": BUCKETS * BUCKET_SECONDS // 60,
+            "sampled_every": self.plane.health_seconds, "due_seconds": SAMPLE_SECONDS,  # None: no background sampler
+        }  # fmt: skip
         try:
             health = await run_in_threadpool(self.health_sample, env)
         except IkkaiError as exc:
