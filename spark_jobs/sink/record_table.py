@@ -66,7 +66,8 @@ def table_of(records: Sequence[Record]) -> pa.Table:
     import pyarrow as pa
 
     fields = list(zip(*records, strict=True)) if records else [()] * len(RECORD_COLUMNS)
-    headers = [None if h is None else list(h.items() if isinstance(h, Mapping) else h) for h in fields[HEADERS]]
+    headers = [None if h is None else [tuple(p) for p in (h.items() if isinstance(h, Mapping) else h)]
+               for h in fields[HEADERS]]  # fmt: skip
     arrays = [*fields[:HEADERS], headers, *fields[HEADERS + 1 :]]
     schema = record_schema()
     return pa.Table.from_arrays([pa.array(a, f.type) for a, f in zip(arrays, schema, strict=True)], schema=schema)
