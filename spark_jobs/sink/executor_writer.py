@@ -20,10 +20,11 @@ implementation, and p's producer lives as long as the executor does.
 - Only its user reaches it: the socket is 0600 in a 0700 folder (``executor_writer_client``), and
   a peer of another uid is hung up on before anything is read (``SO_PEERCRED``).
 
-The framing (``read_frame``/``send_frame``) is a length and a pickle: a request is a header frame
-(the ``SinkConfig`` Spark already pickles into every task, the batch, the partition, how many frames
-follow) and its records in frames of at most ``size_bounds.frame_bytes`` (one transaction's bound),
-so no frame grows with the batch; the answers carry the sink's own errors, which pickle as their
+The framing is a length and its bytes (``read_bytes``/``send_bytes``): a request is a pickled header
+frame (``read_frame``/``send_frame``: the ``SinkConfig`` Spark already pickles into every task, the
+batch, the partition, how many frames follow) and its records as Arrow IPC frames of at most
+``size_bounds.frame_bytes`` (one transaction's bound; ``record_table``), so no frame grows with the
+batch and no record is pickled; the answers carry the sink's own errors, which pickle as their
 class and fields, so the task fails with the same error as on the worker path.
 """
 
@@ -49,6 +50,7 @@ from spark_jobs.sink.config import SinkConfig
 from spark_jobs.sink.partition_transactions import PartitionResult, write_partition
 from spark_jobs.sink.producer_pool import ProducerPool
 from spark_jobs.sink.record import Record
+from spark_jobs.sink.record_table import read_frames, table_records, table_sizes
 from spark_jobs.sink.size_bounds import FRAME_SLACK_BYTES, frame_bytes
 
 MAX_PRODUCERS = 256  # per executor: every (query, partition) it serves
@@ -83,8 +85,8 @@ def _receive(conn: socket.socket, size: int, deadline: float) -> bytes:
     return b"".join(chunks)
 
 
-def read_frame(conn: socket.socket, max_bytes: int, deadline: float) -> Any:
-    """One frame, whole before ``deadline`` (``time.monotonic``), of ``max_bytes`` at most; TimeoutError if late."""
+def read_bytes(conn: socket.socket, max_bytes: int, deadline: float) -> bytes:
+    """One frame's bytes, whole before ``deadline`` (``time.monotonic``), at most ``max_bytes``; else TimeoutError."""
     (size,) = _HEADER.unpack(_receive(conn, _HEADER.size, deadline))
     if size > max_bytes:
         raise FramingError(
@@ -92,26 +94,35 @@ def read_frame(conn: socket.socket, max_bytes: int, deadline: float) -> Any:
             fix="the task and the executor writer are of different ikkai versions (the task cuts its batch into frames "
             "of the bound): stop the job, let its executors' writers exit with them, and start it again",
         )
+    return _receive(conn, size, deadline)
+
+
+def read_frame(conn: socket.socket, max_bytes: int, deadline: float) -> Any:
+    """One pickled frame (``read_bytes``), unpickled."""
     # Only a process of this user reaches the socket (0600 in a 0700 folder, SO_PEERCRED checked): the
     # bytes come from the sink's own tasks, which Spark already feeds pickles of the same objects.
-    return pickle.loads(_receive(conn, size, deadline))  # noqa: S301
+    return pickle.loads(read_bytes(conn, max_bytes, deadline))  # noqa: S301
+
+
+def send_bytes(conn: socket.socket, payload: bytes | memoryview, deadline: float) -> None:
+    conn.settimeout(max(deadline - time.monotonic(), 0.001))
+    conn.sendall(_HEADER.pack(len(payload)))
+    conn.sendall(payload)
 
 
 def send_frame(conn: socket.socket, content: Any, deadline: float) -> None:
-    payload = pickle.dumps(content, protocol=pickle.HIGHEST_PROTOCOL)
-    conn.settimeout(max(deadline - time.monotonic(), 0.001))
-    conn.sendall(_HEADER.pack(len(payload)) + payload)
+    send_bytes(conn, pickle.dumps(content, protocol=pickle.HIGHEST_PROTOCOL), deadline)
 
 
-def read_request(conn: socket.socket, deadline: float) -> tuple[SinkConfig, int, int, list[Record]]:
-    """A task's request: its header frame, then its records in frames of at most the config's ``frame_bytes``."""
+def read_request(conn: socket.socket, deadline: float) -> tuple[SinkConfig, int, int, list[Record], list[int]]:
+    """A task's request: its header frame, then its records as Arrow IPC frames of at most the config's
+    ``frame_bytes`` (``record_table.ipc_frames``); the records as tuples, and their sizes (``record_bytes``)."""
     config, batch_id, partition, frames = read_frame(conn, MAX_HEADER_BYTES, deadline)
     if not isinstance(config, SinkConfig):
         raise TypeError(f"a request for {type(config).__name__}, not a SinkConfig")
-    records: list[Record] = []
-    for _ in range(frames):
-        records += read_frame(conn, frame_bytes(config) + FRAME_SLACK_BYTES, deadline)
-    return config, batch_id, partition, records
+    bound = frame_bytes(config) + FRAME_SLACK_BYTES
+    table = read_frames([read_bytes(conn, bound, deadline) for _ in range(frames)])
+    return config, batch_id, partition, table_records(table), table_sizes(table).tolist()
 
 
 def peer_credentials(conn: socket.socket) -> tuple[int, int]:
@@ -186,21 +197,23 @@ class _Request(socketserver.BaseRequestHandler):
         with self.server.serving():
             deadline = time.monotonic() + REQUEST_DEADLINE_S
             try:
-                config, batch_id, partition, records = read_request(conn, deadline)
+                config, batch_id, partition, records, sizes = read_request(conn, deadline)
             except FramingError as exc:  # a frame over the bound: said to the task, which raises it
                 sys.stderr.write(f"ikkai executor writer: a request refused: {exc}\n")
                 with contextlib.suppress(OSError):
                     send_frame(conn, ("error", exc), deadline)
                 return
-            except (OSError, pickle.UnpicklingError, ValueError, TypeError) as exc:
+            except (OSError, pickle.UnpicklingError, ValueError, TypeError) as exc:  # ArrowInvalid is a ValueError
                 sys.stderr.write(f"ikkai executor writer: a request broke off: {exc}\n")
                 return
-            answer = self.write(config, batch_id, partition, records)
+            answer = self.write(config, batch_id, partition, records, sizes)
         self.server.evict()
         with contextlib.suppress(OSError):  # the task is gone (killed, failed): its retry reads the marker
             send_frame(conn, answer, time.monotonic() + REQUEST_DEADLINE_S)
 
-    def write(self, config: SinkConfig, batch_id: int, partition: int, records: Any) -> tuple[str, object]:
+    def write(
+        self, config: SinkConfig, batch_id: int, partition: int, records: list[Record], sizes: list[int]
+    ) -> tuple[str, object]:
         txn_id = config.transactional_id(partition)
         lock = self.server.lock_for((config.cluster.bootstrap_servers, txn_id))
         if not lock.acquire(blocking=False):
@@ -209,7 +222,7 @@ class _Request(socketserver.BaseRequestHandler):
             sys.stderr.flush()
             lock.acquire()
         try:
-            result: PartitionResult = write_partition(config, batch_id, partition, records, self.server.pool)
+            result: PartitionResult = write_partition(config, batch_id, partition, records, self.server.pool, sizes)
             return "result", result
         except Exception as exc:  # noqa: BLE001  # every failure goes back to the task, which raises it
             traceback.print_exc(file=sys.stderr)

@@ -32,20 +32,28 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ikkai.errors import IkkaiError
 from ikkai.private_folders import private_temp_folder
 from spark_jobs.sink.config import SinkConfig
-from spark_jobs.sink.executor_writer import READY, FramingError, peer_credentials, read_frame, send_frame, started_at
+from spark_jobs.sink.executor_writer import (
+    READY,
+    FramingError,
+    peer_credentials,
+    read_frame,
+    send_bytes,
+    send_frame,
+    started_at,
+)
 from spark_jobs.sink.partition_transactions import PartitionResult, combined_result
 from spark_jobs.sink.record import Record
-from spark_jobs.sink.size_bounds import (
-    frame_bytes,
-    record_bytes,
-    request_frames,
-    set_aside_too_large,
-    transaction_chunks,
-)
+from spark_jobs.sink.record_table import fits, ipc_frames, table_of, table_records, table_sizes
+from spark_jobs.sink.size_bounds import frame_bytes, set_aside_too_large, transaction_starts
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow as pa  # type: ignore[import-untyped]
 
 START_DEADLINE_S = 30.0  # a new writer imports the sink and listens within this
 CONNECT_DEADLINE_S = 10.0
@@ -92,50 +100,71 @@ def socket_path(app: str, executor: int | None = None) -> Path:
     return writers_folder() / f"{pid}.{started_at(pid)}-{digest}.sock"
 
 
-def answer_deadline_s(config: SinkConfig, records: Sequence[Record]) -> float:
-    """How long a request may take: its transactions' bound, twice (an earlier attempt may hold the lock first).
+def answer_deadline_s(config: SinkConfig, size: int) -> float:
+    """How long a request of ``size`` bytes (``record_bytes``) may take: its transactions' bound, twice (an earlier
+    attempt may hold the lock first).
 
     One more transaction than its bytes need: a record the broker refuses as too large makes the writer
     abort and write the transaction again with it set aside (``partition_transactions.write_partition``).
     """
-    transactions = 2 + sum(record_bytes(r) for r in records) // config.max_transaction_bytes
+    transactions = 2 + size // config.max_transaction_bytes
     return 2 * (transactions * config.transaction_timeout_ms / 1000 + config.retry_deadline_s)
 
 
 def write_through_executor(
-    config: SinkConfig, batch_id: int, partition: int, records: Sequence[Record], executor: int | None = None
+    config: SinkConfig,
+    batch_id: int,
+    partition: int,
+    records: Sequence[Record] | pa.Table,
+    executor: int | None = None,
 ) -> PartitionResult:
     """``write_partition`` done by the executor's writer; raises what it raised, or ``ExecutorWriterError``.
 
-    The batch travels bounded: records too large for their topics are dead letters first, then one
-    request per transaction (``transaction_chunks``), each in frames of at most ``frame_bytes``.
+    ``records``: tuples, or their table (``record_table``: what a write task has). The batch travels
+    bounded and as Arrow, never pickled record by record: records too large for their topics are dead
+    letters first, then one request per transaction (``transaction_starts``), each in Arrow IPC frames
+    of at most ``frame_bytes`` (``ipc_frames``). Sizes, limits and cuts are computed on the columns.
     """
-    chunks = transaction_chunks(set_aside_too_large(config, records), config.max_transaction_bytes)
-    results = [_request(config, batch_id, partition, chunk, executor) for chunk in chunks]
+    import pyarrow as pa
+
+    table = records if isinstance(records, pa.Table) else table_of(records)
+    if not len(table):  # nothing to vouch for: no request, as write_partition writes nothing
+        return PartitionResult(partition, batch_id, 0, skipped=False)
+    sizes = table_sizes(table)
+    if not fits(config, table, sizes):  # rare: a record's dead letter, made as the writer makes it, from the tuples
+        table = table_of(set_aside_too_large(config, table_records(table), sizes=sizes.tolist()))
+        sizes = table_sizes(table)
+    origins = table.column("source_partition").to_numpy(), table.column("source_offset").to_numpy()
+    starts = transaction_starts(*origins, sizes, config.max_transaction_bytes)
+    results = [
+        _request(config, batch_id, partition, table.slice(start, stop - start), sizes[start:stop], executor)
+        for start, stop in zip(starts, [*starts[1:], len(table)], strict=True)
+    ]
     return combined_result(partition, batch_id, results)
 
 
 def _request(
-    config: SinkConfig, batch_id: int, partition: int, records: Sequence[Record], executor: int | None
+    config: SinkConfig, batch_id: int, partition: int, table: pa.Table, sizes: np.ndarray, executor: int | None
 ) -> PartitionResult:
     path = socket_path(config.app, executor)
     conn, writer_pid, inode = _connect_or_start(path, executor or executor_pid())
-    deadline = time.monotonic() + answer_deadline_s(config, records)
-    frames = request_frames(records, frame_bytes(config))
+    bound_s = answer_deadline_s(config, int(sizes.sum()))
+    deadline = time.monotonic() + bound_s
+    frames = ipc_frames(table, sizes, frame_bytes(config))
     with conn:
         try:
             try:
                 send_frame(conn, (config, batch_id, partition, len(frames)), deadline)
                 for frame in frames:
-                    send_frame(conn, list(frame), deadline)
+                    send_bytes(conn, memoryview(frame), deadline)
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the writer refused the request before reading all of it: its answer says why
             kind, answer = read_frame(conn, MAX_ANSWER_BYTES, deadline)
         except TimeoutError:
             _kill(path, writer_pid, inode)
             raise ExecutorWriterError(
-                path, writer_pid, f"no answer for batch {batch_id}, partition {partition} within "
-                f"{answer_deadline_s(config, records):.0f} s; killed it",
+                path, writer_pid, f"no answer for batch {batch_id}, partition {partition} within {bound_s:.0f} s; "
+                "killed it",
             ) from None  # fmt: skip
         except (OSError, FramingError) as exc:
             raise ExecutorWriterError(

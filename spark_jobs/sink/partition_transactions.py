@@ -153,11 +153,17 @@ class RefusedAsTooLarge(Exception):
 
 
 def write_partition(
-    config: SinkConfig, batch_id: int, partition: int, records: Sequence[Record], pool: ProducerPool | None = None
+    config: SinkConfig,
+    batch_id: int,
+    partition: int,
+    records: Sequence[Record],
+    pool: ProducerPool | None = None,
+    sizes: Sequence[int] | None = None,
 ) -> PartitionResult:
     """(query, batch_id, partition)'s ``records``, in their final order, as one or more transactions.
 
     With the producers of ``pool``: the executor writer's own, or by default this process's (``process_pool``).
+    ``sizes``: ``record_sizes(records)`` when the caller has them (the executor writer's, from Arrow).
 
     No size stops the write: a record too large for its topic is set aside as a dead letter first
     (``set_aside_too_large``), and a batch of more than ``max_transaction_bytes`` is written as
@@ -176,7 +182,8 @@ def write_partition(
     refused: frozenset[Origin] = frozenset()
     results: list[PartitionResult] = []
     rounds = 0  # with new limits read
-    sizes = record_sizes(records)  # the one size pass: the limits and the cuts read the same sizes
+    if sizes is None:
+        sizes = record_sizes(records)  # the one size pass: the limits and the cuts read the same sizes
     while True:
         earlier = sum(r.records for r in results)  # committed by earlier rounds: this one finds them committed
         first = len(results)

@@ -41,9 +41,11 @@ from spark_jobs.sink.dead_letters import (
     too_large_letter,
     too_large_reason,
 )
-from spark_jobs.sink.record import TOPIC, Origin, Record, origin
+from spark_jobs.sink.record import SOURCE_OFFSET, SOURCE_PARTITION, TOPIC, Origin, Record, origin
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from ikkai.contract.codec import RecordCodec
 
 
@@ -219,11 +221,39 @@ def transaction_chunks(
     cut: one transaction, refused when it is over ``max_bytes`` (the batch's order is the sink's
     ``order_by``). The outputs of one input record are never split; one input record larger than
     ``max_bytes`` is a transaction of its own. ``sizes``: ``record_sizes(records)`` when the caller has them.
+    The cut itself is ``transaction_starts``, on arrays (the executor writer's Arrow records take it as they are).
     """
-    if sizes is None:
-        sizes = record_sizes(records)
-    if not _cuttable(records):
-        size = sum(sizes)
+    import numpy as np
+
+    if not records:
+        return [records]
+    count = len(records)
+    starts = transaction_starts(
+        np.fromiter((r[SOURCE_PARTITION] for r in records), np.int64, count),
+        np.fromiter((r[SOURCE_OFFSET] for r in records), np.int64, count),
+        np.fromiter(record_sizes(records) if sizes is None else sizes, np.int64, count),
+        max_bytes,
+    )
+    if starts == [0]:
+        return [records]
+    return [records[start:stop] for start, stop in zip(starts, [*starts[1:], count], strict=True)]
+
+
+def transaction_starts(partitions: np.ndarray, offsets: np.ndarray, sizes: np.ndarray, max_bytes: int) -> list[int]:
+    """Where each transaction of ``transaction_chunks`` starts, by position: the records given as arrays.
+
+    ``partitions``, ``offsets``: each record's input record (source partition, source offset);
+    ``sizes``: its ``record_bytes``. Vectorized: no Python object per record.
+    """
+    import numpy as np
+
+    if not len(sizes):
+        return [0]
+    changed = np.ones(len(sizes), dtype=bool)  # where a record names another input record than the one before it
+    changed[1:] = (partitions[1:] != partitions[:-1]) | (offsets[1:] != offsets[:-1])
+    firsts = np.flatnonzero(changed)  # each input record's first output
+    if not _cuttable(partitions[firsts], offsets[firsts]):
+        size = int(sizes.sum())
         if size > max_bytes:
             raise ConfigError(
                 "sink", "order_by", f"a batch of {size:,} bytes, over the {max_bytes:,} bytes of one transaction, is "
@@ -231,36 +261,38 @@ def transaction_chunks(
                 fix="order the sink's rows by input partition and input offset first (order_by starting with the "
                 "source columns), as the jobs do",
             )  # fmt: skip
-        return [records]
-    inputs: list[list[int]] = []  # per input record, in order: [its first index, its outputs' bytes]
-    for i, record in enumerate(records):
-        if i == 0 or origin(record) != origin(records[i - 1]):
-            inputs.append([i, 0])
-        inputs[-1][1] += sizes[i]
-    chunks: list[Sequence[Record]] = []
-    start, size = 0, 0
-    for first, bytes_ in inputs:
-        if first > start and size + bytes_ > max_bytes:
-            chunks.append(records[start:first])
-            start, size = first, 0
-        size += bytes_
-    chunks.append(records[start:])
-    return chunks
+        return [0]
+    per_input = np.add.reduceat(sizes, firsts)
+    return [int(firsts[i]) for i in packed_starts(per_input, max_bytes)]
 
 
-def _cuttable(records: Sequence[Record]) -> bool:
-    """Per source partition, offsets only grow, and the outputs of one input record are adjacent."""
-    last: dict[int, int] = {}
-    previous: Origin | None = None
-    for record in records:
-        input_record = origin(record)
-        if input_record != previous:
-            partition, offset = input_record
-            if offset <= last.get(partition, -1):
-                return False
-            last[partition] = offset
-            previous = input_record
-    return True
+def _cuttable(partitions: np.ndarray, offsets: np.ndarray) -> bool:
+    """Per source partition, the input records' offsets (in their order) only grow: the outputs of one input record
+    are then adjacent too (``partitions``, ``offsets``: each input record's first output, in order)."""
+    import numpy as np
+
+    order = np.argsort(partitions, kind="stable")  # each partition's input records, in the batch's order
+    partitions, offsets = partitions[order], offsets[order]
+    same = partitions[1:] == partitions[:-1]
+    return bool((offsets >= 0).all() and (offsets[1:][same] > offsets[:-1][same]).all())
+
+
+def packed_starts(sizes: np.ndarray, max_bytes: int) -> list[int]:
+    """Where each piece starts when items of ``sizes``, in order, are packed into pieces of at most ``max_bytes``.
+
+    Greedy: a piece takes items while they fit, and one item at least (an item over ``max_bytes`` is a piece of its
+    own). Vectorized: one search per piece, not a step per item.
+    """
+    import numpy as np
+
+    ends = np.cumsum(sizes, dtype=np.int64)
+    starts: list[int] = []
+    start = 0
+    while start < len(ends):
+        starts.append(start)
+        before = int(ends[start - 1]) if start else 0
+        start = max(int(np.searchsorted(ends, before + max_bytes, side="right")), start + 1)
+    return starts
 
 
 def frame_bytes(config: SizedSink) -> int:
@@ -270,14 +302,9 @@ def frame_bytes(config: SizedSink) -> int:
 
 def request_frames(records: Sequence[Record], max_bytes: int) -> list[Sequence[Record]]:
     """``records`` cut into frames of at most ``max_bytes`` (``record_bytes``), anywhere between records. Pure."""
-    frames: list[Sequence[Record]] = []
-    start, size = 0, 0
-    for i, record in enumerate(records):
-        bytes_ = record_bytes(record)
-        if i > start and size + bytes_ > max_bytes:
-            frames.append(records[start:i])
-            start, size = i, 0
-        size += bytes_
-    if start < len(records):
-        frames.append(records[start:])
-    return frames
+    import numpy as np
+
+    if not records:
+        return []
+    starts = packed_starts(np.fromiter(record_sizes(records), np.int64, len(records)), max_bytes)
+    return [records[start:stop] for start, stop in zip(starts, [*starts[1:], len(records)], strict=True)]

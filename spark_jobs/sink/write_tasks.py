@@ -2,11 +2,12 @@
 
 A write task holds every row of one Kafka partition of the batch: routed (``write_batches``, after
 ``route_batches``, Spark's repartition and sort) or in place (``write_in_place``, in the stage that
-computed them, with the ``RowTransform`` that computes them). It turns the rows into records
-(``spark_jobs.sink.record``) and writes them as one partition's transactions: with its Python
-worker's producers (``partition_transactions.write_partition``) or through the executor's writer
-(``executor_writer_client``), as ``SinkConfig.transactional_writer`` says. Each task yields one row,
-its ``PartitionResult`` (``RESULT_SCHEMA``), which the driver gathers (``collect_results``).
+computed them, with the ``RowTransform`` that computes them). It turns the rows into the sink's
+records, as one Arrow table (``record_table``), and writes them as one partition's transactions:
+through the executor's writer, to which the table goes as Arrow (``executor_writer_client``), or
+with its Python worker's producers, record by record (``partition_transactions.write_partition``),
+as ``SinkConfig.transactional_writer`` says. Each task yields one row, its ``PartitionResult``
+(``RESULT_SCHEMA``), which the driver gathers (``collect_results``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from spark_jobs.sink.commit_markers import CommitMarkerError
 from spark_jobs.sink.config import SinkConfig
 from spark_jobs.sink.executor_writer_client import write_through_executor
 from spark_jobs.sink.partition_transactions import PartitionResult, write_partition
-from spark_jobs.sink.record import Record
+from spark_jobs.sink.record_table import record_table, table_records
 
 if TYPE_CHECKING:
     import pyarrow as pa  # type: ignore[import-untyped]
@@ -77,50 +78,35 @@ def route_batches(batches: Iterator[pa.RecordBatch], routes: tuple[int, ...]) ->
         yield chunk.append_column(ROUTE_COLUMN, table.take(pa.array(partitions)))
 
 
-def _records(chunks: list[pa.RecordBatch] | list[pa.Table], config: SinkConfig) -> list[Record]:
-    source_partition, source_offset = config.source_columns
-    records: list[Record] = []
-    for chunk in chunks:
-        if chunk.column(source_partition).null_count or chunk.column(source_offset).null_count:
-            raise ConfigError(
-                "sink", f"{source_partition}/{source_offset}", "a row does not name its input record",
-                fix="every output row carries the partition and offset of the input record it came from",
-            )  # fmt: skip
-        records += zip(
-            chunk.column("topic").to_pylist(),
-            chunk.column("key").to_pylist(),
-            chunk.column("value").to_pylist(),
-            chunk.column("timestamp").to_pylist(),
-            chunk.column(HEADERS_COLUMN).to_pylist() if HEADERS_COLUMN in chunk.schema.names else [None] * len(chunk),
-            chunk.column(source_partition).to_pylist(),
-            chunk.column(source_offset).to_pylist(),
-            strict=True,
-        )
-    return records
-
-
-def _write_partition(config: SinkConfig, batch_id: int, partition: int, records: list[Record]) -> PartitionResult:
-    """``write_partition`` with this worker's producers, or by the executor's writer (``transactional_writer``)."""
+def _write_partition(config: SinkConfig, batch_id: int, partition: int, rows: pa.Table) -> PartitionResult:
+    """``rows`` (the sink's columns, in their final order) written as partition ``partition``'s transactions: by the
+    executor's writer, handed over as Arrow (``record_table``), or with this worker's producers
+    (``transactional_writer``)."""
+    table = record_table(rows, HEADERS_COLUMN, config.source_columns)
     if config.transactional_writer == "executor":
-        return write_through_executor(config, batch_id, partition, records)
-    return write_partition(config, batch_id, partition, records)
+        return write_through_executor(config, batch_id, partition, table)
+    return write_partition(config, batch_id, partition, table_records(table))
 
 
 def write_batches(
     batches: Iterator[pa.RecordBatch], config: SinkConfig, batch_id: int, routes: tuple[int, ...]
 ) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` after the repartition and sort: Spark partition p, written as one transaction."""
+    import pyarrow as pa
     import pyarrow.compute as pc  # type: ignore[import-untyped]
     from pyspark import TaskContext
 
     context = TaskContext.get()
     partition = context.partitionId() if context is not None else -1
-    chunks = list(batches)
+    chunks = [chunk for chunk in batches if len(chunk)]
     if not 0 <= partition < config.partitions or any(
-        not pc.all(pc.equal(chunk.column(ROUTE_COLUMN), routes[partition])).as_py() for chunk in chunks if len(chunk)
+        not pc.all(pc.equal(chunk.column(ROUTE_COLUMN), routes[partition])).as_py() for chunk in chunks
     ):
         raise CommitMarkerError(config.commits_topic, "Spark changed the partition layout", fix="report this bug")
-    yield _result_batch(_write_partition(config, batch_id, partition, _records(chunks, config)))
+    if not chunks:  # nothing to vouch for: no producer, no transaction
+        yield _result_batch(PartitionResult(partition, batch_id, 0, skipped=False))
+        return
+    yield _result_batch(_write_partition(config, batch_id, partition, pa.Table.from_batches(chunks)))
 
 
 def write_in_place(
@@ -158,7 +144,7 @@ def write_in_place(
     partition = int(named[0])
     table = table.sort_by([(name, "ascending") for name in config.order_by])
     outside = int((kafka_partitions(_keys(table), config.partitions) != partition).sum())
-    result = _write_partition(config, batch_id, partition, _records([table], config))
+    result = _write_partition(config, batch_id, partition, table)
     yield _result_batch(dataclasses.replace(result, outside_key_partition=outside))
 
 

@@ -98,6 +98,8 @@ def test_a_batch_whose_source_offsets_go_back_is_never_cut_and_refused_over_the_
     assert "input partition and input offset first" in str(refused.value)
     apart = [record(5), record(6, partition=1), record(5)]  # one input record's outputs not adjacent
     assert transaction_chunks(apart, 10 * record_bytes(apart[0])) == [apart]
+    with pytest.raises(ConfigError, match="order_by"):  # a cut between them would split that input record
+        transaction_chunks(apart, 1)
     two_inputs = [record(5), record(9), record(2, partition=1), record(3, partition=1)]
     assert len(transaction_chunks(two_inputs, 1)) == 4
 
