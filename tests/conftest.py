@@ -13,12 +13,18 @@ import sys
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
 
 from ikkai.contract.kafka import KafkaContext
 from ikkai.errors import IkkaiError
 from ikkai.settings import Endpoints, external_endpoints, jars_dir
 from stack.local_stack import LocalStack
 from stack.runtime import ExternalStack
+
+# Hypothesis's per-example deadline is a timed assertion: on a loaded 2-core machine a pure example can take
+# longer than 200 ms and fail a test that is right. Speed is the benchmarks' business, never a test's.
+settings.register_profile("ikkai", deadline=None)
+settings.load_profile("ikkai")
 
 _skipped_integration: list[str] = []
 
