@@ -57,6 +57,10 @@ class ServeTokens:
     def covers(environments: frozenset[str], env: str) -> bool:
         return EVERY in environments or env in environments
 
+    def reach(self, env: str) -> bool:
+        """Whether any token covers ``env``: an environment no token reaches is never read by the service."""
+        return any(self.covers(envs, env) for _, envs in self.scopes)
+
 
 def estimated_bits(token: str) -> float:
     """The token's length times the Shannon entropy of its characters (as often as each occurs): 0 for one

@@ -4,13 +4,19 @@ On the real stack, with the page and /metrics, it is test_page_health.py."""
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
+from pathlib import Path
 
 from deploy.eos_view.health import Health, HealthReader, HealthUnreadable, health_of
 from deploy.serve.metrics import Metrics
+from deploy.serve.page.app import Page
 from deploy.serve.page.health_sampler import HealthSampler
+from deploy.serve.service import ControlPlane
+from deploy.serve.tokens import ServeTokens
 from ikkai.contract.kafka import KafkaContext
+from tests.deploy.test_page import SHIPPED, TOKEN
 
 
 class Answering(HealthReader):
@@ -48,3 +54,15 @@ def test_every_environment_is_sampled_and_a_failure_is_a_problem_not_the_end() -
     stopping.set()
     thread.join(10)
     assert not thread.is_alive()
+
+
+def test_only_environments_a_token_covers_are_sampled(tmp_path: Path) -> None:
+    """The demo's page covers dev only; prod, which no token reaches and its clusters file does not name,
+    would fall back to whatever embedded stack the default home holds: it is never read."""
+    shutil.copytree(SHIPPED / "payments-ingest", tmp_path / "payments-ingest")  # values for dev and prod
+    dev_only = ServeTokens(((TOKEN, frozenset({"dev"})),))
+    page = Page(ControlPlane(dev_only, tmp_path, connect_url="http://127.0.0.1:9"))
+    assert set(page.environments()) == {"dev", "prod"}
+    assert page.sampled_environments() == ["dev"]
+    every = Page(ControlPlane(ServeTokens.single(TOKEN), tmp_path, connect_url="http://127.0.0.1:9"))
+    assert sorted(every.sampled_environments()) == ["dev", "prod"]

@@ -116,13 +116,19 @@ class Page:
         self.sessions = login.SessionStore()
         self.readers = EnvironmentReaders(plane)
         if plane.health_seconds is not None:
-            sampler = HealthSampler(self.readers.health, self.environments, plane.metrics, plane.health_seconds,
-                                    plane.stopping)  # fmt: skip
+            sampler = HealthSampler(self.readers.health, self.sampled_environments, plane.metrics,
+                                    plane.health_seconds, plane.stopping)  # fmt: skip
             sampler.start()
 
     def environments(self) -> dict[str, list[str]]:
         """Environment → its bundles, as the bundles folder holds them now."""
         return environments(self.plane.bundles_dir)
+
+    def sampled_environments(self) -> list[str]:
+        """The environments the health sampler reads: those some token covers. One that no token reaches has
+        no cluster of this service's to read (the demo's page covers only dev, and an uncovered prod would
+        fall back to whatever embedded stack the default home holds)."""
+        return [env for env in self.environments() if self.plane.tokens.reach(env)]
 
     def render(self, request: Request, name: str, status: int = 200, **context: Any) -> Response:
         envs = [e for e in self.environments() if login.covers(request.session, e)]
