@@ -24,10 +24,11 @@ and exits 1 (``main_entry``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -48,7 +49,7 @@ from spark_jobs.options import (
     stream_trigger,
 )
 from spark_jobs.sink.config import DEFAULT_TRANSACTION_TIMEOUT_MS, DEFAULT_TRANSACTIONAL_WRITER
-from spark_jobs.sink.query_start import AfterBatch, BatchWriter, SinkStart, prepare_sink
+from spark_jobs.sink.query_start import EXACTLY_ONCE, AfterBatch, BatchWriter, SinkStart, prepare_sink
 from spark_jobs.sink.transactional_sink import (
     PartitionResult,
     RowTransform,
@@ -93,15 +94,22 @@ class StreamingOptions:
     replay_requests: Path | None = None  # --replay-requests: a folder of replay requests (spark_jobs.replay_query)
     replay_of: str = ""  # a replay's: the live query whose recorded cut it reproduces (replay_options)
     transactions: bool = True  # False: the hidden --benchmark-without-transactions, NOT exactly-once (SinkConfig)
+    # The Spark Kafka source's settings for ``cluster``, computed once where it is resolved (``opened``); empty: from
+    # ``cluster`` when the source is built
+    source_options: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, given: JobOptions, cluster: KafkaContext, query: str, shadow: bool = False) -> StreamingOptions:
+    def of(
+        cls, given: JobOptions, cluster: KafkaContext, query: str, shadow: bool = False,
+        source_options: Mapping[str, str] | None = None,
+    ) -> StreamingOptions:  # fmt: skip
         """The options the template runs with: what the command line gave, the cluster resolved (the default
         checkpoint a folder under ``$IKKAI_HOME``)."""
         from ikkai.settings import ikkai_home
 
         return cls(
-            cluster=cluster, checkpoint=given.checkpoint or ikkai_home() / "checkpoints" / query,
+            cluster=cluster, source_options=dict(source_options or {}),
+            checkpoint=given.checkpoint or ikkai_home() / "checkpoints" / query,
             input_topic=given.input_topic, query=query, partitions=given.partitions, mode=given.mode,
             available_now=not given.continuous, trigger_interval=given.trigger_interval,
             max_offsets_per_trigger=given.max_offsets_per_trigger, transaction_timeout_ms=given.transaction_timeout_ms,
@@ -213,14 +221,27 @@ def kafka_cluster(job: str, given: str | None) -> KafkaContext:
     return cluster
 
 
+@dataclass(frozen=True)
+class MoreTopics:
+    """Topics a job creates under ``--create-topics`` besides its partitioned ones (enrich's master data)."""
+
+    names: tuple[str, ...]
+    partitions: int
+    config: Mapping[str, str]
+
+
 def opened(
-    job: str, given: JobOptions, query: str, output_topics: tuple[str, ...], shadow: bool = False
-) -> StreamingOptions:
-    """The run's first step, before Spark: the cluster resolved and checked, then ``--create-topics`` done."""
+    job: str, given: JobOptions, query: str, output_topics: tuple[str, ...], shadow: bool = False,
+    more_topics: MoreTopics | None = None,
+) -> StreamingOptions:  # fmt: skip
+    """The run's first step, before Spark: the cluster resolved and checked, ``--create-topics`` done, and the Spark
+    source's settings for the cluster computed: every use of the cluster's settings at the start, in one place."""
     cluster = kafka_cluster(job, given.bootstrap)
     if given.create_topics and given.partitions:  # JobOptions refuses --create-topics without --partitions
         kafka.ensure_topics(cluster, [given.input_topic, *output_topics], given.partitions)  # never auto-created
-    return StreamingOptions.of(given, cluster, query, shadow)
+        if more_topics is not None:
+            kafka.ensure_topics(cluster, more_topics.names, more_topics.partitions, config=dict(more_topics.config))
+    return StreamingOptions.of(given, cluster, query, shadow, cluster.spark_options())
 
 
 def topic_partitions(cluster: KafkaContext, topic: str) -> int | None:
@@ -248,12 +269,16 @@ def pinned_partitions(job: str, cluster: KafkaContext, given: int | None, layout
 
 
 def kafka_source(
-    spark: SparkSession, cluster: KafkaContext, topic: str, max_offsets_per_trigger: int | None
+    spark: SparkSession, cluster: KafkaContext | Mapping[str, str], topic: str, max_offsets_per_trigger: int | None
 ) -> DataFrame:
-    """The job's input from the start, committed records only (rule 3), failing loudly if records were lost."""
+    """The job's input from the start, committed records only (rule 3), failing loudly if records were lost.
+
+    ``cluster``: the cluster, or the Spark source's settings already computed for it (``StreamingOptions``).
+    """
+    settings = cluster.spark_options() if isinstance(cluster, KafkaContext) else cluster
     source = (
         spark.readStream.format("kafka")
-        .options(**cluster.spark_options())
+        .options(**settings)
         .option("subscribe", topic)
         .option("kafka.isolation.level", "read_committed")
         .option("startingOffsets", "earliest")
@@ -301,20 +326,25 @@ def sink_config(options: StreamingOptions, plan: BatchPlan, partitions: int, job
 
 
 def start_query(spark: SparkSession, options: StreamingOptions, job: StreamingJob) -> RunningQuery:
-    """The start sequence (module docstring): the job's plan wired to the source, the sink and the trigger."""
+    """The start sequence (module docstring): the job's plan wired to the source, the sink and the trigger.
+
+    The template's own steps first (the layout, the plan, the sink's settings, how it is attached); then each
+    floor below once: the Spark source, the sink's start (``prepare_sink``), the attached query.
+    """
     after_batch = crash_hook(options.query, options.crash_after_batch)
     partitions = pinned_partitions(job.name, options.cluster, options.partitions, job.layout_topic, options.input_topic)
     plan = job.plan(spark, options, partitions)
-    rows = plan.rows(kafka_source(spark, options.cluster, options.input_topic, options.max_offsets))
-    config = sink_config(options, plan, partitions, job.name)
-    trigger = stream_trigger(options.available_now, options.trigger_interval)
+    attach = sink_api(options, plan)
+    source = options.source_options or options.cluster  # the settings computed where the cluster was resolved
+    rows = plan.rows(kafka_source(spark, source, options.input_topic, options.max_offsets))
     stream = rows.writeStream.queryName(options.query).option("checkpointLocation", str(options.checkpoint))
     if plan.output_mode:
         stream = stream.outputMode(plan.output_mode)
+    config = sink_config(options, plan, partitions, job.name)
+    trigger = stream_trigger(options.available_now, options.trigger_interval)
     # The sink's side of the start, in one pass (sink.query_start): the input by id, a rebase, the writer prepared.
     writer = prepare_sink(spark, config, SinkStart(job.name, options.mode, options.checkpoint, after_batch,
                                                    plan.transform))  # fmt: skip
-    attach = sink_api(options, plan, writer)
     sys.stderr.write(f"{options.query}: the sink is attached as {attach} ({options.mode})\n")
     if not options.transactions:
         sys.stderr.write(f"{options.query}: Kafka transactions OFF (--benchmark-without-transactions): "
@@ -331,7 +361,7 @@ def start_query(spark: SparkSession, options: StreamingOptions, job: StreamingJo
     return RunningQuery(stream.foreachBatch(batch).trigger(**trigger).start(), lambda: batch.error)
 
 
-def sink_api(options: StreamingOptions, plan: BatchPlan, writer: BatchWriter) -> str:
+def sink_api(options: StreamingOptions, plan: BatchPlan, writer: BatchWriter | None = None) -> str:
     """How the sink is attached: ``foreachBatch`` unless ``--sink-api data-source`` asks for the data source writer.
 
     The data source writer serves exactly-once jobs written in place with the sink's transform. It is
@@ -339,8 +369,11 @@ def sink_api(options: StreamingOptions, plan: BatchPlan, writer: BatchWriter) ->
     p99 at low load (BENCHMARKS.md: its 1.7-1.9x was measured on a loaded machine, where the driver's
     work per batch waits for a core). On a cluster, Spark runs its driver side (the plan, ``commit``)
     with the executors' Python, which must then run on the driver's machine with ikkai's libraries.
+    Decided before the sink is prepared (``writer`` None: the mode says which writer it will be), so a refusal
+    claims nothing.
     """
-    serves = isinstance(writer, TransactionalBatchWriter) and plan.transform is not None and plan.partition_column
+    exactly_once = options.mode == EXACTLY_ONCE if writer is None else isinstance(writer, TransactionalBatchWriter)
+    serves = exactly_once and plan.transform is not None and plan.partition_column
     if options.sink_api == DATA_SOURCE and not serves:
         raise ConfigError(
             "the job's options", "--sink-api", "data-source serves exactly-once jobs whose rows are written in place "
@@ -387,13 +420,15 @@ def run_job(options: StreamingOptions, job: StreamingJob) -> None:
             return
         from spark_jobs.replay_query import ReplayRequests
 
-        def run_replay(request: ReplayRequest) -> None:
-            start_query(spark, replay_options(options, request), job.suffixed(request.suffix)).await_termination()
-
-        with ReplayRequests(options.replay_requests, options, run_replay):
+        with ReplayRequests(options.replay_requests, options, functools.partial(run_replay, spark, options, job)):
             live.await_termination()
     finally:
         spark.stop()
+
+
+def run_replay(spark: SparkSession, live: StreamingOptions, job: StreamingJob, request: ReplayRequest) -> None:
+    """One replay request, beside the live query in its session: its own query, until it drains."""
+    start_query(spark, replay_options(live, request), job.suffixed(request.suffix)).await_termination()
 
 
 def replay_options(live: StreamingOptions, request: ReplayRequest) -> StreamingOptions:

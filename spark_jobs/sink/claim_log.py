@@ -1,9 +1,10 @@
 """The claim log on Kafka: every start of a query claims its output topics before its first output record.
 
-``claim_outputs`` is the sink's start step (``TransactionalBatchWriter.prepare``):
+``claim_outputs`` is the sink's start step (``start_pass.start_writing``):
 
-1. Its own markers first (its own commits topic): a query that handed its output over, or that
-   would write other topics than its markers name, is refused before it claims anything.
+1. Its own markers first (its own commits topic, as the start read them): a query that handed its output
+   over, or that would write other topics than its markers name, is refused before it claims anything
+   (``grown_layout.refuse_by_own_markers``, among the start's checks before its first write).
 2. It appends one ``OwnerClaim`` (``ikkai.contract.owner_claims``) to ``_ikkai.owners`` in a
    transaction of ``transactional.id`` ``<app>.<query>.owner-claim``: ``init_transactions`` fences
    an older claimer of the same query (a zombie start) and ends the transaction it left open.
@@ -39,10 +40,12 @@ from ikkai.contract.codec import SchemaError, default_codec
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.owner_claims import CLAIM, HANDOVER, SHADOW, OwnerClaim, fold, format_offsets
 from ikkai.contract.topics import OWNERS
-from ikkai.errors import ConfigError, IkkaiError
-from spark_jobs.sink.commit_markers import CommitMarker, handed_over, read_markers
+from ikkai.errors import ConfigError
+from spark_jobs.sink.commit_markers import CommitMarker
 from spark_jobs.sink.commit_pause import PAUSE_BOUND_S
 from spark_jobs.sink.config import OPERATOR_GUIDE, SinkConfig
+from spark_jobs.sink.grown_layout import OwnerClaimError
+from spark_jobs.sink.grown_layout import refuse_by_own_markers as refuse_by_own_markers  # the check before a claim
 from spark_jobs.sink.kafka_errors import TransactionError, call_with_retries
 
 # Never compacted (a compacted topic keeps the last record of a key, not the first, and could change the winner),
@@ -54,29 +57,19 @@ CLAIM_DEADLINE_S = 90.0  # covers that timeout and the coordinator's check for t
 CLAIMS_GUIDE = f"{OPERATOR_GUIDE}: concurrent starts"
 
 
-class OwnerClaimError(IkkaiError):
-    """A start whose claim is void, or a claim log that cannot decide (unreadable, or configured to lose claims)."""
-
-    def __init__(self, topic: str, problem: str, fix: str) -> None:
-        super().__init__(f"{topic}: {problem}", fix=fix)
-        self.topic = topic
-
-
 def claim_transactional_id(app: str, query: str) -> str:
     """``<app>.<query>.owner-claim``: never a partition writer's ``<app>.<query>.<p>`` (those end in digits)."""
     return f"{app}.{query}.owner-claim"
 
 
 def claim_outputs(
-    config: SinkConfig, own: Mapping[int, CommitMarker] | None = None, deadline_s: float = CLAIM_DEADLINE_S
+    config: SinkConfig, own: Mapping[int, CommitMarker], deadline_s: float = CLAIM_DEADLINE_S
 ) -> SinkConfig:
     """Claim the query's outputs (module docstring); the config its writers run with: the recorded start.
 
-    ``own``: the query's markers if the caller has read them already.
+    ``own``: the query's markers, as the start read them and checked them (``grown_layout.refuse_unfit_markers``:
+    what they forbid is refused before the claim).
     """
-    if own is None:
-        own = read_markers(config.cluster, config.app, config.query, topic=config.commits_topic)
-    refuse_by_own_markers(config, own)
     ensure_owners_topic(config.cluster)
     claim = OwnerClaim(
         config.app, config.query, SHADOW if config.shadow else HANDOVER if config.after_query else CLAIM,
@@ -117,20 +110,6 @@ def recorded_start(
         offsets = {}
     input_recreated = accepted if accepted == config.source_topic_id else config.input_recreated
     return dataclasses.replace(config, after_query=after, start_offsets=offsets, input_recreated=input_recreated)
-
-
-def refuse_by_own_markers(config: SinkConfig, own: Mapping[int, CommitMarker]) -> None:
-    """What the query's own markers forbid before it claims: writing again after a handover, other topics."""
-    for marker in own.values():
-        if marker.handed_over_to:
-            raise OwnerClaimError(*handed_over(config.commits_topic, config.query, marker.handed_over_to))
-        if marker.output_topics and set(marker.output_topics) != set(config.output_topics):
-            raise OwnerClaimError(
-                config.commits_topic, f"query {config.query} committed output to {', '.join(marker.output_topics)}, "
-                f"now it writes {', '.join(config.output_topics)}: its markers would leave those events out of the "
-                "new topics",
-                fix="keep this query's output topics; other topics are another query's (a candidate model: --shadow)",
-            )  # fmt: skip
 
 
 def write_claim(cluster: KafkaContext, claim: OwnerClaim, deadline_s: float = CLAIM_DEADLINE_S) -> list[OwnerClaim]:

@@ -18,21 +18,27 @@ every start, after the handover made them final: ``query_handover.with_origin_la
 writers starts where every old partition committed (``start``) and leaves out each record its old
 partition committed (``holds``), on every start and every write path (``partition_transactions.uncommitted``).
 Nothing is skipped and nothing is written again. Pure, but for the refusal's wording.
+
+The start's checks of the markers it read live here too, pure and in one place (``refuse_unfit_markers``): a
+grown layout, a marker of another layout or input (``check_markers``, which every writer that reads its marker
+runs as well), and what the query's own markers forbid before it claims (``refuse_by_own_markers``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Protocol
 
 from ikkai.contract.partitioning import kafka_partition
-from spark_jobs.sink.commit_markers import CommitMarker, CommitMarkerError
+from ikkai.errors import IkkaiError
+from spark_jobs.sink.commit_markers import CommitMarker, CommitMarkerError, handed_over
 from spark_jobs.sink.record import KEY, SOURCE_PARTITION, Record
 
-# What an operator does to add partitions (docs/exactly-once.md, "What an operator may change, and how").
-REPARTITION_PROCEDURE = "docs/exactly-once.md, 'What an operator may change, and how': partitions"
+# What an operator may change, and how (docs/exactly-once.md); adding partitions is one of its procedures.
+OPERATOR_GUIDE = "docs/exactly-once.md, 'What an operator may change, and how'"
+REPARTITION_PROCEDURE = f"{OPERATOR_GUIDE}: partitions"
 
 
 @dataclass(frozen=True)
@@ -103,6 +109,32 @@ class _Query(Protocol):
     def commits_topic(self) -> str: ...
 
 
+class _Layout(_Query, Protocol):
+    @property
+    def source_topic(self) -> str: ...
+    @property
+    def source_topic_id(self) -> str: ...
+    @property
+    def output_topics(self) -> Collection[str]: ...
+
+
+class OwnerClaimError(IkkaiError):
+    """A start whose claim is void, or a claim log that cannot decide (unreadable, or configured to lose claims)."""
+
+    def __init__(self, topic: str, problem: str, fix: str) -> None:
+        super().__init__(f"{topic}: {problem}", fix=fix)
+        self.topic = topic
+
+
+def refuse_unfit_markers(config: _Layout, markers: Mapping[int, CommitMarker]) -> None:
+    """The start's checks of the query's ``markers`` as it read them, before it writes anything: a grown layout
+    (refused first: it names the query that goes on), a marker of another layout or input, then what the
+    query's own markers forbid before it claims. Pure."""
+    refuse_a_grown_layout(config, markers)
+    check_markers(config, markers)
+    refuse_by_own_markers(config, markers)
+
+
 def refuse_a_grown_layout(config: _Query, markers: Mapping[int, CommitMarker]) -> None:
     """Markers of another partition count: the topics grew. Refused with the command of the query that continues.
 
@@ -119,3 +151,51 @@ def refuse_a_grown_layout(config: _Query, markers: Mapping[int, CommitMarker]) -
         f"--after-query {config.query} and a fresh --checkpoint; it leaves out every record this query committed, "
         f"by its markers ({REPARTITION_PROCEDURE})",
     )
+
+
+def check_markers(config: _Layout, markers: Mapping[int, CommitMarker]) -> None:
+    """Fail unless every marker of the query was written with this layout and this input topic.
+
+    Checked before the query starts and by every writer that reads its marker (a new producer),
+    so a concurrent instance with another layout is caught where the markers are read anyway.
+    """
+    for marker in markers.values():
+        if marker.source_topic_id and config.source_topic_id and marker.source_topic_id != config.source_topic_id:
+            raise CommitMarkerError(
+                config.commits_topic,
+                f"query {config.query}, partition {marker.partition}: input topic {config.source_topic!r} was "
+                f"deleted and recreated (the marker's topic id {marker.source_topic_id}, now {config.source_topic_id}):"
+                " offsets committed on the old topic mean nothing on the new one",
+                fix=f"to decide every record of the new topic once, start with --input-recreated "
+                f"{config.source_topic_id} and a fresh --checkpoint ({OPERATOR_GUIDE}: topic recreation)",
+            )
+        if marker.partitions != config.partitions:
+            raise CommitMarkerError(
+                config.commits_topic,
+                f"query {config.query} committed batch {marker.batch_id} with {marker.partitions} partitions, "
+                f"now {config.partitions}",
+                fix="keep the partition count its markers were written with "
+                f"(to add partitions, follow {OPERATOR_GUIDE})",
+            )
+        if marker.source_topic != config.source_topic:
+            raise CommitMarkerError(
+                config.commits_topic,
+                f"query {config.query} committed the output of input topic {marker.source_topic!r}, "
+                f"now it reads {config.source_topic!r}: its offsets mean nothing there",
+                fix=f"run it on {marker.source_topic!r} again; another input is another query with a checkpoint "
+                "of its own (--query, --checkpoint), beside this one",
+            )
+
+
+def refuse_by_own_markers(config: _Layout, own: Mapping[int, CommitMarker]) -> None:
+    """What the query's own markers forbid before it claims: writing again after a handover, other topics."""
+    for marker in own.values():
+        if marker.handed_over_to:
+            raise OwnerClaimError(*handed_over(config.commits_topic, config.query, marker.handed_over_to))
+        if marker.output_topics and set(marker.output_topics) != set(config.output_topics):
+            raise OwnerClaimError(
+                config.commits_topic, f"query {config.query} committed output to {', '.join(marker.output_topics)}, "
+                f"now it writes {', '.join(config.output_topics)}: its markers would leave those events out of the "
+                "new topics",
+                fix="keep this query's output topics; other topics are another query's (a candidate model: --shadow)",
+            )  # fmt: skip

@@ -48,8 +48,9 @@ from spark_jobs.sink.commit_markers import (
     read_marker,
 )
 from spark_jobs.sink.commit_pause import pause_before_commit
-from spark_jobs.sink.config import OPERATOR_GUIDE, SinkConfig
+from spark_jobs.sink.config import SinkConfig
 from spark_jobs.sink.grown_layout import OriginLayout, not_held
+from spark_jobs.sink.grown_layout import check_markers as check_markers  # also every writer's, on the marker it reads
 from spark_jobs.sink.kafka_errors import ErrorKind, TransactionError, call_with_retries, classify
 from spark_jobs.sink.producer_pool import KeptProducer, ProducerPool, process_pool, produce
 from spark_jobs.sink.record import KEY, SOURCE_OFFSET, SOURCE_PARTITION, TOPIC, VALUE, Origin, Record, origin
@@ -68,50 +69,31 @@ class PartitionResult:
     seconds: float = 0.0  # in the task, from asking for the producer to the commit
 
 
-def check_markers(config: SinkConfig, markers: Mapping[int, CommitMarker]) -> None:
-    """Fail unless every marker of the query was written with this layout and this input topic.
-
-    Checked before the query starts and by every writer that reads its marker (a new producer),
-    so a concurrent instance with another layout is caught where the markers are read anyway.
-    """
-    for marker in markers.values():
-        if marker.source_topic_id and config.source_topic_id and marker.source_topic_id != config.source_topic_id:
-            raise CommitMarkerError(
-                config.commits_topic,
-                f"query {config.query}, partition {marker.partition}: input topic {config.source_topic!r} was "
-                f"deleted and recreated (the marker's topic id {marker.source_topic_id}, now {config.source_topic_id}):"
-                " offsets committed on the old topic mean nothing on the new one",
-                fix=f"to decide every record of the new topic once, start with --input-recreated "
-                f"{config.source_topic_id} and a fresh --checkpoint ({OPERATOR_GUIDE}: topic recreation)",
-            )
-        if marker.partitions != config.partitions:
-            raise CommitMarkerError(
-                config.commits_topic,
-                f"query {config.query} committed batch {marker.batch_id} with {marker.partitions} partitions, "
-                f"now {config.partitions}",
-                fix="keep the partition count its markers were written with (to add partitions, follow "
-                "docs/exactly-once.md, 'What an operator may change, and how')",
-            )
-        if marker.source_topic != config.source_topic:
-            raise CommitMarkerError(
-                config.commits_topic,
-                f"query {config.query} committed the output of input topic {marker.source_topic!r}, "
-                f"now it reads {config.source_topic!r}: its offsets mean nothing there",
-                fix=f"run it on {marker.source_topic!r} again; another input is another query with a checkpoint "
-                "of its own (--query, --checkpoint), beside this one",
-            )
-
-
 def _committed_offsets(config: SinkConfig, partition: int) -> tuple[dict[int, int], Lineage]:
     """(query, partition)'s committed source offsets and lineage; call it after ``init_transactions``.
 
-    A query without a marker starts where it was told: at ``start_offsets``, else after a handover
-    (``after_query``) at the offsets the query it took over from committed (final: the handover fenced
-    that query's writers and recorded itself there first): across a grown layout, where every old output
-    partition committed (``OriginLayout.start``; ``uncommitted`` leaves out the rest the origin holds);
-    otherwise from the beginning.
+    The marker is read here, and, for a partition without one after a handover of the same layout, the
+    origin's (final: the handover fenced that query's writers and recorded itself there first); ``start_of``
+    says what they mean.
     """
     marker = read_marker(config.cluster, config.app, config.query, partition, topic=config.commits_topic)
+    origin = None
+    if marker is None and config.origin_layout is None and config.after_query and not config.start_offsets:
+        origin_topic = commits_topic_for(config.app, config.after_query)
+        origin = read_marker(config.cluster, config.app, config.after_query, partition, topic=origin_topic)
+    return start_of(config, partition, marker, origin)
+
+
+def start_of(
+    config: SinkConfig, partition: int, marker: CommitMarker | None, origin: CommitMarker | None
+) -> tuple[dict[int, int], Lineage]:
+    """(query, partition)'s committed source offsets and lineage, from its ``marker`` and its ``origin``'s. Pure.
+
+    A query without a marker starts where it was told: at ``start_offsets``, else after a handover
+    (``after_query``) at the offsets the query it took over from committed (``origin``, its marker of
+    the same partition): across a grown layout, where every old output partition committed
+    (``OriginLayout.start``; ``uncommitted`` leaves out the rest the origin holds); otherwise from the beginning.
+    """
     if marker is not None:
         check_markers(config, {partition: marker})
         if marker.handed_over_to:
@@ -120,11 +102,10 @@ def _committed_offsets(config: SinkConfig, partition: int) -> tuple[dict[int, in
     if config.origin_layout is not None and not config.start_offsets:
         return config.origin_layout.start(), Lineage(started_after=config.after_query)
     if config.after_query and not config.start_offsets:
-        origin_topic = commits_topic_for(config.app, config.after_query)
-        origin = read_marker(config.cluster, config.app, config.after_query, partition, topic=origin_topic)
         if origin is None or origin.handed_over_to != config.query:
             raise CommitMarkerError(
-                origin_topic, f"partition {partition}: query {config.after_query} did not hand over to {config.query}",
+                commits_topic_for(config.app, config.after_query),
+                f"partition {partition}: query {config.after_query} did not hand over to {config.query}",
                 fix="start the job with --after-query: its start hands over (the sink's prepare()) before any write",
             )  # fmt: skip
         if on_accepted_recreation(config, origin):  # the origin's offsets are of the old topic: start at 0 of this one
@@ -294,21 +275,24 @@ def uncommitted(
     return not_held(pending, origin), covered
 
 
-def record_start(config: SinkConfig, partition: int) -> bool:
+def record_start(config: SinkConfig, partition: int, origin: Mapping[int, CommitMarker]) -> bool:
     """Write ``partition``'s start as a marker of its own (no record) unless it has one; whether it wrote one.
 
     A query that starts after another (``--after-query``, across a grown layout or not) or at
-    ``--start-offsets`` computes each output partition's start (``_committed_offsets``); a partition
-    that then gets no record keeps no marker, and a query that later takes over from this one would
-    start it at offset 0 and write again what was committed before. Called at the start, before any
-    batch: ``init_transactions`` first (fencing any earlier writer of the id), then the marker is read.
+    ``--start-offsets`` computes each output partition's start (``start_of``; ``origin``: the origin's
+    markers, read once by the start after its handover); a partition that then gets no record keeps no
+    marker, and a query that later takes over from this one would start it at offset 0 and write again
+    what was committed before. Called at the start, before any batch: ``init_transactions`` first (fencing
+    any earlier writer of the id), then the marker is read.
     """
     pool = process_pool()
-    writer = _fresh(pool, config, partition)
+    writer = pool.fresh(config, config.transactional_id(partition))
     try:
         own = read_marker(config.cluster, config.app, config.query, partition, topic=config.commits_topic)
-        if own is not None or not any(writer.committed[config.commits_topic].values()):
+        committed, lineage = start_of(config, partition, own, origin.get(partition))
+        if own is not None or not any(committed.values()):
             return False
+        writer.committed[config.commits_topic], writer.lineage[config.commits_topic] = committed, lineage
         _write(config, writer, -1, partition, (), mark=True)
         return True
     finally:

@@ -4,12 +4,14 @@ The streaming-job template builds the query's ``SinkConfig`` and a ``SinkStart``
 besides it) and calls ``prepare_sink`` once, before the query starts. In this order:
 
 1. the input by id (``input_identity.input_topic_id``): every marker records it, a recreated topic is refused;
+   then the query's own markers, read once for the whole start (``commit_markers.read_markers``);
 2. ``--input-recreated``: markers of the old topic rebased to offset 0 of the new one
-   (``input_identity.rebase_on_recreated_input``);
+   (``input_identity.start_over``, which gives the markers as they are after it);
 3. the writer: the exactly-once ``TransactionalBatchWriter``, or Spark's own at-least-once sink (the benchmarks'
    baseline: it makes no exactly-once promise, and the steps 2 and 4 are not taken);
-4. the writer's checks and claim (``TransactionalBatchWriter.prepare``, the query's markers read once): speculation
-   off, the commits topic, the layout, the outputs claimed (a handover's fencing), the topics' size limits.
+4. the writer's checks and claim (``start_pass.start_writing``, over the markers read once): the markers'
+   checks and speculation off, the commits topic, the layout and the topics' size limits, then the outputs
+   claimed (a handover's fencing, each partition's start).
 
 A query started with ``--sink-api data-source`` then attaches the prepared writer as a Python data source's
 stream writer (``stream_writer.attach_data_source``).
@@ -23,8 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from spark_jobs.sink.commit_markers import read_markers
 from spark_jobs.sink.config import SinkConfig
-from spark_jobs.sink.input_identity import input_topic_id, rebase_on_recreated_input
+from spark_jobs.sink.input_identity import input_topic_id, start_over
 from spark_jobs.sink.partition_transactions import PartitionResult
 from spark_jobs.sink.transactional_sink import AtLeastOnceBatchWriter, TransactionalBatchWriter
 from spark_jobs.sink.write_tasks import RowTransform
@@ -49,17 +52,17 @@ class SinkStart:
 
 
 def prepare_sink(spark: SparkSession, config: SinkConfig, start: SinkStart) -> BatchWriter:
-    """The query's writer, checked and prepared before the query starts (the module docstring's order)."""
+    """The query's writer, checked and prepared before the query starts (the module docstring's order).
+
+    What the start reads from Kafka before it writes is read here, once: the input's id and the query's own
+    markers; the steps below take them as plain values.
+    """
     config = dataclasses.replace(config, source_topic_id=input_topic_id(start.job, config.cluster, config.source_topic))
-    exactly_once = start.mode == EXACTLY_ONCE
-    if exactly_once:
-        rebase_on_recreated_input(config, start.checkpoint, spark)  # --input-recreated: start over on the new topic
-    writer: BatchWriter = (
-        TransactionalBatchWriter(config, after_batch=start.after_batch, transform=start.transform)
-        if exactly_once  # else Spark's own at-least-once sink, the benchmarks' baseline: nothing to prepare
-        else AtLeastOnceBatchWriter(config.cluster, after_batch=start.after_batch, query=config.query,
-                                    transform=start.transform)
-    )  # fmt: skip
-    if isinstance(writer, TransactionalBatchWriter):
-        writer.prepare(spark)
+    if start.mode != EXACTLY_ONCE:  # Spark's own at-least-once sink, the benchmarks' baseline: nothing to prepare
+        return AtLeastOnceBatchWriter(config.cluster, after_batch=start.after_batch, query=config.query,
+                                      transform=start.transform)  # fmt: skip
+    own = read_markers(config.cluster, config.app, config.query, topic=config.commits_topic)
+    markers, _ = start_over(config, own, start.checkpoint, spark)  # --input-recreated: start over on the new topic
+    writer = TransactionalBatchWriter(config, after_batch=start.after_batch, transform=start.transform)
+    writer.start(spark, markers)
     return writer
