@@ -21,7 +21,9 @@ Nothing is skipped and nothing is written again. Pure, but for the refusal's wor
 
 The start's checks of the markers it read live here too, pure and in one place (``refuse_unfit_markers``): a
 grown layout, a marker of another layout or input (``check_markers``, which every writer that reads its marker
-runs as well), and what the query's own markers forbid before it claims (``refuse_by_own_markers``).
+runs as well), and what the query's own markers forbid before it claims (``refuse_by_own_markers``); and where
+each output partition of any query starts, from its marker and its origin's (``start_of``: the same layout,
+a grown one, ``--start-offsets``, or a recreated input the operator accepted, ``on_accepted_recreation``).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from typing import Protocol
 
 from ikkai.contract.partitioning import kafka_partition
 from ikkai.errors import IkkaiError
-from spark_jobs.sink.commit_markers import CommitMarker, CommitMarkerError, handed_over
+from spark_jobs.sink.commit_markers import CommitMarker, CommitMarkerError, Lineage, commits_topic_for
 from spark_jobs.sink.record import KEY, SOURCE_PARTITION, Record
 
 # What an operator may change, and how (docs/exactly-once.md); adding partitions is one of its procedures.
@@ -100,6 +102,16 @@ def not_held(records: Sequence[Record], origin: OriginLayout | None) -> list[Rec
     return [record for record in records if not origin.holds(record)]
 
 
+def handed_over(commits_topic: str, query: str, successor: str) -> tuple[str, str, str]:
+    """(topic, problem, fix) refusing a query whose markers say it handed its output over to ``successor``: one text
+    for the start's check (``claim_log``) and for each partition writer's (``partition_transactions``)."""
+    return (
+        commits_topic, f"query {query} handed its output over to query {successor}",
+        f"run query {successor} (--query {successor}): it continues where this one stopped; writing here again "
+        "would decide its events twice",
+    )  # fmt: skip
+
+
 class _Query(Protocol):
     @property
     def query(self) -> str: ...
@@ -116,6 +128,19 @@ class _Layout(_Query, Protocol):
     def source_topic_id(self) -> str: ...
     @property
     def output_topics(self) -> Collection[str]: ...
+
+
+class _Start(_Layout, Protocol):
+    @property
+    def app(self) -> str: ...
+    @property
+    def after_query(self) -> str: ...
+    @property
+    def start_offsets(self) -> Mapping[int, int]: ...
+    @property
+    def input_recreated(self) -> str: ...
+    @property
+    def origin_layout(self) -> OriginLayout | None: ...
 
 
 class OwnerClaimError(IkkaiError):
@@ -199,3 +224,40 @@ def refuse_by_own_markers(config: _Layout, own: Mapping[int, CommitMarker]) -> N
                 "new topics",
                 fix="keep this query's output topics; other topics are another query's (a candidate model: --shadow)",
             )  # fmt: skip
+
+
+def start_of(
+    config: _Start, partition: int, marker: CommitMarker | None, origin: CommitMarker | None
+) -> tuple[dict[int, int], Lineage]:
+    """(query, partition)'s committed source offsets and lineage, from its ``marker`` and its ``origin``'s. Pure.
+
+    A query without a marker starts where it was told: at ``start_offsets``, else after a handover
+    (``after_query``) at the offsets the query it took over from committed (``origin``, its marker of
+    the same partition): across a grown layout, where every old output partition committed
+    (``OriginLayout.start``; ``uncommitted`` leaves out the rest the origin holds); otherwise from the beginning.
+    """
+    if marker is not None:
+        check_markers(config, {partition: marker})
+        if marker.handed_over_to:
+            raise CommitMarkerError(*handed_over(config.commits_topic, config.query, marker.handed_over_to))
+        return dict(marker.source_offsets), Lineage(marker.writer_version, marker.cuts, marker.started_after)
+    if config.origin_layout is not None and not config.start_offsets:
+        return config.origin_layout.start(), Lineage(started_after=config.after_query)
+    if config.after_query and not config.start_offsets:
+        if origin is None or origin.handed_over_to != config.query:
+            raise CommitMarkerError(
+                commits_topic_for(config.app, config.after_query),
+                f"partition {partition}: query {config.after_query} did not hand over to {config.query}",
+                fix="start the job with --after-query: its start hands over (the sink's prepare()) before any write",
+            )  # fmt: skip
+        if on_accepted_recreation(config, origin):  # the origin's offsets are of the old topic: start at 0 of this one
+            return {}, Lineage(origin.writer_version, origin.cuts, config.after_query)
+        check_markers(config, {partition: origin})
+        return dict(origin.source_offsets), Lineage(origin.writer_version, origin.cuts, config.after_query)
+    return dict(config.start_offsets), Lineage(started_after=config.after_query)
+
+
+def on_accepted_recreation(config: _Start, marker: CommitMarker) -> bool:
+    """``marker`` names another id of the input, and the operator accepted this one as recreated (--input-recreated)."""
+    recreated = bool(config.source_topic_id) and config.input_recreated == config.source_topic_id
+    return recreated and marker.source_topic_id not in ("", config.source_topic_id)

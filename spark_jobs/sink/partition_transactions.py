@@ -39,17 +39,10 @@ from confluent_kafka.admin import AdminClient
 
 from ikkai.contract.codec import default_codec
 from ikkai.errors import IkkaiError
-from spark_jobs.sink.commit_markers import (
-    CommitMarker,
-    CommitMarkerError,
-    Lineage,
-    commits_topic_for,
-    handed_over,
-    read_marker,
-)
+from spark_jobs.sink.commit_markers import CommitMarker, Lineage, commits_topic_for, read_marker
 from spark_jobs.sink.commit_pause import pause_before_commit
 from spark_jobs.sink.config import SinkConfig
-from spark_jobs.sink.grown_layout import OriginLayout, not_held
+from spark_jobs.sink.grown_layout import OriginLayout, not_held, start_of
 from spark_jobs.sink.grown_layout import check_markers as check_markers  # also every writer's, on the marker it reads
 from spark_jobs.sink.kafka_errors import ErrorKind, TransactionError, call_with_retries, classify
 from spark_jobs.sink.producer_pool import KeptProducer, ProducerPool, process_pool, produce
@@ -73,8 +66,8 @@ def _committed_offsets(config: SinkConfig, partition: int) -> tuple[dict[int, in
     """(query, partition)'s committed source offsets and lineage; call it after ``init_transactions``.
 
     The marker is read here, and, for a partition without one after a handover of the same layout, the
-    origin's (final: the handover fenced that query's writers and recorded itself there first); ``start_of``
-    says what they mean.
+    origin's (final: the handover fenced that query's writers and recorded itself there first);
+    ``grown_layout.start_of`` says what they mean.
     """
     marker = read_marker(config.cluster, config.app, config.query, partition, topic=config.commits_topic)
     origin = None
@@ -82,43 +75,6 @@ def _committed_offsets(config: SinkConfig, partition: int) -> tuple[dict[int, in
         origin_topic = commits_topic_for(config.app, config.after_query)
         origin = read_marker(config.cluster, config.app, config.after_query, partition, topic=origin_topic)
     return start_of(config, partition, marker, origin)
-
-
-def start_of(
-    config: SinkConfig, partition: int, marker: CommitMarker | None, origin: CommitMarker | None
-) -> tuple[dict[int, int], Lineage]:
-    """(query, partition)'s committed source offsets and lineage, from its ``marker`` and its ``origin``'s. Pure.
-
-    A query without a marker starts where it was told: at ``start_offsets``, else after a handover
-    (``after_query``) at the offsets the query it took over from committed (``origin``, its marker of
-    the same partition): across a grown layout, where every old output partition committed
-    (``OriginLayout.start``; ``uncommitted`` leaves out the rest the origin holds); otherwise from the beginning.
-    """
-    if marker is not None:
-        check_markers(config, {partition: marker})
-        if marker.handed_over_to:
-            raise CommitMarkerError(*handed_over(config.commits_topic, config.query, marker.handed_over_to))
-        return dict(marker.source_offsets), Lineage(marker.writer_version, marker.cuts, marker.started_after)
-    if config.origin_layout is not None and not config.start_offsets:
-        return config.origin_layout.start(), Lineage(started_after=config.after_query)
-    if config.after_query and not config.start_offsets:
-        if origin is None or origin.handed_over_to != config.query:
-            raise CommitMarkerError(
-                commits_topic_for(config.app, config.after_query),
-                f"partition {partition}: query {config.after_query} did not hand over to {config.query}",
-                fix="start the job with --after-query: its start hands over (the sink's prepare()) before any write",
-            )  # fmt: skip
-        if on_accepted_recreation(config, origin):  # the origin's offsets are of the old topic: start at 0 of this one
-            return {}, Lineage(origin.writer_version, origin.cuts, config.after_query)
-        check_markers(config, {partition: origin})
-        return dict(origin.source_offsets), Lineage(origin.writer_version, origin.cuts, config.after_query)
-    return dict(config.start_offsets), Lineage(started_after=config.after_query)
-
-
-def on_accepted_recreation(config: SinkConfig, marker: CommitMarker) -> bool:
-    """``marker`` names another id of the input, and the operator accepted this one as recreated (--input-recreated)."""
-    recreated = bool(config.source_topic_id) and config.input_recreated == config.source_topic_id
-    return recreated and marker.source_topic_id not in ("", config.source_topic_id)
 
 
 class RefusedAsTooLarge(Exception):
@@ -279,7 +235,7 @@ def record_start(config: SinkConfig, partition: int, origin: Mapping[int, Commit
     """Write ``partition``'s start as a marker of its own (no record) unless it has one; whether it wrote one.
 
     A query that starts after another (``--after-query``, across a grown layout or not) or at
-    ``--start-offsets`` computes each output partition's start (``start_of``; ``origin``: the origin's
+    ``--start-offsets`` computes each output partition's start (``grown_layout.start_of``; ``origin``: the origin's
     markers, read once by the start after its handover); a partition that then gets no record keeps no
     marker, and a query that later takes over from this one would start it at offset 0 and write again
     what was committed before. Called at the start, before any batch: ``init_transactions`` first (fencing
@@ -293,7 +249,7 @@ def record_start(config: SinkConfig, partition: int, origin: Mapping[int, Commit
         if own is not None or not any(committed.values()):
             return False
         writer.committed[config.commits_topic], writer.lineage[config.commits_topic] = committed, lineage
-        _write(config, writer, -1, partition, (), mark=True)
+        _transact(config, writer, -1, partition, (), committed, dict(committed), 0)  # the marker alone, no record
         return True
     finally:
         pool.evict((config.cluster.bootstrap_servers, config.transactional_id(partition)))
@@ -305,18 +261,33 @@ def _write(
     batch_id: int,
     partition: int,
     records: Sequence[Record],
-    mark: bool = False,
 ) -> PartitionResult:
     committed = writer.committed.get(config.commits_topic)
     if committed is None:  # this producer has not read this commits topic yet (another query's writer)
         committed, writer.lineage[config.commits_topic] = _committed_offsets(config, partition)
         writer.committed[config.commits_topic] = committed
     pending, covered = uncommitted(records, committed, config.origin_layout)
-    if not pending and covered == committed and not mark:
+    if not pending and covered == committed:
         return PartitionResult(partition, batch_id, 0, skipped=True, already_committed=len(records))
     # Records past the marker that the origin of another layout holds, all of them: nothing to write, but the marker
     # moves past them in a transaction of its own, else a query that takes over from this one (same layout, so no
-    # origin to filter by) would start below them and write them again. ``mark``: the start alone (record_start).
+    # origin to filter by) would start below them and write them again. The start alone: ``record_start``.
+    return _transact(config, writer, batch_id, partition, pending, committed, covered, len(records))
+
+
+def _transact(
+    config: SinkConfig,
+    writer: KeptProducer,
+    batch_id: int,
+    partition: int,
+    pending: Sequence[Record],
+    committed: Mapping[int, int],
+    covered: dict[int, int],
+    given: int,
+) -> PartitionResult:
+    """One transaction of ``writer``: ``pending`` and the marker at ``covered``; ``given``: the records asked for."""
+    # A new writer_version takes over from the offsets committed so far: older decisions keep theirs.
+    lineage = writer.lineage.get(config.commits_topic, Lineage()).written_by(config.writer_version, batch_id, committed)
     producer, txn_id, deadline = writer.producer, config.transactional_id(partition), config.retry_deadline_s
     writer.refused.clear()
     call_with_retries(txn_id, "begin_transaction", producer.begin_transaction, deadline_s=deadline)
@@ -334,10 +305,6 @@ def _write(
                     error = exc.args[0]
                     failure = TransactionError(txn_id, "produce", error, classify(error), fix=_PRODUCE_FIX)
                     raise RefusedAsTooLarge(frozenset({(source_partition, source_offset)}), failure) from exc
-            # A new writer_version takes over from the offsets committed so far: older decisions keep theirs.
-            lineage = writer.lineage.get(config.commits_topic, Lineage()).written_by(
-                config.writer_version, batch_id, committed
-            )
             marker = CommitMarker(
                 config.app, config.query, partition, batch_id, config.partitions, len(pending),
                 config.source_topic, covered, output_topics=config.output_topics, writer_version=lineage.version,
@@ -363,7 +330,7 @@ def _write(
         raise
     writer.committed[config.commits_topic] = covered
     writer.lineage[config.commits_topic] = lineage
-    left_out = len(records) - len(pending)
+    left_out = given - len(pending)
     return PartitionResult(partition, batch_id, len(pending), skipped=False, already_committed=left_out)
 
 

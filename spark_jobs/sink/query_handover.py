@@ -9,7 +9,7 @@ ends the transaction Q left open), reads Q's marker of p, now final, and writes 
 ``handed_over_to`` = this query, in a transaction of that id. A writer of Q that comes back (Q still
 running, restarted, or a zombie) must re-initialise, reads that marker and refuses; a new start of Q
 is refused by the claim log already. This query's writers then start, per output partition without
-a marker of their own, at Q's committed offsets (``partition_transactions.start_of``) and
+a marker of their own, at Q's committed offsets (``grown_layout.start_of``) and
 record ``started_after`` = Q. It is idempotent: a start after a crash between the claim and the end
 of the fencing does it again, and a partition already marked for this query is left as it is.
 
@@ -42,9 +42,8 @@ from spark_jobs.sink.commit_markers import (
     read_markers,
 )
 from spark_jobs.sink.config import SinkConfig
-from spark_jobs.sink.grown_layout import origin_layout
+from spark_jobs.sink.grown_layout import check_markers, on_accepted_recreation, origin_layout
 from spark_jobs.sink.kafka_errors import call_with_retries
-from spark_jobs.sink.partition_transactions import check_markers, on_accepted_recreation
 
 
 def hand_over(config: SinkConfig) -> None:
