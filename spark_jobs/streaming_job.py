@@ -343,8 +343,9 @@ def start_query(spark: SparkSession, options: StreamingOptions, job: StreamingJo
     config = sink_config(options, plan, partitions, job.name)
     trigger = stream_trigger(options.available_now, options.trigger_interval)
     # The sink's side of the start, in one pass (sink.query_start): the input by id, a rebase, the writer prepared.
+    as_they_are = attach == DATA_SOURCE or plan.batch_function is _identity  # the writer gets the rows' micro-batches
     writer = prepare_sink(spark, config, SinkStart(job.name, options.mode, options.checkpoint, after_batch,
-                                                   plan.transform))  # fmt: skip
+                                                   plan.transform, rows if as_they_are else None))  # fmt: skip
     sys.stderr.write(f"{options.query}: the sink is attached as {attach} ({options.mode})\n")
     if not options.transactions:
         sys.stderr.write(f"{options.query}: Kafka transactions OFF (--benchmark-without-transactions): "
@@ -355,8 +356,6 @@ def start_query(spark: SparkSession, options: StreamingOptions, job: StreamingJo
         assert isinstance(writer, TransactionalBatchWriter) and plan.transform is not None
         attached, refusal = attach_data_source(spark, stream, rows, writer, plan.transform, options.crash_after_batch)
         return RunningQuery(attached.trigger(**trigger).start(), refusal, writer.explain)
-    if isinstance(writer, TransactionalBatchWriter) and plan.batch_function is _identity:
-        writer.check_stream(rows)  # the batches are these rows' micro-batches: their plan is checked once, here
     batch = ErrorKeepingBatch(plan.batch_function(writer))
     return RunningQuery(stream.foreachBatch(batch).trigger(**trigger).start(), lambda: batch.error)
 

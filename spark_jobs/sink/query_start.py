@@ -3,15 +3,16 @@
 The streaming-job template builds the query's ``SinkConfig`` and a ``SinkStart`` (what the start needs
 besides it) and calls ``prepare_sink`` once, before the query starts. In this order:
 
-1. the input by id (``input_identity.input_topic_id``): every marker records it, a recreated topic is refused;
-   then the query's own markers, read once for the whole start (``commit_markers.read_markers``);
+1. the query's own markers, read once for the whole start (``commit_markers.read_markers``); the input by id
+   (``input_identity.input_topic_id``): every marker records it, a recreated topic is refused;
 2. ``--input-recreated``: markers of the old topic rebased to offset 0 of the new one
    (``input_identity.start_over``, which gives the markers as they are after it);
 3. the writer: the exactly-once ``TransactionalBatchWriter``, or Spark's own at-least-once sink (the benchmarks'
    baseline: it makes no exactly-once promise, and the steps 2 and 4 are not taken);
-4. the writer's checks and claim (``start_pass.start_writing``, over the markers read once): the markers'
-   checks and speculation off, the commits topic, the layout and the topics' size limits, then the outputs
-   claimed (a handover's fencing, each partition's start).
+4. the writer's checks and claim (``start_pass.start_writing``, over the markers read once), after the
+   streamed rows' plan (``TransactionalBatchWriter.check_stream``): the markers' checks and speculation off,
+   the commits topic, the layout and the topics' size limits, then the outputs claimed (a handover's fencing,
+   each partition's start).
 
 A query started with ``--sink-api data-source`` then attaches the prepared writer as a Python data source's
 stream writer (``stream_writer.attach_data_source``).
@@ -33,7 +34,7 @@ from spark_jobs.sink.transactional_sink import AtLeastOnceBatchWriter, Transacti
 from spark_jobs.sink.write_tasks import RowTransform
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 BatchWriter = TransactionalBatchWriter | AtLeastOnceBatchWriter
 AfterBatch = Callable[[int, list[PartitionResult]], None]
@@ -49,6 +50,7 @@ class SinkStart:
     checkpoint: Path | str  # the query's Spark checkpoint: --input-recreated needs a fresh one
     after_batch: AfterBatch | None = None  # the tests' fault injection (streaming_job.crash_hook)
     transform: RowTransform | None = None  # run inside the sink's write task (infer's model)
+    rows: DataFrame | None = None  # the streamed rows, when the writer gets their micro-batches as they are
 
 
 def prepare_sink(spark: SparkSession, config: SinkConfig, start: SinkStart) -> BatchWriter:
@@ -57,12 +59,14 @@ def prepare_sink(spark: SparkSession, config: SinkConfig, start: SinkStart) -> B
     What the start reads from Kafka before it writes is read here, once: the input's id and the query's own
     markers; the steps below take them as plain values.
     """
+    exactly_once = start.mode == EXACTLY_ONCE
+    own = read_markers(config.cluster, config.app, config.query, topic=config.commits_topic) if exactly_once else {}
     config = dataclasses.replace(config, source_topic_id=input_topic_id(start.job, config.cluster, config.source_topic))
-    if start.mode != EXACTLY_ONCE:  # Spark's own at-least-once sink, the benchmarks' baseline: nothing to prepare
+    # --input-recreated: start over on the new topic; the markers as they are after it
+    markers = start_over(config, own, start.checkpoint, spark)[0] if exactly_once else {}
+    if not exactly_once:  # Spark's own at-least-once sink, the benchmarks' baseline: nothing to prepare
         return AtLeastOnceBatchWriter(config.cluster, after_batch=start.after_batch, query=config.query,
                                       transform=start.transform)  # fmt: skip
-    own = read_markers(config.cluster, config.app, config.query, topic=config.commits_topic)
-    markers, _ = start_over(config, own, start.checkpoint, spark)  # --input-recreated: start over on the new topic
     writer = TransactionalBatchWriter(config, after_batch=start.after_batch, transform=start.transform)
-    writer.start(spark, markers)
+    writer.start(spark, markers, start.rows)
     return writer

@@ -136,8 +136,12 @@ class TransactionalBatchWriter:
         config = self.config
         self.start(spark, read_markers(config.cluster, config.app, config.query, topic=config.commits_topic))
 
-    def start(self, spark: SparkSession, markers: Mapping[int, CommitMarker]) -> None:
-        """``prepare`` over the query's ``markers`` as the start read them (``start_pass.start_writing``)."""
+    def start(self, spark: SparkSession, markers: Mapping[int, CommitMarker], rows: DataFrame | None = None) -> None:
+        """``prepare`` over the query's ``markers`` as the start read them (``start_pass.start_writing``); ``rows``:
+        the streamed rows this writer gets as they are, their plan checked first (``check_stream``), so a split
+        stream is refused before anything is written."""
+        if rows is not None:
+            self.check_stream(rows)
         started = start_writing(spark, self.config, markers)
         self.config, self._admin, self._routes = started.config, started.admin, started.routes
         self._topics_checked_at = time.monotonic()
@@ -153,7 +157,7 @@ class TransactionalBatchWriter:
         Only for rows handed to the writer unchanged (the template's ``foreachBatch`` without a
         batch function of the job's own); the write still refuses two results for one partition after it.
         """
-        if self.config.partition_column:
+        if self.config.partition_column and not self._stream_checked:  # once: the plan cannot change
             refuse_a_split_stream(rows, self.config)
             self._stream_checked = True
 
