@@ -354,7 +354,7 @@ def start_query(spark: SparkSession, options: StreamingOptions, job: StreamingJo
         from spark_jobs.sink.stream_writer import attach_data_source  # Spark's data source API: loaded for it alone
 
         assert isinstance(writer, TransactionalBatchWriter) and plan.transform is not None
-        attached, refusal = attach_data_source(spark, stream, rows, writer, plan.transform, options.crash_after_batch)
+        attached, refusal = attach_data_source(spark, stream, writer, plan.transform, options.crash_after_batch)
         return RunningQuery(attached.trigger(**trigger).start(), refusal, writer.explain)
     batch = ErrorKeepingBatch(plan.batch_function(writer))
     return RunningQuery(stream.foreachBatch(batch).trigger(**trigger).start(), lambda: batch.error)

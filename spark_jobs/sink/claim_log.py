@@ -1,6 +1,6 @@
 """The claim log on Kafka: every start of a query claims its output topics before its first output record.
 
-``claim_outputs`` is the sink's start step (``start_pass.start_writing``):
+``claim_outputs`` is the sink's start step (``start_pass.start_as_owner``):
 
 1. Its own markers first (its own commits topic, as the start read them): a query that handed its output
    over, or that would write other topics than its markers name, is refused before it claims anything

@@ -9,7 +9,7 @@ besides it) and calls ``prepare_sink`` once, before the query starts. In this or
    (``input_identity.start_over``, which gives the markers as they are after it);
 3. the writer: the exactly-once ``TransactionalBatchWriter``, or Spark's own at-least-once sink (the benchmarks'
    baseline: it makes no exactly-once promise, and the steps 2 and 4 are not taken);
-4. the writer's checks and claim (``start_pass.start_writing``, over the markers read once), after the
+4. the writer's checks and claim (``start_checks``, then ``start_pass``, over the markers read once), after the
    streamed rows' plan (``TransactionalBatchWriter.check_stream``): the markers' checks and speculation off,
    the commits topic, the layout and the topics' size limits, then the outputs claimed (a handover's fencing,
    each partition's start).

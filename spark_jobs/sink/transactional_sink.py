@@ -66,12 +66,13 @@ from typing import TYPE_CHECKING, TextIO
 from confluent_kafka.admin import AdminClient
 
 from ikkai.contract.kafka import KafkaContext
+from ikkai.contract.partitioning import spark_partition_routes
 from spark_jobs.sink.commit_markers import CommitMarker, CommitMarkerError, read_markers
 from spark_jobs.sink.config import SinkConfig
 from spark_jobs.sink.partition_transactions import PartitionResult
 from spark_jobs.sink.shared_partitions import refuse_a_split_stream, refuse_shared_partitions
-from spark_jobs.sink.start_pass import refuse_speculation, start_as_owner, start_writing
-from spark_jobs.sink.topic_checks import check_topics, with_topic_limits
+from spark_jobs.sink.start_checks import check_topics, checked_before_claim, refuse_speculation, with_topic_limits
+from spark_jobs.sink.start_pass import start_as_owner
 from spark_jobs.sink.write_tasks import (
     HEADERS_COLUMN,
     ROUTE_COLUMN,
@@ -137,13 +138,16 @@ class TransactionalBatchWriter:
         self.start(spark, read_markers(config.cluster, config.app, config.query, topic=config.commits_topic))
 
     def start(self, spark: SparkSession, markers: Mapping[int, CommitMarker], rows: DataFrame | None = None) -> None:
-        """``prepare`` over the query's ``markers`` as the start read them (``start_pass.start_writing``); ``rows``:
+        """``prepare`` over the query's ``markers`` as the start read them: its checks, then its claim and writes
+        (``start_checks.checked_before_claim``, ``start_pass.start_as_owner``); ``rows``:
         the streamed rows this writer gets as they are, their plan checked first (``check_stream``), so a split
         stream is refused before anything is written."""
         if rows is not None:
             self.check_stream(rows)
-        started = start_writing(spark, self.config, markers)
-        self.config, self._admin, self._routes = started.config, started.admin, started.routes
+        self._admin = AdminClient(self.config.cluster.client_config())
+        self.config = checked_before_claim(spark, self.config, markers, self._admin)  # nothing written before it
+        self.config = start_as_owner(self.config, markers)  # claimed; the recorded start; a handover's fencing
+        self._routes = spark_partition_routes(self.config.partitions)
         self._topics_checked_at = time.monotonic()
         self._prepared = True
 

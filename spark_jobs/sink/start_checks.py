@@ -1,21 +1,58 @@
-"""The topics a query writes, checked against its layout, and the size limits they set: read from Kafka's metadata.
+"""The exactly-once writer's checks before its claim, in one place, over the markers the start read once.
 
-``check_topics`` runs at the start (``start_pass``), then at most every ``TOPIC_CHECK_INTERVAL_S`` and after any
-failed write (``transactional_sink``); ``with_topic_limits`` follows each written topic's ``max.message.bytes``.
+``checked_before_claim`` is the first half of the writer's start (``TransactionalBatchWriter.start``; the claim
+and the writes that follow it are ``start_pass``), in this order:
+
+1. Spark's speculation off (two attempts of one partition would write one transaction at once);
+2. the markers as the start read them (``grown_layout.refuse_unfit_markers``, pure): a grown layout first
+   (it names the query that goes on), a marker of another layout or input, a query that handed its output
+   over or writes other topics;
+3. the commits topic created or checked (``commit_markers.ensure_commits_topic``);
+4. every written topic's partition count (``check_topics``) and size limit (``with_topic_limits``).
+
+``check_topics`` also runs at most every ``TOPIC_CHECK_INTERVAL_S`` and after any failed write
+(``transactional_sink``); ``with_topic_limits`` then follows each written topic's ``max.message.bytes``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from confluent_kafka.admin import AdminClient
 
 from ikkai.contract.kafka import TOPIC_DEADLINE_S
-from spark_jobs.sink.commit_markers import CommitMarkerError
+from ikkai.errors import ConfigError
+from spark_jobs.sink.commit_markers import CommitMarker, CommitMarkerError, ensure_commits_topic
 from spark_jobs.sink.config import SinkConfig
-from spark_jobs.sink.grown_layout import REPARTITION_PROCEDURE
+from spark_jobs.sink.grown_layout import REPARTITION_PROCEDURE, refuse_unfit_markers
 from spark_jobs.sink.size_bounds import read_topic_limits
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def checked_before_claim(
+    spark: SparkSession, config: SinkConfig, markers: Mapping[int, CommitMarker], admin: AdminClient
+) -> SinkConfig:
+    """The writer's checks before its claim (module docstring); ``config`` with each written topic's limit."""
+    refuse_speculation(spark)
+    refuse_unfit_markers(config, markers)  # before anything is written: what the markers forbid, a grown layout first
+    ensure_commits_topic(config.cluster, config.commits_topic, config.partitions)
+    check_topics(config, admin)
+    return with_topic_limits(config, admin)  # each written topic's max.message.bytes
+
+
+def refuse_speculation(spark: SparkSession) -> None:
+    if str(spark.conf.get("spark.speculation", "false")).lower() == "true":
+        raise ConfigError(
+            "spark",
+            "spark.speculation",
+            "is on; two attempts of one partition would write the same transaction at once",
+            fix="set spark.speculation=false for jobs that use the transactional sink",
+        )
 
 
 def check_topics(config: SinkConfig, admin: AdminClient | None = None, deadline_s: float = TOPIC_DEADLINE_S) -> None:
