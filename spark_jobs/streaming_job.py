@@ -5,8 +5,12 @@ supplies its name, the topic that pins its partition layout, and a ``BatchPlan``
 count is known: what it writes, what decides its output (``writer_version``), how the Kafka source
 becomes the streamed rows and what runs per micro-batch. The template does the rest, in this order::
 
-    opened (the cluster resolved and checked, --create-topics) → the session → pinned_partitions →
-    the job's plan → kafka_source → sink_config → the trigger → prepare_sink → attached, started
+    opened (streaming_options: the cluster resolved and checked, --create-topics, the source's settings) →
+    the session → pinned_partitions → the job's plan → sink_api → kafka_source → sink_config → the trigger →
+    prepare_sink → attached, started
+
+The template's own steps come first, then each floor below once: ``opened`` before the session, and in
+``start_query`` the Spark source, then the sink's start.
 
 ``prepare_sink`` (``sink.query_start``) is the sink's whole side of the start, in one pass down the sink's
 floors: the input by topic id, a rebase on a recreated input, the writer, and its checks and claim
@@ -23,32 +27,25 @@ and exits 1 (``main_entry``).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
 import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from confluent_kafka.admin import AdminClient
 
-from ikkai.contract import kafka
-from ikkai.contract.kafka import KafkaContext, resolve_cluster
+from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.wire_format import environment_codec
 from ikkai.errors import ConfigError, IkkaiError
 from spark_jobs.options import (
     DATA_SOURCE,
-    DEFAULT_TRIGGER_INTERVAL,
     FOREACH_BATCH,
-    JobOptions,
-    default_max_offsets_per_trigger,
     default_max_transaction_bytes,
     stream_trigger,
 )
-from spark_jobs.sink.config import DEFAULT_TRANSACTION_TIMEOUT_MS, DEFAULT_TRANSACTIONAL_WRITER
 from spark_jobs.sink.query_start import EXACTLY_ONCE, AfterBatch, BatchWriter, SinkStart, prepare_sink
 from spark_jobs.sink.transactional_sink import (
     PartitionResult,
@@ -56,6 +53,8 @@ from spark_jobs.sink.transactional_sink import (
     SinkConfig,
     TransactionalBatchWriter,
 )
+from spark_jobs.streaming_options import StreamingOptions as StreamingOptions  # what the template runs with
+from spark_jobs.streaming_options import replay_options as replay_options  # a replay's
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -64,66 +63,6 @@ if TYPE_CHECKING:
     from spark_jobs.replay_query import ReplayRequest
 
 BatchFunction = Callable[["DataFrame", int], None]
-
-
-@dataclass(frozen=True)
-class StreamingOptions:
-    """What every streaming job is started with: where it reads and keeps its state, how fast, which writer."""
-
-    cluster: KafkaContext
-    checkpoint: Path | str  # a folder of the driver's machine, or a URI (hdfs://, s3a://) kept as written
-    input_topic: str
-    query: str
-    partitions: int | None = None
-    mode: str = "exactly-once"
-    app: str = "ikkai"
-    available_now: bool = True
-    trigger_interval: str = DEFAULT_TRIGGER_INTERVAL  # with available_now False
-    max_offsets_per_trigger: int | None = None  # None: default_max_offsets_per_trigger(transaction_timeout_ms)
-    transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
-    master: str = "local[2]"
-    crash_after_batch: int | None = None  # fault injection for tests: SIGKILL itself after this batch's write
-    input_recreated: str = ""  # --input-recreated: the recreated input topic's id, to start over on it
-    shadow: bool = False  # infer's --shadow: the query may claim only *.shadow topics
-    after_query: str = ""  # a new query taking over another's output (query_handover)
-    start_offsets: dict[int, int] = field(default_factory=dict)  # or told where to start
-    progress: bool = False  # --progress: each batch's StreamingQueryProgress on stderr (spark_jobs.progress)
-    checkpoint_given: bool = True  # False: the default under $IKKAI_HOME, which only a local master may use
-    sink_api: str | None = None  # hidden --sink-api; None: foreachBatch (data-source: spark_jobs.sink.stream_writer)
-    transactional_writer: str = DEFAULT_TRANSACTIONAL_WRITER  # --transactional-writer: who keeps the producers
-    replay_requests: Path | None = None  # --replay-requests: a folder of replay requests (spark_jobs.replay_query)
-    replay_of: str = ""  # a replay's: the live query whose recorded cut it reproduces (replay_options)
-    transactions: bool = True  # False: the hidden --benchmark-without-transactions, NOT exactly-once (SinkConfig)
-    # The Spark Kafka source's settings for ``cluster``, computed once where it is resolved (``opened``); empty: from
-    # ``cluster`` when the source is built
-    source_options: Mapping[str, str] = field(default_factory=dict)
-
-    @classmethod
-    def of(
-        cls, given: JobOptions, cluster: KafkaContext, query: str, shadow: bool = False,
-        source_options: Mapping[str, str] | None = None,
-    ) -> StreamingOptions:  # fmt: skip
-        """The options the template runs with: what the command line gave, the cluster resolved (the default
-        checkpoint a folder under ``$IKKAI_HOME``)."""
-        from ikkai.settings import ikkai_home
-
-        return cls(
-            cluster=cluster, source_options=dict(source_options or {}),
-            checkpoint=given.checkpoint or ikkai_home() / "checkpoints" / query,
-            input_topic=given.input_topic, query=query, partitions=given.partitions, mode=given.mode,
-            available_now=not given.continuous, trigger_interval=given.trigger_interval,
-            max_offsets_per_trigger=given.max_offsets_per_trigger, transaction_timeout_ms=given.transaction_timeout_ms,
-            master=given.master, crash_after_batch=given.crash_after_batch, input_recreated=given.input_recreated,
-            after_query=given.after_query, start_offsets=given.start_offsets, progress=given.progress,
-            checkpoint_given=given.checkpoint_given, sink_api=given.sink_api,
-            transactional_writer=given.transactional_writer, replay_requests=given.replay_requests, shadow=shadow,
-            transactions=not given.benchmark_without_transactions,
-        )  # fmt: skip
-
-    @property
-    def max_offsets(self) -> int:
-        """Input records per micro-batch at most: the given bound, else the one the transaction timeout allows."""
-        return self.max_offsets_per_trigger or default_max_offsets_per_trigger(self.transaction_timeout_ms)
 
 
 def _identity(writer: BatchWriter) -> BatchFunction:
@@ -206,42 +145,6 @@ class RunningQuery:
             if refusal is not None:
                 raise refusal from None
             raise
-
-
-def kafka_cluster(job: str, given: str | None) -> KafkaContext:
-    """The job's Kafka cluster, resolved once (``kafka.resolve_cluster``: --bootstrap, the environment,
-    or the embedded stack's record) and checked before Spark starts, so wrong credentials or a wrong
-    CA are one line within seconds. The context then travels with the job's configuration, into the
-    Spark source, the sink and its Python workers; nothing reads the environment again.
-    """
-    cluster = resolve_cluster(given)
-    if cluster is None:
-        raise ConfigError(job, "--bootstrap", "no cluster configured", fix="run `ikkai stack up` or pass --bootstrap")
-    kafka.check_access(cluster, timeout=30)
-    return cluster
-
-
-@dataclass(frozen=True)
-class MoreTopics:
-    """Topics a job creates under ``--create-topics`` besides its partitioned ones (enrich's master data)."""
-
-    names: tuple[str, ...]
-    partitions: int
-    config: Mapping[str, str]
-
-
-def opened(
-    job: str, given: JobOptions, query: str, output_topics: tuple[str, ...], shadow: bool = False,
-    more_topics: MoreTopics | None = None,
-) -> StreamingOptions:  # fmt: skip
-    """The run's first step, before Spark: the cluster resolved and checked, ``--create-topics`` done, and the Spark
-    source's settings for the cluster computed: every use of the cluster's settings at the start, in one place."""
-    cluster = kafka_cluster(job, given.bootstrap)
-    if given.create_topics and given.partitions:  # JobOptions refuses --create-topics without --partitions
-        kafka.ensure_topics(cluster, [given.input_topic, *output_topics], given.partitions)  # never auto-created
-        if more_topics is not None:
-            kafka.ensure_topics(cluster, more_topics.names, more_topics.partitions, config=dict(more_topics.config))
-    return StreamingOptions.of(given, cluster, query, shadow, cluster.spark_options())
 
 
 def topic_partitions(cluster: KafkaContext, topic: str) -> int | None:
@@ -428,18 +331,6 @@ def run_job(options: StreamingOptions, job: StreamingJob) -> None:
 def run_replay(spark: SparkSession, live: StreamingOptions, job: StreamingJob, request: ReplayRequest) -> None:
     """One replay request, beside the live query in its session: its own query, until it drains."""
     start_query(spark, replay_options(live, request), job.suffixed(request.suffix)).await_termination()
-
-
-def replay_options(live: StreamingOptions, request: ReplayRequest) -> StreamingOptions:
-    """The live query's options turned into a replay's (``spark_jobs.replay_query``): its name and checkpoint, from
-    the earliest offsets to the end, in default-sized batches, with none of the live query's start or crash
-    settings. Pure."""
-    return dataclasses.replace(
-        live, query=request.query, checkpoint=request.checkpoint, available_now=True, max_offsets_per_trigger=None,
-        crash_after_batch=None, input_recreated="", after_query="", start_offsets={}, checkpoint_given=True,
-        replay_of=live.query,
-        shadow=False,  # a replay's topics are its own (a suffix), never a shadow's
-    )  # fmt: skip
 
 
 def main_entry(command: Callable[..., Any], argv: Sequence[str] | None = None) -> None:

@@ -62,7 +62,8 @@ from spark_jobs.enrich.records import (
 )
 from spark_jobs.options import JobOptions, click_options, option
 from spark_jobs.sink.query_start import BatchWriter
-from spark_jobs.streaming_job import BatchPlan, MoreTopics, StreamingOptions, main_entry, opened, run_job
+from spark_jobs.streaming_job import BatchPlan, main_entry, run_job
+from spark_jobs.streaming_options import MoreTopics, StreamingOptions, opened
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -4,7 +4,7 @@
 
 1. Its own markers first (its own commits topic, as the start read them): a query that handed its output
    over, or that would write other topics than its markers name, is refused before it claims anything
-   (``grown_layout.refuse_by_own_markers``, among the start's checks before its first write).
+   (``grown_layout.refuse_by_own_markers``).
 2. It appends one ``OwnerClaim`` (``ikkai.contract.owner_claims``) to ``_ikkai.owners`` in a
    transaction of ``transactional.id`` ``<app>.<query>.owner-claim``: ``init_transactions`` fences
    an older claimer of the same query (a zombie start) and ends the transaction it left open.
@@ -44,8 +44,7 @@ from ikkai.errors import ConfigError
 from spark_jobs.sink.commit_markers import CommitMarker
 from spark_jobs.sink.commit_pause import PAUSE_BOUND_S
 from spark_jobs.sink.config import OPERATOR_GUIDE, SinkConfig
-from spark_jobs.sink.grown_layout import OwnerClaimError
-from spark_jobs.sink.grown_layout import refuse_by_own_markers as refuse_by_own_markers  # the check before a claim
+from spark_jobs.sink.grown_layout import OwnerClaimError, refuse_by_own_markers
 from spark_jobs.sink.kafka_errors import TransactionError, call_with_retries
 
 # Never compacted (a compacted topic keeps the last record of a key, not the first, and could change the winner),
@@ -67,9 +66,9 @@ def claim_outputs(
 ) -> SinkConfig:
     """Claim the query's outputs (module docstring); the config its writers run with: the recorded start.
 
-    ``own``: the query's markers, as the start read them and checked them (``grown_layout.refuse_unfit_markers``:
-    what they forbid is refused before the claim).
+    ``own``: the query's markers, as the start read them.
     """
+    refuse_by_own_markers(config, own)
     ensure_owners_topic(config.cluster)
     claim = OwnerClaim(
         config.app, config.query, SHADOW if config.shadow else HANDOVER if config.after_query else CLAIM,

@@ -19,9 +19,9 @@ writers starts where every old partition committed (``start``) and leaves out ea
 partition committed (``holds``), on every start and every write path (``partition_transactions.uncommitted``).
 Nothing is skipped and nothing is written again. Pure, but for the refusal's wording.
 
-The start's checks of the markers it read live here too, pure and in one place (``refuse_unfit_markers``): a
-grown layout, a marker of another layout or input (``check_markers``, which every writer that reads its marker
-runs as well), and what the query's own markers forbid before it claims (``refuse_by_own_markers``); and where
+The checks of the markers a start read live here too, pure: a grown layout (``refuse_a_grown_layout``), a
+marker of another layout or input (``check_markers``, which every writer that reads its marker runs as well),
+and what the query's own markers forbid before it claims (``refuse_by_own_markers``); and where
 each output partition of any query starts, from its marker and its origin's (``start_of``: the same layout,
 a grown one, ``--start-offsets``, or a recreated input the operator accepted, ``on_accepted_recreation``).
 """
@@ -149,15 +149,6 @@ class OwnerClaimError(IkkaiError):
     def __init__(self, topic: str, problem: str, fix: str) -> None:
         super().__init__(f"{topic}: {problem}", fix=fix)
         self.topic = topic
-
-
-def refuse_unfit_markers(config: _Layout, markers: Mapping[int, CommitMarker]) -> None:
-    """The start's checks of the query's ``markers`` as it read them, before it writes anything: a grown layout
-    (refused first: it names the query that goes on), a marker of another layout or input, then what the
-    query's own markers forbid before it claims. Pure."""
-    refuse_a_grown_layout(config, markers)
-    check_markers(config, markers)
-    refuse_by_own_markers(config, markers)
 
 
 def refuse_a_grown_layout(config: _Query, markers: Mapping[int, CommitMarker]) -> None:

@@ -10,9 +10,9 @@ besides it) and calls ``prepare_sink`` once, before the query starts. In this or
 3. the writer: the exactly-once ``TransactionalBatchWriter``, or Spark's own at-least-once sink (the benchmarks'
    baseline: it makes no exactly-once promise, and the steps 2 and 4 are not taken);
 4. the writer's checks and claim (``start_checks``, then ``start_pass``, over the markers read once), after the
-   streamed rows' plan (``TransactionalBatchWriter.check_stream``): the markers' checks and speculation off,
-   the commits topic, the layout and the topics' size limits, then the outputs claimed (a handover's fencing,
-   each partition's start).
+   streamed rows' plan (``TransactionalBatchWriter.check_stream``): speculation off, a grown layout, the commits
+   topic, the layout and the topics' size limits, then the outputs claimed (a handover's fencing, each
+   partition's start).
 
 A query started with ``--sink-api data-source`` then attaches the prepared writer as a Python data source's
 stream writer (``stream_writer.attach_data_source``).
