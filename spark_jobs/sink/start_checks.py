@@ -1,54 +1,31 @@
-"""The exactly-once writer's checks before its claim, in one place, over the markers the start read once.
+"""The exactly-once writer's checks at its start and while it runs: speculation, the topics' layout and limits.
 
-``checked_before_claim`` is the first half of the writer's start (``TransactionalBatchWriter.start``; the claim
-and the writes that follow it are ``start_pass``), in this order:
-
-1. Spark's speculation off (two attempts of one partition would write one transaction at once);
-2. a grown layout in the markers as the start read them (``grown_layout.refuse_a_grown_layout``, pure): refused
-   before any count check, naming the query that goes on;
-3. the commits topic created or checked (``commit_markers.ensure_commits_topic``);
-4. every written topic's partition count (``check_topics``), then every marker of this layout and this input
-   (``grown_layout.check_markers``, pure), then each written topic's size limit (``with_topic_limits``).
-
-What the query's own markers forbid before it claims (a handover, other topics) is the claim's first step
-(``claim_log.claim_outputs``). The order is the refusals' order: a start with two faults names the same one.
-
-``check_topics`` also runs at most every ``TOPIC_CHECK_INTERVAL_S`` and after any failed write
-(``transactional_sink``); ``with_topic_limits`` then follows each written topic's ``max.message.bytes``.
+``TransactionalBatchWriter.start`` runs them before its claim (``start_pass``), in the order it refuses in:
+speculation off (two attempts of one partition would write one transaction at once), a grown layout
+(``grown_layout``), the commits topic (``commit_markers.ensure_commits_topic``), every written topic's
+partition count (``check_topics``), every marker's layout and input (``grown_layout.check_markers``), then
+each written topic's size limit (``with_topic_limits``). ``check_topics`` also runs at most every
+``TOPIC_CHECK_INTERVAL_S`` and after any failed write (``transactional_sink``); ``with_topic_limits`` then
+follows each written topic's ``max.message.bytes``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from confluent_kafka.admin import AdminClient
 
 from ikkai.contract.kafka import TOPIC_DEADLINE_S
 from ikkai.errors import ConfigError
-from spark_jobs.sink.commit_markers import CommitMarker, CommitMarkerError, ensure_commits_topic
+from spark_jobs.sink.commit_markers import CommitMarkerError
 from spark_jobs.sink.config import SinkConfig
-from spark_jobs.sink.grown_layout import REPARTITION_PROCEDURE, check_markers, refuse_a_grown_layout
+from spark_jobs.sink.grown_layout import REPARTITION_PROCEDURE
 from spark_jobs.sink.size_bounds import read_topic_limits
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-
-def checked_before_claim(
-    spark: SparkSession, config: SinkConfig, markers: Mapping[int, CommitMarker], admin: AdminClient
-) -> SinkConfig:
-    """The writer's checks before its claim (module docstring); ``config`` with each written topic's limit."""
-    refuse_speculation(spark)
-    refuse_a_grown_layout(
-        config, markers
-    )  # topics grown since the last run: refused first, naming the query that goes on
-    ensure_commits_topic(config.cluster, config.commits_topic, config.partitions)
-    check_topics(config, admin)
-    check_markers(config, markers)  # every marker of this layout and this input
-    return with_topic_limits(config, admin)  # each written topic's max.message.bytes
 
 
 def refuse_speculation(spark: SparkSession) -> None:

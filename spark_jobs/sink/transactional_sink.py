@@ -67,11 +67,12 @@ from confluent_kafka.admin import AdminClient
 
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.partitioning import spark_partition_routes
-from spark_jobs.sink.commit_markers import CommitMarker, CommitMarkerError, read_markers
+from spark_jobs.sink.commit_markers import CommitMarker, CommitMarkerError, ensure_commits_topic, read_markers
 from spark_jobs.sink.config import SinkConfig
+from spark_jobs.sink.grown_layout import check_markers, refuse_a_grown_layout
 from spark_jobs.sink.partition_transactions import PartitionResult
 from spark_jobs.sink.shared_partitions import refuse_a_split_stream, refuse_shared_partitions
-from spark_jobs.sink.start_checks import check_topics, checked_before_claim, refuse_speculation, with_topic_limits
+from spark_jobs.sink.start_checks import check_topics, refuse_speculation, with_topic_limits
 from spark_jobs.sink.start_pass import start_as_owner
 from spark_jobs.sink.write_tasks import (
     HEADERS_COLUMN,
@@ -138,14 +139,21 @@ class TransactionalBatchWriter:
         self.start(spark, read_markers(config.cluster, config.app, config.query, topic=config.commits_topic))
 
     def start(self, spark: SparkSession, markers: Mapping[int, CommitMarker], rows: DataFrame | None = None) -> None:
-        """``prepare`` over the query's ``markers`` as the start read them: its checks, then its claim and writes
-        (``start_checks.checked_before_claim``, ``start_pass.start_as_owner``); ``rows``:
+        """``prepare`` over the query's ``markers`` as the start read them: its checks (``start_checks``), then its
+        claim and writes (``start_pass.start_as_owner``); ``rows``:
         the streamed rows this writer gets as they are, their plan checked first (``check_stream``), so a split
         stream is refused before anything is written."""
         if rows is not None:
             self.check_stream(rows)
+        # The checks before the claim, in the order the start refuses in: speculation, a grown layout (naming the query
+        # that goes on) before any count, the commits topic, the topics' counts, every marker's layout and input.
+        refuse_speculation(spark)
+        refuse_a_grown_layout(self.config, markers)
+        ensure_commits_topic(self.config.cluster, self.config.commits_topic, self.config.partitions)
         self._admin = AdminClient(self.config.cluster.client_config())
-        self.config = checked_before_claim(spark, self.config, markers, self._admin)  # nothing written before it
+        check_topics(self.config, self._admin)
+        check_markers(self.config, markers)
+        self.config = with_topic_limits(self.config, self._admin)  # each written topic's max.message.bytes
         self.config = start_as_owner(self.config, markers)  # claimed; the recorded start; a handover's fencing
         self._routes = spark_partition_routes(self.config.partitions)
         self._topics_checked_at = time.monotonic()
