@@ -4,7 +4,7 @@
 
 1. Its own markers first (its own commits topic, as the start read them): a query that handed its output
    over, or that would write other topics than its markers name, is refused before it claims anything
-   (``grown_layout.refuse_by_own_markers``).
+   (``refuse_by_own_markers``).
 2. It appends one ``OwnerClaim`` (``ikkai.contract.owner_claims``) to ``_ikkai.owners`` in a
    transaction of ``transactional.id`` ``<app>.<query>.owner-claim``: ``init_transactions`` fences
    an older claimer of the same query (a zombie start) and ends the transaction it left open.
@@ -40,11 +40,11 @@ from ikkai.contract.codec import SchemaError, default_codec
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.owner_claims import CLAIM, HANDOVER, SHADOW, OwnerClaim, fold, format_offsets
 from ikkai.contract.topics import OWNERS
-from ikkai.errors import ConfigError
+from ikkai.errors import ConfigError, IkkaiError
 from spark_jobs.sink.commit_markers import CommitMarker
 from spark_jobs.sink.commit_pause import PAUSE_BOUND_S
 from spark_jobs.sink.config import OPERATOR_GUIDE, SinkConfig
-from spark_jobs.sink.grown_layout import OwnerClaimError, refuse_by_own_markers
+from spark_jobs.sink.grown_layout import handed_over
 from spark_jobs.sink.kafka_errors import TransactionError, call_with_retries
 
 # Never compacted (a compacted topic keeps the last record of a key, not the first, and could change the winner),
@@ -54,6 +54,14 @@ OWNERS_TOPIC_CONFIG = {"cleanup.policy": "delete", "retention.ms": "-1", "retent
 CLAIM_TRANSACTION_TIMEOUT_MS = 10_000
 CLAIM_DEADLINE_S = 90.0  # covers that timeout and the coordinator's check for timed-out transactions (10 s)
 CLAIMS_GUIDE = f"{OPERATOR_GUIDE}: concurrent starts"
+
+
+class OwnerClaimError(IkkaiError):
+    """A start whose claim is void, or a claim log that cannot decide (unreadable, or configured to lose claims)."""
+
+    def __init__(self, topic: str, problem: str, fix: str) -> None:
+        super().__init__(f"{topic}: {problem}", fix=fix)
+        self.topic = topic
 
 
 def claim_transactional_id(app: str, query: str) -> str:
@@ -109,6 +117,20 @@ def recorded_start(
         offsets = {}
     input_recreated = accepted if accepted == config.source_topic_id else config.input_recreated
     return dataclasses.replace(config, after_query=after, start_offsets=offsets, input_recreated=input_recreated)
+
+
+def refuse_by_own_markers(config: SinkConfig, own: Mapping[int, CommitMarker]) -> None:
+    """What the query's own markers forbid before it claims: writing again after a handover, other topics."""
+    for marker in own.values():
+        if marker.handed_over_to:
+            raise OwnerClaimError(*handed_over(config.commits_topic, config.query, marker.handed_over_to))
+        if marker.output_topics and set(marker.output_topics) != set(config.output_topics):
+            raise OwnerClaimError(
+                config.commits_topic, f"query {config.query} committed output to {', '.join(marker.output_topics)}, "
+                f"now it writes {', '.join(config.output_topics)}: its markers would leave those events out of the "
+                "new topics",
+                fix="keep this query's output topics; other topics are another query's (a candidate model: --shadow)",
+            )  # fmt: skip
 
 
 def write_claim(cluster: KafkaContext, claim: OwnerClaim, deadline_s: float = CLAIM_DEADLINE_S) -> list[OwnerClaim]:

@@ -21,7 +21,7 @@ Nothing is skipped and nothing is written again. Pure, but for the refusal's wor
 
 The checks of the markers a start read live here too, pure: a grown layout (``refuse_a_grown_layout``), a
 marker of another layout or input (``check_markers``, which every writer that reads its marker runs as well),
-and what the query's own markers forbid before it claims (``refuse_by_own_markers``); and where
+and where
 each output partition of any query starts, from its marker and its origin's (``start_of``: the same layout,
 a grown one, ``--start-offsets``, or a recreated input the operator accepted, ``on_accepted_recreation``).
 """
@@ -34,7 +34,6 @@ from functools import cached_property
 from typing import Protocol
 
 from ikkai.contract.partitioning import kafka_partition
-from ikkai.errors import IkkaiError
 from spark_jobs.sink.commit_markers import CommitMarker, CommitMarkerError, Lineage, commits_topic_for
 from spark_jobs.sink.record import KEY, SOURCE_PARTITION, Record
 
@@ -143,14 +142,6 @@ class _Start(_Layout, Protocol):
     def origin_layout(self) -> OriginLayout | None: ...
 
 
-class OwnerClaimError(IkkaiError):
-    """A start whose claim is void, or a claim log that cannot decide (unreadable, or configured to lose claims)."""
-
-    def __init__(self, topic: str, problem: str, fix: str) -> None:
-        super().__init__(f"{topic}: {problem}", fix=fix)
-        self.topic = topic
-
-
 def refuse_a_grown_layout(config: _Query, markers: Mapping[int, CommitMarker]) -> None:
     """Markers of another partition count: the topics grew. Refused with the command of the query that continues.
 
@@ -201,20 +192,6 @@ def check_markers(config: _Layout, markers: Mapping[int, CommitMarker]) -> None:
                 fix=f"run it on {marker.source_topic!r} again; another input is another query with a checkpoint "
                 "of its own (--query, --checkpoint), beside this one",
             )
-
-
-def refuse_by_own_markers(config: _Layout, own: Mapping[int, CommitMarker]) -> None:
-    """What the query's own markers forbid before it claims: writing again after a handover, other topics."""
-    for marker in own.values():
-        if marker.handed_over_to:
-            raise OwnerClaimError(*handed_over(config.commits_topic, config.query, marker.handed_over_to))
-        if marker.output_topics and set(marker.output_topics) != set(config.output_topics):
-            raise OwnerClaimError(
-                config.commits_topic, f"query {config.query} committed output to {', '.join(marker.output_topics)}, "
-                f"now it writes {', '.join(config.output_topics)}: its markers would leave those events out of the "
-                "new topics",
-                fix="keep this query's output topics; other topics are another query's (a candidate model: --shadow)",
-            )  # fmt: skip
 
 
 def start_of(
