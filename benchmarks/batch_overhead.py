@@ -40,7 +40,8 @@ from pyspark.sql.classic.dataframe import DataFrame  # classic's collect, not th
 from spark_jobs import streaming_job
 from spark_jobs.infer.job import InferOptions
 from spark_jobs.session import spark_session
-from spark_jobs.streaming_job import opened, run_job
+from spark_jobs.streaming_job import run_job
+from spark_jobs.streaming_options import opened
 
 args = json.loads(sys.argv[1])
 conf = {"spark.eventLog.enabled": "true", "spark.eventLog.dir": args["event_log"]} if args["event_log"] else {}

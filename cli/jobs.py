@@ -293,7 +293,7 @@ def compare(bootstrap: str | None, live: str, shadow: str | None, sample: int, o
     from ikkai.contract.wire_format import environment_codec
     from spark_jobs.infer.decision_compare import compare as compare_decisions
     from spark_jobs.infer.decision_compare import read_decisions
-    from spark_jobs.streaming_job import kafka_cluster
+    from spark_jobs.streaming_options import kafka_cluster
 
     servers = kafka_cluster("compare", bootstrap)
     shadow = shadow or f"{live}.shadow"

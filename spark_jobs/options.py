@@ -8,7 +8,7 @@ shares; a job subclasses it beside its own dataclass (``EnrichOptions``, ``Infer
 a shared field where its default or help differs (a re-declared field keeps its place) and adding its
 own, each placed in ``--help`` after the shared option it belongs with. Parsing is pure: nothing here
 touches Kafka or Spark; the cluster is resolved and topics are created when the job runs
-(``streaming_job.opened``).
+(``streaming_options.opened``).
 
 The defaults that the options derive from the transaction timeout (how big a micro-batch and a
 transaction may be) and the trigger interval's form live here too: they are what the options mean.

@@ -5,8 +5,12 @@ supplies its name, the topic that pins its partition layout, and a ``BatchPlan``
 count is known: what it writes, what decides its output (``writer_version``), how the Kafka source
 becomes the streamed rows and what runs per micro-batch. The template does the rest, in this order::
 
-    opened (the cluster resolved and checked, --create-topics) → the session → pinned_partitions →
-    the job's plan → kafka_source → sink_config → the trigger → prepare_sink → attached, started
+    opened (streaming_options: the cluster resolved and checked, --create-topics, the source's settings) →
+    the session → pinned_partitions → the job's plan → sink_api → kafka_source → sink_config → the trigger →
+    prepare_sink → attached, started
+
+The template's own steps come first, then each floor below once: ``opened`` before the session, and in
+``start_query`` the Spark source, then the sink's start.
 
 ``prepare_sink`` (``sink.query_start``) is the sink's whole side of the start, in one pass down the sink's
 floors: the input by topic id, a rebase on a recreated input, the writer, and its checks and claim
@@ -23,38 +27,34 @@ and exits 1 (``main_entry``).
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import os
 import signal
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from confluent_kafka.admin import AdminClient
 
-from ikkai.contract import kafka
-from ikkai.contract.kafka import KafkaContext, resolve_cluster
+from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.wire_format import environment_codec
 from ikkai.errors import ConfigError, IkkaiError
 from spark_jobs.options import (
     DATA_SOURCE,
-    DEFAULT_TRIGGER_INTERVAL,
     FOREACH_BATCH,
-    JobOptions,
-    default_max_offsets_per_trigger,
     default_max_transaction_bytes,
     stream_trigger,
 )
-from spark_jobs.sink.config import DEFAULT_TRANSACTION_TIMEOUT_MS, DEFAULT_TRANSACTIONAL_WRITER
-from spark_jobs.sink.query_start import AfterBatch, BatchWriter, SinkStart, prepare_sink
+from spark_jobs.sink.query_start import EXACTLY_ONCE, AfterBatch, BatchWriter, SinkStart, prepare_sink
 from spark_jobs.sink.transactional_sink import (
     PartitionResult,
     RowTransform,
     SinkConfig,
     TransactionalBatchWriter,
 )
+from spark_jobs.streaming_options import StreamingOptions as StreamingOptions  # what the template runs with
+from spark_jobs.streaming_options import replay_options as replay_options  # a replay's
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -63,59 +63,6 @@ if TYPE_CHECKING:
     from spark_jobs.replay_query import ReplayRequest
 
 BatchFunction = Callable[["DataFrame", int], None]
-
-
-@dataclass(frozen=True)
-class StreamingOptions:
-    """What every streaming job is started with: where it reads and keeps its state, how fast, which writer."""
-
-    cluster: KafkaContext
-    checkpoint: Path | str  # a folder of the driver's machine, or a URI (hdfs://, s3a://) kept as written
-    input_topic: str
-    query: str
-    partitions: int | None = None
-    mode: str = "exactly-once"
-    app: str = "ikkai"
-    available_now: bool = True
-    trigger_interval: str = DEFAULT_TRIGGER_INTERVAL  # with available_now False
-    max_offsets_per_trigger: int | None = None  # None: default_max_offsets_per_trigger(transaction_timeout_ms)
-    transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
-    master: str = "local[2]"
-    crash_after_batch: int | None = None  # fault injection for tests: SIGKILL itself after this batch's write
-    input_recreated: str = ""  # --input-recreated: the recreated input topic's id, to start over on it
-    shadow: bool = False  # infer's --shadow: the query may claim only *.shadow topics
-    after_query: str = ""  # a new query taking over another's output (query_handover)
-    start_offsets: dict[int, int] = field(default_factory=dict)  # or told where to start
-    progress: bool = False  # --progress: each batch's StreamingQueryProgress on stderr (spark_jobs.progress)
-    checkpoint_given: bool = True  # False: the default under $IKKAI_HOME, which only a local master may use
-    sink_api: str | None = None  # hidden --sink-api; None: foreachBatch (data-source: spark_jobs.sink.stream_writer)
-    transactional_writer: str = DEFAULT_TRANSACTIONAL_WRITER  # --transactional-writer: who keeps the producers
-    replay_requests: Path | None = None  # --replay-requests: a folder of replay requests (spark_jobs.replay_query)
-    replay_of: str = ""  # a replay's: the live query whose recorded cut it reproduces (replay_options)
-    transactions: bool = True  # False: the hidden --benchmark-without-transactions, NOT exactly-once (SinkConfig)
-
-    @classmethod
-    def of(cls, given: JobOptions, cluster: KafkaContext, query: str, shadow: bool = False) -> StreamingOptions:
-        """The options the template runs with: what the command line gave, the cluster resolved (the default
-        checkpoint a folder under ``$IKKAI_HOME``)."""
-        from ikkai.settings import ikkai_home
-
-        return cls(
-            cluster=cluster, checkpoint=given.checkpoint or ikkai_home() / "checkpoints" / query,
-            input_topic=given.input_topic, query=query, partitions=given.partitions, mode=given.mode,
-            available_now=not given.continuous, trigger_interval=given.trigger_interval,
-            max_offsets_per_trigger=given.max_offsets_per_trigger, transaction_timeout_ms=given.transaction_timeout_ms,
-            master=given.master, crash_after_batch=given.crash_after_batch, input_recreated=given.input_recreated,
-            after_query=given.after_query, start_offsets=given.start_offsets, progress=given.progress,
-            checkpoint_given=given.checkpoint_given, sink_api=given.sink_api,
-            transactional_writer=given.transactional_writer, replay_requests=given.replay_requests, shadow=shadow,
-            transactions=not given.benchmark_without_transactions,
-        )  # fmt: skip
-
-    @property
-    def max_offsets(self) -> int:
-        """Input records per micro-batch at most: the given bound, else the one the transaction timeout allows."""
-        return self.max_offsets_per_trigger or default_max_offsets_per_trigger(self.transaction_timeout_ms)
 
 
 def _identity(writer: BatchWriter) -> BatchFunction:
@@ -200,29 +147,6 @@ class RunningQuery:
             raise
 
 
-def kafka_cluster(job: str, given: str | None) -> KafkaContext:
-    """The job's Kafka cluster, resolved once (``kafka.resolve_cluster``: --bootstrap, the environment,
-    or the embedded stack's record) and checked before Spark starts, so wrong credentials or a wrong
-    CA are one line within seconds. The context then travels with the job's configuration, into the
-    Spark source, the sink and its Python workers; nothing reads the environment again.
-    """
-    cluster = resolve_cluster(given)
-    if cluster is None:
-        raise ConfigError(job, "--bootstrap", "no cluster configured", fix="run `ikkai stack up` or pass --bootstrap")
-    kafka.check_access(cluster, timeout=30)
-    return cluster
-
-
-def opened(
-    job: str, given: JobOptions, query: str, output_topics: tuple[str, ...], shadow: bool = False
-) -> StreamingOptions:
-    """The run's first step, before Spark: the cluster resolved and checked, then ``--create-topics`` done."""
-    cluster = kafka_cluster(job, given.bootstrap)
-    if given.create_topics and given.partitions:  # JobOptions refuses --create-topics without --partitions
-        kafka.ensure_topics(cluster, [given.input_topic, *output_topics], given.partitions)  # never auto-created
-    return StreamingOptions.of(given, cluster, query, shadow)
-
-
 def topic_partitions(cluster: KafkaContext, topic: str) -> int | None:
     metadata = AdminClient(cluster.client_config()).list_topics(timeout=30).topics.get(topic)
     return None if metadata is None or metadata.error is not None else len(metadata.partitions)
@@ -248,12 +172,16 @@ def pinned_partitions(job: str, cluster: KafkaContext, given: int | None, layout
 
 
 def kafka_source(
-    spark: SparkSession, cluster: KafkaContext, topic: str, max_offsets_per_trigger: int | None
+    spark: SparkSession, cluster: KafkaContext | Mapping[str, str], topic: str, max_offsets_per_trigger: int | None
 ) -> DataFrame:
-    """The job's input from the start, committed records only (rule 3), failing loudly if records were lost."""
+    """The job's input from the start, committed records only (rule 3), failing loudly if records were lost.
+
+    ``cluster``: the cluster, or the Spark source's settings already computed for it (``StreamingOptions``).
+    """
+    settings = cluster.spark_options() if isinstance(cluster, KafkaContext) else cluster
     source = (
         spark.readStream.format("kafka")
-        .options(**cluster.spark_options())
+        .options(**settings)
         .option("subscribe", topic)
         .option("kafka.isolation.level", "read_committed")
         .option("startingOffsets", "earliest")
@@ -301,20 +229,26 @@ def sink_config(options: StreamingOptions, plan: BatchPlan, partitions: int, job
 
 
 def start_query(spark: SparkSession, options: StreamingOptions, job: StreamingJob) -> RunningQuery:
-    """The start sequence (module docstring): the job's plan wired to the source, the sink and the trigger."""
+    """The start sequence (module docstring): the job's plan wired to the source, the sink and the trigger.
+
+    The template's own steps first (the layout, the plan, the sink's settings, how it is attached); then each
+    floor below once: the Spark source, the sink's start (``prepare_sink``), the attached query.
+    """
     after_batch = crash_hook(options.query, options.crash_after_batch)
     partitions = pinned_partitions(job.name, options.cluster, options.partitions, job.layout_topic, options.input_topic)
     plan = job.plan(spark, options, partitions)
-    rows = plan.rows(kafka_source(spark, options.cluster, options.input_topic, options.max_offsets))
-    config = sink_config(options, plan, partitions, job.name)
-    trigger = stream_trigger(options.available_now, options.trigger_interval)
+    attach = sink_api(options, plan)
+    source = options.source_options or options.cluster  # the settings computed where the cluster was resolved
+    rows = plan.rows(kafka_source(spark, source, options.input_topic, options.max_offsets))
     stream = rows.writeStream.queryName(options.query).option("checkpointLocation", str(options.checkpoint))
     if plan.output_mode:
         stream = stream.outputMode(plan.output_mode)
+    config = sink_config(options, plan, partitions, job.name)
+    trigger = stream_trigger(options.available_now, options.trigger_interval)
     # The sink's side of the start, in one pass (sink.query_start): the input by id, a rebase, the writer prepared.
+    as_they_are = attach == DATA_SOURCE or plan.batch_function is _identity  # the writer gets the rows' micro-batches
     writer = prepare_sink(spark, config, SinkStart(job.name, options.mode, options.checkpoint, after_batch,
-                                                   plan.transform))  # fmt: skip
-    attach = sink_api(options, plan, writer)
+                                                   plan.transform, rows if as_they_are else None))  # fmt: skip
     sys.stderr.write(f"{options.query}: the sink is attached as {attach} ({options.mode})\n")
     if not options.transactions:
         sys.stderr.write(f"{options.query}: Kafka transactions OFF (--benchmark-without-transactions): "
@@ -323,15 +257,13 @@ def start_query(spark: SparkSession, options: StreamingOptions, job: StreamingJo
         from spark_jobs.sink.stream_writer import attach_data_source  # Spark's data source API: loaded for it alone
 
         assert isinstance(writer, TransactionalBatchWriter) and plan.transform is not None
-        attached, refusal = attach_data_source(spark, stream, rows, writer, plan.transform, options.crash_after_batch)
+        attached, refusal = attach_data_source(spark, stream, writer, plan.transform, options.crash_after_batch)
         return RunningQuery(attached.trigger(**trigger).start(), refusal, writer.explain)
-    if isinstance(writer, TransactionalBatchWriter) and plan.batch_function is _identity:
-        writer.check_stream(rows)  # the batches are these rows' micro-batches: their plan is checked once, here
     batch = ErrorKeepingBatch(plan.batch_function(writer))
     return RunningQuery(stream.foreachBatch(batch).trigger(**trigger).start(), lambda: batch.error)
 
 
-def sink_api(options: StreamingOptions, plan: BatchPlan, writer: BatchWriter) -> str:
+def sink_api(options: StreamingOptions, plan: BatchPlan, writer: BatchWriter | None = None) -> str:
     """How the sink is attached: ``foreachBatch`` unless ``--sink-api data-source`` asks for the data source writer.
 
     The data source writer serves exactly-once jobs written in place with the sink's transform. It is
@@ -339,8 +271,11 @@ def sink_api(options: StreamingOptions, plan: BatchPlan, writer: BatchWriter) ->
     p99 at low load (BENCHMARKS.md: its 1.7-1.9x was measured on a loaded machine, where the driver's
     work per batch waits for a core). On a cluster, Spark runs its driver side (the plan, ``commit``)
     with the executors' Python, which must then run on the driver's machine with ikkai's libraries.
+    Decided before the sink is prepared (``writer`` None: the mode says which writer it will be), so a refusal
+    claims nothing.
     """
-    serves = isinstance(writer, TransactionalBatchWriter) and plan.transform is not None and plan.partition_column
+    exactly_once = options.mode == EXACTLY_ONCE if writer is None else isinstance(writer, TransactionalBatchWriter)
+    serves = exactly_once and plan.transform is not None and plan.partition_column
     if options.sink_api == DATA_SOURCE and not serves:
         raise ConfigError(
             "the job's options", "--sink-api", "data-source serves exactly-once jobs whose rows are written in place "
@@ -387,25 +322,15 @@ def run_job(options: StreamingOptions, job: StreamingJob) -> None:
             return
         from spark_jobs.replay_query import ReplayRequests
 
-        def run_replay(request: ReplayRequest) -> None:
-            start_query(spark, replay_options(options, request), job.suffixed(request.suffix)).await_termination()
-
-        with ReplayRequests(options.replay_requests, options, run_replay):
+        with ReplayRequests(options.replay_requests, options, functools.partial(run_replay, spark, options, job)):
             live.await_termination()
     finally:
         spark.stop()
 
 
-def replay_options(live: StreamingOptions, request: ReplayRequest) -> StreamingOptions:
-    """The live query's options turned into a replay's (``spark_jobs.replay_query``): its name and checkpoint, from
-    the earliest offsets to the end, in default-sized batches, with none of the live query's start or crash
-    settings. Pure."""
-    return dataclasses.replace(
-        live, query=request.query, checkpoint=request.checkpoint, available_now=True, max_offsets_per_trigger=None,
-        crash_after_batch=None, input_recreated="", after_query="", start_offsets={}, checkpoint_given=True,
-        replay_of=live.query,
-        shadow=False,  # a replay's topics are its own (a suffix), never a shadow's
-    )  # fmt: skip
+def run_replay(spark: SparkSession, live: StreamingOptions, job: StreamingJob, request: ReplayRequest) -> None:
+    """One replay request, beside the live query in its session: its own query, until it drains."""
+    start_query(spark, replay_options(live, request), job.suffixed(request.suffix)).await_termination()
 
 
 def main_entry(command: Callable[..., Any], argv: Sequence[str] | None = None) -> None:

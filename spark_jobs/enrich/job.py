@@ -47,7 +47,7 @@ from ikkai.contract.wire_format import environment_codec
 from ikkai.resources import package_file
 from spark_jobs.enrich.asof import MasterData, MasterDataTopics, join_as_of
 from spark_jobs.enrich.dedupe import DEFAULT_LATENESS_MS
-from spark_jobs.enrich.master_data import ensure_master_topics
+from spark_jobs.enrich.master_data import TOPIC_CONFIG as MASTER_TOPIC_CONFIG
 from spark_jobs.enrich.records import (
     CLASSIFIED_SCHEMA,
     EVENT,
@@ -62,7 +62,8 @@ from spark_jobs.enrich.records import (
 )
 from spark_jobs.options import JobOptions, click_options, option
 from spark_jobs.sink.query_start import BatchWriter
-from spark_jobs.streaming_job import BatchPlan, StreamingOptions, main_entry, opened, run_job
+from spark_jobs.streaming_job import BatchPlan, main_entry, run_job
+from spark_jobs.streaming_options import MoreTopics, StreamingOptions, opened
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -251,11 +252,10 @@ def main(**given: Any) -> None:
 
 def run(given: EnrichOptions) -> None:
     """The job's run: its spec checked before Spark or Kafka is touched, the cluster, its topics, then the query."""
-    load_enrich_spec(given.transforms)  # a bad spec fails here, before Spark or Kafka are touched
     job = given.job()
-    options = opened(job.name, given, given.query, job.output_topics)
-    if given.create_topics:
-        ensure_master_topics(options.cluster, merchants_topic=given.merchants, customers_topic=given.customers)
+    load_enrich_spec(given.transforms)  # a bad spec fails here, before Spark or Kafka are touched
+    master_topics = MoreTopics((given.merchants, given.customers), 1, MASTER_TOPIC_CONFIG)  # master_data's own layout
+    options = opened(job.name, given, given.query, job.output_topics, more_topics=master_topics)
     run_job(options, job)
 
 

@@ -49,7 +49,8 @@ from spark_jobs.model.model_store import keep
 from spark_jobs.options import JobOptions, click_options, option
 from spark_jobs.sink.commit_markers import commits_topic_for, read_markers
 from spark_jobs.sink.transactional_sink import RowTransform
-from spark_jobs.streaming_job import BatchPlan, StreamingOptions, main_entry, opened, run_job
+from spark_jobs.streaming_job import BatchPlan, main_entry, run_job
+from spark_jobs.streaming_options import StreamingOptions, opened
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

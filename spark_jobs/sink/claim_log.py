@@ -1,9 +1,10 @@
 """The claim log on Kafka: every start of a query claims its output topics before its first output record.
 
-``claim_outputs`` is the sink's start step (``TransactionalBatchWriter.prepare``):
+``claim_outputs`` is the sink's start step (``start_pass.start_as_owner``):
 
-1. Its own markers first (its own commits topic): a query that handed its output over, or that
-   would write other topics than its markers name, is refused before it claims anything.
+1. Its own markers first (its own commits topic, as the start read them): a query that handed its output
+   over, or that would write other topics than its markers name, is refused before it claims anything
+   (``refuse_by_own_markers``).
 2. It appends one ``OwnerClaim`` (``ikkai.contract.owner_claims``) to ``_ikkai.owners`` in a
    transaction of ``transactional.id`` ``<app>.<query>.owner-claim``: ``init_transactions`` fences
    an older claimer of the same query (a zombie start) and ends the transaction it left open.
@@ -40,9 +41,10 @@ from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.owner_claims import CLAIM, HANDOVER, SHADOW, OwnerClaim, fold, format_offsets
 from ikkai.contract.topics import OWNERS
 from ikkai.errors import ConfigError, IkkaiError
-from spark_jobs.sink.commit_markers import CommitMarker, handed_over, read_markers
+from spark_jobs.sink.commit_markers import CommitMarker
 from spark_jobs.sink.commit_pause import PAUSE_BOUND_S
 from spark_jobs.sink.config import OPERATOR_GUIDE, SinkConfig
+from spark_jobs.sink.grown_layout import handed_over
 from spark_jobs.sink.kafka_errors import TransactionError, call_with_retries
 
 # Never compacted (a compacted topic keeps the last record of a key, not the first, and could change the winner),
@@ -68,14 +70,12 @@ def claim_transactional_id(app: str, query: str) -> str:
 
 
 def claim_outputs(
-    config: SinkConfig, own: Mapping[int, CommitMarker] | None = None, deadline_s: float = CLAIM_DEADLINE_S
+    config: SinkConfig, own: Mapping[int, CommitMarker], deadline_s: float = CLAIM_DEADLINE_S
 ) -> SinkConfig:
     """Claim the query's outputs (module docstring); the config its writers run with: the recorded start.
 
-    ``own``: the query's markers if the caller has read them already.
+    ``own``: the query's markers, as the start read them.
     """
-    if own is None:
-        own = read_markers(config.cluster, config.app, config.query, topic=config.commits_topic)
     refuse_by_own_markers(config, own)
     ensure_owners_topic(config.cluster)
     claim = OwnerClaim(

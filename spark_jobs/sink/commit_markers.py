@@ -63,7 +63,6 @@ __all__ = [
     "check_names",
     "commits_topic_for",
     "ensure_commits_topic",
-    "handed_over",
     "marker_key",
     "read_marker",
     "read_markers",
@@ -93,16 +92,6 @@ class Lineage:
             return self
         cut = (VersionCut(version, batch_id, dict(committed)),) if version else ()
         return dataclasses.replace(self, version=version, cuts=(*self.cuts, *cut))
-
-
-def handed_over(commits_topic: str, query: str, successor: str) -> tuple[str, str, str]:
-    """(topic, problem, fix) refusing a query whose markers say it handed its output over to ``successor``: one text
-    for the start's check (``claim_log``) and for each partition writer's (``partition_transactions``)."""
-    return (
-        commits_topic, f"query {query} handed its output over to query {successor}",
-        f"run query {successor} (--query {successor}): it continues where this one stopped; writing here again "
-        "would decide its events twice",
-    )  # fmt: skip
 
 
 # segment.ms: the active segment is never compacted; roll it every 10 minutes so old markers go.

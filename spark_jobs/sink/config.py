@@ -15,6 +15,7 @@ from ikkai.contract.codec import RecordCodec
 from ikkai.contract.kafka import KafkaContext
 from ikkai.errors import ConfigError
 from spark_jobs.sink.commit_markers import check_names, commits_topic_for, marker_key
+from spark_jobs.sink.grown_layout import OPERATOR_GUIDE as OPERATOR_GUIDE  # where the sink's refusals point
 from spark_jobs.sink.grown_layout import OriginLayout
 
 DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
@@ -112,6 +113,3 @@ class SinkConfig:
 
     def transactional_id(self, partition: int) -> str:
         return marker_key(self.app, self.query, partition).decode()
-
-
-OPERATOR_GUIDE = "docs/exactly-once.md, 'What an operator may change, and how'"

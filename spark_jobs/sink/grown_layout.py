@@ -18,21 +18,28 @@ every start, after the handover made them final: ``query_handover.with_origin_la
 writers starts where every old partition committed (``start``) and leaves out each record its old
 partition committed (``holds``), on every start and every write path (``partition_transactions.uncommitted``).
 Nothing is skipped and nothing is written again. Pure, but for the refusal's wording.
+
+The checks of the markers a start read live here too, pure: a grown layout (``refuse_a_grown_layout``), a
+marker of another layout or input (``check_markers``, which every writer that reads its marker runs as well),
+and where
+each output partition of any query starts, from its marker and its origin's (``start_of``: the same layout,
+a grown one, ``--start-offsets``, or a recreated input the operator accepted, ``on_accepted_recreation``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Protocol
 
 from ikkai.contract.partitioning import kafka_partition
-from spark_jobs.sink.commit_markers import CommitMarker, CommitMarkerError
+from spark_jobs.sink.commit_markers import CommitMarker, CommitMarkerError, Lineage, commits_topic_for
 from spark_jobs.sink.record import KEY, SOURCE_PARTITION, Record
 
-# What an operator does to add partitions (docs/exactly-once.md, "What an operator may change, and how").
-REPARTITION_PROCEDURE = "docs/exactly-once.md, 'What an operator may change, and how': partitions"
+# What an operator may change, and how (docs/exactly-once.md); adding partitions is one of its procedures.
+OPERATOR_GUIDE = "docs/exactly-once.md, 'What an operator may change, and how'"
+REPARTITION_PROCEDURE = f"{OPERATOR_GUIDE}: partitions"
 
 
 @dataclass(frozen=True)
@@ -94,6 +101,16 @@ def not_held(records: Sequence[Record], origin: OriginLayout | None) -> list[Rec
     return [record for record in records if not origin.holds(record)]
 
 
+def handed_over(commits_topic: str, query: str, successor: str) -> tuple[str, str, str]:
+    """(topic, problem, fix) refusing a query whose markers say it handed its output over to ``successor``: one text
+    for the start's check (``claim_log``) and for each partition writer's (``partition_transactions``)."""
+    return (
+        commits_topic, f"query {query} handed its output over to query {successor}",
+        f"run query {successor} (--query {successor}): it continues where this one stopped; writing here again "
+        "would decide its events twice",
+    )  # fmt: skip
+
+
 class _Query(Protocol):
     @property
     def query(self) -> str: ...
@@ -101,6 +118,28 @@ class _Query(Protocol):
     def partitions(self) -> int: ...
     @property
     def commits_topic(self) -> str: ...
+
+
+class _Layout(_Query, Protocol):
+    @property
+    def source_topic(self) -> str: ...
+    @property
+    def source_topic_id(self) -> str: ...
+    @property
+    def output_topics(self) -> Collection[str]: ...
+
+
+class _Start(_Layout, Protocol):
+    @property
+    def app(self) -> str: ...
+    @property
+    def after_query(self) -> str: ...
+    @property
+    def start_offsets(self) -> Mapping[int, int]: ...
+    @property
+    def input_recreated(self) -> str: ...
+    @property
+    def origin_layout(self) -> OriginLayout | None: ...
 
 
 def refuse_a_grown_layout(config: _Query, markers: Mapping[int, CommitMarker]) -> None:
@@ -119,3 +158,74 @@ def refuse_a_grown_layout(config: _Query, markers: Mapping[int, CommitMarker]) -
         f"--after-query {config.query} and a fresh --checkpoint; it leaves out every record this query committed, "
         f"by its markers ({REPARTITION_PROCEDURE})",
     )
+
+
+def check_markers(config: _Layout, markers: Mapping[int, CommitMarker]) -> None:
+    """Fail unless every marker of the query was written with this layout and this input topic.
+
+    Checked before the query starts and by every writer that reads its marker (a new producer),
+    so a concurrent instance with another layout is caught where the markers are read anyway.
+    """
+    for marker in markers.values():
+        if marker.source_topic_id and config.source_topic_id and marker.source_topic_id != config.source_topic_id:
+            raise CommitMarkerError(
+                config.commits_topic,
+                f"query {config.query}, partition {marker.partition}: input topic {config.source_topic!r} was "
+                f"deleted and recreated (the marker's topic id {marker.source_topic_id}, now {config.source_topic_id}):"
+                " offsets committed on the old topic mean nothing on the new one",
+                fix=f"to decide every record of the new topic once, start with --input-recreated "
+                f"{config.source_topic_id} and a fresh --checkpoint ({OPERATOR_GUIDE}: topic recreation)",
+            )
+        if marker.partitions != config.partitions:
+            raise CommitMarkerError(
+                config.commits_topic,
+                f"query {config.query} committed batch {marker.batch_id} with {marker.partitions} partitions, "
+                f"now {config.partitions}",
+                fix="keep the partition count its markers were written with "
+                f"(to add partitions, follow {OPERATOR_GUIDE})",
+            )
+        if marker.source_topic != config.source_topic:
+            raise CommitMarkerError(
+                config.commits_topic,
+                f"query {config.query} committed the output of input topic {marker.source_topic!r}, "
+                f"now it reads {config.source_topic!r}: its offsets mean nothing there",
+                fix=f"run it on {marker.source_topic!r} again; another input is another query with a checkpoint "
+                "of its own (--query, --checkpoint), beside this one",
+            )
+
+
+def start_of(
+    config: _Start, partition: int, marker: CommitMarker | None, origin: CommitMarker | None
+) -> tuple[dict[int, int], Lineage]:
+    """(query, partition)'s committed source offsets and lineage, from its ``marker`` and its ``origin``'s. Pure.
+
+    A query without a marker starts where it was told: at ``start_offsets``, else after a handover
+    (``after_query``) at the offsets the query it took over from committed (``origin``, its marker of
+    the same partition): across a grown layout, where every old output partition committed
+    (``OriginLayout.start``; ``uncommitted`` leaves out the rest the origin holds); otherwise from the beginning.
+    """
+    if marker is not None:
+        check_markers(config, {partition: marker})
+        if marker.handed_over_to:
+            raise CommitMarkerError(*handed_over(config.commits_topic, config.query, marker.handed_over_to))
+        return dict(marker.source_offsets), Lineage(marker.writer_version, marker.cuts, marker.started_after)
+    if config.origin_layout is not None and not config.start_offsets:
+        return config.origin_layout.start(), Lineage(started_after=config.after_query)
+    if config.after_query and not config.start_offsets:
+        if origin is None or origin.handed_over_to != config.query:
+            raise CommitMarkerError(
+                commits_topic_for(config.app, config.after_query),
+                f"partition {partition}: query {config.after_query} did not hand over to {config.query}",
+                fix="start the job with --after-query: its start hands over (the sink's prepare()) before any write",
+            )  # fmt: skip
+        if on_accepted_recreation(config, origin):  # the origin's offsets are of the old topic: start at 0 of this one
+            return {}, Lineage(origin.writer_version, origin.cuts, config.after_query)
+        check_markers(config, {partition: origin})
+        return dict(origin.source_offsets), Lineage(origin.writer_version, origin.cuts, config.after_query)
+    return dict(config.start_offsets), Lineage(started_after=config.after_query)
+
+
+def on_accepted_recreation(config: _Start, marker: CommitMarker) -> bool:
+    """``marker`` names another id of the input, and the operator accepted this one as recreated (--input-recreated)."""
+    recreated = bool(config.source_topic_id) and config.input_recreated == config.source_topic_id
+    return recreated and marker.source_topic_id not in ("", config.source_topic_id)

@@ -8,7 +8,7 @@ The job looks the id up at start (``input_topic_id``, in ``query_start.prepare_s
 answers with no id, the zero id, is refused: it would compare equal before and after a recreation),
 every marker records it
 (``SinkConfig.source_topic_id``), and a marker of another id stops the job in one line
-(``partition_transactions.check_markers``) with the fix below.
+(``grown_layout.check_markers``) with the fix below.
 
 Starting over on the recreated topic is an explicit act: ``--input-recreated <new topic id>``
 (the id the refusal names) with a fresh ``--checkpoint``. Before the query starts, each output
@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -126,6 +126,13 @@ def rebase_on_recreated_input(
     """
     if not config.input_recreated:
         return []
+    refuse_another_id(config)  # before anything is read
+    markers = read_markers(config.cluster, config.app, config.query, topic=config.commits_topic)
+    return sorted(start_over(config, markers, checkpoint, spark)[1])
+
+
+def refuse_another_id(config: SinkConfig) -> None:
+    """``--input-recreated`` must name the input's id as the start looked it up."""
     if config.input_recreated != config.source_topic_id:
         raise ConfigError(
             config.query, "--input-recreated", f"names topic id {config.input_recreated}, but "
@@ -133,7 +140,16 @@ def rebase_on_recreated_input(
             fix="pass the id the refusal named, once you have checked that the topic holding it is the input to "
             f"start over on ({RECREATION_GUIDE})",
         )  # fmt: skip
-    markers = read_markers(config.cluster, config.app, config.query, topic=config.commits_topic)
+
+
+def start_over(
+    config: SinkConfig, markers: Mapping[int, CommitMarker], checkpoint: Path | str, spark: SparkSession | None = None
+) -> tuple[dict[int, CommitMarker], list[int]]:
+    """``rebase_on_recreated_input`` over the query's ``markers`` as the start read them: the markers as they are after
+    it (each partition it fenced with its marker read then, or the one it wrote), and the partitions it rebased."""
+    if not config.input_recreated:
+        return dict(markers), []
+    refuse_another_id(config)
     stale = sorted(p for p, marker in markers.items() if _of_another_topic(config, marker))
     if stale and not checkpoint_is_fresh(checkpoint, spark):
         raise ConfigError(
@@ -141,11 +157,23 @@ def rebase_on_recreated_input(
             "would start the new one in the middle, or stop with data loss",
             fix=f"start over with a fresh --checkpoint ({RECREATION_GUIDE})",
         )  # fmt: skip
-    return [p for p in stale if _rebase(config, p)]
+    after, rebased_partitions = dict(markers), []
+    for partition in stale:
+        now, wrote = _rebase(config, partition)
+        if now is None:
+            after.pop(partition)
+        else:
+            after[partition] = now
+        if wrote:
+            rebased_partitions.append(partition)
+    return after, rebased_partitions
 
 
-def _rebase(config: SinkConfig, partition: int) -> bool:
-    """Fence partition ``partition``'s writers, then commit its marker anew: the new topic id, no source offsets."""
+def _rebase(config: SinkConfig, partition: int) -> tuple[CommitMarker | None, bool]:
+    """Fence partition ``partition``'s writers, then commit its marker anew: the new topic id, no source offsets.
+
+    The partition's marker after it, and whether this start wrote it (else another instance rebased it in between).
+    """
     txn_id, deadline = config.transactional_id(partition), config.retry_deadline_s
     producer = transactional_producer(config, txn_id)
 
@@ -156,12 +184,12 @@ def _rebase(config: SinkConfig, partition: int) -> bool:
         step("init_transactions", lambda: producer.init_transactions(deadline))  # fences every older writer
         marker = read_marker(config.cluster, config.app, config.query, partition, topic=config.commits_topic)
         if marker is None or not _of_another_topic(config, marker):
-            return False  # another instance rebased it in between
+            return marker, False  # another instance rebased it in between
         fresh = rebased(marker, config.source_topic_id)
         step("begin_transaction", producer.begin_transaction)
         producer.produce(config.commits_topic, key=fresh.key, value=fresh.encode(default_codec()), partition=partition)
         step("commit_transaction", lambda: producer.commit_transaction(deadline))
-        return True
+        return fresh, True
     finally:
         producer.purge()
         producer.flush(0)

@@ -39,17 +39,11 @@ from confluent_kafka.admin import AdminClient
 
 from ikkai.contract.codec import default_codec
 from ikkai.errors import IkkaiError
-from spark_jobs.sink.commit_markers import (
-    CommitMarker,
-    CommitMarkerError,
-    Lineage,
-    commits_topic_for,
-    handed_over,
-    read_marker,
-)
+from spark_jobs.sink.commit_markers import CommitMarker, Lineage, commits_topic_for, read_marker
 from spark_jobs.sink.commit_pause import pause_before_commit
-from spark_jobs.sink.config import OPERATOR_GUIDE, SinkConfig
-from spark_jobs.sink.grown_layout import OriginLayout, not_held
+from spark_jobs.sink.config import SinkConfig
+from spark_jobs.sink.grown_layout import OriginLayout, not_held, start_of
+from spark_jobs.sink.grown_layout import check_markers as check_markers  # also every writer's, on the marker it reads
 from spark_jobs.sink.kafka_errors import ErrorKind, TransactionError, call_with_retries, classify
 from spark_jobs.sink.producer_pool import KeptProducer, ProducerPool, process_pool, produce
 from spark_jobs.sink.record import KEY, SOURCE_OFFSET, SOURCE_PARTITION, TOPIC, VALUE, Origin, Record, origin
@@ -68,76 +62,19 @@ class PartitionResult:
     seconds: float = 0.0  # in the task, from asking for the producer to the commit
 
 
-def check_markers(config: SinkConfig, markers: Mapping[int, CommitMarker]) -> None:
-    """Fail unless every marker of the query was written with this layout and this input topic.
-
-    Checked before the query starts and by every writer that reads its marker (a new producer),
-    so a concurrent instance with another layout is caught where the markers are read anyway.
-    """
-    for marker in markers.values():
-        if marker.source_topic_id and config.source_topic_id and marker.source_topic_id != config.source_topic_id:
-            raise CommitMarkerError(
-                config.commits_topic,
-                f"query {config.query}, partition {marker.partition}: input topic {config.source_topic!r} was "
-                f"deleted and recreated (the marker's topic id {marker.source_topic_id}, now {config.source_topic_id}):"
-                " offsets committed on the old topic mean nothing on the new one",
-                fix=f"to decide every record of the new topic once, start with --input-recreated "
-                f"{config.source_topic_id} and a fresh --checkpoint ({OPERATOR_GUIDE}: topic recreation)",
-            )
-        if marker.partitions != config.partitions:
-            raise CommitMarkerError(
-                config.commits_topic,
-                f"query {config.query} committed batch {marker.batch_id} with {marker.partitions} partitions, "
-                f"now {config.partitions}",
-                fix="keep the partition count its markers were written with (to add partitions, follow "
-                "docs/exactly-once.md, 'What an operator may change, and how')",
-            )
-        if marker.source_topic != config.source_topic:
-            raise CommitMarkerError(
-                config.commits_topic,
-                f"query {config.query} committed the output of input topic {marker.source_topic!r}, "
-                f"now it reads {config.source_topic!r}: its offsets mean nothing there",
-                fix=f"run it on {marker.source_topic!r} again; another input is another query with a checkpoint "
-                "of its own (--query, --checkpoint), beside this one",
-            )
-
-
 def _committed_offsets(config: SinkConfig, partition: int) -> tuple[dict[int, int], Lineage]:
     """(query, partition)'s committed source offsets and lineage; call it after ``init_transactions``.
 
-    A query without a marker starts where it was told: at ``start_offsets``, else after a handover
-    (``after_query``) at the offsets the query it took over from committed (final: the handover fenced
-    that query's writers and recorded itself there first): across a grown layout, where every old output
-    partition committed (``OriginLayout.start``; ``uncommitted`` leaves out the rest the origin holds);
-    otherwise from the beginning.
+    The marker is read here, and, for a partition without one after a handover of the same layout, the
+    origin's (final: the handover fenced that query's writers and recorded itself there first);
+    ``grown_layout.start_of`` says what they mean.
     """
     marker = read_marker(config.cluster, config.app, config.query, partition, topic=config.commits_topic)
-    if marker is not None:
-        check_markers(config, {partition: marker})
-        if marker.handed_over_to:
-            raise CommitMarkerError(*handed_over(config.commits_topic, config.query, marker.handed_over_to))
-        return dict(marker.source_offsets), Lineage(marker.writer_version, marker.cuts, marker.started_after)
-    if config.origin_layout is not None and not config.start_offsets:
-        return config.origin_layout.start(), Lineage(started_after=config.after_query)
-    if config.after_query and not config.start_offsets:
+    origin = None
+    if marker is None and config.origin_layout is None and config.after_query and not config.start_offsets:
         origin_topic = commits_topic_for(config.app, config.after_query)
         origin = read_marker(config.cluster, config.app, config.after_query, partition, topic=origin_topic)
-        if origin is None or origin.handed_over_to != config.query:
-            raise CommitMarkerError(
-                origin_topic, f"partition {partition}: query {config.after_query} did not hand over to {config.query}",
-                fix="start the job with --after-query: its start hands over (the sink's prepare()) before any write",
-            )  # fmt: skip
-        if on_accepted_recreation(config, origin):  # the origin's offsets are of the old topic: start at 0 of this one
-            return {}, Lineage(origin.writer_version, origin.cuts, config.after_query)
-        check_markers(config, {partition: origin})
-        return dict(origin.source_offsets), Lineage(origin.writer_version, origin.cuts, config.after_query)
-    return dict(config.start_offsets), Lineage(started_after=config.after_query)
-
-
-def on_accepted_recreation(config: SinkConfig, marker: CommitMarker) -> bool:
-    """``marker`` names another id of the input, and the operator accepted this one as recreated (--input-recreated)."""
-    recreated = bool(config.source_topic_id) and config.input_recreated == config.source_topic_id
-    return recreated and marker.source_topic_id not in ("", config.source_topic_id)
+    return start_of(config, partition, marker, origin)
 
 
 class RefusedAsTooLarge(Exception):
@@ -301,22 +238,25 @@ def uncommitted(
     return not_held(pending, origin), covered
 
 
-def record_start(config: SinkConfig, partition: int) -> bool:
+def record_start(config: SinkConfig, partition: int, origin: Mapping[int, CommitMarker]) -> bool:
     """Write ``partition``'s start as a marker of its own (no record) unless it has one; whether it wrote one.
 
     A query that starts after another (``--after-query``, across a grown layout or not) or at
-    ``--start-offsets`` computes each output partition's start (``_committed_offsets``); a partition
-    that then gets no record keeps no marker, and a query that later takes over from this one would
-    start it at offset 0 and write again what was committed before. Called at the start, before any
-    batch: ``init_transactions`` first (fencing any earlier writer of the id), then the marker is read.
+    ``--start-offsets`` computes each output partition's start (``grown_layout.start_of``; ``origin``: the origin's
+    markers, read once by the start after its handover); a partition that then gets no record keeps no
+    marker, and a query that later takes over from this one would start it at offset 0 and write again
+    what was committed before. Called at the start, before any batch: ``init_transactions`` first (fencing
+    any earlier writer of the id), then the marker is read.
     """
     pool = process_pool()
-    writer = _fresh(pool, config, partition)
+    writer = pool.fresh(config, config.transactional_id(partition))
     try:
         own = read_marker(config.cluster, config.app, config.query, partition, topic=config.commits_topic)
-        if own is not None or not any(writer.committed[config.commits_topic].values()):
+        committed, lineage = start_of(config, partition, own, origin.get(partition))
+        if own is not None or not any(committed.values()):
             return False
-        _write(config, writer, -1, partition, (), mark=True)
+        writer.committed[config.commits_topic], writer.lineage[config.commits_topic] = committed, lineage
+        _transact(config, writer, -1, partition, (), committed, dict(committed), 0)  # the marker alone, no record
         return True
     finally:
         pool.evict((config.cluster.bootstrap_servers, config.transactional_id(partition)))
@@ -328,18 +268,33 @@ def _write(
     batch_id: int,
     partition: int,
     records: Sequence[Record],
-    mark: bool = False,
 ) -> PartitionResult:
     committed = writer.committed.get(config.commits_topic)
     if committed is None:  # this producer has not read this commits topic yet (another query's writer)
         committed, writer.lineage[config.commits_topic] = _committed_offsets(config, partition)
         writer.committed[config.commits_topic] = committed
     pending, covered = uncommitted(records, committed, config.origin_layout)
-    if not pending and covered == committed and not mark:
+    if not pending and covered == committed:
         return PartitionResult(partition, batch_id, 0, skipped=True, already_committed=len(records))
     # Records past the marker that the origin of another layout holds, all of them: nothing to write, but the marker
     # moves past them in a transaction of its own, else a query that takes over from this one (same layout, so no
-    # origin to filter by) would start below them and write them again. ``mark``: the start alone (record_start).
+    # origin to filter by) would start below them and write them again. The start alone: ``record_start``.
+    return _transact(config, writer, batch_id, partition, pending, committed, covered, len(records))
+
+
+def _transact(
+    config: SinkConfig,
+    writer: KeptProducer,
+    batch_id: int,
+    partition: int,
+    pending: Sequence[Record],
+    committed: Mapping[int, int],
+    covered: dict[int, int],
+    given: int,
+) -> PartitionResult:
+    """One transaction of ``writer``: ``pending`` and the marker at ``covered``; ``given``: the records asked for."""
+    # A new writer_version takes over from the offsets committed so far: older decisions keep theirs.
+    lineage = writer.lineage.get(config.commits_topic, Lineage()).written_by(config.writer_version, batch_id, committed)
     producer, txn_id, deadline = writer.producer, config.transactional_id(partition), config.retry_deadline_s
     writer.refused.clear()
     call_with_retries(txn_id, "begin_transaction", producer.begin_transaction, deadline_s=deadline)
@@ -357,10 +312,6 @@ def _write(
                     error = exc.args[0]
                     failure = TransactionError(txn_id, "produce", error, classify(error), fix=_PRODUCE_FIX)
                     raise RefusedAsTooLarge(frozenset({(source_partition, source_offset)}), failure) from exc
-            # A new writer_version takes over from the offsets committed so far: older decisions keep theirs.
-            lineage = writer.lineage.get(config.commits_topic, Lineage()).written_by(
-                config.writer_version, batch_id, committed
-            )
             marker = CommitMarker(
                 config.app, config.query, partition, batch_id, config.partitions, len(pending),
                 config.source_topic, covered, output_topics=config.output_topics, writer_version=lineage.version,
@@ -386,7 +337,7 @@ def _write(
         raise
     writer.committed[config.commits_topic] = covered
     writer.lineage[config.commits_topic] = lineage
-    left_out = len(records) - len(pending)
+    left_out = given - len(pending)
     return PartitionResult(partition, batch_id, len(pending), skipped=False, already_committed=left_out)
 
 

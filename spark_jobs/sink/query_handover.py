@@ -9,7 +9,7 @@ ends the transaction Q left open), reads Q's marker of p, now final, and writes 
 ``handed_over_to`` = this query, in a transaction of that id. A writer of Q that comes back (Q still
 running, restarted, or a zombie) must re-initialise, reads that marker and refuses; a new start of Q
 is refused by the claim log already. This query's writers then start, per output partition without
-a marker of their own, at Q's committed offsets (``partition_transactions._committed_offsets``) and
+a marker of their own, at Q's committed offsets (``grown_layout.start_of``) and
 record ``started_after`` = Q. It is idempotent: a start after a crash between the claim and the end
 of the fencing does it again, and a partition already marked for this query is left as it is.
 
@@ -25,6 +25,7 @@ recorded by the claim that makes the query owner, so a restart without them star
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient
@@ -41,9 +42,8 @@ from spark_jobs.sink.commit_markers import (
     read_markers,
 )
 from spark_jobs.sink.config import SinkConfig
-from spark_jobs.sink.grown_layout import origin_layout
+from spark_jobs.sink.grown_layout import check_markers, on_accepted_recreation, origin_layout
 from spark_jobs.sink.kafka_errors import call_with_retries
-from spark_jobs.sink.partition_transactions import check_markers, on_accepted_recreation
 
 
 def hand_over(config: SinkConfig) -> None:
@@ -61,15 +61,24 @@ def hand_over(config: SinkConfig) -> None:
         _hand_over_partition(config, topic, partition, layout)
 
 
-def with_origin_layout(config: SinkConfig) -> SinkConfig:
+def handed_over_markers(config: SinkConfig, fence: bool) -> dict[int, CommitMarker]:
+    """A handover's origin markers, final: its writers fenced first (``hand_over``) while ``fence``, then read once for
+    the whole start (``with_origin_layout``, ``record_start``). Without ``config.after_query``: none."""
+    if not config.after_query:
+        return {}
+    if fence:
+        hand_over(config)
+    return read_markers(config.cluster, config.app, config.after_query,
+                        topic=commits_topic_for(config.app, config.after_query))  # fmt: skip
+
+
+def with_origin_layout(config: SinkConfig, markers: Mapping[int, CommitMarker]) -> SinkConfig:
     """``config`` with what its origin of another partition count committed (``grown_layout``); else as it is.
 
-    Read at every start, after the handover (its markers are final: the handover fenced its writers).
+    ``markers``: the origin's, read at every start after the handover (final: the handover fenced its writers).
     """
     if not config.after_query:
         return config
-    markers = read_markers(config.cluster, config.app, config.after_query,
-                           topic=commits_topic_for(config.app, config.after_query))  # fmt: skip
     by_input_partition = config.partition_column is not None or config.outputs_follow_input
     return dataclasses.replace(config, origin_layout=origin_layout(markers, config.partitions, by_input_partition))
 

@@ -65,7 +65,7 @@ from spark_jobs.sink.write_tasks import RowTransform, write_in_place
 
 if TYPE_CHECKING:
     import pyarrow as pa  # type: ignore[import-untyped]
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
     from pyspark.sql.streaming.readwriter import DataStreamWriter
     from pyspark.sql.types import StructType
 
@@ -208,17 +208,16 @@ class TransactionalDataSource(DataSource):
 def attach_data_source(
     spark: SparkSession,
     stream: DataStreamWriter,
-    rows: DataFrame,
     writer: TransactionalBatchWriter,
     transform: RowTransform,
     crash_after_batch: int | None = None,
 ) -> tuple[DataStreamWriter, Callable[[], IkkaiError | None]]:
     """The prepared writer's sink as a Python data source's stream writer, and where a batch's refusal is read.
 
-    The plan is checked before the query starts (one task per Kafka partition); a refusal travels from a
-    task through the driver-side commit to a file in a folder of this process's own (0700).
+    The plan was checked by the writer's start, before anything was written (one task per Kafka partition:
+    ``query_start.SinkStart.rows``, ``TransactionalBatchWriter.check_stream``); a refusal travels from a task
+    through the driver-side commit to a file in a folder of this process's own (0700).
     """
-    writer.check_stream(rows)  # the plan checked once, before the query starts
     folder = tempfile.mkdtemp(prefix=f"ikkai-{writer.config.query}-")
     atexit.register(shutil.rmtree, folder, ignore_errors=True)  # after the driver read it, when the job ends
     refusal_file = Path(folder) / "refusal"

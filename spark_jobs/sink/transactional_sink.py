@@ -57,7 +57,6 @@ for another partition's writer or another query's zombie (``commit_markers``).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import sys
 import time
@@ -66,17 +65,15 @@ from typing import TYPE_CHECKING, TextIO
 
 from confluent_kafka.admin import AdminClient
 
-from ikkai.contract.kafka import TOPIC_DEADLINE_S, KafkaContext
+from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.partitioning import spark_partition_routes
-from ikkai.errors import ConfigError
-from spark_jobs.sink.claim_log import claim_outputs
 from spark_jobs.sink.commit_markers import CommitMarker, CommitMarkerError, ensure_commits_topic, read_markers
 from spark_jobs.sink.config import SinkConfig
-from spark_jobs.sink.grown_layout import REPARTITION_PROCEDURE, refuse_a_grown_layout
-from spark_jobs.sink.partition_transactions import PartitionResult, check_markers, record_start
-from spark_jobs.sink.query_handover import hand_over, with_origin_layout
+from spark_jobs.sink.grown_layout import check_markers, refuse_a_grown_layout
+from spark_jobs.sink.partition_transactions import PartitionResult
 from spark_jobs.sink.shared_partitions import refuse_a_split_stream, refuse_shared_partitions
-from spark_jobs.sink.size_bounds import read_topic_limits
+from spark_jobs.sink.start_checks import check_topics, refuse_speculation, with_topic_limits
+from spark_jobs.sink.start_pass import start_as_owner
 from spark_jobs.sink.write_tasks import (
     HEADERS_COLUMN,
     ROUTE_COLUMN,
@@ -97,9 +94,10 @@ __all__ = [
     "RowTransform",
     "SinkConfig",
     "TransactionalBatchWriter",
-    "check_layout",
     "check_topics",
     "refuse_speculation",
+    "start_as_owner",
+    "with_topic_limits",
 ]
 
 OUTPUT_COLUMNS = ("topic", "key", "value", "timestamp")
@@ -135,18 +133,28 @@ class TransactionalBatchWriter:
     def prepare(self, spark: SparkSession) -> None:
         """Checks before the query starts: speculation off, commits topic present, layout unchanged, outputs claimed.
 
-        The query's markers are read once, here, for every check of the start.
+        The query's markers are read once, here, for every check of the start (``start``).
         """
-        refuse_speculation(spark)
-        # Topics grown since the last run: refused, naming the query that goes on, before the count checks.
         config = self.config
-        markers = read_markers(config.cluster, config.app, config.query, topic=config.commits_topic)
-        refuse_a_grown_layout(config, markers)
+        self.start(spark, read_markers(config.cluster, config.app, config.query, topic=config.commits_topic))
+
+    def start(self, spark: SparkSession, markers: Mapping[int, CommitMarker], rows: DataFrame | None = None) -> None:
+        """``prepare`` over the query's ``markers`` as the start read them: its checks (``start_checks``), then its
+        claim and writes (``start_pass.start_as_owner``); ``rows``:
+        the streamed rows this writer gets as they are, their plan checked first (``check_stream``), so a split
+        stream is refused before anything is written."""
+        if rows is not None:
+            self.check_stream(rows)
+        # The checks before the claim, in the order the start refuses in: speculation, a grown layout (naming the query
+        # that goes on) before any count, the commits topic, the topics' counts, every marker's layout and input.
+        refuse_speculation(spark)
+        refuse_a_grown_layout(self.config, markers)
         ensure_commits_topic(self.config.cluster, self.config.commits_topic, self.config.partitions)
         self._admin = AdminClient(self.config.cluster.client_config())
-        check_layout(self.config, self._admin, markers)
-        self.config = start_as_owner(self.config, markers)  # claimed; the recorded start; a handover's fencing
+        check_topics(self.config, self._admin)
+        check_markers(self.config, markers)
         self.config = with_topic_limits(self.config, self._admin)  # each written topic's max.message.bytes
+        self.config = start_as_owner(self.config, markers)  # claimed; the recorded start; a handover's fencing
         self._routes = spark_partition_routes(self.config.partitions)
         self._topics_checked_at = time.monotonic()
         self._prepared = True
@@ -161,7 +169,7 @@ class TransactionalBatchWriter:
         Only for rows handed to the writer unchanged (the template's ``foreachBatch`` without a
         batch function of the job's own); the write still refuses two results for one partition after it.
         """
-        if self.config.partition_column:
+        if self.config.partition_column and not self._stream_checked:  # once: the plan cannot change
             refuse_a_split_stream(rows, self.config)
             self._stream_checked = True
 
@@ -277,91 +285,6 @@ def batch_report(query: str, batch_id: int, collected: list[PartitionResult], se
         + (f" ({outside} in their input's partition, not their key's)" if outside else "")
         + "\n"
     )
-
-
-def start_as_owner(config: SinkConfig, markers: Mapping[int, CommitMarker]) -> SinkConfig:
-    """Claim the outputs (refused in one line unless the claim log makes this query their owner), with the start
-    parameters the claim that made it owner recorded; a handover fences its origin while a partition has no marker
-    of this query's own yet (idempotent: a restart after a crash in between does it again), and an origin of another
-    partition count is read on every start (``grown_layout``). Then each output partition without a marker of its own
-    gets its start as one (``record_start``), so a later handover from this query starts after it."""
-    config = claim_outputs(config, markers)
-    if config.after_query and len(markers) < config.partitions:
-        hand_over(config)
-    config = with_origin_layout(config)
-    if config.after_query or config.start_offsets:  # each start durable where it is not 0 (record_start)
-        for partition in range(config.partitions):
-            if partition not in markers:
-                record_start(config, partition)
-    return config
-
-
-def refuse_speculation(spark: SparkSession) -> None:
-    if str(spark.conf.get("spark.speculation", "false")).lower() == "true":
-        raise ConfigError(
-            "spark",
-            "spark.speculation",
-            "is on; two attempts of one partition would write the same transaction at once",
-            fix="set spark.speculation=false for jobs that use the transactional sink",
-        )
-
-
-def check_layout(
-    config: SinkConfig, admin: AdminClient | None = None, markers: Mapping[int, CommitMarker] | None = None
-) -> None:
-    """Fail unless every output topic has ``partitions`` partitions and every marker agrees (``markers``: as read
-    at the start; None: read here)."""
-    check_topics(config, admin)
-    if markers is None:
-        markers = read_markers(config.cluster, config.app, config.query, topic=config.commits_topic)
-    refuse_a_grown_layout(config, markers)
-    check_markers(config, markers)
-
-
-def check_topics(config: SinkConfig, admin: AdminClient | None = None, deadline_s: float = TOPIC_DEADLINE_S) -> None:
-    """Fail unless the input, every output topic and the commits topic exist with ``partitions`` partitions.
-
-    Metadata lags: a broker that has not yet learned of a topic created a moment ago answers that it
-    does not exist. A topic not shown is asked for again until ``deadline_s``; a partition count
-    that differs is final at once (counts only grow). An input that grew stops the job with the
-    procedure, before any write of the batch.
-    """
-    client = admin or AdminClient(config.cluster.client_config())
-    give_up_at = time.monotonic() + deadline_s
-    written = (*config.output_topics, config.commits_topic)
-    while True:
-        topics = client.list_topics(timeout=30).topics
-        absent = [t for t in written if t not in topics or topics[t].error is not None]
-        if not absent:
-            break
-        if time.monotonic() > give_up_at:
-            raise CommitMarkerError(
-                absent[0], f"the output topic does not exist (asked for {deadline_s:.0f}s)",
-                fix="create it (topics are never auto-created)",
-            )  # fmt: skip
-        time.sleep(0.5)
-    for topic in written:
-        count = len(topics[topic].partitions)
-        if count != config.partitions:
-            raise CommitMarkerError(
-                topic,
-                f"has {count} partitions but the job writes {config.partitions}",
-                fix=f"give every topic of the job the same partition count; to add partitions, {REPARTITION_PROCEDURE}",
-            )
-    source = topics.get(config.source_topic)
-    if source is not None and source.error is None and len(source.partitions) != config.partitions:
-        raise CommitMarkerError(
-            config.source_topic,
-            f"the input has {len(source.partitions)} partitions, query {config.query}'s layout {config.partitions}",
-            fix="the input grew while the job ran; stop it, let it drain on the old layout if it can, grow every "
-            f"topic of the layout to one count, and start it again: its start says how ({REPARTITION_PROCEDURE})",
-        )
-
-
-def with_topic_limits(config: SinkConfig, admin: AdminClient) -> SinkConfig:
-    """``config`` with the ``max.message.bytes`` of every topic it writes, read now (``size_bounds``)."""
-    topics = (*config.output_topics, *([config.dlq_topic] if config.dlq_topic else []))
-    return dataclasses.replace(config, topic_max_message_bytes=read_topic_limits(admin, topics, TOPIC_DEADLINE_S))
 
 
 class AtLeastOnceBatchWriter:
