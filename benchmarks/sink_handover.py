@@ -30,8 +30,7 @@ from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped]
 
-from benchmarks.sink_sizes import _per_record_us, batch
-from ikkai.contract.kafka import KafkaContext
+from benchmarks.sink_sizes import batch, bench_config, per_record_us
 from spark_jobs.sink.config import SinkConfig
 from spark_jobs.sink.partition_transactions import uncommitted
 from spark_jobs.sink.producer_pool import produce
@@ -174,12 +173,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()
-    config = SinkConfig(
-        app="bench", query="q", cluster=KafkaContext("localhost:1"), source_topic="events.payments",
-        output_topics=("decisions.fraud", "outbox.requests", "dlq.infer"), partitions=2,
-        order_by=SOURCE_COLUMNS, dlq_topic="dlq.infer", dlq_stage="infer", max_transaction_bytes=16 * 1024 * 1024,
-        topic_max_message_bytes={"decisions.fraud": 1_048_588, "outbox.requests": 1_048_588, "dlq.infer": 1_048_588},
-    )  # fmt: skip
+    config = bench_config(order_by=SOURCE_COLUMNS, max_transaction_bytes=16 * 1024 * 1024)
     records = batch(args.records)
     rows = table_of(records).rename_columns(["topic", "key", "value", "timestamp", "headers", *SOURCE_COLUMNS])
     old_requests, new_requests = tuples_task(rows, config), arrow_task(rows, config)
@@ -191,12 +185,12 @@ def main() -> None:
     spent: dict[str, list[float]] = {k: [] for k in ("old task", "new task", "old writer", "new writer", "produce")}
     spent |= {"produce each": [], "produce_batch": []}
     for _ in range(args.rounds):
-        spent["old task"].append(_per_record_us(lambda: tuples_task(rows, config), n))
-        spent["new task"].append(_per_record_us(lambda: arrow_task(rows, config), n))
-        spent["old writer"].append(_per_record_us(lambda: [tuples_writer(q, config) for q in old_requests], n))
-        spent["new writer"].append(_per_record_us(lambda: [arrow_writer(q, config) for q in new_requests], n))
-        spent["produce each"].append(_per_record_us(lambda: produce_each(kafka, new_out), n))
-        spent["produce_batch"].append(_per_record_us(lambda: produce_batches(kafka, new_out), n))
+        spent["old task"].append(per_record_us(lambda: tuples_task(rows, config), n))
+        spent["new task"].append(per_record_us(lambda: arrow_task(rows, config), n))
+        spent["old writer"].append(per_record_us(lambda: [tuples_writer(q, config) for q in old_requests], n))
+        spent["new writer"].append(per_record_us(lambda: [arrow_writer(q, config) for q in new_requests], n))
+        spent["produce each"].append(per_record_us(lambda: produce_each(kafka, new_out), n))
+        spent["produce_batch"].append(per_record_us(lambda: produce_batches(kafka, new_out), n))
     median = {k: statistics.median(v) for k, v in spent.items() if v}
     produce_us = median["produce each"]
     old_bytes = sum(len(f) for q in old_requests for f in q) / n

@@ -13,6 +13,7 @@ alternate; the table gives µs per record (median round) and the ratio.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -66,10 +67,21 @@ def batch(count: int) -> list[Record]:
     return out
 
 
-def _per_record_us(step: Callable[[], Any], records: int) -> float:
+def per_record_us(step: Callable[[], Any], records: int) -> float:
     start = time.perf_counter()
     step()
     return (time.perf_counter() - start) / records * 1e6
+
+
+def bench_config(**changes: Any) -> SinkConfig:
+    """The sink settings of infer's three output topics, as the writer benchmarks use them (no cluster is asked)."""
+    config = SinkConfig(
+        app="bench", query="q", cluster=KafkaContext("localhost:1"), source_topic="events.payments",
+        output_topics=("decisions.fraud", "outbox.requests", "dlq.infer"), partitions=2,
+        order_by=("input_partition", "input_offset", "seq"), dlq_topic="dlq.infer", dlq_stage="infer",
+        topic_max_message_bytes={"decisions.fraud": 1_048_588, "outbox.requests": 1_048_588, "dlq.infer": 1_048_588},
+    )  # fmt: skip
+    return dataclasses.replace(config, **changes)
 
 
 def main() -> None:
@@ -77,20 +89,15 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()
-    config = SinkConfig(
-        app="bench", query="q", cluster=KafkaContext("localhost:1"), source_topic="events.payments",
-        output_topics=("decisions.fraud", "outbox.requests", "dlq.infer"), partitions=2,
-        order_by=("input_partition", "input_offset", "seq"), dlq_topic="dlq.infer", dlq_stage="infer",
-        topic_max_message_bytes={"decisions.fraud": 1_048_588, "outbox.requests": 1_048_588, "dlq.infer": 1_048_588},
-    )  # fmt: skip
+    config = bench_config()
     records = batch(args.records)
     max_bytes = 4 * 1024 * 1024
     assert _sized_each_time(config, records, max_bytes) == _one_pass(config, records, max_bytes)
     old: list[float] = []
     new: list[float] = []
     for _ in range(args.rounds):
-        old.append(_per_record_us(lambda: _sized_each_time(config, records, max_bytes), len(records)))
-        new.append(_per_record_us(lambda: _one_pass(config, records, max_bytes), len(records)))
+        old.append(per_record_us(lambda: _sized_each_time(config, records, max_bytes), len(records)))
+        new.append(per_record_us(lambda: _one_pass(config, records, max_bytes), len(records)))
     o, n = statistics.median(old), statistics.median(new)
     print(f"the writer's size rules, {len(records)} records, {args.rounds} alternating rounds (median)")
     print(f"{'path':<32}{'µs/record':>10}")
