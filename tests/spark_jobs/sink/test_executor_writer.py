@@ -141,7 +141,9 @@ def test_producers_survive_across_batches_and_workers(job: dict[str, Any], tmp_p
         assert [r["records"] for r in written] == [10, 10, 10]
         new_producers.append(sum(r["new_producer"] for r in written))
     assert new_producers == [3, 0, 0, 0]
-    assert values(job["bootstrap"], job["topic"]) == {p: expected(p, 0, 40) for p in range(PARTITIONS)}
+    assert values(KafkaContext.from_environment(job["bootstrap"]), job["topic"]) == {
+        p: expected(p, 0, 40) for p in range(PARTITIONS)
+    }
 
 
 def test_a_writer_killed_with_its_transaction_open_is_fenced_by_its_successor(
@@ -160,7 +162,11 @@ def test_a_writer_killed_with_its_transaction_open_is_fenced_by_its_successor(
     [retry] = results(start_worker(job, 0, [0], 0, 20, log), log)
     assert (retry["records"], retry["new_producer"]) == (20, True)
     assert running_writer(socket_path("test", job["executor"])) not in (None, killed)
-    assert values(job["bootstrap"], job["topic"]) == {0: expected(0, 0, 20), 1: [], 2: []}
+    assert values(KafkaContext.from_environment(job["bootstrap"]), job["topic"]) == {
+        0: expected(0, 0, 20),
+        1: [],
+        2: [],
+    }
 
 
 def test_a_worker_killed_mid_request_leaves_the_write_to_the_writer_and_its_retry_waits(
@@ -181,7 +187,11 @@ def test_a_worker_killed_mid_request_leaves_the_write_to_the_writer_and_its_retr
     assert json.loads((pause / "outcome").read_text()) == {"committed": True}
     assert (result["records"], result["already_committed"], result["new_producer"]) == (0, 20, False)
     assert running_writer(socket_path("test", job["executor"])) == writer
-    assert values(job["bootstrap"], job["topic"]) == {0: expected(0, 0, 20), 1: [], 2: []}
+    assert values(KafkaContext.from_environment(job["bootstrap"]), job["topic"]) == {
+        0: expected(0, 0, 20),
+        1: [],
+        2: [],
+    }
 
 
 def test_a_writer_that_stops_answering_is_killed_at_the_deadline_and_replaced(
@@ -200,7 +210,11 @@ def test_a_writer_that_stops_answering_is_killed_at_the_deadline_and_replaced(
     [retry] = results(start_worker(job, 0, [0], 0, 20, log), log)
     assert (retry["records"], retry["new_producer"]) == (20, True)
     assert running_writer(socket_path("test", job["executor"])) not in (None, stopped)
-    assert values(job["bootstrap"], job["topic"]) == {0: expected(0, 0, 20), 1: [], 2: []}
+    assert values(KafkaContext.from_environment(job["bootstrap"]), job["topic"]) == {
+        0: expected(0, 0, 20),
+        1: [],
+        2: [],
+    }
 
 
 def test_the_writer_is_0600_in_a_0700_folder(job: dict[str, Any], tmp_path: Path) -> None:
@@ -303,7 +317,11 @@ def write_large_batch(job: dict[str, Any], count: int, size: int, max_transactio
     ]  # each input record once, in order
     del records
     codec = default_codec()
-    markers = [CommitMarker.decode(v, codec) for _, v in by_partition(job["bootstrap"], job["commits"])[0] if v]
+    markers = [
+        CommitMarker.decode(v, codec)
+        for _, v in by_partition(KafkaContext.from_environment(job["bootstrap"]), job["commits"])[0]
+        if v
+    ]
     assert markers[-1].source_offsets == {0: count}  # the markers advanced over the whole batch
     assert sum(m.records for m in markers) == count
     per_transaction = max(m.records for m in markers)
