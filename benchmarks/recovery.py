@@ -620,10 +620,11 @@ def main() -> None:
     print(f"seed {args.seed}", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="ikkai-recovery-") as tmp, own_stack(args, Path(tmp)) as stack:
         endpoints = stack.endpoints()  # type: ignore[attr-defined]
+        cluster = KafkaContext.recorded(endpoints)  # resolved once, here, and passed down
         if args.only != "connect":
-            report_jobs(job_rounds(endpoints.bootstrap_servers, args, Path(tmp), rng))
+            report_jobs(job_rounds(cluster, args, Path(tmp), rng))
         if args.only != "job":
-            connect_rounds(stack, endpoints.bootstrap_servers, endpoints.connect_url, args, Path(tmp))
+            connect_rounds(stack, cluster, endpoints.connect_url, args, Path(tmp))
 
 
 if __name__ == "__main__":
