@@ -163,13 +163,21 @@ def cpu_between(samples: Sequence[tuple[float, float]], start: float, end: float
 
 
 def warm_up_over(
-    lines_read: int, jit: Sequence[tuple[float, int | None]], now: float, give_up_at: float, args: argparse.Namespace
+    lines_read: int,
+    jit: Sequence[tuple[float, int | None]],
+    now: float,
+    give_up_at: float,
+    args: argparse.Namespace,
+    lines_in_stream: int | None = None,
 ) -> bool:
     """The warm-up is over once ``args.warmup_lines`` raw lines were read and the JVMs' JIT settled (fewer than
     ``args.settle_max`` compilations over the last ``args.settle_span`` s), or, with the lines read, at
-    ``give_up_at`` (the run then says "not settled")."""
+    ``give_up_at`` or when no more than the window's ``args.lines`` are left of ``lines_in_stream`` (the run
+    then says "not settled"): a warm-up that waits for the JIT must not read the window's lines too."""
     if lines_read < args.warmup_lines:
         return False
+    if lines_in_stream is not None and lines_in_stream - lines_read <= args.lines:
+        return True
     return now > give_up_at or compilations_settled(jit, quiet_s=args.settle_span, threshold=args.settle_max)
 
 
@@ -353,7 +361,7 @@ def one_run(
         assert enrich.started is not None
         give_up_settling = enrich.started + args.warmup_max_s
 
-        _await(lambda: warm_up_over(read(), list(sampler.jit), time.monotonic(), give_up_settling, args),
+        _await(lambda: warm_up_over(read(), list(sampler.jit), time.monotonic(), give_up_settling, args, lines),
                jobs, args.warmup_max_s + 900, f"{variant} warm-up")  # fmt: skip
         run.settled = sampler.settled(args.settle_span, args.settle_max)
         warm = enrich_progress()

@@ -167,7 +167,7 @@ def test_compilations_in_a_window_come_from_the_samples_at_its_ends() -> None:
 
 
 def test_the_warm_up_needs_the_lines_and_a_settled_jit_or_its_bound() -> None:
-    args = argparse.Namespace(warmup_lines=300_000, settle_span=10.0, settle_max=50)
+    args = argparse.Namespace(warmup_lines=300_000, settle_span=10.0, settle_max=50, lines=400_000)
     compiling = [(0.0, 1_000), (5.0, 3_000), (10.0, 4_500), (15.0, 4_560)]  # 1,560 in the last 10 s
     quiet = [*compiling, (20.0, 4_590), (25.0, 4_600)]  # 40 since 15 s
     assert not warm_up_over(299_999, quiet, 25.0, 300.0, args)  # settled, but not enough lines
@@ -176,3 +176,7 @@ def test_the_warm_up_needs_the_lines_and_a_settled_jit_or_its_bound() -> None:
     assert not warm_up_over(300_000, [*compiling, (20.0, 4_590), (25.0, 4_610)], 25.0, 300.0, args)  # 50: not fewer
     assert warm_up_over(300_000, compiling, 301.0, 300.0, args)  # past the bound: over, the row says not settled
     assert not warm_up_over(300_000, [(t, None) for t in range(30)], 29.0, 300.0, args)  # no count: wait the bound
+    left = 300_000 + args.lines  # the stream's lines: the warm-up may not read into the window's
+    assert not warm_up_over(300_000, compiling, 15.0, 300.0, args, left + 1)
+    assert warm_up_over(300_001, compiling, 15.0, 300.0, args, left)  # still compiling, but the rest is the window's
+    assert not warm_up_over(299_999, quiet, 25.0, 300.0, args, 300_000)  # the warm-up's own lines come first
