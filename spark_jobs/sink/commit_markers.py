@@ -161,6 +161,14 @@ _seen: dict[tuple[str, str, int], tuple[int, CommitMarker | None]] = {}
 _admins: dict[str, AdminClient] = {}
 
 
+def forget_clusters() -> None:
+    """Drop this process's read positions and admin clients: for a process that outlives the clusters it read (a
+    test session's stacks come and go). A kept client of a stopped cluster retries its brokers and logs every
+    failed connection for as long as the process lives."""
+    _seen.clear()
+    _admins.clear()
+
+
 # A leader moved (a broker restarted, a partition failed over): the client's metadata is stale for a
 # moment and refreshes itself. Asked again after a pause, the same question gets an answer.
 _LEADER_MOVED = frozenset({

@@ -30,7 +30,7 @@ from demo.payments_simulation import payment_records, simulate
 from ikkai.contract.codec import default_codec
 from ikkai.errors import IkkaiError
 from ikkai.settings import jars_dir
-from spark_jobs.sink.commit_markers import commits_topic_for, read_markers
+from spark_jobs.sink.commit_markers import commits_topic_for, forget_clusters, read_markers
 from spark_jobs.sink.commit_pause import PAUSE_BEFORE_COMMIT
 from stack.kit.chaos import EXECUTOR_ID, command_option, executor_jvms
 from stack.kit.topic_io import create_topic, produce_payments, read_all, unique
@@ -64,6 +64,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     try:
         yield local
     finally:
+        forget_clusters()  # read_markers' cached admin client would log refused connections for the session
         local.down()
 
 

@@ -48,6 +48,7 @@ def stack(tmp_path: Path) -> Iterator[ChaosStack]:
     try:
         yield local
     finally:
+        commit_markers.forget_clusters()  # its cached admin client would log refused connections for the session
         local.down()
         for pids in stack_processes(local.home).values():  # never leak a JVM, even when a test failed
             for pid in pids:
