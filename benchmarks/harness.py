@@ -203,6 +203,10 @@ def bench_stack(prefix: str) -> Iterator[tuple[KafkaContext, str, Path]]:
     from ikkai.settings import external_endpoints, jars_dir
     from stack.local_stack import LocalStack
 
+    if threading.current_thread() is threading.main_thread():
+        # Stopped by SIGTERM (kill, a timeout): leave through the finally below, so the stack is stopped too. Python's
+        # default for SIGTERM ends the process at once and left the broker and Connect running.
+        signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
     with tempfile.TemporaryDirectory(prefix=f"ikkai-{prefix}-") as tmp:
         home = Path(tmp)
         external = external_endpoints()

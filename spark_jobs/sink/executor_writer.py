@@ -232,7 +232,11 @@ class _Request(socketserver.BaseRequestHandler):
 
 
 def started_at(pid: int) -> int:
-    """When process ``pid`` started, in clock ticks after boot (``/proc``): with the pid, who it is; 0 if gone."""
+    """When process ``pid`` started, in clock ticks after boot (``/proc``): with the pid, who it is; 0 if gone.
+
+    Read by hand, not through ``psutil.Process.create_time()``: that adds the boot time, which the kernel moves
+    when the wall clock is stepped, so two processes (the writer, its client) could name one start differently.
+    """
     try:
         return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
     except (OSError, ValueError, IndexError):
