@@ -67,7 +67,6 @@ __all__ = [
     "marker_key",
     "read_marker",
     "read_markers",
-    "refuse_a_deleting_policy",
 ]
 
 
@@ -92,36 +91,33 @@ COMMITS_TOPIC_CONFIG = {"cleanup.policy": "compact", "min.compaction.lag.ms": "6
 
 
 def ensure_commits_topic(cluster: KafkaContext, topic: str, partitions: int) -> None:
-    """Create the query's commits topic (compacted, ``partitions`` partitions) unless it exists with that many."""
+    """Create the query's commits topic (compacted, ``partitions`` partitions) unless it exists with that many; then,
+    once it has its leaders, refuse it unless its cleanup policy is ``compact`` alone.
+
+    With ``delete`` its markers go after the retention, and a query whose markers were deleted believes nothing
+    was committed and writes everything again. A topic someone else created meanwhile is checked the same way.
+    """
     admin = AdminClient(cluster.client_config())
     existing = admin.list_topics(timeout=30).topics.get(topic)
-    if existing is None:
-        try:
-            kafka.ensure_topics(cluster, [topic], partitions, config=COMMITS_TOPIC_CONFIG)
-        except ConfigError as exc:
-            raise CommitMarkerError(
-                topic, f"cannot create it: {exc}", fix=f"create it compacted with {partitions} partitions"
-            ) from exc
-    elif len(existing.partitions) != partitions:
+    if existing is not None and len(existing.partitions) != partitions:
         raise CommitMarkerError(
             topic,
             f"has {len(existing.partitions)} partitions but the job writes {partitions}",
             fix="keep the partition count its markers were written with (to add partitions, follow "
             "docs/exactly-once.md, 'What an operator may change, and how')",
         )
-    give_up_at = time.monotonic() + 30
-    while not _has_leaders(admin, topic, partitions):  # a new topic needs a moment before clients can use it
-        if time.monotonic() > give_up_at:
-            raise CommitMarkerError(topic, "created, but no leader after 30s", fix="check the broker's health")
-        time.sleep(0.1)
-    refuse_a_deleting_policy(admin, topic)
-
-
-def refuse_a_deleting_policy(admin: AdminClient, topic: str) -> None:
-    """The commits topic must be compacted only: with ``delete`` its markers go after the retention.
-
-    A query whose markers were deleted believes nothing was committed and writes everything again.
-    """
+    if existing is None:
+        try:  # returns once every broker shows it with its leaders
+            kafka.ensure_topics(cluster, [topic], partitions, config=COMMITS_TOPIC_CONFIG)
+        except ConfigError as exc:
+            raise CommitMarkerError(
+                topic, f"cannot create it: {exc}", fix=f"create it compacted with {partitions} partitions"
+            ) from exc
+    else:  # created a moment ago (by another start): it needs a moment before clients can use it
+        try:
+            kafka.wait_until_usable(cluster, [topic], time.monotonic() + 30)
+        except ConfigError as exc:
+            raise CommitMarkerError(topic, f"no leader after 30s: {exc}", fix="check the broker's health") from exc
     resource = ConfigResource(ResourceType.TOPIC, topic)
     try:
         entries = admin.describe_configs([resource])[resource].result(timeout=30)
