@@ -25,7 +25,6 @@ recorded by the claim that makes the query owner, so a restart without them star
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
@@ -52,26 +51,22 @@ def hand_over(config: SinkConfig) -> None:
         _hand_over_partition(config, topic, partition, layout)
 
 
-def handed_over_markers(config: SinkConfig, fence: bool) -> dict[int, CommitMarker]:
-    """A handover's origin markers, final: its writers fenced first (``hand_over``) while ``fence``, then read once for
-    the whole start (``with_origin_layout``, ``record_start``). Without ``config.after_query``: none."""
-    if not config.after_query:
-        return {}
-    if fence:
-        hand_over(config)
-    return read_markers(config.cluster, config.app, config.after_query,
-                        topic=commits_topic_for(config.app, config.after_query))  # fmt: skip
+def take_over(config: SinkConfig, fence: bool) -> tuple[SinkConfig, dict[int, CommitMarker]]:
+    """A handover's origin markers, final, and ``config`` with what an origin of another partition count committed.
 
-
-def with_origin_layout(config: SinkConfig, markers: Mapping[int, CommitMarker]) -> SinkConfig:
-    """``config`` with what its origin of another partition count committed (``grown_layout``); else as it is.
-
-    ``markers``: the origin's, read at every start after the handover (final: the handover fenced its writers).
+    The origin's writers are fenced first (``hand_over``) while ``fence``; then its markers are read once for the
+    whole start (``record_start`` takes them too), at every start after the handover (final then). Across a grown
+    layout they give ``config.origin_layout`` (``grown_layout``). Without ``config.after_query``: as it is, none.
     """
     if not config.after_query:
-        return config
+        return config, {}
+    if fence:
+        hand_over(config)
+    markers = read_markers(config.cluster, config.app, config.after_query,
+                           topic=commits_topic_for(config.app, config.after_query))  # fmt: skip
     by_input_partition = config.partition_column is not None or config.outputs_follow_input
-    return dataclasses.replace(config, origin_layout=origin_layout(markers, config.partitions, by_input_partition))
+    layout = origin_layout(markers, config.partitions, by_input_partition)
+    return dataclasses.replace(config, origin_layout=layout), markers
 
 
 def _hand_over_partition(config: SinkConfig, topic: str, partition: int, layout: SinkConfig) -> None:
