@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ikkai.contract.codec import RecordCodec
-from ikkai.errors import ConfigError
+from ikkai.errors import ConfigError, IkkaiError
 
 COMMITS_TOPIC_PREFIX = "_ikkai.commits."
 APP_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # no dots: <app>.<query>.<p> then splits one way only
@@ -50,6 +50,14 @@ def app_and_query(topic: str) -> tuple[str, str] | None:
     if APP_NAME.fullmatch(app) and QUERY_NAME.fullmatch(query):
         return app, query  # an app has no dots: the name splits one way only
     return None
+
+
+class CommitMarkerError(IkkaiError):
+    """The commit markers cannot be read, or disagree with the partition layout the job runs with."""
+
+    def __init__(self, topic: str, problem: str, fix: str) -> None:
+        super().__init__(f"{topic}: {problem}", fix=fix)
+        self.topic = topic
 
 
 @dataclass(frozen=True)
@@ -88,6 +96,22 @@ class CommitMarker:
         record["output_topics"] = tuple(record.get("output_topics", ()))
         record["cuts"] = tuple(VersionCut.from_record(c) for c in record.get("cuts", ()))
         return cls(**record)
+
+    @classmethod
+    def decode_own(
+        cls, data: bytes, codec: RecordCodec, topic: str, app: str, query: str, partition: int
+    ) -> CommitMarker:
+        """``decode``, refused unless the marker is (app, query, partition)'s: identity by the decoded fields, never by
+        a key prefix. A marker of another query on its commits topic means two queries share marker storage."""
+        marker = cls.decode(data, codec)
+        if (marker.app, marker.query, marker.partition) != (app, query, partition):
+            raise CommitMarkerError(
+                topic,
+                f"partition {partition} holds a marker of app {marker.app!r}, query {marker.query!r}, partition "
+                f"{marker.partition}; this topic belongs to app {app!r}, query {query!r}",
+                fix="give every query its own commits topic (the default, _ikkai.commits.<app>.<query>)",
+            )
+        return marker
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,9 @@
 
 ``claim_outputs`` is the sink's start step (``start_pass.start_as_owner``):
 
-1. Its own markers first (its own commits topic, as the start read them): a query that handed its output
-   over, or that would write other topics than its markers name, is refused before it claims anything
-   (``refuse_by_own_markers``).
+1. Its own markers first (its own commits topic, as the start read them): a query whose markers have another
+   layout or input (``grown_layout.check_markers``), that handed its output over, or that would write other
+   topics than its markers name, is refused before it claims anything (``refuse_by_own_markers``).
 2. It appends one ``OwnerClaim`` (``ikkai.contract.owner_claims``) to ``_ikkai.owners`` in a
    transaction of ``transactional.id`` ``<app>.<query>.owner-claim``: ``init_transactions`` fences
    an older claimer of the same query (a zombie start) and ends the transaction it left open.
@@ -44,7 +44,7 @@ from ikkai.errors import ConfigError, IkkaiError
 from spark_jobs.sink.commit_markers import CommitMarker
 from spark_jobs.sink.commit_pause import PAUSE_BOUND_S
 from spark_jobs.sink.config import OPERATOR_GUIDE, SinkConfig
-from spark_jobs.sink.grown_layout import handed_over
+from spark_jobs.sink.grown_layout import check_markers, handed_over
 from spark_jobs.sink.kafka_errors import TransactionError, call_with_retries
 
 # Never compacted (a compacted topic keeps the last record of a key, not the first, and could change the winner),
@@ -120,7 +120,9 @@ def recorded_start(
 
 
 def refuse_by_own_markers(config: SinkConfig, own: Mapping[int, CommitMarker]) -> None:
-    """What the query's own markers forbid before it claims: writing again after a handover, other topics."""
+    """What the query's own markers forbid before it claims: another layout or input (``check_markers``), writing
+    again after a handover, other topics."""
+    check_markers(config, own)
     for marker in own.values():
         if marker.handed_over_to:
             raise OwnerClaimError(*handed_over(config.commits_topic, config.query, marker.handed_over_to))

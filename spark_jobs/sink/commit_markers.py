@@ -46,13 +46,14 @@ from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.markers import (  # the records themselves live in the contract; importable from here too
     COMMITS_TOPIC_PREFIX,
     CommitMarker,
+    CommitMarkerError,
     VersionCut,
     check_names,
     commits_topic_for,
     marker_key,
 )
 from ikkai.contract.partition_ends import records_to_end
-from ikkai.errors import ConfigError, IkkaiError
+from ikkai.errors import ConfigError
 
 __all__ = [
     "COMMITS_TOPIC_CONFIG",
@@ -66,16 +67,7 @@ __all__ = [
     "marker_key",
     "read_marker",
     "read_markers",
-    "refuse_a_deleting_policy",
 ]
-
-
-class CommitMarkerError(IkkaiError):
-    """The commit markers cannot be read, or disagree with the partition layout the job runs with."""
-
-    def __init__(self, topic: str, problem: str, fix: str) -> None:
-        super().__init__(f"{topic}: {problem}", fix=fix)
-        self.topic = topic
 
 
 @dataclass(frozen=True)
@@ -99,36 +91,33 @@ COMMITS_TOPIC_CONFIG = {"cleanup.policy": "compact", "min.compaction.lag.ms": "6
 
 
 def ensure_commits_topic(cluster: KafkaContext, topic: str, partitions: int) -> None:
-    """Create the query's commits topic (compacted, ``partitions`` partitions) unless it exists with that many."""
+    """Create the query's commits topic (compacted, ``partitions`` partitions) unless it exists with that many; then,
+    once it has its leaders, refuse it unless its cleanup policy is ``compact`` alone.
+
+    With ``delete`` its markers go after the retention, and a query whose markers were deleted believes nothing
+    was committed and writes everything again. A topic someone else created meanwhile is checked the same way.
+    """
     admin = AdminClient(cluster.client_config())
     existing = admin.list_topics(timeout=30).topics.get(topic)
-    if existing is None:
-        try:
-            kafka.ensure_topics(cluster, [topic], partitions, config=COMMITS_TOPIC_CONFIG)
-        except ConfigError as exc:
-            raise CommitMarkerError(
-                topic, f"cannot create it: {exc}", fix=f"create it compacted with {partitions} partitions"
-            ) from exc
-    elif len(existing.partitions) != partitions:
+    if existing is not None and len(existing.partitions) != partitions:
         raise CommitMarkerError(
             topic,
             f"has {len(existing.partitions)} partitions but the job writes {partitions}",
             fix="keep the partition count its markers were written with (to add partitions, follow "
             "docs/exactly-once.md, 'What an operator may change, and how')",
         )
-    give_up_at = time.monotonic() + 30
-    while not _has_leaders(admin, topic, partitions):  # a new topic needs a moment before clients can use it
-        if time.monotonic() > give_up_at:
-            raise CommitMarkerError(topic, "created, but no leader after 30s", fix="check the broker's health")
-        time.sleep(0.1)
-    refuse_a_deleting_policy(admin, topic)
-
-
-def refuse_a_deleting_policy(admin: AdminClient, topic: str) -> None:
-    """The commits topic must be compacted only: with ``delete`` its markers go after the retention.
-
-    A query whose markers were deleted believes nothing was committed and writes everything again.
-    """
+    if existing is None:
+        try:  # returns once every broker shows it with its leaders
+            kafka.ensure_topics(cluster, [topic], partitions, config=COMMITS_TOPIC_CONFIG)
+        except ConfigError as exc:
+            raise CommitMarkerError(
+                topic, f"cannot create it: {exc}", fix=f"create it compacted with {partitions} partitions"
+            ) from exc
+    else:  # created a moment ago (by another start): it needs a moment before clients can use it
+        try:
+            kafka.wait_until_usable(cluster, [topic], time.monotonic() + 30)
+        except ConfigError as exc:
+            raise CommitMarkerError(topic, f"no leader after 30s: {exc}", fix="check the broker's health") from exc
     resource = ConfigResource(ResourceType.TOPIC, topic)
     try:
         entries = admin.describe_configs([resource])[resource].result(timeout=30)
@@ -246,26 +235,23 @@ def read_marker(
         at_end = False  # reached the LSO once: from then on, every quiet poll re-checks the high watermark
         while time.monotonic() < give_up_at:
             message: Any = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                marker = CommitMarker.decode(message.value(), codec)
-                if (marker.app, marker.query, marker.partition) != (app, query, partition):
-                    raise _foreign(topic, partition, marker, app, query)
-                latest = marker
+            if message is None or message.error() is not None:  # no record: at the end (EOF), or not there yet
+                if message is not None and message.error().code() != KafkaError._PARTITION_EOF:
+                    raise CommitMarkerError(
+                        topic, f"reading failed: {message.error().str()}", fix="check that the topic exists"
+                    )
+                if message is None and not at_end:
+                    continue
+                at_end = True
+                here = message.offset() if message is not None else consumer.position([assigned])[0].offset
+                if here >= 0:
+                    _seen[(cluster.bootstrap_servers, topic, partition)] = (here, latest)
+                high = _high_watermark(cluster, topic, partition)
+                if high is not None and here >= high:
+                    return latest
+                time.sleep(0.2)  # a leader moved, or someone else's transaction is open here: ask again
                 continue
-            if message is not None and message.error().code() != KafkaError._PARTITION_EOF:
-                raise CommitMarkerError(
-                    topic, f"reading failed: {message.error().str()}", fix="check that the topic exists"
-                )
-            if message is None and not at_end:
-                continue
-            at_end = True
-            here = message.offset() if message is not None else consumer.position([assigned])[0].offset
-            if here >= 0:
-                _seen[(cluster.bootstrap_servers, topic, partition)] = (here, latest)
-            high = _high_watermark(cluster, topic, partition)
-            if high is not None and here >= high:
-                return latest
-            time.sleep(0.2)  # a leader moved, or someone else's transaction is open here: ask again
+            latest = CommitMarker.decode_own(message.value(), codec, topic, app, query, partition)
         raise CommitMarkerError(
             topic,
             f"partition {partition}: a transaction stayed open for more than {deadline_s:.0f}s, but only "
@@ -295,9 +281,7 @@ def read_markers(cluster: KafkaContext, app: str, query: str, *, topic: str) -> 
         late = functools.partial(_partitions_not_read, topic, deadline_s=60)
         # Every error is named by the topic read (an error of no partition has no topic of its own).
         for message in records_to_end(consumer, partitions, 60, failed=lambda _, e: _read_failed(topic, e), late=late):
-            marker = CommitMarker.decode(message.value(), codec)
-            if (marker.app, marker.query, marker.partition) != (app, query, message.partition()):
-                raise _foreign(topic, message.partition(), marker, app, query)
+            marker = CommitMarker.decode_own(message.value(), codec, topic, app, query, message.partition())
             markers[marker.partition] = marker
         return markers
     finally:
@@ -312,12 +296,3 @@ def _partitions_not_read(topic: str, pending: set[tuple[str, int]], deadline_s: 
     partitions = sorted(p for _, p in pending)
     return CommitMarkerError(topic, f"partitions {partitions} could not be read in {deadline_s:.0f}s",
                              fix="check the broker")  # fmt: skip
-
-
-def _foreign(topic: str, partition: int, marker: CommitMarker, app: str, query: str) -> CommitMarkerError:
-    return CommitMarkerError(
-        topic,
-        f"partition {partition} holds a marker of app {marker.app!r}, query {marker.query!r}, partition "
-        f"{marker.partition}; this topic belongs to app {app!r}, query {query!r}",
-        fix="give every query its own commits topic (the default, _ikkai.commits.<app>.<query>)",
-    )

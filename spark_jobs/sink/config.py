@@ -55,7 +55,7 @@ class SinkConfig:
     after_query: str = ""
     start_offsets: Mapping[int, int] = field(default_factory=dict)
     # A handover across a grown layout: what the origin, of another partition count, committed, read at every
-    # start (query_handover.with_origin_layout). Every write leaves out the records it holds (grown_layout).
+    # start (query_handover.take_over). Every write leaves out the records it holds (grown_layout).
     origin_layout: OriginLayout | None = None
     # Every output record's key maps to its input record's partition (enrich: events keyed like the input,
     # dead letters keyed to their partition): a routed write puts it where an in-place write would.

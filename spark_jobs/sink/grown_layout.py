@@ -14,7 +14,7 @@ input offsets below which q holds everything. A record's output went to q by the
   which nothing is: the lowest skips nothing but would write again what the higher ones committed.
 
 So the new query needs no offsets from anyone: ``OriginLayout`` holds the old markers (read at
-every start, after the handover made them final: ``query_handover.with_origin_layout``), each of its
+every start, after the handover made them final: ``query_handover.take_over``), each of its
 writers starts where every old partition committed (``start``) and leaves out each record its old
 partition committed (``holds``), on every start and every write path (``partition_transactions.uncommitted``).
 Nothing is skipped and nothing is written again. Pure, but for the refusal's wording.

@@ -30,20 +30,18 @@ from __future__ import annotations
 import dataclasses
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient
 
-from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka import KafkaContext
 from ikkai.errors import ConfigError
-from spark_jobs.sink.commit_markers import CommitMarker, read_marker, read_markers
+from spark_jobs.sink.commit_markers import CommitMarker, read_markers
 from spark_jobs.sink.config import OPERATOR_GUIDE, SinkConfig
-from spark_jobs.sink.kafka_errors import call_with_retries
-from spark_jobs.sink.producer_pool import transactional_producer
+from spark_jobs.sink.fenced_marker import rewrite_marker
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -174,25 +172,13 @@ def _rebase(config: SinkConfig, partition: int) -> tuple[CommitMarker | None, bo
 
     The partition's marker after it, and whether this start wrote it (else another instance rebased it in between).
     """
-    txn_id, deadline = config.transactional_id(partition), config.retry_deadline_s
-    producer = transactional_producer(config, txn_id)
 
-    def step(name: str, call: Callable[[], Any]) -> None:
-        call_with_retries(txn_id, name, call, deadline_s=deadline)
-
-    try:
-        step("init_transactions", lambda: producer.init_transactions(deadline))  # fences every older writer
-        marker = read_marker(config.cluster, config.app, config.query, partition, topic=config.commits_topic)
+    def rebase(marker: CommitMarker | None) -> CommitMarker | None:  # read after the fence
         if marker is None or not _of_another_topic(config, marker):
-            return marker, False  # another instance rebased it in between
-        fresh = rebased(marker, config.source_topic_id)
-        step("begin_transaction", producer.begin_transaction)
-        producer.produce(config.commits_topic, key=fresh.key, value=fresh.encode(default_codec()), partition=partition)
-        step("commit_transaction", lambda: producer.commit_transaction(deadline))
-        return fresh, True
-    finally:
-        producer.purge()
-        producer.flush(0)
+            return None  # another instance rebased it in between
+        return rebased(marker, config.source_topic_id)
+
+    return rewrite_marker(config, config.query, partition, config.commits_topic, rebase)
 
 
 def rebased(marker: CommitMarker, topic_id: str) -> CommitMarker:

@@ -42,6 +42,7 @@ from ikkai.errors import IkkaiError
 from spark_jobs.sink.commit_markers import CommitMarker, Lineage, commits_topic_for, read_marker
 from spark_jobs.sink.commit_pause import pause_before_commit
 from spark_jobs.sink.config import SinkConfig
+from spark_jobs.sink.fenced_marker import rewrite_marker
 from spark_jobs.sink.grown_layout import OriginLayout, not_held, start_of
 from spark_jobs.sink.grown_layout import check_markers as check_markers  # also every writer's, on the marker it reads
 from spark_jobs.sink.kafka_errors import ErrorKind, TransactionError, call_with_retries, classify
@@ -248,18 +249,16 @@ def record_start(config: SinkConfig, partition: int, origin: Mapping[int, Commit
     what was committed before. Called at the start, before any batch: ``init_transactions`` first (fencing
     any earlier writer of the id), then the marker is read.
     """
-    pool = process_pool()
-    writer = pool.fresh(config, config.transactional_id(partition))
-    try:
-        own = read_marker(config.cluster, config.app, config.query, partition, topic=config.commits_topic)
+
+    def start(own: CommitMarker | None) -> CommitMarker | None:  # read after the fence
         committed, lineage = start_of(config, partition, own, origin.get(partition))
         if own is not None or not any(committed.values()):
-            return False
-        writer.committed[config.commits_topic], writer.lineage[config.commits_topic] = committed, lineage
-        _transact(config, writer, -1, partition, (), committed, dict(committed), 0)  # the marker alone, no record
-        return True
-    finally:
-        pool.evict((config.cluster.bootstrap_servers, config.transactional_id(partition)))
+            return None
+        return _marker(
+            config, partition, -1, 0, dict(committed), lineage.written_by(config.writer_version, -1, committed)
+        )
+
+    return rewrite_marker(config, config.query, partition, config.commits_topic, start)[1]
 
 
 def _write(
@@ -312,12 +311,7 @@ def _transact(
                     error = exc.args[0]
                     failure = TransactionError(txn_id, "produce", error, classify(error), fix=_PRODUCE_FIX)
                     raise RefusedAsTooLarge(frozenset({(source_partition, source_offset)}), failure) from exc
-            marker = CommitMarker(
-                config.app, config.query, partition, batch_id, config.partitions, len(pending),
-                config.source_topic, covered, output_topics=config.output_topics, writer_version=lineage.version,
-                cuts=lineage.cuts, started_after=lineage.started_after,
-            )  # fmt: skip
-            marker = dataclasses.replace(marker, source_topic_id=config.source_topic_id)  # which input, by id
+            marker = _marker(config, partition, batch_id, len(pending), covered, lineage)
             produce(producer, config.commits_topic, marker.key, marker.encode(default_codec()), partition, None)
         except KafkaException as exc:  # produce() itself refused: fatal (fenced) or the transaction must abort
             error = exc.args[0]
@@ -339,6 +333,18 @@ def _transact(
     writer.lineage[config.commits_topic] = lineage
     left_out = given - len(pending)
     return PartitionResult(partition, batch_id, len(pending), skipped=False, already_committed=left_out)
+
+
+def _marker(
+    config: SinkConfig, partition: int, batch_id: int, records: int, covered: Mapping[int, int], lineage: Lineage
+) -> CommitMarker:
+    """(query, partition)'s marker once ``records`` more records are committed, covering ``covered``. Pure."""
+    marker = CommitMarker(
+        config.app, config.query, partition, batch_id, config.partitions, records,
+        config.source_topic, covered, output_topics=config.output_topics, writer_version=lineage.version,
+        cuts=lineage.cuts, started_after=lineage.started_after,
+    )  # fmt: skip
+    return dataclasses.replace(marker, source_topic_id=config.source_topic_id)  # which input, by id
 
 
 _PRODUCE_FIX = "the transaction was not committed; Spark retries the attempt, a fenced producer is discarded"

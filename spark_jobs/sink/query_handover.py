@@ -25,25 +25,15 @@ recorded by the claim that makes the query owner, so a restart without them star
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from ikkai.contract import kafka
-from ikkai.contract.codec import default_codec
 from ikkai.errors import ConfigError
-from spark_jobs.sink.commit_markers import (
-    CommitMarker,
-    CommitMarkerError,
-    commits_topic_for,
-    marker_key,
-    read_marker,
-    read_markers,
-)
+from spark_jobs.sink.commit_markers import CommitMarker, CommitMarkerError, commits_topic_for, read_markers
 from spark_jobs.sink.config import SinkConfig
+from spark_jobs.sink.fenced_marker import rewrite_marker
 from spark_jobs.sink.grown_layout import check_markers, on_accepted_recreation, origin_layout
-from spark_jobs.sink.kafka_errors import call_with_retries
 
 
 def hand_over(config: SinkConfig) -> None:
@@ -61,48 +51,35 @@ def hand_over(config: SinkConfig) -> None:
         _hand_over_partition(config, topic, partition, layout)
 
 
-def handed_over_markers(config: SinkConfig, fence: bool) -> dict[int, CommitMarker]:
-    """A handover's origin markers, final: its writers fenced first (``hand_over``) while ``fence``, then read once for
-    the whole start (``with_origin_layout``, ``record_start``). Without ``config.after_query``: none."""
-    if not config.after_query:
-        return {}
-    if fence:
-        hand_over(config)
-    return read_markers(config.cluster, config.app, config.after_query,
-                        topic=commits_topic_for(config.app, config.after_query))  # fmt: skip
+def take_over(config: SinkConfig, fence: bool) -> tuple[SinkConfig, dict[int, CommitMarker]]:
+    """A handover's origin markers, final, and ``config`` with what an origin of another partition count committed.
 
-
-def with_origin_layout(config: SinkConfig, markers: Mapping[int, CommitMarker]) -> SinkConfig:
-    """``config`` with what its origin of another partition count committed (``grown_layout``); else as it is.
-
-    ``markers``: the origin's, read at every start after the handover (final: the handover fenced its writers).
+    The origin's writers are fenced first (``hand_over``) while ``fence``; then its markers are read once for the
+    whole start (``record_start`` takes them too), at every start after the handover (final then). Across a grown
+    layout they give ``config.origin_layout`` (``grown_layout``). Without ``config.after_query``: as it is, none.
     """
     if not config.after_query:
-        return config
+        return config, {}
+    if fence:
+        hand_over(config)
+    markers = read_markers(config.cluster, config.app, config.after_query,
+                           topic=commits_topic_for(config.app, config.after_query))  # fmt: skip
     by_input_partition = config.partition_column is not None or config.outputs_follow_input
-    return dataclasses.replace(config, origin_layout=origin_layout(markers, config.partitions, by_input_partition))
+    layout = origin_layout(markers, config.partitions, by_input_partition)
+    return dataclasses.replace(config, origin_layout=layout), markers
 
 
 def _hand_over_partition(config: SinkConfig, topic: str, partition: int, layout: SinkConfig) -> None:
     """``layout``: the config with the origin's partition count, which its markers must have."""
-    origin, deadline = config.after_query, config.retry_deadline_s
-    transactional_id = marker_key(config.app, origin, partition).decode()
-    producer = Producer({
-        **config.cluster.client_config(), **config.producer_config,
-        "transactional.id": transactional_id, "transaction.timeout.ms": config.transaction_timeout_ms,
-        **kafka.IDEMPOTENT_PRODUCER,
-    })  # fmt: skip
-    try:
-        # Fences every producer of the origin on this partition and ends its open transaction: from here on
-        # its marker is final, and a writer of it must initialise again, which reads the record written below.
-        call_with_retries(
-            transactional_id, "init_transactions", lambda: producer.init_transactions(deadline), deadline_s=deadline
-        )
-        marker = read_marker(config.cluster, config.app, origin, partition, topic=topic)
+    origin = config.after_query
+
+    def hand_over_marker(marker: CommitMarker | None) -> CommitMarker | None:
+        # Read after the origin's writers of this partition are fenced and its open transaction ended: final. A writer
+        # of the origin must initialise again, which reads the marker written here.
         if marker is not None and not config.start_offsets and not on_accepted_recreation(config, marker):
             check_markers(layout, {partition: marker})  # its layout, its input: a grown layout is read as the old one
         if marker is not None and marker.handed_over_to == config.query:
-            return
+            return None
         if marker is not None and marker.handed_over_to:
             raise CommitMarkerError(
                 topic, f"query {origin} handed over to query {marker.handed_over_to} already",
@@ -111,19 +88,15 @@ def _hand_over_partition(config: SinkConfig, topic: str, partition: int, layout:
             )  # fmt: skip
         if marker is None:
             marker = CommitMarker(config.app, origin, partition, -1, layout.partitions, 0, config.source_topic)
-        record = dataclasses.replace(marker, handed_over_to=config.query)
-        call_with_retries(transactional_id, "begin_transaction", producer.begin_transaction, deadline_s=deadline)
-        producer.produce(topic, key=record.key, value=record.encode(default_codec()), partition=partition)
-        call_with_retries(
-            transactional_id, "commit_transaction", lambda: producer.commit_transaction(deadline), deadline_s=deadline
-        )
+        return dataclasses.replace(marker, handed_over_to=config.query)
+
+    try:
+        rewrite_marker(config, origin, partition, topic, hand_over_marker)
     except KafkaException as exc:
         raise CommitMarkerError(
             topic, f"partition {partition}: the handover to {config.query} failed: {exc.args[0]}",
             fix=f"stop query {origin} and start this job again (the handover is done again, once)",
         ) from exc  # fmt: skip
-    finally:
-        producer.flush(5)
 
 
 def parse_start_offsets(text: str) -> dict[int, int]:

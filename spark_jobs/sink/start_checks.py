@@ -3,10 +3,10 @@
 ``TransactionalBatchWriter.start`` runs them before its claim (``start_pass``), in the order it refuses in:
 speculation off (two attempts of one partition would write one transaction at once), a grown layout
 (``grown_layout``), the commits topic (``commit_markers.ensure_commits_topic``), every written topic's
-partition count (``check_topics``), every marker's layout and input (``grown_layout.check_markers``), then
-each written topic's size limit (``with_topic_limits``). ``check_topics`` also runs at most every
-``TOPIC_CHECK_INTERVAL_S`` and after any failed write (``transactional_sink``); ``with_topic_limits`` then
-follows each written topic's ``max.message.bytes``.
+partition count (``check_topics``), then each written topic's size limit (``with_topic_limits``); every
+marker's layout and input (``grown_layout.check_markers``) is the claim's first refusal (``claim_log``).
+``check_topics`` also runs at most every ``TOPIC_CHECK_INTERVAL_S`` and after any failed write
+(``transactional_sink``); ``with_topic_limits`` then follows each written topic's ``max.message.bytes``.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@
 checks (``start_checks``), over the query's markers as the start read them once:
 
 1. the outputs claimed (``claim_log``), whose verdict gives the recorded start;
-2. a handover's fencing and the origin's markers, read once when final (``query_handover.handed_over_markers``),
-   an origin of another partition count followed (``with_origin_layout``);
+2. a handover's fencing and the origin's markers, read once when final, an origin of another partition count
+   followed (``query_handover.take_over``);
 3. each output partition's start as a marker of its own (``partition_transactions.record_start``).
 
 Nothing below reads what the start read already: each step takes the markers and the config it needs.
@@ -19,7 +19,7 @@ from spark_jobs.sink.claim_log import claim_outputs
 from spark_jobs.sink.commit_markers import CommitMarker
 from spark_jobs.sink.config import SinkConfig
 from spark_jobs.sink.partition_transactions import record_start
-from spark_jobs.sink.query_handover import handed_over_markers, with_origin_layout
+from spark_jobs.sink.query_handover import take_over
 
 
 def start_as_owner(config: SinkConfig, markers: Mapping[int, CommitMarker]) -> SinkConfig:
@@ -30,8 +30,7 @@ def start_as_owner(config: SinkConfig, markers: Mapping[int, CommitMarker]) -> S
     partition without a marker of its own gets its start as one (``record_start``), so a later handover from this
     query starts after it."""
     config = claim_outputs(config, markers)
-    origin = handed_over_markers(config, fence=len(markers) < config.partitions)
-    config = with_origin_layout(config, origin)
+    config, origin = take_over(config, fence=len(markers) < config.partitions)
     if config.after_query or config.start_offsets:  # each start durable where it is not 0 (record_start)
         for partition in range(config.partitions):
             if partition not in markers:
