@@ -34,8 +34,6 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import psutil
-
 from ikkai.errors import IkkaiError
 from ikkai.private_folders import private_temp_folder
 from spark_jobs.sink.config import SinkConfig
@@ -76,16 +74,17 @@ class ExecutorWriterError(IkkaiError):
 
 
 def executor_pid() -> int:
-    """The pid of this Python worker's executor JVM: its nearest ``java`` ancestor, else its parent."""
-    process: psutil.Process | None = psutil.Process(os.getppid())
+    """The pid of this Python worker's executor JVM: its nearest ``java`` ancestor, else its parent.
+
+    Read from ``/proc`` as ``executor_writer.started_at`` is, not through psutil: the executors' Python
+    environment (``ikkai[jobs]``) does not carry it, and the writer is Linux-only (a Unix socket, ``/proc``)."""
+    pid = os.getppid()
     for _ in range(4):
-        if process is None:
-            break
         try:
-            if Path(process.exe()).name.startswith("java"):
-                return process.pid
-            process = process.parent()
-        except psutil.Error:
+            if Path(os.readlink(f"/proc/{pid}/exe")).name.startswith("java"):
+                return pid
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
             break
     return os.getppid()
 
