@@ -9,7 +9,9 @@ Tests that kill a component (the Connect worker) share a second embedded stack, 
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -27,6 +29,18 @@ settings.register_profile("ikkai", deadline=None)
 settings.load_profile("ikkai")
 
 _skipped_integration: list[str] = []
+
+
+def _interrupted(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """SIGTERM (a `timeout`, a CI's cancel) stops the run as Ctrl-C does: the session's fixtures are torn down, so
+    the embedded stacks they started are stopped. Python's default for SIGTERM ended the process at once and left
+    each stack's broker and Connect worker running."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _interrupted)
 
 
 def in_ci() -> bool:
