@@ -235,23 +235,23 @@ def read_marker(
         at_end = False  # reached the LSO once: from then on, every quiet poll re-checks the high watermark
         while time.monotonic() < give_up_at:
             message: Any = consumer.poll(0.5)
-            if message is None or message.error() is not None:  # no record: at the end (EOF), or not there yet
-                if message is not None and message.error().code() != KafkaError._PARTITION_EOF:
-                    raise CommitMarkerError(
-                        topic, f"reading failed: {message.error().str()}", fix="check that the topic exists"
-                    )
-                if message is None and not at_end:
-                    continue
-                at_end = True
-                here = message.offset() if message is not None else consumer.position([assigned])[0].offset
-                if here >= 0:
-                    _seen[(cluster.bootstrap_servers, topic, partition)] = (here, latest)
-                high = _high_watermark(cluster, topic, partition)
-                if high is not None and here >= high:
-                    return latest
-                time.sleep(0.2)  # a leader moved, or someone else's transaction is open here: ask again
+            if message is not None and message.error() is None:
+                latest = CommitMarker.decode_own(message.value(), codec, topic, app, query, partition)
                 continue
-            latest = CommitMarker.decode_own(message.value(), codec, topic, app, query, partition)
+            if message is not None and message.error().code() != KafkaError._PARTITION_EOF:
+                raise CommitMarkerError(
+                    topic, f"reading failed: {message.error().str()}", fix="check that the topic exists"
+                )
+            if message is None and not at_end:
+                continue
+            at_end = True
+            here = message.offset() if message is not None else consumer.position([assigned])[0].offset
+            if here >= 0:
+                _seen[(cluster.bootstrap_servers, topic, partition)] = (here, latest)
+            high = _high_watermark(cluster, topic, partition)
+            if high is not None and here >= high:
+                return latest
+            time.sleep(0.2)  # a leader moved, or someone else's transaction is open here: ask again
         raise CommitMarkerError(
             topic,
             f"partition {partition}: a transaction stayed open for more than {deadline_s:.0f}s, but only "
