@@ -32,7 +32,7 @@ from tests.explore.operator_model import COSTLY, OperatorActs
 
 pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
-EXAMPLES = int(os.environ.get("IKKAI_EXPLORE_EXAMPLES", "3"))
+EXAMPLES = int(os.environ.get("IKKAI_EXPLORE_EXAMPLES", "2"))
 STEPS = int(os.environ.get("IKKAI_EXPLORE_STEPS", "5"))
 SEED = int(os.environ.get("IKKAI_EXPLORE_SEED", "124"))
 # Acts left out, by rule name; unset: the costly ones (make test's time), empty: none (a soak)

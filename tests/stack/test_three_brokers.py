@@ -1,6 +1,6 @@
 """Three brokers, and one that dies: replication settings, and exactly-once through a leader's kill -9.
 
-Its own embedded stack of three KRaft nodes in a temporary home. The infer job runs as its own
+Its own embedded stack of three KRaft nodes in a temporary home, one for the module. The infer job runs as its own
 process while the broker leading one of its output partitions is SIGKILLed mid-stream and started
 again; a read_committed reader then finds one decision per payment, none twice, none missing.
 """
@@ -42,9 +42,12 @@ BATCH = 20  # maxOffsetsPerTrigger: about fifteen micro-batches, so the kill lan
 BROKERS = ("broker-1", "broker-2", "broker-3")
 
 
-@pytest.fixture
-def stack(tmp_path: Path) -> Iterator[ChaosStack]:
-    local = ChaosStack(tmp_path / "home", jars_dir(), StackOptions(brokers=3), heap="512m", progress=sys.stderr)
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChaosStack]:
+    """One three-broker stack for the module (a start is most of a minute): each test kills a broker and has it
+    running and in sync again before it ends, and works on topics of its own; ``up`` in a test is then a no-op."""
+    home = tmp_path_factory.mktemp("three-brokers") / "home"
+    local = ChaosStack(home, jars_dir(), StackOptions(brokers=3), heap="512m", progress=sys.stderr)
     try:
         yield local
     finally:
