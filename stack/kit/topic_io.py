@@ -33,12 +33,17 @@ def create_topic(cluster: KafkaContext, name: str, partitions: int = 1, config: 
     return name
 
 
+ABSENT_TOPIC_WAIT_S = 30.0  # a read without a timeout waits this long for a topic that does not exist yet
+
+
 def _partition_count(consumer: Consumer, topic: str, deadline: float | None) -> int:
     """``topic``'s partition count; a topic that does not exist yet (a connector or a job creates it as it writes)
-    is asked for again until it does, or until ``deadline`` (then 0: nothing arrived)."""
+    is asked for again until it does, or until ``deadline`` (without one, ``ABSENT_TOPIC_WAIT_S``; then 0: nothing
+    arrived, never a hang)."""
+    give_up_at = deadline if deadline is not None else time.monotonic() + ABSENT_TOPIC_WAIT_S
     while True:
         partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        if partitions or (deadline is not None and time.monotonic() >= deadline):
+        if partitions or time.monotonic() >= give_up_at:
             return len(partitions)
         time.sleep(0.2)
 
@@ -65,6 +70,8 @@ def _arrivals(
     eof: set[int] = set()
     try:
         parts = _partition_count(consumer, topic, deadline)
+        if not parts:  # the topic never appeared: nothing arrived
+            return 0, arrived
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(parts)])
         while deadline is None or time.monotonic() < deadline:
             message = consumer.poll(poll_seconds)
