@@ -47,6 +47,11 @@ BROKERS_DEFAULT = -1  # replication factor: the brokers' default.replication.fac
 
 
 READ_COMMITTED: Mapping[str, Any] = {"isolation.level": "read_committed"}
+# A reader that assigns its partitions and reads to their end (markers, claims, the tests' reads): the default
+# 500 ms long poll made every read cost ~1 s (the fetch that reaches the end, then the next query queued behind the
+# next fetch); with sparse connections (the default) a new client connects to the partition leader only on demand,
+# after its bootstrap connection is gone: 50-500 ms of timers per read.
+QUICK_TO_END: Mapping[str, Any] = {"fetch.wait.max.ms": 10, "enable.sparse.connections": False}
 
 # librdkafka's log line when the broker hangs up before answering the first request: a plaintext
 # client at a TLS or SASL listener (or the other way round) sees it on every attempt.

@@ -56,14 +56,14 @@ def _arrivals(
     Reads until every partition reached the end offset it had when reading began (for read_committed: the last
     stable offset), or, with ``expect``, until that many arrived; with ``timeout``, at most that long.
 
-    A suite reads hundreds of times, so a read costs no waiting of its own (the settings of the sink's marker
-    reader, ``spark_jobs.sink.commit_markers``): every partition is assigned from its beginning, no group joined
+    A suite reads hundreds of times, so a read costs no waiting of its own (``kafka.QUICK_TO_END``, as the sink's
+    marker reader): every partition is assigned from its beginning, no group joined
     (the group id is one librdkafka asks for, never used); the end is seen 10 ms after the last record, not after
     the default 500 ms long poll; the leader is connected at once, not on demand."""
     consumer = Consumer(cluster.client_config(**{
         "group.id": unique("test.reader"), "auto.offset.reset": "earliest",
         "enable.auto.commit": False, "isolation.level": isolation, "enable.partition.eof": True,
-        "fetch.wait.max.ms": 10, "enable.sparse.connections": False,
+        **kafka.QUICK_TO_END,
     }))  # fmt: skip
     deadline = None if timeout is None else time.monotonic() + timeout
     arrived: list[tuple[int, Record]] = []
