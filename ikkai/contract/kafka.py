@@ -31,9 +31,7 @@ from ikkai.contract.kafka_security import (
     NO_SECURITY,
     SecurityConfig,
     client_security,
-    librdkafka_settings,
     load_security,
-    spark_kafka_options,
 )
 from ikkai.errors import ConfigError, KafkaAccessError
 from ikkai.settings import BOOTSTRAP_VAR, KAFKA_CONFIG_VAR, Endpoints, ikkai_home, recorded_endpoints
@@ -130,7 +128,7 @@ class KafkaContext:
         For admin clients, and for the few readers that must see uncommitted records on purpose
         (the smoke test's and the tests' read_uncommitted checks); every other reader takes ``consumer_config``.
         """
-        return {"bootstrap.servers": self.bootstrap_servers, **librdkafka_settings(self.security), **extra}
+        return {"bootstrap.servers": self.bootstrap_servers, **self.security.librdkafka, **extra}
 
     def consumer_config(self, group_id: str, **extra: Any) -> dict[str, Any]:
         """A read_committed consumer's settings; ``extra`` adds to them (offsets, EOF events), never weakens them."""
@@ -142,7 +140,7 @@ class KafkaContext:
 
     def spark_options(self) -> dict[str, str]:
         """Spark's Kafka source and sink options: ``kafka.bootstrap.servers`` and the security keys as written."""
-        return {"kafka.bootstrap.servers": self.bootstrap_servers, **spark_kafka_options(self.security)}
+        return {"kafka.bootstrap.servers": self.bootstrap_servers, **self.security.spark}
 
 
 def resolve_cluster(given: str | None = None, env: Mapping[str, str] = os.environ) -> KafkaContext | None:

@@ -26,7 +26,9 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Final
 
 from ikkai.errors import ConfigError
@@ -86,6 +88,18 @@ class SecurityConfig:
             user = self.user()
             parts.append(f"{mechanism} as {user!r}" if user else mechanism)
         return f"{', '.join(parts)} (from {self.source})"
+
+    # Derived once per configuration, where the cluster is resolved, not again for every client built with it. Never
+    # pickled (``__reduce__`` carries the file's path): a task derives them again from the file where it runs.
+    @cached_property
+    def librdkafka(self) -> Mapping[str, str]:
+        """``librdkafka_settings``: the Python clients' settings (producers, consumers, admin clients)."""
+        return MappingProxyType(librdkafka_settings(self))
+
+    @cached_property
+    def spark(self) -> Mapping[str, str]:
+        """``spark_kafka_options``: Spark's Kafka source and sink options."""
+        return MappingProxyType(spark_kafka_options(self))
 
 
 NO_SECURITY: Final = SecurityConfig()

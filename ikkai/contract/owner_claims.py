@@ -29,12 +29,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ikkai.contract.codec import RecordCodec
+from ikkai.errors import IkkaiError
 
 CLAIM, HANDOVER, SHADOW = "claim", "handover", "shadow"
 KINDS = (CLAIM, HANDOVER, SHADOW)
 SHADOW_SUFFIX = ".shadow"
 Query = tuple[str, str]  # (app, query)
 Pair = tuple[str, str]  # (input topic, output topic)
+
+
+class OwnerClaimError(IkkaiError):
+    """A start whose claim is void, or a claim log that cannot decide (unreadable, or configured to lose claims)."""
+
+    def __init__(self, topic: str, problem: str, fix: str) -> None:
+        super().__init__(f"{topic}: {problem}", fix=fix)
+        self.topic = topic
 
 
 @dataclass(frozen=True)

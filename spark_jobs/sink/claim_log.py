@@ -2,9 +2,9 @@
 
 ``claim_outputs`` is the sink's start step (``start_pass.start_as_owner``):
 
-1. Its own markers first (its own commits topic, as the start read them): a query whose markers have another
-   layout or input (``grown_layout.check_markers``), that handed its output over, or that would write other
-   topics than its markers name, is refused before it claims anything (``refuse_by_own_markers``).
+1. Its own markers were judged already, by the writer's checks before it (``grown_layout.refuse_by_own_markers``):
+   a query whose markers have another layout or input, that handed its output over, or that would write other
+   topics than its markers name, never reaches its claim.
 2. It appends one ``OwnerClaim`` (``ikkai.contract.owner_claims``) to ``_ikkai.owners`` in a
    transaction of ``transactional.id`` ``<app>.<query>.owner-claim``: ``init_transactions`` fences
    an older claimer of the same query (a zombie start) and ends the transaction it left open.
@@ -39,12 +39,12 @@ from ikkai.contract import kafka
 from ikkai.contract.codec import SchemaError, default_codec
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.owner_claims import CLAIM, HANDOVER, SHADOW, OwnerClaim, fold, format_offsets
+from ikkai.contract.owner_claims import OwnerClaimError as OwnerClaimError  # the claims' refusal, raised here too
 from ikkai.contract.topics import OWNERS
-from ikkai.errors import ConfigError, IkkaiError
+from ikkai.errors import ConfigError
 from spark_jobs.sink.commit_markers import CommitMarker
 from spark_jobs.sink.commit_pause import PAUSE_BOUND_S
 from spark_jobs.sink.config import OPERATOR_GUIDE, SinkConfig
-from spark_jobs.sink.grown_layout import check_markers, handed_over
 from spark_jobs.sink.kafka_errors import TransactionError, call_with_retries
 
 # Never compacted (a compacted topic keeps the last record of a key, not the first, and could change the winner),
@@ -54,14 +54,6 @@ OWNERS_TOPIC_CONFIG = {"cleanup.policy": "delete", "retention.ms": "-1", "retent
 CLAIM_TRANSACTION_TIMEOUT_MS = 10_000
 CLAIM_DEADLINE_S = 90.0  # covers that timeout and the coordinator's check for timed-out transactions (10 s)
 CLAIMS_GUIDE = f"{OPERATOR_GUIDE}: concurrent starts"
-
-
-class OwnerClaimError(IkkaiError):
-    """A start whose claim is void, or a claim log that cannot decide (unreadable, or configured to lose claims)."""
-
-    def __init__(self, topic: str, problem: str, fix: str) -> None:
-        super().__init__(f"{topic}: {problem}", fix=fix)
-        self.topic = topic
 
 
 def claim_transactional_id(app: str, query: str) -> str:
@@ -74,9 +66,8 @@ def claim_outputs(
 ) -> SinkConfig:
     """Claim the query's outputs (module docstring); the config its writers run with: the recorded start.
 
-    ``own``: the query's markers, as the start read them.
+    ``own``: the query's markers, as the start read them and judged them (``grown_layout.refuse_by_own_markers``).
     """
-    refuse_by_own_markers(config, own)
     ensure_owners_topic(config.cluster)
     claim = OwnerClaim(
         config.app, config.query, SHADOW if config.shadow else HANDOVER if config.after_query else CLAIM,
@@ -117,22 +108,6 @@ def recorded_start(
         offsets = {}
     input_recreated = accepted if accepted == config.source_topic_id else config.input_recreated
     return dataclasses.replace(config, after_query=after, start_offsets=offsets, input_recreated=input_recreated)
-
-
-def refuse_by_own_markers(config: SinkConfig, own: Mapping[int, CommitMarker]) -> None:
-    """What the query's own markers forbid before it claims: another layout or input (``check_markers``), writing
-    again after a handover, other topics."""
-    check_markers(config, own)
-    for marker in own.values():
-        if marker.handed_over_to:
-            raise OwnerClaimError(*handed_over(config.commits_topic, config.query, marker.handed_over_to))
-        if marker.output_topics and set(marker.output_topics) != set(config.output_topics):
-            raise OwnerClaimError(
-                config.commits_topic, f"query {config.query} committed output to {', '.join(marker.output_topics)}, "
-                f"now it writes {', '.join(config.output_topics)}: its markers would leave those events out of the "
-                "new topics",
-                fix="keep this query's output topics; other topics are another query's (a candidate model: --shadow)",
-            )  # fmt: skip
 
 
 def write_claim(cluster: KafkaContext, claim: OwnerClaim, deadline_s: float = CLAIM_DEADLINE_S) -> list[OwnerClaim]:

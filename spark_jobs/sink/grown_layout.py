@@ -19,9 +19,10 @@ writers starts where every old partition committed (``start``) and leaves out ea
 partition committed (``holds``), on every start and every write path (``partition_transactions.uncommitted``).
 Nothing is skipped and nothing is written again. Pure, but for the refusal's wording.
 
-The checks of the markers a start read live here too, pure: a grown layout (``refuse_a_grown_layout``), a
-marker of another layout or input (``check_markers``, which every writer that reads its marker runs as well),
-and where
+The checks of the markers a start read live here too, pure: a grown layout (``refuse_a_grown_layout``), before
+the start touches a topic; once the topics are checked, a marker of another layout or input (``check_markers``,
+which every writer that reads its marker runs as well), a handover done, other output topics
+(``refuse_by_own_markers``); and where
 each output partition of any query starts, from its marker and its origin's (``start_of``: the same layout,
 a grown one, ``--start-offsets``, or a recreated input the operator accepted, ``on_accepted_recreation``).
 """
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Protocol
 
+from ikkai.contract.owner_claims import OwnerClaimError
 from ikkai.contract.partitioning import kafka_partition
 from spark_jobs.sink.commit_markers import CommitMarker, CommitMarkerError, Lineage, commits_topic_for
 from spark_jobs.sink.record import KEY, SOURCE_PARTITION, Record
@@ -158,6 +160,23 @@ def refuse_a_grown_layout(config: _Query, markers: Mapping[int, CommitMarker]) -
         f"--after-query {config.query} and a fresh --checkpoint; it leaves out every record this query committed, "
         f"by its markers ({REPARTITION_PROCEDURE})",
     )
+
+
+def refuse_by_own_markers(config: _Layout, own: Mapping[int, CommitMarker]) -> None:
+    """What the query's own markers (as the start read them) forbid once its topics are checked, before it claims: a
+    marker of another layout or input (``check_markers``), writing again after a handover, other output topics than
+    the markers name. A grown layout is refused before any topic is touched (``refuse_a_grown_layout``)."""
+    check_markers(config, own)
+    for marker in own.values():
+        if marker.handed_over_to:
+            raise OwnerClaimError(*handed_over(config.commits_topic, config.query, marker.handed_over_to))
+        if marker.output_topics and set(marker.output_topics) != set(config.output_topics):
+            raise OwnerClaimError(
+                config.commits_topic, f"query {config.query} committed output to {', '.join(marker.output_topics)}, "
+                f"now it writes {', '.join(config.output_topics)}: its markers would leave those events out of the "
+                "new topics",
+                fix="keep this query's output topics; other topics are another query's (a candidate model: --shadow)",
+            )  # fmt: skip
 
 
 def check_markers(config: _Layout, markers: Mapping[int, CommitMarker]) -> None:

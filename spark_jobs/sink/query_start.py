@@ -11,8 +11,9 @@ besides it) and calls ``prepare_sink`` once, before the query starts. In this or
    baseline: it makes no exactly-once promise, and the steps 2 and 4 are not taken);
 4. the writer's checks and claim (``start_checks``, then ``start_pass``, over the markers read once), after the
    streamed rows' plan (``TransactionalBatchWriter.check_stream``): speculation off, a grown layout, the commits
-   topic, the layout and the topics' size limits, then the outputs claimed (a handover's fencing, each
-   partition's start).
+   topic, the layout and the topics' size limits, the rest of what the markers forbid (another layout or input, a
+   handover done, other topics: ``grown_layout.refuse_by_own_markers``), then the outputs claimed (a handover's
+   fencing, each partition's start).
 
 A query started with ``--sink-api data-source`` then attaches the prepared writer as a Python data source's
 stream writer (``stream_writer.attach_data_source``).

@@ -3,8 +3,9 @@
 ``TransactionalBatchWriter.start`` runs them before its claim (``start_pass``), in the order it refuses in:
 speculation off (two attempts of one partition would write one transaction at once), a grown layout
 (``grown_layout``), the commits topic (``commit_markers.ensure_commits_topic``), every written topic's
-partition count (``check_topics``), then each written topic's size limit (``with_topic_limits``); every
-marker's layout and input (``grown_layout.check_markers``) is the claim's first refusal (``claim_log``).
+partition count (``check_topics``), then each written topic's size limit (``with_topic_limits``); then the rest of
+what the markers forbid (``grown_layout.refuse_by_own_markers``: every marker's layout and input, a handover done,
+other output topics), the last refusal before the claim.
 ``check_topics`` also runs at most every ``TOPIC_CHECK_INTERVAL_S`` and after any failed write
 (``transactional_sink``); ``with_topic_limits`` then follows each written topic's ``max.message.bytes``.
 """

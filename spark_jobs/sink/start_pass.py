@@ -1,7 +1,8 @@
 """The exactly-once writer's start, its writes in one pass: the claim, a handover's fencing, each partition's start.
 
 ``start_as_owner`` is the second half of the writer's start (``TransactionalBatchWriter.start``), after its
-checks (``start_checks``), over the query's markers as the start read them once:
+checks (``start_checks``) and what the markers forbid (``grown_layout.refuse_by_own_markers``), over the query's
+markers as the start read them once:
 
 1. the outputs claimed (``claim_log``), whose verdict gives the recorded start;
 2. a handover's fencing and the origin's markers, read once when final, an origin of another partition count

@@ -69,7 +69,7 @@ from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.partitioning import spark_partition_routes
 from spark_jobs.sink.commit_markers import CommitMarker, CommitMarkerError, ensure_commits_topic, read_markers
 from spark_jobs.sink.config import SinkConfig
-from spark_jobs.sink.grown_layout import refuse_a_grown_layout
+from spark_jobs.sink.grown_layout import refuse_a_grown_layout, refuse_by_own_markers
 from spark_jobs.sink.partition_transactions import PartitionResult
 from spark_jobs.sink.shared_partitions import refuse_a_split_stream, refuse_shared_partitions
 from spark_jobs.sink.start_checks import check_topics, refuse_speculation, with_topic_limits
@@ -146,14 +146,15 @@ class TransactionalBatchWriter:
         if rows is not None:
             self.check_stream(rows)
         # The checks before the claim, in the order the start refuses in: speculation, a grown layout (naming the query
-        # that goes on) before any count, the commits topic, the topics' counts and limits; then the claim, whose first
-        # refusals are the markers' own (every marker's layout and input, a handover, other topics: claim_log).
+        # that goes on) before any count, the commits topic, the topics' counts and limits; then the rest of what the
+        # markers forbid (a marker's layout or input, a handover done, other topics): judged here, not by the claim.
         refuse_speculation(spark)
         refuse_a_grown_layout(self.config, markers)
         ensure_commits_topic(self.config.cluster, self.config.commits_topic, self.config.partitions)
         self._admin = AdminClient(self.config.cluster.client_config())
         check_topics(self.config, self._admin)
         self.config = with_topic_limits(self.config, self._admin)  # each written topic's max.message.bytes
+        refuse_by_own_markers(self.config, markers)
         self.config = start_as_owner(self.config, markers)  # claimed; the recorded start; a handover's fencing
         self._routes = spark_partition_routes(self.config.partitions)
         self._topics_checked_at = time.monotonic()

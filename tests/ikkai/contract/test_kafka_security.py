@@ -122,3 +122,19 @@ def test_every_client_config_carries_the_file_named_by_the_environment(
     assert KafkaContext.from_environment("b:1").consumer_config("g")["isolation.level"] == "read_committed"
     monkeypatch.delenv(CONFIG_VAR)
     assert "security.protocol" not in KafkaContext.from_environment("b:1").producer_config()
+
+
+def test_a_clusters_settings_are_derived_once_and_a_pickled_copy_carries_only_the_files_path(tmp_path: Path) -> None:
+    import pickle
+
+    cluster = KafkaContext("b:9092", load_security(_file(tmp_path, SCRAM)))
+    assert cluster.client_config(**{"client.id": "x"}) == {
+        "bootstrap.servers": "b:9092", **librdkafka_settings(cluster.security), "client.id": "x",
+    }  # fmt: skip
+    assert cluster.spark_options() == {"kafka.bootstrap.servers": "b:9092", **spark_kafka_options(cluster.security)}
+    assert cluster.security.librdkafka is cluster.security.librdkafka  # derived once, kept with the configuration
+    with pytest.raises(TypeError):
+        cluster.security.librdkafka["sasl.password"] = "changed"  # type: ignore[index]  # read-only for every client
+    shipped = pickle.dumps(cluster)
+    assert b'pa"ss;w=rd' not in shipped and b"sasl.password" not in shipped  # no secret, no derived setting travels
+    assert pickle.loads(shipped).client_config() == cluster.client_config()  # noqa: S301 - our own bytes: derived again
