@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from confluent_kafka.admin import AdminClient
 
+from ikkai.contract import kafka
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.wire_format import environment_codec
 from ikkai.errors import ConfigError, IkkaiError
@@ -174,8 +175,9 @@ def pinned_partitions(job: str, cluster: KafkaContext, given: int | None, layout
 # The source's consumer pipelines a fetch after each poll; at the end of the partition the broker holds it until
 # a new record comes or fetch.max.wait.ms (500 ms by default) passes, and answers one connection's requests in
 # order, so the two offset lookups Spark makes after every poll waited behind it: up to the gap between two
-# records, long at a low rate (a small batch took ~50 ms less at 10 records/s per partition).
-SOURCE_FETCH_MAX_WAIT_MS = 10
+# records, long at a low rate (a small batch took ~50 ms less at 10 records/s per partition). The same bound as
+# every reader that reads to the end (kafka.QUICK_TO_END), in the Java client's name.
+SOURCE_FETCH_MAX_WAIT_MS = kafka.QUICK_TO_END["fetch.wait.max.ms"]
 
 
 def kafka_source(
