@@ -26,9 +26,7 @@ import psutil
 if TYPE_CHECKING:
     from ikkai.contract.kafka import KafkaContext
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+REPO = Path(__file__).resolve().parents[1]  # the scripts run as ``python -m benchmarks.<name>`` from here
 
 
 # ---------------------------------------------------------------- tables and statistics (pure)

@@ -238,9 +238,19 @@ def started_at(pid: int) -> int:
     when the wall clock is stepped, so two processes (the writer, its client) could name one start differently.
     """
     try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+        return proc_stat_field(pid, 22)  # starttime
     except (OSError, ValueError, IndexError):
         return 0
+
+
+def proc_stat_field(pid: int, field: int) -> int:
+    """Field ``field`` (numbered as ``proc(5)`` numbers them, from 1) of ``/proc/<pid>/stat``, a number.
+
+    The command (field 2) is in parentheses and may hold spaces and parentheses itself: the fields after it are
+    counted from its last ``)``. Raises ``OSError`` for a process that is gone, ``ValueError``/``IndexError`` for a
+    field that is not there.
+    """
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[field - 3])
 
 
 def serve(path: Path, executor_pid: int, executor_started: int, idle_s: float = IDLE_S) -> None:

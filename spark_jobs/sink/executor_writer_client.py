@@ -41,6 +41,7 @@ from spark_jobs.sink.executor_writer import (
     READY,
     FramingError,
     peer_credentials,
+    proc_stat_field,
     read_frame,
     send_bytes,
     send_frame,
@@ -76,14 +77,14 @@ class ExecutorWriterError(IkkaiError):
 def executor_pid() -> int:
     """The pid of this Python worker's executor JVM: its nearest ``java`` ancestor, else its parent.
 
-    Read from ``/proc`` as ``executor_writer.started_at`` is, not through psutil: the executors' Python
+    Read from ``/proc`` (``executor_writer.proc_stat_field``), not through psutil: the executors' Python
     environment (``ikkai[jobs]``) does not carry it, and the writer is Linux-only (a Unix socket, ``/proc``)."""
     pid = os.getppid()
     for _ in range(4):
         try:
             if Path(os.readlink(f"/proc/{pid}/exe")).name.startswith("java"):
                 return pid
-            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            pid = proc_stat_field(pid, 4)  # the parent's pid
         except (OSError, ValueError, IndexError):
             break
     return os.getppid()
