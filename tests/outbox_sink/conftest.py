@@ -18,10 +18,11 @@ from deploy import bundle_ops
 from deploy.bundle_ops import BundleRequest, bundle_folder
 from deploy.connect_rest import ConnectClient
 from deploy.reconcile import Reconciler
+from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka import KafkaContext
 from ikkai.settings import Endpoints
 from outbox_sink import OutboxEmitter, OutboxRequest, ReceiptReader, create_outbox_topics, derive_decision_id
-from stack.kit.topic_io import unique
+from stack.kit.topic_io import create_topic, read_all, unique
 from tests.outbox_sink.hostile_server import HostileServer
 
 MODEL = "fraud@test"
@@ -48,6 +49,16 @@ def make_request(i: int, key: str, *, target: str = "payments-api", prefix: str 
         created_at=1_700_000_000_000 + i,
         model_version=MODEL,
     )
+
+
+def requests_on(cluster: KafkaContext, topic: str, *, isolation: str = "read_committed") -> list[OutboxRequest]:
+    """The outbox requests on ``topic``, as a consumer at ``isolation`` reads them."""
+    codec = default_codec()
+    return [
+        OutboxRequest.from_record(codec.decode("outbox_request", v))
+        for _, v in read_all(cluster, topic, isolation=isolation)
+        if v
+    ]
 
 
 @dataclass(frozen=True)
@@ -132,6 +143,12 @@ def hostile_server() -> Iterator[HostileServer]:
     """The scripted external server (tests/outbox_sink/hostile_server.py): behaviour per path, stopped afterwards."""
     with HostileServer() as server:
         yield server
+
+
+@pytest.fixture
+def topics(cluster: KafkaContext) -> Iterator[tuple[str, str]]:
+    """A requests topic (three partitions) and a service's own topic, fresh for the test (the emitter tests)."""
+    yield create_topic(cluster, unique("outbox.requests"), 3), create_topic(cluster, unique("decisions.fraud"))
 
 
 def outbox_bundle(owner_prefix: str) -> ConnectorBundle:

@@ -21,7 +21,8 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
-from tests.outbox_sink.hostile_server import HOST, Behaviour, HostileServer, _Request
+from tests.outbox_sink.hostile_behaviours import Behaviour
+from tests.outbox_sink.hostile_server import HOST, HostileServer, _Request
 
 REGISTRY: str = "/registry"
 SCHEMA_PATH: str = REGISTRY + "/schemas/ids/"

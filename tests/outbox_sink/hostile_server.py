@@ -3,9 +3,10 @@
 The test picks the server's behaviour per request path: a request for
 ``<base>/<behaviour>/<times>/<nonce>[/anything]`` gets ``behaviour`` on its first ``times``
 attempts (``always``: on every one) and a normal answer afterwards; ``script_path`` builds such a
-path. ``nonce`` names the side effect, so the server can count, per effect, how often it was
-*applied* — independently of the Idempotency-Key the sink sends, which is what the hostile matrix
-checks ("applied at most once, exactly once for each DELIVERED").
+path (``hostile_behaviours`` holds the script and what the server records of it). ``nonce`` names
+the side effect, so the server can count, per effect, how often it was *applied* — independently
+of the Idempotency-Key the sink sends, which is what the hostile matrix checks ("applied at most
+once, exactly once for each DELIVERED").
 
 Like a well-behaved idempotent API it applies a request once per Idempotency-Key and answers a
 repeat with the stored answer without applying it again; a request without a key is applied every
@@ -37,55 +38,25 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from enum import Enum
 from types import TracebackType
 from typing import Final
 
+from tests.outbox_sink.hostile_behaviours import (
+    ALWAYS,
+    Application,
+    Attempt,
+    Behaviour,
+    idempotency_key,
+    normalised,
+    parse_script,
+)
+
 HOST: Final = "127.0.0.1"
 BASE: Final = "/api"
-ALWAYS: Final = 0  # ``times`` meaning every attempt
 MAX_TARGET: Final = 64 * 1024  # longer request-targets are answered 414, as Tomcat and nginx do
 READ_LIMIT: Final = 2 * 1024 * 1024  # what the server reads of one request line or header block
 MAX_BODY: Final = 16 * 1024 * 1024
 CHUNK: Final = bytes(1024 * 1024)  # the one buffer a huge body is streamed from
-
-
-class Behaviour(Enum):
-    """What the server does with an attempt; the value is the path segment that asks for it."""
-
-    OK = "ok"  # applies, 201
-    OK_200 = "ok-200"  # applies, 200
-    CONFLICT = "conflict"  # 409 "key in progress" without applying while hostile, then applies, 201
-    SEE_OTHER = "see-other"  # applies, 303 See Other with a Location: the normal answer of an applied POST
-    STALL_BODY = "stall-body"  # applies; status line and headers, then not one byte of the body
-    STALL_HEAD = "stall-head"  # applies; then not one byte, not even the status line
-    DRIP = "drip"  # applies; the body one byte every DRIP_INTERVAL_S
-    HUGE = "huge"  # applies; 200 with a body of ``huge_bytes``, streamed as fast as the client reads
-    CONTINUE_STALL = "continue-stall"  # 100 Continue, then nothing; applies nothing
-    EARLY_HINTS_STALL = "early-hints-stall"  # 103 Early Hints, then nothing; applies nothing
-    RESET = "reset"  # applies; headers and one byte of the body, then a TCP reset
-    GARBAGE = "garbage"  # a status line that is no status line, then close; applies nothing
-    HUGE_GARBAGE = "huge-garbage"  # a 390 KB status line that is no status line, then close; applies nothing
-    NOT_FOUND = "not-found"  # 404 with a body, applies nothing: a final rejection
-
-    @property
-    def misbehaves(self) -> bool:
-        """Whether a hostile attempt gets something else than the normal answer (``ok``, ``see-other`` do not)."""
-        return self not in {Behaviour.OK, Behaviour.OK_200, Behaviour.SEE_OTHER}
-
-    @property
-    def applies_first(self) -> bool:
-        """Whether the effect is applied before the misbehaving answer is sent."""
-        return self not in {
-            Behaviour.CONFLICT,
-            Behaviour.CONTINUE_STALL,
-            Behaviour.EARLY_HINTS_STALL,
-            Behaviour.GARBAGE,
-            Behaviour.HUGE_GARBAGE,
-            Behaviour.NOT_FOUND,
-        }
-
-
 HUGE_GARBAGE_BYTES: Final = 390 * 1024  # the JDK quotes a bad status line whole in its exception (issue 44)
 DRIP_INTERVAL_S: Final = 0.25
 DRIP_BYTES: Final = 4096  # 17 minutes at one byte a quarter second: longer than any deadline
@@ -93,38 +64,6 @@ STATUS_TEXT: Final = {
     200: "OK", 201: "Created", 303: "See Other", 404: "Not Found", 409: "Conflict", 411: "Length Required",
     413: "Content Too Large", 414: "URI Too Long",
 }  # fmt: skip
-
-
-def script_path(behaviour: Behaviour, nonce: str, *, times: int = 1, tail: str = "") -> str:
-    """The path (relative to the target's base URL) that asks for ``behaviour`` on the first ``times`` attempts."""
-    return f"/{behaviour.value}/{'always' if times == ALWAYS else times}/{nonce}{tail}"
-
-
-@dataclass(frozen=True)
-class Application:
-    """One side effect the server performed."""
-
-    nonce: str
-    idempotency_key: str | None
-    method: str
-    target: str
-    headers: dict[str, str]
-    body_sha256: str
-    at: float
-
-
-@dataclass(frozen=True)
-class Attempt:
-    """One request the server read, and what it did with it."""
-
-    nonce: str
-    behaviour: str
-    number: int  # of this nonce, from 1
-    idempotency_key: str | None
-    hostile: bool
-    applied: bool
-    status: int | None  # the status line sent, None when none was (garbage, a stall before any)
-    at: float
 
 
 @dataclass
@@ -152,41 +91,6 @@ class _State:
     tls_connections: int = 0
     open_stalls: int = 0
     healed: bool = False
-
-
-def normalised(target: str) -> str:
-    """The path of ``target`` as Tomcat resolves it: ``;params`` dropped per segment, ``%2e`` decoded, dot segments."""
-    path = target.split("?", 1)[0]
-    out: list[str] = []
-    for raw in path.split("/")[1:]:
-        segment = raw.split(";", 1)[0].replace("%2e", ".").replace("%2E", ".")
-        if segment == ".":
-            continue
-        if segment == "..":
-            if out:
-                out.pop()
-            continue
-        out.append(segment)
-    return "/" + "/".join(out)
-
-
-def idempotency_key(value: str | None) -> str | None:
-    """The key an Idempotency-Key header carries: a bare token, or a structured-field string (RFC 8941) unquoted."""
-    if value is not None and len(value) >= 2 and value[0] == value[-1] == '"':
-        return value[1:-1].replace('\\"', '"').replace("\\\\", "\\")
-    return value
-
-
-def parse_script(target: str) -> tuple[str, Behaviour, int]:
-    """(nonce, behaviour, times) of a request-target under ``BASE``; unknown scripts are ``ok``."""
-    parts = target.split("?", 1)[0].split("/")  # "", "api", behaviour, times, nonce, ...
-    nonce = parts[4] if len(parts) > 4 else target
-    try:
-        behaviour = Behaviour(parts[2])
-    except (IndexError, ValueError):
-        return nonce, Behaviour.OK, 1
-    times = ALWAYS if parts[3] == "always" else int(parts[3]) if parts[3].isdigit() else 1
-    return nonce, behaviour, times
 
 
 class HostileServer:

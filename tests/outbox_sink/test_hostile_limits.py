@@ -46,19 +46,11 @@ from ikkai.contract.codec import default_codec
 from ikkai.contract.outbox import REQUEST_SCHEMA
 from ikkai.settings import Endpoints
 from tests.outbox_sink.conftest import render_sink, with_targets
+from tests.outbox_sink.hostile_behaviours import Behaviour
+from tests.outbox_sink.hostile_deployment import PARTITIONS, WAIT, Deployment, check
+from tests.outbox_sink.hostile_records import HOSTILE, V2_HEADER_LEN, Spec, Written, materialise
 from tests.outbox_sink.hostile_registry import HostileRegistry
-from tests.outbox_sink.hostile_server import Behaviour, HostileServer
-from tests.outbox_sink.test_hostile_matrix import (
-    HOSTILE,
-    PARTITIONS,
-    V2_HEADER_LEN,
-    WAIT,
-    Deployment,
-    Spec,
-    Written,
-    check,
-    materialise,
-)
+from tests.outbox_sink.hostile_server import HostileServer
 
 pytestmark = pytest.mark.integration
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.outbox_sink.test_hostile_matrix import idempotency_key
+from tests.outbox_sink.hostile_records import idempotency_key
 
 VECTORS = Path(__file__).with_name("idempotency_key_vectors.json")
 

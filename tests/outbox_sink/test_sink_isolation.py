@@ -32,7 +32,8 @@ from ikkai.contract.codec import default_codec
 from ikkai.contract.outbox import REQUEST_SCHEMA
 from outbox_sink import OutboxRequest
 from tests.outbox_sink.conftest import DeployedSink, SinkFactory, make_request
-from tests.outbox_sink.hostile_server import ALWAYS, Behaviour, HostileServer, script_path
+from tests.outbox_sink.hostile_behaviours import ALWAYS, Behaviour, script_path
+from tests.outbox_sink.hostile_server import HostileServer
 
 pytestmark = pytest.mark.integration
 

@@ -2,254 +2,31 @@ package dev.ikkai.outbox;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
-import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.IOException;
-import java.io.UncheckedIOException;
-import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
-import java.nio.charset.StandardCharsets;
 import java.time.Clock;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Collections;
-import java.util.HashMap;
-import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
-import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.Future;
-import java.util.concurrent.TimeUnit;
-import java.util.function.Function;
-import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
-import java.util.concurrent.atomic.AtomicInteger;
 
-import com.sun.net.httpserver.HttpServer;
 import org.apache.avro.generic.GenericData;
 import org.apache.avro.generic.GenericRecord;
-import org.apache.avro.message.BinaryMessageEncoder;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
-import org.apache.kafka.clients.producer.MockProducer;
 import org.apache.kafka.common.TopicPartition;
-import org.apache.kafka.common.metrics.Metrics;
-import org.apache.kafka.common.metrics.PluginMetrics;
-import org.apache.kafka.common.metrics.internals.PluginMetricsImpl;
-import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.apache.kafka.connect.data.Schema;
-import org.apache.kafka.connect.sink.ErrantRecordReporter;
 import org.apache.kafka.connect.sink.SinkRecord;
-import org.apache.kafka.connect.sink.SinkTaskContext;
-import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 /**
  * The task's delivery loop against a JDK HTTP server: per-key order, a failing target holding back
- * only its own partition, commits never past a held record, rebalances, DLQ, receipts.
+ * only its own partition, commits never past a held record, rebalances, a schema registry that cannot answer.
+ * Dead letters and receipts: {@link OutboxSinkTaskDeadLetterTest}.
  */
-class OutboxSinkTaskTest {
-    private static final TopicPartition P0 = new TopicPartition("outbox.requests", 0);
-    private static final TopicPartition P1 = new TopicPartition("outbox.requests", 1);
-    /** Longer than any answer of this test server but the slow ones: a put() collects every other answer. */
-    private static final Duration ANSWER_WAIT = Duration.ofSeconds(5);
-
-    private HttpServer server;
-    private final List<String> received = Collections.synchronizedList(new ArrayList<>());
-    private final Map<String, Integer> failuresLeft = new ConcurrentHashMap<>();
-    /** Requests named k<key>.<n> take 5 ms: the keys with one in progress, the most in progress at once, overlaps. */
-    private final Set<String> busyKeys = ConcurrentHashMap.newKeySet();
-    private final AtomicInteger inProgress = new AtomicInteger();
-    private final AtomicInteger mostInProgress = new AtomicInteger();
-    private final List<String> overlapping = Collections.synchronizedList(new ArrayList<>());
-    private final CountDownLatch slowRelease = new CountDownLatch(1);
-    private final AtomicInteger kAnswered = new AtomicInteger();
-    private volatile boolean slowReleasedInTime;
-    private final CountDownLatch holdArrived = new CountDownLatch(8);
-    private final CountDownLatch firstHoldArrived = new CountDownLatch(1);
-    private final CountDownLatch holdRelease = new CountDownLatch(1);
-    private final CountDownLatch stallRelease = new CountDownLatch(1);
-    private final Set<String> stalls = ConcurrentHashMap.newKeySet();
-    /** What the DLQ answers for each dead letter; by default it takes it at once. */
-    private Function<SinkRecord, Future<Void>> dlq = record -> CompletableFuture.completedFuture(null);
-    private final MockProducer<byte[], byte[]> receipts =
-        new MockProducer<>(true, null, new ByteArraySerializer(), new ByteArraySerializer());
-    private final List<SinkRecord> deadLettered = new ArrayList<>();
-    private long timeout = -1;
-    private final Set<TopicPartition> paused = new HashSet<>();
-    private final List<TopicPartition> resumed = new ArrayList<>();
-    private final OutboxCodec codec = new OutboxCodec();
-    private OutboxSinkTask task;
-
-    @BeforeEach
-    void start() throws IOException {
-        server = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
-        server.setExecutor(Executors.newCachedThreadPool());  // a slow answer must not hold back the others
-        server.createContext("/", exchange -> {
-            String key = exchange.getRequestHeaders().getFirst("X-Ikkai-Decision-Id");  // the test names requests by decision
-            received.add(key);
-            if (key.startsWith("slow")) {  // hangs until released: by the test, or once 120 k-requests are answered
-                try {
-                    slowReleasedInTime = slowRelease.await(60, TimeUnit.SECONDS);
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                }
-            }
-            if (key.startsWith("hold")) {  // in flight until the test releases it
-                holdArrived.countDown();
-                firstHoldArrived.countDown();
-                await(holdRelease);
-            }
-            if (key.startsWith("stall") && stalls.add(key)) {  // the first attempt: headers, 3 bytes of 1000, then nothing
-                exchange.sendResponseHeaders(201, 1000);
-                exchange.getResponseBody().write("{\"a".getBytes(StandardCharsets.UTF_8));
-                exchange.getResponseBody().flush();
-                await(stallRelease);
-                exchange.close();
-                return;
-            }
-            if (key.startsWith("k")) {
-                String kafkaKey = key.substring(0, key.indexOf('.'));
-                if (!busyKeys.add(kafkaKey)) {
-                    overlapping.add(key);
-                }
-                mostInProgress.accumulateAndGet(inProgress.incrementAndGet(), Math::max);
-                sleep(5);
-                inProgress.decrementAndGet();
-                busyKeys.remove(kafkaKey);  // before the answer leaves: the key's next request cannot be here yet
-            }
-            int left = failuresLeft.getOrDefault(key, 0);
-            int status = key.startsWith("bad") ? 400 : left > 0 ? 503 : 201;
-            failuresLeft.computeIfPresent(key, (k, v) -> v - 1);
-            if (status == 503 && key.startsWith("later")) {
-                exchange.getResponseHeaders().add("Retry-After", "1");
-            }
-            byte[] body = ("{\"key\":\"" + key + "\"}").getBytes(StandardCharsets.UTF_8);
-            exchange.sendResponseHeaders(status, body.length);
-            exchange.getResponseBody().write(body);
-            exchange.close();
-            if (key.startsWith("k") && kAnswered.incrementAndGet() == 120) {
-                slowRelease.countDown();
-            }
-        });
-        server.start();
-        task = startTask(ANSWER_WAIT);
-    }
-
-    private OutboxSinkTask startTask(Duration answerWait) {
-        return startTask(answerWait, Map.of());
-    }
-
-    private OutboxSinkTask startTask(Duration answerWait, Map<String, String> more) {
-        OutboxSinkTask task = new OutboxSinkTask(Clock.systemUTC(), config -> receipts, config -> deadLetterQueue(), answerWait);
-        task.initialize(new FakeContext());
-        Map<String, String> config = new HashMap<>(Map.of(
-            "outbox.targets", "payments-api",
-            "outbox.target.payments-api.url", "http://127.0.0.1:" + server.getAddress().getPort() + "/payments",
-            "outbox.receipts.bootstrap.servers", "unused:9092",
-            "errors.deadletterqueue.topic.name", "dlq.test",
-            "outbox.retry.backoff.initial.ms", "1",
-            "outbox.retry.backoff.max.ms", "2"));
-        config.putAll(more);
-        task.start(config);
-        return task;
-    }
-
-    private static void await(CountDownLatch latch) {
-        try {
-            latch.await(60, TimeUnit.SECONDS);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        }
-    }
-
-    @AfterEach
-    void stop() {
-        holdRelease.countDown();
-        stallRelease.countDown();
-        slowRelease.countDown();
-        task.stop();
-        server.stop(0);
-        ((ExecutorService) server.getExecutor()).shutdownNow();
-    }
-
-    private SinkRecord record(long offset, String key, String decisionId, String target) {
-        return record(0, offset, key, decisionId, target);
-    }
-
-    private SinkRecord record(int partition, long offset, String key, String decisionId, String target) {
-        return record(partition, offset, key, decisionId, target, r -> { });
-    }
-
-    /** A request whose fields {@code change} may overwrite before it is encoded. */
-    private SinkRecord record(int partition, long offset, String key, String decisionId, String target,
-                              java.util.function.Consumer<GenericRecord> change) {
-        GenericRecord r = new GenericData.Record(codec.requestSchema());
-        r.put("decision_id", decisionId);
-        r.put("key", key);
-        r.put("target", target);
-        r.put("path", "/holds/" + decisionId);
-        r.put("content_type", "application/json");
-        r.put("body", ByteBuffer.wrap(new byte[] {'{', '}'}));
-        r.put("headers", Map.of());
-        r.put("created_at", 1L);
-        change.accept(r);
-        ByteBuffer b;
-        try {
-            b = new BinaryMessageEncoder<GenericRecord>(GenericData.get(), codec.requestSchema()).encode(r);
-        } catch (IOException e) {
-            throw new UncheckedIOException(e);
-        }
-        byte[] value = new byte[b.remaining()];
-        b.get(value);
-        return new SinkRecord("outbox.requests", partition, Schema.STRING_SCHEMA, key, Schema.OPTIONAL_BYTES_SCHEMA, value, offset);
-    }
-
-    /** One put() as the worker makes it: the timeout the task asks for is read once, before the next poll. */
-    private void put(List<SinkRecord> batch) {
-        timeout = -1;
-        task.put(batch);
-    }
-
-    /**
-     * put() the batch, then empty batches whenever the task asks to be called again (waiting as
-     * the worker's poll does), until it holds nothing; the number of put() calls.
-     */
-    private int putUntilDone(List<SinkRecord> batch) {
-        put(batch);
-        for (int rounds = 1; rounds < 10_000; rounds++) {
-            if (timeout < 0) {
-                return rounds;
-            }
-            sleep(timeout);
-            put(List.of());
-        }
-        throw new AssertionError("never finished");
-    }
-
-    private static void sleep(long millis) {
-        try {
-            Thread.sleep(millis);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new AssertionError(e);
-        }
-    }
-
-    private List<String> receiptKeys() {
-        return receipts.history().stream().map(r -> new String(r.key(), StandardCharsets.UTF_8)).toList();
-    }
-
-    @Test
-    void deadLettersNameTheTaskAsConnectsExecutingClass() {
-        // DeadLetterQueue spells the name out (it stands below the task): a renamed task must rename it too.
-        assertEquals(OutboxSinkTask.class.getName(), DeadLetterQueue.EXECUTING_CLASS);
-    }
-
+class OutboxSinkTaskTest extends OutboxSinkTaskFixture {
     @Test
     void aFailingRequestHoldsBackOnlyItsOwnKey() {
         failuresLeft.put("a1", 2);
@@ -289,20 +66,6 @@ class OutboxSinkTaskTest {
         assertTrue(mostInProgress.get() > 1 && mostInProgress.get() <= 8, "keys overlap, up to the 8 slots: " + mostInProgress);
         assertTrue(slowReleasedInTime, "the other 120 went on through the free slots while slow.0 hung in its own");
         assertEquals(121, receiptKeys().size());
-    }
-
-    @Test
-    void rejectedAndUnknownTargetsAreDeadLetteredOnceWithAReceiptEach() {
-        List<SinkRecord> batch = List.of(record(0, "A", "bad1", "payments-api"), record(1, "A", "a2", "nowhere-api"),
-            record(2, "A", "a3", "payments-api"));
-
-        assertEquals(1, putUntilDone(batch));
-
-        assertEquals(List.of("bad1", "a3"), received, "nothing is sent for the unknown alias");
-        assertEquals(List.of("rejected-by-target", "unknown-target"),
-            deadLettered.stream().map(r -> r.headers().lastWithName("ikkai.dlq.error_class").value()).toList());
-        assertEquals("400", deadLettered.get(0).headers().lastWithName("ikkai.dlq.status_code").value());
-        assertEquals(Set.of("bad1", "a2", "a3"), Set.copyOf(receiptKeys()));
     }
 
     @Test
@@ -397,20 +160,6 @@ class OutboxSinkTaskTest {
         assertEquals(Set.of(), paused);
     }
 
-    @Test
-    void aReceiptThatCannotBeWrittenStopsTheTask() {
-        MockProducer<byte[], byte[]> failing = new MockProducer<>(false, null, new ByteArraySerializer(), new ByteArraySerializer());
-        task.stop();
-        task = new OutboxSinkTask(Clock.systemUTC(), config -> failing, config -> deadLetterQueue(), ANSWER_WAIT);
-        task.initialize(new FakeContext());
-        task.start(Map.of("outbox.targets", "payments-api",
-            "outbox.target.payments-api.url", "http://127.0.0.1:" + server.getAddress().getPort(),
-            "outbox.receipts.bootstrap.servers", "unused:9092", "errors.deadletterqueue.topic.name", "dlq.test"));
-        task.put(List.of(record(0, "A", "a1", "payments-api")));
-        failing.errorNext(new org.apache.kafka.common.errors.TimeoutException("broker gone"));
-        assertThrows(org.apache.kafka.connect.errors.ConnectException.class, () -> task.put(List.of()));
-    }
-
     /** A task reading (and receipting) the Confluent wire format against {@code registry}. */
     private OutboxSinkTask startRegistryTask(FakeSchemaRegistry registry) {
         // The first task stays idle, not stopped: stop() would close the receipts producer the two share.
@@ -477,20 +226,6 @@ class OutboxSinkTaskTest {
         }
     }
 
-    private String header(SinkRecord deadLetter, String name) {
-        org.apache.kafka.connect.header.Header h = deadLetter.headers().lastWithName(name);
-        return h == null ? null : String.valueOf(h.value());
-    }
-
-    private GenericRecord receipt(int i) {
-        try {
-            return new org.apache.avro.message.BinaryMessageDecoder<GenericRecord>(GenericData.get(), codec.receiptSchema())
-                .decode(receipts.history().get(i).value());
-        } catch (IOException e) {
-            throw new UncheckedIOException(e);
-        }
-    }
-
     @Test
     void aRequestTrulyInFlightWhenItsPartitionIsRevokedIsNeitherReceiptedNorRetried() {
         task = startTask(Duration.ofSeconds(5));  // the first task is idle (stop() would close the shared receipts)
@@ -548,124 +283,5 @@ class OutboxSinkTaskTest {
         assertEquals(201, receipt(0).get("status_code"));
         assertEquals(1, receipt(0).get("attempts"));
         assertTrue(receipt(0).get("reason").toString().contains("did not end within 500 ms"), receipt(0).get("reason").toString());
-    }
-
-    @Test
-    void aHeaderValueHttpCannotCarryIsTheRecordsDeadLetterAndThePartitionGoesOn() {
-        SinkRecord traced = record(0, 2, "C", "c1", "payments-api");
-        traced.headers().addBytes("traceparent", "00-abc\r\nX-Injected: 1".getBytes(StandardCharsets.UTF_8));
-        List<SinkRecord> batch = List.of(
-            record(0, 0, "A", "a1", "payments-api", r -> r.put("effect", "notify-客户")),
-            record(0, 1, "B", "b1", "payments-api", r -> r.put("headers", Map.of("X-Tenant", "t\u0000"))),
-            traced,
-            record(0, 3, "D", "d\n1", "payments-api", r -> r.put("path", "/holds/d1")),
-            record(0, 4, "E", "e1", "payments-api", r -> r.put("model_version", "m".repeat(8 * 1024 + 1))),
-            record(0, 5, "F", "f1", "payments-api", r -> r.put("content_type", "application/json; charset=ü")),
-            record(0, 6, "G", "g1", "payments-api"));
-
-        assertEquals(1, putUntilDone(batch), "put() never throws for a record's values");
-
-        assertEquals(List.of("g1"), received, "only the sendable request is sent");
-        assertEquals(6, deadLettered.size());
-        deadLettered.forEach(d -> assertEquals("bad-header", header(d, "ikkai.dlq.error_class")));
-        assertTrue(header(deadLettered.get(0), "ikkai.dlq.reason").contains("X-Ikkai-Effect"),
-            header(deadLettered.get(0), "ikkai.dlq.reason"));
-        assertEquals(7, receipts.history().size(), "one receipt each: six DEAD_LETTERED, one DELIVERED");
-        assertEquals(Set.of(), paused);
-    }
-
-    @Test
-    void aDeadLetterTheDlqRefusesStopsTheTaskWithoutCommittingOrReceiptingIt() {
-        dlq = record -> CompletableFuture.failedFuture(new org.apache.kafka.common.errors.RecordTooLargeException("too large"));
-        put(List.of(record(0, 0, "A", "a1", "payments-api")));
-        Map<TopicPartition, OffsetAndMetadata> consumed = Map.of(P0, new OffsetAndMetadata(2));
-
-        assertThrows(org.apache.kafka.connect.errors.ConnectException.class,
-            () -> task.put(List.of(record(0, 1, "B", "bad1", "payments-api"))));
-
-        assertEquals(List.of("a1"), receiptKeys(), "no receipt says bad1 is on the DLQ");
-        assertThrows(org.apache.kafka.connect.errors.ConnectException.class, () -> task.preCommit(consumed),
-            "no offset is committed past it");
-        assertThrows(org.apache.kafka.connect.errors.ConnectException.class, () -> task.put(List.of()), "and it stays stopped");
-    }
-
-    @Test
-    void aDeadLettersReceiptIsWrittenOnlyOnceTheDlqHasIt() {
-        CompletableFuture<Void> written = new CompletableFuture<>();
-        dlq = record -> written;
-        put(List.of(record(0, 0, "A", "bad1", "payments-api")));
-        assertEquals(List.of(), receiptKeys(), "the DLQ has not confirmed it yet");
-
-        written.complete(null);
-        Map<TopicPartition, OffsetAndMetadata> consumed = Map.of(P0, new OffsetAndMetadata(1));
-        assertEquals(consumed, task.preCommit(consumed));
-        assertEquals(List.of("bad1"), receiptKeys());
-        assertEquals("DEAD_LETTERED", receipt(0).get("outcome").toString());
-    }
-
-    @Test
-    void aReceiptAndADeadLetterStayBoundedWhateverTheRecordHolds() {
-        String path = "/" + "p".repeat(2 * 1024 * 1024) + "/../x";  // 2 MB: the reason and the default effect quote it
-        byte[] bigBody = new byte[600 * 1024];
-        put(List.of(record(0, 0, "A", "x".repeat(100_000), "payments-api", r -> r.put("path", path)),
-            record(0, 1, "B", "b1", "nowhere-api", r -> r.put("body", ByteBuffer.wrap(bigBody)))));
-
-        assertEquals(2, receipts.history().size());
-        for (int i = 0; i < 2; i++) {
-            assertTrue(receipts.history().get(i).value().length <= 8 * 1024, "receipt " + i + " within 8 KiB");
-            assertTrue(receipts.history().get(i).key().length <= Bounded.FIELD_BYTES);
-        }
-        GenericRecord first = receipt(0);
-        assertTrue(first.get("reason").toString().contains("…sha256:"), "cut with the digest of the whole reason");
-        assertEquals("bad-path", header(deadLettered.get(0), "ikkai.dlq.error_class"));
-        deadLettered.get(0).headers().forEach(h -> assertTrue(
-            String.valueOf(h.value()).getBytes(StandardCharsets.UTF_8).length <= Bounded.FIELD_BYTES, h.key()));
-        SinkRecord big = deadLettered.get(1);
-        assertEquals(Bounded.DEAD_LETTER_VALUE_BYTES, ((byte[]) big.value()).length);
-        assertEquals(String.valueOf(((byte[]) record(0, 1, "B", "b1", "nowhere-api",
-            r -> r.put("body", ByteBuffer.wrap(bigBody))).value()).length), header(big, "ikkai.dlq.value_bytes"));
-        assertEquals(64, header(big, "ikkai.dlq.value_sha256").length());
-    }
-
-    /** The sink's dead-letter queue in this test: each dead letter collected, its write answered by {@link #dlq}. */
-    private DeadLetterQueue deadLetterQueue() {
-        return new DeadLetterQueue() {
-            @Override
-            public Future<?> write(SinkRecord copy, RejectedRequest why) {
-                deadLettered.add(copy);
-                return dlq.apply(copy);
-            }
-
-            @Override
-            public void close() {
-            }
-        };
-    }
-
-    private final class FakeContext implements SinkTaskContext {
-        private final PluginMetrics metrics = new PluginMetricsImpl(new Metrics(), new HashMap<>());
-
-        @Override public Map<String, String> configs() { return Map.of(); }
-        @Override public void offset(Map<TopicPartition, Long> offsets) { }
-        @Override public void offset(TopicPartition tp, long offset) { }
-        @Override public void timeout(long timeoutMs) { timeout = timeoutMs; }
-        @Override public Set<TopicPartition> assignment() { return Set.of(P0, P1); }
-        @Override public void pause(TopicPartition... partitions) { paused.addAll(List.of(partitions)); }
-        @Override public void requestCommit() { }
-        @Override public PluginMetrics pluginMetrics() { return metrics; }
-
-        @Override
-        public void resume(TopicPartition... partitions) {
-            List.of(partitions).forEach(paused::remove);
-            resumed.addAll(List.of(partitions));
-        }
-
-        @Override
-        public ErrantRecordReporter errantRecordReporter() {
-            return (record, error) -> {
-                deadLettered.add(record);
-                return dlq.apply(record);
-            };
-        }
     }
 }
