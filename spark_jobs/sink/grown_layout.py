@@ -144,18 +144,24 @@ class _Start(_Layout, Protocol):
     def origin_layout(self) -> OriginLayout | None: ...
 
 
-def refuse_a_grown_layout(config: _Query, markers: Mapping[int, CommitMarker]) -> None:
+def refuse_a_grown_layout(
+    config: _Query, markers: Mapping[int, CommitMarker], commits_partitions: int | None = None
+) -> None:
     """Markers of another partition count: the topics grew. Refused with the command of the query that continues.
 
+    A query that committed no marker yet has its layout only in its commits topic (``commits_partitions``, None where
+    it does not exist): fewer partitions there than the topics have now is the same growth, refused the same way.
     The command names no offsets: the new query finds where to start in this query's markers (``OriginLayout``).
     """
-    grown = [m for m in markers.values() if m.partitions != config.partitions]
+    grown = [m.partitions for m in markers.values() if m.partitions != config.partitions]
+    if not markers and commits_partitions is not None and commits_partitions < config.partitions:
+        grown = [commits_partitions]
     if not grown:
         return
+    started = "committed with" if markers else "committed nothing yet and its commits topic has"
     raise CommitMarkerError(
         config.commits_topic,
-        f"query {config.query} committed with {grown[0].partitions} partitions, the topics now have "
-        f"{config.partitions}",
+        f"query {config.query} {started} {grown[0]} partitions, the topics now have {config.partitions}",
         fix=f"run the job as a new query that continues this one: --query {config.query}-p{config.partitions} "
         f"--after-query {config.query} and a fresh --checkpoint; it leaves out every record this query committed, "
         f"by its markers ({REPARTITION_PROCEDURE})",

@@ -149,9 +149,11 @@ class TransactionalBatchWriter:
         # that goes on) before any count, the commits topic, the topics' counts and limits; then the rest of what the
         # markers forbid (a marker's layout or input, a handover done, other topics): judged here, not by the claim.
         refuse_speculation(spark)
-        refuse_a_grown_layout(self.config, markers)
-        ensure_commits_topic(self.config.cluster, self.config.commits_topic, self.config.partitions)
         self._admin = AdminClient(self.config.cluster.client_config())
+        commits = self._admin.list_topics(self.config.commits_topic, timeout=30).topics.get(self.config.commits_topic)
+        commits_partitions = None if commits is None or commits.error is not None else len(commits.partitions)
+        refuse_a_grown_layout(self.config, markers, commits_partitions)  # a query without markers: by its topic's count
+        ensure_commits_topic(self.config.cluster, self.config.commits_topic, self.config.partitions)
         check_topics(self.config, self._admin)
         self.config = with_topic_limits(self.config, self._admin)  # each written topic's max.message.bytes
         refuse_by_own_markers(self.config, markers)

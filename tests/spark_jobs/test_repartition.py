@@ -71,6 +71,21 @@ def test_a_grown_layout_is_refused_with_the_command_of_the_new_query_and_no_offs
     refuse_a_grown_layout(config(2), markers)  # the same layout: nothing to say
 
 
+def test_a_query_without_markers_is_refused_by_its_commits_topics_count_with_the_same_command() -> None:
+    """A query that committed nothing yet (it ran over an empty input) has its layout only in its commits topic: topics
+    grown past that count are refused as a grown layout, naming the query that continues (found by the explorer's
+    soak: the commits topic's own count check named no command)."""
+    with pytest.raises(CommitMarkerError) as refused:
+        refuse_a_grown_layout(config(4), {}, commits_partitions=2)
+    text = str(refused.value)
+    assert "query enrich committed nothing yet and its commits topic has 2 partitions, the topics now have 4" in text
+    assert "--query enrich-p4 --after-query enrich and a fresh --checkpoint;" in text
+    refuse_a_grown_layout(config(4), {}, commits_partitions=4)  # the same layout
+    refuse_a_grown_layout(config(4), {}, commits_partitions=None)  # no commits topic yet: a first start
+    refuse_a_grown_layout(config(2), {}, commits_partitions=4)  # more than the job writes: not growth (counts grow)
+    refuse_a_grown_layout(config(3), {0: marker(0, {0: 1}, partitions=3)}, commits_partitions=2)  # markers decide
+
+
 def record(partition: int, offset: int, key: bytes) -> Record:
     return ("events.x", key, b"v", None, None, partition, offset)
 

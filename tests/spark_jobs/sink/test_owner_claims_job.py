@@ -14,10 +14,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewPartitions
 
 from demo.infer_process import IKKAI, InferProcess, InferTopics, job_environment
 from demo.payments_simulation import payment_records, simulate
+from ikkai.contract import kafka
 from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.partitioning import kafka_partition
@@ -232,3 +233,29 @@ def test_a_recreated_input_after_a_handover_starts_over_with_the_flag_the_refusa
     assert per_event(cluster, topics.decisions) == once([*before, *after])
     run(cluster, topics, tmp_path / "new4", new, expect=0)  # the usual arguments again: nothing more
     assert per_event(cluster, topics.decisions) == once([*before, *after])
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(2400)
+def test_a_query_that_committed_nothing_is_refused_after_growth_with_the_command_that_continues_it(
+    cluster: KafkaContext, tmp_path: Path
+) -> None:
+    """Found by the explorer's soak (IKKAI_EXPLORE_SEED=1129): a query that ran over an empty input has a claim and a
+    commits topic but no marker; after the topics grew, its start said "keep the partition count its markers were
+    written with" and named no command to run. Now it is refused as a grown layout with the query that continues it,
+    and that query, run as the refusal says, decides every event once."""
+    topics, query = pipeline(cluster), unique("empty")
+    run(cluster, topics, tmp_path / "first", query, expect=0)  # nothing to decide: a claim, a commits topic, no marker
+    layout = (topics.input, topics.decisions, topics.outbox, topics.dlq)
+    admin = AdminClient(cluster.client_config())
+    for future in admin.create_partitions([NewPartitions(t, PARTITIONS + 1) for t in layout]).values():
+        future.result(timeout=60)
+    kafka.wait_until_usable(cluster, layout, give_up_at=time.monotonic() + 120)
+    events = payments(11, 30)
+    produce_payments(cluster, topics.input, events, PARTITIONS + 1)
+    line = refusal(run(cluster, topics, tmp_path / "first", query, expect=1))
+    assert f"query {query} committed nothing yet and its commits topic has {PARTITIONS} partitions" in line, line
+    continued = f"{query}-p{PARTITIONS + 1}"
+    assert f"--query {continued} --after-query {query} and a fresh --checkpoint" in line, line
+    run(cluster, topics, tmp_path / "continued", continued, "--after-query", query, expect=0)
+    assert per_event(cluster, topics.decisions) == once(events)
