@@ -2,7 +2,7 @@
 
 Each function takes the cluster as a ``KafkaContext`` its caller resolved once, at its entry (a test's session
 ``cluster`` fixture, a benchmark's ``main``); nothing here reads the environment. Unique topic
-names, topic creation (through ``ikkai.contract.kafka.ensure_topics``), Avro payments produced on
+names, topic creation (through ``ikkai.contract.kafka.ensure_topics``) and growth, Avro payments produced on
 their key's partition, transactions to read, and what a fresh consumer (read_committed unless asked otherwise)
 sees: per partition (``by_partition``) or in the order it arrived (``read_all``), both from one read loop.
 """
@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Sequence
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions
 
 from ikkai.contract import kafka
 from ikkai.contract.codec import RecordCodec, default_codec
@@ -31,6 +33,14 @@ def create_topic(cluster: KafkaContext, name: str, partitions: int = 1, config: 
     """``name`` with ``partitions`` partitions and the brokers' default replication (``kafka.ensure_topics``)."""
     kafka.ensure_topics(cluster, [name], partitions, config=config)
     return name
+
+
+def grow_topics(cluster: KafkaContext, names: Sequence[str], partitions: int) -> None:
+    """Every topic of ``names`` grown to ``partitions`` (Kafka adds partitions, it never removes them), usable."""
+    admin = AdminClient(cluster.client_config())
+    for future in admin.create_partitions([NewPartitions(name, partitions) for name in names]).values():
+        future.result(timeout=60)
+    kafka.wait_until_usable(cluster, list(names), give_up_at=time.monotonic() + 120)
 
 
 ABSENT_TOPIC_WAIT_S = 30.0  # a read without a timeout waits this long for a topic that does not exist yet

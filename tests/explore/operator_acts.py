@@ -18,13 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from demo.infer_process import InferProcess, InferTopics
-from ikkai.contract import kafka
 from ikkai.contract.kafka import KafkaContext
 from spark_jobs.progress import parse_progress
-from stack.kit.topic_io import create_topic, produce_payments, unique
+from stack.kit.topic_io import create_topic, grow_topics, produce_payments, unique
 
 PARTITIONS = 2
 RUN_DEADLINE_S = 900.0  # one job process from start to exit: Spark starts slowly on a loaded 2-core machine
@@ -79,10 +78,7 @@ class Pipeline:
 
     def grow(self, partitions: int) -> None:
         """Every topic of the layout grown to ``partitions`` (Kafka adds partitions, it never removes them)."""
-        admin = AdminClient(self.cluster.client_config())
-        for future in admin.create_partitions([NewPartitions(t, partitions) for t in self.layout]).values():
-            future.result(timeout=60)
-        kafka.wait_until_usable(self.cluster, self.layout, give_up_at=time.monotonic() + 120)
+        grow_topics(self.cluster, self.layout, partitions)
 
     def start(self, query: str, checkpoint: Path, *flags: str) -> InferProcess:
         return InferProcess(self.cluster, self.topics, checkpoint, query, *flags)

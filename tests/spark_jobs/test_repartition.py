@@ -24,11 +24,9 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewPartitions
 
 from demo.payments_simulation import DAY_MS, START_MS, generate_profiles
 from demo.raw_payments import MixedStream, RawLine, mixed_stream, produce_lines
-from ikkai.contract import kafka
 from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.partitioning import kafka_partition
@@ -40,7 +38,7 @@ from spark_jobs.sink.grown_layout import OriginLayout, origin_layout, refuse_a_g
 from spark_jobs.sink.partition_transactions import uncommitted
 from spark_jobs.sink.record import Record
 from spark_jobs.sink.transactional_sink import SinkConfig, check_topics
-from stack.kit.topic_io import by_partition, create_topic, flat, unique
+from stack.kit.topic_io import by_partition, create_topic, flat, grow_topics, unique
 from tests.spark_jobs.enrich_process import EnrichProcess, EnrichTopics
 
 pytestmark = pytest.mark.heavy
@@ -190,13 +188,6 @@ def enrich_topics(cluster: KafkaContext, stream: MixedStream, partitions: int) -
     return topics
 
 
-def grow(bootstrap: str, count: int, *names: str) -> None:
-    admin = AdminClient(KafkaContext.from_environment(bootstrap).client_config())
-    for future in admin.create_partitions([NewPartitions(name, count) for name in names]).values():
-        future.result(timeout=60)
-    kafka.wait_until_usable(KafkaContext.from_environment(bootstrap), names, give_up_at=time.monotonic() + 120)
-
-
 def error_lines(job: EnrichProcess) -> list[str]:
     return [line for line in job.log if line.startswith("ikkai: error: ")]
 
@@ -221,7 +212,7 @@ def test_partitions_added_between_runs_go_on_as_a_new_query_with_nothing_lost_or
     first = EnrichProcess(cluster, topics, tmp_path / "first", query)
     assert first.wait(1200) == 0, first.tail()
 
-    grow(cluster.bootstrap_servers, 3, topics.input, topics.events, topics.dlq)
+    grow_topics(cluster, (topics.input, topics.events, topics.dlq), 3)
     refused = EnrichProcess(cluster, topics, tmp_path / "first", query)
     assert refused.wait(1200) == 1, refused.tail()
     [line] = error_lines(refused)  # one line: what, where, what to do
@@ -258,7 +249,7 @@ def test_a_running_job_whose_input_gains_a_partition_stops_with_the_procedure(
     job = EnrichProcess(cluster, topics, tmp_path / "checkpoint", unique("enrich"), "--continuous")
     try:
         assert job.wait_for_batches(1, timeout=900), job.tail()
-        grow(cluster.bootstrap_servers, 3, topics.input)
+        grow_topics(cluster, (topics.input,), 3)
         grown = mixed_stream(11, payments=120, partitions=3)
         produce_lines(
             cluster,
@@ -363,7 +354,7 @@ def test_a_batch_committed_on_one_output_partition_only_goes_on_after_the_growth
                 os.kill(json.loads((pause / "paused").read_text())["pid"], signal.SIGKILL)
     assert not (pause / "outcome").exists(), "the paused transaction must not have committed"
 
-    grow(cluster.bootstrap_servers, 3, topics.input, topics.events, topics.dlq)
+    grow_topics(cluster, (topics.input, topics.events, topics.dlq), 3)
     refused = EnrichProcess(cluster, topics, checkpoint, query)
     assert refused.wait(1200) == 1, refused.tail()
     [line] = error_lines(refused)

@@ -14,11 +14,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewPartitions
+from confluent_kafka.admin import AdminClient
 
 from demo.infer_process import IKKAI, InferProcess, InferTopics, job_environment
 from demo.payments_simulation import payment_records, simulate
-from ikkai.contract import kafka
 from ikkai.contract.codec import default_codec
 from ikkai.contract.kafka import KafkaContext
 from ikkai.contract.partitioning import kafka_partition
@@ -26,7 +25,7 @@ from ikkai.contract.topics import OWNERS
 from spark_jobs.sink.claim_log import PAUSE_CLAIM
 from spark_jobs.sink.commit_pause import PAUSE_BEFORE_COMMIT
 from spark_jobs.sink.input_identity import input_topic_id
-from stack.kit.topic_io import by_partition, create_topic, flat, produce_payments, unique
+from stack.kit.topic_io import by_partition, create_topic, flat, grow_topics, produce_payments, unique
 from tests.spark_jobs.sink.test_input_identity import recreate
 
 pytestmark = pytest.mark.heavy
@@ -247,10 +246,7 @@ def test_a_query_that_committed_nothing_is_refused_after_growth_with_the_command
     topics, query = pipeline(cluster), unique("empty")
     run(cluster, topics, tmp_path / "first", query, expect=0)  # nothing to decide: a claim, a commits topic, no marker
     layout = (topics.input, topics.decisions, topics.outbox, topics.dlq)
-    admin = AdminClient(cluster.client_config())
-    for future in admin.create_partitions([NewPartitions(t, PARTITIONS + 1) for t in layout]).values():
-        future.result(timeout=60)
-    kafka.wait_until_usable(cluster, layout, give_up_at=time.monotonic() + 120)
+    grow_topics(cluster, layout, PARTITIONS + 1)
     events = payments(11, 30)
     produce_payments(cluster, topics.input, events, PARTITIONS + 1)
     line = refusal(run(cluster, topics, tmp_path / "first", query, expect=1))
